@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian package kamera needs to build and test (bookworm names).
+# Idempotent: packages already present are skipped, so `make` stays fast after the first run.
+set -euo pipefail
+
+packages=(
+  # build and test
+  cmake g++ ninja-build pkg-config make
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format
+  clang-14 libclang-rt-14-dev            # libFuzzer targets for the file parsers
+  # math
+  libopenblas-dev liblapacke-dev
+  # libraries
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

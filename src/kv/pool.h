@@ -1,0 +1,130 @@
+// Paged KV pool: fixed-size pages of per-layer channels, a slot map per sequence, copy-on-write forks.
+//
+// Storage (DESIGN.md §2): for every (layer, channel) one arena of n_pages * page_tokens rows of
+// `width` floats. A token lives in one slot (slot = page * page_tokens + offset) and has one row in
+// every (layer, channel) arena. A sequence is an ordered list of slots plus one position per token;
+// causal order is the order of the list, never the position, so a token's position can change
+// (relocation) without touching its bytes. Rope channels are stored pre-rotation (position-free):
+// attention rotates them on the fly from the token's position.
+//
+// Pages are reference counted by sequences. fork() shares every page; a page shared by several
+// sequences is copied before it is written (make_writable). New tokens go to the tail page of the
+// sequence only when that page is exclusively owned and has free slots after its last used one;
+// otherwise to fresh pages. Erasing tokens leaves holes that are reclaimed when the page is freed.
+//
+// Every mutating call either succeeds or leaves the pool exactly as it was (prepare, then apply);
+// a full pool is a recoverable error, not an abort.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kamera {
+
+// Position of a cached token. 1-D RoPE reads t (text tokens keep h = w = t); M-RoPE reads all three.
+struct Pos {
+  int32_t t = 0, h = 0, w = 0;
+  static constexpr Pos linear(int32_t p) { return {p, p, p}; }
+  constexpr Pos shifted(int32_t delta) const { return {t + delta, h + delta, w + delta}; }
+  bool operator==(const Pos&) const = default;
+};
+
+// One cached channel of every layer, e.g. "k" (rope, n_kv_heads*head_dim) and "v" (content).
+struct ChannelDesc {
+  std::string name;
+  int width = 0;         // floats per token per layer
+  bool rotated = false;  // carries RoPE; stored pre-rotation (position-free)
+};
+
+struct KvLayout {
+  int n_layers = 0;
+  std::vector<ChannelDesc> channels;
+
+  int channel_index(std::string_view name) const;  // -1 when absent
+  size_t floats_per_token() const;                 // sum of widths * n_layers
+};
+
+using SeqId = int32_t;
+
+class KvPool {
+ public:
+  struct Params {
+    KvLayout layout;
+    int page_tokens = 16;  // tokens per page
+    int n_pages = 0;       // capacity in pages
+  };
+
+  struct Stats {
+    int pages_total = 0;
+    int pages_used = 0;
+    int sequences = 0;
+    int64_t tokens = 0;       // sum over sequences
+    int64_t cow_copies = 0;   // pages copied because they were shared
+  };
+
+  // Fails (no abort) on bad params or when the arenas cannot be allocated.
+  static Result<std::unique_ptr<KvPool>> create(const Params& params);
+
+  const KvLayout& layout() const;
+  int page_tokens() const;
+  int n_pages() const;
+  int n_free_pages() const;
+
+  // --- sequences -------------------------------------------------------------------------
+  SeqId create_sequence();
+  Result<SeqId> fork(SeqId src);  // shares all pages copy-on-write; copies slot map + positions
+  void free_sequence(SeqId seq);
+  bool has_sequence(SeqId seq) const;
+  int n_tokens(SeqId seq) const;
+
+  // Inserts positions.size() tokens before index `at` (at == n_tokens appends). Their rows are
+  // uninitialised and writable. Returns `at`. Fails cleanly when the pool lacks pages.
+  Result<int> insert(SeqId seq, int at, std::span<const Pos> positions);
+  Result<int> append(SeqId seq, std::span<const Pos> positions) {
+    return insert(seq, n_tokens(seq), positions);
+  }
+  Status erase(SeqId seq, int begin, int end);  // removes tokens [begin, end)
+  Status truncate(SeqId seq, int n_tokens);     // keeps tokens [0, n_tokens)
+
+  // Copies every page shared with another sequence that holds a token of [begin, end).
+  // After success rows of those tokens may be written. Fails cleanly when the pool is full.
+  Status make_writable(SeqId seq, int begin, int end);
+
+  // --- rows and metadata -------------------------------------------------------------------
+  // One token's row (width floats) of one (layer, channel). The mutable overload asserts that the
+  // token's page is exclusively owned (call make_writable / insert first).
+  float* row(SeqId seq, int layer, int channel, int token);
+  const float* row(SeqId seq, int layer, int channel, int token) const;
+
+  // Kernel view (FlashInfer / vLLM style): arena base of (layer, channel) and the slots of a
+  // sequence in token order; row of slot s is base + s * width.
+  const float* arena(int layer, int channel) const;
+  float* arena(int layer, int channel);
+  std::span<const int32_t> slots(SeqId seq) const;
+
+  std::span<const Pos> positions(SeqId seq) const;
+  void set_position(SeqId seq, int token, Pos pos);  // metadata only
+
+  // --- checks and statistics -------------------------------------------------------------
+  int page_refcount(int page) const;
+  Status check_invariants() const;  // refcounts, free list, slot uniqueness, sizes
+  Stats stats() const;
+
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+ private:
+  KvPool() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kamera
