@@ -10,10 +10,14 @@ namespace kamera {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::Q8_0: return "q8_0";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::Q8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -26,10 +30,13 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 size_t dtype_row_bytes(DType t, int64_t n) {
   switch (t) {
-    case DType::F32: return size_t(n) * 4;
+    case DType::F32:
+      return size_t(n) * 4;
     case DType::F16:
-    case DType::BF16: return size_t(n) * 2;
-    case DType::Q8_0: return size_t(n / kQ8BlockSize) * kQ8BlockBytes;
+    case DType::BF16:
+      return size_t(n) * 2;
+    case DType::Q8_0:
+      return size_t(n / kQ8BlockSize) * kQ8BlockBytes;
   }
   return 0;
 }
@@ -69,7 +76,7 @@ uint16_t f32_to_f16(float f) {
   if (ax < 0x38800000u) {
     // result is subnormal or zero: round(|f| * 2^24) to nearest even
     const float v = float_of(ax) * 16777216.0f;  // exact scaling by a power of two
-    const float r = std::nearbyint(v);            // default rounding mode: nearest even
+    const float r = std::nearbyint(v);           // default rounding mode: nearest even
     return uint16_t(sign | uint16_t(r));
   }
   // normal: rebias exponent, round mantissa from 23 to 10 bits, nearest even
@@ -80,7 +87,9 @@ uint16_t f32_to_f16(float f) {
   return uint16_t(sign | out);
 }
 
-float bf16_to_f32(uint16_t b) { return float_of(uint32_t(b) << 16); }
+float bf16_to_f32(uint16_t b) {
+  return float_of(uint32_t(b) << 16);
+}
 
 uint16_t f32_to_bf16(float f) {
   uint32_t x = bits_of(f);
@@ -91,7 +100,9 @@ uint16_t f32_to_bf16(float f) {
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
     case DType::F16: {
       const auto* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) {
@@ -129,7 +140,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   auto* d8 = static_cast<uint8_t*>(dst);
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) {
         const uint16_t h = f32_to_f16(src[i]);

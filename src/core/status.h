@@ -25,7 +25,7 @@ Error make_error(fmt::format_string<Args...> f, Args&&... args) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
@@ -50,7 +50,8 @@ class [[nodiscard]] Result {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  Status(Error error)
+      : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
   static Status Ok() { return Status(); }
 
   bool ok() const { return ok_; }
@@ -70,12 +71,11 @@ class [[nodiscard]] Status {
 
 }  // namespace kamera
 
-#define KAMERA_ASSERT(cond) \
-  ((cond) ? (void)0 : ::kamera::assert_fail(#cond, __FILE__, __LINE__))
+#define KAMERA_ASSERT(cond) ((cond) ? (void)0 : ::kamera::assert_fail(#cond, __FILE__, __LINE__))
 
 // Propagate an error from a Result/Status-returning expression.
-#define KAMERA_TRY(expr)                                \
-  do {                                                  \
-    auto&& kamera_try_ = (expr);                        \
-    if (!kamera_try_.ok()) return kamera_try_.error();  \
+#define KAMERA_TRY(expr)                               \
+  do {                                                 \
+    auto&& kamera_try_ = (expr);                       \
+    if (!kamera_try_.ok()) return kamera_try_.error(); \
   } while (0)

@@ -88,6 +88,9 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  // Not copyable: the destructor unmaps map_, so a copy would unmap it twice.
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
   std::string name_;
   uint32_t version_ = 0;
   std::map<std::string, GgufValue> kv_;

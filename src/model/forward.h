@@ -1,0 +1,66 @@
+// The forward pass: token ids or embedding rows in, KV written into the paged pool, logits out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/pool.h"
+#include "model/model.h"
+#include "ops/attention.h"
+#include "ops/rope.h"
+
+namespace kamera {
+
+struct ForwardInput {
+  std::span<const int32_t> tokens;    // token ids, or empty when embeddings are given
+  const float* embeddings = nullptr;  // n x dim rows (e.g. a vision encoder's output)
+  int n = 0;                          // number of new tokens
+  std::span<const Pos> positions;     // n positions, any values (need not be contiguous)
+
+  static ForwardInput from_tokens(std::span<const int32_t> ids, std::span<const Pos> pos) {
+    return {ids, nullptr, int(ids.size()), pos};
+  }
+};
+
+enum class LogitsMode { None, Last, All };
+
+struct ForwardOptions {
+  LogitsMode logits = LogitsMode::Last;
+  // Extra masking: query indices are within this input, key indices within the sequence.
+  const AttentionMask* mask = nullptr;
+  int max_batch = 512;  // tokens per micro-batch (bounds scratch memory)
+};
+
+// Runs one model over sequences of a KV pool whose layout is model.kv_layout(). Not thread-safe;
+// one Engine per serving thread.
+class Engine {
+ public:
+  Engine(const Model& model, int n_threads);
+
+  const Model& model() const { return model_; }
+  const RopeCache& rope() const { return rope_; }
+  ThreadPool& threads() { return pool_; }
+
+  // Appends the input tokens to `seq` (their KV written to the pool), attends each to the
+  // sequence before it, and returns logits: none, the last row, or n rows of n_vocab.
+  // Fails before touching the pool on bad input or when the pool is full.
+  Result<std::vector<float>> forward(KvPool& kv, SeqId seq, const ForwardInput& in,
+                                     const ForwardOptions& opt = {});
+
+ private:
+  Status run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int offset, int n, int first,
+                   const AttentionMask* mask, LogitsMode logits, std::vector<float>& out);
+
+  const Model& model_;
+  ThreadPool pool_;
+  RopeCache rope_;
+  AttentionWorkspace attn_ws_;
+  // Scratch (rows x width), grown on demand.
+  std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
+};
+
+}  // namespace kamera

@@ -1,0 +1,995 @@
+// GGUF reader and writer (see gguf.h for the file layout).
+//
+// The reader never trusts a count, length or offset: each one is checked against the bytes that
+// are left before anything is read or allocated, so a hostile file fails with a message instead
+// of reading out of bounds or reserving gigabytes. Every message starts with the file name.
+#include "model/gguf.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace kamera {
+
+static_assert(std::endian::native == std::endian::little,
+              "GGUF I/O here assumes a little-endian host");
+
+namespace {
+
+constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
+constexpr uint32_t kDefaultAlignment = 32;
+constexpr uint32_t kMaxGgufType = 12;  // F64
+constexpr size_t kGgmlMaxName = 64;    // ggml's GGML_MAX_NAME, including the terminating NUL
+
+const char* gguf_type_name(uint32_t t) {
+  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                           "bool", "string", "array", "u64", "i64", "f64"};
+  return t <= kMaxGgufType ? kNames[t] : "unknown";
+}
+
+// Names of ggml tensor types, for messages about the ones kamera does not read.
+const char* ggml_type_name(uint32_t t) {
+  static constexpr const char* kNames[] = {"f32",
+                                           "f16",
+                                           "q4_0",
+                                           "q4_1",
+                                           "q4_2 (removed)",
+                                           "q4_3 (removed)",
+                                           "q5_0",
+                                           "q5_1",
+                                           "q8_0",
+                                           "q8_1",
+                                           "q2_k",
+                                           "q3_k",
+                                           "q4_k",
+                                           "q5_k",
+                                           "q6_k",
+                                           "q8_k",
+                                           "iq2_xxs",
+                                           "iq2_xs",
+                                           "iq3_xxs",
+                                           "iq1_s",
+                                           "iq4_nl",
+                                           "iq3_s",
+                                           "iq2_s",
+                                           "iq4_xs",
+                                           "i8",
+                                           "i16",
+                                           "i32",
+                                           "i64",
+                                           "f64",
+                                           "iq1_m",
+                                           "bf16"};
+  return t < std::size(kNames) ? kNames[t] : "unknown";
+}
+
+bool is_int_type(GgufType t) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::U16:
+    case GgufType::I16:
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::U64:
+    case GgufType::I64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_float_type(GgufType t) {
+  return t == GgufType::F32 || t == GgufType::F64;
+}
+
+// Bytes one value of type t takes in the file; for STRING the minimum (its u64 length).
+size_t min_value_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL:
+      return 1;
+    case GgufType::U16:
+    case GgufType::I16:
+      return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32:
+      return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64:
+    case GgufType::STRING:
+      return 8;
+    case GgufType::ARRAY:
+      return 12;  // u32 element type + u64 count
+  }
+  return 1;
+}
+
+// A name as it appears in messages: at most 80 bytes, non-printable bytes as \xNN.
+std::string printable(std::string_view s) {
+  std::string out;
+  const size_t n = std::min<size_t>(s.size(), 80);
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += char(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (s.size() > n) out += fmt::format("...({} bytes)", s.size());
+  return out;
+}
+
+std::string shape_string(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", ne[i]);
+  return s + "]";
+}
+
+// Product of ne, or nullopt when a dimension is < 1 or the product exceeds INT64_MAX.
+std::optional<int64_t> checked_elements(const std::vector<int64_t>& ne) {
+  int64_t n = 1;
+  for (int64_t d : ne) {
+    if (d < 1 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+// Bytes of n elements of t (n a multiple of 32 for Q8_0), in 128 bits so it cannot overflow.
+unsigned __int128 data_bytes(DType t, int64_t n) {
+  const auto un = static_cast<unsigned __int128>(n);
+  switch (t) {
+    case DType::F32:
+      return un * 4;
+    case DType::F16:
+    case DType::BF16:
+      return un * 2;
+    case DType::Q8_0:
+      return un / kQ8BlockSize * kQ8BlockBytes;
+  }
+  return un * 4;
+}
+
+// Bounds-checked little-endian reader over the file bytes. Each failing call records a message
+// (without the file name) and returns false; `ctx` names the item being parsed.
+class Parser {
+ public:
+  explicit Parser(std::span<const uint8_t> bytes) : p_(bytes.data()), size_(bytes.size()) {}
+
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+  const std::string& error() const { return err_; }
+  std::string ctx;
+
+  bool fail(std::string msg) {
+    err_ = ctx.empty() ? std::move(msg) : ctx + ": " + msg;
+    return false;
+  }
+
+  bool read_raw(void* dst, size_t n, const char* field) {
+    if (n > remaining()) {
+      return fail(
+          fmt::format("file truncated at byte {} while reading {} ({} bytes needed, {} left)", pos_,
+                      field, n, remaining()));
+    }
+    std::memcpy(dst, p_ + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  template <class T>
+  bool read(T* v, const char* field) {
+    return read_raw(v, sizeof(T), field);
+  }
+
+  bool read_string(std::string* s, const char* field) {
+    const size_t at = pos_;
+    uint64_t len = 0;
+    if (!read(&len, field)) return false;
+    if (len > remaining()) {
+      return fail(fmt::format("{} at byte {} has length {}, but only {} bytes are left", field, at,
+                              len, remaining()));
+    }
+    s->assign(reinterpret_cast<const char*>(p_ + pos_), size_t(len));
+    pos_ += size_t(len);
+    return true;
+  }
+
+  // An integer of type t widened to int64 (u64 above INT64_MAX is an error).
+  bool read_int(GgufType t, int64_t* v, const char* field) {
+    switch (t) {
+      case GgufType::U8:
+        return read_as<uint8_t>(v, field);
+      case GgufType::I8:
+        return read_as<int8_t>(v, field);
+      case GgufType::U16:
+        return read_as<uint16_t>(v, field);
+      case GgufType::I16:
+        return read_as<int16_t>(v, field);
+      case GgufType::U32:
+        return read_as<uint32_t>(v, field);
+      case GgufType::I32:
+        return read_as<int32_t>(v, field);
+      case GgufType::I64:
+        return read_as<int64_t>(v, field);
+      case GgufType::U64: {
+        const size_t at = pos_;
+        uint64_t x = 0;
+        if (!read(&x, field)) return false;
+        if (x > uint64_t(std::numeric_limits<int64_t>::max())) {
+          return fail(fmt::format("{} at byte {}: u64 value {} is above INT64_MAX (unsupported)",
+                                  field, at, x));
+        }
+        *v = int64_t(x);
+        return true;
+      }
+      default:
+        return fail(
+            fmt::format("{}: {} is not an integer type", field, gguf_type_name(uint32_t(t))));
+    }
+  }
+
+  bool read_float(GgufType t, double* v, const char* field) {
+    if (t == GgufType::F32) {
+      float f = 0;
+      if (!read(&f, field)) return false;
+      *v = f;
+      return true;
+    }
+    return read(v, field);
+  }
+
+  bool read_bool(bool* v, const char* field) {
+    const size_t at = pos_;
+    uint8_t b = 0;
+    if (!read(&b, field)) return false;
+    if (b > 1) return fail(fmt::format("{} at byte {}: bool value {} is not 0 or 1", field, at, b));
+    *v = b != 0;
+    return true;
+  }
+
+  // A value of (already read) type id `type_id`.
+  bool read_value(uint32_t type_id, GgufValue* out) {
+    if (type_id > kMaxGgufType) {
+      return fail(fmt::format("unknown value type {} at byte {}", type_id, pos_ - 4));
+    }
+    const auto t = static_cast<GgufType>(type_id);
+    out->type = t;
+    if (is_int_type(t)) {
+      int64_t v = 0;
+      if (!read_int(t, &v, "value")) return false;
+      out->data = v;
+    } else if (is_float_type(t)) {
+      double v = 0;
+      if (!read_float(t, &v, "value")) return false;
+      out->data = v;
+    } else if (t == GgufType::BOOL) {
+      bool v = false;
+      if (!read_bool(&v, "value")) return false;
+      out->data = v;
+    } else if (t == GgufType::STRING) {
+      std::string v;
+      if (!read_string(&v, "string value")) return false;
+      out->data = std::move(v);
+    } else {
+      return read_array(out);
+    }
+    return true;
+  }
+
+ private:
+  template <class S>
+  bool read_as(int64_t* v, const char* field) {
+    S x{};
+    if (!read(&x, field)) return false;
+    *v = int64_t(x);
+    return true;
+  }
+
+  bool read_array(GgufValue* out) {
+    uint32_t et = 0;
+    if (!read(&et, "array element type")) return false;
+    if (et > kMaxGgufType) {
+      return fail(fmt::format("unknown array element type {} at byte {}", et, pos_ - 4));
+    }
+    if (et == uint32_t(GgufType::ARRAY)) {
+      return fail(fmt::format("array of arrays at byte {} is not supported", pos_ - 4));
+    }
+    const auto t = static_cast<GgufType>(et);
+    out->array_type = t;
+    const size_t at = pos_;
+    uint64_t n = 0;
+    if (!read(&n, "array length")) return false;
+    // Each element takes at least min_value_size bytes, so a count the rest of the file cannot
+    // hold is rejected before any allocation.
+    if (n > remaining() / min_value_size(t)) {
+      return fail(fmt::format(
+          "array of {} {} elements at byte {} needs at least {} bytes per element, but only {} "
+          "bytes are left",
+          n, gguf_type_name(et), at, min_value_size(t), remaining()));
+    }
+    if (is_int_type(t) || t == GgufType::BOOL) {
+      std::vector<int64_t> v;
+      v.reserve(size_t(n));
+      for (uint64_t i = 0; i < n; ++i) {
+        int64_t x = 0;
+        if (t == GgufType::BOOL) {
+          bool b = false;
+          if (!read_bool(&b, "array element")) return false;
+          x = b;
+        } else if (!read_int(t, &x, "array element")) {
+          return false;
+        }
+        v.push_back(x);
+      }
+      out->data = std::move(v);
+    } else if (is_float_type(t)) {
+      std::vector<double> v;
+      v.reserve(size_t(n));
+      for (uint64_t i = 0; i < n; ++i) {
+        double x = 0;
+        if (!read_float(t, &x, "array element")) return false;
+        v.push_back(x);
+      }
+      out->data = std::move(v);
+    } else {  // STRING
+      std::vector<std::string> v;
+      v.reserve(size_t(n));
+      for (uint64_t i = 0; i < n; ++i) {
+        std::string s;
+        if (!read_string(&s, "array string")) return false;
+        v.push_back(std::move(s));
+      }
+      out->data = std::move(v);
+    }
+    return true;
+  }
+
+  const uint8_t* p_;
+  size_t size_;
+  size_t pos_ = 0;
+  std::string err_;
+};
+
+}  // namespace
+
+std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
+  switch (ggml_type) {
+    case kGgmlTypeF32:
+      return DType::F32;
+    case kGgmlTypeF16:
+      return DType::F16;
+    case kGgmlTypeQ8_0:
+      return DType::Q8_0;
+    case kGgmlTypeBF16:
+      return DType::BF16;
+    default:
+      return std::nullopt;
+  }
+}
+
+uint32_t ggml_type_of(DType t) {
+  switch (t) {
+    case DType::F32:
+      return kGgmlTypeF32;
+    case DType::F16:
+      return kGgmlTypeF16;
+    case DType::BF16:
+      return kGgmlTypeBF16;
+    case DType::Q8_0:
+      return kGgmlTypeQ8_0;
+  }
+  return kGgmlTypeF32;
+}
+
+// Product of ne; 0 when a dimension is < 1 or the product overflows int64 (never for tensors the
+// reader produced, which are validated).
+int64_t GgufTensor::n_elements() const {
+  return checked_elements(ne).value_or(0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+// Parses `bytes` into the given members of a GgufFile; returns the error message without the
+// file-name prefix, or "" on success. Tensor data pointers point into `bytes`.
+static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
+                              std::map<std::string, GgufValue>* kv,
+                              std::vector<GgufTensor>* tensors,
+                              std::map<std::string, size_t>* index) {
+  if (bytes.empty()) return "file is empty (0 bytes), not a GGUF file";
+  if (bytes.size() < 4) {
+    return fmt::format("file is only {} bytes, too small to be a GGUF file", bytes.size());
+  }
+  Parser p(bytes);
+  uint8_t magic[4] = {};
+  if (!p.read_raw(magic, 4, "magic")) return p.error();
+  if (std::memcmp(magic, kMagic, 4) != 0) {
+    return fmt::format(
+        "not a GGUF file: magic bytes are {:02x} {:02x} {:02x} {:02x}, expected "
+        "47 47 55 46 (\"GGUF\")",
+        magic[0], magic[1], magic[2], magic[3]);
+  }
+  if (!p.read(version, "version")) return p.error();
+  if (*version != 2 && *version != 3) {
+    return fmt::format("unsupported GGUF version {} (kamera reads versions 2 and 3)", *version);
+  }
+  uint64_t n_tensors = 0, n_kv = 0;
+  if (!p.read(&n_tensors, "tensor count") || !p.read(&n_kv, "metadata count")) return p.error();
+  // Smallest possible entries: a key/value is a u64 key length, a u32 type and a 1-byte value
+  // (13 bytes); a tensor description is a u64 name length, u32 n_dims, one u64 dim, u32 type and
+  // u64 offset (32 bytes).
+  constexpr size_t kMinKv = 13, kMinTensor = 32;
+  if (n_kv > p.remaining() / kMinKv) {
+    return fmt::format(
+        "header declares {} metadata entries, but the {} bytes after the header "
+        "can hold at most {}",
+        n_kv, p.remaining(), p.remaining() / kMinKv);
+  }
+  if (n_tensors > (p.remaining() - n_kv * kMinKv) / kMinTensor) {
+    return fmt::format(
+        "header declares {} tensors and {} metadata entries, but the {} bytes "
+        "after the header cannot hold them",
+        n_tensors, n_kv, p.remaining());
+  }
+
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    p.ctx = fmt::format("metadata entry {} (byte {})", i, p.pos());
+    std::string key;
+    if (!p.read_string(&key, "key")) return p.error();
+    p.ctx = fmt::format("metadata key '{}'", printable(key));
+    if (kv->count(key)) return p.ctx + ": duplicate key";
+    uint32_t type = 0;
+    if (!p.read(&type, "value type")) return p.error();
+    GgufValue v;
+    if (!p.read_value(type, &v)) return p.error();
+    kv->emplace(std::move(key), std::move(v));
+  }
+  p.ctx.clear();
+
+  uint32_t alignment = kDefaultAlignment;
+  if (auto it = kv->find("general.alignment"); it != kv->end()) {
+    const GgufValue& v = it->second;
+    if (v.type != GgufType::U32) {
+      return fmt::format("metadata key 'general.alignment' has type {}, expected u32",
+                         gguf_type_name(uint32_t(v.type)));
+    }
+    const int64_t a = std::get<int64_t>(v.data);
+    if (a == 0 || !std::has_single_bit(uint64_t(a))) {
+      return fmt::format("metadata key 'general.alignment' is {}, must be a power of two", a);
+    }
+    alignment = uint32_t(a);
+  }
+
+  tensors->reserve(size_t(n_tensors));
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    p.ctx = fmt::format("tensor {} (byte {})", i, p.pos());
+    GgufTensor t;
+    if (!p.read_string(&t.name, "name")) return p.error();
+    p.ctx = fmt::format("tensor '{}'", printable(t.name));
+    if (index->count(t.name)) return p.ctx + ": duplicate tensor name";
+    uint32_t n_dims = 0;
+    if (!p.read(&n_dims, "n_dims")) return p.error();
+    if (n_dims < 1 || n_dims > 4) {
+      return fmt::format("{}: n_dims is {}, must be 1 to 4", p.ctx, n_dims);
+    }
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      uint64_t x = 0;
+      if (!p.read(&x, "dimension")) return p.error();
+      if (x == 0) return fmt::format("{}: ne[{}] is 0, every dimension must be >= 1", p.ctx, d);
+      if (x > uint64_t(std::numeric_limits<int64_t>::max())) {
+        return fmt::format("{}: ne[{}] = {} is above INT64_MAX", p.ctx, d, x);
+      }
+      t.ne.push_back(int64_t(x));
+    }
+    const std::optional<int64_t> n = checked_elements(t.ne);
+    if (!n) {
+      return fmt::format("{}: shape {} has more than INT64_MAX elements", p.ctx,
+                         shape_string(t.ne));
+    }
+    uint32_t ggml_type = 0;
+    if (!p.read(&ggml_type, "type")) return p.error();
+    const std::optional<DType> dt = dtype_from_ggml(ggml_type);
+    if (!dt) {
+      return fmt::format("{}: unsupported ggml type {} ({}); kamera reads f32, f16, bf16 and q8_0",
+                         p.ctx, ggml_type, ggml_type_name(ggml_type));
+    }
+    t.type = *dt;
+    if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
+      return fmt::format("{}: q8_0 rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
+                         kQ8BlockSize, t.ne[0]);
+    }
+    if (!p.read(&t.offset, "data offset")) return p.error();
+    const unsigned __int128 nbytes = data_bytes(t.type, *n);
+    if (nbytes > bytes.size()) {
+      return fmt::format("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
+                         shape_string(t.ne), dtype_name(t.type), uint64_t(nbytes), bytes.size());
+    }
+    t.nbytes = size_t(nbytes);
+    index->emplace(t.name, tensors->size());
+    tensors->push_back(std::move(t));
+  }
+  p.ctx.clear();
+
+  // The data section starts at the first aligned byte after the tensor descriptions.
+  const uint64_t data_start = (uint64_t(p.pos()) + alignment - 1) / alignment * alignment;
+  for (GgufTensor& t : *tensors) {
+    if (t.offset % alignment != 0) {
+      return fmt::format("tensor '{}': data offset {} is not a multiple of the alignment {}",
+                         printable(t.name), t.offset, alignment);
+    }
+    const unsigned __int128 begin = (unsigned __int128)data_start + t.offset;
+    if (begin + t.nbytes > bytes.size()) {
+      return fmt::format(
+          "tensor '{}': data [offset {} (file byte {}), {} bytes] runs past end of file (size {})",
+          printable(t.name), t.offset,
+          begin > std::numeric_limits<uint64_t>::max() ? std::string("> 2^64")
+                                                       : std::to_string(uint64_t(begin)),
+          t.nbytes, bytes.size());
+    }
+    t.data = bytes.data() + size_t(begin);
+  }
+  return {};
+}
+
+Result<std::shared_ptr<const GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes,
+                                                        const std::string& name) {
+  try {
+    std::shared_ptr<GgufFile> f(new GgufFile());
+    f->name_ = name;
+    std::string err = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
+    if (!err.empty()) return Error{name + ": " + err};
+    return std::shared_ptr<const GgufFile>(std::move(f));
+  } catch (const std::bad_alloc&) {
+    return make_error("{}: out of memory while parsing ({} bytes)", name, bytes.size());
+  } catch (const std::exception& e) {
+    return make_error("{}: internal error while parsing: {}", name, e.what());
+  }
+}
+
+Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error("{}: cannot stat: {}", path, std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error("{}: not a regular file", path);
+  }
+  const size_t size = size_t(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return parse({}, path);  // reports the empty file
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return make_error("{}: mmap failed: {}", path, std::strerror(map_errno));
+
+  try {
+    std::shared_ptr<GgufFile> f(new GgufFile());
+    f->map_ = map;  // owned from here: the destructor unmaps
+    f->map_size_ = size;
+    f->name_ = path;
+    const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(map), size);
+    std::string err = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
+    if (!err.empty()) return Error{path + ": " + err};
+    return std::shared_ptr<const GgufFile>(std::move(f));
+  } catch (const std::bad_alloc&) {
+    return make_error("{}: out of memory while parsing ({} bytes)", path, size);
+  } catch (const std::exception& e) {
+    return make_error("{}: internal error while parsing: {}", path, e.what());
+  }
+}
+
+GgufFile::~GgufFile() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+const GgufValue* GgufFile::find(const std::string& key) const {
+  auto it = kv_.find(key);
+  return it == kv_.end() ? nullptr : &it->second;
+}
+
+std::optional<int64_t> GgufFile::get_int(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || !is_int_type(v->type)) return std::nullopt;
+  return std::get<int64_t>(v->data);
+}
+
+std::optional<double> GgufFile::get_float(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr) return std::nullopt;
+  if (is_float_type(v->type)) return std::get<double>(v->data);
+  if (is_int_type(v->type)) return double(std::get<int64_t>(v->data));
+  return std::nullopt;
+}
+
+std::optional<bool> GgufFile::get_bool(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufType::BOOL) return std::nullopt;
+  return std::get<bool>(v->data);
+}
+
+std::optional<std::string> GgufFile::get_string(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufType::STRING) return std::nullopt;
+  return std::get<std::string>(v->data);
+}
+
+const std::vector<std::string>* GgufFile::get_string_array(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufType::ARRAY || v->array_type != GgufType::STRING) {
+    return nullptr;
+  }
+  return std::get_if<std::vector<std::string>>(&v->data);
+}
+
+const std::vector<double>* GgufFile::get_float_array(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufType::ARRAY || !is_float_type(v->array_type)) return nullptr;
+  return std::get_if<std::vector<double>>(&v->data);
+}
+
+const std::vector<int64_t>* GgufFile::get_int_array(const std::string& key) const {
+  const GgufValue* v = find(key);
+  if (v == nullptr || v->type != GgufType::ARRAY || !is_int_type(v->array_type)) return nullptr;
+  return std::get_if<std::vector<int64_t>>(&v->data);
+}
+
+const GgufTensor* GgufFile::find_tensor(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Result<std::vector<float>> GgufFile::read_f32(const GgufTensor& t) const {
+  // Only tensors of this file are read: `t` itself, or a copy equal to the file's description.
+  const GgufTensor* own = find_tensor(t.name);
+  if (own == nullptr || (&t != own && (t.data != own->data || t.type != own->type ||
+                                       t.ne != own->ne || t.nbytes != own->nbytes))) {
+    return make_error("{}: tensor '{}' is not a tensor of this file", name_, printable(t.name));
+  }
+  const int64_t n = own->n_elements();
+  try {
+    std::vector<float> out(static_cast<size_t>(n));
+    // Rows are contiguous and whole Q8_0 blocks, so the tensor converts as one long row.
+    dequantize_row(own->type, own->data, out.data(), n);
+    return out;
+  } catch (const std::bad_alloc&) {
+    return make_error("{}: tensor '{}': out of memory for {} f32 values", name_,
+                      printable(own->name), n);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+void GgufWriter::set(const std::string& key, GgufValue v) {
+  for (Kv& kv : kv_) {
+    if (kv.key == key) {
+      kv.value = std::move(v);
+      return;
+    }
+  }
+  kv_.push_back(Kv{key, std::move(v)});
+}
+
+void GgufWriter::set_u32(const std::string& key, uint32_t v) {
+  set(key, GgufValue{GgufType::U32, GgufType::U8, int64_t(v)});
+}
+void GgufWriter::set_i32(const std::string& key, int32_t v) {
+  set(key, GgufValue{GgufType::I32, GgufType::U8, int64_t(v)});
+}
+// Values above INT64_MAX are stored wrapped and rejected by write(): the reader could not load
+// them.
+void GgufWriter::set_u64(const std::string& key, uint64_t v) {
+  set(key, GgufValue{GgufType::U64, GgufType::U8, static_cast<int64_t>(v)});
+}
+void GgufWriter::set_f32(const std::string& key, float v) {
+  set(key, GgufValue{GgufType::F32, GgufType::U8, double(v)});
+}
+void GgufWriter::set_bool(const std::string& key, bool v) {
+  set(key, GgufValue{GgufType::BOOL, GgufType::U8, v});
+}
+void GgufWriter::set_string(const std::string& key, const std::string& v) {
+  set(key, GgufValue{GgufType::STRING, GgufType::U8, v});
+}
+void GgufWriter::set_string_array(const std::string& key, const std::vector<std::string>& v) {
+  set(key, GgufValue{GgufType::ARRAY, GgufType::STRING, v});
+}
+void GgufWriter::set_f32_array(const std::string& key, const std::vector<float>& v) {
+  set(key, GgufValue{GgufType::ARRAY, GgufType::F32, std::vector<double>(v.begin(), v.end())});
+}
+void GgufWriter::set_i32_array(const std::string& key, const std::vector<int32_t>& v) {
+  set(key, GgufValue{GgufType::ARRAY, GgufType::I32, std::vector<int64_t>(v.begin(), v.end())});
+}
+void GgufWriter::set_u32_array(const std::string& key, const std::vector<uint32_t>& v) {
+  set(key, GgufValue{GgufType::ARRAY, GgufType::U32, std::vector<int64_t>(v.begin(), v.end())});
+}
+
+void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne, DType type,
+                            std::function<void(float* dst)> fill) {
+  tensors_.push_back(PendingTensor{name, std::move(ne), type, std::move(fill)});
+}
+
+namespace {
+
+// Little-endian byte sink for the header.
+struct Bytes {
+  std::string s;
+  template <class T>
+  void put(T v) {
+    s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void str(const std::string& v) {
+    put<uint64_t>(v.size());
+    s += v;
+  }
+  void pad_to(size_t alignment) { s.resize((s.size() + alignment - 1) / alignment * alignment); }
+};
+
+// Appends integer (or bool) v as scalar type t, little endian.
+void put_int(Bytes* b, GgufType t, int64_t v) {
+  switch (t) {
+    case GgufType::U8:
+      b->put<uint8_t>(uint8_t(v));
+      break;
+    case GgufType::I8:
+      b->put<int8_t>(int8_t(v));
+      break;
+    case GgufType::U16:
+      b->put<uint16_t>(uint16_t(v));
+      break;
+    case GgufType::I16:
+      b->put<int16_t>(int16_t(v));
+      break;
+    case GgufType::U32:
+      b->put<uint32_t>(uint32_t(v));
+      break;
+    case GgufType::I32:
+      b->put<int32_t>(int32_t(v));
+      break;
+    case GgufType::U64:
+      b->put<uint64_t>(uint64_t(v));
+      break;
+    case GgufType::I64:
+      b->put<int64_t>(v);
+      break;
+    case GgufType::BOOL:
+      b->put<uint8_t>(v != 0);
+      break;
+    default:
+      break;
+  }
+}
+void put_float(Bytes* b, GgufType t, double v) {
+  if (t == GgufType::F32) {
+    b->put<float>(float(v));
+  } else {
+    b->put<double>(v);
+  }
+}
+
+// Serializes key `key` = v; returns "" or what is wrong with the value.
+std::string put_kv(Bytes* b, const std::string& key, const GgufValue& v) {
+  b->str(key);
+  b->put<uint32_t>(uint32_t(v.type));
+  if (is_int_type(v.type)) {
+    const int64_t* x = std::get_if<int64_t>(&v.data);
+    if (x == nullptr) return "integer value holds no integer";
+    if (v.type == GgufType::U64 && *x < 0) {
+      return fmt::format("u64 value {} is above INT64_MAX, which GGUF readers here reject",
+                         uint64_t(*x));
+    }
+    put_int(b, v.type, *x);
+  } else if (is_float_type(v.type)) {
+    const double* x = std::get_if<double>(&v.data);
+    if (x == nullptr) return "float value holds no float";
+    put_float(b, v.type, *x);
+  } else if (v.type == GgufType::BOOL) {
+    const bool* x = std::get_if<bool>(&v.data);
+    if (x == nullptr) return "bool value holds no bool";
+    b->put<uint8_t>(*x ? 1 : 0);
+  } else if (v.type == GgufType::STRING) {
+    const std::string* x = std::get_if<std::string>(&v.data);
+    if (x == nullptr) return "string value holds no string";
+    b->str(*x);
+  } else if (v.type == GgufType::ARRAY) {
+    b->put<uint32_t>(uint32_t(v.array_type));
+    if (is_int_type(v.array_type) || v.array_type == GgufType::BOOL) {
+      const auto* x = std::get_if<std::vector<int64_t>>(&v.data);
+      if (x == nullptr) return "integer array holds no integers";
+      b->put<uint64_t>(x->size());
+      for (int64_t e : *x) put_int(b, v.array_type, e);
+    } else if (is_float_type(v.array_type)) {
+      const auto* x = std::get_if<std::vector<double>>(&v.data);
+      if (x == nullptr) return "float array holds no floats";
+      b->put<uint64_t>(x->size());
+      for (double e : *x) put_float(b, v.array_type, e);
+    } else if (v.array_type == GgufType::STRING) {
+      const auto* x = std::get_if<std::vector<std::string>>(&v.data);
+      if (x == nullptr) return "string array holds no strings";
+      b->put<uint64_t>(x->size());
+      for (const std::string& e : *x) b->str(e);
+    } else {
+      return fmt::format("arrays of {} are not supported", gguf_type_name(uint32_t(v.array_type)));
+    }
+  } else {
+    return fmt::format("unknown value type {}", uint32_t(v.type));
+  }
+  return {};
+}
+
+// Closes and removes a partly written temporary file (nothing when it was not created).
+void discard(std::FILE* f, const std::string& tmp) {
+  if (f == nullptr) return;
+  std::fclose(f);
+  std::remove(tmp.c_str());
+}
+
+}  // namespace
+
+Status GgufWriter::write(const std::string& path) const {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = nullptr;
+  try {
+    // 1. Validate everything before the first byte is written.
+    uint32_t alignment = kDefaultAlignment;
+    for (const Kv& kv : kv_) {
+      if (kv.key != "general.alignment") continue;
+      const int64_t* a = std::get_if<int64_t>(&kv.value.data);
+      if (kv.value.type != GgufType::U32 || a == nullptr || *a == 0 ||
+          !std::has_single_bit(uint64_t(*a))) {
+        return make_error("{}: general.alignment must be a u32 power of two", path);
+      }
+      alignment = uint32_t(*a);
+    }
+    std::set<std::string> names;
+    std::vector<uint64_t> offsets, nbytes;
+    uint64_t data_size = 0;  // bytes of the data section, each tensor padded to `alignment`
+    for (const PendingTensor& t : tensors_) {
+      const std::string tn = printable(t.name);
+      if (t.name.empty() || t.name.size() >= kGgmlMaxName) {
+        return make_error("{}: tensor '{}': name must be 1 to {} bytes (ggml's limit)", path, tn,
+                          kGgmlMaxName - 1);
+      }
+      if (!names.insert(t.name).second) {
+        return make_error("{}: tensor '{}': duplicate tensor name", path, tn);
+      }
+      if (t.ne.empty() || t.ne.size() > 4) {
+        return make_error("{}: tensor '{}': {} dimensions, must be 1 to 4", path, tn, t.ne.size());
+      }
+      const std::optional<int64_t> n = checked_elements(t.ne);
+      if (!n) {
+        return make_error(
+            "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
+            "elements)",
+            path, tn, shape_string(t.ne));
+      }
+      if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
+        return make_error(
+            "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] "
+            "is {}",
+            path, tn, kQ8BlockSize, t.ne[0]);
+      }
+      if (!t.fill) return make_error("{}: tensor '{}': no fill function", path, tn);
+      const unsigned __int128 nb = data_bytes(t.type, *n);
+      const unsigned __int128 padded = (nb + alignment - 1) / alignment * alignment;
+      if (nb > uint64_t(std::numeric_limits<int64_t>::max()) ||
+          data_size + padded > uint64_t(std::numeric_limits<int64_t>::max())) {
+        return make_error("{}: tensor '{}': shape {} is too large to write", path, tn,
+                          shape_string(t.ne));
+      }
+      offsets.push_back(data_size);
+      nbytes.push_back(uint64_t(nb));
+      data_size += uint64_t(padded);
+    }
+
+    // 2. Header: magic, version, counts, metadata in insertion order, tensor descriptions.
+    Bytes h;
+    h.s.append(reinterpret_cast<const char*>(kMagic), 4);
+    h.put<uint32_t>(3);
+    h.put<uint64_t>(tensors_.size());
+    h.put<uint64_t>(kv_.size());
+    for (const Kv& kv : kv_) {
+      const std::string err = put_kv(&h, kv.key, kv.value);
+      if (!err.empty())
+        return make_error("{}: metadata key '{}': {}", path, printable(kv.key), err);
+    }
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const PendingTensor& t = tensors_[i];
+      h.str(t.name);
+      h.put<uint32_t>(uint32_t(t.ne.size()));
+      for (int64_t d : t.ne) h.put<uint64_t>(uint64_t(d));
+      h.put<uint32_t>(ggml_type_of(t.type));
+      h.put<uint64_t>(offsets[i]);
+    }
+    h.pad_to(alignment);
+
+    f = std::fopen(tmp.c_str(), "wb");
+    if (f == nullptr) return make_error("{}: cannot create: {}", tmp, std::strerror(errno));
+    auto write_bytes = [&](const void* p, size_t n) {
+      return n == 0 || std::fwrite(p, 1, n, f) == n;
+    };
+    auto io_error = [&](const char* what) {
+      const int e = errno;
+      discard(f, tmp);
+      f = nullptr;
+      return make_error("{}: {} failed: {}", tmp, what, std::strerror(e));
+    };
+    if (!write_bytes(h.s.data(), h.s.size())) return io_error("write");
+
+    // 3. Data: each tensor filled as f32, converted a chunk of rows at a time, then padded.
+    std::vector<float> values;
+    std::vector<uint8_t> chunk;
+    const std::vector<uint8_t> zeros(alignment, 0);
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      const PendingTensor& t = tensors_[i];
+      const int64_t n = *checked_elements(t.ne);
+      const int64_t row = t.ne[0];
+      const size_t row_bytes = dtype_row_bytes(t.type, row);
+      values.assign(size_t(n), 0.0f);
+      t.fill(values.data());
+      const int64_t rows = n / row;
+      const int64_t rows_per_chunk = std::max<int64_t>(1, int64_t((1u << 20) / row_bytes));
+      for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
+        const int64_t nr = std::min(rows_per_chunk, rows - r0);
+        chunk.resize(size_t(nr) * row_bytes);
+        for (int64_t r = 0; r < nr; ++r) {
+          quantize_row(t.type, values.data() + (r0 + r) * row, chunk.data() + size_t(r) * row_bytes,
+                       row);
+        }
+        if (!write_bytes(chunk.data(), chunk.size())) return io_error("write");
+      }
+      const size_t pad = size_t((alignment - nbytes[i] % alignment) % alignment);
+      if (!write_bytes(zeros.data(), pad)) return io_error("write");
+    }
+    if (std::fflush(f) != 0) return io_error("flush");
+    if (::fsync(::fileno(f)) != 0) return io_error("fsync");
+    const int rc = std::fclose(f);
+    f = nullptr;
+    if (rc != 0) {
+      const int e = errno;
+      std::remove(tmp.c_str());
+      return make_error("{}: close failed: {}", tmp, std::strerror(e));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int e = errno;
+      std::remove(tmp.c_str());
+      return make_error("{}: cannot rename {} to it: {}", path, tmp, std::strerror(e));
+    }
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    discard(f, tmp);
+    return make_error("{}: out of memory while writing", path);
+  } catch (const std::exception& e) {
+    discard(f, tmp);
+    return make_error("{}: error while writing: {}", path, e.what());
+  } catch (...) {  // a fill callback threw something else
+    discard(f, tmp);
+    return make_error("{}: unknown exception while writing", path);
+  }
+}
+
+}  // namespace kamera

@@ -1,0 +1,206 @@
+// Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2).
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "model/gguf.h"
+#include "model/model.h"
+
+namespace kamera {
+
+namespace {
+
+class GgufModelReader {
+ public:
+  GgufModelReader(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
+
+  Result<int64_t> need_int(const std::string& key) const {
+    auto v = f_.get_int(arch_ + "." + key);
+    if (!v) return make_error("{}: missing metadata key '{}.{}'", f_.name(), arch_, key);
+    return *v;
+  }
+  int64_t int_or(const std::string& key, int64_t dflt) const {
+    return f_.get_int(arch_ + "." + key).value_or(dflt);
+  }
+  double float_or(const std::string& key, double dflt) const {
+    return f_.get_float(arch_ + "." + key).value_or(dflt);
+  }
+
+  // Reads tensor `name` as f32 after checking its shape (ne order, ne[0] contiguous).
+  Status tensor(const std::string& name, std::vector<int64_t> ne, std::vector<float>& dst,
+                bool optional = false) {
+    const GgufTensor* t = f_.find_tensor(name);
+    if (!t) {
+      if (optional) return Status::Ok();
+      return make_error("{}: missing tensor '{}'", f_.name(), name);
+    }
+    if (t->ne != ne) {
+      auto fmt_ne = [](const std::vector<int64_t>& v) {
+        return fmt::format("[{}]", fmt::join(v, ", "));
+      };
+      return make_error("{}: tensor '{}' has shape {} but the metadata implies {}", f_.name(), name,
+                        fmt_ne(t->ne), fmt_ne(ne));
+    }
+    auto data = f_.read_f32(*t);
+    if (!data.ok()) return data.error();
+    dst = std::move(data.value());
+    used_.insert(name);
+    return Status::Ok();
+  }
+  const std::set<std::string>& used() const { return used_; }
+
+ private:
+  const GgufFile& f_;
+  std::string arch_;
+  std::set<std::string> used_;
+};
+
+Result<Tokenizer> gguf_tokenizer(const GgufFile& f) {
+  const auto model = f.get_string("tokenizer.ggml.model");
+  if (!model) return make_error("{}: no embedded tokenizer (tokenizer.ggml.model)", f.name());
+  if (*model != "llama")
+    return make_error(
+        "{}: tokenizer model '{}' is not supported (kamera reads the "
+        "SentencePiece 'llama' vocabulary)",
+        f.name(), *model);
+  const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (!tokens)
+    return make_error("{}: tokenizer.ggml.tokens missing or not a string array", f.name());
+  Tokenizer::Vocab v;
+  v.pieces = *tokens;
+  const size_t n = tokens->size();
+  if (const auto* scores = f.get_float_array("tokenizer.ggml.scores")) {
+    if (scores->size() != n)
+      return make_error("{}: tokenizer.ggml.scores has {} entries for {} tokens", f.name(),
+                        scores->size(), n);
+    v.scores.assign(scores->begin(), scores->end());
+  } else {
+    v.scores.assign(n, 0.0f);
+  }
+  if (const auto* types = f.get_int_array("tokenizer.ggml.token_type")) {
+    if (types->size() != n)
+      return make_error("{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.name(),
+                        types->size(), n);
+    for (int64_t t : *types) v.types.push_back(t >= 0 && t <= 6 ? TokenType(t) : TokenType::Normal);
+  } else {
+    v.types.assign(n, TokenType::Normal);
+  }
+  v.bos = int32_t(f.get_int("tokenizer.ggml.bos_token_id").value_or(1));
+  v.eos = int32_t(f.get_int("tokenizer.ggml.eos_token_id").value_or(2));
+  v.unk = int32_t(f.get_int("tokenizer.ggml.unknown_token_id").value_or(0));
+  v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  auto tok = Tokenizer::from_vocab(std::move(v));
+  if (!tok.ok()) return make_error("{}: embedded tokenizer: {}", f.name(), tok.message());
+  return tok;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
+  auto file = GgufFile::open(path);
+  if (!file.ok()) return file.error();
+  const GgufFile& f = **file;
+  const auto arch = f.get_string("general.architecture");
+  if (!arch) return make_error("{}: missing general.architecture", path);
+  if (*arch != "llama" && *arch != "qwen2")
+    return make_error("{}: architecture '{}' is not supported (supported: llama, qwen2)", path,
+                      *arch);
+  GgufModelReader r(f, *arch);
+
+  auto m = std::make_unique<Model>();
+  ModelConfig& c = m->cfg;
+  c.arch = *arch;
+  auto get = [&](const char* key, int& out) -> Status {
+    auto v = r.need_int(key);
+    if (!v.ok()) return v.error();
+    if (*v <= 0 || *v > INT32_MAX)
+      return make_error("{}: {}.{} = {} is out of range", path, *arch, key, *v);
+    out = int(*v);
+    return Status::Ok();
+  };
+  KAMERA_TRY(get("embedding_length", c.dim));
+  KAMERA_TRY(get("block_count", c.n_layers));
+  KAMERA_TRY(get("feed_forward_length", c.ffn_dim));
+  KAMERA_TRY(get("attention.head_count", c.n_heads));
+  KAMERA_TRY(get("context_length", c.ctx_len));
+  c.n_kv_heads = int(r.int_or("attention.head_count_kv", c.n_heads));
+  c.head_dim = int(r.int_or("attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));
+  if (r.int_or("attention.value_length", c.head_dim) != c.head_dim)
+    return make_error("{}: key_length != value_length is not supported", path);
+  c.rms_eps = float(r.float_or("attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope.layout = *arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.head_dim = c.head_dim;
+  c.rope.n_rot = int(r.int_or("rope.dimension_count", c.head_dim));
+  c.rope.theta = r.float_or("rope.freq_base", 10000.0);
+  const auto scaling = f.get_string(*arch + ".rope.scaling.type");
+  if (scaling && *scaling == "linear") {
+    const double factor = r.float_or("rope.scaling.factor", 1.0);
+    if (!(factor > 0)) return make_error("{}: rope.scaling.factor {} must be > 0", path, factor);
+    c.rope.freq_scale = 1.0 / factor;
+  } else if (scaling && *scaling != "none") {
+    return make_error("{}: rope scaling '{}' is not supported (none, linear)", path, *scaling);
+  }
+  const GgufTensor* embd = f.find_tensor("token_embd.weight");
+  if (!embd || embd->ne.size() != 2)
+    return make_error("{}: missing 2-D tensor 'token_embd.weight'", path);
+  c.n_vocab = int(r.int_or("vocab_size", embd->ne[1]));
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  KAMERA_TRY(c.validate(path));
+
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
+  KAMERA_TRY(r.tensor("token_embd.weight", {d, V}, m->tok_embd));
+  KAMERA_TRY(r.tensor("output_norm.weight", {d}, m->out_norm));
+  if (!c.tied_output) {
+    KAMERA_TRY(r.tensor("output.weight", {d, V}, m->output));
+    if (m->output == m->tok_embd) {  // a stored copy of the embedding: same model as tied
+      m->output.clear();
+      m->output.shrink_to_fit();
+      c.tied_output = true;
+    }
+  }
+  m->layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    LayerWeights& l = m->layers[i];
+    const std::string p = fmt::format("blk.{}.", i);
+    KAMERA_TRY(r.tensor(p + "attn_norm.weight", {d}, l.attn_norm));
+    KAMERA_TRY(r.tensor(p + "attn_q.weight", {d, q}, l.wq));
+    KAMERA_TRY(r.tensor(p + "attn_k.weight", {d, kv}, l.wk));
+    KAMERA_TRY(r.tensor(p + "attn_v.weight", {d, kv}, l.wv));
+    KAMERA_TRY(r.tensor(p + "attn_output.weight", {q, d}, l.wo));
+    KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
+    KAMERA_TRY(r.tensor(p + "ffn_gate.weight", {d, h}, l.w_gate));
+    KAMERA_TRY(r.tensor(p + "ffn_down.weight", {h, d}, l.w_down));
+    KAMERA_TRY(r.tensor(p + "ffn_up.weight", {d, h}, l.w_up));
+    if (c.qkv_bias) {
+      KAMERA_TRY(r.tensor(p + "attn_q.bias", {q}, l.bq));
+      KAMERA_TRY(r.tensor(p + "attn_k.bias", {kv}, l.bk));
+      KAMERA_TRY(r.tensor(p + "attn_v.bias", {kv}, l.bv));
+    }
+  }
+  for (const GgufTensor& t : f.tensors())
+    if (!r.used().count(t.name))
+      return make_error(
+          "{}: tensor '{}' is not supported for architecture {} (kamera would "
+          "ignore it and compute something else)",
+          path, t.name, *arch);
+
+  const auto tok_model = f.get_string("tokenizer.ggml.model");
+  if (tok_model && *tok_model != "llama") {
+    spdlog::warn("{}: tokenizer '{}' is not supported yet; the model runs on token ids only", path,
+                 *tok_model);
+  } else if (tok_model) {
+    auto tok = gguf_tokenizer(f);
+    if (!tok.ok()) return tok.error();
+    if (tok->n_vocab() != c.n_vocab)
+      return make_error("{}: tokenizer has {} tokens but the model {}", path, tok->n_vocab(),
+                        c.n_vocab);
+    m->tokenizer = std::move(tok.value());
+  }
+  m->source = path;
+  m->format = "gguf";
+  m->fingerprint = compute_fingerprint(*m);
+  return m;
+}
+
+}  // namespace kamera

@@ -1,0 +1,141 @@
+#include "model/model.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace kamera {
+
+Status ModelConfig::validate(const std::string& src) const {
+  auto bad = [&](const std::string& what) {
+    return make_error("{}: invalid model config: {}", src, what);
+  };
+  constexpr int kMax = 1 << 20;
+  if (n_vocab <= 0 || n_vocab > 4 * kMax) return bad(fmt::format("vocab size {}", n_vocab));
+  if (dim <= 0 || dim > kMax) return bad(fmt::format("dim {}", dim));
+  if (n_layers <= 0 || n_layers > 4096) return bad(fmt::format("{} layers", n_layers));
+  if (n_heads <= 0 || n_heads > 4096) return bad(fmt::format("{} heads", n_heads));
+  if (n_kv_heads <= 0 || n_kv_heads > n_heads || n_heads % n_kv_heads != 0)
+    return bad(fmt::format("{} kv heads for {} heads (must divide)", n_kv_heads, n_heads));
+  if (head_dim <= 0 || head_dim > 4096) return bad(fmt::format("head dim {}", head_dim));
+  if (ffn_dim <= 0 || ffn_dim > 4 * kMax) return bad(fmt::format("ffn dim {}", ffn_dim));
+  if (ctx_len <= 0) return bad(fmt::format("context length {}", ctx_len));
+  if (rope.n_rot <= 0 || rope.n_rot > head_dim || rope.n_rot % 2 != 0)
+    return bad(fmt::format("rope dims {} for head dim {}", rope.n_rot, head_dim));
+  if (!(rope.theta > 0) || !(rope.freq_scale > 0)) return bad("rope theta / scale must be > 0");
+  if (!(rms_eps > 0) || !(rms_eps < 1)) return bad(fmt::format("rms eps {}", rms_eps));
+  return Status::Ok();
+}
+
+KvLayout Model::kv_layout() const {
+  KvLayout l;
+  l.n_layers = cfg.n_layers;
+  l.channels = {{"k", cfg.kv_width(), true}, {"v", cfg.kv_width(), false}};
+  return l;
+}
+
+std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  const ModelConfig& c = m.cfg;
+  const int ints[] = {c.n_vocab,          c.dim,           c.n_layers,        c.n_heads,
+                      c.n_kv_heads,       c.head_dim,      c.ffn_dim,         c.rope.n_rot,
+                      int(c.rope.layout), int(c.qkv_bias), int(c.tied_output)};
+  const double reals[] = {c.rms_eps, c.rope.theta, c.rope.freq_scale};
+  XXH3_128bits_update(st, c.arch.data(), c.arch.size());
+  XXH3_128bits_update(st, ints, sizeof(ints));
+  XXH3_128bits_update(st, reals, sizeof(reals));
+  auto add = [&](const std::vector<float>& v) {
+    const uint64_t n = v.size();
+    XXH3_128bits_update(st, &n, sizeof(n));
+    XXH3_128bits_update(st, v.data(), v.size() * sizeof(float));
+  };
+  add(m.tok_embd);
+  add(m.out_norm);
+  add(m.output);
+  for (const LayerWeights& l : m.layers)
+    for (const auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo,
+                          &l.ffn_norm, &l.w_gate, &l.w_down, &l.w_up})
+      add(*v);
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return {h.high64, h.low64};
+}
+
+namespace {
+
+// Read-only mapping of a whole file.
+struct MappedFile {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  ~MappedFile() {
+    if (base != MAP_FAILED && size) munmap(base, size);
+  }
+};
+
+Result<std::unique_ptr<MappedFile>> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error("{}: not a regular file", path);
+  }
+  auto mf = std::make_unique<MappedFile>();
+  mf->size = size_t(st.st_size);
+  if (mf->size > 0) {
+    mf->base = mmap(nullptr, mf->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mf->base == MAP_FAILED) {
+      ::close(fd);
+      return make_error("{}: cannot map: {}", path, std::strerror(errno));
+    }
+  }
+  ::close(fd);
+  return mf;
+}
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st {};
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& opts) {
+  auto mapped = map_file(path);
+  if (!mapped.ok()) return mapped.error();
+  const auto* bytes = static_cast<const uint8_t*>((*mapped)->base);
+  const size_t size = (*mapped)->size;
+  const bool is_gguf = size >= 4 && std::memcmp(bytes, "GGUF", 4) == 0;
+  auto model = is_gguf ? load_gguf_model(path) : load_llama2c_bytes(bytes, size, path);
+  if (!model.ok()) return model.error();
+  if (is_gguf && opts.tokenizer_path.empty()) return model;
+  // llama2.c checkpoints carry no vocabulary: use -z, else tokenizer.bin / tok<N>.bin beside it.
+  std::string tok = opts.tokenizer_path;
+  if (tok.empty()) {
+    for (const std::string& cand :
+         {dir_of(path) + "/tokenizer.bin",
+          dir_of(path) + fmt::format("/tok{}.bin", (*model)->cfg.n_vocab)})
+      if (file_exists(cand)) {
+        tok = cand;
+        break;
+      }
+  }
+  if (!tok.empty()) {
+    auto t = Tokenizer::from_llama2c_file(tok, (*model)->cfg.n_vocab);
+    if (!t.ok()) return t.error();
+    (*model)->tokenizer = std::move(t.value());
+  }
+  return model;
+}
+
+}  // namespace kamera

@@ -1,0 +1,85 @@
+// A decoder-only transformer held in f32 (weights of any file dtype are dequantized on load), its
+// configuration, and the loaders of the formats kamera reads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/pool.h"
+#include "model/tokenizer.h"
+#include "ops/rope.h"
+
+namespace kamera {
+
+struct ModelConfig {
+  std::string arch = "llama";  // "llama" or "qwen2" (GGUF general.architecture)
+  int n_vocab = 0;
+  int dim = 0;  // residual width (embedding_length)
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;  // == n_heads for MHA, fewer for GQA
+  int head_dim = 0;
+  int ffn_dim = 0;  // SwiGLU hidden width (feed_forward_length)
+  int ctx_len = 0;  // trained context (positions past it are allowed but flagged by the CLI)
+  float rms_eps = 1e-5f;
+  RopeDesc rope;
+  bool qkv_bias = false;    // qwen2
+  bool tied_output = true;  // output head shares the token embedding
+
+  int q_width() const { return n_heads * head_dim; }
+  int kv_width() const { return n_kv_heads * head_dim; }
+  Status validate(const std::string& source) const;
+};
+
+// Shapes in comments are (rows, cols) of row-major f32 data; a weight (out, in) maps in -> out.
+struct LayerWeights {
+  std::vector<float> attn_norm;   // (dim)
+  std::vector<float> wq;          // (n_heads*head_dim, dim)
+  std::vector<float> wk;          // (n_kv_heads*head_dim, dim)
+  std::vector<float> wv;          // (n_kv_heads*head_dim, dim)
+  std::vector<float> bq, bk, bv;  // (q_width), (kv_width), (kv_width); empty without bias
+  std::vector<float> wo;          // (dim, n_heads*head_dim)
+  std::vector<float> ffn_norm;    // (dim)
+  std::vector<float> w_gate;      // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
+  std::vector<float> w_down;      // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
+  std::vector<float> w_up;        // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
+};
+
+struct Model {
+  ModelConfig cfg;
+  std::vector<float> tok_embd;  // (n_vocab, dim)
+  std::vector<float> out_norm;  // (dim)
+  std::vector<float> output;    // (n_vocab, dim); empty when tied to tok_embd
+  std::vector<LayerWeights> layers;
+  std::optional<Tokenizer> tokenizer;
+  std::string source;                     // file it came from
+  std::string format;                     // "gguf", "llama2c-v0", "llama2c-v1"
+  std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of config and weights
+
+  const float* output_weight() const { return output.empty() ? tok_embd.data() : output.data(); }
+  // Channels this model writes into the KV pool: "k" (rope, pre-rotation) and "v".
+  KvLayout kv_layout() const;
+};
+
+struct LoadOptions {
+  std::string tokenizer_path;  // llama2.c tokenizer.bin (llama2.c checkpoints carry none)
+};
+
+// Detects the format from the file's first bytes: "GGUF", llama2.c v1 ("ak42" magic), or a
+// llama2.c legacy v0 header whose implied size matches the file. Errors name the file.
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& opts = {});
+
+// Parsers over bytes the caller owns (also the fuzz entry points).
+Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t size,
+                                                  const std::string& name);
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path);
+
+// XXH3-128 over the config and every weight; set by the loaders.
+std::array<uint64_t, 2> compute_fingerprint(const Model& m);
+
+}  // namespace kamera

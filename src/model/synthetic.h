@@ -1,0 +1,36 @@
+// Seeded random-weight models with real shapes, written as GGUF files that kamera and llama.cpp
+// both load (llama.cpp key and tensor names, an embedded SentencePiece vocabulary learned on a
+// built-in English text so text prompts work). For speed and exactness work, not for accuracy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "model/model.h"
+
+namespace kamera {
+
+struct SyntheticSpec {
+  ModelConfig cfg;  // arch, shapes, rope, qkv_bias, tied_output
+  uint64_t seed = 0;
+  DType weight_type = DType::F32;  // 2-D weights; norms and biases stay f32 (as llama.cpp does)
+  std::string name = "kamera-synthetic";
+};
+
+// Named shapes: "tiny" (tests), "0.5b" (Qwen2.5-0.5B's text decoder: 24 layers, hidden 896,
+// 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936). Returns nullopt for unknown names.
+std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::string& preset);
+std::vector<std::string> synthetic_preset_names();
+
+// Applies "key=value,..." overrides (dim, layers, heads, kv_heads, head_dim, ffn, vocab, ctx,
+// rope_dims, theta, eps, bias, tied) to a config.
+Status apply_dims(ModelConfig& cfg, const std::string& dims);
+
+// Writes the GGUF. Deterministic: the same spec gives the same bytes.
+Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path);
+
+}  // namespace kamera

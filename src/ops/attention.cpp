@@ -1,0 +1,126 @@
+#include "ops/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "ops/kernels.h"
+
+namespace kamera {
+
+namespace {
+
+constexpr int kQueryBlock = 256;  // queries per score block in the GEMM path
+constexpr int kGemmMinQueries = 8;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Gathers N keys (rotated to their positions) and values into contiguous N x kv_width buffers.
+void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_arena,
+               std::span<const int32_t> slots, std::span<const Pos> positions,
+               const RopeCache& rope, int N, float* k_out, float* v_out, ThreadPool& pool) {
+  const int width = s.n_kv_heads * s.head_dim;
+  const int half = rope.desc().n_pairs();
+  pool.parallel_for(N, [&](int64_t j0, int64_t j1) {
+    std::vector<float> c(half), sn(half);
+    for (int64_t j = j0; j < j1; ++j) {
+      const size_t src = size_t(slots[j]) * width;
+      float* kd = k_out + size_t(j) * width;
+      std::memcpy(kd, k_arena + src, sizeof(float) * width);
+      std::memcpy(v_out + size_t(j) * width, v_arena + src, sizeof(float) * width);
+      rope.angles(positions[j], c.data(), sn.data());
+      rope_apply(rope.desc(), c.data(), sn.data(), kd, s.n_kv_heads);
+    }
+  });
+}
+
+}  // namespace
+
+void attention_paged(const AttentionShape& s, const float* q, int T, int first,
+                     const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
+                     std::span<const Pos> positions, const RopeCache& rope,
+                     const AttentionMask* mask, float* out, ThreadPool& pool,
+                     AttentionWorkspace& ws) {
+  const int N = first + T;
+  KAMERA_ASSERT(int(slots.size()) >= N && int(positions.size()) >= N);
+  KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
+  const int hd = s.head_dim;
+  const int kvw = s.n_kv_heads * hd;
+  const int qw = s.n_heads * hd;
+  const int group = s.n_heads / s.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  if (ws.k.size() < size_t(N) * kvw) {
+    ws.k.resize(size_t(N) * kvw);
+    ws.v.resize(size_t(N) * kvw);
+  }
+  gather_kv(s, k_arena, v_arena, slots, positions, rope, N, ws.k.data(), ws.v.data(), pool);
+  const bool has_mask = mask && !mask->blocks.empty();
+
+  // Masks, scales and normalizes one score row of query t over keys [0, n_keys).
+  auto finish_row = [&](float* row, int t, int n_keys) {
+    const int last = std::min(n_keys - 1, first + t);
+    for (int j = 0; j <= last; ++j) row[j] *= scale;
+    std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
+    if (has_mask)
+      for (int j = 0; j <= last; ++j)
+        if (mask->hidden(t, j)) row[j] = kNegInf;
+    float mx = kNegInf;
+    for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+    if (mx == kNegInf) {  // everything hidden: attend nothing
+      std::fill(row, row + n_keys, 0.0f);
+      return;
+    }
+    softmax(row, last + 1);
+  };
+
+  if (T >= kGemmMinQueries) {
+    // Score blocks through sgemm: S = Q_h K_g^T, then O_h = softmax(S) V_g.
+    const int qb = std::min(T, kQueryBlock);
+    if (ws.scores.size() < size_t(qb) * N) ws.scores.resize(size_t(qb) * N);
+    for (int h = 0; h < s.n_heads; ++h) {
+      const int g = h / group;
+      const float* kg = ws.k.data() + size_t(g) * hd;
+      const float* vg = ws.v.data() + size_t(g) * hd;
+      for (int t0 = 0; t0 < T; t0 += qb) {
+        const int t1 = std::min(T, t0 + qb);
+        const int rows = t1 - t0;
+        const int n_keys = first + t1;  // causal: later keys are never seen by this block
+        float* S = ws.scores.data();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, hd, 1.0f,
+                    q + size_t(t0) * qw + size_t(h) * hd, qw, kg, kvw, 0.0f, S, n_keys);
+        pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) finish_row(S + size_t(r) * n_keys, t0 + int(r), n_keys);
+        });
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n_keys, 1.0f, S, n_keys,
+                    vg, kvw, 0.0f, out + size_t(t0) * qw + size_t(h) * hd, qw);
+      }
+    }
+    return;
+  }
+
+  // Few queries (decode): one task per (query, head), dot products and axpy.
+  const int tasks = T * s.n_heads;
+  const int threads = pool.size();
+  if (ws.scores.size() < size_t(threads) * N) ws.scores.resize(size_t(threads) * N);
+  pool.parallel_pieces(tasks, [&](int64_t a, int64_t b, int piece) {
+    float* row = ws.scores.data() + size_t(piece) * N;
+    for (int64_t task = a; task < b; ++task) {
+      const int t = int(task / s.n_heads), h = int(task % s.n_heads);
+      const int g = h / group;
+      const int n_keys = first + t + 1;
+      const float* qh = q + size_t(t) * qw + size_t(h) * hd;
+      for (int j = 0; j < n_keys; ++j) row[j] = dot(qh, ws.k.data() + size_t(j) * kvw + g * hd, hd);
+      finish_row(row, t, n_keys);
+      float* oh = out + size_t(t) * qw + size_t(h) * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int j = 0; j < n_keys; ++j)
+        if (row[j] != 0.0f) axpy(row[j], ws.v.data() + size_t(j) * kvw + g * hd, oh, hd);
+    }
+  });
+}
+
+}  // namespace kamera

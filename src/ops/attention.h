@@ -1,0 +1,52 @@
+// Causal attention of a batch of new queries over a sequence's paged keys and values.
+//
+// Keys are stored pre-rotation (position-free) in the pool; this kernel gathers each key row by
+// its slot, rotates it to the token's current position, and attends. So a token whose position
+// metadata changed (relocation) is attended at its new position with no rewrite of its bytes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/pool.h"
+#include "ops/rope.h"
+
+namespace kamera {
+
+class ThreadPool;
+
+// Extra masking on top of causality: keys [k_begin, k_end) (sequence indices) are hidden from
+// queries [q_begin, q_end) (indices within the batch). "B may not attend to A" is one block.
+struct AttentionMask {
+  struct Block {
+    int q_begin, q_end, k_begin, k_end;
+  };
+  std::vector<Block> blocks;
+  bool hidden(int q, int k) const {
+    for (const Block& b : blocks)
+      if (q >= b.q_begin && q < b.q_end && k >= b.k_begin && k < b.k_end) return true;
+    return false;
+  }
+};
+
+struct AttentionShape {
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+};
+
+// Reusable buffers, so that decode steps do not allocate.
+struct AttentionWorkspace {
+  std::vector<float> k, v, scores;
+};
+
+// q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
+// T tokens of the sequence: query t is token first + t and sees tokens [0, first + t].
+// k_arena / v_arena + slots[j] * (n_kv_heads * head_dim): token j's pre-rotation key and value.
+// out: T x n_heads x head_dim.
+void attention_paged(const AttentionShape& shape, const float* q, int T, int first,
+                     const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
+                     std::span<const Pos> positions, const RopeCache& rope,
+                     const AttentionMask* mask, float* out, ThreadPool& pool,
+                     AttentionWorkspace& ws);
+
+}  // namespace kamera

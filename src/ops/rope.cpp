@@ -1,0 +1,86 @@
+#include "ops/rope.h"
+
+#include <cmath>
+
+#include "core/status.h"
+
+namespace kamera {
+
+RopeCache::RopeCache(const RopeDesc& desc, int max_pos) : desc_(desc), max_pos_(max_pos) {
+  KAMERA_ASSERT(desc.n_rot % 2 == 0 && desc.n_rot <= desc.head_dim && max_pos >= 0);
+  const int half = desc.n_pairs();
+  inv_freq_.resize(half);
+  for (int i = 0; i < half; ++i)
+    inv_freq_[i] = desc.freq_scale * std::pow(desc.theta, -2.0 * i / double(desc.n_rot));
+  cos_.resize(size_t(max_pos) * half);
+  sin_.resize(size_t(max_pos) * half);
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double a = double(p) * inv_freq_[i];
+      cos_[size_t(p) * half + i] = float(std::cos(a));
+      sin_[size_t(p) * half + i] = float(std::sin(a));
+    }
+}
+
+void RopeCache::angles_1d(int64_t p, float* c, float* s) const {
+  const int half = desc_.n_pairs();
+  if (p >= 0 && p < max_pos_) {
+    for (int i = 0; i < half; ++i) {
+      c[i] = cos_[size_t(p) * half + i];
+      s[i] = sin_[size_t(p) * half + i];
+    }
+    return;
+  }
+  for (int i = 0; i < half; ++i) {
+    const double a = double(p) * inv_freq_[i];
+    c[i] = float(std::cos(a));
+    s[i] = float(std::sin(a));
+  }
+}
+
+void RopeCache::angles(Pos p, float* c, float* s) const {
+  angles_1d(p.t, c, s);
+}
+
+void rope_apply(const RopeDesc& d, const float* c, const float* s, float* x, int n_heads,
+                bool inverse) {
+  const int half = d.n_pairs();
+  const float sign = inverse ? -1.0f : 1.0f;
+  for (int h = 0; h < n_heads; ++h) {
+    float* xh = x + size_t(h) * d.head_dim;
+    if (d.layout == RopeLayout::Normal) {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+        const float si = sign * s[i];
+        xh[2 * i] = x0 * c[i] - x1 * si;
+        xh[2 * i + 1] = x0 * si + x1 * c[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = xh[i], x1 = xh[i + half];
+        const float si = sign * s[i];
+        xh[i] = x0 * c[i] - x1 * si;
+        xh[i + half] = x0 * si + x1 * c[i];
+      }
+    }
+  }
+}
+
+void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse) {
+  const int half = d.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      const double freq = d.freq_scale * std::pow(d.theta, -2.0 * i / double(d.n_rot));
+      const double a = double(pos) * freq * (inverse ? -1.0 : 1.0);
+      const float c = float(std::cos(a)), s = float(std::sin(a));
+      const int i0 = d.layout == RopeLayout::Normal ? 2 * i : i;
+      const int i1 = d.layout == RopeLayout::Normal ? 2 * i + 1 : i + half;
+      float* xh = x + size_t(h) * d.head_dim;
+      const float x0 = xh[i0], x1 = xh[i1];
+      xh[i0] = x0 * c - x1 * s;
+      xh[i1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace kamera

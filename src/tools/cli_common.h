@@ -1,0 +1,45 @@
+// Helpers shared by the kamera subcommands.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace kamera::cli {
+
+using json = nlohmann::json;
+
+// Every subcommand registers its options on `app` and returns the function that runs it.
+using Runner = std::function<int()>;
+Runner add_generate(CLI::App& app);
+Runner add_logits(CLI::App& app);
+Runner add_make_model(CLI::App& app);
+Runner add_bench(CLI::App& app);
+
+int default_threads();
+
+// Prints an error (as {"error": ...} on stdout too when json) and returns exit code 1.
+int fail(const std::string& message, bool as_json);
+
+Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::string& tokenizer);
+
+// "1,2,3" -> ids
+Result<std::vector<int32_t>> parse_token_list(const std::string& s);
+
+inline double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+json model_summary(const Model& m);
+
+// Prints one JSON document on stdout; invalid UTF-8 (e.g. a lone byte token) becomes U+FFFD.
+void print_json(const json& j, int indent = -1);
+
+}  // namespace kamera::cli

@@ -1,0 +1,141 @@
+// kamera generate: prompt -> text, BOS first as llama2.c does.
+#include <cstdio>
+
+#include "model/forward.h"
+#include "model/sampler.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string model, tokenizer, prompt;
+  int n = 256;
+  float temp = 1.0f, top_p = 0.9f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool seed_set = false;
+  int threads = default_threads();
+  bool ignore_eos = false, json = false;
+};
+
+int run_generate(const GenerateArgs& a) {
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  const ModelConfig& c = m.cfg;
+  if (!m.tokenizer)
+    return fail(
+        fmt::format("{} has no tokenizer: pass -z tokenizer.bin (llama2.c format)", a.model),
+        a.json);
+  const Tokenizer& tok = *m.tokenizer;
+  std::vector<int32_t> ids = tok.encode(a.prompt, /*add_bos=*/true);
+  if (a.n < 0) return fail("-n must be >= 0", a.json);
+  int n_gen = a.n;
+  if (int(ids.size()) >= c.ctx_len)
+    return fail(
+        fmt::format("prompt has {} tokens; the model's context is {}", ids.size(), c.ctx_len),
+        a.json);
+  if (int(ids.size()) + n_gen > c.ctx_len) {
+    n_gen = c.ctx_len - int(ids.size());
+    std::fprintf(stderr, "kamera: note: -n capped to %d by the model's context length %d\n", n_gen,
+                 c.ctx_len);
+  }
+
+  KvPool::Params pp;
+  pp.layout = m.kv_layout();
+  pp.page_tokens = 16;
+  pp.n_pages = (int(ids.size()) + n_gen + pp.page_tokens - 1) / pp.page_tokens + 1;
+  auto pool = KvPool::create(pp);
+  if (!pool.ok()) return fail(pool.message(), a.json);
+  Engine engine(m, a.threads);
+  const SeqId seq = (*pool)->create_sequence();
+  SamplerParams sp;
+  sp.temperature = a.temp;
+  sp.top_p = a.top_p;
+  sp.top_k = a.top_k;
+  sp.seed =
+      a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  Sampler sampler(sp);
+
+  std::string text;
+  auto emit = [&](int32_t prev, int32_t t) {
+    const std::string piece = tok.decode(prev, t);
+    text += piece;
+    if (!a.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  for (size_t i = 1; i < ids.size(); ++i) emit(ids[i - 1], ids[i]);
+
+  std::vector<Pos> pos(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
+  const double t0 = now_ms();
+  auto logits = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos));
+  if (!logits.ok()) return fail(logits.message(), a.json);
+  const double t1 = now_ms();
+  std::vector<int32_t> out;
+  int32_t prev = ids.back();
+  for (int i = 0; i < n_gen; ++i) {
+    const int32_t next = sampler.sample(*logits);
+    if (!a.ignore_eos && (next == tok.eos() || next == tok.bos())) break;
+    out.push_back(next);
+    emit(prev, next);
+    prev = next;
+    if (i + 1 == n_gen) break;
+    const Pos p = Pos::linear(int32_t(ids.size() + out.size() - 1));
+    logits = engine.forward(**pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
+    if (!logits.ok()) return fail(logits.message(), a.json);
+  }
+  const double t2 = now_ms();
+  const double gen_ms = t2 - t1;
+  if (!a.json) std::printf("\n");
+  std::fprintf(stderr,
+               "kamera: prompt %zu tokens in %.2f ms (%.1f tok/s); generated %zu tokens in %.2f ms "
+               "(%.1f tok/s); %d threads\n",
+               ids.size(), t1 - t0, ids.size() / ((t1 - t0) / 1e3), out.size(), gen_ms,
+               out.size() / (gen_ms / 1e3), a.threads);
+  if (a.json) {
+    json j{{"model", model_summary(m)},
+           {"prompt_tokens", ids},
+           {"tokens", out},
+           {"text", text},
+           {"timing", {{"prompt_ms", t1 - t0}, {"generate_ms", gen_ms}, {"threads", a.threads}}}};
+    print_json(j, 2);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  app.add_option("-m,--model", a->model, "Model file: .gguf, or a llama2.c checkpoint (.bin)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("-z,--tokenizer", a->tokenizer,
+                 "llama2.c tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin next to the "
+                 "model; GGUF files embed theirs)")
+      ->check(CLI::ExistingFile);
+  app.add_option("-p,--prompt", a->prompt, "Prompt text (default: empty, i.e. BOS only)");
+  app.add_option("-n,--n-predict", a->n, "Tokens to generate (stops early at EOS or BOS)")
+      ->capture_default_str();
+  app.add_option("--temp", a->temp, "Temperature; 0 = greedy (argmax)")->capture_default_str();
+  app.add_option("--top-p", a->top_p, "Nucleus sampling threshold (1 = off)")
+      ->capture_default_str();
+  app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  app.add_option("--seed", a->seed, "Sampling seed (default: from the clock)")
+      ->each([a](const std::string&) { a->seed_set = true; });
+  app.add_option("-t,--threads", a->threads, "Threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past EOS/BOS");
+  app.add_flag("--json", a->json,
+               "Print one JSON object (text, token ids, timing) instead of text");
+  return [a] { return run_generate(*a); };
+}
+
+}  // namespace kamera::cli

@@ -1,0 +1,107 @@
+// kamera logits: f32 logits (weights dequantized, KV in f32) for cross-checks with other engines.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "model/forward.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct LogitsArgs {
+  std::string model, tokenizer, tokens, prompt;
+  bool all = false, json = false;
+  int threads = default_threads();
+  int top = 5;
+};
+
+int run_logits(const LogitsArgs& a) {
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  std::vector<int32_t> ids;
+  if (!a.tokens.empty()) {
+    auto parsed = parse_token_list(a.tokens);
+    if (!parsed.ok()) return fail(parsed.message(), a.json);
+    ids = *parsed;
+  } else {
+    if (!m.tokenizer)
+      return fail(fmt::format("{} has no tokenizer: pass --tokens or -z", a.model), a.json);
+    ids = m.tokenizer->encode(a.prompt, true);
+  }
+  for (int32_t t : ids)
+    if (t < 0 || t >= m.cfg.n_vocab)
+      return fail(fmt::format("token id {} is outside the vocabulary [0, {})", t, m.cfg.n_vocab),
+                  a.json);
+  KvPool::Params pp;
+  pp.layout = m.kv_layout();
+  pp.page_tokens = 16;
+  pp.n_pages = int(ids.size()) / pp.page_tokens + 2;
+  auto pool = KvPool::create(pp);
+  if (!pool.ok()) return fail(pool.message(), a.json);
+  Engine engine(m, a.threads);
+  const SeqId seq = (*pool)->create_sequence();
+  std::vector<Pos> pos(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
+  ForwardOptions fo;
+  fo.logits = a.all ? LogitsMode::All : LogitsMode::Last;
+  auto logits = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos), fo);
+  if (!logits.ok()) return fail(logits.message(), a.json);
+  const int V = m.cfg.n_vocab;
+  const int rows = int(logits->size() / V);
+  if (a.json) {
+    json out{
+        {"model", model_summary(m)}, {"tokens", ids}, {"n_vocab", V}, {"all_positions", a.all}};
+    json rows_j = json::array();
+    for (int r = 0; r < rows; ++r)
+      rows_j.push_back(
+          std::vector<float>(logits->begin() + size_t(r) * V, logits->begin() + size_t(r + 1) * V));
+    out["logits"] = std::move(rows_j);
+    print_json(out);
+    return 0;
+  }
+  for (int r = 0; r < rows; ++r) {
+    const float* l = logits->data() + size_t(r) * V;
+    std::vector<int> idx(V);
+    std::iota(idx.begin(), idx.end(), 0);
+    const int k = std::min(a.top, V);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int x, int y) { return l[x] > l[y]; });
+    const int position = a.all ? r : int(ids.size()) - 1;
+    std::printf("position %d (after token %d):", position, ids[position]);
+    for (int i = 0; i < k; ++i) {
+      std::string piece = m.tokenizer ? m.tokenizer->decode(-1, idx[i]) : "";
+      std::printf("  %d %.6f %s", idx[i], l[idx[i]],
+                  json(piece).dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_logits(CLI::App& app) {
+  auto a = std::make_shared<LogitsArgs>();
+  app.add_option("-m,--model", a->model, "Model file (.gguf or llama2.c .bin)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for -p)")
+      ->check(CLI::ExistingFile);
+  auto* t = app.add_option("--tokens", a->tokens,
+                           "Comma-separated token ids, used as given (include BOS yourself)");
+  auto* p = app.add_option("-p,--prompt", a->prompt, "Text, tokenized with BOS first");
+  t->excludes(p);
+  app.add_flag("--all-positions", a->all, "Logits of every position, not only the last");
+  app.add_option("--top", a->top, "Without --json: how many top tokens to show per position")
+      ->capture_default_str();
+  app.add_option("-t,--threads", a->threads, "Threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--json", a->json, "Print {tokens, n_vocab, logits: [[...]]} as JSON");
+  return [a] { return run_logits(*a); };
+}
+
+}  // namespace kamera::cli

@@ -1,0 +1,102 @@
+// kamera: position-free KV cache engine. Command-line entry point.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+int default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : int(n);
+}
+
+int fail(const std::string& message, bool as_json) {
+  std::fprintf(stderr, "kamera: error: %s\n", message.c_str());
+  if (as_json) print_json(json{{"error", message}});
+  return 1;
+}
+
+Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::string& tokenizer) {
+  LoadOptions opts;
+  opts.tokenizer_path = tokenizer;
+  return load_model(path, opts);
+}
+
+Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
+      return make_error("--tokens: '{}' is not an integer token id", item);
+    out.push_back(int32_t(v));
+    i = j + 1;
+  }
+  if (out.empty()) return make_error("--tokens: empty list");
+  return out;
+}
+
+void print_json(const json& j, int indent) {
+  const std::string s = j.dump(indent, ' ', false, json::error_handler_t::replace);
+  std::printf("%s\n", s.c_str());
+}
+
+json model_summary(const Model& m) {
+  const ModelConfig& c = m.cfg;
+  return json{{"path", m.source},
+              {"format", m.format},
+              {"arch", c.arch},
+              {"n_vocab", c.n_vocab},
+              {"dim", c.dim},
+              {"n_layers", c.n_layers},
+              {"n_heads", c.n_heads},
+              {"n_kv_heads", c.n_kv_heads},
+              {"head_dim", c.head_dim},
+              {"ffn_dim", c.ffn_dim},
+              {"ctx_len", c.ctx_len},
+              {"rope_dims", c.rope.n_rot},
+              {"rope_theta", c.rope.theta},
+              {"rope_layout", c.rope.layout == RopeLayout::Neox ? "neox" : "normal"},
+              {"fingerprint", fmt::format("{:016x}{:016x}", m.fingerprint[0], m.fingerprint[1])}};
+}
+
+}  // namespace kamera::cli
+
+int main(int argc, char** argv) {
+  using namespace kamera::cli;
+  spdlog::set_pattern("kamera: %l: %v");
+  spdlog::set_level(spdlog::level::warn);
+  CLI::App app{
+      "kamera: an inference engine whose KV cache is position-free.\n"
+      "Chunks are prefilled once and reused at any position (exact RoPE relocation plus a\n"
+      "low-rank conditioning patch). Models: GGUF (llama, qwen2; F32/F16/BF16/Q8_0) and\n"
+      "llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
+      "kamera"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kamera 0.1.0");
+  std::map<CLI::App*, Runner> runners;
+  auto reg = [&](const char* name, const char* help, Runner (*add)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = add(*sub);
+  };
+  reg("generate", "Generate text from a prompt (BOS first, as llama2.c does)", add_generate);
+  reg("logits", "Print the f32 logits of the last (or every) position, for cross-checks",
+      add_logits);
+  reg("make-model", "Write a seeded random-weight GGUF model (llama or qwen2 shapes)",
+      add_make_model);
+  reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
+      add_bench);
+  CLI11_PARSE(app, argc, argv);
+  for (auto& [sub, run] : runners)
+    if (sub->parsed()) return run();
+  return 1;
+}

@@ -1,0 +1,71 @@
+// Seeded synthetic models for unit tests, written once per process into the gtest temp dir.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "model/forward.h"
+#include "model/synthetic.h"
+
+namespace tiny {
+
+// Path of a tiny synthetic GGUF (arch llama or qwen2, dtype, optional --dims overrides).
+inline std::string model_path(const std::string& arch, kamera::DType type = kamera::DType::F32,
+                              const std::string& dims = "", uint64_t seed = 7) {
+  static std::map<std::string, std::string> made;
+  const std::string key =
+      arch + "-" + std::string(kamera::dtype_name(type)) + "-" + dims + "-" + std::to_string(seed);
+  auto it = made.find(key);
+  if (it != made.end()) return it->second;
+  kamera::SyntheticSpec spec;
+  spec.cfg = *kamera::synthetic_preset(arch, "tiny");
+  if (!dims.empty()) {
+    auto st = kamera::apply_dims(spec.cfg, dims);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  spec.seed = seed;
+  spec.weight_type = type;
+  std::string name = key;
+  for (char& ch : name)
+    if (ch == ',' || ch == '=') ch = '_';
+  const std::string path = testing::TempDir() + "kamera-tiny-" + name + ".gguf";
+  auto st = kamera::write_synthetic_gguf(spec, path);
+  EXPECT_TRUE(st.ok()) << st.message();
+  made[key] = path;
+  return path;
+}
+
+inline std::unique_ptr<kamera::Model> load(const std::string& path) {
+  auto m = kamera::load_model(path);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? std::move(m.value()) : nullptr;
+}
+
+inline std::unique_ptr<kamera::KvPool> pool_for(const kamera::Model& m, int tokens,
+                                                int page_tokens = 16) {
+  kamera::KvPool::Params p;
+  p.layout = m.kv_layout();
+  p.page_tokens = page_tokens;
+  p.n_pages = tokens / page_tokens + 4;
+  auto pool = kamera::KvPool::create(p);
+  EXPECT_TRUE(pool.ok()) << pool.message();
+  return std::move(pool.value());
+}
+
+inline std::vector<kamera::Pos> linear_positions(int n, int start = 0) {
+  std::vector<kamera::Pos> p(n);
+  for (int i = 0; i < n; ++i) p[i] = kamera::Pos::linear(start + i);
+  return p;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace tiny

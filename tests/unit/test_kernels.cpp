@@ -1,0 +1,127 @@
+// Every kernel's fast path against its scalar reference (ops/reference.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/thread_pool.h"
+#include "ops/gemm.h"
+#include "ops/kernels.h"
+#include "ops/reference.h"
+
+using namespace kamera;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// max |a - b| / max(|b|, floor)
+double max_rel_err(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(double(a[i]) - b[i]) / std::max(std::fabs(double(b[i])), floor));
+  return m;
+}
+
+}  // namespace
+
+TEST(Kernels, ExpMatchesLibmWithin3Ulp) {
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 88.0f; v += 0.0137f) x.push_back(v);
+  std::vector<float> y = x;
+  exp_inplace(y.data(), int(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    const float ulp = std::nextafter(want, INFINITY) - want;
+    ASSERT_LE(std::fabs(y[i] - want), 3 * ulp) << "x = " << x[i];
+  }
+  float z[3] = {-INFINITY, -200.0f, 0.0f};
+  exp_inplace(z, 3);
+  EXPECT_EQ(z[0], 0.0f);
+  EXPECT_EQ(z[1], 0.0f);
+  EXPECT_EQ(z[2], 1.0f);
+}
+
+TEST(Kernels, RmsnormMatchesReference) {
+  ThreadPool pool(2);
+  for (int dim : {1, 7, 64, 896}) {
+    const int rows = 13;
+    auto x = randn(size_t(rows) * dim, 1, 3.0f), w = randn(dim, 2);
+    std::vector<float> y(x.size()), r(x.size());
+    rmsnorm(x.data(), w.data(), y.data(), rows, dim, 1e-5f, &pool);
+    ref::rmsnorm(x.data(), w.data(), r.data(), rows, dim, 1e-5f);
+    EXPECT_LT(max_rel_err(y, r, 1e-3), 1e-5) << "dim " << dim;
+  }
+}
+
+TEST(Kernels, SoftmaxMatchesReference) {
+  for (int n : {1, 5, 64, 1000}) {
+    auto x = randn(n, 3, 8.0f), r = x;
+    softmax(x.data(), n);
+    ref::softmax(r.data(), n);
+    EXPECT_LT(max_rel_err(x, r, 1e-30), 1e-5) << "n " << n;
+    double s = 0;
+    for (float v : x) s += v;
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+}
+
+TEST(Kernels, SiluMulMatchesReference) {
+  ThreadPool pool(2);
+  const int n = 40000;
+  auto g = randn(n, 4, 4.0f), u = randn(n, 5), r = g;
+  silu_mul(g.data(), u.data(), n, &pool);
+  ref::silu_mul(r.data(), u.data(), n);
+  double m = 0;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(double(g[i]) - r[i]));
+  EXPECT_LT(m, 1e-5);
+}
+
+TEST(Kernels, DotAxpyAdd) {
+  auto a = randn(77, 6), b = randn(77, 7);
+  double want = 0;
+  for (int i = 0; i < 77; ++i) want += double(a[i]) * b[i];
+  EXPECT_NEAR(dot(a.data(), b.data(), 77), want, 1e-4);
+  auto y = b;
+  axpy(0.5f, a.data(), y.data(), 77);
+  for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(y[i], b[i] + 0.5f * a[i]);
+  y = b;
+  add_inplace(y.data(), a.data(), 77);
+  for (int i = 0; i < 77; ++i) EXPECT_FLOAT_EQ(y[i], b[i] + a[i]);
+}
+
+TEST(Kernels, MatmulMatchesReference) {
+  for (int T : {1, 3, 64}) {
+    const int in = 96, out = 40;
+    auto x = randn(size_t(T) * in, 8), w = randn(size_t(out) * in, 9), bias = randn(out, 10);
+    for (const float* bp :
+         {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
+      std::vector<float> y(size_t(T) * out, NAN), r(size_t(T) * out);
+      matmul_wt(x.data(), w.data(), bp, y.data(), T, in, out);
+      ref::matmul_wt(x.data(), w.data(), bp, r.data(), T, in, out);
+      double m = 0;
+      for (size_t i = 0; i < y.size(); ++i) m = std::max(m, std::fabs(double(y[i]) - r[i]));
+      EXPECT_LT(m, 1e-4) << "T " << T;
+    }
+  }
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 10, 1001}) {
+    std::vector<int> hits(n, 0);
+    std::vector<int> pieces_seen(3, 0);
+    pool.parallel_pieces(n, [&](int64_t a, int64_t b, int piece) {
+      pieces_seen[piece]++;
+      for (int64_t i = a; i < b; ++i) hits[i]++;
+    });
+    for (int h : hits) EXPECT_EQ(h, 1);
+    for (int p : pieces_seen) EXPECT_LE(p, 1);
+  }
+}
