@@ -1,4 +1,5 @@
-// Paged KV pool: fixed-size pages of per-layer channels, a slot map per sequence, copy-on-write forks.
+// Paged KV pool: fixed-size pages of per-layer channels, a slot map per sequence, copy-on-write
+// forks.
 //
 // Storage (DESIGN.md §2): for every (layer, channel) one arena of n_pages * page_tokens rows of
 // `width` floats. A token lives in one slot (slot = page * page_tokens + offset) and has one row in
@@ -28,7 +29,8 @@
 
 namespace kamera {
 
-// Position of a cached token. 1-D RoPE reads t (text tokens keep h = w = t); M-RoPE reads all three.
+// Position of a cached token. 1-D RoPE reads t (text tokens keep h = w = t); M-RoPE reads all
+// three.
 struct Pos {
   int32_t t = 0, h = 0, w = 0;
   static constexpr Pos linear(int32_t p) { return {p, p, p}; }
@@ -65,8 +67,8 @@ class KvPool {
     int pages_total = 0;
     int pages_used = 0;
     int sequences = 0;
-    int64_t tokens = 0;       // sum over sequences
-    int64_t cow_copies = 0;   // pages copied because they were shared
+    int64_t tokens = 0;      // sum over sequences
+    int64_t cow_copies = 0;  // pages copied because they were shared
   };
 
   // Fails (no abort) on bad params or when the arenas cannot be allocated.

@@ -4,9 +4,10 @@
 //
 // File layout (little endian): "GGUF", u32 version, u64 n_tensors, u64 n_kv, then n_kv
 // (string key, u32 type, value), then n_tensors (string name, u32 n_dims, u64 ne[n_dims], u32
-// ggml_type, u64 offset), padding to general.alignment (default 32), then tensor data; each tensor's
-// offset is relative to the data start and aligned. ne[0] is the contiguous (row) dimension, so a
-// PyTorch weight (out, in) has ne = {in, out} and is stored row-major as out rows of in values.
+// ggml_type, u64 offset), padding to general.alignment (default 32), then tensor data; each
+// tensor's offset is relative to the data start and aligned. ne[0] is the contiguous (row)
+// dimension, so a PyTorch weight (out, in) has ne = {in, out} and is stored row-major as out rows
+// of in values.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,19 @@
 namespace kamera {
 
 enum class GgufType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 // ggml tensor type ids of the dtypes kamera reads and writes.
@@ -51,7 +63,7 @@ struct GgufTensor {
   std::string name;
   std::vector<int64_t> ne;  // ne[0] contiguous; 1 to 4 dims
   DType type = DType::F32;
-  uint64_t offset = 0;       // from the data section start
+  uint64_t offset = 0;  // from the data section start
   size_t nbytes = 0;
   const uint8_t* data = nullptr;  // points into the mapped file
   int64_t n_elements() const;
@@ -72,8 +84,8 @@ class GgufFile {
 
   bool has(const std::string& key) const { return kv_.count(key) != 0; }
   const GgufValue* find(const std::string& key) const;
-  std::optional<int64_t> get_int(const std::string& key) const;    // any integer type
-  std::optional<double> get_float(const std::string& key) const;   // f32/f64 (or an integer)
+  std::optional<int64_t> get_int(const std::string& key) const;   // any integer type
+  std::optional<double> get_float(const std::string& key) const;  // f32/f64 (or an integer)
   std::optional<bool> get_bool(const std::string& key) const;
   std::optional<std::string> get_string(const std::string& key) const;
   const std::vector<std::string>* get_string_array(const std::string& key) const;

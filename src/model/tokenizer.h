@@ -19,7 +19,13 @@ namespace kamera {
 
 // Token types, with llama.cpp's numeric values (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 class Tokenizer {

@@ -19,23 +19,61 @@ constexpr int kQueryBlock = 256;  // queries per score block in the GEMM path
 constexpr int kGemmMinQueries = 8;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+#define KAMERA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+
+// row[j] = q . K[j] for n keys of hd values, K rows `stride` floats apart.
+KAMERA_CLONES void score_row(const float* q, const float* K, int n, int stride, int hd,
+                             float* row) {
+  for (int j = 0; j < n; ++j) {
+    const float* kj = K + size_t(j) * stride;
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int i = 0; i < hd; ++i) acc += q[i] * kj[i];
+    row[j] = acc;
+  }
+}
+
+// out = sum_j row[j] V[j] for n values rows of hd, `stride` floats apart.
+KAMERA_CLONES void weighted_sum(const float* row, const float* V, int n, int stride, int hd,
+                                float* out) {
+  for (int i = 0; i < hd; ++i) out[i] = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float w = row[j];
+    if (w == 0.0f) continue;
+    const float* vj = V + size_t(j) * stride;
+#pragma omp simd
+    for (int i = 0; i < hd; ++i) out[i] += w * vj[i];
+  }
+}
+
 // Gathers N keys (rotated to their positions) and values into contiguous N x kv_width buffers.
 void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_arena,
                std::span<const int32_t> slots, std::span<const Pos> positions,
                const RopeCache& rope, int N, float* k_out, float* v_out, ThreadPool& pool) {
   const int width = s.n_kv_heads * s.head_dim;
   const int half = rope.desc().n_pairs();
-  pool.parallel_for(N, [&](int64_t j0, int64_t j1) {
-    std::vector<float> c(half), sn(half);
+  auto gather = [&](int64_t j0, int64_t j1) {
+    float scratch[2 * 512];
     for (int64_t j = j0; j < j1; ++j) {
       const size_t src = size_t(slots[j]) * width;
       float* kd = k_out + size_t(j) * width;
       std::memcpy(kd, k_arena + src, sizeof(float) * width);
       std::memcpy(v_out + size_t(j) * width, v_arena + src, sizeof(float) * width);
-      rope.angles(positions[j], c.data(), sn.data());
-      rope_apply(rope.desc(), c.data(), sn.data(), kd, s.n_kv_heads);
+      const float *c, *sn;
+      if (!rope.table_rows(positions[j].t, &c, &sn)) {
+        rope.angles(positions[j], scratch, scratch + half);
+        c = scratch;
+        sn = scratch + half;
+      }
+      rope_apply(rope.desc(), c, sn, kd, s.n_kv_heads);
     }
-  });
+  };
+  KAMERA_ASSERT(half <= 512);
+  if (int64_t(N) * width < 1 << 16) {
+    gather(0, N);  // small: not worth waking the workers
+  } else {
+    pool.parallel_for(N, gather);
+  }
 }
 
 }  // namespace
@@ -104,23 +142,27 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
 
   // Few queries (decode): one task per (query, head), dot products and axpy.
   const int tasks = T * s.n_heads;
+  const bool small = int64_t(N) * T * s.n_heads * hd < 1 << 15;  // not worth waking workers
   const int threads = pool.size();
   if (ws.scores.size() < size_t(threads) * N) ws.scores.resize(size_t(threads) * N);
-  pool.parallel_pieces(tasks, [&](int64_t a, int64_t b, int piece) {
+  auto run_tasks = [&](int64_t a, int64_t b, int piece) {
     float* row = ws.scores.data() + size_t(piece) * N;
     for (int64_t task = a; task < b; ++task) {
       const int t = int(task / s.n_heads), h = int(task % s.n_heads);
       const int g = h / group;
       const int n_keys = first + t + 1;
       const float* qh = q + size_t(t) * qw + size_t(h) * hd;
-      for (int j = 0; j < n_keys; ++j) row[j] = dot(qh, ws.k.data() + size_t(j) * kvw + g * hd, hd);
+      score_row(qh, ws.k.data() + size_t(g) * hd, n_keys, kvw, hd, row);
       finish_row(row, t, n_keys);
-      float* oh = out + size_t(t) * qw + size_t(h) * hd;
-      std::fill(oh, oh + hd, 0.0f);
-      for (int j = 0; j < n_keys; ++j)
-        if (row[j] != 0.0f) axpy(row[j], ws.v.data() + size_t(j) * kvw + g * hd, oh, hd);
+      weighted_sum(row, ws.v.data() + size_t(g) * hd, n_keys, kvw, hd,
+                   out + size_t(t) * qw + size_t(h) * hd);
     }
-  });
+  };
+  if (small) {
+    run_tasks(0, tasks, 0);
+  } else {
+    pool.parallel_pieces(tasks, run_tasks);
+  }
 }
 
 }  // namespace kamera

@@ -15,7 +15,9 @@ namespace {
 // exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 (Cody-Waite split), e^r by a
 // degree-6 Taylor polynomial on |r| <= ln2/2. Branch-free so it vectorizes.
 inline float exp_poly(float x_in) {
-  const float x = std::fmin(std::fmax(x_in, -87.3f), 88.7f);
+  // clamp with compares (vectorizes; std::fmin/fmax may become libm calls)
+  float x = x_in < -87.3f ? -87.3f : x_in;
+  x = x > 88.7f ? 88.7f : x;
   const float n = std::nearbyint(x * 1.44269504088896341f);
   const float r = std::fma(n, -0.693145751953125f, x);
   const float r2 = std::fma(n, -1.428606765330187045e-06f, r);
@@ -78,7 +80,7 @@ KAMERA_CLONES void exp_inplace(float* x, int n) {
 KAMERA_CLONES void softmax(float* x, int n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
+  for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int i = 0; i < n; ++i) {

@@ -39,6 +39,13 @@ class RopeCache {
   void angles(Pos p, float* cos_out, float* sin_out) const;
   // Same for a scalar offset (relocation by delta).
   void angles_1d(int64_t p, float* cos_out, float* sin_out) const;
+  // Table rows of position p (n_pairs values each), or false when p is outside the table.
+  bool table_rows(int64_t p, const float** cos_row, const float** sin_row) const {
+    if (p < 0 || p >= max_pos_) return false;
+    *cos_row = cos_.data() + size_t(p) * desc_.n_pairs();
+    *sin_row = sin_.data() + size_t(p) * desc_.n_pairs();
+    return true;
+  }
 
  private:
   RopeDesc desc_;

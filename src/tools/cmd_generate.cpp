@@ -91,7 +91,10 @@ int run_generate(const GenerateArgs& a) {
   }
   const double t2 = now_ms();
   const double gen_ms = t2 - t1;
-  if (!a.json) std::printf("\n");
+  if (!a.json) {
+    std::printf("\n");
+    std::fflush(stdout);
+  }
   std::fprintf(stderr,
                "kamera: prompt %zu tokens in %.2f ms (%.1f tok/s); generated %zu tokens in %.2f ms "
                "(%.1f tok/s); %d threads\n",

@@ -13,6 +13,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -511,6 +512,18 @@ TEST_F(GgufTest, WriterReportsIoErrorsWithThePath) {
   const Status st = w.write(p);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find(p), std::string::npos) << st.message();
+}
+
+TEST_F(GgufTest, WriterTurnsAThrowingFillIntoAnError) {
+  GgufWriter w;
+  w.add_tensor("t", {4}, DType::F32, [](float*) { throw std::runtime_error("fill failed"); });
+  const std::string p = path("throws.gguf");
+  const Status st = w.write(p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind(p + ": ", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find("fill failed"), std::string::npos) << st.message();
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
 }
 
 TEST_F(GgufTest, OpenReportsMissingAndEmptyFiles) {
