@@ -134,6 +134,20 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
   return c.validate("--dims");
 }
 
+std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
+  std::vector<std::string> out;
+  if (c.rope.n_rot != c.head_dim)
+    out.push_back(
+        "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
+        "rope.dimension_count == head_dim");
+  if (c.arch == "qwen2" && !c.qkv_bias)
+    out.push_back("qwen2 without attn_q/k/v biases: llama.cpp requires them for this architecture");
+  if (c.arch == "qwen2" && c.head_dim * c.n_heads != c.dim)
+    out.push_back(
+        "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
+  return out;
+}
+
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
   const ModelConfig& c = spec.cfg;
   KAMERA_TRY(c.validate(path));

@@ -30,6 +30,10 @@ std::vector<std::string> synthetic_preset_names();
 // rope_dims, theta, eps, bias, tied) to a config.
 Status apply_dims(ModelConfig& cfg, const std::string& dims);
 
+// Shapes kamera runs but llama.cpp (checked at commit c392e50, Feb 2025) refuses to load:
+// partial rotary, qwen2 without QKV bias, qwen2 with head_dim * heads != dim. One line each.
+std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& cfg);
+
 // Writes the GGUF. Deterministic: the same spec gives the same bytes.
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path);
 

@@ -29,6 +29,13 @@ int fail(const std::string& message, bool as_json);
 
 Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::string& tokenizer);
 
+// A KV pool with room for `tokens` tokens of this model (16-token pages).
+Result<std::unique_ptr<KvPool>> pool_for(const Model& m, int tokens);
+
+// The -m/--model, -t/--threads and --json options every subcommand shares.
+void add_model_option(CLI::App& app, std::string& model);
+void add_threads_option(CLI::App& app, int& threads);
+
 // "1,2,3" -> ids
 Result<std::vector<int32_t>> parse_token_list(const std::string& s);
 

@@ -94,11 +94,7 @@ int run_bench(const BenchArgs& a) {
   std::vector<Pos> pos(total);
   for (int i = 0; i < total; ++i) pos[i] = Pos::linear(i);
 
-  KvPool::Params pp;
-  pp.layout = m.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = total / 16 + 2;
-  auto pool = KvPool::create(pp);
+  auto pool = pool_for(m, total);
   if (!pool.ok()) return fail(pool.message(), a.json);
   Engine engine(m, a.threads);
   GemmFloor floor(m);
@@ -190,16 +186,14 @@ Runner add_bench(CLI::App& app) {
   app.add_option("mode", a->mode, "prefill or decode")
       ->required()
       ->check(CLI::IsMember({"prefill", "decode"}));
-  app.add_option("-m,--model", a->model, "Model file")->required()->check(CLI::ExistingFile);
+  add_model_option(app, a->model);
   app.add_option("--tokens", a->tokens, "prefill: prompt length; decode: tokens generated")
       ->capture_default_str();
   app.add_option("--ctx", a->ctx, "decode: tokens already in the cache before timing")
       ->capture_default_str();
   app.add_option("--reps", a->reps, "Timed repetitions after one warm-up (median reported)")
       ->capture_default_str();
-  app.add_option("-t,--threads", a->threads, "Threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  add_threads_option(app, a->threads);
   app.add_option("--seed", a->seed, "Seed of the random token ids")->capture_default_str();
   app.add_flag("--json", a->json, "Print a JSON object");
   return [a] { return run_bench(*a); };

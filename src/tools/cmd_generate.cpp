@@ -43,11 +43,7 @@ int run_generate(const GenerateArgs& a) {
                  c.ctx_len);
   }
 
-  KvPool::Params pp;
-  pp.layout = m.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = (int(ids.size()) + n_gen + pp.page_tokens - 1) / pp.page_tokens + 1;
-  auto pool = KvPool::create(pp);
+  auto pool = pool_for(m, int(ids.size()) + n_gen);
   if (!pool.ok()) return fail(pool.message(), a.json);
   Engine engine(m, a.threads);
   const SeqId seq = (*pool)->create_sequence();
@@ -115,9 +111,7 @@ int run_generate(const GenerateArgs& a) {
 
 Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  app.add_option("-m,--model", a->model, "Model file: .gguf, or a llama2.c checkpoint (.bin)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_model_option(app, a->model);
   app.add_option("-z,--tokenizer", a->tokenizer,
                  "llama2.c tokenizer.bin (default: tokenizer.bin or tok<vocab>.bin next to the "
                  "model; GGUF files embed theirs)")
@@ -132,9 +126,7 @@ Runner add_generate(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--seed", a->seed, "Sampling seed (default: from the clock)")
       ->each([a](const std::string&) { a->seed_set = true; });
-  app.add_option("-t,--threads", a->threads, "Threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  add_threads_option(app, a->threads);
   app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past EOS/BOS");
   app.add_flag("--json", a->json,
                "Print one JSON object (text, token ids, timing) instead of text");

@@ -35,11 +35,7 @@ int run_logits(const LogitsArgs& a) {
     if (t < 0 || t >= m.cfg.n_vocab)
       return fail(fmt::format("token id {} is outside the vocabulary [0, {})", t, m.cfg.n_vocab),
                   a.json);
-  KvPool::Params pp;
-  pp.layout = m.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = int(ids.size()) / pp.page_tokens + 2;
-  auto pool = KvPool::create(pp);
+  auto pool = pool_for(m, int(ids.size()));
   if (!pool.ok()) return fail(pool.message(), a.json);
   Engine engine(m, a.threads);
   const SeqId seq = (*pool)->create_sequence();
@@ -85,9 +81,7 @@ int run_logits(const LogitsArgs& a) {
 
 Runner add_logits(CLI::App& app) {
   auto a = std::make_shared<LogitsArgs>();
-  app.add_option("-m,--model", a->model, "Model file (.gguf or llama2.c .bin)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  add_model_option(app, a->model);
   app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for -p)")
       ->check(CLI::ExistingFile);
   auto* t = app.add_option("--tokens", a->tokens,
@@ -97,9 +91,7 @@ Runner add_logits(CLI::App& app) {
   app.add_flag("--all-positions", a->all, "Logits of every position, not only the last");
   app.add_option("--top", a->top, "Without --json: how many top tokens to show per position")
       ->capture_default_str();
-  app.add_option("-t,--threads", a->threads, "Threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  add_threads_option(app, a->threads);
   app.add_flag("--json", a->json, "Print {tokens, n_vocab, logits: [[...]]} as JSON");
   return [a] { return run_logits(*a); };
 }

@@ -33,6 +33,10 @@ int run_make_model(const MakeModelArgs& a) {
   spec.seed = a.seed;
   spec.weight_type = *type;
   spec.name = fmt::format("kamera-synthetic-{}-{}-seed{}", a.arch, preset, a.seed);
+  for (const std::string& note : llama_cpp_incompatibilities(spec.cfg))
+    std::fprintf(stderr,
+                 "kamera: note: kamera runs this file, but llama.cpp will not load it: %s\n",
+                 note.c_str());
   const double t0 = now_ms();
   Status st = write_synthetic_gguf(spec, a.out);
   if (!st.ok()) return fail(st.message(), a.json);

@@ -26,6 +26,26 @@ Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::
   return load_model(path, opts);
 }
 
+Result<std::unique_ptr<KvPool>> pool_for(const Model& m, int tokens) {
+  KvPool::Params pp;
+  pp.layout = m.kv_layout();
+  pp.page_tokens = 16;
+  pp.n_pages = tokens / pp.page_tokens + 2;
+  return KvPool::create(pp);
+}
+
+void add_model_option(CLI::App& app, std::string& model) {
+  app.add_option("-m,--model", model, "Model file: .gguf, or a llama2.c checkpoint (.bin)")
+      ->required()
+      ->check(CLI::ExistingFile);
+}
+
+void add_threads_option(CLI::App& app, int& threads) {
+  app.add_option("-t,--threads", threads, "Threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+}
+
 Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
   std::vector<int32_t> out;
   size_t i = 0;

@@ -71,6 +71,8 @@ TEST(Formats, Stories260KBinV1AndGgufAgree) {
   EXPECT_EQ(t0, t2);
   EXPECT_LT(tiny::max_abs_diff(l0, l1), 1e-5);
   EXPECT_LT(tiny::max_abs_diff(l0, l2), 1e-5);
+  std::printf("  max |logit diff| v0-v1 %.3g, v0-gguf %.3g over %zu logits\n",
+              tiny::max_abs_diff(l0, l1), tiny::max_abs_diff(l0, l2), l0.size());
   // The embedded GGUF vocabulary and tok512.bin tokenize alike.
   const std::string text = "Once upon a time, there was a little girl named Lily. She loved cats!";
   EXPECT_EQ((*v0)->tokenizer->encode(text, true), (*gg)->tokenizer->encode(text, true));
@@ -88,6 +90,7 @@ TEST(Formats, CliGreedyStoryMatchesLlama2c) {
     const std::string out = run_cli("generate -m " + dir + "/" + file + tok + " -n 256 --temp 0");
     EXPECT_EQ(out.substr(0, want.size()), want) << file;
   }
+  std::printf("  %zu characters compared per file\n", want.size());
 }
 
 TEST(Formats, AidreamsLoadsAsMha) {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `make bench`: the rows of docs/BENCHMARKS.md. Each row is one `kamera bench` command, printed
+# with its result; the engine and OpenBLAS-alone timings of a row come from the same run.
+set -euo pipefail
+build=${1:-build}
+k="$build/bin/kamera"
+models="$(dirname "$0")/../models"
+shared="$(dirname "$0")/../../shared/models"
+mkdir -p "$models"
+big="$models/qwen2-0.5b-f32.gguf"
+[ -f "$big" ] || "$k" make-model --arch qwen2 --preset 0.5b --type f32 --seed 1 -o "$big"
+
+row() {  # row <label> <kamera bench args...>
+  local label=$1
+  shift
+  printf '%s: kamera bench %s\n  ' "$label" "$*"
+  "$k" bench "$@" 2>/dev/null
+}
+
+if [ -f "$shared/stories260K/stories260K.gguf" ]; then
+  s="$shared/stories260K/stories260K.gguf"
+  for t in 1 2; do row "stories260K" prefill -m "$s" --tokens 256 --reps 7 -t $t; done
+  for t in 1 2; do row "stories260K" decode -m "$s" --tokens 200 --ctx 56 --reps 7 -t $t; done
+fi
+for t in 1 2; do row "0.5b (qwen2 shape, f32)" prefill -m "$big" --tokens 512 --reps 5 -t $t; done
+for t in 1 2; do row "0.5b (qwen2 shape, f32)" decode -m "$big" --tokens 16 --ctx 64 --reps 5 -t $t; done
