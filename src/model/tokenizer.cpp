@@ -228,11 +228,20 @@ Result<Tokenizer> Tokenizer::from_llama2c_file(const std::string& path, int voca
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  return encode_with(text, add_bos, vocab_.add_space_prefix);
+}
+
+std::vector<int32_t> Tokenizer::encode_raw(std::string_view text) const {
+  return encode_with(text, false, false);
+}
+
+std::vector<int32_t> Tokenizer::encode_with(std::string_view text, bool add_bos,
+                                            bool space_prefix) const {
   std::vector<int32_t> out;
   if (add_bos) out.push_back(vocab_.bos);
   if (text.empty()) return out;
 
-  const std::string s = escape_spaces(text, vocab_.add_space_prefix);
+  const std::string s = escape_spaces(text, space_prefix);
   if (s.size() > UINT32_MAX / 2) return out;  // beyond any sensible input; offsets are 32-bit
   std::vector<Symbol> syms;
   syms.reserve(s.size());

@@ -52,12 +52,17 @@ class Tokenizer {
   const Vocab& vocab() const { return vocab_; }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // No BOS and no dummy space prefix: the text is taken as it is (a chunk in the middle of a
+  // context carries its own leading space where it needs one).
+  std::vector<int32_t> encode_raw(std::string_view text) const;
   // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
   // (as llama2.c prints), byte pieces become their byte, control tokens print nothing.
   std::string decode(int32_t prev, int32_t token) const;
   std::string decode_all(const std::vector<int32_t>& tokens) const;
 
  private:
+  std::vector<int32_t> encode_with(std::string_view text, bool add_bos, bool space_prefix) const;
+
   Vocab vocab_;
   std::unordered_map<std::string, int32_t> index_;
   int32_t byte_token_[256] = {};  // id of "<0xXX>" or -1

@@ -42,8 +42,8 @@ void RopeCache::angles(Pos p, float* c, float* s) const {
   angles_1d(p.t, c, s);
 }
 
-void rope_apply(const RopeDesc& d, const float* c, const float* s, float* x, int n_heads,
-                bool inverse) {
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
+    const RopeDesc& d, const float* c, const float* s, float* x, int n_heads, bool inverse) {
   const int half = d.n_pairs();
   const float sign = inverse ? -1.0f : 1.0f;
   for (int h = 0; h < n_heads; ++h) {

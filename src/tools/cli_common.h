@@ -21,6 +21,7 @@ Runner add_generate(CLI::App& app);
 Runner add_logits(CLI::App& app);
 Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
+Runner add_reuse_bench(CLI::App& app);
 
 int default_threads();
 

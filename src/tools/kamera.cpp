@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
       add_make_model);
   reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
       add_bench);
+  reg("reuse-bench",
+      "Score chunk reuse (blind, rank-m patch, deep-half patch, mask oracle) against re-prefill",
+      add_reuse_bench);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

@@ -1,0 +1,428 @@
+#include "eval/reuse_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include "eval/metrics.h"
+#include "model/sampler.h"
+#include "reuse/relocate.h"
+
+namespace kamera {
+
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+Result<ChunkContent> field_content(const nlohmann::json& j, const char* key, const Model& m,
+                                   const std::string& where) {
+  if (!j.contains(key)) return make_error("{}: missing \"{}\"", where, key);
+  const auto& v = j[key];
+  std::vector<int32_t> ids;
+  if (v.is_string()) {
+    if (!m.tokenizer)
+      return make_error(
+          "{}: \"{}\" is text but the model has no tokenizer (pass -z or use id arrays)", where,
+          key);
+    ids = m.tokenizer->encode_raw(v.get<std::string>());
+  } else if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer())
+        return make_error("{}: \"{}\" must hold integer token ids", where, key);
+      const int64_t t = x.get<int64_t>();
+      if (t < 0 || t >= m.cfg.n_vocab)
+        return make_error("{}: token id {} in \"{}\" is outside the vocabulary [0, {})", where, t,
+                          key, m.cfg.n_vocab);
+      ids.push_back(int32_t(t));
+    }
+  } else {
+    return make_error("{}: \"{}\" must be a string or an array of token ids", where, key);
+  }
+  if (ids.empty()) return make_error("{}: \"{}\" is empty after tokenization", where, key);
+  return ChunkContent::from_tokens(std::move(ids));
+}
+
+// max |a - b| / max |b| over a (layer, channel) of two f32 ChunkKVs.
+double max_rel_err(const ChannelMatrix& a, const ChannelMatrix& b) {
+  std::vector<float> ra(a.cols()), rb(b.cols());
+  double num = 0, den = 0;
+  for (int i = 0; i < a.rows(); ++i) {
+    a.get_row(i, ra.data());
+    b.get_row(i, rb.data());
+    for (int j = 0; j < a.cols(); ++j) {
+      num = std::max(num, double(std::fabs(ra[j] - rb[j])));
+      den = std::max(den, double(std::fabs(rb[j])));
+    }
+  }
+  return den > 0 ? num / den : num;
+}
+
+size_t kv_bytes_at(const ChunkKV& kv, DType t) {
+  size_t floats = 0;
+  for (const auto& b : kv.blocks) floats += size_t(b.rows()) * b.cols();
+  return floats * (t == DType::BF16 ? 2 : 4);
+}
+
+struct ArmAccum {
+  std::string name;
+  int rank = 0;
+  std::vector<double> kl;
+  std::vector<int32_t> last_argmax;
+  double bytes_fraction = 0;
+};
+
+}  // namespace
+
+Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const Model& model) {
+  std::ifstream in(path);
+  if (!in) return make_error("{}: cannot open", path);
+  std::vector<ReuseItem> items;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, lineno);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      return make_error("{}: not valid JSON ({})", where, e.what());
+    }
+    if (!j.is_object()) return make_error("{}: each line must be a JSON object", where);
+    ReuseItem it;
+    it.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>()
+                                                          : fmt::format("line{}", lineno);
+    auto a = field_content(j, "antecedent", model, where);
+    if (!a.ok()) return a.error();
+    auto b = field_content(j, "chunk", model, where);
+    if (!b.ok()) return b.error();
+    auto q = field_content(j, "query", model, where);
+    if (!q.ok()) return q.error();
+    it.antecedent = std::move(a.value());
+    it.chunk = std::move(b.value());
+    it.query = std::move(q.value());
+    const int64_t total = 1 + it.antecedent.extent() + it.chunk.extent() + it.query.extent();
+    if (total > model.cfg.ctx_len)
+      return make_error("{}: the item needs {} positions, more than the model's context {}", where,
+                        total, model.cfg.ctx_len);
+    items.push_back(std::move(it));
+  }
+  if (items.empty()) return make_error("{}: no items", path);
+  return items;
+}
+
+Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
+                                         const std::vector<ReuseItem>& items,
+                                         const ReuseBenchOptions& opts) {
+  const ModelConfig& c = model.cfg;
+  const int V = c.n_vocab;
+  for (int r : opts.ranks)
+    if (r != kFullRank && r < 1) return make_error("rank {} must be >= 1 or full", r);
+  if (opts.ranks.empty()) return make_error("no ranks to evaluate");
+  int max_tokens = 0;
+  for (const auto& it : items)
+    max_tokens = std::max(max_tokens, 1 + it.antecedent.n() + it.chunk.n() + it.query.n());
+  KvPool::Params pp;
+  pp.layout = model.kv_layout();
+  pp.page_tokens = 16;
+  pp.n_pages = 8 * (max_tokens / pp.page_tokens + 2);  // a few live sequences at a time
+  auto pool_r = KvPool::create(pp);
+  if (!pool_r.ok()) return pool_r.error();
+  KvPool& pool = **pool_r;
+  const int kch = pool.layout().channel_index("k"), vch = pool.layout().channel_index("v");
+  const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
+
+  std::vector<ArmAccum> arms;
+  auto arm = [&](const std::string& name, int rank) -> ArmAccum& {
+    for (auto& a : arms)
+      if (a.name == name && a.rank == rank) return a;
+    arms.push_back({name, rank, {}, {}, 0});
+    return arms.back();
+  };
+  std::vector<int32_t> ref_argmax;
+  ReuseBenchResult res;
+  res.n_items = int(items.size());
+  res.timing_rank = opts.timing_rank;
+  if (std::find(opts.ranks.begin(), opts.ranks.end(), opts.timing_rank) == opts.ranks.end()) {
+    res.timing_rank = kFullRank;
+    for (int r : opts.ranks)
+      if (r != kFullRank) res.timing_rank = std::max(res.timing_rank, r);
+  }
+  std::vector<double> t_reprefill, t_blind, t_patch, t_compile;
+  res.anatomy.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) res.anatomy[l].layer = l;
+
+  for (size_t idx = 0; idx < items.size(); ++idx) {
+    const ReuseItem& it = items[idx];
+    ChunkStore store(size_t(1) << 34);
+    ChunkCache cc(model, engine, pool, store, {bos});
+    const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
+                  pQ = pB + it.chunk.extent();
+    const int nA = it.antecedent.n(), nB = it.chunk.n();
+    res.mean_antecedent_tokens += nA;
+    res.mean_chunk_tokens += nB;
+    res.mean_query_tokens += it.query.n();
+
+    // The exact prefix [BOS · A], shared copy-on-write by every arm.
+    ScopedSequence prefix(pool);
+    KAMERA_TRY(cc.place_anchor(prefix.id()));
+    if (auto r = cc.forward_chunk(prefix.id(), it.antecedent, pA); !r.ok()) return r.error();
+
+    // reprefill: B and Q through the forward behind the cached prefix (a prefix-cache hit on A).
+    std::vector<float> ref;
+    ChunkKV cond;
+    {
+      auto fork = pool.fork(prefix.id());
+      if (!fork.ok()) return fork.error();
+      const double t0 = now_ms();
+      if (auto r = cc.forward_chunk(*fork, it.chunk, pB); !r.ok()) return r.error();
+      auto q = cc.forward_chunk(*fork, it.query, pQ, LogitsMode::All);
+      t_reprefill.push_back(now_ms() - t0);
+      if (!q.ok()) return q.error();
+      ref = std::move(q.value());
+      cond = read_chunk_kv(pool, *fork, 1 + nA, nB);  // KV(B | A), position-free
+      pool.free_sequence(*fork);
+    }
+    ref_argmax.push_back(argmax(std::span<const float>(ref).subspan(ref.size() - V)));
+
+    auto canon_r = cc.canonical(it.chunk);
+    if (!canon_r.ok()) return canon_r.error();
+    const CanonicalEntry& canon = **canon_r;
+
+    // Serve B from the store (optionally patched) behind the prefix, then prefill Q.
+    auto serve = [&](const Patch* patch, double* ms) -> Result<std::vector<float>> {
+      auto fork = pool.fork(prefix.id());
+      if (!fork.ok()) return fork.error();
+      const double t0 = now_ms();
+      Status st = cc.place(*fork, canon, patch, pB);
+      Result<std::vector<float>> q = st.ok()
+                                         ? cc.forward_chunk(*fork, it.query, pQ, LogitsMode::All)
+                                         : Result<std::vector<float>>(st.error());
+      if (ms) *ms = now_ms() - t0;
+      pool.free_sequence(*fork);
+      return q;
+    };
+    auto score = [&](ArmAccum& a, const std::vector<float>& logits) {
+      a.kl.push_back(mean_kl_rows(ref, logits, V));
+      a.last_argmax.push_back(argmax(std::span<const float>(logits).subspan(logits.size() - V)));
+    };
+
+    double ms = 0;
+    auto blind = serve(nullptr, &ms);
+    if (!blind.ok()) return blind.error();
+    t_blind.push_back(ms);
+    score(arm("blind", 0), *blind);
+
+    // Compile cost of one patch: the conditioned forward plus the factorization.
+    {
+      const double t0 = now_ms();
+      const std::vector<ChunkContent> ab = {it.antecedent, it.chunk};
+      auto cd = cc.conditioned(ab);
+      if (!cd.ok()) return cd.error();
+      PatchOptions po;
+      po.rank = res.timing_rank;
+      po.method = opts.svd;
+      po.dtype = opts.patch_dtype;
+      po.per_head = opts.per_head;
+      po.head_dim = c.head_dim;
+      if (po.rank != kFullRank) po.rank = std::min(po.rank, std::min(nB, c.kv_width()));
+      auto p = form_patch(cd->back(), canon.kv, po);
+      if (!p.ok()) return p.error();
+      t_compile.push_back(now_ms() - t0);
+    }
+
+    const size_t full_bytes = kv_bytes_at(canon.kv, opts.patch_dtype);
+    for (bool deep : {false, true}) {
+      if (deep && !opts.deep_half) continue;
+      for (int rank : opts.ranks) {
+        PatchOptions po;
+        po.rank = rank;
+        po.layers.kind = deep ? LayerSet::Kind::DeepHalf : LayerSet::Kind::All;
+        po.method = opts.svd;
+        po.dtype = opts.patch_dtype;
+        po.per_head = opts.per_head;
+        po.head_dim = c.head_dim;
+        const int cap = std::min(nB, opts.per_head ? c.head_dim : c.kv_width());
+        if (po.rank != kFullRank) po.rank = std::min(po.rank, cap);  // rank capped at min(n, width)
+        std::vector<DeltaStats> stats;
+        const bool want_stats = !deep && rank == kFullRank;
+        auto p = form_patch(cond, canon.kv, po, want_stats ? &stats : nullptr);
+        if (!p.ok()) return p.error();
+        double serve_ms = 0;
+        auto l = serve(&p.value(), &serve_ms);
+        if (!l.ok()) return l.error();
+        if (!deep && rank == res.timing_rank) t_patch.push_back(serve_ms);
+        ArmAccum& a = arm(deep ? "patch_deep_half" : "patch", rank);
+        score(a, *l);
+        a.bytes_fraction += double(p->bytes()) / double(full_bytes);
+        if (want_stats) {
+          for (const DeltaStats& s : stats) {
+            const int ci = s.channel == kch ? 0 : 1;
+            res.anatomy[s.layer].rel_norm[ci] +=
+                s.conditioned_norm > 0 ? s.delta_norm / s.conditioned_norm : 0.0;
+            res.anatomy[s.layer].rank90[ci] += s.rank90;
+          }
+          // Full-rank reconstruction against the conditioned KV.
+          ChunkKV rebuilt = canon.kv;
+          apply_patch(*p, rebuilt);
+          for (int layer = 0; layer < c.n_layers; ++layer) {
+            res.full_rank_max_rel_err_k =
+                std::max(res.full_rank_max_rel_err_k,
+                         max_rel_err(rebuilt.at(layer, kch), cond.at(layer, kch)));
+            res.full_rank_max_rel_err_v =
+                std::max(res.full_rank_max_rel_err_v,
+                         max_rel_err(rebuilt.at(layer, vch), cond.at(layer, vch)));
+          }
+        }
+      }
+    }
+
+    // oracle_mask: one forward where B may not attend to A (conditioning removed at B's native
+    // positions; the position-matched control of the paper).
+    {
+      ScopedSequence o(pool);
+      KAMERA_TRY(cc.place_anchor(o.id()));
+      if (auto r = cc.forward_chunk(o.id(), it.antecedent, pA); !r.ok()) return r.error();
+      AttentionMask mask;
+      mask.blocks.push_back({0, nB, 1, 1 + nA});
+      if (auto r = cc.forward_chunk(o.id(), it.chunk, pB, LogitsMode::None, &mask); !r.ok())
+        return r.error();
+      auto q = cc.forward_chunk(o.id(), it.query, pQ, LogitsMode::All);
+      if (!q.ok()) return q.error();
+      score(arm("oracle_mask", 0), *q);
+    }
+
+    // Relocation exactness: B's canonical keys rotated to B's positions here vs the keys a
+    // prefill of [BOS · B] shifted to the same place writes (same antecedent: only position moves).
+    {
+      ScopedSequence s(pool);
+      auto r1 = cc.forward_chunk(s.id(), ChunkContent::from_tokens({bos}), pB - 1);
+      if (!r1.ok()) return r1.error();
+      auto r2 = cc.forward_chunk(s.id(), it.chunk, pB);
+      if (!r2.ok()) return r2.error();
+      const ChunkKV shifted = read_chunk_kv(pool, s.id(), 1, nB);
+      const std::vector<Pos> pos = it.chunk.positions_at(pB);
+      const int width = c.kv_width();
+      for (int layer = 0; layer < c.n_layers; ++layer) {
+        std::vector<float> a(size_t(nB) * width), b(size_t(nB) * width);
+        for (int i = 0; i < nB; ++i) {
+          canon.kv.at(layer, kch).get_row(i, &a[size_t(i) * width]);
+          shifted.at(layer, kch).get_row(i, &b[size_t(i) * width]);
+        }
+        relocate_rope_channel(engine.rope(), c.n_kv_heads, a.data(), nB, width, pos, false,
+                              &engine.threads());
+        relocate_rope_channel(engine.rope(), c.n_kv_heads, b.data(), nB, width, pos, false,
+                              &engine.threads());
+        double scale = 0, err = 0;
+        for (int i = 0; i < nB; ++i)
+          for (int h = 0; h < c.n_kv_heads; ++h)
+            for (int d = 0; d < c.rope.n_rot; ++d) {
+              const size_t at = size_t(i) * width + size_t(h) * c.head_dim + d;
+              const int64_t ulp = ulp_distance(a[at], b[at]);
+              res.relocation_max_ulp = std::max(res.relocation_max_ulp, ulp);
+              if (layer == 0)
+                res.relocation_max_ulp_layer0 = std::max(res.relocation_max_ulp_layer0, ulp);
+              err = std::max(err, double(std::fabs(a[at] - b[at])));
+              scale = std::max(scale, double(std::fabs(b[at])));
+            }
+        res.relocation_max_abs_err = std::max(res.relocation_max_abs_err, err);
+        if (scale > 0)
+          res.relocation_max_rel_err = std::max(res.relocation_max_rel_err, err / scale);
+      }
+    }
+    if (opts.progress) opts.progress(int(idx + 1), int(items.size()));
+  }
+
+  const double n = double(items.size());
+  res.mean_antecedent_tokens /= n;
+  res.mean_chunk_tokens /= n;
+  res.mean_query_tokens /= n;
+  for (auto& l : res.anatomy)
+    for (int ci = 0; ci < 2; ++ci) l.rel_norm[ci] /= n, l.rank90[ci] /= n;
+  res.full_rank_max_rel_err = std::max(res.full_rank_max_rel_err_k, res.full_rank_max_rel_err_v);
+  res.timing_reprefill_ms = median(t_reprefill);
+  res.timing_reuse_blind_ms = median(t_blind);
+  res.timing_reuse_patch_ms = median(t_patch);
+  res.timing_compile_ms = median(t_compile);
+
+  const ArmAccum& blind = arm("blind", 0);
+  for (size_t i = 0; i < ref_argmax.size(); ++i)
+    res.n_flips += blind.last_argmax[i] != ref_argmax[i];
+  // reprefill is the reference itself: KL 0 by definition of the protocol.
+  ArmSummary rp;
+  rp.name = "reprefill";
+  rp.eta = 1.0;
+  rp.eta_median = 1.0;
+  rp.argmax_agree = 1.0;
+  rp.flip_recover = res.n_flips ? 1.0 : NAN;
+  rp.item_kl.assign(items.size(), 0.0);
+  res.arms.push_back(rp);
+  for (const ArmAccum& a : arms) {
+    ArmSummary s;
+    s.name = a.name;
+    s.rank = a.rank;
+    s.item_kl = a.kl;
+    s.kl = mean(a.kl);
+    s.kl_median = median(a.kl);
+    s.eta = eta(a.kl, blind.kl).value_or(NAN);
+    s.eta_median = eta_median(a.kl, blind.kl).value_or(NAN);
+    s.flip_recover = flip_recover(ref_argmax, blind.last_argmax, a.last_argmax).value_or(NAN);
+    s.argmax_agree = argmax_agree(ref_argmax, a.last_argmax);
+    s.patch_bytes_fraction = a.bytes_fraction / n;
+    res.arms.push_back(std::move(s));
+  }
+  return res;
+}
+
+nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
+  using nlohmann::json;
+  auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
+  auto rank = [](int k) {
+    return k == kFullRank ? json("full") : k == 0 ? json(nullptr) : json(k);
+  };
+  json arms = json::array();
+  for (const auto& a : r.arms)
+    arms.push_back({{"name", a.name},
+                    {"rank", rank(a.rank)},
+                    {"kl", a.kl},
+                    {"kl_median", a.kl_median},
+                    {"eta", num(a.eta)},
+                    {"eta_median", num(a.eta_median)},
+                    {"flip_recover", num(a.flip_recover)},
+                    {"argmax_agree", a.argmax_agree},
+                    {"patch_bytes_fraction", a.patch_bytes_fraction}});
+  json anatomy = json::array();
+  for (const auto& l : r.anatomy)
+    anatomy.push_back({{"layer", l.layer},
+                       {"rel_norm_k", l.rel_norm[0]},
+                       {"rel_norm_v", l.rel_norm[1]},
+                       {"rank90_k", l.rank90[0]},
+                       {"rank90_v", l.rank90[1]}});
+  return json{{"n_items", r.n_items},
+              {"n_flips", r.n_flips},
+              {"mean_tokens",
+               {{"antecedent", r.mean_antecedent_tokens},
+                {"chunk", r.mean_chunk_tokens},
+                {"query", r.mean_query_tokens}}},
+              {"relocation_max_ulp", r.relocation_max_ulp},
+              {"relocation_max_ulp_layer0", r.relocation_max_ulp_layer0},
+              {"relocation_max_abs_err", r.relocation_max_abs_err},
+              {"relocation_max_rel_err", r.relocation_max_rel_err},
+              {"full_rank_max_rel_err", r.full_rank_max_rel_err},
+              {"full_rank_max_rel_err_k", r.full_rank_max_rel_err_k},
+              {"full_rank_max_rel_err_v", r.full_rank_max_rel_err_v},
+              {"arms", arms},
+              {"timing_ms",
+               {{"reprefill", r.timing_reprefill_ms},
+                {"reuse_blind", r.timing_reuse_blind_ms},
+                {"reuse_patch", r.timing_reuse_patch_ms},
+                {"compile", r.timing_compile_ms},
+                {"rank", rank(r.timing_rank)}}},
+              {"delta_by_layer", anatomy}};
+}
+
+}  // namespace kamera

@@ -1,0 +1,60 @@
+// Position-free KV of one chunk: for every (layer, channel) an n_tokens x width matrix, rope
+// channels pre-rotation. Stored in f32 or bf16.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "kv/pool.h"
+
+namespace kamera {
+
+class ChannelMatrix {
+ public:
+  ChannelMatrix() = default;
+  ChannelMatrix(int rows, int cols, DType dtype);
+
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  DType dtype() const { return dtype_; }
+  size_t bytes() const { return f32_.size() * 4 + b16_.size() * 2; }
+
+  void set_row(int r, const float* src);
+  void get_row(int r, float* dst) const;
+  // Direct f32 view (only for F32 storage).
+  const float* f32_data() const { return f32_.data(); }
+  float* f32_data() { return f32_.data(); }
+
+ private:
+  int rows_ = 0, cols_ = 0;
+  DType dtype_ = DType::F32;
+  std::vector<float> f32_;
+  std::vector<uint16_t> b16_;
+};
+
+struct ChunkKV {
+  KvLayout layout;
+  int n_tokens = 0;
+  std::vector<ChannelMatrix> blocks;  // index layer * n_channels + channel
+
+  ChunkKV() = default;
+  ChunkKV(const KvLayout& layout, int n_tokens, DType dtype);
+  ChannelMatrix& at(int layer, int channel) {
+    return blocks[size_t(layer) * layout.channels.size() + channel];
+  }
+  const ChannelMatrix& at(int layer, int channel) const {
+    return blocks[size_t(layer) * layout.channels.size() + channel];
+  }
+  size_t bytes() const;
+};
+
+// Copies rows of tokens [begin, begin + n) of a sequence out of the pool (pre-rotation keys).
+ChunkKV read_chunk_kv(const KvPool& pool, SeqId seq, int begin, int n, DType dtype = DType::F32);
+
+// Writes the chunk's rows into tokens [begin, begin + kv.n_tokens) of a sequence. The tokens must
+// exist and be writable (KvPool::insert / make_writable).
+void write_chunk_kv(const ChunkKV& kv, KvPool& pool, SeqId seq, int begin);
+
+}  // namespace kamera

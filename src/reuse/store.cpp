@@ -1,0 +1,156 @@
+#include "reuse/store.h"
+
+#include <xxhash.h>
+
+namespace kamera {
+
+size_t CanonicalEntry::bytes() const {
+  return kv.bytes() + content.tokens.size() * sizeof(int32_t) +
+         content.embeddings.size() * sizeof(float) + content.layout.size() * sizeof(Pos) +
+         sizeof(CanonicalEntry);
+}
+
+PatchKey PatchKey::make(const ChunkId& chunk, std::span<const ChunkId> antecedents,
+                        const PatchOptions& opts) {
+  PatchKey k;
+  k.chunk = chunk;
+  k.antecedents = sequence_signature(antecedents);
+  k.rank = opts.rank;
+  k.layers = opts.layers.describe();
+  k.per_head = opts.per_head;
+  k.dtype = opts.dtype;
+  return k;
+}
+
+size_t PatchKeyHash::operator()(const PatchKey& k) const {
+  const uint64_t parts[] = {k.chunk.hi,
+                            k.chunk.lo,
+                            k.antecedents.hi,
+                            k.antecedents.lo,
+                            uint64_t(int64_t(k.rank)),
+                            uint64_t(k.per_head),
+                            uint64_t(k.dtype)};
+  return size_t(XXH3_64bits(parts, sizeof(parts)) ^ XXH3_64bits(k.layers.data(), k.layers.size()));
+}
+
+void ChunkStore::touch(std::list<Slot>::iterator it) {
+  lru_.splice(lru_.begin(), lru_, it);
+}
+
+std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = canon_.find(id);
+  if (it == canon_.end()) {
+    ++stats_.canonical_misses;
+    return nullptr;
+  }
+  ++stats_.canonical_hits;
+  touch(it->second.lru);
+  return it->second.entry;
+}
+
+bool ChunkStore::contains_canonical(const ChunkId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return canon_.count(id) != 0;
+}
+
+std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = patches_.find(key);
+  if (it == patches_.end()) {
+    ++stats_.patch_misses;
+    return nullptr;
+  }
+  ++stats_.patch_hits;
+  touch(it->second.lru);
+  return it->second.entry;
+}
+
+void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t b = e->bytes();
+  auto it = canon_.find(e->id);
+  if (it != canon_.end()) {
+    stats_.canonical_bytes -= it->second.entry->bytes();
+    --stats_.canonical_entries;
+    lru_.erase(it->second.lru);
+    canon_.erase(it);
+  }
+  if (b > budget_) return;
+  const ChunkId id = e->id;  // e is moved below
+  lru_.push_front(Slot{false, id, {}});
+  canon_[id] = CanonSlot{std::move(e), lru_.begin()};
+  stats_.canonical_bytes += b;
+  ++stats_.canonical_entries;
+  evict_to_budget();
+}
+
+void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t b = e->bytes();
+  auto it = patches_.find(e->key);
+  if (it != patches_.end()) {
+    stats_.patch_bytes -= it->second.entry->bytes();
+    --stats_.patch_entries;
+    lru_.erase(it->second.lru);
+    patches_.erase(it);
+  }
+  if (b > budget_) return;
+  lru_.push_front(Slot{true, {}, e->key});
+  const PatchKey key = e->key;
+  patches_[key] = PatchSlot{std::move(e), lru_.begin()};
+  stats_.patch_bytes += b;
+  ++stats_.patch_entries;
+  evict_to_budget();
+}
+
+bool ChunkStore::erase_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = canon_.find(id);
+  if (it == canon_.end()) return false;
+  stats_.canonical_bytes -= it->second.entry->bytes();
+  --stats_.canonical_entries;
+  lru_.erase(it->second.lru);
+  canon_.erase(it);
+  return true;
+}
+
+void ChunkStore::evict_to_budget() {
+  while (stats_.bytes_held() > budget_ && !lru_.empty()) {
+    const Slot victim = lru_.back();
+    lru_.pop_back();
+    if (victim.is_patch) {
+      auto it = patches_.find(victim.key);
+      stats_.patch_bytes -= it->second.entry->bytes();
+      --stats_.patch_entries;
+      ++stats_.patch_evictions;
+      patches_.erase(it);
+    } else {
+      auto it = canon_.find(victim.id);
+      stats_.canonical_bytes -= it->second.entry->bytes();
+      --stats_.canonical_entries;
+      ++stats_.canonical_evictions;
+      canon_.erase(it);
+    }
+  }
+}
+
+void ChunkStore::note_bytes_saved(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.bytes_saved += bytes;
+}
+
+void ChunkStore::set_budget(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  budget_ = bytes;
+  evict_to_budget();
+}
+
+ChunkStore::Stats ChunkStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s = stats_;
+  s.byte_budget = budget_;
+  return s;
+}
+
+}  // namespace kamera

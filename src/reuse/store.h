@@ -1,0 +1,106 @@
+// In-memory chunk store: canonical entries and patch entries as separate objects under one byte
+// budget, evicted least-recently-used first. Entries are immutable and shared: a caller holding
+// one keeps it alive after eviction, and what was already written into a pool never depends on
+// the store again.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "reuse/chunk.h"
+#include "reuse/chunk_kv.h"
+#include "reuse/patch.h"
+
+namespace kamera {
+
+struct CanonicalEntry {
+  ChunkId id;
+  ChunkContent content;  // kept so the chunk can be re-prefilled or re-patched later
+  ChunkKV kv;            // KV(chunk | anchor), position-free
+  size_t bytes() const;
+};
+
+// A patch is keyed by the chunk, the ordered ids of the chunks before it, and how it was made.
+struct PatchKey {
+  ChunkId chunk;
+  ChunkId antecedents;  // sequence_signature of the ordered antecedent ids
+  int rank = 0;         // kFullRank for full
+  std::string layers;   // LayerSet::describe()
+  bool per_head = false;
+  DType dtype = DType::F32;
+  bool operator==(const PatchKey&) const = default;
+  static PatchKey make(const ChunkId& chunk, std::span<const ChunkId> antecedents,
+                       const PatchOptions& opts);
+};
+
+struct PatchKeyHash {
+  size_t operator()(const PatchKey& k) const;
+};
+
+struct PatchEntry {
+  PatchKey key;
+  Patch patch;
+  size_t bytes() const { return patch.bytes() + sizeof(PatchEntry); }
+};
+
+class ChunkStore {
+ public:
+  struct Stats {
+    int64_t canonical_hits = 0, canonical_misses = 0;
+    int64_t patch_hits = 0, patch_misses = 0;
+    int64_t canonical_evictions = 0, patch_evictions = 0;
+    size_t canonical_bytes = 0, patch_bytes = 0, byte_budget = 0;
+    int64_t canonical_entries = 0, patch_entries = 0;
+    // KV bytes served from stored entries instead of being recomputed by a forward.
+    size_t bytes_saved = 0;
+    size_t bytes_held() const { return canonical_bytes + patch_bytes; }
+  };
+
+  explicit ChunkStore(size_t byte_budget) : budget_(byte_budget) {}
+
+  // Lookups count a hit or a miss and refresh recency.
+  std::shared_ptr<const CanonicalEntry> find_canonical(const ChunkId& id);
+  std::shared_ptr<const PatchEntry> find_patch(const PatchKey& key);
+  bool contains_canonical(const ChunkId& id) const;  // no counting
+
+  // Inserts (replacing an entry with the same key), then evicts LRU entries until within budget.
+  // An entry larger than the whole budget is not kept (and not an error).
+  void put_canonical(std::shared_ptr<const CanonicalEntry> e);
+  void put_patch(std::shared_ptr<const PatchEntry> e);
+  bool erase_canonical(const ChunkId& id);
+
+  void note_bytes_saved(size_t bytes);
+  void set_budget(size_t bytes);
+  Stats stats() const;
+
+ private:
+  struct Slot {
+    bool is_patch;
+    ChunkId id;
+    PatchKey key;
+  };
+  void touch(std::list<Slot>::iterator it);
+  void evict_to_budget();
+
+  mutable std::mutex mu_;
+  size_t budget_;
+  Stats stats_;
+  std::list<Slot> lru_;  // front = most recent
+  struct CanonSlot {
+    std::shared_ptr<const CanonicalEntry> entry;
+    std::list<Slot>::iterator lru;
+  };
+  struct PatchSlot {
+    std::shared_ptr<const PatchEntry> entry;
+    std::list<Slot>::iterator lru;
+  };
+  std::unordered_map<ChunkId, CanonSlot, ChunkIdHash> canon_;
+  std::unordered_map<PatchKey, PatchSlot, PatchKeyHash> patches_;
+};
+
+}  // namespace kamera

@@ -1,0 +1,148 @@
+// kamera reuse-bench: every arm of the reuse harness on a file of {antecedent, chunk, query}
+// items, scored against full re-prefill (KL, eta, flip-recover), with exactness checks and timing.
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "eval/reuse_bench.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct ReuseBenchArgs {
+  std::string model, tokenizer, items, ranks = "1,2,4,8,16,32,full", patch_dtype = "f32",
+                                       svd = "auto";
+  int threads = default_threads();
+  int timing_rank = 32;
+  int limit = 0;
+  bool no_deep_half = false, per_head = false, json = false, quiet = false;
+};
+
+Result<std::vector<int>> parse_ranks(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "full") {
+      out.push_back(kFullRank);
+      continue;
+    }
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 1000000)
+      return make_error("--ranks: '{}' is not a rank (a positive integer or 'full')", item);
+    out.push_back(int(v));
+  }
+  if (out.empty()) return make_error("--ranks is empty");
+  return out;
+}
+
+int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  auto items = load_reuse_items(a.items, m);
+  if (!items.ok()) return fail(items.message(), a.json);
+  if (a.limit > 0 && int(items->size()) > a.limit) items->resize(a.limit);
+  ReuseBenchOptions o;
+  auto ranks = parse_ranks(a.ranks);
+  if (!ranks.ok()) return fail(ranks.message(), a.json);
+  o.ranks = *ranks;
+  o.deep_half = !a.no_deep_half;
+  o.per_head = a.per_head;
+  o.timing_rank = a.timing_rank;
+  auto dt = dtype_from_name(a.patch_dtype);
+  if (!dt || (*dt != DType::F32 && *dt != DType::BF16))
+    return fail("--patch-dtype must be f32 or bf16", a.json);
+  o.patch_dtype = *dt;
+  o.svd = a.svd == "gesdd"        ? SvdMethod::Gesdd
+          : a.svd == "randomized" ? SvdMethod::Randomized
+                                  : SvdMethod::Auto;
+  const double t0 = now_ms();
+  const bool tty = isatty(2);
+  if (!a.quiet)
+    o.progress = [&, tty](int done, int total) {
+      // On a terminal one line updates in place; in a log, a line per tenth of the items.
+      if (!tty && done != total && done % std::max(1, total / 10) != 0) return;
+      const double el = (now_ms() - t0) / 1e3;
+      std::fprintf(stderr, "%skamera: reuse-bench %d/%d items, %.1f s elapsed, ETA %.1f s%s",
+                   tty ? "\r" : "", done, total, el, el / done * (total - done),
+                   tty && done != total ? "   " : "\n");
+    };
+  Engine engine(m, a.threads);
+  auto r = run_reuse_bench(m, engine, *items, o);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json j = reuse_bench_json(*r);
+  j["model"] = model_summary(m);
+  j["items_file"] = a.items;
+  j["threads"] = a.threads;
+  j["patch_dtype"] = a.patch_dtype;
+  j["per_head"] = a.per_head;
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("%d items (mean tokens: antecedent %.1f, chunk %.1f, query %.1f), %d flips\n",
+              r->n_items, r->mean_antecedent_tokens, r->mean_chunk_tokens, r->mean_query_tokens,
+              r->n_flips);
+  std::printf(
+      "relocation: max ULP %lld (layer 0: %lld), max abs err %.3g, max rel err %.3g; "
+      "full-rank patch max rel err %.3g (k %.3g, v %.3g)\n",
+      (long long)r->relocation_max_ulp, (long long)r->relocation_max_ulp_layer0,
+      r->relocation_max_abs_err, r->relocation_max_rel_err, r->full_rank_max_rel_err,
+      r->full_rank_max_rel_err_k, r->full_rank_max_rel_err_v);
+  std::printf("%-16s %5s %11s %8s %8s %8s %8s %8s\n", "arm", "rank", "kl", "eta", "eta_med",
+              "flip_rec", "argmax", "bytes");
+  for (const auto& arm : r->arms) {
+    const std::string rank = arm.rank == kFullRank ? "full"
+                             : arm.rank            ? std::to_string(arm.rank)
+                                                   : "-";
+    auto f = [](double x) { return std::isnan(x) ? std::string("-") : fmt::format("{:.3f}", x); };
+    std::printf("%-16s %5s %11.3e %8s %8s %8s %8.3f %8.3f\n", arm.name.c_str(), rank.c_str(),
+                arm.kl, f(arm.eta).c_str(), f(arm.eta_median).c_str(), f(arm.flip_recover).c_str(),
+                arm.argmax_agree, arm.patch_bytes_fraction);
+  }
+  std::printf(
+      "timing (median ms per item): reprefill of chunk+query %.3f, reuse blind %.3f, reuse "
+      "patch (rank %s) %.3f, compile %.3f\n",
+      r->timing_reprefill_ms, r->timing_reuse_blind_ms,
+      r->timing_rank == kFullRank ? "full" : std::to_string(r->timing_rank).c_str(),
+      r->timing_reuse_patch_ms, r->timing_compile_ms);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_reuse_bench(CLI::App& app) {
+  auto a = std::make_shared<ReuseBenchArgs>();
+  add_model_option(app, a->model);
+  app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for text items)")
+      ->check(CLI::ExistingFile);
+  app.add_option(
+         "--items", a->items,
+         "JSONL file, one {\"antecedent\", \"chunk\", \"query\"} per line (text or token ids)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--ranks", a->ranks,
+                 "Patch ranks to evaluate (comma list; 'full' = min(n, width))")
+      ->capture_default_str();
+  app.add_flag("--no-deep-half", a->no_deep_half, "Skip the patch_deep_half arms");
+  app.add_flag("--per-head", a->per_head, "Factor each KV head's slice separately");
+  app.add_option("--patch-dtype", a->patch_dtype, "Storage of the patch factors: f32 or bf16")
+      ->capture_default_str();
+  app.add_option("--svd", a->svd, "auto, gesdd or randomized")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gesdd", "randomized"}));
+  app.add_option("--timing-rank", a->timing_rank, "Rank whose serve/compile times are reported")
+      ->capture_default_str();
+  app.add_option("--limit", a->limit, "Use only the first N items (0 = all)");
+  add_threads_option(app, a->threads);
+  app.add_flag("-q,--quiet", a->quiet, "No progress on stderr");
+  app.add_flag("--json", a->json, "Print the full result as JSON");
+  return [a] { return run_reuse_bench_cmd(*a); };
+}
+
+}  // namespace kamera::cli
