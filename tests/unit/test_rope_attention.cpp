@@ -50,7 +50,12 @@ TEST(Rope, FastMatchesReferenceAllLayouts) {
         auto x = randn(3 * 64, uint32_t(pos + 10)), y = x;
         rotate(cache, x.data(), 3, pos);
         rope_apply_reference(d, pos, y.data(), 3, false);
-        for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << "pos " << pos << " i " << i;
+        // Same angles bit for bit; the fast path may fuse multiply-adds (FMA), so the rotated
+        // values agree within one rounding of the pair's magnitude.
+        for (size_t i = 0; i < x.size(); ++i) {
+          const float scale = std::max(std::fabs(x[i]), 1.0f);
+          ASSERT_NEAR(x[i], y[i], 2.4e-7f * 4 * scale) << "pos " << pos << " i " << i;
+        }
       }
     }
 }
