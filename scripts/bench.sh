@@ -24,3 +24,11 @@ if [ -f "$shared/stories260K/stories260K.gguf" ]; then
 fi
 for t in 1 2; do row "0.5b (qwen2 shape, f32)" prefill -m "$big" --tokens 512 --reps 5 -t $t; done
 for t in 1 2; do row "0.5b (qwen2 shape, f32)" decode -m "$big" --tokens 16 --ctx 64 --reps 5 -t $t; done
+
+# Serving a cached chunk (canonical + rank-32 patch) vs re-prefilling it, behind 256 tokens.
+for n in 256 512 1024 2048; do
+  row "0.5b serve" serve -m "$big" --tokens $n --antecedent 256 --rank 32 --reps 3 -t 2
+done
+for svd in gesdd randomized; do
+  row "0.5b serve (SVD method)" serve -m "$big" --tokens 1024 --antecedent 256 --rank 32 --reps 3 --svd $svd -t 2
+done

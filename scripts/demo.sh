@@ -19,12 +19,22 @@ step "Sample from it (random weights: the text is noise; the engine path is real
 step "Prefill speed, and OpenBLAS alone on the same GEMM shapes" \
   "$k" bench prefill -m "$out/tiny-qwen2.gguf" --tokens 256 --reps 5
 
-shared="$(dirname "$0")/../../shared/models/stories260K"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+step "Chunk reuse on it: canonical + rank-m patch vs re-prefill, every arm on the same relocated KV" \
+  "$k" reuse-bench -m "$out/tiny-qwen2.gguf" --items "$root/data/reuse-stories260K.jsonl" --limit 12 \
+  --ranks 1,4,16,full -q
+step "Serving a cached 512-token chunk vs re-prefilling it (zero forwards)" \
+  "$k" bench serve -m "$out/tiny-qwen2.gguf" --tokens 512 --antecedent 128 --rank 16 --reps 3
+
+shared="$root/../shared/models/stories260K"
 if [ -f "$shared/stories260K.bin" ]; then
   step "A real trained model (stories260K, llama2.c checkpoint), greedy from BOS" \
     "$k" generate -m "$shared/stories260K.bin" -z "$shared/tok512.bin" -n 200 --temp 0
   step "The same model as GGUF (tokenizer embedded): identical tokens" \
     "$k" generate -m "$shared/stories260K.gguf" -n 60 --temp 0
+  step "Chunk reuse on the real model (45 two-chunk stories from data/)" \
+    "$k" reuse-bench -m "$shared/stories260K.bin" --items "$root/data/reuse-stories260K.jsonl" \
+    --ranks 1,2,4,8,16,full -q
 else
   printf '\n(../shared/models is absent: skipping the real-model part of the demo)\n'
 fi

@@ -241,7 +241,11 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
       for (int rank : opts.ranks) {
         PatchOptions po;
         po.rank = rank;
-        po.layers.kind = deep ? LayerSet::Kind::DeepHalf : LayerSet::Kind::All;
+        if (deep) {
+          po.layers.kind = LayerSet::Kind::DeepHalf;
+        } else {
+          po.layers = opts.layers;
+        }
         po.method = opts.svd;
         po.dtype = opts.patch_dtype;
         po.per_head = opts.per_head;
@@ -249,7 +253,8 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
         const int cap = std::min(nB, opts.per_head ? c.head_dim : c.kv_width());
         if (po.rank != kFullRank) po.rank = std::min(po.rank, cap);  // rank capped at min(n, width)
         std::vector<DeltaStats> stats;
-        const bool want_stats = !deep && rank == kFullRank;
+        const bool want_stats =
+            !deep && rank == kFullRank && opts.layers.kind == LayerSet::Kind::All;
         auto p = form_patch(cond, canon.kv, po, want_stats ? &stats : nullptr);
         if (!p.ok()) return p.error();
         double serve_ms = 0;
@@ -265,6 +270,12 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
             res.anatomy[s.layer].rel_norm[ci] +=
                 s.conditioned_norm > 0 ? s.delta_norm / s.conditioned_norm : 0.0;
             res.anatomy[s.layer].rank90[ci] += s.rank90;
+            auto& spec = res.anatomy[s.layer].spectrum[ci];
+            const size_t k = s.singular_values.size();
+            const double s0 = k && s.singular_values[0] > 0 ? s.singular_values[0] : 1.0;
+            if (idx == 0) spec.assign(k, 0.0);
+            if (spec.size() > k) spec.resize(k);
+            for (size_t i = 0; i < spec.size(); ++i) spec[i] += s.singular_values[i] / s0;
           }
           // Full-rank reconstruction against the conditioned KV.
           ChunkKV rebuilt = canon.kv;
@@ -342,7 +353,11 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   res.mean_chunk_tokens /= n;
   res.mean_query_tokens /= n;
   for (auto& l : res.anatomy)
-    for (int ci = 0; ci < 2; ++ci) l.rel_norm[ci] /= n, l.rank90[ci] /= n;
+    for (int ci = 0; ci < 2; ++ci) {
+      l.rel_norm[ci] /= n;
+      l.rank90[ci] /= n;
+      for (double& x : l.spectrum[ci]) x /= n;
+    }
   res.full_rank_max_rel_err = std::max(res.full_rank_max_rel_err_k, res.full_rank_max_rel_err_v);
   res.timing_reprefill_ms = median(t_reprefill);
   res.timing_reuse_blind_ms = median(t_blind);
@@ -401,7 +416,9 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
                        {"rel_norm_k", l.rel_norm[0]},
                        {"rel_norm_v", l.rel_norm[1]},
                        {"rank90_k", l.rank90[0]},
-                       {"rank90_v", l.rank90[1]}});
+                       {"rank90_v", l.rank90[1]},
+                       {"spectrum_k", l.spectrum[0]},
+                       {"spectrum_v", l.spectrum[1]}});
   return json{{"n_items", r.n_items},
               {"n_flips", r.n_flips},
               {"mean_tokens",

@@ -28,6 +28,7 @@ struct ReuseBenchOptions {
   bool deep_half = true;  // also a patch_deep_half arm at every rank
   DType patch_dtype = DType::F32;
   bool per_head = false;
+  LayerSet layers;  // layers the `patch` arms cover (deep-half arms: deepest half)
   SvdMethod svd = SvdMethod::Auto;
   int timing_rank = 32;  // the rank whose serve and compile times are reported
   std::function<void(int done, int total)> progress;
@@ -48,6 +49,9 @@ struct LayerAnatomy {
   int layer = 0;
   double rel_norm[2] = {0, 0};  // mean over items of ||delta|| / ||KV(B|A)||, channels k, v
   double rank90[2] = {0, 0};    // mean over items of the rank holding 90% of ||delta||^2
+  // Mean over items of the singular values sigma_i / sigma_0 (first min over items of
+  // min(n_tokens, width) values): the shape of the deficit's spectrum at this depth.
+  std::vector<double> spectrum[2];
 };
 
 struct ReuseBenchResult {

@@ -194,9 +194,9 @@ Result<Patch> form_patch(const ChunkKV& cond, const ChunkKV& canon, const PatchO
                                  &st.singular_values));
         double total = 0, acc = 0;
         for (float s : st.singular_values) total += double(s) * s;
-        st.rank90 = 0;
+        st.rank90 = 0;  // 0 when the deficit is exactly zero (e.g. the first layer)
         for (float s : st.singular_values) {
-          if (acc >= 0.9 * total && total > 0) break;
+          if (!(total > 0) || acc >= 0.9 * total) break;
           acc += double(s) * s;
           ++st.rank90;
         }

@@ -8,6 +8,7 @@
 
 #include "model/forward.h"
 #include "ops/gemm.h"
+#include "reuse/chunk_cache.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -17,6 +18,8 @@ namespace {
 struct BenchArgs {
   std::string mode, model;
   int tokens = 512, ctx = 64, reps = 5, threads = default_threads();
+  int antecedent = 256, rank = 32;
+  std::string svd = "auto";
   uint64_t seed = 1;
   bool json = false;
 };
@@ -78,9 +81,13 @@ double forward_flops(const ModelConfig& c, int n, int past) {
   return 2.0 * (per_token * n * c.n_layers + d * c.n_vocab) + 2.0 * attn * c.n_layers;
 }
 
+int run_bench_serve(const BenchArgs& a);
+
 int run_bench(const BenchArgs& a) {
+  if (a.mode == "serve") return run_bench_serve(a);
   if (a.mode != "prefill" && a.mode != "decode")
-    return fail(fmt::format("bench mode must be prefill or decode, not '{}'", a.mode), a.json);
+    return fail(fmt::format("bench mode must be prefill, decode or serve, not '{}'", a.mode),
+                a.json);
   auto loaded = load_for_cli(a.model, "");
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
@@ -179,16 +186,160 @@ int run_bench(const BenchArgs& a) {
   return 0;
 }
 
+// A chunk of a.tokens behind an antecedent of a.antecedent (random ids), on the model's real
+// shapes.
+int run_bench_serve(const BenchArgs& a) {
+  auto loaded = load_for_cli(a.model, "");
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  const ModelConfig& c = m.cfg;
+  if (a.tokens < 1 || a.antecedent < 1 || a.reps < 1)
+    return fail("--tokens, --antecedent, --reps must be >= 1", a.json);
+  if (1 + a.antecedent + a.tokens > c.ctx_len)
+    return fail("antecedent + chunk exceed the model's context", a.json);
+  std::mt19937 rng(uint32_t(a.seed));
+  auto random_chunk = [&](int n) {
+    std::vector<int32_t> ids(n);
+    for (auto& t : ids) t = int32_t(3 + rng() % uint32_t(c.n_vocab - 3));
+    return ChunkContent::from_tokens(std::move(ids));
+  };
+  const ChunkContent A = random_chunk(a.antecedent), B = random_chunk(a.tokens);
+  auto pool = pool_for(m, 6 * (1 + a.antecedent + a.tokens));
+  if (!pool.ok()) return fail(pool.message(), a.json);
+  KvPool& kv = **pool;
+  Engine engine(m, a.threads);
+  ChunkStore store(size_t(1) << 36);
+  const int32_t bos = m.tokenizer ? m.tokenizer->bos() : 1;
+  ChunkCache cc(m, engine, kv, store, {bos});
+  const int32_t pB = 1 + A.extent();
+
+  ScopedSequence prefix(kv);
+  if (auto st = cc.place_anchor(prefix.id()); !st.ok()) return fail(st.message(), a.json);
+  if (auto r = cc.forward_chunk(prefix.id(), A, 1); !r.ok()) return fail(r.message(), a.json);
+  const double tc0 = now_ms();
+  auto canon = cc.canonical(B);
+  const double canon_ms = now_ms() - tc0;
+  if (!canon.ok()) return fail(canon.message(), a.json);
+  PatchOptions po;
+  po.rank = std::min(a.rank, std::min(a.tokens, c.kv_width()));
+  po.head_dim = c.head_dim;
+  po.method = a.svd == "gesdd"        ? SvdMethod::Gesdd
+              : a.svd == "randomized" ? SvdMethod::Randomized
+                                      : SvdMethod::Auto;
+
+  std::vector<double> t_reprefill, t_serve, t_blind, t_floor, t_cond, t_svd;
+  std::shared_ptr<Patch> patch;
+  for (int rep = 0; rep <= a.reps; ++rep) {  // rep 0 is the warm-up
+    // re-prefill of the chunk behind the cached prefix
+    auto f1 = kv.fork(prefix.id());
+    if (!f1.ok()) return fail(f1.message(), a.json);
+    double t0 = now_ms();
+    if (auto r = cc.forward_chunk(*f1, B, pB); !r.ok()) return fail(r.message(), a.json);
+    const double reprefill = now_ms() - t0;
+    kv.free_sequence(*f1);
+    // compile: the conditioned forward, then the factorization
+    t0 = now_ms();
+    const std::vector<ChunkContent> ab = {A, B};
+    auto cond = cc.conditioned(ab);
+    if (!cond.ok()) return fail(cond.message(), a.json);
+    const double cond_ms = now_ms() - t0;
+    t0 = now_ms();
+    auto p = form_patch(cond->back(), (*canon)->kv, po);
+    if (!p.ok()) return fail(p.message(), a.json);
+    const double svd_ms = now_ms() - t0;
+    patch = std::make_shared<Patch>(std::move(p.value()));
+    // serve: canonical + patch written into the pool, zero forwards
+    auto f2 = kv.fork(prefix.id());
+    t0 = now_ms();
+    if (auto st = cc.place(*f2, **canon, patch.get(), pB); !st.ok())
+      return fail(st.message(), a.json);
+    const double serve = now_ms() - t0;
+    kv.free_sequence(*f2);
+    auto f3 = kv.fork(prefix.id());
+    t0 = now_ms();
+    if (auto st = cc.place(*f3, **canon, nullptr, pB); !st.ok()) return fail(st.message(), a.json);
+    const double blind = now_ms() - t0;
+    kv.free_sequence(*f3);
+    // floor: memcpy of the same bytes + the patch GEMMs alone, at BLAS speed
+    const ChunkKV& ck = (*canon)->kv;
+    std::vector<float> dst(size_t(B.n()) * c.kv_width()), prod(size_t(B.n()) * c.kv_width());
+    std::vector<float> us, vt;
+    t0 = now_ms();
+    for (const auto& blk : ck.blocks)
+      std::memcpy(dst.data(), blk.f32_data(), sizeof(float) * size_t(blk.rows()) * blk.cols());
+    for (const auto& f : patch->factors)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, f.rows, f.cols, f.rank, 1.0f,
+                  f.us.f32_data(), f.rank, f.vt.f32_data(), f.cols, 0.0f, prod.data(), f.cols);
+    const double floor = now_ms() - t0;
+    if (rep == 0) continue;
+    t_reprefill.push_back(reprefill);
+    t_serve.push_back(serve);
+    t_blind.push_back(blind);
+    t_floor.push_back(floor);
+    t_cond.push_back(cond_ms);
+    t_svd.push_back(svd_ms);
+    if (!a.json)
+      std::fprintf(stderr,
+                   "kamera: bench serve rep %d/%d: reprefill %.1f ms, serve %.3f ms, floor %.3f "
+                   "ms, compile %.1f + %.1f ms\n",
+                   rep, a.reps, reprefill, serve, floor, cond_ms, svd_ms);
+  }
+  const double rp = median(t_reprefill), sv = median(t_serve), bl = median(t_blind),
+               fl = median(t_floor), cd = median(t_cond), sd = median(t_svd);
+  const size_t kv_bytes = (*canon)->kv.bytes();
+  json j{{"mode", "serve"},
+         {"model", model_summary(m)},
+         {"threads", a.threads},
+         {"chunk_tokens", a.tokens},
+         {"antecedent_tokens", a.antecedent},
+         {"rank", po.rank},
+         {"svd", a.svd},
+         {"reps", a.reps},
+         {"chunk_kv_bytes", kv_bytes},
+         {"patch_bytes", patch->bytes()},
+         {"reprefill_ms", rp},
+         {"serve_ms", sv},
+         {"serve_blind_ms", bl},
+         {"floor_memcpy_gemm_ms", fl},
+         {"speedup_vs_reprefill", rp / sv},
+         {"serve_over_floor", sv / fl},
+         {"canonical_form_ms", canon_ms},
+         {"compile_forward_ms", cd},
+         {"compile_svd_ms", sd},
+         {"compile_overhead_beyond_forward", sd / cd}};
+  if (a.json) {
+    print_json(j, 2);
+  } else {
+    std::printf(
+        "serve chunk of %d tokens behind %d, rank %d, %d threads: re-prefill %.1f ms, serve %.3f "
+        "ms "
+        "(%.0fx faster), %.2fx the memcpy+GEMM floor (%.3f ms); compile = forward %.1f ms + "
+        "factorization %.1f ms (+%.1f%%)\n",
+        a.tokens, a.antecedent, po.rank, a.threads, rp, sv, rp / sv, sv / fl, fl, cd, sd,
+        100.0 * sd / cd);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  app.add_option("mode", a->mode, "prefill or decode")
+  app.add_option("mode", a->mode,
+                 "prefill | decode | serve (a cached chunk of --tokens behind --antecedent tokens: "
+                 "serve with a rank --rank patch vs re-prefill, vs the memcpy+GEMM floor, and the "
+                 "patch compile cost vs its forward)")
       ->required()
-      ->check(CLI::IsMember({"prefill", "decode"}));
+      ->check(CLI::IsMember({"prefill", "decode", "serve"}));
   add_model_option(app, a->model);
   app.add_option("--tokens", a->tokens, "prefill: prompt length; decode: tokens generated")
       ->capture_default_str();
+  app.add_option("--antecedent", a->antecedent, "serve: tokens before the chunk")
+      ->capture_default_str();
+  app.add_option("--rank", a->rank, "serve: patch rank")->capture_default_str();
+  app.add_option("--svd", a->svd, "serve: auto, gesdd or randomized")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gesdd", "randomized"}));
   app.add_option("--ctx", a->ctx, "decode: tokens already in the cache before timing")
       ->capture_default_str();
   app.add_option("--reps", a->reps, "Timed repetitions after one warm-up (median reported)")

@@ -14,7 +14,7 @@ namespace {
 
 struct ReuseBenchArgs {
   std::string model, tokenizer, items, ranks = "1,2,4,8,16,32,full", patch_dtype = "f32",
-                                       svd = "auto";
+                                       svd = "auto", layers = "all";
   int threads = default_threads();
   int timing_rank = 32;
   int limit = 0;
@@ -53,6 +53,9 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   o.ranks = *ranks;
   o.deep_half = !a.no_deep_half;
   o.per_head = a.per_head;
+  auto layers = LayerSet::parse(a.layers);
+  if (!layers.ok()) return fail(layers.message(), a.json);
+  o.layers = *layers;
   o.timing_rank = a.timing_rank;
   auto dt = dtype_from_name(a.patch_dtype);
   if (!dt || (*dt != DType::F32 && *dt != DType::BF16))
@@ -81,6 +84,7 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   j["threads"] = a.threads;
   j["patch_dtype"] = a.patch_dtype;
   j["per_head"] = a.per_head;
+  j["patch_layers"] = a.layers;
   if (a.json) {
     print_json(j, 2);
     return 0;
@@ -128,6 +132,9 @@ Runner add_reuse_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--ranks", a->ranks,
                  "Patch ranks to evaluate (comma list; 'full' = min(n, width))")
+      ->capture_default_str();
+  app.add_option("--layers", a->layers,
+                 "Layers the patch arms cover: all, deep-half, or a list like 0,2,4")
       ->capture_default_str();
   app.add_flag("--no-deep-half", a->no_deep_half, "Skip the patch_deep_half arms");
   app.add_flag("--per-head", a->per_head, "Factor each KV head's slice separately");
