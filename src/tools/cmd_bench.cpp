@@ -7,6 +7,7 @@
 #include <random>
 
 #include "model/forward.h"
+#include "eval/metrics.h"
 #include "ops/gemm.h"
 #include "reuse/chunk_cache.h"
 #include "tools/cli_common.h"
@@ -24,11 +25,6 @@ struct BenchArgs {
   bool json = false;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Runs the GEMMs a forward of n new tokens after `past` cached ones performs, with the model's
 // own weights, through the same OpenBLAS entry points; returns nothing (timed by the caller).
