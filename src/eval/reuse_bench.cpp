@@ -72,6 +72,29 @@ struct ArmAccum {
   std::vector<double> kl;
   std::vector<int32_t> last_argmax;
   double bytes_fraction = 0;
+  double kv_abs = -1, kv_rel = -1;
+  int64_t kv_ulp = -1;
+  // Folds in the error of B's rows served by this arm against KV(B | A).
+  void add_kv_error(const ChunkKV& served, const ChunkKV& cond) {
+    std::vector<float> x, y;
+    for (size_t b = 0; b < served.blocks.size(); ++b) {
+      const int w = served.blocks[b].cols();
+      x.resize(w);
+      y.resize(w);
+      double num = 0, den = 0;
+      for (int i = 0; i < served.n_tokens; ++i) {
+        served.blocks[b].get_row(i, x.data());
+        cond.blocks[b].get_row(i, y.data());
+        for (int j = 0; j < w; ++j) {
+          num = std::max(num, double(std::fabs(x[j] - y[j])));
+          den = std::max(den, double(std::fabs(y[j])));
+          kv_ulp = std::max(kv_ulp, ulp_distance(x[j], y[j]));
+        }
+      }
+      kv_abs = std::max(kv_abs, num);
+      if (den > 0) kv_rel = std::max(kv_rel, num / den);
+    }
+  }
 };
 
 }  // namespace
@@ -140,7 +163,10 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   auto arm = [&](const std::string& name, int rank) -> ArmAccum& {
     for (auto& a : arms)
       if (a.name == name && a.rank == rank) return a;
-    arms.push_back({name, rank, {}, {}, 0});
+    ArmAccum fresh;
+    fresh.name = name;
+    fresh.rank = rank;
+    arms.push_back(std::move(fresh));
     return arms.back();
   };
   std::vector<int32_t> ref_argmax;
@@ -216,6 +242,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
     if (!blind.ok()) return blind.error();
     t_blind.push_back(ms);
     score(arm("blind", 0), *blind);
+    arm("blind", 0).add_kv_error(canon.kv, cond);
 
     // Compile cost of one patch: the conditioned forward plus the factorization.
     {
@@ -264,6 +291,11 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
         ArmAccum& a = arm(deep ? "patch_deep_half" : "patch", rank);
         score(a, *l);
         a.bytes_fraction += double(p->bytes()) / double(full_bytes);
+        {
+          ChunkKV served = canon.kv;
+          apply_patch(*p, served);
+          a.add_kv_error(served, cond);
+        }
         if (want_stats) {
           for (const DeltaStats& s : stats) {
             const int ci = s.channel == kch ? 0 : 1;
@@ -388,6 +420,11 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
     s.flip_recover = flip_recover(ref_argmax, blind.last_argmax, a.last_argmax).value_or(NAN);
     s.argmax_agree = argmax_agree(ref_argmax, a.last_argmax);
     s.patch_bytes_fraction = a.bytes_fraction / n;
+    if (a.kv_abs >= 0) {
+      s.kv_max_abs_err = a.kv_abs;
+      s.kv_max_rel_err = a.kv_rel;
+      s.kv_max_ulp = a.kv_ulp;
+    }
     res.arms.push_back(std::move(s));
   }
   return res;
@@ -409,7 +446,10 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
                     {"eta_median", num(a.eta_median)},
                     {"flip_recover", num(a.flip_recover)},
                     {"argmax_agree", a.argmax_agree},
-                    {"patch_bytes_fraction", a.patch_bytes_fraction}});
+                    {"patch_bytes_fraction", a.patch_bytes_fraction},
+                    {"kv_max_abs_err", num(a.kv_max_abs_err)},
+                    {"kv_max_rel_err", num(a.kv_max_rel_err)},
+                    {"kv_max_ulp", a.kv_max_ulp < 0 ? json(nullptr) : json(a.kv_max_ulp)}});
   json anatomy = json::array();
   for (const auto& l : r.anatomy)
     anatomy.push_back({{"layer", l.layer},

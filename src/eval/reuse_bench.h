@@ -42,6 +42,10 @@ struct ArmSummary {
   double flip_recover = NAN;           // NAN: no flips
   double argmax_agree = 0;
   double patch_bytes_fraction = 0;
+  // B's served K/V against re-prefill's (KV(B|A)), max over items, layers, tokens, channels;
+  // NAN for arms that do not serve B from the store (reprefill, oracle_mask).
+  double kv_max_abs_err = NAN, kv_max_rel_err = NAN;
+  int64_t kv_max_ulp = -1;
   std::vector<double> item_kl;
 };
 

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <random>
 
-#include "model/forward.h"
 #include "eval/metrics.h"
+#include "model/forward.h"
 #include "ops/gemm.h"
 #include "reuse/chunk_cache.h"
 #include "tools/cli_common.h"
@@ -24,7 +24,6 @@ struct BenchArgs {
   uint64_t seed = 1;
   bool json = false;
 };
-
 
 // Runs the GEMMs a forward of n new tokens after `past` cached ones performs, with the model's
 // own weights, through the same OpenBLAS entry points; returns nothing (timed by the caller).

@@ -98,16 +98,18 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
       (long long)r->relocation_max_ulp, (long long)r->relocation_max_ulp_layer0,
       r->relocation_max_abs_err, r->relocation_max_rel_err, r->full_rank_max_rel_err,
       r->full_rank_max_rel_err_k, r->full_rank_max_rel_err_v);
-  std::printf("%-16s %5s %11s %8s %8s %8s %8s %8s\n", "arm", "rank", "kl", "eta", "eta_med",
-              "flip_rec", "argmax", "bytes");
+  std::printf("%-16s %5s %11s %8s %8s %8s %8s %8s %10s\n", "arm", "rank", "kl", "eta", "eta_med",
+              "flip_rec", "argmax", "bytes", "kv_relerr");
   for (const auto& arm : r->arms) {
     const std::string rank = arm.rank == kFullRank ? "full"
                              : arm.rank            ? std::to_string(arm.rank)
                                                    : "-";
     auto f = [](double x) { return std::isnan(x) ? std::string("-") : fmt::format("{:.3f}", x); };
-    std::printf("%-16s %5s %11.3e %8s %8s %8s %8.3f %8.3f\n", arm.name.c_str(), rank.c_str(),
+    const std::string kv =
+        std::isnan(arm.kv_max_rel_err) ? "-" : fmt::format("{:.2e}", arm.kv_max_rel_err);
+    std::printf("%-16s %5s %11.3e %8s %8s %8s %8.3f %8.3f %10s\n", arm.name.c_str(), rank.c_str(),
                 arm.kl, f(arm.eta).c_str(), f(arm.eta_median).c_str(), f(arm.flip_recover).c_str(),
-                arm.argmax_agree, arm.patch_bytes_fraction);
+                arm.argmax_agree, arm.patch_bytes_fraction, kv.c_str());
   }
   std::printf(
       "timing (median ms per item): reprefill of chunk+query %.3f, reuse blind %.3f, reuse "
