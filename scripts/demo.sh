@@ -23,6 +23,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 step "Chunk reuse on it: canonical + rank-m patch vs re-prefill, every arm on the same relocated KV" \
   "$k" reuse-bench -m "$out/tiny-qwen2.gguf" --items "$root/data/reuse-stories260K.jsonl" --limit 12 \
   --ranks 1,4,16,full -q
+step "Window operations on it: slide (keep-as-is vs removal patch), reorder (orbit), recall (stale vs fresh)" \
+  "$k" window-bench -m "$out/tiny-qwen2.gguf" --items "$root/data/reuse-stories260K.jsonl" --limit 3 \
+  --k 3,4 -q
 step "Serving a cached 512-token chunk vs re-prefilling it (zero forwards)" \
   "$k" bench serve -m "$out/tiny-qwen2.gguf" --tokens 512 --antecedent 128 --rank 16 --reps 3
 

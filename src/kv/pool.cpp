@@ -275,7 +275,8 @@ int KvPool::n_tokens(SeqId seq) const {
   return static_cast<int>(impl_->get(seq).slots.size());
 }
 
-Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions) {
+Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
+                           bool fresh_pages_only) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
   if (s == nullptr) return make_error("kv pool: insert into unknown sequence {}", seq);
@@ -287,7 +288,7 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions) {
   // Prepare: room in the tail page (append only, exclusively owned), then fresh pages.
   int32_t tail_page = -1;
   int64_t tail_room = 0;
-  if (at == n && n > 0) {
+  if (at == n && n > 0 && !fresh_pages_only) {
     const int32_t p = m.page_of(s->slots.back());
     if (m.refcount[p] == 1 && m.fill[p] < m.page_tokens) {
       tail_page = p;
@@ -325,6 +326,32 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions) {
   s->positions.insert(s->positions.begin() + at, positions.begin(), positions.end());
   m.total_tokens += count;
   return at;
+}
+
+Status KvPool::permute(SeqId seq, int begin, std::span<const int> order) {
+  Impl& m = *impl_;
+  Impl::Sequence* s = m.find(seq);
+  if (s == nullptr) return make_error("kv pool: permute of unknown sequence {}", seq);
+  const int n = static_cast<int>(s->slots.size());
+  const int count = static_cast<int>(order.size());
+  if (begin < 0 || begin + count > n)
+    return make_error("kv pool: permute [{}, {}) outside [0, {}] of sequence {}", begin,
+                      begin + count, n, seq);
+  std::vector<char> seen(static_cast<size_t>(count), 0);
+  for (int o : order) {
+    if (o < 0 || o >= count || seen[o])
+      return make_error("kv pool: permute order is not a permutation");
+    seen[o] = 1;
+  }
+  std::vector<int32_t> slots(static_cast<size_t>(count));
+  std::vector<Pos> pos(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    slots[i] = s->slots[begin + order[i]];
+    pos[i] = s->positions[begin + order[i]];
+  }
+  std::copy(slots.begin(), slots.end(), s->slots.begin() + begin);
+  std::copy(pos.begin(), pos.end(), s->positions.begin() + begin);
+  return Status::Ok();
 }
 
 Status KvPool::erase(SeqId seq, int begin, int end) {

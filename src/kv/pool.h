@@ -88,10 +88,16 @@ class KvPool {
 
   // Inserts positions.size() tokens before index `at` (at == n_tokens appends). Their rows are
   // uninitialised and writable. Returns `at`. Fails cleanly when the pool lacks pages.
-  Result<int> insert(SeqId seq, int at, std::span<const Pos> positions);
-  Result<int> append(SeqId seq, std::span<const Pos> positions) {
-    return insert(seq, n_tokens(seq), positions);
+  // fresh_pages: never share the tail page, so the new tokens start a page of their own (a chunk
+  // that is page-aligned can later be copied-on-write without copying its neighbours).
+  Result<int> insert(SeqId seq, int at, std::span<const Pos> positions, bool fresh_pages = false);
+  Result<int> append(SeqId seq, std::span<const Pos> positions, bool fresh_pages = false) {
+    return insert(seq, n_tokens(seq), positions, fresh_pages);
   }
+  // Reorders tokens [begin, begin + order.size()): new token begin + i is old token
+  // begin + order[i]. Metadata only (slot map and positions); no row moves. order must be a
+  // permutation of 0..size-1.
+  Status permute(SeqId seq, int begin, std::span<const int> order);
   Status erase(SeqId seq, int begin, int end);  // removes tokens [begin, end)
   Status truncate(SeqId seq, int n_tokens);     // keeps tokens [0, n_tokens)
 

@@ -56,6 +56,10 @@ class ChunkCache {
 
   const std::vector<int32_t>& anchor() const { return anchor_; }
   int32_t anchor_extent() const { return int32_t(anchor_.size()); }
+  int context_length() const { return model_.cfg.ctx_len; }
+  const Model& model() const { return model_; }
+  KvPool& pool() { return pool_; }
+  Engine& engine() { return engine_; }
   ChunkId id_of(const ChunkContent& c) const;
   ChunkStore& store() { return store_; }
 
@@ -74,6 +78,14 @@ class ChunkCache {
                                                   const PatchOptions& opts,
                                                   bool form_on_miss = true,
                                                   std::vector<DeltaStats>* stats = nullptr);
+
+  // The orbit patch of `chunk` behind an antecedent *set*: the mean deficit over orderings of the
+  // set (all of them when there are at most max_orderings, else a seeded sample of that many),
+  // factored once. One stored patch then serves every ordering of the set. Keyed by the sorted ids.
+  Result<std::shared_ptr<const PatchEntry>> orbit_patch(std::span<const ChunkContent> set,
+                                                        const ChunkContent& chunk,
+                                                        const PatchOptions& opts,
+                                                        int max_orderings = 24);
 
   // Builds [anchor][chunks...] in `seq`, which must be empty. Reprefill runs the forward; Blind
   // and Patch write stored rows (forming what is missing). Nothing is half-written on failure:

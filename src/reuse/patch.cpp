@@ -151,13 +151,23 @@ Status truncated_svd(const float* a, int rows, int cols, int m, SvdMethod method
   return Status::Ok();
 }
 
-Result<Patch> form_patch(const ChunkKV& cond, const ChunkKV& canon, const PatchOptions& opts,
+Result<Patch> form_patch(const ChunkKV& target, const ChunkKV& base, const PatchOptions& opts,
                          std::vector<DeltaStats>* stats) {
-  if (cond.n_tokens != canon.n_tokens || cond.layout.n_layers != canon.layout.n_layers ||
-      cond.layout.channels.size() != canon.layout.channels.size())
-    return make_error(
-        "form_patch: conditioned KV ({} tokens) and canonical ({} tokens) differ in shape",
-        cond.n_tokens, canon.n_tokens);
+  const ChunkKV* one[] = {&target};
+  return form_patch_mean(one, base, opts, stats);
+}
+
+Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const ChunkKV& canon,
+                              const PatchOptions& opts, std::vector<DeltaStats>* stats) {
+  if (targets.empty()) return make_error("form_patch: no conditioned KV to factor");
+  for (const ChunkKV* t : targets)
+    if (t->n_tokens != canon.n_tokens || t->layout.n_layers != canon.layout.n_layers ||
+        t->layout.channels.size() != canon.layout.channels.size())
+      return make_error(
+          "form_patch: conditioned KV ({} tokens) and canonical ({} tokens) differ in shape",
+          t->n_tokens, canon.n_tokens);
+  const ChunkKV& cond = *targets[0];
+  const float inv_k = 1.0f / float(targets.size());
   if (opts.rank != kFullRank && opts.rank < 1)
     return make_error("patch rank {} must be >= 1 or full", opts.rank);
   if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
@@ -173,8 +183,15 @@ Result<Patch> form_patch(const ChunkKV& cond, const ChunkKV& canon, const PatchO
       const int width = cond.layout.channels[ch].width;
       std::vector<float> delta(size_t(n) * width), row_c(width), row_k(width);
       double dn = 0, cn = 0;
+      std::vector<float> acc(width);
       for (int i = 0; i < n; ++i) {
-        cond.at(layer, ch).get_row(i, row_c.data());
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (const ChunkKV* t : targets) {
+          t->at(layer, ch).get_row(i, row_c.data());
+          for (int j = 0; j < width; ++j) acc[j] += row_c[j];
+        }
+        if (targets.size() > 1)
+          for (int j = 0; j < width; ++j) row_c[j] = acc[j] * inv_k;
         canon.at(layer, ch).get_row(i, row_k.data());
         for (int j = 0; j < width; ++j) {
           const float d = row_c[j] - row_k[j];

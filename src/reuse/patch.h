@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,14 @@ struct DeltaStats {
   int rank90 = 0;                      // smallest rank holding 90% of ||delta||_F^2
 };
 
-// Factors conditioned - canonical. Fails on mismatched shapes or a rank < 1 (other than full).
-Result<Patch> form_patch(const ChunkKV& conditioned, const ChunkKV& canonical,
-                         const PatchOptions& opts, std::vector<DeltaStats>* stats = nullptr);
+// Factors target - base (the deficit; base is usually the canonical). Fails on mismatched shapes
+// or a rank < 1 (other than full).
+Result<Patch> form_patch(const ChunkKV& target, const ChunkKV& base, const PatchOptions& opts,
+                         std::vector<DeltaStats>* stats = nullptr);
+// Factors mean(targets) - base: the orbit patch when targets are the chunk's KV conditioned on
+// every ordering of one antecedent set.
+Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const ChunkKV& base,
+                              const PatchOptions& opts, std::vector<DeltaStats>* stats = nullptr);
 
 // Writes canonical + U_m S_m V_m^T into tokens [begin, begin + kv.n_tokens) of a pool sequence
 // (rows must be writable) in one pass per (layer, channel): the low-rank product goes through one

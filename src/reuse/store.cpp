@@ -29,7 +29,8 @@ size_t PatchKeyHash::operator()(const PatchKey& k) const {
                             k.antecedents.lo,
                             uint64_t(int64_t(k.rank)),
                             uint64_t(k.per_head),
-                            uint64_t(k.dtype)};
+                            uint64_t(k.dtype),
+                            uint64_t(k.orbit)};
   return size_t(XXH3_64bits(parts, sizeof(parts)) ^ XXH3_64bits(k.layers.data(), k.layers.size()));
 }
 
@@ -95,7 +96,7 @@ void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
     lru_.erase(it->second.lru);
     patches_.erase(it);
   }
-  if (b > budget_) return;
+  if (b > budget_ || b > patch_budget_) return;
   lru_.push_front(Slot{true, {}, e->key});
   const PatchKey key = e->key;
   patches_[key] = PatchSlot{std::move(e), lru_.begin()};
@@ -116,6 +117,17 @@ bool ChunkStore::erase_canonical(const ChunkId& id) {
 }
 
 void ChunkStore::evict_to_budget() {
+  // Past the patch cap: drop the least recently used patches first.
+  for (auto it = lru_.end(); stats_.patch_bytes > patch_budget_ && it != lru_.begin();) {
+    --it;
+    if (!it->is_patch) continue;
+    auto p = patches_.find(it->key);
+    stats_.patch_bytes -= p->second.entry->bytes();
+    --stats_.patch_entries;
+    ++stats_.patch_evictions;
+    patches_.erase(p);
+    it = lru_.erase(it);
+  }
   while (stats_.bytes_held() > budget_ && !lru_.empty()) {
     const Slot victim = lru_.back();
     lru_.pop_back();
@@ -146,10 +158,17 @@ void ChunkStore::set_budget(size_t bytes) {
   evict_to_budget();
 }
 
+void ChunkStore::set_patch_budget(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  patch_budget_ = bytes;
+  evict_to_budget();
+}
+
 ChunkStore::Stats ChunkStore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   Stats s = stats_;
   s.byte_budget = budget_;
+  s.patch_byte_budget = patch_budget_;
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,7 @@ struct PatchKey {
   std::string layers;   // LayerSet::describe()
   bool per_head = false;
   DType dtype = DType::F32;
+  bool orbit = false;  // mean deficit over orderings of the antecedent set (ids sorted)
   bool operator==(const PatchKey&) const = default;
   static PatchKey make(const ChunkId& chunk, std::span<const ChunkId> antecedents,
                        const PatchOptions& opts);
@@ -54,7 +56,7 @@ class ChunkStore {
     int64_t canonical_hits = 0, canonical_misses = 0;
     int64_t patch_hits = 0, patch_misses = 0;
     int64_t canonical_evictions = 0, patch_evictions = 0;
-    size_t canonical_bytes = 0, patch_bytes = 0, byte_budget = 0;
+    size_t canonical_bytes = 0, patch_bytes = 0, byte_budget = 0, patch_byte_budget = 0;
     int64_t canonical_entries = 0, patch_entries = 0;
     // KV bytes served from stored entries instead of being recomputed by a forward.
     size_t bytes_saved = 0;
@@ -76,6 +78,8 @@ class ChunkStore {
 
   void note_bytes_saved(size_t bytes);
   void set_budget(size_t bytes);
+  // A separate cap on patch bytes (within the total budget); LRU patches go first past it.
+  void set_patch_budget(size_t bytes);
   Stats stats() const;
 
  private:
@@ -89,6 +93,7 @@ class ChunkStore {
 
   mutable std::mutex mu_;
   size_t budget_;
+  size_t patch_budget_ = SIZE_MAX;
   Stats stats_;
   std::list<Slot> lru_;  // front = most recent
   struct CanonSlot {

@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   reg("reuse-bench",
       "Score chunk reuse (blind, rank-m patch, deep-half patch, mask oracle) against re-prefill",
       add_reuse_bench);
+  reg("window-bench", "Measure window operations (slide, reorder, recall) against re-prefill",
+      add_window_bench);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

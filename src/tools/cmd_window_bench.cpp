@@ -1,0 +1,137 @@
+// kamera window-bench: the window operations (slide, reorder, recall) against full re-prefill.
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "eval/window_bench.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct WindowBenchArgs {
+  std::string model, tokenizer, items, scenario = "all", removal_ranks = "4,16,full", ks = "3,4,6";
+  int rank = 8, samples = 24, window_chunks = 5, limit = 12, threads = default_threads();
+  uint64_t seed = 1;
+  bool json = false, quiet = false;
+};
+
+Result<std::vector<int>> int_list(const std::string& s, const char* what, bool allow_full) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (allow_full && item == "full") {
+      out.push_back(kFullRank);
+      continue;
+    }
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 1 || v > 100000)
+      return make_error("{}: '{}' is not a positive integer{}", what, item,
+                        allow_full ? " or 'full'" : "");
+    out.push_back(int(v));
+  }
+  if (out.empty()) return make_error("{} is empty", what);
+  return out;
+}
+
+int run(const WindowBenchArgs& a) {
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  auto items = load_reuse_items(a.items, m);
+  if (!items.ok()) return fail(items.message(), a.json);
+  WindowBenchOptions o;
+  if (a.scenario != "all") o.scenarios = {a.scenario};
+  o.rank = a.rank == 0 ? kFullRank : a.rank;
+  auto rr = int_list(a.removal_ranks, "--removal-ranks", true);
+  if (!rr.ok()) return fail(rr.message(), a.json);
+  o.removal_ranks = *rr;
+  auto ks = int_list(a.ks, "--k", false);
+  if (!ks.ok()) return fail(ks.message(), a.json);
+  for (int k : *ks)
+    if (k < 2 || k > 8) return fail("--k values must be in [2, 8]", a.json);
+  o.reorder_k = *ks;
+  o.reorder_samples = a.samples;
+  o.window_chunks = a.window_chunks;
+  o.max_items = a.limit;
+  o.seed = a.seed;
+  const double t0 = now_ms();
+  const bool tty = isatty(2);
+  if (!a.quiet)
+    o.progress = [&, tty](const std::string& s, int done, int total) {
+      if (!tty && done != total && done % std::max(1, total / 4) != 0) return;
+      std::fprintf(stderr, "%skamera: window-bench %s %d/%d items, %.1f s elapsed%s",
+                   tty ? "\r" : "", s.c_str(), done, total, (now_ms() - t0) / 1e3,
+                   tty && done != total ? "   " : "\n");
+    };
+  Engine engine(m, a.threads);
+  auto r = run_window_bench(m, engine, *items, o);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json j = window_bench_json(*r);
+  j["model"] = model_summary(m);
+  j["items_file"] = a.items;
+  j["rank"] = a.rank;
+  j["threads"] = a.threads;
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("%-8s %-12s %-14s %5s %4s %11s %8s %8s %8s %10s %10s\n", "scenario", "group", "arm",
+              "rank", "n", "kl", "eta", "flip_rec", "argmax", "ms", "bytes");
+  for (const auto& w : r->arms) {
+    auto f = [](double x, const char* fm) {
+      return std::isnan(x) ? std::string("-") : fmt::format(fmt::runtime(fm), x);
+    };
+    const std::string rank = w.rank == kFullRank ? "full" : w.rank ? std::to_string(w.rank) : "-";
+    std::printf("%-8s %-12s %-14s %5s %4d %11.3e %8s %8s %8.3f %10s %10.0f\n", w.scenario.c_str(),
+                w.group.c_str(), w.name.c_str(), rank.c_str(), w.n, w.kl,
+                f(w.eta, "{:.3f}").c_str(), f(w.flip_recover, "{:.2f}").c_str(), w.argmax_agree,
+                f(w.ms, "{:.3f}").c_str(), w.bytes);
+  }
+  for (const auto& n : r->notes) std::printf("note: %s\n", n.c_str());
+  std::printf("eta: slide relative to keep-as-is; reorder and recall relative to blind reuse\n");
+  return 0;
+}
+
+}  // namespace
+
+Runner add_window_bench(CLI::App& app) {
+  auto a = std::make_shared<WindowBenchArgs>();
+  add_model_option(app, a->model);
+  app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for text items)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--items", a->items,
+                 "JSONL items (as reuse-bench); their antecedents and chunks form the chunk pool, "
+                 "their queries the probes")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--scenario", a->scenario, "slide, reorder, recall or all")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"slide", "reorder", "recall", "all"}));
+  app.add_option(
+         "--rank", a->rank,
+         "Patch rank of the reorder and recall arms (0 = full; capped at min(tokens, KV width))")
+      ->capture_default_str();
+  app.add_option("--removal-ranks", a->removal_ranks, "slide: ranks of the removal patch")
+      ->capture_default_str();
+  app.add_option("--k", a->ks,
+                 "reorder: antecedent set sizes K (exhaustive up to --samples orderings)")
+      ->capture_default_str();
+  app.add_option("--samples", a->samples, "reorder: orderings sampled when K! is larger")
+      ->capture_default_str();
+  app.add_option("--window-chunks", a->window_chunks,
+                 "recall: chunks in the window; turnover tau steps by 1/window-chunks")
+      ->capture_default_str();
+  app.add_option("--limit", a->limit, "Items used per scenario (0 = all)")->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of the chunk choices")->capture_default_str();
+  add_threads_option(app, a->threads);
+  app.add_flag("-q,--quiet", a->quiet, "No progress on stderr");
+  app.add_flag("--json", a->json, "Print the result as JSON");
+  return [a] { return run(*a); };
+}
+
+}  // namespace kamera::cli
