@@ -156,7 +156,12 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   auto pool_r = KvPool::create(pp);
   if (!pool_r.ok()) return pool_r.error();
   KvPool& pool = **pool_r;
-  const int kch = pool.layout().channel_index("k"), vch = pool.layout().channel_index("v");
+  const KvLayout& layout = pool.layout();
+  const int n_ch = int(layout.channels.size());
+  int rope_ch = -1;  // the rotated channel (k for GQA, k_pe for MLA)
+  for (int ch = 0; ch < n_ch; ++ch)
+    if (layout.channels[ch].rotated) rope_ch = ch;
+  if (rope_ch < 0) return make_error("reuse-bench: the model's KV layout has no rope channel");
   const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
 
   std::vector<ArmAccum> arms;
@@ -180,7 +185,14 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   }
   std::vector<double> t_reprefill, t_blind, t_patch, t_compile;
   res.anatomy.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) res.anatomy[l].layer = l;
+  for (int l = 0; l < c.n_layers; ++l) {
+    res.anatomy[l].layer = l;
+    res.anatomy[l].rel_norm.assign(n_ch, 0.0);
+    res.anatomy[l].rank90.assign(n_ch, 0.0);
+    res.anatomy[l].spectrum.assign(n_ch, {});
+  }
+  for (const auto& ch : layout.channels) res.channels.push_back(ch.name);
+  res.full_rank_max_rel_err_channel.assign(n_ch, 0.0);
 
   for (size_t idx = 0; idx < items.size(); ++idx) {
     const ReuseItem& it = items[idx];
@@ -256,7 +268,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
       po.dtype = opts.patch_dtype;
       po.per_head = opts.per_head;
       po.head_dim = c.head_dim;
-      if (po.rank != kFullRank) po.rank = std::min(po.rank, std::min(nB, c.kv_width()));
+      po.cap_rank = true;
       auto p = form_patch(cd->back(), canon.kv, po);
       if (!p.ok()) return p.error();
       t_compile.push_back(now_ms() - t0);
@@ -277,8 +289,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
         po.dtype = opts.patch_dtype;
         po.per_head = opts.per_head;
         po.head_dim = c.head_dim;
-        const int cap = std::min(nB, opts.per_head ? c.head_dim : c.kv_width());
-        if (po.rank != kFullRank) po.rank = std::min(po.rank, cap);  // rank capped at min(n, width)
+        po.cap_rank = true;  // rank capped at min(n, width) of each factored block
         std::vector<DeltaStats> stats;
         const bool want_stats =
             !deep && rank == kFullRank && opts.layers.kind == LayerSet::Kind::All;
@@ -298,7 +309,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
         }
         if (want_stats) {
           for (const DeltaStats& s : stats) {
-            const int ci = s.channel == kch ? 0 : 1;
+            const int ci = s.channel;
             res.anatomy[s.layer].rel_norm[ci] +=
                 s.conditioned_norm > 0 ? s.delta_norm / s.conditioned_norm : 0.0;
             res.anatomy[s.layer].rank90[ci] += s.rank90;
@@ -313,12 +324,10 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
           ChunkKV rebuilt = canon.kv;
           apply_patch(*p, rebuilt);
           for (int layer = 0; layer < c.n_layers; ++layer) {
-            res.full_rank_max_rel_err_k =
-                std::max(res.full_rank_max_rel_err_k,
-                         max_rel_err(rebuilt.at(layer, kch), cond.at(layer, kch)));
-            res.full_rank_max_rel_err_v =
-                std::max(res.full_rank_max_rel_err_v,
-                         max_rel_err(rebuilt.at(layer, vch), cond.at(layer, vch)));
+            for (int ch = 0; ch < n_ch; ++ch)
+              res.full_rank_max_rel_err_channel[ch] =
+                  std::max(res.full_rank_max_rel_err_channel[ch],
+                           max_rel_err(rebuilt.at(layer, ch), cond.at(layer, ch)));
           }
         }
       }
@@ -349,22 +358,23 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
       if (!r2.ok()) return r2.error();
       const ChunkKV shifted = read_chunk_kv(pool, s.id(), 1, nB);
       const std::vector<Pos> pos = it.chunk.positions_at(pB);
-      const int width = c.kv_width();
+      const int width = layout.channels[rope_ch].width;
+      const int rope_hd = engine.rope().desc().head_dim, rope_heads = width / rope_hd;
       for (int layer = 0; layer < c.n_layers; ++layer) {
         std::vector<float> a(size_t(nB) * width), b(size_t(nB) * width);
         for (int i = 0; i < nB; ++i) {
-          canon.kv.at(layer, kch).get_row(i, &a[size_t(i) * width]);
-          shifted.at(layer, kch).get_row(i, &b[size_t(i) * width]);
+          canon.kv.at(layer, rope_ch).get_row(i, &a[size_t(i) * width]);
+          shifted.at(layer, rope_ch).get_row(i, &b[size_t(i) * width]);
         }
-        relocate_rope_channel(engine.rope(), c.n_kv_heads, a.data(), nB, width, pos, false,
+        relocate_rope_channel(engine.rope(), rope_heads, a.data(), nB, width, pos, false,
                               &engine.threads());
-        relocate_rope_channel(engine.rope(), c.n_kv_heads, b.data(), nB, width, pos, false,
+        relocate_rope_channel(engine.rope(), rope_heads, b.data(), nB, width, pos, false,
                               &engine.threads());
         double scale = 0, err = 0;
         for (int i = 0; i < nB; ++i)
-          for (int h = 0; h < c.n_kv_heads; ++h)
+          for (int h = 0; h < rope_heads; ++h)
             for (int d = 0; d < c.rope.n_rot; ++d) {
-              const size_t at = size_t(i) * width + size_t(h) * c.head_dim + d;
+              const size_t at = size_t(i) * width + size_t(h) * rope_hd + d;
               const int64_t ulp = ulp_distance(a[at], b[at]);
               res.relocation_max_ulp = std::max(res.relocation_max_ulp, ulp);
               if (layer == 0)
@@ -385,12 +395,13 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   res.mean_chunk_tokens /= n;
   res.mean_query_tokens /= n;
   for (auto& l : res.anatomy)
-    for (int ci = 0; ci < 2; ++ci) {
+    for (int ci = 0; ci < n_ch; ++ci) {
       l.rel_norm[ci] /= n;
       l.rank90[ci] /= n;
       for (double& x : l.spectrum[ci]) x /= n;
     }
-  res.full_rank_max_rel_err = std::max(res.full_rank_max_rel_err_k, res.full_rank_max_rel_err_v);
+  for (double e : res.full_rank_max_rel_err_channel)
+    res.full_rank_max_rel_err = std::max(res.full_rank_max_rel_err, e);
   res.timing_reprefill_ms = median(t_reprefill);
   res.timing_reuse_blind_ms = median(t_blind);
   res.timing_reuse_patch_ms = median(t_patch);
@@ -451,14 +462,18 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
                     {"kv_max_rel_err", num(a.kv_max_rel_err)},
                     {"kv_max_ulp", a.kv_max_ulp < 0 ? json(nullptr) : json(a.kv_max_ulp)}});
   json anatomy = json::array();
-  for (const auto& l : r.anatomy)
-    anatomy.push_back({{"layer", l.layer},
-                       {"rel_norm_k", l.rel_norm[0]},
-                       {"rel_norm_v", l.rel_norm[1]},
-                       {"rank90_k", l.rank90[0]},
-                       {"rank90_v", l.rank90[1]},
-                       {"spectrum_k", l.spectrum[0]},
-                       {"spectrum_v", l.spectrum[1]}});
+  for (const auto& l : r.anatomy) {
+    json row{{"layer", l.layer}};
+    for (size_t ch = 0; ch < r.channels.size(); ++ch) {
+      row["rel_norm_" + r.channels[ch]] = l.rel_norm[ch];
+      row["rank90_" + r.channels[ch]] = l.rank90[ch];
+      row["spectrum_" + r.channels[ch]] = l.spectrum[ch];
+    }
+    anatomy.push_back(row);
+  }
+  json full_rank = json::object();
+  for (size_t ch = 0; ch < r.channels.size(); ++ch)
+    full_rank[r.channels[ch]] = r.full_rank_max_rel_err_channel[ch];
   return json{{"n_items", r.n_items},
               {"n_flips", r.n_flips},
               {"mean_tokens",
@@ -470,8 +485,7 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
               {"relocation_max_abs_err", r.relocation_max_abs_err},
               {"relocation_max_rel_err", r.relocation_max_rel_err},
               {"full_rank_max_rel_err", r.full_rank_max_rel_err},
-              {"full_rank_max_rel_err_k", r.full_rank_max_rel_err_k},
-              {"full_rank_max_rel_err_v", r.full_rank_max_rel_err_v},
+              {"full_rank_max_rel_err_by_channel", full_rank},
               {"arms", arms},
               {"timing_ms",
                {{"reprefill", r.timing_reprefill_ms},

@@ -51,11 +51,12 @@ struct ArmSummary {
 
 struct LayerAnatomy {
   int layer = 0;
-  double rel_norm[2] = {0, 0};  // mean over items of ||delta|| / ||KV(B|A)||, channels k, v
-  double rank90[2] = {0, 0};    // mean over items of the rank holding 90% of ||delta||^2
+  // Per channel (KvLayout order: k, v for GQA; c_kv, k_pe for MLA):
+  std::vector<double> rel_norm;  // mean over items of ||delta|| / ||KV(B|A)||
+  std::vector<double> rank90;    // mean over items of the rank holding 90% of ||delta||^2
   // Mean over items of the singular values sigma_i / sigma_0 (first min over items of
   // min(n_tokens, width) values): the shape of the deficit's spectrum at this depth.
-  std::vector<double> spectrum[2];
+  std::vector<std::vector<double>> spectrum;
 };
 
 struct ReuseBenchResult {
@@ -67,7 +68,8 @@ struct ReuseBenchResult {
   double relocation_max_abs_err = 0;
   double relocation_max_rel_err = 0;  // max |diff| / max |k| per layer, max over layers
   double full_rank_max_rel_err = 0;   // max over k and v
-  double full_rank_max_rel_err_k = 0, full_rank_max_rel_err_v = 0;
+  std::vector<std::string> channels;  // channel names, KvLayout order
+  std::vector<double> full_rank_max_rel_err_channel;  // per channel
   std::vector<ArmSummary> arms;
   double timing_reprefill_ms = 0, timing_reuse_blind_ms = 0, timing_reuse_patch_ms = 0,
          timing_compile_ms = 0;  // medians over items

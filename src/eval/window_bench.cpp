@@ -59,7 +59,9 @@ class Bench {
 
   PatchOptions patch_opts(int rank, int n_tokens) const {
     PatchOptions po;
-    po.rank = rank == kFullRank ? kFullRank : std::min(rank, std::min(n_tokens, m_.cfg.kv_width()));
+    (void)n_tokens;
+    po.rank = rank;
+    po.cap_rank = true;  // capped at min(n, width) of each (layer, channel)
     po.head_dim = m_.cfg.head_dim;
     return po;
   }

@@ -1,8 +1,10 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "ops/attention_mla.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
 
@@ -48,10 +50,11 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
   KvLayout want = model_.kv_layout();
   const KvLayout& have = kv.layout();
-  if (have.n_layers != want.n_layers || have.channels.size() != want.channels.size() ||
-      have.channels[0].width != want.channels[0].width ||
-      have.channels[1].width != want.channels[1].width)
-    return make_error("forward: the KV pool's layout does not match the model");
+  bool same = have.n_layers == want.n_layers && have.channels.size() == want.channels.size();
+  for (size_t i = 0; same && i < want.channels.size(); ++i)
+    same = have.channels[i].width == want.channels[i].width &&
+           have.channels[i].rotated == want.channels[i].rotated;
+  if (!same) return make_error("forward: the KV pool's layout does not match the model");
 
   auto first = kv.append(seq, in.positions);
   if (!first.ok()) return first.error();
@@ -87,7 +90,11 @@ Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off,
   grow(q_, size_t(n) * qw);
   grow(k_, size_t(n) * kvw);
   grow(v_, size_t(n) * kvw);
-  grow(att_, size_t(n) * qw);
+  grow(att_, size_t(n) * std::max(qw, c.attn_out_width()));
+  if (c.attention == AttentionKind::Mla) {
+    grow(k_, size_t(n) * (c.mla.kv_lora_rank + c.mla.qk_rope_dim));         // kv_a output
+    grow(v_, size_t(n) * std::max(c.mla.kv_lora_rank, c.mla.q_lora_rank));  // latent / q_a
+  }
   grow(gate_, size_t(n) * hid);
   grow(up_, size_t(n) * hid);
   grow(tmp_, size_t(n) * d);
@@ -114,25 +121,31 @@ Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off,
   for (int li = 0; li < c.n_layers; ++li) {
     const LayerWeights& L = model_.layers[li];
     rmsnorm(x, L.attn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
-    matmul_wt(xb_.data(), L.wq.data(), L.bq.empty() ? nullptr : L.bq.data(), q_.data(), n, d, qw);
-    matmul_wt(xb_.data(), L.wk.data(), L.bk.empty() ? nullptr : L.bk.data(), k_.data(), n, d, kvw);
-    matmul_wt(xb_.data(), L.wv.data(), L.bv.empty() ? nullptr : L.bv.data(), v_.data(), n, d, kvw);
-    // KV rows into the pool; keys pre-rotation (position-free).
-    float* k_arena = kv.arena(li, kch);
-    float* v_arena = kv.arena(li, vch);
-    for (int t = 0; t < n; ++t) {
-      const size_t slot = size_t(slots[first + t]);
-      std::memcpy(k_arena + slot * kvw, k_.data() + size_t(t) * kvw, sizeof(float) * kvw);
-      std::memcpy(v_arena + slot * kvw, v_.data() + size_t(t) * kvw, sizeof(float) * kvw);
+    if (c.attention == AttentionKind::Mla) {
+      mla_attention_block(kv, li, n, first, slots, positions, cs.data(), sn.data(), mask);
+    } else {
+      matmul_wt(xb_.data(), L.wq.data(), L.bq.empty() ? nullptr : L.bq.data(), q_.data(), n, d, qw);
+      matmul_wt(xb_.data(), L.wk.data(), L.bk.empty() ? nullptr : L.bk.data(), k_.data(), n, d,
+                kvw);
+      matmul_wt(xb_.data(), L.wv.data(), L.bv.empty() ? nullptr : L.bv.data(), v_.data(), n, d,
+                kvw);
+      // KV rows into the pool; keys pre-rotation (position-free).
+      float* k_arena = kv.arena(li, kch);
+      float* v_arena = kv.arena(li, vch);
+      for (int t = 0; t < n; ++t) {
+        const size_t slot = size_t(slots[first + t]);
+        std::memcpy(k_arena + slot * kvw, k_.data() + size_t(t) * kvw, sizeof(float) * kvw);
+        std::memcpy(v_arena + slot * kvw, v_.data() + size_t(t) * kvw, sizeof(float) * kvw);
+      }
+      pool_.parallel_for(n, [&](int64_t a, int64_t b) {
+        for (int64_t t = a; t < b; ++t)
+          rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half],
+                     q_.data() + size_t(t) * qw, c.n_heads);
+      });
+      attention_paged(shape, q_.data(), n, first, k_arena, v_arena, slots, positions, rope_, mask,
+                      att_.data(), pool_, attn_ws_);
     }
-    pool_.parallel_for(n, [&](int64_t a, int64_t b) {
-      for (int64_t t = a; t < b; ++t)
-        rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half], q_.data() + size_t(t) * qw,
-                   c.n_heads);
-    });
-    attention_paged(shape, q_.data(), n, first, k_arena, v_arena, slots, positions, rope_, mask,
-                    att_.data(), pool_, attn_ws_);
-    matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, qw, d);
+    matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, c.attn_out_width(), d);
     add_inplace(x, tmp_.data(), int64_t(n) * d);
 
     rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
@@ -151,6 +164,50 @@ Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off,
   logits.resize(at + size_t(rows) * c.n_vocab);
   matmul_wt(xb_.data(), model_.output_weight(), nullptr, logits.data() + at, rows, d, c.n_vocab);
   return Status::Ok();
+}
+
+}  // namespace kamera
+
+namespace kamera {
+
+// MLA: project, cache the normalized latent (content) and the pre-rotation k_pe (rope), rotate the
+// queries' rope part, attend in the latent space. Leaves the head outputs in att_.
+void Engine::mla_attention_block(KvPool& kv, int li, int n, int first,
+                                 std::span<const int32_t> slots, std::span<const Pos> positions,
+                                 const float* cs, const float* sn, const AttentionMask* mask) {
+  const ModelConfig& c = model_.cfg;
+  const LayerWeights& L = model_.layers[li];
+  const MlaConfig& m = c.mla;
+  const int d = c.dim, qw = c.q_width(), half = c.rope.n_pairs();
+  const int lat = m.kv_lora_rank, R = m.qk_rope_dim, dq = m.qk_nope_dim + m.qk_rope_dim;
+  if (m.q_lora_rank > 0) {
+    matmul_wt(xb_.data(), L.wq_a.data(), nullptr, v_.data(), n, d, m.q_lora_rank);
+    rmsnorm(v_.data(), L.q_a_norm.data(), v_.data(), n, m.q_lora_rank, c.rms_eps, &pool_);
+    matmul_wt(v_.data(), L.wq_b.data(), nullptr, q_.data(), n, m.q_lora_rank, qw);
+  } else {
+    matmul_wt(xb_.data(), L.wq.data(), nullptr, q_.data(), n, d, qw);
+  }
+  matmul_wt(xb_.data(), L.wkv_a.data(), nullptr, k_.data(), n, d, lat + R);
+  float* c_arena = kv.arena(li, 0);
+  float* kpe_arena = kv.arena(li, 1);
+  for (int t = 0; t < n; ++t) {
+    const float* row = k_.data() + size_t(t) * (lat + R);
+    float* latent = v_.data() + size_t(t) * lat;
+    std::memcpy(latent, row, sizeof(float) * lat);
+    const size_t slot = size_t(slots[first + t]);
+    std::memcpy(kpe_arena + slot * R, row + lat, sizeof(float) * R);  // pre-rotation
+  }
+  rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
+  for (int t = 0; t < n; ++t)
+    std::memcpy(c_arena + size_t(slots[first + t]) * lat, v_.data() + size_t(t) * lat,
+                sizeof(float) * lat);
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < c.n_heads; ++h)
+      rope_apply(c.rope, cs + size_t(t) * half, sn + size_t(t) * half,
+                 q_.data() + size_t(t) * qw + size_t(h) * dq + m.qk_nope_dim, 1);
+  const MlaShape shape{c.n_heads, lat, m.qk_nope_dim, R, m.v_head_dim};
+  attention_mla(shape, q_.data(), n, first, L.wkv_b.data(), c_arena, kpe_arena, slots, positions,
+                rope_, mask, 1.0f / std::sqrt(float(dq)), att_.data(), pool_, mla_ws_);
 }
 
 }  // namespace kamera

@@ -11,6 +11,7 @@
 #include "kv/pool.h"
 #include "model/model.h"
 #include "ops/attention.h"
+#include "ops/attention_mla.h"
 #include "ops/rope.h"
 
 namespace kamera {
@@ -54,11 +55,15 @@ class Engine {
  private:
   Status run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int offset, int n, int first,
                    const AttentionMask* mask, LogitsMode logits, std::vector<float>& out);
+  void mla_attention_block(KvPool& kv, int layer, int n, int first, std::span<const int32_t> slots,
+                           std::span<const Pos> positions, const float* cos, const float* sin,
+                           const AttentionMask* mask);
 
   const Model& model_;
   ThreadPool pool_;
   RopeCache rope_;
   AttentionWorkspace attn_ws_;
+  MlaWorkspace mla_ws_;
   // Scratch (rows x width), grown on demand.
   std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
 };

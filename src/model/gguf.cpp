@@ -851,6 +851,13 @@ void discard(std::FILE* f, const std::string& tmp) {
 }  // namespace
 
 Status GgufWriter::write(const std::string& path) const {
+  // The file is written beside its destination and renamed over it: the destination must be a
+  // regular file or not exist (renaming over /dev/null or a directory would replace it).
+  {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      return make_error("{}: exists and is not a regular file; refusing to replace it", path);
+  }
   const std::string tmp = path + ".tmp";
   std::FILE* f = nullptr;
   try {

@@ -102,9 +102,12 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   const GgufFile& f = **file;
   const auto arch = f.get_string("general.architecture");
   if (!arch) return make_error("{}: missing general.architecture", path);
-  if (*arch != "llama" && *arch != "qwen2")
-    return make_error("{}: architecture '{}' is not supported (supported: llama, qwen2)", path,
-                      *arch);
+  if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen2vl" && *arch != "deepseek2")
+    return make_error(
+        "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen2vl, deepseek2)",
+        path, *arch);
+  const bool mla = *arch == "deepseek2";
+  const bool qwen = *arch == "qwen2" || *arch == "qwen2vl";
   GgufModelReader r(f, *arch);
 
   auto m = std::make_unique<Model>();
@@ -125,12 +128,43 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   KAMERA_TRY(get("context_length", c.ctx_len));
   c.n_kv_heads = int(r.int_or("attention.head_count_kv", c.n_heads));
   c.head_dim = int(r.int_or("attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));
-  if (r.int_or("attention.value_length", c.head_dim) != c.head_dim)
+  if (!mla && r.int_or("attention.value_length", c.head_dim) != c.head_dim)
     return make_error("{}: key_length != value_length is not supported", path);
   c.rms_eps = float(r.float_or("attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope.layout = *arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = int(r.int_or("rope.dimension_count", c.head_dim));
+  if (mla) {
+    // DeepSeek-V2 MLA: key_length = qk_nope + qk_rope, value_length = v_head,
+    // rope.dimension_count = qk_rope.
+    c.attention = AttentionKind::Mla;
+    c.mla.q_lora_rank = int(r.int_or("attention.q_lora_rank", 0));
+    c.mla.kv_lora_rank = int(r.int_or("attention.kv_lora_rank", 0));
+    c.mla.qk_rope_dim = c.rope.n_rot;
+    c.mla.qk_nope_dim = c.head_dim - c.rope.n_rot;
+    c.mla.v_head_dim = int(r.int_or("attention.value_length", 0));
+    c.rope.head_dim = c.rope.n_rot;
+    const int64_t dense = r.int_or("leading_dense_block_count", c.n_layers);
+    if (dense < c.n_layers)
+      return make_error(
+          "{}: layers {}..{} use mixture-of-experts FFNs, which kamera does not run "
+          "yet (dense FFN layers only)",
+          path, dense, c.n_layers - 1);
+  }
+  if (*arch == "qwen2vl") {
+    const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
+    if (!sec || sec->size() < 3 || sec->size() > 4)
+      return make_error("{}: qwen2vl.rope.dimension_sections must be an array of 3 or 4 integers",
+                        path);
+    for (size_t i = 0; i < sec->size(); ++i) {
+      if ((*sec)[i] < 0 || (*sec)[i] > 1 << 16)
+        return make_error("{}: rope section {} = {} is out of range", path, i, (*sec)[i]);
+      c.rope.sections[i] = int((*sec)[i]);
+    }
+    c.rope.mrope = f.get_bool("qwen2vl.rope.mrope_interleaved").value_or(false)
+                       ? MropeMode::Interleaved
+                       : MropeMode::Blocked;
+  }
   c.rope.theta = r.float_or("rope.freq_base", 10000.0);
   const auto scaling = f.get_string(*arch + ".rope.scaling.type");
   if (scaling && *scaling == "linear") {
@@ -164,6 +198,27 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
     LayerWeights& l = m->layers[i];
     const std::string p = fmt::format("blk.{}.", i);
     KAMERA_TRY(r.tensor(p + "attn_norm.weight", {d}, l.attn_norm));
+    if (mla) {
+      const MlaConfig& a = c.mla;
+      const int64_t lat = a.kv_lora_rank, rope = a.qk_rope_dim, H = c.n_heads;
+      if (a.q_lora_rank > 0) {
+        KAMERA_TRY(r.tensor(p + "attn_q_a.weight", {d, a.q_lora_rank}, l.wq_a));
+        KAMERA_TRY(r.tensor(p + "attn_q_a_norm.weight", {a.q_lora_rank}, l.q_a_norm));
+        KAMERA_TRY(r.tensor(p + "attn_q_b.weight", {a.q_lora_rank, q}, l.wq_b));
+      } else {
+        KAMERA_TRY(r.tensor(p + "attn_q.weight", {d, q}, l.wq));
+      }
+      KAMERA_TRY(r.tensor(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
+      KAMERA_TRY(r.tensor(p + "attn_kv_a_norm.weight", {lat}, l.kv_a_norm));
+      KAMERA_TRY(
+          r.tensor(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
+      KAMERA_TRY(r.tensor(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
+      KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
+      KAMERA_TRY(r.tensor(p + "ffn_gate.weight", {d, h}, l.w_gate));
+      KAMERA_TRY(r.tensor(p + "ffn_down.weight", {h, d}, l.w_down));
+      KAMERA_TRY(r.tensor(p + "ffn_up.weight", {d, h}, l.w_up));
+      continue;
+    }
     KAMERA_TRY(r.tensor(p + "attn_q.weight", {d, q}, l.wq));
     KAMERA_TRY(r.tensor(p + "attn_k.weight", {d, kv}, l.wk));
     KAMERA_TRY(r.tensor(p + "attn_v.weight", {d, kv}, l.wv));

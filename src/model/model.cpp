@@ -28,13 +28,38 @@ Status ModelConfig::validate(const std::string& src) const {
     return bad(fmt::format("rope dims {} for head dim {}", rope.n_rot, head_dim));
   if (!(rope.theta > 0) || !(rope.freq_scale > 0)) return bad("rope theta / scale must be > 0");
   if (!(rms_eps > 0) || !(rms_eps < 1)) return bad(fmt::format("rms eps {}", rms_eps));
+  if (attention == AttentionKind::Mla) {
+    const MlaConfig& m = mla;
+    if (m.kv_lora_rank <= 0 || m.qk_nope_dim < 0 || m.qk_rope_dim <= 0 || m.v_head_dim <= 0 ||
+        m.q_lora_rank < 0 || m.kv_lora_rank > kMax || m.qk_rope_dim % 2 != 0)
+      return bad(fmt::format("MLA dims q_lora {} kv_lora {} nope {} rope {} v {}", m.q_lora_rank,
+                             m.kv_lora_rank, m.qk_nope_dim, m.qk_rope_dim, m.v_head_dim));
+    if (head_dim != m.qk_nope_dim + m.qk_rope_dim || rope.n_rot != m.qk_rope_dim ||
+        rope.head_dim != m.qk_rope_dim)
+      return bad("MLA head dim must be qk_nope + qk_rope, and the rope acts on the qk_rope dims");
+    if (n_kv_heads != n_heads) return bad("MLA has one KV head per query head");
+  }
+  if (rope.mrope != MropeMode::None) {
+    int total = 0;
+    for (int s : rope.sections) {
+      if (s < 0) return bad("negative rope section");
+      total += s;
+    }
+    if (total != rope.n_pairs())
+      return bad(
+          fmt::format("rope sections sum to {} pairs, the rope has {}", total, rope.n_pairs()));
+  }
   return Status::Ok();
 }
 
 KvLayout Model::kv_layout() const {
   KvLayout l;
   l.n_layers = cfg.n_layers;
-  l.channels = {{"k", cfg.kv_width(), true}, {"v", cfg.kv_width(), false}};
+  if (cfg.attention == AttentionKind::Mla) {
+    l.channels = {{"c_kv", cfg.mla.kv_lora_rank, false}, {"k_pe", cfg.mla.qk_rope_dim, true}};
+  } else {
+    l.channels = {{"k", cfg.kv_width(), true}, {"v", cfg.kv_width(), false}};
+  }
   return l;
 }
 
@@ -49,6 +74,12 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
   XXH3_128bits_update(st, c.arch.data(), c.arch.size());
   XXH3_128bits_update(st, ints, sizeof(ints));
   XXH3_128bits_update(st, reals, sizeof(reals));
+  const int more[] = {int(c.attention),   c.mla.q_lora_rank,  c.mla.kv_lora_rank,
+                      c.mla.qk_nope_dim,  c.mla.qk_rope_dim,  c.mla.v_head_dim,
+                      int(c.rope.mrope),  c.rope.sections[0], c.rope.sections[1],
+                      c.rope.sections[2], c.rope.sections[3]};
+  if (c.attention != AttentionKind::Gqa || c.rope.mrope != MropeMode::None)
+    XXH3_128bits_update(st, more, sizeof(more));
   auto add = [&](const std::vector<float>& v) {
     const uint64_t n = v.size();
     XXH3_128bits_update(st, &n, sizeof(n));
@@ -58,8 +89,9 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
   add(m.out_norm);
   add(m.output);
   for (const LayerWeights& l : m.layers)
-    for (const auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo,
-                          &l.ffn_norm, &l.w_gate, &l.w_down, &l.w_up})
+    for (const auto* v :
+         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.ffn_norm, &l.w_gate,
+          &l.w_down, &l.w_up, &l.wq_a, &l.q_a_norm, &l.wq_b, &l.wkv_a, &l.kv_a_norm, &l.wkv_b})
       add(*v);
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);

@@ -16,8 +16,24 @@
 
 namespace kamera {
 
+// How attention caches its keys and values (DESIGN.md §2: content | rope channels).
+//   Gqa (MHA = GQA with one query head per KV head): channels k (rope) and v (content).
+//   Mla (DeepSeek-V2): channels c_kv (the kv_lora_rank latent, content, shared by K and V) and
+//     k_pe (qk_rope_head_dim, rope, shared by all heads).
+enum class AttentionKind : uint8_t { Gqa, Mla };
+
+struct MlaConfig {
+  int q_lora_rank = 0;  // 0: plain q projection
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;  // per head
+  int qk_rope_dim = 0;  // per head, and the width of the shared k_pe
+  int v_head_dim = 0;
+};
+
 struct ModelConfig {
-  std::string arch = "llama";  // "llama" or "qwen2" (GGUF general.architecture)
+  std::string arch = "llama";  // GGUF general.architecture: llama, qwen2, qwen2vl, deepseek2
+  AttentionKind attention = AttentionKind::Gqa;
+  MlaConfig mla;
   int n_vocab = 0;
   int dim = 0;  // residual width (embedding_length)
   int n_layers = 0;
@@ -31,8 +47,12 @@ struct ModelConfig {
   bool qkv_bias = false;    // qwen2
   bool tied_output = true;  // output head shares the token embedding
 
+  // head_dim is the query/key head width: for MLA qk_nope_dim + qk_rope_dim.
   int q_width() const { return n_heads * head_dim; }
-  int kv_width() const { return n_kv_heads * head_dim; }
+  int kv_width() const { return n_kv_heads * head_dim; }  // GQA only
+  int attn_out_width() const {  // width of the concatenated head outputs (input of wo)
+    return attention == AttentionKind::Mla ? n_heads * mla.v_head_dim : n_heads * head_dim;
+  }
   Status validate(const std::string& source) const;
 };
 
@@ -48,6 +68,14 @@ struct LayerWeights {
   std::vector<float> w_gate;      // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
   std::vector<float> w_down;      // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
   std::vector<float> w_up;        // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
+  // MLA (attention == Mla); wq above is used when q_lora_rank == 0
+  std::vector<float> wq_a;       // (q_lora_rank, dim)
+  std::vector<float> q_a_norm;   // (q_lora_rank)
+  std::vector<float> wq_b;       // (n_heads*(qk_nope+qk_rope), q_lora_rank)
+  std::vector<float> wkv_a;      // (kv_lora_rank + qk_rope, dim): latent rows first, then k_pe
+  std::vector<float> kv_a_norm;  // (kv_lora_rank)
+  std::vector<float>
+      wkv_b;  // (n_heads*(qk_nope+v_head), kv_lora_rank): per head K_nope rows, then V rows
 };
 
 struct Model {

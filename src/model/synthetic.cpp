@@ -41,13 +41,34 @@ void fill_norm(float* dst, int64_t n, uint64_t seed, const std::string& name) {
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-  return {"tiny", "0.5b"};
+  return {"tiny", "0.5b (llama, qwen2)", "3b (qwen2vl)", "lite (deepseek2)"};
 }
 
+namespace {
+
+// Keeps the rope description consistent with the attention shape.
+void finish_rope(ModelConfig& c) {
+  if (c.attention == AttentionKind::Mla) {
+    c.head_dim = c.mla.qk_nope_dim + c.mla.qk_rope_dim;
+    c.rope.n_rot = c.mla.qk_rope_dim;
+    c.rope.head_dim = c.mla.qk_rope_dim;
+    c.n_kv_heads = c.n_heads;
+  } else {
+    c.rope.head_dim = c.head_dim;
+  }
+}
+
+}  // namespace
+
 std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::string& preset) {
-  if (arch != "llama" && arch != "qwen2") return std::nullopt;
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen2vl" && arch != "deepseek2")
+    return std::nullopt;
   ModelConfig c;
   c.arch = arch;
+  c.tied_output = true;
+  c.rope.theta = 10000.0;
+  c.rms_eps = 1e-5f;
+  const bool qwen = arch == "qwen2" || arch == "qwen2vl";
   if (preset == "tiny") {
     c.dim = 64;
     c.n_layers = 2;
@@ -57,9 +78,13 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.ffn_dim = 128;
     c.n_vocab = 512;
     c.ctx_len = 1024;
-    c.rope.theta = 10000.0;
-    c.rms_eps = 1e-5f;
-  } else if (preset == "0.5b") {
+    if (arch == "qwen2vl") c.rope.sections = {2, 3, 3, 0};  // 8 pairs of the 16-dim head
+    if (arch == "deepseek2") {
+      c.mla = {32, 32, 16, 8, 16};  // q_lora, kv_lora, qk_nope, qk_rope, v_head
+      c.tied_output = false;        // llama.cpp's deepseek2 loader requires output.weight
+    }
+  } else if (preset == "0.5b" && (arch == "llama" || arch == "qwen2")) {
+    // Qwen2.5-0.5B's text decoder
     c.dim = 896;
     c.n_layers = 24;
     c.n_heads = 14;
@@ -70,14 +95,41 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.ctx_len = 32768;
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
+  } else if (preset == "3b" && arch == "qwen2vl") {
+    // Qwen2.5-VL-3B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
+    c.dim = 2048;
+    c.n_layers = 36;
+    c.n_heads = 16;
+    c.n_kv_heads = 2;
+    c.head_dim = 128;
+    c.ffn_dim = 11008;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+    c.rope.sections = {16, 24, 24, 0};
+  } else if (preset == "lite" && arch == "deepseek2") {
+    // DeepSeek-V2-Lite's attention block (27 layers, hidden 2048, 16 heads, no q low-rank,
+    // kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128). Its FFN is modelled dense at the
+    // routed-expert width (1408): kamera does not run MoE layers.
+    c.dim = 2048;
+    c.n_layers = 27;
+    c.n_heads = 16;
+    c.ffn_dim = 1408;
+    c.n_vocab = 102400;
+    c.ctx_len = 32768;
+    c.rms_eps = 1e-6f;
+    c.mla = {0, 512, 128, 64, 128};
+    c.tied_output = false;
   } else {
     return std::nullopt;
   }
-  c.qkv_bias = arch == "qwen2";
-  c.tied_output = true;
-  c.rope.layout = arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Normal;
-  c.rope.head_dim = c.head_dim;
+  c.qkv_bias = qwen;
+  c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.n_rot = c.head_dim;
+  if (arch == "qwen2vl") c.rope.mrope = MropeMode::Blocked;
+  if (arch == "deepseek2") c.attention = AttentionKind::Mla;
+  finish_rope(c);
   return c;
 }
 
@@ -91,6 +143,30 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) return make_error("--dims: '{}' is not key=value", item);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (key == "sections") {  // t:h:w[:extra] rotary pairs per M-RoPE component
+      std::stringstream vs(val);
+      std::string part;
+      int i = 0;
+      c.rope.sections = {0, 0, 0, 0};
+      while (std::getline(vs, part, ':')) {
+        if (i == 4) return make_error("--dims: sections takes at most 4 values");
+        char* end = nullptr;
+        const long v = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || *end != '\0' || v < 0 || v > 4096)
+          return make_error("--dims: '{}' in sections={} is not a count", part, val);
+        c.rope.sections[i++] = int(v);
+      }
+      continue;
+    }
+    if (key == "mrope") {
+      if (val == "blocked")
+        c.rope.mrope = MropeMode::Blocked;
+      else if (val == "interleaved")
+        c.rope.mrope = MropeMode::Interleaved;
+      else
+        return make_error("--dims: mrope={} (blocked or interleaved)", val);
+      continue;
+    }
     double x = 0;
     auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
     if (ec != std::errc() || p != val.data() + val.size())
@@ -123,40 +199,86 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
       c.qkv_bias = i != 0;
     else if (key == "tied")
       c.tied_output = i != 0;
+    else if (key == "q_lora")
+      c.mla.q_lora_rank = i;
+    else if (key == "kv_lora")
+      c.mla.kv_lora_rank = i;
+    else if (key == "qk_nope")
+      c.mla.qk_nope_dim = i;
+    else if (key == "qk_rope")
+      c.mla.qk_rope_dim = i;
+    else if (key == "v_head")
+      c.mla.v_head_dim = i;
     else
       return make_error(
           "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
-          "vocab, ctx, rope_dims, theta, eps, bias, tied)",
+          "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
+          "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
+          "v_head)",
           key);
   }
-  c.rope.head_dim = c.head_dim;
-  if (rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
+  if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
+  finish_rope(c);
   return c.validate("--dims");
 }
 
 std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
   std::vector<std::string> out;
-  if (c.rope.n_rot != c.head_dim)
+  if (c.attention != AttentionKind::Mla && c.rope.n_rot != c.head_dim)
     out.push_back(
         "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
         "rope.dimension_count == head_dim");
-  if (c.arch == "qwen2" && !c.qkv_bias)
+  if ((c.arch == "qwen2" || c.arch == "qwen2vl") && !c.qkv_bias)
     out.push_back("qwen2 without attn_q/k/v biases: llama.cpp requires them for this architecture");
-  if (c.arch == "qwen2" && c.head_dim * c.n_heads != c.dim)
+  if ((c.arch == "qwen2" || c.arch == "qwen2vl") && c.head_dim * c.n_heads != c.dim)
     out.push_back(
         "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
+  if (c.rope.mrope == MropeMode::Interleaved)
+    out.push_back(
+        "interleaved M-RoPE is a kamera key (qwen2vl.rope.mrope_interleaved) that "
+        "llama.cpp's qwen2vl ignores: it would rotate blocked sections");
+  if (c.attention == AttentionKind::Mla && (c.n_layers == 27) != (c.mla.q_lora_rank == 0))
+    out.push_back(
+        "deepseek2: llama.cpp (Feb 2025) infers 'no q low-rank' from 27 layers (V2-Lite): "
+        "use q_lora = 0 exactly when layers = 27");
+  if (c.attention == AttentionKind::Mla && c.tied_output)
+    out.push_back("deepseek2 with a tied output head: llama.cpp requires output.weight");
   return out;
+}
+
+int64_t count_parameters(const ModelConfig& c) {
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim;
+  int64_t layer = 2 * d + 3 * d * h;  // norms, SwiGLU
+  if (c.attention == AttentionKind::Mla) {
+    const MlaConfig& m = c.mla;
+    layer +=
+        m.q_lora_rank > 0 ? d * m.q_lora_rank + m.q_lora_rank + int64_t(m.q_lora_rank) * q : d * q;
+    layer += d * (m.kv_lora_rank + m.qk_rope_dim) + m.kv_lora_rank +
+             int64_t(m.kv_lora_rank) * c.n_heads * (m.qk_nope_dim + m.v_head_dim) +
+             int64_t(c.n_heads) * m.v_head_dim * d;
+  } else {
+    layer += d * q + 2 * d * kv + q * d + (c.qkv_bias ? q + 2 * kv : 0);
+  }
+  return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer;
 }
 
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
   const ModelConfig& c = spec.cfg;
   KAMERA_TRY(c.validate(path));
-  if (c.arch != "llama" && c.arch != "qwen2")
-    return make_error("make-model: architecture '{}' is not supported (llama, qwen2)", c.arch);
-  if (c.arch == "qwen2" && c.rope.layout != RopeLayout::Neox)
-    return make_error("make-model: qwen2 uses the NeoX rope layout");
-  if (c.arch == "llama" && c.rope.layout != RopeLayout::Normal)
-    return make_error("make-model: llama uses the normal (interleaved pair) rope layout");
+  const bool qwen = c.arch == "qwen2" || c.arch == "qwen2vl";
+  const bool mla = c.arch == "deepseek2";
+  if (c.arch != "llama" && !qwen && !mla)
+    return make_error(
+        "make-model: architecture '{}' is not supported (llama, qwen2, qwen2vl, deepseek2)",
+        c.arch);
+  if (qwen && c.rope.layout != RopeLayout::Neox)
+    return make_error("make-model: qwen2 and qwen2vl use the NeoX rope layout");
+  if (!qwen && c.rope.layout != RopeLayout::Normal)
+    return make_error("make-model: {} uses the normal (interleaved pair) rope layout", c.arch);
+  if (mla != (c.attention == AttentionKind::Mla))
+    return make_error("make-model: deepseek2 and only deepseek2 uses MLA");
+  if ((c.arch == "qwen2vl") != (c.rope.mrope != MropeMode::None))
+    return make_error("make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
   auto vocab = build_synthetic_vocab(c.n_vocab, synthetic_vocab_corpus());
   if (!vocab.ok()) return make_error("make-model: vocabulary: {}", vocab.message());
 
@@ -175,11 +297,28 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   w.set_u32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
   w.set_u32(a + ".attention.head_count", uint32_t(c.n_heads));
   w.set_u32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
-  if (c.head_dim * c.n_heads != c.dim) {
+  if (mla) {
+    w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
+    w.set_u32(a + ".attention.value_length", uint32_t(c.mla.v_head_dim));
+    if (c.mla.q_lora_rank > 0) w.set_u32(a + ".attention.q_lora_rank", uint32_t(c.mla.q_lora_rank));
+    w.set_u32(a + ".attention.kv_lora_rank", uint32_t(c.mla.kv_lora_rank));
+    w.set_u32(a + ".leading_dense_block_count", uint32_t(c.n_layers));  // every FFN dense
+    // llama.cpp reads these for every deepseek2 file, MoE or not
+    w.set_u32(a + ".expert_feed_forward_length", uint32_t(c.ffn_dim));
+    w.set_u32(a + ".expert_count", 0);
+    w.set_u32(a + ".expert_shared_count", 0);
+    w.set_f32(a + ".expert_weights_scale", 1.0f);
+    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 0.0f);
+  } else if (c.head_dim * c.n_heads != c.dim) {
     w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
     w.set_u32(a + ".attention.value_length", uint32_t(c.head_dim));
   }
   w.set_u32(a + ".rope.dimension_count", uint32_t(c.rope.n_rot));
+  if (c.rope.mrope != MropeMode::None) {
+    w.set_i32_array(a + ".rope.dimension_sections", {c.rope.sections[0], c.rope.sections[1],
+                                                     c.rope.sections[2], c.rope.sections[3]});
+    if (c.rope.mrope == MropeMode::Interleaved) w.set_bool(a + ".rope.mrope_interleaved", true);
+  }
   w.set_f32(a + ".rope.freq_base", float(c.rope.theta));
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
@@ -221,15 +360,31 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     norm(p + "attn_norm.weight", d);
-    weight(p + "attn_q.weight", d, q);
-    weight(p + "attn_k.weight", d, kv);
-    weight(p + "attn_v.weight", d, kv);
-    if (c.qkv_bias) {
-      bias(p + "attn_q.bias", q);
-      bias(p + "attn_k.bias", kv);
-      bias(p + "attn_v.bias", kv);
+    if (mla) {
+      const MlaConfig& m = c.mla;
+      if (m.q_lora_rank > 0) {
+        weight(p + "attn_q_a.weight", d, m.q_lora_rank);
+        norm(p + "attn_q_a_norm.weight", m.q_lora_rank);
+        weight(p + "attn_q_b.weight", m.q_lora_rank, q);
+      } else {
+        weight(p + "attn_q.weight", d, q);
+      }
+      weight(p + "attn_kv_a_mqa.weight", d, m.kv_lora_rank + m.qk_rope_dim);
+      norm(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
+      weight(p + "attn_kv_b.weight", m.kv_lora_rank,
+             int64_t(c.n_heads) * (m.qk_nope_dim + m.v_head_dim));
+      weight(p + "attn_output.weight", int64_t(c.n_heads) * m.v_head_dim, d);
+    } else {
+      weight(p + "attn_q.weight", d, q);
+      weight(p + "attn_k.weight", d, kv);
+      weight(p + "attn_v.weight", d, kv);
+      if (c.qkv_bias) {
+        bias(p + "attn_q.bias", q);
+        bias(p + "attn_k.bias", kv);
+        bias(p + "attn_v.bias", kv);
+      }
+      weight(p + "attn_output.weight", q, d);
     }
-    weight(p + "attn_output.weight", q, d);
     norm(p + "ffn_norm.weight", d);
     weight(p + "ffn_gate.weight", d, h);
     weight(p + "ffn_up.weight", d, h);

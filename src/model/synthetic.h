@@ -34,6 +34,9 @@ Status apply_dims(ModelConfig& cfg, const std::string& dims);
 // partial rotary, qwen2 without QKV bias, qwen2 with head_dim * heads != dim. One line each.
 std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& cfg);
 
+// Number of weights a model of this config holds (all tensors of the file).
+int64_t count_parameters(const ModelConfig& cfg);
+
 // Writes the GGUF. Deterministic: the same spec gives the same bytes.
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path);
 

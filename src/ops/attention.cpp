@@ -60,11 +60,7 @@ void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_are
       std::memcpy(kd, k_arena + src, sizeof(float) * width);
       std::memcpy(v_out + size_t(j) * width, v_arena + src, sizeof(float) * width);
       const float *c, *sn;
-      if (!rope.table_rows(positions[j].t, &c, &sn)) {
-        rope.angles(positions[j], scratch, scratch + half);
-        c = scratch;
-        sn = scratch + half;
-      }
+      rope_angles_for(rope, positions[j], scratch, &c, &sn);
       rope_apply(rope.desc(), c, sn, kd, s.n_kv_heads);
     }
   };
@@ -77,6 +73,23 @@ void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_are
 }
 
 }  // namespace
+
+void finish_score_row(float* row, int t, int n_keys, int first, float scale,
+                      const AttentionMask* mask) {
+  const int last = std::min(n_keys - 1, first + t);
+  for (int j = 0; j <= last; ++j) row[j] *= scale;
+  std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
+  if (mask)
+    for (int j = 0; j <= last; ++j)
+      if (mask->hidden(t, j)) row[j] = kNegInf;
+  float mx = kNegInf;
+  for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+  if (mx == kNegInf) {  // everything hidden: attend nothing
+    std::fill(row, row + n_keys, 0.0f);
+    return;
+  }
+  softmax(row, last + 1);
+}
 
 void attention_paged(const AttentionShape& s, const float* q, int T, int first,
                      const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
@@ -100,19 +113,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
 
   // Masks, scales and normalizes one score row of query t over keys [0, n_keys).
   auto finish_row = [&](float* row, int t, int n_keys) {
-    const int last = std::min(n_keys - 1, first + t);
-    for (int j = 0; j <= last; ++j) row[j] *= scale;
-    std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
-    if (has_mask)
-      for (int j = 0; j <= last; ++j)
-        if (mask->hidden(t, j)) row[j] = kNegInf;
-    float mx = kNegInf;
-    for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
-    if (mx == kNegInf) {  // everything hidden: attend nothing
-      std::fill(row, row + n_keys, 0.0f);
-      return;
-    }
-    softmax(row, last + 1);
+    finish_score_row(row, t, n_keys, first, scale, has_mask ? mask : nullptr);
   };
 
   if (T >= kGemmMinQueries) {

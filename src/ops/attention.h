@@ -39,6 +39,11 @@ struct AttentionWorkspace {
   std::vector<float> k, v, scores;
 };
 
+// Turns a row of raw scores q.k of query t (batch index; token first + t) over keys [0, n_keys)
+// into attention weights: scale, causal cut (keys after first + t get weight 0), mask, softmax.
+void finish_score_row(float* row, int t, int n_keys, int first, float scale,
+                      const AttentionMask* mask);
+
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
 // T tokens of the sequence: query t is token first + t and sees tokens [0, first + t].
 // k_arena / v_arena + slots[j] * (n_kv_heads * head_dim): token j's pre-rotation key and value.

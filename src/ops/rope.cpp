@@ -38,8 +38,44 @@ void RopeCache::angles_1d(int64_t p, float* c, float* s) const {
   }
 }
 
+int RopeDesc::component(int pair) const {
+  switch (mrope) {
+    case MropeMode::None:
+      return 0;
+    case MropeMode::Blocked: {
+      const int total = sections[0] + sections[1] + sections[2] + sections[3];
+      const int sector = total > 0 ? pair % total : 0;
+      if (sector < sections[0]) return 0;
+      if (sector < sections[0] + sections[1]) return 1;
+      if (sector < sections[0] + sections[1] + sections[2]) return 2;
+      return 0;
+    }
+    case MropeMode::Interleaved:
+      if (pair % 3 == 1 && pair < 3 * sections[1]) return 1;
+      if (pair % 3 == 2 && pair < 3 * sections[2]) return 2;
+      return 0;
+  }
+  return 0;
+}
+
 void RopeCache::angles(Pos p, float* c, float* s) const {
-  angles_1d(p.t, c, s);
+  if (desc_.mrope == MropeMode::None) {
+    angles_1d(p.t, c, s);
+    return;
+  }
+  const int half = desc_.n_pairs();
+  const int32_t comp[3] = {p.t, p.h, p.w};
+  for (int i = 0; i < half; ++i) {
+    const int64_t q = comp[desc_.component(i)];
+    if (q >= 0 && q < max_pos_) {
+      c[i] = cos_[size_t(q) * half + i];
+      s[i] = sin_[size_t(q) * half + i];
+    } else {
+      const double a = double(q) * inv_freq_[i];
+      c[i] = float(std::cos(a));
+      s[i] = float(std::sin(a));
+    }
+  }
 }
 
 __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
@@ -62,6 +98,24 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
         xh[i] = x0 * c[i] - x1 * si;
         xh[i + half] = x0 * si + x1 * c[i];
       }
+    }
+  }
+}
+
+void rope_apply_reference_3d(const RopeDesc& d, Pos pos, float* x, int n_heads, bool inverse) {
+  const int half = d.n_rot / 2;
+  const int32_t comp[3] = {pos.t, pos.h, pos.w};
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      const double freq = d.freq_scale * std::pow(d.theta, -2.0 * i / double(d.n_rot));
+      const double a = double(comp[d.component(i)]) * freq * (inverse ? -1.0 : 1.0);
+      const float c = float(std::cos(a)), s = float(std::sin(a));
+      const int i0 = d.layout == RopeLayout::Normal ? 2 * i : i;
+      const int i1 = d.layout == RopeLayout::Normal ? 2 * i + 1 : i + half;
+      float* xh = x + size_t(h) * d.head_dim;
+      const float x0 = xh[i0], x1 = xh[i1];
+      xh[i0] = x0 * c - x1 * s;
+      xh[i1] = x0 * s + x1 * c;
     }
   }
 }

@@ -8,6 +8,7 @@
 // rounded once to f32, so a table lookup and a direct evaluation give the same bits.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -17,14 +18,28 @@ namespace kamera {
 
 enum class RopeLayout : uint8_t { Normal, Neox };
 
+// Multi-axis RoPE (Qwen2-VL family): each rotary pair reads one component of the token's
+// (t, h, w) position. sections = pairs per component {t, h, w, extra} (sum = n_rot / 2).
+//   Blocked (Qwen2-VL, Qwen2.5-VL; ggml's MROPE): pairs [0, s_t) read t, the next s_h read h, the
+//     next s_w read w (the extra section reads t: text decoders leave it 0).
+//   Interleaved (Qwen3-VL): pair i reads h when i % 3 == 1 and i < 3 s_h, w when i % 3 == 2 and
+//     i < 3 s_w, else t.
+// The frequency of pair i is the same as in 1-D RoPE; text tokens (t = h = w) rotate exactly as
+// 1-D RoPE, and relocating a chunk by delta adds delta to all three components.
+enum class MropeMode : uint8_t { None, Blocked, Interleaved };
+
 struct RopeDesc {
   RopeLayout layout = RopeLayout::Normal;
   int head_dim = 0;
   int n_rot = 0;  // even, <= head_dim
   double theta = 10000.0;
   double freq_scale = 1.0;  // linear position scaling (1 / factor)
+  MropeMode mrope = MropeMode::None;
+  std::array<int, 4> sections{};  // pairs per component (t, h, w, extra) when mrope != None
 
   int n_pairs() const { return n_rot / 2; }
+  // Which position component (0 = t, 1 = h, 2 = w) pair i reads.
+  int component(int pair) const;
 };
 
 // cos/sin of every pair for positions [0, max_pos) precomputed; other positions (negative, or
@@ -39,7 +54,8 @@ class RopeCache {
   void angles(Pos p, float* cos_out, float* sin_out) const;
   // Same for a scalar offset (relocation by delta).
   void angles_1d(int64_t p, float* cos_out, float* sin_out) const;
-  // Table rows of position p (n_pairs values each), or false when p is outside the table.
+  bool one_dimensional() const { return desc_.mrope == MropeMode::None; }
+  // Table rows of 1-D position p (n_pairs values each), or false when p is outside the table.
   bool table_rows(int64_t p, const float** cos_row, const float** sin_row) const {
     if (p < 0 || p >= max_pos_) return false;
     *cos_row = cos_.data() + size_t(p) * desc_.n_pairs();
@@ -60,5 +76,17 @@ void rope_apply(const RopeDesc& d, const float* cos, const float* sin, float* x,
 
 // Scalar reference: evaluates angles itself in double and rotates one token (tests only).
 void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse);
+// Same for a 3-D position (M-RoPE descriptions; equals the 1-D one when t = h = w).
+void rope_apply_reference_3d(const RopeDesc& d, Pos pos, float* x, int n_heads, bool inverse);
+
+// Cos/sin pointers for a token's position: the table rows for 1-D positions in the table, else
+// evaluated into `scratch` (2 x n_pairs floats).
+inline void rope_angles_for(const RopeCache& rope, Pos p, float* scratch, const float** c,
+                            const float** s) {
+  if (rope.one_dimensional() && rope.table_rows(p.t, c, s)) return;
+  rope.angles(p, scratch, scratch + rope.desc().n_pairs());
+  *c = scratch;
+  *s = scratch + rope.desc().n_pairs();
+}
 
 }  // namespace kamera

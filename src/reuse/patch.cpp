@@ -226,7 +226,9 @@ Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const Chu
         for (int i = 0; i < n; ++i)
           std::copy_n(&delta[size_t(i) * width + h * cols], cols, &block[size_t(i) * cols]);
         const int k = std::min(n, cols);
-        const int m = opts.rank == kFullRank ? k : opts.rank;
+        const int m = opts.rank == kFullRank ? k
+                      : opts.cap_rank        ? std::min(opts.rank, k)
+                                             : opts.rank;
         if (m > k)
           return make_error(
               "patch rank {} exceeds min(tokens {}, width {}) of layer {} channel '{}'", m, n, cols,

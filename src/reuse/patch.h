@@ -34,7 +34,8 @@ struct PatchOptions {
   bool per_head = false;     // factor each KV head's slice of a channel separately
   DType dtype = DType::F32;  // storage of the factors (f32 or bf16)
   SvdMethod method = SvdMethod::Auto;
-  int head_dim = 0;  // needed when per_head
+  int head_dim = 0;       // needed when per_head
+  bool cap_rank = false;  // clamp rank to min(n_tokens, width) of each block instead of failing
 };
 
 // One factored block: columns [col_begin, col_begin + cols) of a (layer, channel).

@@ -14,11 +14,7 @@ void relocate_rope_channel(const RopeCache& rope, int n_heads, float* rows, int 
     std::vector<float> scratch(2 * size_t(half));
     for (int64_t i = a; i < b; ++i) {
       const float *c, *s;
-      if (!rope.table_rows(positions[i].t, &c, &s)) {
-        rope.angles(positions[i], scratch.data(), scratch.data() + half);
-        c = scratch.data();
-        s = scratch.data() + half;
-      }
+      rope_angles_for(rope, positions[i], scratch.data(), &c, &s);
       rope_apply(rope.desc(), c, s, rows + size_t(i) * stride, n_heads, inverse);
     }
   };

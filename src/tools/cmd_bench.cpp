@@ -216,7 +216,8 @@ int run_bench_serve(const BenchArgs& a) {
   const double canon_ms = now_ms() - tc0;
   if (!canon.ok()) return fail(canon.message(), a.json);
   PatchOptions po;
-  po.rank = std::min(a.rank, std::min(a.tokens, c.kv_width()));
+  po.rank = a.rank;
+  po.cap_rank = true;  // capped at min(tokens, width) of each (layer, channel)
   po.head_dim = c.head_dim;
   po.method = a.svd == "gesdd"        ? SvdMethod::Gesdd
               : a.svd == "randomized" ? SvdMethod::Randomized

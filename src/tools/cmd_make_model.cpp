@@ -42,11 +42,7 @@ int run_make_model(const MakeModelArgs& a) {
   if (!st.ok()) return fail(st.message(), a.json);
   const double ms = now_ms() - t0;
   const ModelConfig& c = spec.cfg;
-  const int64_t params =
-      int64_t(c.n_vocab) * c.dim * (c.tied_output ? 1 : 2) + c.dim +
-      int64_t(c.n_layers) *
-          (2 * int64_t(c.dim) + int64_t(c.dim) * (2 * c.q_width() + 2 * c.kv_width()) +
-           3 * int64_t(c.dim) * c.ffn_dim + (c.qkv_bias ? c.q_width() + 2 * c.kv_width() : 0));
+  const int64_t params = count_parameters(c);
   if (a.json) {
     print_json(json{{"path", a.out},
                     {"arch", c.arch},

@@ -92,12 +92,16 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   std::printf("%d items (mean tokens: antecedent %.1f, chunk %.1f, query %.1f), %d flips\n",
               r->n_items, r->mean_antecedent_tokens, r->mean_chunk_tokens, r->mean_query_tokens,
               r->n_flips);
+  std::string per_channel;
+  for (size_t ch = 0; ch < r->channels.size(); ++ch)
+    per_channel += fmt::format("{}{} {:.3g}", ch ? ", " : "", r->channels[ch],
+                               r->full_rank_max_rel_err_channel[ch]);
   std::printf(
       "relocation: max ULP %lld (layer 0: %lld), max abs err %.3g, max rel err %.3g; "
-      "full-rank patch max rel err %.3g (k %.3g, v %.3g)\n",
+      "full-rank patch max rel err %.3g (%s)\n",
       (long long)r->relocation_max_ulp, (long long)r->relocation_max_ulp_layer0,
       r->relocation_max_abs_err, r->relocation_max_rel_err, r->full_rank_max_rel_err,
-      r->full_rank_max_rel_err_k, r->full_rank_max_rel_err_v);
+      per_channel.c_str());
   std::printf("%-16s %5s %11s %8s %8s %8s %8s %8s %10s\n", "arm", "rank", "kl", "eta", "eta_med",
               "flip_rec", "argmax", "bytes", "kv_relerr");
   for (const auto& arm : r->arms) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "core/dtype.h"
 #include "model/gguf.h"
@@ -777,3 +778,16 @@ TEST_F(GgufTest, TruncatedAtEveryByteFails) {
 
 }  // namespace
 }  // namespace kamera
+
+// Writing "over" a device or a directory is refused before anything is created beside it.
+TEST(GgufWriterSafety, RefusesToReplaceNonRegularFiles) {
+  kamera::GgufWriter w;
+  w.set_u32("x", 1);
+  auto st = w.write("/dev/null");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not a regular file"), std::string::npos) << st.message();
+  struct stat s {};
+  ASSERT_EQ(stat("/dev/null", &s), 0);
+  EXPECT_TRUE(S_ISCHR(s.st_mode));
+  EXPECT_FALSE(w.write(testing::TempDir()).ok());  // a directory
+}

@@ -85,16 +85,21 @@ TEST_P(ReuseArch, RelocationOfCanonicalMatchesShiftedPrefill) {
     ASSERT_TRUE(rig.cache->forward_chunk(s.id(), ChunkContent::from_tokens({1}), p - 1).ok());
     ASSERT_TRUE(rig.cache->forward_chunk(s.id(), B, p).ok());
     const ChunkKV shifted = read_chunk_kv(*rig.pool, s.id(), 1, B.n());
-    const int w = c.kv_width();
+    // the rope channel: k (GQA, n_kv heads) or k_pe (MLA, one head)
+    const KvLayout& lay = rig.pool->layout();
+    int rc = 0;
+    for (int ch = 0; ch < int(lay.channels.size()); ++ch)
+      if (lay.channels[ch].rotated) rc = ch;
+    const int w = lay.channels[rc].width, heads = w / rig.engine->rope().desc().head_dim;
     const auto pos = B.positions_at(p);
     for (int layer = 0; layer < c.n_layers; ++layer) {
       std::vector<float> x(size_t(B.n()) * w), y(x.size());
       for (int i = 0; i < B.n(); ++i) {
-        (*canon)->kv.at(layer, 0).get_row(i, &x[size_t(i) * w]);
-        shifted.at(layer, 0).get_row(i, &y[size_t(i) * w]);
+        (*canon)->kv.at(layer, rc).get_row(i, &x[size_t(i) * w]);
+        shifted.at(layer, rc).get_row(i, &y[size_t(i) * w]);
       }
-      relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, x.data(), B.n(), w, pos);
-      relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, y.data(), B.n(), w, pos);
+      relocate_rope_channel(rig.engine->rope(), heads, x.data(), B.n(), w, pos);
+      relocate_rope_channel(rig.engine->rope(), heads, y.data(), B.n(), w, pos);
       double err = 0, scale = 0;
       int64_t ulp = 0;
       for (size_t i = 0; i < x.size(); ++i) {
@@ -127,6 +132,7 @@ TEST_P(ReuseArch, FullRankPatchRebuildsConditionedKv) {
   for (int rank : {1, 2, 4, 8, 16, kFullRank}) {
     PatchOptions po;
     po.rank = rank;
+    po.cap_rank = true;  // MLA's k_pe band is narrower than some ranks
     auto p = form_patch(kv, (*canon)->kv, po);
     ASSERT_TRUE(p.ok()) << p.message();
     ChunkKV rebuilt = (*canon)->kv;
@@ -193,7 +199,7 @@ TEST_P(ReuseArch, LeadingChunkIsExactPrefixHit) {
       for (int t = 0; t < pool.n_tokens(served.id()); ++t)
         ASSERT_EQ(0,
                   std::memcmp(pool.row(served.id(), l, ch, t), pool.row(prefilled.id(), l, ch, t),
-                              sizeof(float) * rig.model->cfg.kv_width()));
+                              sizeof(float) * pool.layout().channels[ch].width));
 }
 
 // Patches are formed once (one forward for all chunks of a request) and hit afterwards; every
@@ -238,7 +244,7 @@ TEST_P(ReuseArch, StoreEvictionNeverCorruptsServedSequences) {
   for (int t = 0; t < n; ++t)
     for (int l = 0; l < rig.model->cfg.n_layers; ++l) {
       const float* r = static_cast<const KvPool&>(*rig.pool).row(s.id(), l, 1, t);
-      before.insert(before.end(), r, r + rig.model->cfg.kv_width());
+      before.insert(before.end(), r, r + rig.pool->layout().channels[1].width);
     }
   rig.store->set_budget(1);  // evicts everything
   EXPECT_EQ(rig.store->stats().bytes_held(), 0u);
@@ -247,7 +253,7 @@ TEST_P(ReuseArch, StoreEvictionNeverCorruptsServedSequences) {
   for (int t = 0; t < n; ++t)
     for (int l = 0; l < rig.model->cfg.n_layers; ++l) {
       const float* r = static_cast<const KvPool&>(*rig.pool).row(s.id(), l, 1, t);
-      after.insert(after.end(), r, r + rig.model->cfg.kv_width());
+      after.insert(after.end(), r, r + rig.pool->layout().channels[1].width);
     }
   EXPECT_EQ(before, after);
   auto q1 = rig.cache->forward_chunk(s.id(), Q, rep->next_position, LogitsMode::Last);
@@ -287,7 +293,10 @@ TEST_P(ReuseArch, BadInputGivesClearErrorsAndLeavesNothingBehind) {
   EXPECT_TRUE(rig.pool->check_invariants().ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ReuseArch, testing::Values("llama", "qwen2"));
+// The same reuse suite on every attention family: MHA/GQA (llama, qwen2), M-RoPE (qwen2vl),
+// MLA (deepseek2). The family appears only in the model's channel layout and forward.
+INSTANTIATE_TEST_SUITE_P(Families, ReuseArch,
+                         testing::Values("llama", "qwen2", "qwen2vl", "deepseek2"));
 
 TEST(Patch, RandomizedSvdMatchesGesddOnLowRankData) {
   std::mt19937 rng(1);
