@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <atomic>
 
 #include <algorithm>
 #include <bit>
@@ -858,7 +859,10 @@ Status GgufWriter::write(const std::string& path) const {
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
       return make_error("{}: exists and is not a regular file; refusing to replace it", path);
   }
-  const std::string tmp = path + ".tmp";
+  // A temporary name unique to this process and call: concurrent writers of the same path (e.g.
+  // parallel tests) never share a temporary file; the last rename wins, each complete.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
   std::FILE* f = nullptr;
   try {
     // 1. Validate everything before the first byte is written.
