@@ -25,6 +25,17 @@ Engine::Engine(const Model& model, int n_threads)
   set_blas_threads(std::max(1, n_threads));
 }
 
+Status Engine::check_layout(const KvPool& kv) const {
+  KvLayout want = model_.kv_layout();
+  const KvLayout& have = kv.layout();
+  bool same = have.n_layers == want.n_layers && have.channels.size() == want.channels.size();
+  for (size_t i = 0; same && i < want.channels.size(); ++i)
+    same = have.channels[i].width == want.channels[i].width &&
+           have.channels[i].rotated == want.channels[i].rotated;
+  if (!same) return make_error("forward: the KV pool's layout does not match the model");
+  return Status::Ok();
+}
+
 Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                            const ForwardOptions& opt) {
   const ModelConfig& c = model_.cfg;
@@ -48,13 +59,7 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
           b.k_begin > b.k_end)
         return make_error("forward: attention mask block [{}, {}) x [{}, {}) is out of range",
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
-  KvLayout want = model_.kv_layout();
-  const KvLayout& have = kv.layout();
-  bool same = have.n_layers == want.n_layers && have.channels.size() == want.channels.size();
-  for (size_t i = 0; same && i < want.channels.size(); ++i)
-    same = have.channels[i].width == want.channels[i].width &&
-           have.channels[i].rotated == want.channels[i].rotated;
-  if (!same) return make_error("forward: the KV pool's layout does not match the model");
+  KAMERA_TRY(check_layout(kv));
 
   auto first = kv.append(seq, in.positions);
   if (!first.ok()) return first.error();
@@ -75,22 +80,71 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
     }
     LogitsMode lm = opt.logits;
     if (lm == LogitsMode::Last && off + n < in.n) lm = LogitsMode::None;
-    KAMERA_TRY(run_batch(kv, seq, in, off, n, *first + off, mask, lm, logits));
+    grow(x_, size_t(n) * c.dim);
+    load_rows(in, off, n, x_.data());
+    const RowGroup g{seq, *first + off, n, 0, mask};
+    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits));
   }
   return logits;
 }
 
-Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off, int n, int first,
-                         const AttentionMask* mask, LogitsMode logits_mode,
+Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow> rows) {
+  const ModelConfig& c = model_.cfg;
+  if (rows.empty()) return std::vector<float>{};
+  KAMERA_TRY(check_layout(kv));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!kv.has_sequence(rows[i].seq)) return make_error("decode: unknown sequence {}", rows[i].seq);
+    if (rows[i].token < 0 || rows[i].token >= c.n_vocab)
+      return make_error("decode: token id {} is outside the vocabulary [0, {})", rows[i].token,
+                        c.n_vocab);
+    for (size_t j = 0; j < i; ++j)
+      if (rows[j].seq == rows[i].seq) return make_error("decode: sequence {} appears twice", rows[i].seq);
+  }
+  // Append one token to every sequence; undo all on the first failure (a full pool).
+  std::vector<RowGroup> groups;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto at = kv.append(rows[i].seq, {&rows[i].pos, 1});
+    if (!at.ok()) {
+      for (const RowGroup& g : groups) (void)kv.truncate(g.seq, g.first);
+      return at.error();
+    }
+    groups.push_back({rows[i].seq, *at, 1, int(i), nullptr});
+  }
+  grow(x_, rows.size() * size_t(c.dim));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(x_.data() + i * c.dim, model_.tok_embd.data() + size_t(rows[i].token) * c.dim,
+                sizeof(float) * c.dim);
+  std::vector<float> logits;
+  KAMERA_TRY(run_batch(kv, groups, LogitsMode::Last, logits));
+  return logits;
+}
+
+void Engine::load_rows(const ForwardInput& in, int off, int n, float* x) const {
+  const int d = model_.cfg.dim;
+  if (in.embeddings) {
+    std::memcpy(x, in.embeddings + size_t(off) * d, sizeof(float) * size_t(n) * d);
+  } else {
+    for (int t = 0; t < n; ++t)
+      std::memcpy(x + size_t(t) * d, model_.tok_embd.data() + size_t(in.tokens[off + t]) * d,
+                  sizeof(float) * d);
+  }
+}
+
+// Rows x_ [0, n) belong to the groups (each group: g.n consecutive new tokens of one sequence,
+// tokens g.first.., rows g.row0..). Weight products run once over all rows; attention per group.
+Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
                          std::vector<float>& logits) {
   const ModelConfig& c = model_.cfg;
+  int n = 0;
+  for (const RowGroup& g : groups) n += g.n;
   const int d = c.dim, qw = c.q_width(), kvw = c.kv_width(), hid = c.ffn_dim;
+  const int ow = c.attn_out_width();
   grow(x_, size_t(n) * d);
   grow(xb_, size_t(n) * std::max(d, qw));
   grow(q_, size_t(n) * qw);
   grow(k_, size_t(n) * kvw);
   grow(v_, size_t(n) * kvw);
-  grow(att_, size_t(n) * std::max(qw, c.attn_out_width()));
+  grow(att_, size_t(n) * std::max(qw, ow));
   if (c.attention == AttentionKind::Mla) {
     grow(k_, size_t(n) * (c.mla.kv_lora_rank + c.mla.qk_rope_dim));         // kv_a output
     grow(v_, size_t(n) * std::max(c.mla.kv_lora_rank, c.mla.q_lora_rank));  // latent / q_a
@@ -100,52 +154,49 @@ Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off,
   grow(tmp_, size_t(n) * d);
   float* x = x_.data();
 
-  // x: n x dim input rows.
-  if (in.embeddings) {
-    std::memcpy(x, in.embeddings + size_t(off) * d, sizeof(float) * size_t(n) * d);
-  } else {
-    for (int t = 0; t < n; ++t)
-      std::memcpy(x + size_t(t) * d, model_.tok_embd.data() + size_t(in.tokens[off + t]) * d,
-                  sizeof(float) * d);
-  }
-
   const int kch = 0, vch = 1;
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-  const auto slots = kv.slots(seq);
-  const auto positions = kv.positions(seq);
   const int half = c.rope.n_pairs();
   std::vector<float> cs(size_t(n) * half), sn(size_t(n) * half);  // query angles, n x n_pairs
-  for (int t = 0; t < n; ++t)
-    rope_.angles(positions[first + t], &cs[size_t(t) * half], &sn[size_t(t) * half]);
+  for (const RowGroup& g : groups) {
+    const auto positions = kv.positions(g.seq);
+    for (int t = 0; t < g.n; ++t)
+      rope_.angles(positions[g.first + t], &cs[size_t(g.row0 + t) * half],
+                   &sn[size_t(g.row0 + t) * half]);
+  }
 
   for (int li = 0; li < c.n_layers; ++li) {
     const LayerWeights& L = model_.layers[li];
     rmsnorm(x, L.attn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
     if (c.attention == AttentionKind::Mla) {
-      mla_attention_block(kv, li, n, first, slots, positions, cs.data(), sn.data(), mask);
+      mla_attention_block(kv, li, n, groups, cs.data(), sn.data());
     } else {
       matmul_wt(xb_.data(), L.wq.data(), L.bq.empty() ? nullptr : L.bq.data(), q_.data(), n, d, qw);
       matmul_wt(xb_.data(), L.wk.data(), L.bk.empty() ? nullptr : L.bk.data(), k_.data(), n, d,
                 kvw);
       matmul_wt(xb_.data(), L.wv.data(), L.bv.empty() ? nullptr : L.bv.data(), v_.data(), n, d,
                 kvw);
-      // KV rows into the pool; keys pre-rotation (position-free).
       float* k_arena = kv.arena(li, kch);
       float* v_arena = kv.arena(li, vch);
-      for (int t = 0; t < n; ++t) {
-        const size_t slot = size_t(slots[first + t]);
-        std::memcpy(k_arena + slot * kvw, k_.data() + size_t(t) * kvw, sizeof(float) * kvw);
-        std::memcpy(v_arena + slot * kvw, v_.data() + size_t(t) * kvw, sizeof(float) * kvw);
+      for (const RowGroup& g : groups) {  // KV rows into the pool; keys pre-rotation
+        const auto slots = kv.slots(g.seq);
+        for (int t = 0; t < g.n; ++t) {
+          const size_t slot = size_t(slots[g.first + t]), row = size_t(g.row0 + t);
+          std::memcpy(k_arena + slot * kvw, k_.data() + row * kvw, sizeof(float) * kvw);
+          std::memcpy(v_arena + slot * kvw, v_.data() + row * kvw, sizeof(float) * kvw);
+        }
       }
       pool_.parallel_for(n, [&](int64_t a, int64_t b) {
         for (int64_t t = a; t < b; ++t)
           rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half],
                      q_.data() + size_t(t) * qw, c.n_heads);
       });
-      attention_paged(shape, q_.data(), n, first, k_arena, v_arena, slots, positions, rope_, mask,
-                      att_.data(), pool_, attn_ws_);
+      for (const RowGroup& g : groups)
+        attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
+                        kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
+                        att_.data() + size_t(g.row0) * ow, pool_, attn_ws_);
     }
-    matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, c.attn_out_width(), d);
+    matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, ow, d);
     add_inplace(x, tmp_.data(), int64_t(n) * d);
 
     rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
@@ -157,29 +208,30 @@ Status Engine::run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int off,
   }
 
   if (logits_mode == LogitsMode::None) return Status::Ok();
-  const int rows = logits_mode == LogitsMode::All ? n : 1;
-  const float* src = x + size_t(n - rows) * d;
-  rmsnorm(src, model_.out_norm.data(), xb_.data(), rows, d, c.rms_eps, &pool_);
+  // Rows whose logits are wanted: every row, or the last row of every group.
+  std::vector<int> pick;
+  for (const RowGroup& g : groups)
+    for (int t = logits_mode == LogitsMode::All ? 0 : g.n - 1; t < g.n; ++t) pick.push_back(g.row0 + t);
+  const int rows = int(pick.size());
+  for (int r = 0; r < rows; ++r)  // gather (pick is increasing, so in place is safe)
+    if (pick[r] != r) std::memcpy(x + size_t(r) * d, x + size_t(pick[r]) * d, sizeof(float) * d);
+  rmsnorm(x, model_.out_norm.data(), xb_.data(), rows, d, c.rms_eps, &pool_);
   const size_t at = logits.size();
   logits.resize(at + size_t(rows) * c.n_vocab);
   matmul_wt(xb_.data(), model_.output_weight(), nullptr, logits.data() + at, rows, d, c.n_vocab);
   return Status::Ok();
 }
 
-}  // namespace kamera
-
-namespace kamera {
-
 // MLA: project, cache the normalized latent (content) and the pre-rotation k_pe (rope), rotate the
-// queries' rope part, attend in the latent space. Leaves the head outputs in att_.
-void Engine::mla_attention_block(KvPool& kv, int li, int n, int first,
-                                 std::span<const int32_t> slots, std::span<const Pos> positions,
-                                 const float* cs, const float* sn, const AttentionMask* mask) {
+// queries' rope part, attend in the latent space per group. Leaves the head outputs in att_.
+void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowGroup> groups,
+                                 const float* cs, const float* sn) {
   const ModelConfig& c = model_.cfg;
   const LayerWeights& L = model_.layers[li];
   const MlaConfig& m = c.mla;
   const int d = c.dim, qw = c.q_width(), half = c.rope.n_pairs();
   const int lat = m.kv_lora_rank, R = m.qk_rope_dim, dq = m.qk_nope_dim + m.qk_rope_dim;
+  const int ow = c.attn_out_width();
   if (m.q_lora_rank > 0) {
     matmul_wt(xb_.data(), L.wq_a.data(), nullptr, v_.data(), n, d, m.q_lora_rank);
     rmsnorm(v_.data(), L.q_a_norm.data(), v_.data(), n, m.q_lora_rank, c.rms_eps, &pool_);
@@ -188,26 +240,29 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, int first,
     matmul_wt(xb_.data(), L.wq.data(), nullptr, q_.data(), n, d, qw);
   }
   matmul_wt(xb_.data(), L.wkv_a.data(), nullptr, k_.data(), n, d, lat + R);
+  for (int t = 0; t < n; ++t)
+    std::memcpy(v_.data() + size_t(t) * lat, k_.data() + size_t(t) * (lat + R), sizeof(float) * lat);
+  rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
   float* c_arena = kv.arena(li, 0);
   float* kpe_arena = kv.arena(li, 1);
-  for (int t = 0; t < n; ++t) {
-    const float* row = k_.data() + size_t(t) * (lat + R);
-    float* latent = v_.data() + size_t(t) * lat;
-    std::memcpy(latent, row, sizeof(float) * lat);
-    const size_t slot = size_t(slots[first + t]);
-    std::memcpy(kpe_arena + slot * R, row + lat, sizeof(float) * R);  // pre-rotation
+  for (const RowGroup& g : groups) {
+    const auto slots = kv.slots(g.seq);
+    for (int t = 0; t < g.n; ++t) {
+      const size_t slot = size_t(slots[g.first + t]), row = size_t(g.row0 + t);
+      std::memcpy(c_arena + slot * lat, v_.data() + row * lat, sizeof(float) * lat);
+      std::memcpy(kpe_arena + slot * R, k_.data() + row * (lat + R) + lat,
+                  sizeof(float) * R);  // pre-rotation
+    }
   }
-  rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
-  for (int t = 0; t < n; ++t)
-    std::memcpy(c_arena + size_t(slots[first + t]) * lat, v_.data() + size_t(t) * lat,
-                sizeof(float) * lat);
   for (int t = 0; t < n; ++t)
     for (int h = 0; h < c.n_heads; ++h)
       rope_apply(c.rope, cs + size_t(t) * half, sn + size_t(t) * half,
                  q_.data() + size_t(t) * qw + size_t(h) * dq + m.qk_nope_dim, 1);
   const MlaShape shape{c.n_heads, lat, m.qk_nope_dim, R, m.v_head_dim};
-  attention_mla(shape, q_.data(), n, first, L.wkv_b.data(), c_arena, kpe_arena, slots, positions,
-                rope_, mask, 1.0f / std::sqrt(float(dq)), att_.data(), pool_, mla_ws_);
+  for (const RowGroup& g : groups)
+    attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.data(), c_arena,
+                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
+                  1.0f / std::sqrt(float(dq)), att_.data() + size_t(g.row0) * ow, pool_, mla_ws_);
 }
 
 }  // namespace kamera

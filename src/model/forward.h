@@ -52,12 +52,30 @@ class Engine {
   Result<std::vector<float>> forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                      const ForwardOptions& opt = {});
 
+  // One decode step of several sequences in one forward (continuous batching): appends
+  // rows[i].token at rows[i].pos to rows[i].seq and returns rows.size() x n_vocab logits. The
+  // weight products run once over all rows; attention runs per sequence. On failure (a full pool)
+  // no sequence is changed.
+  struct DecodeRow {
+    SeqId seq;
+    int32_t token;
+    Pos pos;
+  };
+  Result<std::vector<float>> decode(KvPool& kv, std::span<const DecodeRow> rows);
+
  private:
-  Status run_batch(KvPool& kv, SeqId seq, const ForwardInput& in, int offset, int n, int first,
-                   const AttentionMask* mask, LogitsMode logits, std::vector<float>& out);
-  void mla_attention_block(KvPool& kv, int layer, int n, int first, std::span<const int32_t> slots,
-                           std::span<const Pos> positions, const float* cos, const float* sin,
-                           const AttentionMask* mask);
+  // g.n consecutive new tokens of one sequence (tokens g.first..), at batch rows g.row0..
+  struct RowGroup {
+    SeqId seq;
+    int first, n, row0;
+    const AttentionMask* mask;
+  };
+  Status check_layout(const KvPool& kv) const;
+  void load_rows(const ForwardInput& in, int off, int n, float* x) const;
+  Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
+                   std::vector<float>& out);
+  void mla_attention_block(KvPool& kv, int layer, int n, std::span<const RowGroup> groups,
+                           const float* cos, const float* sin);
 
   const Model& model_;
   ThreadPool pool_;

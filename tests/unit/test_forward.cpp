@@ -252,3 +252,41 @@ TEST(Forward, QuantizedWeightsStayCloseToF32) {
     EXPECT_LT(tiny::max_abs_diff(logits_of(*m), ref) / scale, tol) << dtype_name(type);
   }
 }
+
+// One decode step of several sequences in one forward equals each sequence's own decode step.
+TEST_P(ForwardArch, BatchedDecodeEqualsPerSequenceDecode) {
+  auto m = tiny::load(tiny::model_path(GetParam()));
+  ASSERT_TRUE(m);
+  const int V = m->cfg.n_vocab;
+  auto pool = tiny::pool_for(*m, 400);
+  Engine e(*m, 2);
+  std::vector<SeqId> a, b;
+  std::vector<Engine::DecodeRow> rows;
+  for (int s = 0; s < 3; ++s) {
+    auto ids = random_tokens(5 + 7 * s, V, 20 + s);
+    a.push_back(pool->create_sequence());
+    b.push_back(pool->create_sequence());
+    run(e, *pool, a.back(), ids, tiny::linear_positions(int(ids.size())));
+    run(e, *pool, b.back(), ids, tiny::linear_positions(int(ids.size())));
+    rows.push_back({a.back(), int32_t(3 + s), Pos::linear(int(ids.size()))});
+  }
+  auto batched = e.decode(*pool, rows);
+  ASSERT_TRUE(batched.ok()) << batched.message();
+  ASSERT_EQ(batched->size(), size_t(3) * V);
+  for (int s = 0; s < 3; ++s) {
+    auto one = run(e, *pool, b[s], {rows[s].token}, {rows[s].pos});
+    EXPECT_LT(tiny::max_abs_diff(one, {batched->begin() + size_t(s) * V, batched->begin() + size_t(s + 1) * V}), 1e-5);
+    EXPECT_EQ(pool->n_tokens(a[s]), pool->n_tokens(b[s]));
+  }
+  // a full pool: nothing appended anywhere
+  auto tiny_pool = tiny::pool_for(*m, 16, 16);  // 5 pages
+  std::vector<SeqId> seqs;
+  std::vector<Engine::DecodeRow> many;
+  for (int s = 0; s < 6; ++s) {
+    seqs.push_back(tiny_pool->create_sequence());
+    many.push_back({seqs.back(), 5, Pos::linear(0)});
+  }
+  EXPECT_FALSE(e.decode(*tiny_pool, many).ok());
+  for (SeqId s : seqs) EXPECT_EQ(tiny_pool->n_tokens(s), 0);
+  EXPECT_TRUE(tiny_pool->check_invariants().ok());
+}
