@@ -73,10 +73,12 @@ Status ChunkCache::place_anchor(SeqId seq) {
 }
 
 Result<std::shared_ptr<const CanonicalEntry>> ChunkCache::canonical(const ChunkContent& c,
-                                                                    DType dtype) {
+                                                                    DType dtype, bool* formed) {
+  if (formed) *formed = false;
   KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.dim));
   const ChunkId id = id_of(c);
   if (auto hit = store_.find_canonical(id)) return hit;
+  if (formed) *formed = true;
   if (anchor_extent() + c.extent() > model_.cfg.ctx_len)
     return make_error("chunk of extent {} behind an anchor of {} exceeds the model's context {}",
                       c.extent(), anchor_extent(), model_.cfg.ctx_len);
@@ -228,10 +230,10 @@ Result<ServeReport> ChunkCache::assemble(SeqId seq, std::span<const ChunkContent
       rep.tokens_computed += chunks[i].n();
       seg.source = SegmentSource::Reprefilled;
     } else {
-      const bool had = store_.contains_canonical(ids[i]);
-      auto canon = canonical(chunks[i], opts.canonical_dtype);
+      bool canon_formed = false;
+      auto canon = canonical(chunks[i], opts.canonical_dtype, &canon_formed);
       if (!canon.ok()) return fail(canon.error());
-      if (!had) {
+      if (canon_formed) {
         ++rep.forwards;
         rep.tokens_computed += chunks[i].n();
       }

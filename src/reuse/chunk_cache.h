@@ -64,8 +64,10 @@ class ChunkCache {
   ChunkStore& store() { return store_; }
 
   // The canonical of a chunk, formed with one forward of [anchor · chunk] on a miss.
+  // formed (optional) tells whether this call ran the forward (a miss in every store tier).
   Result<std::shared_ptr<const CanonicalEntry>> canonical(const ChunkContent& c,
-                                                          DType dtype = DType::F32);
+                                                          DType dtype = DType::F32,
+                                                          bool* formed = nullptr);
 
   // Conditioned KV of each chunk (position-free rows) from one forward over [anchor · chunks].
   Result<std::vector<ChunkKV>> conditioned(std::span<const ChunkContent> chunks);

@@ -23,6 +23,11 @@ class ChannelMatrix {
 
   void set_row(int r, const float* src);
   void get_row(int r, float* dst) const;
+  // Stored bytes (rows x cols of f32 or bf16), for serialization.
+  const void* raw() const {
+    return dtype_ == DType::F32 ? (const void*)f32_.data() : (const void*)b16_.data();
+  }
+  void* raw() { return dtype_ == DType::F32 ? (void*)f32_.data() : (void*)b16_.data(); }
   // Direct f32 view (only for F32 storage).
   const float* f32_data() const { return f32_.data(); }
   float* f32_data() { return f32_.data(); }

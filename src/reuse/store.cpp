@@ -38,11 +38,22 @@ void ChunkStore::touch(std::list<Slot>::iterator it) {
   lru_.splice(lru_.begin(), lru_, it);
 }
 
+void ChunkStore::add_tier(std::shared_ptr<StoreTier> tier) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tiers_.push_back(std::move(tier));
+}
+
 std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = canon_.find(id);
   if (it == canon_.end()) {
     ++stats_.canonical_misses;
+    for (const auto& t : tiers_)
+      if (auto e = t->load_canonical(id)) {
+        ++stats_.tier_canonical_hits;
+        insert_canonical_locked(e);
+        return e;
+      }
     return nullptr;
   }
   ++stats_.canonical_hits;
@@ -60,6 +71,12 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
   auto it = patches_.find(key);
   if (it == patches_.end()) {
     ++stats_.patch_misses;
+    for (const auto& t : tiers_)
+      if (auto e = t->load_patch(key)) {
+        ++stats_.tier_patch_hits;
+        insert_patch_locked(e);
+        return e;
+      }
     return nullptr;
   }
   ++stats_.patch_hits;
@@ -69,6 +86,11 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
 
 void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& t : tiers_) t->save_canonical(*e);
+  insert_canonical_locked(std::move(e));
+}
+
+void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e) {
   const size_t b = e->bytes();
   auto it = canon_.find(e->id);
   if (it != canon_.end()) {
@@ -88,6 +110,11 @@ void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
 
 void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& t : tiers_) t->save_patch(*e);
+  insert_patch_locked(std::move(e));
+}
+
+void ChunkStore::insert_patch_locked(std::shared_ptr<const PatchEntry> e) {
   const size_t b = e->bytes();
   auto it = patches_.find(e->key);
   if (it != patches_.end()) {
@@ -107,6 +134,7 @@ void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
 
 bool ChunkStore::erase_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& t : tiers_) t->erase_canonical(id);
   auto it = canon_.find(id);
   if (it == canon_.end()) return false;
   stats_.canonical_bytes -= it->second.entry->bytes();

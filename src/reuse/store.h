@@ -50,10 +50,29 @@ struct PatchEntry {
   size_t bytes() const { return patch.bytes() + sizeof(PatchEntry); }
 };
 
+// A slower tier behind the in-memory store (disk, Redis). Loads return nullptr on a miss, on an
+// unreachable backend, and on a corrupt or foreign entry (which the tier discards and counts).
+class StoreTier {
+ public:
+  struct Stats {
+    int64_t hits = 0, misses = 0, writes = 0, errors = 0, discarded = 0;
+    int64_t bytes = 0;  // held by the tier (when it knows)
+  };
+  virtual ~StoreTier() = default;
+  virtual std::string name() const = 0;
+  virtual std::shared_ptr<const CanonicalEntry> load_canonical(const ChunkId& id) = 0;
+  virtual std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) = 0;
+  virtual void save_canonical(const CanonicalEntry& e) = 0;
+  virtual void save_patch(const PatchEntry& e) = 0;
+  virtual void erase_canonical(const ChunkId& id) = 0;
+  virtual Stats stats() const = 0;
+};
+
 class ChunkStore {
  public:
   struct Stats {
-    int64_t canonical_hits = 0, canonical_misses = 0;
+    int64_t canonical_hits = 0, canonical_misses = 0;      // memory tier
+    int64_t tier_canonical_hits = 0, tier_patch_hits = 0;  // found in a slower tier
     int64_t patch_hits = 0, patch_misses = 0;
     int64_t canonical_evictions = 0, patch_evictions = 0;
     size_t canonical_bytes = 0, patch_bytes = 0, byte_budget = 0, patch_byte_budget = 0;
@@ -64,6 +83,11 @@ class ChunkStore {
   };
 
   explicit ChunkStore(size_t byte_budget) : budget_(byte_budget) {}
+
+  // Tiers are asked in order on a memory miss (a hit is copied into memory); every new entry is
+  // written through to all of them.
+  void add_tier(std::shared_ptr<StoreTier> tier);
+  const std::vector<std::shared_ptr<StoreTier>>& tiers() const { return tiers_; }
 
   // Lookups count a hit or a miss and refresh recency.
   std::shared_ptr<const CanonicalEntry> find_canonical(const ChunkId& id);
@@ -106,6 +130,9 @@ class ChunkStore {
   };
   std::unordered_map<ChunkId, CanonSlot, ChunkIdHash> canon_;
   std::unordered_map<PatchKey, PatchSlot, PatchKeyHash> patches_;
+  std::vector<std::shared_ptr<StoreTier>> tiers_;
+  void insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e);
+  void insert_patch_locked(std::shared_ptr<const PatchEntry> e);
 };
 
 }  // namespace kamera

@@ -1,0 +1,184 @@
+#include "reuse/disk_tier.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace kamera {
+
+Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout) {
+  const KvLayout& l = e.kv.layout;
+  if (l.n_layers != layout.n_layers || l.channels.size() != layout.channels.size())
+    return make_error("entry layout does not match the model");
+  for (size_t i = 0; i < l.channels.size(); ++i)
+    if (l.channels[i].width != layout.channels[i].width ||
+        l.channels[i].rotated != layout.channels[i].rotated)
+      return make_error("entry channel {} does not match the model", i);
+  return Status::Ok();
+}
+
+Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
+  for (const PatchFactor& f : e.patch.factors) {
+    if (f.layer >= layout.n_layers || f.channel >= int(layout.channels.size()))
+      return make_error("patch factor outside the model's layers/channels");
+    if (int64_t(f.col_begin) + f.cols > layout.channels[f.channel].width)
+      return make_error("patch factor columns outside the channel");
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<DiskTier>> DiskTier::open(const std::string& dir, const Fingerprint& model,
+                                                 const KvLayout& layout) {
+  std::error_code ec;
+  for (const char* sub : {"canonical", "patch"}) {
+    std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
+    if (ec) return make_error("{}: cannot create the store directory: {}", dir, ec.message());
+  }
+  // A probe write tells a read-only or full directory now rather than at the first entry.
+  const std::string probe = dir + "/.kamera-probe";
+  {
+    std::ofstream f(probe);
+    if (!f || !(f << "ok")) return make_error("{}: the store directory is not writable", dir);
+  }
+  std::filesystem::remove(probe, ec);
+  return std::shared_ptr<DiskTier>(new DiskTier(dir, model, layout));
+}
+
+std::string DiskTier::canonical_path(const ChunkId& id) const {
+  return fmt::format("{}/canonical/{}.kce", dir_, id.hex());
+}
+
+std::string DiskTier::patch_path(const PatchKey& key) const {
+  return fmt::format("{}/patch/{}.kpe", dir_, patch_key_name(key));
+}
+
+bool DiskTier::write_atomic(const std::string& path, const std::string& blob) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < blob.size()) {
+    const ssize_t n = ::write(fd, blob.data() + done, blob.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return false;
+    }
+    done += size_t(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // the rename itself survives a crash
+    ::close(dfd);
+  }
+  return true;
+}
+
+std::string DiskTier::read_file(const std::string& path, bool* found) {
+  std::ifstream f(path, std::ios::binary);
+  *found = bool(f);
+  if (!f) return {};
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void DiskTier::discard(const std::string& path, const std::string& why) {
+  spdlog::warn("store: discarding {}: {}", path, why);
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  ++stats_.discarded;
+}
+
+std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = canonical_path(id);
+  bool found = false;
+  const std::string blob = read_file(path, &found);
+  if (!found) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  auto e = deserialize_canonical(blob, fp_);
+  Status fits = e.ok() ? check_canonical_fits(**e, layout_) : Status(e.error());
+  if (fits.ok() && !((*e)->id == id)) fits = make_error("entry holds chunk {}", (*e)->id.hex());
+  if (!fits.ok()) {
+    discard(path, fits.message());
+    ++stats_.misses;
+    return nullptr;
+  }
+  ++stats_.hits;
+  return *e;
+}
+
+std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = patch_path(key);
+  bool found = false;
+  const std::string blob = read_file(path, &found);
+  if (!found) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  auto e = deserialize_patch(blob, fp_);
+  Status fits = e.ok() ? check_patch_fits(**e, layout_) : Status(e.error());
+  if (fits.ok() && !((*e)->key == key)) fits = make_error("entry holds another patch key");
+  if (!fits.ok()) {
+    discard(path, fits.message());
+    ++stats_.misses;
+    return nullptr;
+  }
+  ++stats_.hits;
+  return *e;
+}
+
+void DiskTier::save_canonical(const CanonicalEntry& e) {
+  const std::string blob = serialize_canonical(e, fp_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (write_atomic(canonical_path(e.id), blob)) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  } else {
+    ++stats_.errors;
+    spdlog::warn("store: cannot write {}: {}", canonical_path(e.id), std::strerror(errno));
+  }
+}
+
+void DiskTier::save_patch(const PatchEntry& e) {
+  const std::string blob = serialize_patch(e, fp_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (write_atomic(patch_path(e.key), blob)) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  } else {
+    ++stats_.errors;
+    spdlog::warn("store: cannot write {}: {}", patch_path(e.key), std::strerror(errno));
+  }
+}
+
+void DiskTier::erase_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::error_code ec;
+  std::filesystem::remove(canonical_path(id), ec);
+}
+
+StoreTier::Stats DiskTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace kamera

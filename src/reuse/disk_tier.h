@@ -1,0 +1,51 @@
+// The disk tier of the chunk store: one file per entry under a directory, crash-safe writes
+// (temporary file, fsync, rename, fsync of the directory), a model fingerprint and a checksum in
+// every file. Survives restarts; corrupt or foreign files are detected, deleted and counted, and
+// the entry is recomputed by the caller, never served.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "reuse/serialize.h"
+
+namespace kamera {
+
+class DiskTier : public StoreTier {
+ public:
+  // Creates <dir>/canonical and <dir>/patch as needed. `layout` is the model's KV layout: an entry
+  // whose shapes do not fit it is discarded like a corrupt one.
+  static Result<std::shared_ptr<DiskTier>> open(const std::string& dir, const Fingerprint& model,
+                                                const KvLayout& layout);
+
+  std::string name() const override { return "disk"; }
+  std::shared_ptr<const CanonicalEntry> load_canonical(const ChunkId& id) override;
+  std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) override;
+  void save_canonical(const CanonicalEntry& e) override;
+  void save_patch(const PatchEntry& e) override;
+  void erase_canonical(const ChunkId& id) override;
+  Stats stats() const override;
+
+  std::string canonical_path(const ChunkId& id) const;
+  std::string patch_path(const PatchKey& key) const;
+
+ private:
+  DiskTier(std::string dir, const Fingerprint& fp, KvLayout layout)
+      : dir_(std::move(dir)), fp_(fp), layout_(std::move(layout)) {}
+  bool write_atomic(const std::string& path, const std::string& blob);
+  std::string read_file(const std::string& path, bool* found);
+  void discard(const std::string& path, const std::string& why);
+
+  std::string dir_;
+  Fingerprint fp_;
+  KvLayout layout_;
+  mutable std::mutex mu_;
+  Stats stats_;
+};
+
+// Shape checks of entries against the model's KV layout (a valid checksum does not make a file
+// trustworthy: the layout decides what may be written into the pool).
+Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout);
+Status check_patch_fits(const PatchEntry& e, const KvLayout& layout);
+
+}  // namespace kamera
