@@ -23,6 +23,7 @@ Runner add_make_model(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_reuse_bench(CLI::App& app);
 Runner add_window_bench(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 int default_threads();
 

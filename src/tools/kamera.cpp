@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
       add_reuse_bench);
   reg("window-bench", "Measure window operations (slide, reorder, recall) against re-prefill",
       add_window_bench);
+  reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
+      add_serve);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

@@ -1,0 +1,41 @@
+// Counters and histograms of the server, rendered in the Prometheus text format.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kamera {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void observe(double v);
+  std::string render(const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t n_ = 0;
+};
+
+struct ServerMetrics {
+  std::atomic<int64_t> requests_completions{0}, requests_chat{0}, requests_chunks{0},
+      requests_windows{0}, requests_other{0};
+  std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0};
+  std::atomic<int64_t> tokens_generated{0}, prompt_tokens{0}, tokens_reused{0},
+      tokens_recomputed{0};
+  // chunk segments served, by where their KV came from
+  std::atomic<int64_t> seg_canonical{0}, seg_patch_exact{0}, seg_patch_orbit{0},
+      seg_patch_formed{0}, seg_blind{0}, seg_reprefilled{0};
+  std::atomic<int64_t> decode_steps{0}, decode_rows{0};
+  std::atomic<double> decode_tokens_per_s{0};
+  Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+};
+
+}  // namespace kamera
