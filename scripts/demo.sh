@@ -29,6 +29,18 @@ step "Window operations on it: slide (keep-as-is vs removal patch), reorder (orb
 step "Serving a cached 512-token chunk vs re-prefilling it (zero forwards)" \
   "$k" bench serve -m "$out/tiny-qwen2.gguf" --tokens 512 --antecedent 128 --rank 16 --reps 3
 
+step "The server: upload a chunk, then a completion that references it twice (formed, then hit)" \
+  bash -c '
+  k="$1"; m="$2"
+  "$k" serve -m "$m" --port 18181 >/tmp/kamera-demo-serve.log 2>&1 & pid=$!
+  for _ in $(seq 50); do curl -fs localhost:18181/health >/dev/null 2>&1 && break; sleep 0.1; done
+  id=$(curl -fs localhost:18181/v1/chunks -d "{\"text\": \" The dog found a red ball.\"}" | sed "s/.*\"id\":\"\([0-9a-f]*\)\".*/\1/")
+  echo "chunk $id"
+  for i in 1 2; do
+    curl -fs localhost:18181/v1/completions -d "{\"prompt\": [\"Tom had a dog.\", {\"type\": \"chunk\", \"id\": \"$id\"}, \" Then\"], \"max_tokens\": 8}"; echo
+  done
+  kill $pid; wait $pid 2>/dev/null || true' _ "$k" "$out/tiny-qwen2.gguf"
+
 shared="$root/../shared/models/stories260K"
 if [ -f "$shared/stories260K.bin" ]; then
   step "A real trained model (stories260K, llama2.c checkpoint), greedy from BOS" \

@@ -18,7 +18,9 @@ class Writer {
   void put(const T& v) {
     out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
   }
-  void bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void bytes(const void* p, size_t n) {
+    if (n) out_.append(static_cast<const char*>(p), n);
+  }
   void str(const std::string& s) {
     put(uint32_t(s.size()));
     out_ += s;
@@ -40,6 +42,7 @@ class Reader {
     return true;
   }
   bool bytes(void* p, size_t n) {
+    if (n == 0) return true;  // p may be null (an empty vector's data())
     if (s_.size() - pos_ < n) return false;
     std::memcpy(p, s_.data() + pos_, n);
     pos_ += n;
