@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 CMAKE_GEN  := -G Ninja
 
-.PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench format clean
+.PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval format clean
 
 all: build
 
@@ -44,6 +44,11 @@ fuzz-smoke: fuzz-build
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
+
+# The evaluation suite on every model (results/*.json) and its report (docs/report/).
+# SUITE=smoke for the short run.
+eval: build
+	@bash scripts/eval-all.sh $(BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -14,6 +14,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
   # serving: HTTP, the shared Redis tier (and a local Redis server for its tests)
   libcpp-httplib-dev libhiredis-dev redis-server
+  # figures of `kamera report`
+  gnuplot-nox
 )
 
 missing=()

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <fstream>
 
+#include "eval/baselines.h"
 #include "eval/metrics.h"
 #include "model/sampler.h"
 #include "reuse/relocate.h"
@@ -69,9 +71,13 @@ size_t kv_bytes_at(const ChunkKV& kv, DType t) {
 struct ArmAccum {
   std::string name;
   int rank = 0;
+  std::string param;
   std::vector<double> kl;
   std::vector<int32_t> last_argmax;
+  std::vector<int> items;  // item index of each score
   double bytes_fraction = 0;
+  double recompute = 0;            // summed recompute fractions
+  double kv_bytes = 0, flops = 0;  // summed extra serve costs
   double kv_abs = -1, kv_rel = -1;
   int64_t kv_ulp = -1;
   // Folds in the error of B's rows served by this arm against KV(B | A).
@@ -164,16 +170,21 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   if (rope_ch < 0) return make_error("reuse-bench: the model's KV layout has no rope channel");
   const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
 
-  std::vector<ArmAccum> arms;
-  auto arm = [&](const std::string& name, int rank) -> ArmAccum& {
+  std::deque<ArmAccum> arms;  // stable references while arms are added
+  auto arm = [&](const std::string& name, int rank, const std::string& param = "") -> ArmAccum& {
     for (auto& a : arms)
-      if (a.name == name && a.rank == rank) return a;
+      if (a.name == name && a.rank == rank && a.param == param) return a;
     ArmAccum fresh;
     fresh.name = name;
     fresh.rank = rank;
+    fresh.param = param;
     arms.push_back(std::move(fresh));
     return arms.back();
   };
+  // Anatomy accumulators
+  std::vector<double> head_cells_share;                            // per item
+  std::vector<std::vector<ChunkKV>> deltas_by_item(items.size());  // pooled basis: delta per item
+  std::vector<double> partial_fraction_needed;
   std::vector<int32_t> ref_argmax;
   ReuseBenchResult res;
   res.n_items = int(items.size());
@@ -247,6 +258,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
     auto score = [&](ArmAccum& a, const std::vector<float>& logits) {
       a.kl.push_back(mean_kl_rows(ref, logits, V));
       a.last_argmax.push_back(argmax(std::span<const float>(logits).subspan(logits.size() - V)));
+      a.items.push_back(int(idx));
     };
 
     double ms = 0;
@@ -275,6 +287,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
     }
 
     const size_t full_bytes = kv_bytes_at(canon.kv, opts.patch_dtype);
+    res.canonical_bytes += double(kv_bytes_at(canon.kv, DType::F32));
     for (bool deep : {false, true}) {
       if (deep && !opts.deep_half) continue;
       for (int rank : opts.ranks) {
@@ -302,6 +315,8 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
         ArmAccum& a = arm(deep ? "patch_deep_half" : "patch", rank);
         score(a, *l);
         a.bytes_fraction += double(p->bytes()) / double(full_bytes);
+        a.kv_bytes += double(p->bytes());
+        for (const PatchFactor& f : p->factors) a.flops += 2.0 * f.rows * f.rank * f.cols;
         {
           ChunkKV served = canon.kv;
           apply_patch(*p, served);
@@ -331,6 +346,79 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
           }
         }
       }
+    }
+
+    if (opts.baselines) {
+      KAMERA_TRY(run_baselines(BaselineItem{model, engine, pool, cc, opts, it, canon, cond,
+                                            prefix.id(), pB, pQ, nA, nB, ref},
+                               [&](const std::string& name, int rank, const std::string& param,
+                                   const std::vector<float>& logits, const ArmCost& cost) {
+                                 ArmAccum& a = arm(name, rank, param);
+                                 score(a, logits);
+                                 a.recompute += cost.recompute_fraction;
+                                 a.bytes_fraction += cost.bytes_fraction;
+                                 a.kv_bytes += cost.kv_bytes;
+                                 a.flops += cost.flops;
+                               }));
+    }
+    if (opts.anatomy) {
+      // Head diffuseness: share of (layer x KV head) cells (MLA: layer x channel) holding 90% of
+      // the deficit's energy.
+      std::vector<double> cells;
+      const int heads = c.attention == AttentionKind::Gqa ? c.n_kv_heads : 1;
+      std::vector<float> ra, rb;
+      for (int layer = 0; layer < c.n_layers; ++layer)
+        for (int ch = 0; ch < n_ch; ++ch) {
+          const int w = layout.channels[ch].width, hw = w / heads;
+          ra.resize(w);
+          rb.resize(w);
+          std::vector<double> e(heads, 0.0);
+          for (int i = 0; i < nB; ++i) {
+            cond.at(layer, ch).get_row(i, ra.data());
+            canon.kv.at(layer, ch).get_row(i, rb.data());
+            for (int j = 0; j < w; ++j) e[j / hw] += double(ra[j] - rb[j]) * (ra[j] - rb[j]);
+          }
+          if (c.attention == AttentionKind::Gqa && ch > 0) {
+            for (int h = 0; h < heads; ++h)
+              cells[cells.size() - heads + h] += e[h];  // k and v of a head
+          } else {
+            cells.insert(cells.end(), e.begin(), e.end());
+          }
+        }
+      std::sort(cells.rbegin(), cells.rend());
+      double total = 0, acc = 0;
+      for (double x : cells) total += x;
+      int needed = 0;
+      for (double x : cells) {
+        if (!(total > 0) || acc >= 0.9 * total) break;
+        acc += x;
+        ++needed;
+      }
+      if (total > 0) head_cells_share.push_back(double(needed) / double(cells.size()));
+      // Single-layer injection: the full-rank patch on one layer only.
+      for (int layer = 0; layer < c.n_layers; ++layer) {
+        PatchOptions po;
+        po.rank = kFullRank;
+        po.layers.kind = LayerSet::Kind::List;
+        po.layers.list = {layer};
+        auto p = form_patch(cond, canon.kv, po);
+        if (!p.ok()) return p.error();
+        auto l = serve(&p.value(), nullptr);
+        if (!l.ok()) return l.error();
+        score(arm("inject_layer", kFullRank, fmt::format("l={}", layer)), *l);
+      }
+      // Keep the deficit for the pooled basis (delta = cond - canonical, f32).
+      ChunkKV delta = cond;
+      for (size_t b = 0; b < delta.blocks.size(); ++b) {
+        std::vector<float> x(delta.blocks[b].cols()), y(x.size());
+        for (int i = 0; i < nB; ++i) {
+          delta.blocks[b].get_row(i, x.data());
+          canon.kv.blocks[b].get_row(i, y.data());
+          for (size_t j = 0; j < x.size(); ++j) x[j] -= y[j];
+          delta.blocks[b].set_row(i, x.data());
+        }
+      }
+      deltas_by_item[idx].push_back(std::move(delta));
     }
 
     // oracle_mask: one forward where B may not attend to A (conditioning removed at B's native
@@ -394,6 +482,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   res.mean_antecedent_tokens /= n;
   res.mean_chunk_tokens /= n;
   res.mean_query_tokens /= n;
+  res.canonical_bytes /= n;
   for (auto& l : res.anatomy)
     for (int ci = 0; ci < n_ch; ++ci) {
       l.rel_norm[ci] /= n;
@@ -407,6 +496,20 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   res.timing_reuse_patch_ms = median(t_patch);
   res.timing_compile_ms = median(t_compile);
 
+  if (opts.anatomy && items.size() >= 2) {
+    KAMERA_TRY(pooled_basis_pass(
+        model, engine, pool, items, deltas_by_item, opts.pooled_rank, bos,
+        &res.pooled_basis_error_ratio,
+        [&](int item, const std::vector<float>& ref_logits, const std::vector<float>& logits) {
+          ArmAccum& a = arm("pooled_basis", opts.pooled_rank);
+          a.kl.push_back(mean_kl_rows(ref_logits, logits, V));
+          a.last_argmax.push_back(
+              argmax(std::span<const float>(logits).subspan(logits.size() - V)));
+          a.items.push_back(item);
+        }));
+  }
+  if (!head_cells_share.empty()) res.head_cells_for_90 = mean(head_cells_share);
+
   const ArmAccum& blind = arm("blind", 0);
   for (size_t i = 0; i < ref_argmax.size(); ++i)
     res.n_flips += blind.last_argmax[i] != ref_argmax[i];
@@ -418,25 +521,62 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   rp.argmax_agree = 1.0;
   rp.flip_recover = res.n_flips ? 1.0 : NAN;
   rp.item_kl.assign(items.size(), 0.0);
+  rp.n_items = int(items.size());
   res.arms.push_back(rp);
   for (const ArmAccum& a : arms) {
     ArmSummary s;
     s.name = a.name;
     s.rank = a.rank;
+    s.param = a.param;
     s.item_kl = a.kl;
+    s.n_items = int(a.kl.size());
+    // Compare on the arm's own items (all, or the held-out half for the pooled basis).
+    std::vector<double> blind_kl;
+    std::vector<int32_t> ref_am, blind_am;
+    for (int i : a.items) {
+      blind_kl.push_back(blind.kl[i]);
+      ref_am.push_back(ref_argmax[i]);
+      blind_am.push_back(blind.last_argmax[i]);
+    }
     s.kl = mean(a.kl);
     s.kl_median = median(a.kl);
-    s.eta = eta(a.kl, blind.kl).value_or(NAN);
-    s.eta_median = eta_median(a.kl, blind.kl).value_or(NAN);
-    s.flip_recover = flip_recover(ref_argmax, blind.last_argmax, a.last_argmax).value_or(NAN);
-    s.argmax_agree = argmax_agree(ref_argmax, a.last_argmax);
-    s.patch_bytes_fraction = a.bytes_fraction / n;
+    s.eta = eta(a.kl, blind_kl).value_or(NAN);
+    s.eta_median = eta_median(a.kl, blind_kl).value_or(NAN);
+    s.flip_recover = flip_recover(ref_am, blind_am, a.last_argmax).value_or(NAN);
+    s.argmax_agree = argmax_agree(ref_am, a.last_argmax);
+    s.patch_bytes_fraction = a.kl.empty() ? 0 : a.bytes_fraction / double(a.kl.size());
+    s.recompute_fraction = a.kl.empty() ? 0 : a.recompute / double(a.kl.size());
+    s.extra_kv_bytes = a.kl.empty() ? 0 : a.kv_bytes / double(a.kl.size());
+    s.extra_flops = a.kl.empty() ? 0 : a.flops / double(a.kl.size());
     if (a.kv_abs >= 0) {
       s.kv_max_abs_err = a.kv_abs;
       s.kv_max_rel_err = a.kv_rel;
       s.kv_max_ulp = a.kv_ulp;
     }
     res.arms.push_back(std::move(s));
+  }
+  // A re-prefill of B in context is the recompute of all its tokens from layer 0.
+  for (const auto& a : res.arms)
+    if (a.name == "partial_reprefill" && a.param == "l=0") {
+      res.reprefill_flops = a.extra_flops;
+      res.arms[0].extra_flops = a.extra_flops;
+      res.arms[0].extra_kv_bytes = a.extra_kv_bytes;
+      res.arms[0].recompute_fraction = 1.0;
+    }
+  // Paper Table 8: the partial re-prefill share that first reaches the patch's eta.
+  if (opts.baselines) {
+    for (int r : {16, 8, 4})
+      for (const auto& a : res.arms)
+        if (a.name == "patch" && a.rank == r && !std::isnan(a.eta) && res.match_rank == 0) {
+          res.match_rank = r;
+          res.match_patch_eta = a.eta;
+        }
+    double best = NAN;
+    for (const auto& a : res.arms)
+      if (a.name == "partial_reprefill" && !std::isnan(a.eta) && a.eta >= res.match_patch_eta &&
+          (std::isnan(best) || a.recompute_fraction < best))
+        best = a.recompute_fraction;
+    res.partial_reprefill_to_match = best;
   }
   return res;
 }
@@ -451,6 +591,12 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
   for (const auto& a : r.arms)
     arms.push_back({{"name", a.name},
                     {"rank", rank(a.rank)},
+                    {"param", a.param},
+                    {"n_items", a.n_items},
+                    {"recompute_fraction", a.recompute_fraction},
+                    {"extra_kv_bytes", a.extra_kv_bytes},
+                    {"extra_flops", a.extra_flops},
+                    {"item_kl", a.item_kl},
                     {"kl", a.kl},
                     {"kl_median", a.kl_median},
                     {"eta", num(a.eta)},
@@ -493,7 +639,15 @@ nlohmann::json reuse_bench_json(const ReuseBenchResult& r) {
                 {"reuse_patch", r.timing_reuse_patch_ms},
                 {"compile", r.timing_compile_ms},
                 {"rank", rank(r.timing_rank)}}},
-              {"delta_by_layer", anatomy}};
+              {"delta_by_layer", anatomy},
+              {"canonical_bytes", r.canonical_bytes},
+              {"reprefill_flops", r.reprefill_flops},
+              {"head_cells_for_90", num(r.head_cells_for_90)},
+              {"pooled_basis_error_ratio", num(r.pooled_basis_error_ratio)},
+              {"table8",
+               {{"patch_rank", r.match_rank ? json(r.match_rank) : json(nullptr)},
+                {"patch_eta", num(r.match_patch_eta)},
+                {"partial_reprefill_fraction", num(r.partial_reprefill_to_match)}}}};
 }
 
 }  // namespace kamera

@@ -32,6 +32,20 @@ struct ReuseBenchOptions {
   SvdMethod svd = SvdMethod::Auto;
   int timing_rank = 32;  // the rank whose serve and compile times are reported
   std::function<void(int done, int total)> progress;
+
+  // The literature's repair methods as arms (../shared/docs/BASELINES.md), all on the same
+  // relocated canonical of B:
+  bool baselines = false;
+  std::vector<double> cacheblend_share = {0.05, 0.15, 0.3, 0.5};  // recompute share p
+  int cacheblend_select_layer = 1;  // the early layer whose V deviation ranks the tokens
+  std::vector<int> epic_k = {4, 8, 16};
+  int sink_k = 32;
+  double vlcache_share = 0.10;
+  std::vector<double> delta_token_share = {0.1, 0.25, 0.5, 0.75};  // oracle |delta| selector
+  std::vector<int> matched_ranks = {4, 8, 16};  // ShadowKV / Quest arms at the bytes of these ranks
+  // The deficit's anatomy (head diffuseness, single-layer injection, pooled basis).
+  bool anatomy = false;
+  int pooled_rank = 8;
 };
 
 struct ArmSummary {
@@ -42,6 +56,12 @@ struct ArmSummary {
   double flip_recover = NAN;           // NAN: no flips
   double argmax_agree = 0;
   double patch_bytes_fraction = 0;
+  std::string param;              // the arm's knob, e.g. "p=0.15", "k=8", "l=3", "bytes_of_rank=16"
+  double recompute_fraction = 0;  // (token, layer) pairs recomputed / (tokens of B x layers)
+  int n_items = 0;                // items scored (the pooled-basis arm uses held-out items only)
+  // Serve-time cost beyond blind reuse, mean per item: KV bytes read from the store or written to
+  // the pool (patch factors; recomputed rows), and FLOPs (patch GEMMs; recompute forwards).
+  double extra_kv_bytes = 0, extra_flops = 0;
   // B's served K/V against re-prefill's (KV(B|A)), max over items, layers, tokens, channels;
   // NAN for arms that do not serve B from the store (reprefill, oracle_mask).
   double kv_max_abs_err = NAN, kv_max_rel_err = NAN;
@@ -76,6 +96,15 @@ struct ReuseBenchResult {
   int timing_rank = 0;
   std::vector<LayerAnatomy> anatomy;
   double mean_chunk_tokens = 0, mean_query_tokens = 0, mean_antecedent_tokens = 0;
+  double canonical_bytes = 0;  // mean bytes of B's canonical (f32): the unit of bytes_fraction
+  double reprefill_flops = 0;  // mean FLOPs of a re-prefill of B in context (the unit of flops)
+  // Anatomy (when requested)
+  double head_cells_for_90 = NAN;  // share of (layer x KV head) cells holding 90% of delta energy
+  double pooled_basis_error_ratio = NAN;  // held-out: ||delta - proj_pooled|| / ||delta - own SVD||
+  // Partial re-prefill needed to match the patch (paper Table 8): smallest re-run share of layers
+  // whose eta reaches the patch's at match_rank.
+  int match_rank = 0;
+  double match_patch_eta = NAN, partial_reprefill_to_match = NAN;
 };
 
 Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,

@@ -74,9 +74,9 @@ void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_are
 
 }  // namespace
 
-void finish_score_row(float* row, int t, int n_keys, int first, float scale,
+void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
                       const AttentionMask* mask) {
-  const int last = std::min(n_keys - 1, first + t);
+  const int last = std::min(n_keys - 1, last_key);
   for (int j = 0; j <= last; ++j) row[j] *= scale;
   std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
   if (mask)
@@ -95,8 +95,11 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
                      const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
                      std::span<const Pos> positions, const RopeCache& rope,
                      const AttentionMask* mask, float* out, ThreadPool& pool,
-                     AttentionWorkspace& ws) {
-  const int N = first + T;
+                     AttentionWorkspace& ws, const AttentionExtras& extras) {
+  const bool indexed = !extras.query_index.empty();
+  KAMERA_ASSERT(!indexed || int(extras.query_index.size()) == T);
+  auto last_of = [&](int t) { return indexed ? extras.query_index[t] : first + t; };
+  const int N = last_of(T - 1) + 1;
   KAMERA_ASSERT(int(slots.size()) >= N && int(positions.size()) >= N);
   KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
   const int hd = s.head_dim;
@@ -113,7 +116,11 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
 
   // Masks, scales and normalizes one score row of query t over keys [0, n_keys).
   auto finish_row = [&](float* row, int t, int n_keys) {
-    finish_score_row(row, t, n_keys, first, scale, has_mask ? mask : nullptr);
+    finish_score_row(row, t, n_keys, last_of(t), scale, has_mask ? mask : nullptr);
+  };
+  auto add_mass = [&](const float* row, int n_keys) {
+    if (extras.key_mass)
+      for (int j = 0; j < n_keys; ++j) extras.key_mass[j] += row[j];
   };
 
   if (T >= kGemmMinQueries) {
@@ -127,13 +134,14 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
       for (int t0 = 0; t0 < T; t0 += qb) {
         const int t1 = std::min(T, t0 + qb);
         const int rows = t1 - t0;
-        const int n_keys = first + t1;  // causal: later keys are never seen by this block
+        const int n_keys = last_of(t1 - 1) + 1;  // causal: later keys are never seen by this block
         float* S = ws.scores.data();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, hd, 1.0f,
                     q + size_t(t0) * qw + size_t(h) * hd, qw, kg, kvw, 0.0f, S, n_keys);
         pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r) finish_row(S + size_t(r) * n_keys, t0 + int(r), n_keys);
         });
+        for (int r = 0; r < rows; ++r) add_mass(S + size_t(r) * n_keys, n_keys);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n_keys, 1.0f, S, n_keys,
                     vg, kvw, 0.0f, out + size_t(t0) * qw + size_t(h) * hd, qw);
       }
@@ -143,7 +151,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
 
   // Few queries (decode): one task per (query, head), dot products and axpy.
   const int tasks = T * s.n_heads;
-  const bool small = int64_t(N) * T * s.n_heads * hd < 1 << 15;  // not worth waking workers
+  // Small jobs (and mass capture, which accumulates into one buffer) run on this thread.
+  const bool small = int64_t(N) * T * s.n_heads * hd < 1 << 15 || extras.key_mass;
   const int threads = pool.size();
   if (ws.scores.size() < size_t(threads) * N) ws.scores.resize(size_t(threads) * N);
   auto run_tasks = [&](int64_t a, int64_t b, int piece) {
@@ -151,10 +160,11 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
     for (int64_t task = a; task < b; ++task) {
       const int t = int(task / s.n_heads), h = int(task % s.n_heads);
       const int g = h / group;
-      const int n_keys = first + t + 1;
+      const int n_keys = last_of(t) + 1;
       const float* qh = q + size_t(t) * qw + size_t(h) * hd;
       score_row(qh, ws.k.data() + size_t(g) * hd, n_keys, kvw, hd, row);
       finish_row(row, t, n_keys);
+      add_mass(row, n_keys);
       weighted_sum(row, ws.v.data() + size_t(g) * hd, n_keys, kvw, hd,
                    out + size_t(t) * qw + size_t(h) * hd);
     }

@@ -39,10 +39,21 @@ struct AttentionWorkspace {
   std::vector<float> k, v, scores;
 };
 
-// Turns a row of raw scores q.k of query t (batch index; token first + t) over keys [0, n_keys)
-// into attention weights: scale, causal cut (keys after first + t get weight 0), mask, softmax.
-void finish_score_row(float* row, int t, int n_keys, int first, float scale,
+// Turns a row of raw scores q.k of query t (batch index) over keys [0, n_keys) into attention
+// weights: scale, causal cut (keys after `last`, the query's own token index, get weight 0),
+// mask, softmax.
+void finish_score_row(float* row, int t, int n_keys, int last, float scale,
                       const AttentionMask* mask);
+
+// Optional extras of an attention call.
+struct AttentionExtras {
+  // Each query's own token index (ascending): query t sees tokens [0, index[t]]. Empty: the
+  // queries are the last T tokens, first.. first + T - 1.
+  std::span<const int> query_index;
+  // When set: += the attention weight each key receives, summed over heads and queries
+  // (n_keys floats; an oracle's view of which tokens the queries read).
+  float* key_mass = nullptr;
+};
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
 // T tokens of the sequence: query t is token first + t and sees tokens [0, first + t].
@@ -52,6 +63,6 @@ void attention_paged(const AttentionShape& shape, const float* q, int T, int fir
                      const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
                      std::span<const Pos> positions, const RopeCache& rope,
                      const AttentionMask* mask, float* out, ThreadPool& pool,
-                     AttentionWorkspace& ws);
+                     AttentionWorkspace& ws, const AttentionExtras& extras = {});
 
 }  // namespace kamera

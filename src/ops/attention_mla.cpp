@@ -13,8 +13,12 @@ namespace kamera {
 void attention_mla(const MlaShape& s, const float* q, int T, int first, const float* wkv_b,
                    const float* c_arena, const float* kpe_arena, std::span<const int32_t> slots,
                    std::span<const Pos> positions, const RopeCache& rope, const AttentionMask* mask,
-                   float scale, float* out, ThreadPool& pool, MlaWorkspace& ws) {
-  const int N = first + T;
+                   float scale, float* out, ThreadPool& pool, MlaWorkspace& ws,
+                   const AttentionExtras& extras) {
+  const bool indexed = !extras.query_index.empty();
+  KAMERA_ASSERT(!indexed || int(extras.query_index.size()) == T);
+  auto last_of = [&](int t) { return indexed ? extras.query_index[t] : first + t; };
+  const int N = last_of(T - 1) + 1;
   KAMERA_ASSERT(int(slots.size()) >= N && int(positions.size()) >= N);
   const int L = s.kv_lora, R = s.qk_rope, dq = s.qk_nope + s.qk_rope, qw = s.n_heads * dq;
   const int ow = s.n_heads * s.v_head, wrows = s.qk_nope + s.v_head;
@@ -42,7 +46,7 @@ void attention_mla(const MlaShape& s, const float* q, int T, int first, const fl
     const float* wkb = wkv_b + size_t(h) * wrows * L;  // qk_nope rows of kv_lora
     const float* wvb = wkb + size_t(s.qk_nope) * L;    // v_head rows of kv_lora
     for (int t0 = 0; t0 < T; t0 += qb) {
-      const int rows = std::min(T, t0 + qb) - t0, n_keys = first + t0 + rows;
+      const int rows = std::min(T, t0 + qb) - t0, n_keys = last_of(t0 + rows - 1) + 1;
       const float* qh = q + size_t(t0) * qw + size_t(h) * dq;
       float* S = ws.scores.data();
       // absorbed query: (rows x nope) . (nope x L)
@@ -58,8 +62,12 @@ void attention_mla(const MlaShape& s, const float* q, int T, int first, const fl
                   qw, ws.kpe.data(), R, 1.0f, S, n_keys);
       pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
-          finish_score_row(S + size_t(r) * n_keys, t0 + int(r), n_keys, first, scale, mask);
+          finish_score_row(S + size_t(r) * n_keys, t0 + int(r), n_keys, last_of(t0 + int(r)), scale,
+                           mask);
       });
+      if (extras.key_mass)
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < n_keys; ++j) extras.key_mass[j] += S[size_t(r) * n_keys + j];
       // latent-weighted sum, then the value projection
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, L, n_keys, 1.0f, S, n_keys,
                   ws.c.data(), L, 0.0f, ws.olat.data(), L);

@@ -24,11 +24,13 @@ struct MlaWorkspace {
 };
 
 // q: T x n_heads x (qk_nope + qk_rope), the rope part already rotated; queries are the last T
-// tokens (query t = token first + t). wkv_b: n_heads*(qk_nope+v_head) x kv_lora.
+// tokens (query t = token first + t), or the tokens extras.query_index names. wkv_b:
+// n_heads*(qk_nope+v_head) x kv_lora.
 // out: T x n_heads x v_head.
 void attention_mla(const MlaShape& s, const float* q, int T, int first, const float* wkv_b,
                    const float* c_arena, const float* kpe_arena, std::span<const int32_t> slots,
                    std::span<const Pos> positions, const RopeCache& rope, const AttentionMask* mask,
-                   float scale, float* out, ThreadPool& pool, MlaWorkspace& ws);
+                   float scale, float* out, ThreadPool& pool, MlaWorkspace& ws,
+                   const AttentionExtras& extras = {});
 
 }  // namespace kamera

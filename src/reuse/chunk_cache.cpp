@@ -28,18 +28,23 @@ ChunkId ChunkCache::id_of(const ChunkContent& c) const {
   return chunk_id(model_.fingerprint, c);
 }
 
-Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkContent& c,
-                                                     int32_t position, LogitsMode logits,
-                                                     const AttentionMask* mask) {
-  const std::vector<Pos> pos = c.positions_at(position);
+ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions) {
   ForwardInput in;
   in.n = c.n();
-  in.positions = pos;
+  in.positions = positions;
   if (c.is_tokens()) {
     in.tokens = c.tokens;
   } else {
     in.embeddings = c.embeddings.data();
   }
+  return in;
+}
+
+Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkContent& c,
+                                                     int32_t position, LogitsMode logits,
+                                                     const AttentionMask* mask) {
+  const std::vector<Pos> pos = c.positions_at(position);
+  const ForwardInput in = forward_input(c, pos);
   ForwardOptions fo;
   fo.logits = logits;
   fo.mask = mask;

@@ -1,10 +1,10 @@
 // The position-free chunk cache: forms canonicals and patches through the engine, keeps them in
 // the store, and assembles sequences from cached chunks at arbitrary positions with zero forwards.
 //
-//   canonical  C_B = KV(B | anchor)            one forward of [anchor · B], rope channel
-//   pre-rotation deficit    D   = KV(B | anchor · A) - C_B  one conditioned forward of [anchor · A
-//   · B] patch          = top-m SVD of D per layer and channel serve          rows(B) = C_B + U_m
-//   S_m V_m^T written into pool pages; positions set as metadata
+// - canonical: C_B = KV(B | anchor), one forward of [anchor · B], rope channel pre-rotation;
+// - deficit: D = KV(B | anchor · A) - C_B, one conditioned forward of [anchor · A · B];
+// - patch: the top-m SVD of D per layer and channel;
+// - serve: rows(B) = C_B + U_m S_m V_m^T written into pool pages, positions set as metadata.
 //
 // A sequence is [anchor][chunk 0][chunk 1]...; chunk i starts where chunk i-1's extent ends, and
 // its antecedents are chunks 0..i-1. Chunk 0 (no antecedent) is served from its canonical exactly:
@@ -21,6 +21,10 @@
 namespace kamera {
 
 enum class ServePolicy { Blind, Patch, Reprefill };
+
+// The engine input for a chunk's tokens or embedding rows at the given absolute positions (the
+// content and the positions must outlive the input).
+ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions);
 
 struct ServeOptions {
   ServePolicy policy = ServePolicy::Patch;

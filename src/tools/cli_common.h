@@ -24,6 +24,8 @@ Runner add_bench(CLI::App& app);
 Runner add_reuse_bench(CLI::App& app);
 Runner add_window_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_eval(CLI::App& app);
+Runner add_report(CLI::App& app);
 
 int default_threads();
 

@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
       add_reuse_bench);
   reg("window-bench", "Measure window operations (slide, reorder, recall) against re-prefill",
       add_window_bench);
+  reg("eval",
+      "Evaluation suite: patch ranks, the literature's baselines and the deficit's anatomy on "
+      "every split, as JSON",
+      add_eval);
+  reg("report", "Markdown and SVG figures (gnuplot) from kamera eval results", add_report);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);

@@ -275,7 +275,9 @@ TEST_P(ForwardArch, BatchedDecodeEqualsPerSequenceDecode) {
   ASSERT_EQ(batched->size(), size_t(3) * V);
   for (int s = 0; s < 3; ++s) {
     auto one = run(e, *pool, b[s], {rows[s].token}, {rows[s].pos});
-    EXPECT_LT(tiny::max_abs_diff(one, {batched->begin() + size_t(s) * V, batched->begin() + size_t(s + 1) * V}), 1e-5);
+    EXPECT_LT(tiny::max_abs_diff(
+                  one, {batched->begin() + size_t(s) * V, batched->begin() + size_t(s + 1) * V}),
+              1e-5);
     EXPECT_EQ(pool->n_tokens(a[s]), pool->n_tokens(b[s]));
   }
   // a full pool: nothing appended anywhere

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# `make eval`: the evaluation suite (kamera eval) on the real models in ../shared/models (when
+# present) and on the tiny synthetic preset of each attention family, then the report
+# (kamera report) in docs/report/. SUITE=smoke for the short CI-sized run.
+set -euo pipefail
+build=${1:-build}
+suite=${SUITE:-all}
+threads=${THREADS:-2}
+k="$build/bin/kamera"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+models="$build/eval-models"
+results="${RESULTS:-results}"
+cd "$root"
+mkdir -p "$models" "$results"
+
+inputs=()
+run() {  # name, then kamera eval arguments
+  local name=$1
+  shift
+  echo "== kamera eval $* --suite $suite -o $results/$name.json" >&2
+  "$k" eval "$@" --suite "$suite" -t "$threads" -o "$results/$name.json" >/dev/null
+  inputs+=("$results/$name.json")
+}
+
+shared="$root/../shared/models"
+if [ -f "$shared/stories260K/stories260K.bin" ]; then
+  run stories260K -m "$shared/stories260K/stories260K.bin" -z "$shared/stories260K/tok512.bin"
+  run aidreams260K -m "$shared/aidreams260K/aidreams260K.bin" -z "$shared/aidreams260K/tok512.bin"
+else
+  echo "eval-all: ../shared/models absent; running the synthetic presets only" >&2
+fi
+for arch in llama qwen2 qwen2vl deepseek2; do
+  "$k" make-model --arch "$arch" --preset tiny --seed 1 -o "$models/tiny-$arch.gguf" 2>/dev/null
+  run "tiny-$arch" -m "$models/tiny-$arch.gguf"
+done
+"$k" report --in "${inputs[@]}" --out "${REPORT:-docs/report}"

@@ -1,0 +1,149 @@
+// kamera eval: the evaluation suite (every arm of the reuse harness, the literature's baselines,
+// the deficit's anatomy, serve-vs-re-prefill time by chunk length) on one model, as JSON for
+// `kamera report`.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "eval/suite.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string model, tokenizer, suite = "smoke", items, data_dir = "data", out;
+  int threads = default_threads();
+  bool json = false, quiet = false;
+};
+
+int run_eval_cmd(const EvalArgs& a) {
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  const Model& m = **loaded;
+  const bool smoke = a.suite == "smoke";
+  std::vector<EvalSplit> splits;
+  if (!a.items.empty()) {
+    auto items = load_reuse_items(a.items, m);
+    if (!items.ok()) return fail(items.message(), a.json);
+    splits.push_back({"items", a.items, "dev", std::move(items.value())});
+  } else {
+    auto s = default_splits(m, a.data_dir, smoke);
+    if (!s.ok()) return fail(s.message(), a.json);
+    splits = std::move(s.value());
+  }
+  if (!a.out.empty()) {  // fail before the long run, not after it
+    const auto dir = std::filesystem::path(a.out).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    std::ofstream probe(a.out, std::ios::app);
+    if (!probe) return fail(fmt::format("--out {}: cannot write", a.out), a.json);
+  }
+  SuiteOptions so;
+  so.smoke = smoke;
+  if (smoke) so.timing_lengths = {16, 64};
+  const double t0 = now_ms();
+  const bool tty = isatty(2);
+  std::string last_stage;
+  double stage_t0 = t0;
+  if (!a.quiet)
+    so.progress = [&, tty](const std::string& stage, int done, int total) {
+      if (stage != last_stage) {
+        last_stage = stage;
+        stage_t0 = now_ms();
+      }
+      // On a terminal one line updates in place; in a log, a line per tenth of the stage.
+      if (!tty && done != total && done % std::max(1, total / 10) != 0) return;
+      const double el = (now_ms() - stage_t0) / 1e3;
+      std::fprintf(stderr, "%skamera: eval %s: %d/%d done, %.1f s, ETA %.1f s (total %.1f s)%s",
+                   tty ? "\r" : "", stage.c_str(), done, total, el, el / done * (total - done),
+                   (now_ms() - t0) / 1e3, tty && done != total ? "   " : "\n");
+    };
+  if (!a.quiet) {
+    for (const auto& s : splits)
+      std::fprintf(stderr, "kamera: eval split %s: %zu items from %s (%s)\n", s.name.c_str(),
+                   s.items.size(), s.source.c_str(), s.role.c_str());
+  }
+  Engine engine(m, a.threads);
+  auto r = run_eval_suite(m, engine, splits, so);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json& j = *r;
+  j["model"] = model_summary(m);
+  j["model_name"] = std::filesystem::path(m.source).stem().string();
+  j["threads"] = a.threads;
+  j["seconds"] = (now_ms() - t0) / 1e3;
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    f << j.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+    if (!f) return fail(fmt::format("--out {}: write failed", a.out), a.json);
+  }
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("%s (%s), suite %s, %.1f s\n", j["model_name"].get<std::string>().c_str(),
+              m.cfg.arch.c_str(), a.suite.c_str(), j["seconds"].get<double>());
+  for (const auto& s : j["splits"]) {
+    const auto& res = s["result"];
+    std::printf("\nsplit %s (%s, %d items, %d flips)\n", s["name"].get<std::string>().c_str(),
+                s["role"].get<std::string>().c_str(), res["n_items"].get<int>(),
+                res["n_flips"].get<int>());
+    std::printf("  %-20s %-16s %11s %8s %8s %9s %9s\n", "arm", "knob", "kl", "eta", "flip_rec",
+                "bytes", "recompute");
+    for (const auto& arm : res["arms"]) {
+      std::string knob = arm["param"].get<std::string>();
+      if (knob.empty() && !arm["rank"].is_null())
+        knob = "rank=" + (arm["rank"].is_string() ? arm["rank"].get<std::string>()
+                                                  : std::to_string(arm["rank"].get<int>()));
+      auto f = [](const json& x) {
+        return x.is_null() ? std::string("-") : fmt::format("{:.3f}", x.get<double>());
+      };
+      std::printf("  %-20s %-16s %11.3e %8s %8s %9.3f %9.3f\n",
+                  arm["name"].get<std::string>().c_str(), knob.c_str(), arm["kl"].get<double>(),
+                  f(arm["eta"]).c_str(), f(arm["flip_recover"]).c_str(),
+                  arm["patch_bytes_fraction"].get<double>(),
+                  arm["recompute_fraction"].get<double>());
+    }
+  }
+  std::printf("\nserve vs re-prefill of the chunk (median ms):\n");
+  for (const auto& t : j["timing_by_length"])
+    std::printf("  %4d tokens: re-prefill %.3f, blind %.3f, patch(rank %d) %.3f\n",
+                t["chunk_tokens"].get<int>(), t["reprefill_ms"].get<double>(),
+                t["blind_ms"].get<double>(), t["patch_rank"].get<int>(),
+                t["patch_ms"].get<double>());
+  if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  app.footer(
+      "Splits: data/reuse-<model stem>.jsonl (dev: defaults were chosen on it) and\n"
+      "data/heldout/reuse-<model stem>.jsonl (held out: never used for tuning) when both exist;\n"
+      "otherwise seeded random-token items (synthetic models: exactness and speed, not accuracy).\n"
+      "M-RoPE models add frame items (embedding chunks on a (t, h, w) grid).\n"
+      "Example: kamera eval -m stories260K.bin -z tok512.bin --suite all -o results/stories.json");
+  add_model_option(app, a->model);
+  app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for text items)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--suite", a->suite,
+                 "smoke: 4 items per split and short sweeps (CI); all: every item and sweep")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smoke", "all"}));
+  app.add_option("--items", a->items, "Use this JSONL file as the only split")
+      ->check(CLI::ExistingFile);
+  app.add_option("--data-dir", a->data_dir, "Where the default item files are")
+      ->capture_default_str();
+  app.add_option("-o,--out", a->out, "Write the result JSON here (for kamera report)");
+  add_threads_option(app, a->threads);
+  app.add_flag("-q,--quiet", a->quiet, "No progress on stderr");
+  app.add_flag("--json", a->json, "Print the full result as JSON");
+  return [a] { return run_eval_cmd(*a); };
+}
+
+}  // namespace kamera::cli
