@@ -8,7 +8,7 @@ JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 CMAKE_GEN  := -G Ninja
 
-.PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval format clean
+.PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval train-minivl format clean
 
 all: build
 
@@ -49,6 +49,15 @@ bench: build
 # SUITE=smoke for the short run.
 eval: build
 	@bash scripts/eval-all.sh $(BUILD)
+
+# Retrains the committed mini-VL (models/minivl/) from scratch: the exact command, seed and
+# schedule of docs/MINIVL.md (about 35 minutes on 2 cores; needs libtorch-dev).
+train-minivl: build
+	@mkdir -p $(BUILD)/minivl-train
+	$(BUILD)/bin/kamera-train train --seed 1 --steps 4000 --frames 6 --questions 3 \
+	  --batch-clips 16 --lr 3e-3 --eval-every 250 --eval-clips 200 -t 2 \
+	  -o $(BUILD)/minivl-train --log $(BUILD)/minivl-train/curve.json
+	@echo "compare with models/minivl/ (cmp), or copy the two .gguf files there to replace them"
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on the embedded default. Until the project ships its own trained
-# model (see docs/ROADMAP.md), the default is a seeded synthetic model made by `kamera make-model`;
-# when ../shared/models is present the demo also runs the real stories260K checkpoint.
+# `make demo`: first the agent demo on the project's own trained model, the mini vision-language
+# model in models/minivl/ (a vision encoder + a Qwen2-VL-style decoder with M-RoPE that answers
+# one-word questions about clips of small frames with coloured shapes). An agent watches a
+# 24-frame stream through a sliding window of 6 frames: each frame is encoded and cached once;
+# the window slides by evicting its oldest frame (the survivors only relocate) and admitting the
+# new one with a conditioning patch formed on the window; every question is answered both by
+# kamera (the question over the cached window) and by a full re-prefill. It prints both answers,
+# both times-to-first-token and every cache operation per step, then a summary table, and draws
+# build/demo/agent-demo.png. When the committed weights are missing it says so and runs on seeded
+# random weights instead (answers are noise; timings and cache operations are real).
+# Then the engine-level demos on a seeded synthetic model made by `kamera make-model`: chunk
+# reuse against re-prefill, window operations, serving a cached chunk, and the HTTP server.
+# Needs nothing outside the repository; takes well under a minute.
 set -euo pipefail
 build=${1:-build}
 k="$build/bin/kamera"
@@ -10,16 +20,24 @@ mkdir -p "$out"
 
 step() { printf '\n== %s\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
-step "Make a seeded random-weight model (Qwen2-style: GQA, QKV bias, NeoX rope)" \
-  "$k" make-model --arch qwen2 --preset tiny --seed 1 -o "$out/tiny-qwen2.gguf"
-step "Its next-token logits (f32 throughout), top 3" \
-  "$k" logits -m "$out/tiny-qwen2.gguf" -p "Once upon a time" --top 3
-step "Sample from it (random weights: the text is noise; the engine path is real)" \
-  "$k" generate -m "$out/tiny-qwen2.gguf" -p "Once upon a time" -n 24 --temp 0.8 --seed 1
-step "Prefill speed, and OpenBLAS alone on the same GEMM shapes" \
-  "$k" bench prefill -m "$out/tiny-qwen2.gguf" --tokens 256 --reps 5
-
 root="$(cd "$(dirname "$0")/.." && pwd)"
+decoder="$root/models/minivl/minivl.gguf"
+vision="$root/models/minivl/minivl-mmproj.gguf"
+if [ -f "$decoder" ] && [ -f "$vision" ]; then
+  step "The agent demo: a sliding window over a frame stream on the trained mini-VL, kamera vs re-prefill" \
+    "$k" demo --decoder "$decoder" --vision "$vision" --png "$out/agent-demo.png"
+else
+  printf '\n!! The trained mini-VL weights are not in this checkout:\n'
+  for f in "$decoder" "$vision"; do [ -f "$f" ] || printf '!!   missing %s\n' "$f"; done
+  printf '!! They are committed with the repository under models/minivl/ (update the checkout to get them).\n'
+  printf '!! Running the agent demo on seeded random weights instead: the answers are noise,\n'
+  printf '!! the cache operations and the timings are real.\n'
+  step "The agent demo on seeded random weights (mechanics only), kamera vs re-prefill" \
+    "$k" demo --random-weights --png "$out/agent-demo.png"
+fi
+
+step "A seeded random-weight model for the engine-level demos (Qwen2-style: GQA, QKV bias, NeoX rope)" \
+  "$k" make-model --arch qwen2 --preset tiny --seed 1 -o "$out/tiny-qwen2.gguf"
 step "Chunk reuse on it: canonical + rank-m patch vs re-prefill, every arm on the same relocated KV" \
   "$k" reuse-bench -m "$out/tiny-qwen2.gguf" --items "$root/data/reuse-stories260K.jsonl" --limit 12 \
   --ranks 1,4,16,full -q
@@ -40,16 +58,3 @@ step "The server: upload a chunk, then a completion that references it twice (fo
     curl -fs localhost:18181/v1/completions -d "{\"prompt\": [\"Tom had a dog.\", {\"type\": \"chunk\", \"id\": \"$id\"}, \" Then\"], \"max_tokens\": 8}"; echo
   done
   kill $pid; wait $pid 2>/dev/null || true' _ "$k" "$out/tiny-qwen2.gguf"
-
-shared="$root/../shared/models/stories260K"
-if [ -f "$shared/stories260K.bin" ]; then
-  step "A real trained model (stories260K, llama2.c checkpoint), greedy from BOS" \
-    "$k" generate -m "$shared/stories260K.bin" -z "$shared/tok512.bin" -n 200 --temp 0
-  step "The same model as GGUF (tokenizer embedded): identical tokens" \
-    "$k" generate -m "$shared/stories260K.gguf" -n 60 --temp 0
-  step "Chunk reuse on the real model (45 two-chunk stories from data/)" \
-    "$k" reuse-bench -m "$shared/stories260K.bin" --items "$root/data/reuse-stories260K.jsonl" \
-    --ranks 1,2,4,8,16,full -q
-else
-  printf '\n(../shared/models is absent: skipping the real-model part of the demo)\n'
-fi

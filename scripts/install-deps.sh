@@ -14,8 +14,10 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
   # serving: HTTP, the shared Redis tier (and a local Redis server for its tests)
   libcpp-httplib-dev libhiredis-dev redis-server
-  # figures of `kamera report`
-  gnuplot-nox
+  # figures of `kamera report`; frames of the mini-VL clips (PNG)
+  gnuplot-nox libpng-dev
+  # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test
+  libtorch-dev
 )
 
 missing=()

@@ -70,7 +70,8 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     cost->flops = rs.flops;
     return out;
   };
-  auto tokens_arm = [&](const std::string& name, const std::string& param, std::vector<int> sel) -> Status {
+  auto tokens_arm = [&](const std::string& name, const std::string& param,
+                        std::vector<int> sel) -> Status {
     RecomputePlan plan;
     plan.tokens = std::move(sel);
     ArmCost cost;
@@ -90,10 +91,12 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     if (!l.ok()) return l.error();
     sink("cacheblend", 0, fmt::format("p={:g}", p), *l, cost);
   }
-  for (int k : b.opts.epic_k) KAMERA_TRY(tokens_arm("epic", fmt::format("k={}", k), first_k(k, nB)));
+  for (int k : b.opts.epic_k)
+    KAMERA_TRY(tokens_arm("epic", fmt::format("k={}", k), first_k(k, nB)));
   KAMERA_TRY(tokens_arm("sink", fmt::format("k={}", b.opts.sink_k), first_k(b.opts.sink_k, nB)));
   {
-    const int t = b.opts.vlcache_share <= 0 ? 0 : std::max(1, int(std::ceil(b.opts.vlcache_share * nB)));
+    const int t =
+        b.opts.vlcache_share <= 0 ? 0 : std::max(1, int(std::ceil(b.opts.vlcache_share * nB)));
     std::vector<int> sel;
     for (int i = 0; i < t; ++i) sel.push_back(int(int64_t(i) * nB / t));
     sel.erase(std::unique(sel.begin(), sel.end()), sel.end());
@@ -152,8 +155,9 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     fo.logits = LogitsMode::None;
     fo.key_mass = &mass;
     const auto qpos = b.item.query.positions_at(b.pQ);
-    Result<std::vector<float>> q = r.ok() ? b.engine.forward(b.pool, *fork, forward_input(b.item.query, qpos), fo)
-                                          : Result<std::vector<float>>(r.error());
+    Result<std::vector<float>> q =
+        r.ok() ? b.engine.forward(b.pool, *fork, forward_input(b.item.query, qpos), fo)
+               : Result<std::vector<float>>(r.error());
     b.pool.free_sequence(*fork);
     if (!q.ok()) return q.error();
   }
@@ -211,12 +215,10 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
   return Status::Ok();
 }
 
-Status pooled_basis_pass(const Model& model, Engine& engine, KvPool& pool,
-                         const std::vector<ReuseItem>& items,
-                         const std::vector<std::vector<ChunkKV>>& deltas, int m, int32_t bos,
-                         double* error_ratio,
-                         const std::function<void(int, const std::vector<float>&,
-                                                  const std::vector<float>&)>& sink) {
+Status pooled_basis_pass(
+    const Model& model, Engine& engine, KvPool& pool, const std::vector<ReuseItem>& items,
+    const std::vector<std::vector<ChunkKV>>& deltas, int m, int32_t bos, double* error_ratio,
+    const std::function<void(int, const std::vector<float>&, const std::vector<float>&)>& sink) {
   const ModelConfig& c = model.cfg;
   const KvLayout layout = model.kv_layout();
   const int n_ch = int(layout.channels.size());
@@ -273,8 +275,10 @@ Status pooled_basis_pass(const Model& model, Engine& engine, KvPool& pool,
         for (int r = 0; r < n; ++r)
           for (int j = 0; j < w; ++j) {
             double p = 0, o = 0;
-            for (int q = 0; q < k; ++q) p += double(coef[size_t(r) * k + q]) * vp[size_t(q) * w + j];
-            for (int q = 0; q < ko; ++q) o += double(us[size_t(r) * ko + q]) * vt[size_t(q) * w + j];
+            for (int q = 0; q < k; ++q)
+              p += double(coef[size_t(r) * k + q]) * vp[size_t(q) * w + j];
+            for (int q = 0; q < ko; ++q)
+              o += double(us[size_t(r) * ko + q]) * vt[size_t(q) * w + j];
             const double x = d[size_t(r) * w + j];
             err_pooled += (x - p) * (x - p);
             err_own += (x - o) * (x - o);
@@ -294,7 +298,8 @@ Status pooled_basis_pass(const Model& model, Engine& engine, KvPool& pool,
     // Serve the held-out item with the pooled-basis patch, against its re-prefill.
     ChunkStore store(size_t(1) << 32);
     ChunkCache cc(model, engine, pool, store, {bos});
-    const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(), pQ = pB + it.chunk.extent();
+    const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
+                  pQ = pB + it.chunk.extent();
     ScopedSequence prefix(pool);
     KAMERA_TRY(cc.place_anchor(prefix.id()));
     if (auto r = cc.forward_chunk(prefix.id(), it.antecedent, pA); !r.ok()) return r.error();
@@ -303,7 +308,8 @@ Status pooled_basis_pass(const Model& model, Engine& engine, KvPool& pool,
       auto f = pool.fork(prefix.id());
       if (!f.ok()) return f.error();
       auto r = cc.forward_chunk(*f, it.chunk, pB);
-      auto q = r.ok() ? cc.forward_chunk(*f, it.query, pQ, LogitsMode::All) : Result<std::vector<float>>(r.error());
+      auto q = r.ok() ? cc.forward_chunk(*f, it.query, pQ, LogitsMode::All)
+                      : Result<std::vector<float>>(r.error());
       pool.free_sequence(*f);
       if (!q.ok()) return q.error();
       ref = std::move(q.value());
@@ -313,7 +319,8 @@ Status pooled_basis_pass(const Model& model, Engine& engine, KvPool& pool,
     auto f = pool.fork(prefix.id());
     if (!f.ok()) return f.error();
     Status st = cc.place(*f, **canon, &patch, pB);
-    auto l = st.ok() ? cc.forward_chunk(*f, it.query, pQ, LogitsMode::All) : Result<std::vector<float>>(st.error());
+    auto l = st.ok() ? cc.forward_chunk(*f, it.query, pQ, LogitsMode::All)
+                     : Result<std::vector<float>>(st.error());
     pool.free_sequence(*f);
     if (!l.ok()) return l.error();
     sink(int(i), ref, *l);

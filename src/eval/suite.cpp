@@ -53,11 +53,10 @@ Result<std::vector<EvalSplit>> default_splits(const Model& model, const std::str
     FrameItemSpec fs_;
     fs_.n_items = smoke ? 4 : 12;
     fs_.seed = 2;
-    splits.push_back(
-        {"frames",
-         fmt::format("frame_items(seed={}, grid={}x{}, Q={})", fs_.seed, fs_.grid_h, fs_.grid_w,
-                     fs_.query_tokens),
-         "heldout", frame_items(model, fs_)});
+    splits.push_back({"frames",
+                      fmt::format("frame_items(seed={}, grid={}x{}, Q={})", fs_.seed, fs_.grid_h,
+                                  fs_.grid_w, fs_.query_tokens),
+                      "heldout", frame_items(model, fs_)});
   }
   return splits;
 }
@@ -93,11 +92,12 @@ Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
       o.progress = [&](int done, int total) { opts.progress(s.name, done, total); };
     auto r = run_reuse_bench(model, engine, s.items, o);
     if (!r.ok()) return make_error("split {}: {}", s.name, r.message());
-    js.push_back({{"name", s.name},
-                  {"source", s.source},
-                  {"role", s.role},
-                  {"kind", s.items.empty() || s.items[0].chunk.is_tokens() ? "tokens" : "embeddings"},
-                  {"result", reuse_bench_json(*r)}});
+    js.push_back(
+        {{"name", s.name},
+         {"source", s.source},
+         {"role", s.role},
+         {"kind", s.items.empty() || s.items[0].chunk.is_tokens() ? "tokens" : "embeddings"},
+         {"result", reuse_bench_json(*r)}});
   }
   out["splits"] = js;
 

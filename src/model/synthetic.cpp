@@ -263,7 +263,33 @@ int64_t count_parameters(const ModelConfig& c) {
 }
 
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
-  const ModelConfig& c = spec.cfg;
+  Result<Tokenizer::Vocab> vocab =
+      spec.vocab ? Result<Tokenizer::Vocab>(*spec.vocab)
+                 : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
+  if (!vocab.ok()) return make_error("make-model: vocabulary: {}", vocab.message());
+  const uint64_t seed = spec.seed;
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
+  auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
+                                 float* dst) {
+    const int64_t n = ne.size() == 1 ? ne[0] : ne[0] * ne[1];
+    const bool is_norm = name.find("norm") != std::string::npos;
+    if (ne.size() == 1 && is_norm) {
+      fill_norm(dst, n, seed, name);
+    } else if (ne.size() == 1) {
+      fill_uniform(dst, n, seed, name, 0.1f);  // biases
+    } else if (name == "token_embd.weight") {
+      fill_uniform(dst, n, seed, name, inv_sqrt_d);
+    } else {
+      // Uniform with the variance of N(0, 1/in): activations keep unit scale through the layers.
+      fill_uniform(dst, n, seed, name, 1.0f / std::sqrt(float(ne[0])));
+    }
+  };
+  return write_decoder_gguf(spec.cfg, spec.name, spec.weight_type, *vocab, fill, path);
+}
+
+Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
+                          const Tokenizer::Vocab& v, const TensorFill& fill,
+                          const std::string& path) {
   KAMERA_TRY(c.validate(path));
   const bool qwen = c.arch == "qwen2" || c.arch == "qwen2vl";
   const bool mla = c.arch == "deepseek2";
@@ -279,17 +305,17 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
     return make_error("make-model: deepseek2 and only deepseek2 uses MLA");
   if ((c.arch == "qwen2vl") != (c.rope.mrope != MropeMode::None))
     return make_error("make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
-  auto vocab = build_synthetic_vocab(c.n_vocab, synthetic_vocab_corpus());
-  if (!vocab.ok()) return make_error("make-model: vocabulary: {}", vocab.message());
-
+  if (int(v.pieces.size()) != c.n_vocab)
+    return make_error("make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
+                      c.n_vocab);
   GgufWriter w;
   const std::string a = c.arch;
   w.set_string("general.architecture", a);
-  w.set_string("general.name", spec.name);
-  const uint32_t file_type = spec.weight_type == DType::F32    ? 0
-                             : spec.weight_type == DType::F16  ? 1
-                             : spec.weight_type == DType::Q8_0 ? 7
-                                                               : 32;
+  w.set_string("general.name", model_name);
+  const uint32_t file_type = weight_type == DType::F32    ? 0
+                             : weight_type == DType::F16  ? 1
+                             : weight_type == DType::Q8_0 ? 7
+                                                          : 32;
   w.set_u32("general.file_type", file_type);
   w.set_u32(a + ".context_length", uint32_t(c.ctx_len));
   w.set_u32(a + ".embedding_length", uint32_t(c.dim));
@@ -323,7 +349,6 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
 
-  const Tokenizer::Vocab& v = *vocab;
   std::vector<int32_t> types;
   for (TokenType t : v.types) types.push_back(int32_t(t));
   w.set_string("tokenizer.ggml.model", "llama");
@@ -336,25 +361,16 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   w.set_bool("tokenizer.ggml.add_bos_token", true);
   w.set_bool("tokenizer.ggml.add_eos_token", false);
 
-  const uint64_t seed = spec.seed;
   const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
-  const DType wt = spec.weight_type;
+  const DType wt = weight_type;
   auto weight = [&](const std::string& name, int64_t in, int64_t out) {
-    // Uniform with the variance of N(0, 1/in): activations keep unit scale through the layers.
-    w.add_tensor(name, {in, out}, wt, [=](float* dst) {
-      fill_uniform(dst, in * out, seed, name, 1.0f / std::sqrt(float(in)));
-    });
+    w.add_tensor(name, {in, out}, wt, [=, &fill](float* dst) { fill(name, {in, out}, dst); });
   };
   auto norm = [&](const std::string& name, int64_t n) {
-    w.add_tensor(name, {n}, DType::F32, [=](float* dst) { fill_norm(dst, n, seed, name); });
+    w.add_tensor(name, {n}, DType::F32, [=, &fill](float* dst) { fill(name, {n}, dst); });
   };
-  auto bias = [&](const std::string& name, int64_t n) {
-    w.add_tensor(name, {n}, DType::F32,
-                 [=](float* dst) { fill_uniform(dst, n, seed, name, 0.1f); });
-  };
-  w.add_tensor("token_embd.weight", {d, V}, wt, [=](float* dst) {
-    fill_uniform(dst, d * V, seed, "token_embd.weight", 1.0f / std::sqrt(float(d)));
-  });
+  auto bias = norm;
+  weight("token_embd.weight", d, V);
   norm("output_norm.weight", d);
   if (!c.tied_output) weight("output.weight", d, V);
   for (int i = 0; i < c.n_layers; ++i) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
 
 namespace kamera {
 
@@ -19,6 +21,7 @@ struct SyntheticSpec {
   uint64_t seed = 0;
   DType weight_type = DType::F32;  // 2-D weights; norms and biases stay f32 (as llama.cpp does)
   std::string name = "kamera-synthetic";
+  std::optional<Tokenizer::Vocab> vocab;  // default: a SentencePiece vocabulary of n_vocab pieces
 };
 
 // Named shapes: "tiny" (tests), "0.5b" (Qwen2.5-0.5B's text decoder: 24 layers, hidden 896,
@@ -39,5 +42,17 @@ int64_t count_parameters(const ModelConfig& cfg);
 
 // Writes the GGUF. Deterministic: the same spec gives the same bytes.
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path);
+
+// Fills one tensor: name (llama.cpp's), GGUF shape (ne[0] contiguous: a weight is {in, out}, i.e.
+// out rows of in values, as PyTorch holds a Linear), destination of ne[0] * ne[1] floats.
+using TensorFill =
+    std::function<void(const std::string& name, const std::vector<int64_t>& ne, float* dst)>;
+
+// Writes a decoder GGUF of config `c` (llama, qwen2, qwen2vl, deepseek2 layouts, llama.cpp names)
+// with the given vocabulary and weights (used by make-model and by the mini-VL trainer's export).
+// `fill` is called while writing, one tensor at a time.
+Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
+                          const Tokenizer::Vocab& vocab, const TensorFill& fill,
+                          const std::string& path);
 
 }  // namespace kamera

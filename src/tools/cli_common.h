@@ -26,6 +26,7 @@ Runner add_window_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
+Runner add_demo(CLI::App& app);
 
 int default_threads();
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "eval/minivl_eval.h"
 #include "eval/suite.h"
 #include "tools/cli_common.h"
 
@@ -15,12 +16,78 @@ namespace kamera::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, tokenizer, suite = "smoke", items, data_dir = "data", out;
+  std::string model, tokenizer, suite = "smoke", items, data_dir = "data", out, mmproj;
   int threads = default_threads();
+  int clips = 100;
   bool json = false, quiet = false;
 };
 
+std::string pct(const json& x) {
+  return x.is_null() ? std::string("-") : fmt::format("{:.3f}", x.get<double>());
+}
+
+// --suite mini-vl: the project's trained vision-language model on held-out clips.
+int run_minivl_suite(const EvalArgs& a) {
+  const std::string dec = a.model.empty() ? minivl::kDecoderFile : a.model;
+  const std::string vis = a.mmproj.empty() ? minivl::kVisionFile : a.mmproj;
+  for (const std::string& f : {dec, vis})
+    if (!std::filesystem::exists(f))
+      return fail(fmt::format("{} does not exist: the mini-VL weights are committed under "
+                              "models/minivl/ (run from the repository root), or pass -m and "
+                              "--mmproj",
+                              f),
+                  a.json);
+  auto mv = minivl::MiniVl::load(dec, vis);
+  if (!mv.ok()) return fail(mv.message(), a.json);
+  Engine engine(*mv->decoder, a.threads);
+  MiniVlEvalOptions o;
+  o.n_clips = a.clips;
+  const double t0 = now_ms();
+  if (!a.quiet)
+    o.progress = [&](int done, int total) {
+      if (done % std::max(1, total / 10) != 0 && done != total) return;
+      const double el = (now_ms() - t0) / 1e3;
+      std::fprintf(stderr, "kamera: eval mini-vl: %d/%d clips, %.1f s, ETA %.1f s\n", done, total,
+                   el, el / done * (total - done));
+    };
+  auto r = run_minivl_eval(*mv, engine, o);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json& j = *r;
+  j["model_name"] = "minivl";
+  j["decoder"] = dec;
+  j["mmproj"] = vis;
+  j["threads"] = a.threads;
+  j["seconds"] = (now_ms() - t0) / 1e3;
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    f << j.dump(1) << "\n";
+    if (!f) return fail(fmt::format("--out {}: write failed", a.out), a.json);
+  }
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("mini-vl: %d held-out clips, %d questions, %.1f s\n", j["clips"].get<int>(),
+              j["questions"].get<int>(), j["seconds"].get<double>());
+  std::printf("  %-16s %-10s %9s %9s %9s %9s %8s %8s %9s\n", "arm", "knob", "acc single",
+              "acc cross", "KL", "eta", "flips", "flip_rec", "bytes");
+  for (const auto& arm : j["arms"]) {
+    const auto& s = arm["by_family"]["single_hop"];
+    const auto& c = arm["by_family"]["cross_frame"];
+    const auto& all = arm["by_family"]["all"];
+    std::printf("  %-16s %-10s %9.3f %9.3f %9.2e %9s %8d %8s %9.3f\n",
+                arm["arm"].get<std::string>().c_str(), arm["knob"].get<std::string>().c_str(),
+                s["accuracy"].get<double>(), c["accuracy"].get<double>(), all["kl"].get<double>(),
+                pct(all["eta"]).c_str(), all["flips"].get<int>(), pct(all["flip_recover"]).c_str(),
+                arm["extra_bytes_fraction"].get<double>());
+  }
+  if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
+  return 0;
+}
+
 int run_eval_cmd(const EvalArgs& a) {
+  if (a.suite == "mini-vl") return run_minivl_suite(a);
+  if (a.model.empty()) return fail("--model is required (except for --suite mini-vl)", a.json);
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
@@ -128,13 +195,20 @@ Runner add_eval(CLI::App& app) {
       "otherwise seeded random-token items (synthetic models: exactness and speed, not accuracy).\n"
       "M-RoPE models add frame items (embedding chunks on a (t, h, w) grid).\n"
       "Example: kamera eval -m stories260K.bin -z tok512.bin --suite all -o results/stories.json");
-  add_model_option(app, a->model);
+  app.add_option("-m,--model", a->model,
+                 "Model file: .gguf, or a llama2.c checkpoint (.bin); for mini-vl the decoder")
+      ->check(CLI::ExistingFile);
   app.add_option("-z,--tokenizer", a->tokenizer, "llama2.c tokenizer.bin (for text items)")
       ->check(CLI::ExistingFile);
   app.add_option("--suite", a->suite,
-                 "smoke: 4 items per split and short sweeps (CI); all: every item and sweep")
+                 "smoke: 4 items per split and short sweeps (CI); all: every item and sweep; "
+                 "mini-vl: the project's vision-language model on held-out clips (accuracy by "
+                 "question family per arm; -m/--mmproj default to models/minivl/)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"smoke", "all"}));
+      ->check(CLI::IsMember({"smoke", "all", "mini-vl"}));
+  app.add_option("--mmproj", a->mmproj, "mini-vl: the vision encoder GGUF (mmproj-style)");
+  app.add_option("--clips", a->clips, "mini-vl: held-out clips (all their questions)")
+      ->capture_default_str();
   app.add_option("--items", a->items, "Use this JSONL file as the only split")
       ->check(CLI::ExistingFile);
   app.add_option("--data-dir", a->data_dir, "Where the default item files are")

@@ -31,8 +31,8 @@ int run_report_cmd(const ReportArgs& a) {
     print_json(json{{"markdown", r->markdown}, {"figures", r->figures}}, 2);
     return 0;
   }
-  std::printf("wrote %s and %zu figures under %s/figures\n", r->markdown.c_str(),
-              r->figures.size(), a.out.c_str());
+  std::printf("wrote %s and %zu figures under %s/figures\n", r->markdown.c_str(), r->figures.size(),
+              a.out.c_str());
   return 0;
 }
 

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
       "every split, as JSON",
       add_eval);
   reg("report", "Markdown and SVG figures (gnuplot) from kamera eval results", add_report);
+  reg("demo",
+      "The agent demo: a sliding window over a frame stream on the mini vision-language model, "
+      "kamera vs re-prefill",
+      add_demo);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);

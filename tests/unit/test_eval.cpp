@@ -126,13 +126,13 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   const ArmSummary* blind = find(*r, "blind");
   ASSERT_TRUE(blind);
   ASSERT_GT(blind->kl, 1e-6) << "blind reuse should differ from re-prefill on these items";
-  for (const auto& [name, param] : std::vector<std::pair<std::string, std::string>>{
-           {"cacheblend", "p=1"},
-           {"epic", "k=1000"},
-           {"sink", "k=1000"},
-           {"vlcache", "share=1"},
-           {"oracle_delta_tokens", "p=1"},
-           {"partial_reprefill", "l=0"}}) {
+  for (const auto& [name, param] :
+       std::vector<std::pair<std::string, std::string>>{{"cacheblend", "p=1"},
+                                                        {"epic", "k=1000"},
+                                                        {"sink", "k=1000"},
+                                                        {"vlcache", "share=1"},
+                                                        {"oracle_delta_tokens", "p=1"},
+                                                        {"partial_reprefill", "l=0"}}) {
     const ArmSummary* a = find(*r, name, param);
     ASSERT_TRUE(a) << name << " " << param;
     EXPECT_LT(a->kl, 1e-9) << name << " " << param;
@@ -148,12 +148,12 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   auto z = run_reuse_bench(*m, engine, items, zero);
   ASSERT_TRUE(z.ok()) << z.message();
   const ArmSummary* zb = find(*z, "blind");
-  for (const auto& [name, param] : std::vector<std::pair<std::string, std::string>>{
-           {"cacheblend", "p=0"},
-           {"epic", "k=0"},
-           {"sink", "k=0"},
-           {"vlcache", "share=0"},
-           {"oracle_delta_tokens", "p=0"}}) {
+  for (const auto& [name, param] :
+       std::vector<std::pair<std::string, std::string>>{{"cacheblend", "p=0"},
+                                                        {"epic", "k=0"},
+                                                        {"sink", "k=0"},
+                                                        {"vlcache", "share=0"},
+                                                        {"oracle_delta_tokens", "p=0"}}) {
     const ArmSummary* a = find(*z, name, param);
     ASSERT_TRUE(a) << name;
     ASSERT_EQ(a->item_kl.size(), zb->item_kl.size());
@@ -164,8 +164,7 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   }
   // Partial re-prefill from the last layer rewrites only rows its own (canonical) hidden state
   // determines: blind, at the cost of one layer.
-  const ArmSummary* last =
-      find(*r, "partial_reprefill", fmt::format("l={}", m->cfg.n_layers - 1));
+  const ArmSummary* last = find(*r, "partial_reprefill", fmt::format("l={}", m->cfg.n_layers - 1));
   ASSERT_TRUE(last);
   for (size_t i = 0; i < last->item_kl.size(); ++i)
     EXPECT_NEAR(last->item_kl[i], blind->item_kl[i], 1e-6 * std::max(1e-3, blind->item_kl[i]));
@@ -280,8 +279,8 @@ TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
   double patch = 0;
   for (const auto& ch : layout.channels) patch += 4.0 * 2 * (n + ch.width) * m->cfg.n_layers;
   EXPECT_DOUBLE_EQ(find(*r, "patch")->extra_kv_bytes, patch);  // both items have the same n
-  EXPECT_NEAR(find(*r, "patch")->patch_bytes_fraction,
-              patch / (n * row_bytes * m->cfg.n_layers), 1e-12);
+  EXPECT_NEAR(find(*r, "patch")->patch_bytes_fraction, patch / (n * row_bytes * m->cfg.n_layers),
+              1e-12);
 }
 
 TEST(EvalItems, FramesAreSeededGridsAtTokenScale) {

@@ -1,0 +1,36 @@
+// `kamera eval --suite mini-vl`: the mini vision-language model on held-out clips. Each frame is
+// a chunk; every arm builds the same [<bos>][frame 0..F-1] sequence its own way, then the
+// question is prefilled and the answer read at its last token.
+//
+//   reprefill        the decoder forward over everything (the ceiling)
+//   blind            each frame's canonical (cached alone, behind <bos>), relocated
+//   patch rank m     canonical + rank-m patch of the deficit behind the frames before it
+//   patch deep half  the same, deepest half of the layers only
+//   cacheblend, epic, vlcache   token recompute in context on top of blind (eval/baselines.h)
+//
+// Reported per arm and question family: accuracy against the gold answer, KL(p_reprefill || p_arm)
+// at the answer, eta = 1 - KL/KL_blind, flip-recover on the questions whose answer blind reuse
+// changes (relative to re-prefill), and the extra bytes / FLOPs of the arm.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "minivl/minivl.h"
+#include "model/forward.h"
+
+namespace kamera {
+
+struct MiniVlEvalOptions {
+  int n_clips = 100;  // held-out (Test split) clips, all their questions
+  int n_frames = 6;
+  std::vector<int> ranks = {1, 2, 4, 16, 64, -1};  // -1: full; capped at each frame's rank
+  bool baselines = true;
+  std::function<void(int done, int total)> progress;
+};
+
+Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& model, Engine& engine,
+                                       const MiniVlEvalOptions& opts);
+
+}  // namespace kamera

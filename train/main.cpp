@@ -1,0 +1,298 @@
+// kamera-train: trains the mini vision-language model on synthetic clips (libtorch, CPU) and
+// exports it to kamera's two GGUF files; `check` compares the engine's forward with this
+// program's own (libtorch) forward on held-out clips.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "minivl/minivl.h"
+#include "train/torch_minivl.h"
+
+using namespace kamera;
+using nlohmann::json;
+
+namespace {
+
+struct Accuracy {
+  int n[2] = {0, 0}, right[2] = {0, 0};
+  double loss = 0;
+  double share(int f) const { return n[f] ? double(right[f]) / n[f] : 0.0; }
+};
+
+std::vector<minivl::Clip> clips_of(minivl::Split split, uint64_t first, int count,
+                                   const minivl::ClipSpec& spec) {
+  std::vector<minivl::Clip> v;
+  v.reserve(size_t(count));
+  for (int i = 0; i < count; ++i) v.push_back(minivl::make_clip(split, first + uint64_t(i), spec));
+  return v;
+}
+
+std::vector<train::Example> examples_of(const std::vector<minivl::Clip>& clips) {
+  std::vector<train::Example> ex;
+  for (const auto& c : clips)
+    for (const auto& q : c.questions) ex.push_back({&c, &q});
+  return ex;
+}
+
+Accuracy evaluate(train::TorchMiniVl& m, const std::vector<train::Example>& ex, int batch) {
+  torch::NoGradGuard ng;
+  Accuracy a;
+  for (size_t i = 0; i < ex.size(); i += size_t(batch)) {
+    std::vector<train::Example> b(ex.begin() + long(i),
+                                  ex.begin() + long(std::min(ex.size(), i + size_t(batch))));
+    auto logits = m.answer_logits(b);
+    std::vector<int64_t> tgt;
+    for (auto& e : b) tgt.push_back(e.question->answer);
+    auto t = torch::from_blob(tgt.data(), {int64_t(tgt.size())}, torch::kInt64).clone();
+    a.loss += torch::nn::functional::cross_entropy(logits, t).item<double>() * double(b.size());
+    auto pred = logits.argmax(1);
+    for (size_t j = 0; j < b.size(); ++j) {
+      const int f = b[j].question->family == minivl::Family::CrossFrame ? 1 : 0;
+      a.n[f]++;
+      a.right[f] += pred[long(j)].item<int64_t>() == tgt[j];
+    }
+  }
+  a.loss /= double(std::max<size_t>(1, ex.size()));
+  return a;
+}
+
+struct TrainArgs {
+  uint64_t seed = 1;
+  int steps = 3000, batch_clips = 16, eval_clips = 200, eval_every = 250, threads = 2;
+  double lr = 3e-3, weight_decay = 0.01;
+  int warmup = 100;
+  int frames = 6, questions = 3, layers = 0;
+  std::string out_dir = "models/minivl", log;
+  std::string init_decoder, init_vision;
+};
+
+int run_train(const TrainArgs& a) {
+  torch::manual_seed(a.seed);
+  torch::set_num_threads(a.threads);
+  minivl::ClipSpec spec;
+  spec.n_frames = a.frames;
+  spec.questions_per_family = a.questions;
+  ModelConfig dc = minivl::decoder_config();
+  if (a.layers > 0) dc.n_layers = a.layers;
+  train::TorchMiniVl model(dc, minivl::vision_config());
+  if (!a.init_decoder.empty()) {
+    if (Status s = model.import_files(a.init_decoder, a.init_vision); !s.ok()) {
+      std::fprintf(stderr, "kamera-train: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  int64_t n_params = 0;
+  for (auto& p : model.parameters()) n_params += p.numel();
+  std::fprintf(stderr, "kamera-train: %lld parameters, %d steps of %d clips, seed %llu\n",
+               (long long)n_params, a.steps, a.batch_clips, (unsigned long long)a.seed);
+  torch::optim::AdamW opt(model.parameters(),
+                          torch::optim::AdamWOptions(a.lr).weight_decay(a.weight_decay));
+  const auto test = clips_of(minivl::Split::Test, 0, a.eval_clips, spec);
+  const auto test_ex = examples_of(test);
+  json curve = json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  double run_loss = 0, data_s = 0, fwd_s = 0;
+  int run_n = 0;
+  for (int step = 1; step <= a.steps; ++step) {
+    const double warm = std::min(1.0, double(step) / std::max(1, a.warmup));
+    const double cosine = 0.5 * (1.0 + std::cos(M_PI * double(step) / a.steps));
+    const double lr = a.lr * warm * (0.05 + 0.95 * cosine);
+    for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    const auto td = std::chrono::steady_clock::now();
+    const auto clips = clips_of(minivl::Split::Train, uint64_t(step - 1) * uint64_t(a.batch_clips),
+                                a.batch_clips, spec);
+    data_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - td).count();
+    const auto ex = examples_of(clips);
+    std::vector<int64_t> tgt;
+    for (auto& e : ex) tgt.push_back(e.question->answer);
+    auto t = torch::from_blob(tgt.data(), {int64_t(tgt.size())}, torch::kInt64).clone();
+    opt.zero_grad();
+    const auto tf = std::chrono::steady_clock::now();
+    auto loss = torch::nn::functional::cross_entropy(model.answer_logits(ex), t);
+    fwd_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - tf).count();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    run_loss += loss.item<double>();
+    ++run_n;
+    if (step % a.eval_every == 0 || step == a.steps) {
+      const Accuracy acc = evaluate(model, test_ex, 64);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr,
+                   "step %5d  %.0f s  train loss %.4f  held-out loss %.4f  acc single-hop %.3f "
+                   "cross-frame %.3f  lr %.2e  (data %.0f s, forward %.0f s)\n",
+                   step, secs, run_loss / run_n, acc.loss, acc.share(0), acc.share(1), lr, data_s,
+                   fwd_s);
+      curve.push_back({{"step", step},
+                       {"seconds", secs},
+                       {"train_loss", run_loss / run_n},
+                       {"heldout_loss", acc.loss},
+                       {"heldout_acc_single_hop", acc.share(0)},
+                       {"heldout_acc_cross_frame", acc.share(1)},
+                       {"heldout_questions", acc.n[0] + acc.n[1]}});
+      run_loss = 0;
+      run_n = 0;
+      if (!a.log.empty()) {
+        // The same curve as columns for gnuplot (docs/minivl/training-curve.gp).
+        std::ofstream tsv(a.log + ".tsv");
+        tsv << "# step seconds train_loss heldout_loss acc_single_hop acc_cross_frame\n";
+        for (const auto& r : curve)
+          tsv << r["step"].get<int>() << '\t' << r["seconds"].get<double>() << '\t'
+              << r["train_loss"].get<double>() << '\t' << r["heldout_loss"].get<double>() << '\t'
+              << r["heldout_acc_single_hop"].get<double>() << '\t'
+              << r["heldout_acc_cross_frame"].get<double>() << '\n';
+        std::ofstream f(a.log);
+        f << json{{"seed", a.seed},
+                  {"steps", a.steps},
+                  {"batch_clips", a.batch_clips},
+                  {"lr", a.lr},
+                  {"frames", a.frames},
+                  {"questions_per_family", a.questions},
+                  {"decoder_layers", dc.n_layers},
+                  {"parameters", n_params},
+                  {"curve", curve}}
+                 .dump(1)
+          << "\n";
+      }
+    }
+  }
+  const std::string dec = a.out_dir + "/minivl.gguf", vis = a.out_dir + "/minivl-mmproj.gguf";
+  if (Status s = model.export_files(dec, vis); !s.ok()) {
+    std::fprintf(stderr, "kamera-train: export: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "kamera-train: wrote %s and %s\n", dec.c_str(), vis.c_str());
+  return 0;
+}
+
+struct CheckArgs {
+  std::string decoder = minivl::kDecoderFile, vision = minivl::kVisionFile;
+  int clips = 4, frames = 6, threads = 2;
+  double tol = 1e-4;
+  bool json_out = false;
+};
+
+int run_check(const CheckArgs& a) {
+  torch::set_num_threads(a.threads);
+  auto mv = minivl::MiniVl::load(a.decoder, a.vision);
+  if (!mv.ok()) {
+    std::fprintf(stderr, "kamera-train check: %s\n", mv.message().c_str());
+    return 2;
+  }
+  train::TorchMiniVl tm(mv->decoder->cfg, mv->vision.cfg);
+  if (Status s = tm.import_files(a.decoder, a.vision); !s.ok()) {
+    std::fprintf(stderr, "kamera-train check: %s\n", s.message().c_str());
+    return 2;
+  }
+  Engine engine(*mv->decoder, a.threads);
+  VisionEncoder enc(mv->vision);
+  KvPool::Params pp;
+  pp.layout = mv->decoder->kv_layout();
+  pp.n_pages = 64;
+  auto pool = KvPool::create(pp);
+  if (!pool.ok()) return 2;
+  minivl::ClipSpec spec;
+  spec.n_frames = a.frames;
+  double max_abs = 0, max_ref = 0;
+  int64_t n_logits = 0, argmax_agree = 0, n_rows = 0;
+  for (int i = 0; i < a.clips; ++i) {
+    const auto clip = minivl::make_clip(minivl::Split::Test, uint64_t(i), spec);
+    std::vector<ChunkContent> frames;
+    for (const auto& f : clip.frames) frames.push_back(*minivl::frame_chunk(enc, f));
+    for (const auto& q : clip.questions) {
+      torch::NoGradGuard ng;
+      auto ref = tm.sequence_logits({&clip, &q}).contiguous();
+      auto got = minivl::clip_logits(engine, **pool, frames, q.tokens, true);
+      if (!got.ok()) {
+        std::fprintf(stderr, "kamera-train check: %s\n", got.message().c_str());
+        return 2;
+      }
+      if (int64_t(got->size()) != ref.numel()) {
+        std::fprintf(stderr, "kamera-train check: %zu engine logits vs %lld\n", got->size(),
+                     (long long)ref.numel());
+        return 1;
+      }
+      const float* r = ref.data_ptr<float>();
+      const int64_t V = ref.size(1);
+      for (int64_t row = 0; row < ref.size(0); ++row) {
+        int64_t ar = 0, ag = 0;
+        for (int64_t j = 0; j < V; ++j) {
+          const float x = r[row * V + j], y = (*got)[size_t(row * V + j)];
+          max_abs = std::max(max_abs, double(std::fabs(x - y)));
+          max_ref = std::max(max_ref, double(std::fabs(x)));
+          if (x > r[row * V + ar]) ar = j;
+          if (y > (*got)[size_t(row * V + ag)]) ag = j;
+        }
+        argmax_agree += ar == ag;
+        ++n_rows;
+      }
+      n_logits += ref.numel();
+    }
+  }
+  const bool ok = max_abs <= a.tol;
+  if (a.json_out) {
+    std::printf("%s\n", json{{"max_abs_diff", max_abs},
+                             {"max_abs_logit", max_ref},
+                             {"logits", n_logits},
+                             {"positions", n_rows},
+                             {"argmax_agree", argmax_agree},
+                             {"tolerance", a.tol},
+                             {"pass", ok}}
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf(
+        "engine vs libtorch on %lld logits (%lld positions, %d held-out clips): max |diff| "
+        "%.3g (largest |logit| %.3g), argmax agree %lld/%lld: %s\n",
+        (long long)n_logits, (long long)n_rows, a.clips, max_abs, max_ref, (long long)argmax_agree,
+        (long long)n_rows, ok ? "pass" : "FAIL");
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kamera-train: the mini vision-language model's trainer (libtorch, CPU)"};
+  app.require_subcommand(1);
+  TrainArgs t;
+  auto* tr = app.add_subcommand("train", "Train on synthetic clips and export the two GGUF files");
+  tr->add_option("--seed", t.seed, "Seed of the initialization (data order is fixed)")
+      ->capture_default_str();
+  tr->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str();
+  tr->add_option("--batch-clips", t.batch_clips, "Clips per step (all their questions)")
+      ->capture_default_str();
+  tr->add_option("--lr", t.lr, "Peak learning rate (AdamW, warmup then cosine)")
+      ->capture_default_str();
+  tr->add_option("--warmup", t.warmup, "Warmup steps")->capture_default_str();
+  tr->add_option("--eval-every", t.eval_every, "Held-out evaluation period (steps)")
+      ->capture_default_str();
+  tr->add_option("--eval-clips", t.eval_clips, "Held-out clips evaluated")->capture_default_str();
+  tr->add_option("--frames", t.frames, "Frames per clip")->capture_default_str();
+  tr->add_option("--layers", t.layers, "Decoder layers (0: the default shape, docs/MINIVL.md)");
+  tr->add_option("--questions", t.questions, "Questions per family per clip")
+      ->capture_default_str();
+  tr->add_option("-o,--out-dir", t.out_dir, "Where minivl.gguf and minivl-mmproj.gguf go")
+      ->capture_default_str();
+  tr->add_option("--log", t.log,
+                 "Training curve (JSON, and the same as columns in LOG.tsv), rewritten at each "
+                 "evaluation");
+  tr->add_option("--init-decoder", t.init_decoder, "Continue from these weights (decoder)");
+  tr->add_option("--init-vision", t.init_vision, "Continue from these weights (vision)");
+  tr->add_option("-t,--threads", t.threads, "Intra-op threads")->capture_default_str();
+  CheckArgs c;
+  auto* ck = app.add_subcommand(
+      "check", "Compare kamera's forward with libtorch's on held-out clips (all logits)");
+  ck->add_option("--decoder", c.decoder, "Decoder GGUF")->capture_default_str();
+  ck->add_option("--vision", c.vision, "Vision (mmproj) GGUF")->capture_default_str();
+  ck->add_option("--clips", c.clips, "Held-out clips (all their questions)")->capture_default_str();
+  ck->add_option("--tol", c.tol, "Largest allowed |logit difference|")->capture_default_str();
+  ck->add_option("-t,--threads", c.threads, "Threads")->capture_default_str();
+  ck->add_flag("--json", c.json_out, "Print the result as JSON");
+  CLI11_PARSE(app, argc, argv);
+  if (tr->parsed()) return run_train(t);
+  return run_check(c);
+}
