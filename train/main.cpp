@@ -60,7 +60,7 @@ Accuracy evaluate(train::TorchMiniVl& m, const std::vector<train::Example>& ex, 
 
 struct TrainArgs {
   uint64_t seed = 1;
-  int steps = 3000, batch_clips = 16, eval_clips = 200, eval_every = 250, threads = 2;
+  int steps = 4000, batch_clips = 16, eval_clips = 200, eval_every = 250, threads = 2;
   double lr = 3e-3, weight_decay = 0.01;
   int warmup = 100;
   int frames = 6, questions = 3, layers = 0;

@@ -37,7 +37,7 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Engine& engine,
   const Model& model = *mv.decoder;
   const ModelConfig& c = model.cfg;
   VisionEncoder enc(mv.vision);
-  const int tg = mv.vision.cfg.token_grid(), per_frame = mv.vision.cfg.n_tokens();
+  const int per_frame = mv.vision.cfg.n_tokens();
   KvPool::Params pp;
   pp.layout = model.kv_layout();
   pp.page_tokens = 16;
@@ -198,7 +198,6 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Engine& engine,
     }
     n_questions += int(clip.questions.size());
     if (o.progress) o.progress(ci + 1, o.n_clips);
-    (void)tg;
   }
 
   // Summaries.
