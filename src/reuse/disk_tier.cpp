@@ -24,6 +24,26 @@ Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout) {
   return Status::Ok();
 }
 
+Result<std::shared_ptr<CanonicalEntry>> decode_canonical(std::string_view blob,
+                                                         const Fingerprint& fp,
+                                                         const KvLayout& layout,
+                                                         const ChunkId& id) {
+  auto e = deserialize_canonical(blob, fp);
+  if (!e.ok()) return e.error();
+  KAMERA_TRY(check_canonical_fits(**e, layout));
+  if (!((*e)->id == id)) return make_error("entry holds chunk {}", (*e)->id.hex());
+  return e;
+}
+
+Result<std::shared_ptr<PatchEntry>> decode_patch(std::string_view blob, const Fingerprint& fp,
+                                                 const KvLayout& layout, const PatchKey& key) {
+  auto e = deserialize_patch(blob, fp);
+  if (!e.ok()) return e.error();
+  KAMERA_TRY(check_patch_fits(**e, layout));
+  if (!((*e)->key == key)) return make_error("entry holds another patch key");
+  return e;
+}
+
 Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
   for (const PatchFactor& f : e.patch.factors) {
     if (f.layer >= layout.n_layers || f.channel >= int(layout.channels.size()))
@@ -113,11 +133,9 @@ std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id
     ++stats_.misses;
     return nullptr;
   }
-  auto e = deserialize_canonical(blob, fp_);
-  Status fits = e.ok() ? check_canonical_fits(**e, layout_) : Status(e.error());
-  if (fits.ok() && !((*e)->id == id)) fits = make_error("entry holds chunk {}", (*e)->id.hex());
-  if (!fits.ok()) {
-    discard(path, fits.message());
+  auto e = decode_canonical(blob, fp_, layout_, id);
+  if (!e.ok()) {
+    discard(path, e.message());
     ++stats_.misses;
     return nullptr;
   }
@@ -134,11 +152,9 @@ std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
     ++stats_.misses;
     return nullptr;
   }
-  auto e = deserialize_patch(blob, fp_);
-  Status fits = e.ok() ? check_patch_fits(**e, layout_) : Status(e.error());
-  if (fits.ok() && !((*e)->key == key)) fits = make_error("entry holds another patch key");
-  if (!fits.ok()) {
-    discard(path, fits.message());
+  auto e = decode_patch(blob, fp_, layout_, key);
+  if (!e.ok()) {
+    discard(path, e.message());
     ++stats_.misses;
     return nullptr;
   }
@@ -146,28 +162,23 @@ std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
   return *e;
 }
 
-void DiskTier::save_canonical(const CanonicalEntry& e) {
-  const std::string blob = serialize_canonical(e, fp_);
+void DiskTier::save_blob(const std::string& path, const std::string& blob) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (write_atomic(canonical_path(e.id), blob)) {
+  if (write_atomic(path, blob)) {
     ++stats_.writes;
     stats_.bytes += int64_t(blob.size());
   } else {
     ++stats_.errors;
-    spdlog::warn("store: cannot write {}: {}", canonical_path(e.id), std::strerror(errno));
+    spdlog::warn("store: cannot write {}: {}", path, std::strerror(errno));
   }
 }
 
+void DiskTier::save_canonical(const CanonicalEntry& e) {
+  save_blob(canonical_path(e.id), serialize_canonical(e, fp_));
+}
+
 void DiskTier::save_patch(const PatchEntry& e) {
-  const std::string blob = serialize_patch(e, fp_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (write_atomic(patch_path(e.key), blob)) {
-    ++stats_.writes;
-    stats_.bytes += int64_t(blob.size());
-  } else {
-    ++stats_.errors;
-    spdlog::warn("store: cannot write {}: {}", patch_path(e.key), std::strerror(errno));
-  }
+  save_blob(patch_path(e.key), serialize_patch(e, fp_));
 }
 
 void DiskTier::erase_canonical(const ChunkId& id) {

@@ -33,6 +33,7 @@ class DiskTier : public StoreTier {
   DiskTier(std::string dir, const Fingerprint& fp, KvLayout layout)
       : dir_(std::move(dir)), fp_(fp), layout_(std::move(layout)) {}
   bool write_atomic(const std::string& path, const std::string& blob);
+  void save_blob(const std::string& path, const std::string& blob);  // counts writes / errors
   std::string read_file(const std::string& path, bool* found);
   void discard(const std::string& path, const std::string& why);
 
@@ -47,5 +48,13 @@ class DiskTier : public StoreTier {
 // trustworthy: the layout decides what may be written into the pool).
 Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout);
 Status check_patch_fits(const PatchEntry& e, const KvLayout& layout);
+
+// A stored blob back to an entry that every tier may serve: deserialized (fingerprint and
+// checksum), shaped for `layout`, and holding the id / key it was looked up under.
+Result<std::shared_ptr<CanonicalEntry>> decode_canonical(std::string_view blob,
+                                                         const Fingerprint& fp,
+                                                         const KvLayout& layout, const ChunkId& id);
+Result<std::shared_ptr<PatchEntry>> decode_patch(std::string_view blob, const Fingerprint& fp,
+                                                 const KvLayout& layout, const PatchKey& key);
 
 }  // namespace kamera

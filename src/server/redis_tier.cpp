@@ -121,11 +121,9 @@ std::shared_ptr<const CanonicalEntry> RedisTier::load_canonical(const ChunkId& i
     ++stats_.misses;
     return nullptr;
   }
-  auto e = deserialize_canonical(blob, fp_);
-  Status fits = e.ok() ? check_canonical_fits(**e, layout_) : Status(e.error());
-  if (fits.ok() && !((*e)->id == id)) fits = make_error("entry holds another chunk");
-  if (!fits.ok()) {
-    spdlog::warn("redis: discarding canonical {}: {}", id.hex(), fits.message());
+  auto e = decode_canonical(blob, fp_, layout_, id);
+  if (!e.ok()) {
+    spdlog::warn("redis: discarding canonical {}: {}", id.hex(), e.message());
     ++stats_.discarded;
     ++stats_.misses;
     return nullptr;
@@ -143,11 +141,9 @@ std::shared_ptr<const PatchEntry> RedisTier::load_patch(const PatchKey& key) {
     ++stats_.misses;
     return nullptr;
   }
-  auto e = deserialize_patch(blob, fp_);
-  Status fits = e.ok() ? check_patch_fits(**e, layout_) : Status(e.error());
-  if (fits.ok() && !((*e)->key == key)) fits = make_error("entry holds another patch key");
-  if (!fits.ok()) {
-    spdlog::warn("redis: discarding patch: {}", fits.message());
+  auto e = decode_patch(blob, fp_, layout_, key);
+  if (!e.ok()) {
+    spdlog::warn("redis: discarding patch: {}", e.message());
     ++stats_.discarded;
     ++stats_.misses;
     return nullptr;
