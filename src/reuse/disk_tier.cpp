@@ -124,16 +124,16 @@ void DiskTier::discard(const std::string& path, const std::string& why) {
   ++stats_.discarded;
 }
 
-std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id) {
+template <class Entry, class Decode>
+std::shared_ptr<const Entry> DiskTier::load_entry(const std::string& path, const Decode& decode) {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string path = canonical_path(id);
   bool found = false;
   const std::string blob = read_file(path, &found);
   if (!found) {
     ++stats_.misses;
     return nullptr;
   }
-  auto e = decode_canonical(blob, fp_, layout_, id);
+  auto e = decode(blob);
   if (!e.ok()) {
     discard(path, e.message());
     ++stats_.misses;
@@ -143,23 +143,15 @@ std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id
   return *e;
 }
 
+std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id) {
+  return load_entry<CanonicalEntry>(canonical_path(id), [&](std::string_view b) {
+    return decode_canonical(b, fp_, layout_, id);
+  });
+}
+
 std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string path = patch_path(key);
-  bool found = false;
-  const std::string blob = read_file(path, &found);
-  if (!found) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  auto e = decode_patch(blob, fp_, layout_, key);
-  if (!e.ok()) {
-    discard(path, e.message());
-    ++stats_.misses;
-    return nullptr;
-  }
-  ++stats_.hits;
-  return *e;
+  return load_entry<PatchEntry>(
+      patch_path(key), [&](std::string_view b) { return decode_patch(b, fp_, layout_, key); });
 }
 
 void DiskTier::save_blob(const std::string& path, const std::string& blob) {

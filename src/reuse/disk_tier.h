@@ -34,6 +34,9 @@ class DiskTier : public StoreTier {
       : dir_(std::move(dir)), fp_(fp), layout_(std::move(layout)) {}
   bool write_atomic(const std::string& path, const std::string& blob);
   void save_blob(const std::string& path, const std::string& blob);  // counts writes / errors
+  // Reads, decodes and validates one entry; a corrupt or foreign file is discarded (a miss).
+  template <class Entry, class Decode>
+  std::shared_ptr<const Entry> load_entry(const std::string& path, const Decode& decode);
   std::string read_file(const std::string& path, bool* found);
   void discard(const std::string& path, const std::string& why);
 

@@ -5,10 +5,12 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "model/forward.h"
 #include "model/synthetic.h"
+#include "reuse/chunk.h"
 
 namespace tiny {
 
@@ -66,6 +68,23 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     m = std::max(m, std::fabs(double(a[i]) - b[i]));
   return m;
+}
+
+// n random token ids in [3, vocab), seeded (no BOS/EOS).
+inline kamera::ChunkContent random_chunk(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (auto& t : ids) t = int32_t(3 + rng() % uint32_t(vocab - 3));
+  return kamera::ChunkContent::from_tokens(ids);
+}
+
+// A BOS (id 1) then n - 1 random ids in [3, vocab), seeded.
+inline std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  t[0] = 1;
+  for (int i = 1; i < n; ++i) t[i] = int32_t(3 + rng() % uint32_t(vocab - 3));
+  return t;
 }
 
 }  // namespace tiny

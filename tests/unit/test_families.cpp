@@ -12,13 +12,7 @@ using namespace kamera;
 
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  t[0] = 1;
-  for (int i = 1; i < n; ++i) t[i] = int32_t(3 + rng() % uint32_t(vocab - 3));
-  return t;
-}
+using tiny::random_tokens;
 
 std::vector<float> engine_logits(const Model& m, const ForwardInput& in, LogitsMode mode) {
   auto pool = tiny::pool_for(m, in.n + 16);

@@ -11,13 +11,7 @@ using namespace kamera;
 
 namespace {
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  t[0] = 1;
-  for (int i = 1; i < n; ++i) t[i] = int32_t(3 + rng() % uint32_t(vocab - 3));
-  return t;
-}
+using tiny::random_tokens;
 
 std::vector<float> run(Engine& e, KvPool& pool, SeqId seq, const std::vector<int32_t>& ids,
                        const std::vector<Pos>& pos, LogitsMode mode = LogitsMode::Last,

@@ -14,12 +14,7 @@ using namespace kamera;
 
 namespace {
 
-ChunkContent random_chunk(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(n);
-  for (auto& t : ids) t = int32_t(3 + rng() % uint32_t(vocab - 3));
-  return ChunkContent::from_tokens(ids);
-}
+using tiny::random_chunk;
 
 struct Rig {
   std::unique_ptr<Model> model;
