@@ -170,31 +170,41 @@ TEST(Server, ConcurrentRequestsAreBatchedAndUnchanged) {
   Running s;
   const std::vector<std::string> prompts = {"Once upon a time", "The cat sat",   "Tom and Ben went",
                                             "A big red ball",   "In the garden", "She was happy"};
+  const int max_tokens = 48;
   std::vector<std::string> alone;
   for (const auto& p : prompts)
     alone.push_back(
-        completion_text(s.post("/v1/completions", {{"prompt", p}, {"max_tokens", 16}})));
-  std::vector<std::string> together(prompts.size());
-  std::vector<std::thread> th;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    th.emplace_back([&, i] {
-      httplib::Client c("127.0.0.1", s.server->port());
-      c.set_read_timeout(60, 0);
-      json req = {{"prompt", prompts[i]}, {"max_tokens", 16}, {"stream", i % 2 == 0}};
-      auto r = c.Post("/v1/completions", req.dump(), "application/json");
-      if (!r) return;
-      together[i] = i % 2 == 0 ? parse_sse(r->body).first : completion_text(json::parse(r->body));
-    });
-  for (auto& t : th) t.join();
-  EXPECT_EQ(together, alone);
-  auto m = s.client->Get("/metrics");
-  ASSERT_TRUE(m);
-  // more rows than steps: some steps decoded several sequences at once
+        completion_text(s.post("/v1/completions", {{"prompt", p}, {"max_tokens", max_tokens}})));
   const auto field = [&](const std::string& name) {
+    auto m = s.client->Get("/metrics");
+    if (!m) return -1.0;
     const size_t at = m->body.find("\n" + name + " ");
     return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
   };
-  EXPECT_GT(field("kamera_decode_rows_total"), field("kamera_decode_steps_total"));
+  // Requests served one by one decode one row per step.
+  EXPECT_EQ(field("kamera_decode_rows_total"), field("kamera_decode_steps_total"));
+  // Concurrent requests: every answer is unchanged, and some steps decode several sequences at
+  // once (more rows than steps). Whether the requests overlap in time is up to the OS scheduler
+  // on a loaded CI machine, so the concurrent round is repeated (up to 5 times) until they do;
+  // the outputs are checked on every round.
+  bool batched = false;
+  for (int round = 0; round < 5 && !batched; ++round) {
+    std::vector<std::string> together(prompts.size());
+    std::vector<std::thread> th;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      th.emplace_back([&, i] {
+        httplib::Client c("127.0.0.1", s.server->port());
+        c.set_read_timeout(60, 0);
+        json req = {{"prompt", prompts[i]}, {"max_tokens", max_tokens}, {"stream", i % 2 == 0}};
+        auto r = c.Post("/v1/completions", req.dump(), "application/json");
+        if (!r) return;
+        together[i] = i % 2 == 0 ? parse_sse(r->body).first : completion_text(json::parse(r->body));
+      });
+    for (auto& t : th) t.join();
+    EXPECT_EQ(together, alone) << "round " << round;
+    batched = field("kamera_decode_rows_total") > field("kamera_decode_steps_total");
+  }
+  EXPECT_TRUE(batched) << "no decode step served two sequences in 5 concurrent rounds";
 }
 
 TEST(Server, BackPressureAnswers429WithRetryAfter) {
