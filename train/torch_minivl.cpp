@@ -257,7 +257,8 @@ Status TorchMiniVl::export_files(const std::string& decoder_path,
   VisionModel vm;
   vm.cfg = vc_;
   for (VisionTensor& t : vm.tensors()) {
-    if (!by_name_.count(t.name)) return make_error("export: no parameter {}", t.name);
+    if (!by_name_.count(t.name))
+      return make_error(ErrorCode::InvalidArgument, "export: no parameter {}", t.name);
     *t.data = values(t.name);
   }
   KAMERA_TRY(vm.write_gguf(vision_path));
@@ -267,7 +268,8 @@ Status TorchMiniVl::export_files(const std::string& decoder_path,
     int64_t n = 1;
     for (int64_t e : ne) n *= e;
     if (it == by_name_.end() || it->second.numel() != n) {
-      missing = make_error("export: parameter {} is missing or has the wrong size", name);
+      missing = make_error(ErrorCode::InvalidArgument,
+                           "export: parameter {} is missing or has the wrong size", name);
       std::fill(dst, dst + n, 0.0f);
       return;
     }
@@ -285,16 +287,19 @@ Status TorchMiniVl::import_files(const std::string& decoder_path, const std::str
   torch::NoGradGuard ng;
   auto set = [&](const std::string& name, const std::vector<float>& v) -> Status {
     auto it = by_name_.find(name);
-    if (it == by_name_.end()) return make_error("import: no parameter {}", name);
+    if (it == by_name_.end())
+      return make_error(ErrorCode::InvalidArgument, "import: no parameter {}", name);
     if (it->second.numel() != int64_t(v.size()))
-      return make_error("import: {} has {} values, expected {}", name, v.size(),
-                        it->second.numel());
+      return make_error(ErrorCode::InvalidArgument, "import: {} has {} values, expected {}", name,
+                        v.size(), it->second.numel());
     it->second.copy_(torch::from_blob(const_cast<float*>(v.data()), it->second.sizes()));
     return Status::Ok();
   };
   for (VisionTensor& t : m->vision.tensors()) KAMERA_TRY(set(t.name, *t.data));
   const Model& d = *m->decoder;
-  if (d.output.empty()) return make_error("import: {} has a tied output head", decoder_path);
+  if (d.output.empty())
+    return make_error(ErrorCode::InvalidArgument, "import: {} has a tied output head",
+                      decoder_path);
   KAMERA_TRY(set("token_embd.weight", d.tok_embd));
   KAMERA_TRY(set("output_norm.weight", d.out_norm));
   KAMERA_TRY(set("output.weight", d.output));

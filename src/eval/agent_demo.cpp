@@ -224,19 +224,25 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
                                        const AgentDemoOptions& o) {
   const double t_start = now_ms();
   if (o.window < 2 || o.window > minivl::kMaxFrames)
-    return make_error("demo: the window must hold 2 to {} frames (frame words f0..f{}), not {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "demo: the window must hold 2 to {} frames (frame words f0..f{}), not {}",
                       minivl::kMaxFrames, minivl::kMaxFrames - 1, o.window);
   if (o.n_frames < o.window || o.n_frames > minivl::kMaxStreamFrames)
-    return make_error("demo: the stream needs {} to {} frames (at least the window), not {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "demo: the stream needs {} to {} frames (at least the window), not {}",
                       o.window, minivl::kMaxStreamFrames, o.n_frames);
   if (o.rank != kFullRank && o.rank < 1)
-    return make_error("demo: patch rank {} must be >= 1 (or full)", o.rank);
-  if (o.reps < 1 || o.reps > 100) return make_error("demo: reps {} must be in [1, 100]", o.reps);
-  if (o.recall_every < 0) return make_error("demo: recall_every must be >= 0");
+    return make_error(ErrorCode::InvalidArgument, "demo: patch rank {} must be >= 1 (or full)",
+                      o.rank);
+  if (o.reps < 1 || o.reps > 100)
+    return make_error(ErrorCode::InvalidArgument, "demo: reps {} must be in [1, 100]", o.reps);
+  if (o.recall_every < 0)
+    return make_error(ErrorCode::InvalidArgument, "demo: recall_every must be >= 0");
   if (!o.png_path.empty() && o.n_frames > kAgentDemoPngMaxFrames)
-    return make_error("demo: the picture is drawn for streams of up to {} frames, not {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "demo: the picture is drawn for streams of up to {} frames, not {}",
                       kAgentDemoPngMaxFrames, o.n_frames);
-  if (!m.decoder) return make_error("demo: no decoder loaded");
+  if (!m.decoder) return make_error(ErrorCode::InvalidArgument, "demo: no decoder loaded");
   const Model& model = *m.decoder;
 
   AgentDemoResult r;
@@ -452,7 +458,9 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
         std::vector<minivl::Question> cands;
         for (auto& c : minivl::all_questions({stream.frames[size_t(e)]}))
           if (c.family == minivl::Family::SingleHop) cands.push_back(std::move(c));
-        if (cands.empty()) return make_error("demo: frame {} offers no single-hop question", e);
+        if (cands.empty())
+          return make_error(ErrorCode::InvalidArgument,
+                            "demo: frame {} offers no single-hop question", e);
         q = std::move(cands[size_t(rng.below(int(cands.size())))]);
         dq.type = DemoQuestionType::Recall;
         dq.stream_frames = {e};
@@ -470,7 +478,9 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
           for (const auto& c : all)
             if (c.family == minivl::Family::SingleHop) cands.push_back(&c);
         }
-        if (cands.empty()) return make_error("demo: the window at step {} offers no question", t);
+        if (cands.empty())
+          return make_error(ErrorCode::InvalidArgument,
+                            "demo: the window at step {} offers no question", t);
         q = *cands[size_t(rng.below(int(cands.size())))];
         dq.type = q.family == minivl::Family::CrossFrame ? DemoQuestionType::CrossFrame
                                                          : DemoQuestionType::SingleHop;

@@ -40,7 +40,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
   auto serve_plan = [&](RecomputePlan plan, ArmCost* cost) -> Result<std::vector<float>> {
     auto fork = b.pool.fork(b.prefix);
     if (!fork.ok()) return fork.error();
-    Result<std::vector<float>> out = make_error("unset");
+    Result<std::vector<float>> out = make_error(ErrorCode::InvalidArgument, "unset");
     // From layer 0 the recomputed tokens start from their ids or their embedding rows.
     std::vector<int32_t> sel_ids;
     std::vector<float> sel_rows;

@@ -138,23 +138,23 @@ Status render(const Figure& fig, const fs::path& dir, const std::string& gnuplot
   {
     std::ofstream f(gp);
     f << s.str();
-    if (!f) return make_error("{}: cannot write", gp.string());
+    if (!f) return make_error(ErrorCode::Io, "{}: cannot write", gp.string());
   }
   const std::string cmd =
       fmt::format("cd '{}' && '{}' '{}' 2>&1", dir.string(), gnuplot, gp.filename().string());
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return make_error("cannot run {}", gnuplot);
+  if (!p) return make_error(ErrorCode::Internal, "cannot run {}", gnuplot);
   std::string log;
   char buf[512];
   while (fgets(buf, sizeof buf, p)) log += buf;
   const int rc = pclose(p);
   if (rc != 0)
     return make_error(
-        "gnuplot failed on {} (exit {}): {}{}", gp.string(), rc, log,
+        ErrorCode::Internal, "gnuplot failed on {} (exit {}): {}{}", gp.string(), rc, log,
         rc == 127 << 8 ? " (is gnuplot installed? Debian: apt install gnuplot-nox)" : "");
   std::error_code ec;
   if (!fs::exists(svg, ec) || fs::file_size(svg, ec) == 0)
-    return make_error("gnuplot wrote no {}", svg.string());
+    return make_error(ErrorCode::Internal, "gnuplot wrote no {}", svg.string());
   out.push_back(svg.string());
   return Status::Ok();
 }
@@ -169,31 +169,32 @@ const json* find_arm(const json& arms, const std::string& name, const std::strin
 
 Result<ReportInput> read_eval_result(const std::string& path) {
   std::ifstream f(path);
-  if (!f) return make_error("{}: cannot open", path);
+  if (!f) return make_error(ErrorCode::Io, "{}: cannot open", path);
   ReportInput in;
   in.path = path;
   try {
     in.doc = json::parse(f);
   } catch (const std::exception& e) {
-    return make_error("{}: not valid JSON ({})", path, e.what());
+    return make_error(ErrorCode::InvalidArgument, "{}: not valid JSON ({})", path, e.what());
   }
   if (!in.doc.is_object() || in.doc.value("kind", "") != "kamera-eval")
-    return make_error("{}: not a kamera eval result (expected \"kind\": \"kamera-eval\")", path);
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: not a kamera eval result (expected \"kind\": \"kamera-eval\")", path);
   if (!in.doc.contains("splits") || !in.doc["splits"].is_array() || in.doc["splits"].empty())
-    return make_error("{}: no splits", path);
+    return make_error(ErrorCode::InvalidArgument, "{}: no splits", path);
   for (const auto& s : in.doc["splits"])
     if (!s.contains("result") || !s["result"].contains("arms") || !s["result"]["arms"].is_array())
-      return make_error("{}: a split without result.arms", path);
+      return make_error(ErrorCode::InvalidArgument, "{}: a split without result.arms", path);
   return in;
 }
 
 Result<ReportOutput> write_report(const std::vector<ReportInput>& inputs,
                                   const ReportOptions& opts) {
-  if (inputs.empty()) return make_error("report: no inputs");
+  if (inputs.empty()) return make_error(ErrorCode::InvalidArgument, "report: no inputs");
   const fs::path out(opts.out_dir), figdir = out / "figures";
   std::error_code ec;
   fs::create_directories(figdir, ec);
-  if (ec) return make_error("{}: cannot create ({})", figdir.string(), ec.message());
+  if (ec) return make_error(ErrorCode::Io, "{}: cannot create ({})", figdir.string(), ec.message());
   ReportOutput ro;
   ro.markdown = (out / "README.md").string();
   std::ostringstream md;
@@ -511,7 +512,7 @@ Result<ReportOutput> write_report(const std::vector<ReportInput>& inputs,
   }
   std::ofstream m(ro.markdown);
   m << md.str();
-  if (!m) return make_error("{}: cannot write", ro.markdown);
+  if (!m) return make_error(ErrorCode::Io, "{}: cannot write", ro.markdown);
   return ro;
 }
 

@@ -21,29 +21,36 @@ double now_ms() {
 
 Result<ChunkContent> field_content(const nlohmann::json& j, const char* key, const Model& m,
                                    const std::string& where) {
-  if (!j.contains(key)) return make_error("{}: missing \"{}\"", where, key);
+  if (!j.contains(key))
+    return make_error(ErrorCode::InvalidArgument, "{}: missing \"{}\"", where, key);
   const auto& v = j[key];
   std::vector<int32_t> ids;
   if (v.is_string()) {
     if (!m.tokenizer)
       return make_error(
+          ErrorCode::InvalidArgument,
           "{}: \"{}\" is text but the model has no tokenizer (pass -z or use id arrays)", where,
           key);
     ids = m.tokenizer->encode_raw(v.get<std::string>());
   } else if (v.is_array()) {
     for (const auto& x : v) {
       if (!x.is_number_integer())
-        return make_error("{}: \"{}\" must hold integer token ids", where, key);
+        return make_error(ErrorCode::InvalidArgument, "{}: \"{}\" must hold integer token ids",
+                          where, key);
       const int64_t t = x.get<int64_t>();
       if (t < 0 || t >= m.cfg.n_vocab)
-        return make_error("{}: token id {} in \"{}\" is outside the vocabulary [0, {})", where, t,
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: token id {} in \"{}\" is outside the vocabulary [0, {})", where, t,
                           key, m.cfg.n_vocab);
       ids.push_back(int32_t(t));
     }
   } else {
-    return make_error("{}: \"{}\" must be a string or an array of token ids", where, key);
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: \"{}\" must be a string or an array of token ids", where, key);
   }
-  if (ids.empty()) return make_error("{}: \"{}\" is empty after tokenization", where, key);
+  if (ids.empty())
+    return make_error(ErrorCode::InvalidArgument, "{}: \"{}\" is empty after tokenization", where,
+                      key);
   return ChunkContent::from_tokens(std::move(ids));
 }
 
@@ -107,7 +114,7 @@ struct ArmAccum {
 
 Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const Model& model) {
   std::ifstream in(path);
-  if (!in) return make_error("{}: cannot open", path);
+  if (!in) return make_error(ErrorCode::Io, "{}: cannot open", path);
   std::vector<ReuseItem> items;
   std::string line;
   int lineno = 0;
@@ -119,9 +126,10 @@ Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const M
     try {
       j = nlohmann::json::parse(line);
     } catch (const std::exception& e) {
-      return make_error("{}: not valid JSON ({})", where, e.what());
+      return make_error(ErrorCode::InvalidArgument, "{}: not valid JSON ({})", where, e.what());
     }
-    if (!j.is_object()) return make_error("{}: each line must be a JSON object", where);
+    if (!j.is_object())
+      return make_error(ErrorCode::InvalidArgument, "{}: each line must be a JSON object", where);
     ReuseItem it;
     it.name = j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>()
                                                           : fmt::format("line{}", lineno);
@@ -136,11 +144,12 @@ Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const M
     it.query = std::move(q.value());
     const int64_t total = 1 + it.antecedent.extent() + it.chunk.extent() + it.query.extent();
     if (total > model.cfg.ctx_len)
-      return make_error("{}: the item needs {} positions, more than the model's context {}", where,
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}: the item needs {} positions, more than the model's context {}", where,
                         total, model.cfg.ctx_len);
     items.push_back(std::move(it));
   }
-  if (items.empty()) return make_error("{}: no items", path);
+  if (items.empty()) return make_error(ErrorCode::InvalidArgument, "{}: no items", path);
   return items;
 }
 
@@ -150,8 +159,9 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   const ModelConfig& c = model.cfg;
   const int V = c.n_vocab;
   for (int r : opts.ranks)
-    if (r != kFullRank && r < 1) return make_error("rank {} must be >= 1 or full", r);
-  if (opts.ranks.empty()) return make_error("no ranks to evaluate");
+    if (r != kFullRank && r < 1)
+      return make_error(ErrorCode::InvalidArgument, "rank {} must be >= 1 or full", r);
+  if (opts.ranks.empty()) return make_error(ErrorCode::InvalidArgument, "no ranks to evaluate");
   int max_tokens = 0;
   for (const auto& it : items)
     max_tokens = std::max(max_tokens, 1 + it.antecedent.n() + it.chunk.n() + it.query.n());
@@ -167,7 +177,9 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
   int rope_ch = -1;  // the rotated channel (k for GQA, k_pe for MLA)
   for (int ch = 0; ch < n_ch; ++ch)
     if (layout.channels[ch].rotated) rope_ch = ch;
-  if (rope_ch < 0) return make_error("reuse-bench: the model's KV layout has no rope channel");
+  if (rope_ch < 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "reuse-bench: the model's KV layout has no rope channel");
   const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
 
   std::deque<ArmAccum> arms;  // stable references while arms are added

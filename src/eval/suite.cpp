@@ -91,7 +91,7 @@ Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
     if (opts.progress)
       o.progress = [&](int done, int total) { opts.progress(s.name, done, total); };
     auto r = run_reuse_bench(model, engine, s.items, o);
-    if (!r.ok()) return make_error("split {}: {}", s.name, r.message());
+    if (!r.ok()) return make_error(ErrorCode::InvalidArgument, "split {}: {}", s.name, r.message());
     js.push_back(
         {{"name", s.name},
          {"source", s.source},

@@ -379,7 +379,8 @@ Result<WindowBenchResult> run_window_bench(const Model& model, Engine& engine,
                                            const WindowBenchOptions& opts) {
   std::vector<ReuseItem> items = all_items;
   if (opts.max_items > 0 && int(items.size()) > opts.max_items) items.resize(opts.max_items);
-  if (items.size() < 2) return make_error("window-bench needs at least 2 items");
+  if (items.size() < 2)
+    return make_error(ErrorCode::InvalidArgument, "window-bench needs at least 2 items");
   std::vector<ChunkContent> chunk_pool;
   for (const auto& it : all_items) {
     chunk_pool.push_back(it.antecedent);
@@ -397,7 +398,8 @@ Result<WindowBenchResult> run_window_bench(const Model& model, Engine& engine,
                 : s == "reorder" ? b.reorder(items, chunk_pool)
                 : s == "recall"
                     ? b.recall(items, chunk_pool)
-                    : Status(make_error("unknown scenario '{}' (slide, reorder, recall)", s));
+                    : Status(make_error(ErrorCode::InvalidArgument,
+                                        "unknown scenario '{}' (slide, reorder, recall)", s));
     if (!st.ok()) return st.error();
   }
   WindowBenchResult res;

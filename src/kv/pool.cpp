@@ -144,23 +144,31 @@ struct KvPool::Impl {
 
 Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   const KvLayout& lay = params.layout;
-  if (lay.n_layers <= 0) return make_error("kv pool: n_layers must be > 0 (got {})", lay.n_layers);
-  if (lay.channels.empty()) return make_error("kv pool: layout has no channels");
+  if (lay.n_layers <= 0)
+    return make_error(ErrorCode::InvalidArgument, "kv pool: n_layers must be > 0 (got {})",
+                      lay.n_layers);
+  if (lay.channels.empty())
+    return make_error(ErrorCode::InvalidArgument, "kv pool: layout has no channels");
   if (params.page_tokens <= 0) {
-    return make_error("kv pool: page_tokens must be > 0 (got {})", params.page_tokens);
+    return make_error(ErrorCode::InvalidArgument, "kv pool: page_tokens must be > 0 (got {})",
+                      params.page_tokens);
   }
   if (params.n_pages <= 0)
-    return make_error("kv pool: n_pages must be > 0 (got {})", params.n_pages);
+    return make_error(ErrorCode::InvalidArgument, "kv pool: n_pages must be > 0 (got {})",
+                      params.n_pages);
   for (size_t i = 0; i < lay.channels.size(); ++i) {
     const ChannelDesc& c = lay.channels[i];
-    if (c.name.empty()) return make_error("kv pool: channel {} has an empty name", i);
+    if (c.name.empty())
+      return make_error(ErrorCode::InvalidArgument, "kv pool: channel {} has an empty name", i);
     if (c.width <= 0 || c.width > kMaxWidth) {
-      return make_error("kv pool: channel '{}' width {} out of range (1..{})", c.name, c.width,
+      return make_error(ErrorCode::InvalidArgument,
+                        "kv pool: channel '{}' width {} out of range (1..{})", c.name, c.width,
                         kMaxWidth);
     }
     for (size_t j = 0; j < i; ++j) {
       if (lay.channels[j].name == c.name) {
-        return make_error("kv pool: duplicate channel name '{}'", c.name);
+        return make_error(ErrorCode::InvalidArgument, "kv pool: duplicate channel name '{}'",
+                          c.name);
       }
     }
   }
@@ -168,7 +176,8 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   // Sizes: slots must fit int32; total bytes must not overflow and stay below kMaxPoolBytes.
   const uint64_t slots = static_cast<uint64_t>(params.n_pages) * params.page_tokens;
   if (slots > static_cast<uint64_t>(INT32_MAX)) {
-    return make_error("kv pool: {} pages x {} tokens = {} slots exceeds the int32 slot range",
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: {} pages x {} tokens = {} slots exceeds the int32 slot range",
                       params.n_pages, params.page_tokens, slots);
   }
   uint64_t total_bytes = 0;
@@ -178,14 +187,16 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
                                &arena_bytes) ||
         __builtin_mul_overflow(arena_bytes, static_cast<uint64_t>(lay.n_layers), &all_layers) ||
         __builtin_add_overflow(total_bytes, all_layers, &total_bytes)) {
-      return make_error("kv pool: size overflows ({} slots, {} layers)", slots, lay.n_layers);
+      return make_error(ErrorCode::InvalidArgument, "kv pool: size overflows ({} slots, {} layers)",
+                        slots, lay.n_layers);
     }
   }
   if (total_bytes > kMaxPoolBytes) {
-    return make_error(
-        "kv pool: {} bytes requested ({} pages x {} tokens x {} floats/token), over "
-        "the {} byte limit",
-        total_bytes, params.n_pages, params.page_tokens, lay.floats_per_token(), kMaxPoolBytes);
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: {} bytes requested ({} pages x {} tokens x {} floats/token), over "
+                      "the {} byte limit",
+                      total_bytes, params.n_pages, params.page_tokens, lay.floats_per_token(),
+                      kMaxPoolBytes);
   }
 
   auto impl = std::make_unique<Impl>();
@@ -201,7 +212,8 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
       bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
       void* p = ::operator new (bytes, std::align_val_t{kArenaAlign}, std::nothrow);
       if (p == nullptr) {
-        return make_error("kv pool: cannot allocate {} bytes for layer {} channel '{}'", bytes, l,
+        return make_error(ErrorCode::OutOfMemory,
+                          "kv pool: cannot allocate {} bytes for layer {} channel '{}'", bytes, l,
                           lay.channels[c].name);
       }
       impl->arenas.emplace_back(static_cast<float*>(p));
@@ -245,8 +257,10 @@ SeqId KvPool::create_sequence() {
 Result<SeqId> KvPool::fork(SeqId src) {
   Impl& m = *impl_;
   const Impl::Sequence* s = m.find(src);
-  if (s == nullptr) return make_error("kv pool: fork of unknown sequence {}", src);
-  if (m.next_id == INT32_MAX) return make_error("kv pool: sequence ids exhausted");
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: fork of unknown sequence {}", src);
+  if (m.next_id == INT32_MAX)
+    return make_error(ErrorCode::OutOfMemory, "kv pool: sequence ids exhausted");
   Impl::Sequence copy = *s;  // before touching refcounts: a bad_alloc here changes nothing
   for (const auto& [page, uses] : copy.page_use) ++m.refcount[page];
   m.total_tokens += static_cast<int64_t>(copy.slots.size());
@@ -279,9 +293,11 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
                            bool fresh_pages_only) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
-  if (s == nullptr) return make_error("kv pool: insert into unknown sequence {}", seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: insert into unknown sequence {}", seq);
   const int n = static_cast<int>(s->slots.size());
-  if (at < 0 || at > n) return make_error("kv pool: insert at {} outside [0, {}]", at, n);
+  if (at < 0 || at > n)
+    return make_error(ErrorCode::InvalidArgument, "kv pool: insert at {} outside [0, {}]", at, n);
   const int64_t count = static_cast<int64_t>(positions.size());
   if (count == 0) return at;
 
@@ -298,10 +314,10 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
   const int64_t in_tail = std::min(tail_room, count);
   const int64_t fresh_pages = (count - in_tail + m.page_tokens - 1) / m.page_tokens;
   if (fresh_pages > static_cast<int64_t>(m.free_list.size())) {
-    return make_error(
-        "kv pool full: inserting {} tokens into sequence {} needs {} free pages, {} "
-        "left",
-        count, seq, fresh_pages, m.free_list.size());
+    return make_error(ErrorCode::OutOfMemory,
+                      "kv pool full: inserting {} tokens into sequence {} needs {} free pages, {} "
+                      "left",
+                      count, seq, fresh_pages, m.free_list.size());
   }
 
   // Apply.
@@ -331,16 +347,18 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
 Status KvPool::permute(SeqId seq, int begin, std::span<const int> order) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
-  if (s == nullptr) return make_error("kv pool: permute of unknown sequence {}", seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: permute of unknown sequence {}", seq);
   const int n = static_cast<int>(s->slots.size());
   const int count = static_cast<int>(order.size());
   if (begin < 0 || begin + count > n)
-    return make_error("kv pool: permute [{}, {}) outside [0, {}] of sequence {}", begin,
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: permute [{}, {}) outside [0, {}] of sequence {}", begin,
                       begin + count, n, seq);
   std::vector<char> seen(static_cast<size_t>(count), 0);
   for (int o : order) {
     if (o < 0 || o >= count || seen[o])
-      return make_error("kv pool: permute order is not a permutation");
+      return make_error(ErrorCode::InvalidArgument, "kv pool: permute order is not a permutation");
     seen[o] = 1;
   }
   std::vector<int32_t> slots(static_cast<size_t>(count));
@@ -357,10 +375,12 @@ Status KvPool::permute(SeqId seq, int begin, std::span<const int> order) {
 Status KvPool::erase(SeqId seq, int begin, int end) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
-  if (s == nullptr) return make_error("kv pool: erase from unknown sequence {}", seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: erase from unknown sequence {}", seq);
   const int n = static_cast<int>(s->slots.size());
   if (begin < 0 || begin > end || end > n) {
-    return make_error("kv pool: erase [{}, {}) outside [0, {}] of sequence {}", begin, end, n, seq);
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: erase [{}, {}) outside [0, {}] of sequence {}", begin, end, n, seq);
   }
   for (int i = begin; i < end; ++i) m.drop_use(*s, m.page_of(s->slots[i]));
   s->slots.erase(s->slots.begin() + begin, s->slots.begin() + end);
@@ -371,10 +391,12 @@ Status KvPool::erase(SeqId seq, int begin, int end) {
 
 Status KvPool::truncate(SeqId seq, int n_keep) {
   const Impl::Sequence* s = impl_->find(seq);
-  if (s == nullptr) return make_error("kv pool: truncate of unknown sequence {}", seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: truncate of unknown sequence {}", seq);
   const int n = static_cast<int>(s->slots.size());
   if (n_keep < 0 || n_keep > n) {
-    return make_error("kv pool: truncate sequence {} to {} tokens, it has {}", seq, n_keep, n);
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: truncate sequence {} to {} tokens, it has {}", seq, n_keep, n);
   }
   return erase(seq, n_keep, n);
 }
@@ -382,10 +404,12 @@ Status KvPool::truncate(SeqId seq, int n_keep) {
 Status KvPool::make_writable(SeqId seq, int begin, int end) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
-  if (s == nullptr) return make_error("kv pool: make_writable of unknown sequence {}", seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: make_writable of unknown sequence {}", seq);
   const int n = static_cast<int>(s->slots.size());
   if (begin < 0 || begin > end || end > n) {
-    return make_error("kv pool: make_writable [{}, {}) outside [0, {}] of sequence {}", begin, end,
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: make_writable [{}, {}) outside [0, {}] of sequence {}", begin, end,
                       n, seq);
   }
 
@@ -398,10 +422,10 @@ Status KvPool::make_writable(SeqId seq, int begin, int end) {
   }
   if (shared.empty()) return Status::Ok();
   if (shared.size() > m.free_list.size()) {
-    return make_error(
-        "kv pool full: make_writable [{}, {}) of sequence {} needs {} free pages, {} "
-        "left",
-        begin, end, seq, shared.size(), m.free_list.size());
+    return make_error(ErrorCode::OutOfMemory,
+                      "kv pool full: make_writable [{}, {}) of sequence {} needs {} free pages, {} "
+                      "left",
+                      begin, end, seq, shared.size(), m.free_list.size());
   }
 
   // Apply: copy each page, then remap every slot of this sequence in the old pages.
@@ -489,11 +513,14 @@ Status KvPool::check_invariants() const {
   // Free list: in range, no duplicates, refcount 0, fill 0.
   std::vector<char> is_free(m.n_pages, 0);
   for (int32_t p : m.free_list) {
-    if (p < 0 || p >= m.n_pages) return make_error("free list holds page {} out of range", p);
-    if (is_free[p]) return make_error("page {} is twice in the free list", p);
+    if (p < 0 || p >= m.n_pages)
+      return make_error(ErrorCode::Internal, "free list holds page {} out of range", p);
+    if (is_free[p]) return make_error(ErrorCode::Internal, "page {} is twice in the free list", p);
     is_free[p] = 1;
-    if (m.refcount[p] != 0) return make_error("free page {} has refcount {}", p, m.refcount[p]);
-    if (m.fill[p] != 0) return make_error("free page {} has fill {}", p, m.fill[p]);
+    if (m.refcount[p] != 0)
+      return make_error(ErrorCode::Internal, "free page {} has refcount {}", p, m.refcount[p]);
+    if (m.fill[p] != 0)
+      return make_error(ErrorCode::Internal, "free page {} has fill {}", p, m.fill[p]);
   }
 
   // Sequences: sizes, slot ranges, per-sequence uniqueness, fill bounds, page_use, refcounts.
@@ -505,53 +532,63 @@ Status KvPool::check_invariants() const {
   int32_t dense = 0;
   for (const auto& [id, s] : m.seqs) {
     if (s.positions.size() != s.slots.size()) {
-      return make_error("sequence {}: {} positions for {} slots", id, s.positions.size(),
-                        s.slots.size());
+      return make_error(ErrorCode::Internal, "sequence {}: {} positions for {} slots", id,
+                        s.positions.size(), s.slots.size());
     }
     tokens += static_cast<int64_t>(s.slots.size());
     use.clear();
     for (size_t i = 0; i < s.slots.size(); ++i) {
       const int32_t slot = s.slots[i];
       if (slot < 0 || static_cast<size_t>(slot) >= n_slots) {
-        return make_error("sequence {} token {}: slot {} out of range", id, i, slot);
+        return make_error(ErrorCode::Internal, "sequence {} token {}: slot {} out of range", id, i,
+                          slot);
       }
       if (seq_mark[slot] == dense) {
-        return make_error("sequence {}: slot {} appears twice (token {})", id, slot, i);
+        return make_error(ErrorCode::Internal, "sequence {}: slot {} appears twice (token {})", id,
+                          slot, i);
       }
       seq_mark[slot] = dense;
       ++slot_users[slot];
       const int32_t p = m.page_of(slot);
-      if (is_free[p]) return make_error("sequence {} token {}: page {} is free", id, i, p);
+      if (is_free[p])
+        return make_error(ErrorCode::Internal, "sequence {} token {}: page {} is free", id, i, p);
       if (m.offset_of(slot) >= m.fill[p]) {
-        return make_error("sequence {} token {}: offset {} >= fill {} of page {}", id, i,
+        return make_error(ErrorCode::Internal,
+                          "sequence {} token {}: offset {} >= fill {} of page {}", id, i,
                           m.offset_of(slot), m.fill[p], p);
       }
       ++use[p];
     }
-    if (use != s.page_use) return make_error("sequence {}: page use map is stale", id);
+    if (use != s.page_use)
+      return make_error(ErrorCode::Internal, "sequence {}: page use map is stale", id);
     for (const auto& [p, count] : use) ++refs[p];
     ++dense;
   }
   if (tokens != m.total_tokens) {
-    return make_error("token count {} but sequences hold {}", m.total_tokens, tokens);
+    return make_error(ErrorCode::Internal, "token count {} but sequences hold {}", m.total_tokens,
+                      tokens);
   }
 
   for (int p = 0; p < m.n_pages; ++p) {
     if (refs[p] != m.refcount[p]) {
-      return make_error("page {}: refcount {} but {} sequences reference it", p, m.refcount[p],
-                        refs[p]);
+      return make_error(ErrorCode::Internal, "page {}: refcount {} but {} sequences reference it",
+                        p, m.refcount[p], refs[p]);
     }
-    if (m.fill[p] < 0 || m.fill[p] > pt) return make_error("page {}: fill {}", p, m.fill[p]);
-    if (m.refcount[p] == 0 && !is_free[p]) return make_error("page {} leaked (refcount 0)", p);
+    if (m.fill[p] < 0 || m.fill[p] > pt)
+      return make_error(ErrorCode::Internal, "page {}: fill {}", p, m.fill[p]);
+    if (m.refcount[p] == 0 && !is_free[p])
+      return make_error(ErrorCode::Internal, "page {} leaked (refcount 0)", p);
   }
   for (size_t slot = 0; slot < n_slots; ++slot) {
     if (slot_users[slot] >= 2 && m.refcount[m.page_of(static_cast<int32_t>(slot))] < 2) {
-      return make_error("slot {} shared by {} sequences in a page with refcount {}", slot,
+      return make_error(ErrorCode::Internal,
+                        "slot {} shared by {} sequences in a page with refcount {}", slot,
                         slot_users[slot], m.refcount[m.page_of(static_cast<int32_t>(slot))]);
     }
   }
   for (const auto& [id, s] : m.seqs) {
-    if (id < 0 || id >= m.next_id) return make_error("sequence id {} never handed out", id);
+    if (id < 0 || id >= m.next_id)
+      return make_error(ErrorCode::Internal, "sequence id {} never handed out", id);
   }
   return Status::Ok();
 }

@@ -625,17 +625,18 @@ void Canvas::draw_frame(const Frame& f, int x, int y, int scale) {
 
 Status write_png(const std::string& path, const Canvas& canvas) {
   if (canvas.width < 1 || canvas.height < 1)
-    return make_error("{}: empty image ({} x {})", path, canvas.width, canvas.height);
+    return make_error(ErrorCode::InvalidArgument, "{}: empty image ({} x {})", path, canvas.width,
+                      canvas.height);
   if (canvas.rgb.size() != size_t(canvas.width) * size_t(canvas.height) * 3)
-    return make_error("{}: canvas holds {} bytes, expected {} x {} x 3", path, canvas.rgb.size(),
-                      canvas.width, canvas.height);
+    return make_error(ErrorCode::InvalidArgument, "{}: canvas holds {} bytes, expected {} x {} x 3",
+                      path, canvas.rgb.size(), canvas.width, canvas.height);
   std::vector<png_bytep> rows(size_t(canvas.height));
   for (size_t y = 0; y < rows.size(); ++y)
     rows[y] = const_cast<png_bytep>(&canvas.rgb[y * size_t(canvas.width) * 3]);
 
   const std::string tmp = path + ".tmp";
   FILE* fp = std::fopen(tmp.c_str(), "wb");
-  if (!fp) return make_error("{}: cannot open {} for writing", path, tmp);
+  if (!fp) return make_error(ErrorCode::Io, "{}: cannot open {} for writing", path, tmp);
   std::string err;
   if (!write_png_rows(fp, png_uint_32(canvas.width), png_uint_32(canvas.height), rows.data(),
                       &err) &&
@@ -647,18 +648,19 @@ Status write_png(const std::string& path, const Canvas& canvas) {
     err = "cannot rename " + tmp + " into place";
   if (!err.empty()) {
     std::remove(tmp.c_str());
-    return make_error("{}: {}", path, err);
+    return make_error(ErrorCode::InvalidArgument, "{}: {}", path, err);
   }
   return Status::Ok();
 }
 
 Status write_frames_png(const std::string& path, const std::vector<Frame>& frames, int scale) {
-  if (frames.empty()) return make_error("{}: no frames to write", path);
-  if (scale < 1 || scale > 64) return make_error("{}: bad scale {}", path, scale);
+  if (frames.empty()) return make_error(ErrorCode::InvalidArgument, "{}: no frames to write", path);
+  if (scale < 1 || scale > 64)
+    return make_error(ErrorCode::InvalidArgument, "{}: bad scale {}", path, scale);
   for (const auto& f : frames)
     if (f.rgb.size() != size_t(kFramePixels) * kFramePixels * 3)
-      return make_error("{}: a frame has {} bytes, expected {}", path, f.rgb.size(),
-                        kFramePixels * kFramePixels * 3);
+      return make_error(ErrorCode::InvalidArgument, "{}: a frame has {} bytes, expected {}", path,
+                        f.rgb.size(), kFramePixels * kFramePixels * 3);
 
   // Frames side by side with a 1-pixel grey gap (in source pixels), all scaled.
   const int n = int(frames.size());

@@ -66,20 +66,23 @@ Result<MiniVl> MiniVl::load(const std::string& decoder_path, const std::string& 
   m.decoder = std::move(*d);
   const ModelConfig& c = m.decoder->cfg;
   if (c.arch != "qwen2vl")
-    return make_error("{}: the mini-VL decoder must be a qwen2vl model (this is '{}')",
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: the mini-VL decoder must be a qwen2vl model (this is '{}')",
                       decoder_path, c.arch);
   if (c.n_vocab != kVocabSize)
-    return make_error("{}: vocabulary of {} tokens, the mini-VL word vocabulary has {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: vocabulary of {} tokens, the mini-VL word vocabulary has {}",
                       decoder_path, c.n_vocab, kVocabSize);
   auto v = VisionModel::load(vision_path);
   if (!v.ok()) return v.error();
   m.vision = std::move(*v);
   if (m.vision.cfg.out_dim != c.dim)
-    return make_error("{} projects to width {}, but the decoder {} is {} wide", vision_path,
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} projects to width {}, but the decoder {} is {} wide", vision_path,
                       m.vision.cfg.out_dim, decoder_path, c.dim);
   if (m.vision.cfg.image_size != kFramePixels)
-    return make_error("{}: frames are {} pixels, the clips {}", vision_path,
-                      m.vision.cfg.image_size, kFramePixels);
+    return make_error(ErrorCode::InvalidArgument, "{}: frames are {} pixels, the clips {}",
+                      vision_path, m.vision.cfg.image_size, kFramePixels);
   return m;
 }
 
@@ -97,8 +100,8 @@ Status write_random_minivl(const std::string& decoder_path, const std::string& v
 Result<ChunkContent> frame_chunk(VisionEncoder& enc, const Frame& frame) {
   const VisionConfig& vc = enc.model().cfg;
   if (frame.rgb.size() != size_t(vc.image_size) * vc.image_size * 3)
-    return make_error("frame: {} bytes, the encoder takes {} x {} RGB", frame.rgb.size(),
-                      vc.image_size, vc.image_size);
+    return make_error(ErrorCode::InvalidArgument, "frame: {} bytes, the encoder takes {} x {} RGB",
+                      frame.rgb.size(), vc.image_size, vc.image_size);
   ChunkContent c;
   KAMERA_TRY(enc.encode(frame.rgb.data(), &c.embeddings));
   c.dim = vc.out_dim;

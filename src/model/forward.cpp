@@ -32,32 +32,40 @@ Status Engine::check_layout(const KvPool& kv) const {
   for (size_t i = 0; same && i < want.channels.size(); ++i)
     same = have.channels[i].width == want.channels[i].width &&
            have.channels[i].rotated == want.channels[i].rotated;
-  if (!same) return make_error("forward: the KV pool's layout does not match the model");
+  if (!same)
+    return make_error(ErrorCode::InvalidArgument,
+                      "forward: the KV pool's layout does not match the model");
   return Status::Ok();
 }
 
 Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                            const ForwardOptions& opt) {
   const ModelConfig& c = model_.cfg;
-  if (!kv.has_sequence(seq)) return make_error("forward: unknown sequence {}", seq);
-  if (in.n <= 0) return make_error("forward: no input tokens");
+  if (!kv.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "forward: unknown sequence {}", seq);
+  if (in.n <= 0) return make_error(ErrorCode::InvalidArgument, "forward: no input tokens");
   if (int(in.positions.size()) != in.n)
-    return make_error("forward: {} positions for {} tokens", in.positions.size(), in.n);
+    return make_error(ErrorCode::InvalidArgument, "forward: {} positions for {} tokens",
+                      in.positions.size(), in.n);
   if (in.embeddings == nullptr) {
     if (int(in.tokens.size()) != in.n)
-      return make_error("forward: {} token ids for n = {}", in.tokens.size(), in.n);
+      return make_error(ErrorCode::InvalidArgument, "forward: {} token ids for n = {}",
+                        in.tokens.size(), in.n);
     for (int i = 0; i < in.n; ++i)
       if (in.tokens[i] < 0 || in.tokens[i] >= c.n_vocab)
-        return make_error("forward: token id {} at index {} is outside the vocabulary [0, {})",
+        return make_error(ErrorCode::InvalidArgument,
+                          "forward: token id {} at index {} is outside the vocabulary [0, {})",
                           in.tokens[i], i, c.n_vocab);
   } else if (!in.tokens.empty()) {
-    return make_error("forward: give token ids or embedding rows, not both");
+    return make_error(ErrorCode::InvalidArgument,
+                      "forward: give token ids or embedding rows, not both");
   }
   if (opt.mask)
     for (const auto& b : opt.mask->blocks)
       if (b.q_begin < 0 || b.q_end > in.n || b.q_begin > b.q_end || b.k_begin < 0 ||
           b.k_begin > b.k_end)
-        return make_error("forward: attention mask block [{}, {}) x [{}, {}) is out of range",
+        return make_error(ErrorCode::InvalidArgument,
+                          "forward: attention mask block [{}, {}) x [{}, {}) is out of range",
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
   KAMERA_TRY(check_layout(kv));
 
@@ -94,13 +102,15 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   KAMERA_TRY(check_layout(kv));
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!kv.has_sequence(rows[i].seq))
-      return make_error("decode: unknown sequence {}", rows[i].seq);
+      return make_error(ErrorCode::NotFound, "decode: unknown sequence {}", rows[i].seq);
     if (rows[i].token < 0 || rows[i].token >= c.n_vocab)
-      return make_error("decode: token id {} is outside the vocabulary [0, {})", rows[i].token,
+      return make_error(ErrorCode::InvalidArgument,
+                        "decode: token id {} is outside the vocabulary [0, {})", rows[i].token,
                         c.n_vocab);
     for (size_t j = 0; j < i; ++j)
       if (rows[j].seq == rows[i].seq)
-        return make_error("decode: sequence {} appears twice", rows[i].seq);
+        return make_error(ErrorCode::InvalidArgument, "decode: sequence {} appears twice",
+                          rows[i].seq);
   }
   // Append one token to every sequence; undo all on the first failure (a full pool).
   std::vector<RowGroup> groups;
@@ -254,18 +264,22 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
 Status Engine::recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan, RecomputeStats* stats) {
   const ModelConfig& c = model_.cfg;
   const bool mla = c.attention == AttentionKind::Mla;
-  if (!kv.has_sequence(seq)) return make_error("recompute: unknown sequence {}", seq);
+  if (!kv.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "recompute: unknown sequence {}", seq);
   KAMERA_TRY(check_layout(kv));
   std::vector<int> set = plan.tokens;
   if (set.empty()) return Status::Ok();
   const int n_seq = kv.n_tokens(seq);
   for (size_t i = 0; i < set.size(); ++i)
     if (set[i] < 0 || set[i] >= n_seq || (i > 0 && set[i] <= set[i - 1]))
-      return make_error("recompute: token indices must be ascending and inside the sequence");
+      return make_error(ErrorCode::InvalidArgument,
+                        "recompute: token indices must be ascending and inside the sequence");
   if (plan.from_layer < 0 || plan.from_layer >= c.n_layers)
-    return make_error("recompute: from_layer {} is outside [0, {})", plan.from_layer, c.n_layers);
+    return make_error(ErrorCode::InvalidArgument, "recompute: from_layer {} is outside [0, {})",
+                      plan.from_layer, c.n_layers);
   if (!plan.hidden && (plan.from_layer != 0 || plan.ids.size() != set.size()))
-    return make_error("recompute: give hidden rows, or token ids when starting at layer 0");
+    return make_error(ErrorCode::InvalidArgument,
+                      "recompute: give hidden rows, or token ids when starting at layer 0");
   KAMERA_TRY(kv.make_writable(seq, set.front(), set.back() + 1));
   const int d = c.dim, qw = c.q_width(), kvw = c.kv_width(), hid = c.ffn_dim,
             half = c.rope.n_pairs();
@@ -278,7 +292,8 @@ Status Engine::recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan, Recom
   } else {
     for (int t = 0; t < n; ++t) {
       if (plan.ids[t] < 0 || plan.ids[t] >= c.n_vocab)
-        return make_error("recompute: token id {} is outside the vocabulary", plan.ids[t]);
+        return make_error(ErrorCode::InvalidArgument,
+                          "recompute: token id {} is outside the vocabulary", plan.ids[t]);
       std::memcpy(x + size_t(t) * d, model_.tok_embd.data() + size_t(plan.ids[t]) * d,
                   sizeof(float) * d);
     }

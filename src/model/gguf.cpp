@@ -31,6 +31,15 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
+template <class... Args>
+Error corrupt(fmt::format_string<Args...> f, Args&&... args) {
+  return make_error(ErrorCode::CorruptData, f, std::forward<Args>(args)...);
+}
+template <class... Args>
+Error bad_value(fmt::format_string<Args...> f, Args&&... args) {
+  return make_error(ErrorCode::InvalidArgument, f, std::forward<Args>(args)...);
+}
+
 constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr uint32_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxGgufType = 12;  // F64
@@ -178,6 +187,7 @@ class Parser {
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
   const std::string& error() const { return err_; }
+  Error status() const { return Error{ErrorCode::CorruptData, err_}; }
   std::string ctx;
 
   bool fail(std::string msg) {
@@ -411,41 +421,41 @@ int64_t GgufTensor::n_elements() const {
 
 // Parses `bytes` into the given members of a GgufFile; returns the error message without the
 // file-name prefix, or "" on success. Tensor data pointers point into `bytes`.
-static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
-                              std::map<std::string, GgufValue>* kv,
-                              std::vector<GgufTensor>* tensors,
-                              std::map<std::string, size_t>* index) {
-  if (bytes.empty()) return "file is empty (0 bytes), not a GGUF file";
+static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
+                         std::map<std::string, GgufValue>* kv, std::vector<GgufTensor>* tensors,
+                         std::map<std::string, size_t>* index) {
+  if (bytes.empty()) return corrupt("file is empty (0 bytes), not a GGUF file");
   if (bytes.size() < 4) {
-    return fmt::format("file is only {} bytes, too small to be a GGUF file", bytes.size());
+    return corrupt("file is only {} bytes, too small to be a GGUF file", bytes.size());
   }
   Parser p(bytes);
   uint8_t magic[4] = {};
-  if (!p.read_raw(magic, 4, "magic")) return p.error();
+  if (!p.read_raw(magic, 4, "magic")) return p.status();
   if (std::memcmp(magic, kMagic, 4) != 0) {
-    return fmt::format(
+    return corrupt(
         "not a GGUF file: magic bytes are {:02x} {:02x} {:02x} {:02x}, expected "
         "47 47 55 46 (\"GGUF\")",
         magic[0], magic[1], magic[2], magic[3]);
   }
-  if (!p.read(version, "version")) return p.error();
+  if (!p.read(version, "version")) return p.status();
   if (*version != 2 && *version != 3) {
-    return fmt::format("unsupported GGUF version {} (kamera reads versions 2 and 3)", *version);
+    return make_error(ErrorCode::Unsupported,
+                      "unsupported GGUF version {} (kamera reads versions 2 and 3)", *version);
   }
   uint64_t n_tensors = 0, n_kv = 0;
-  if (!p.read(&n_tensors, "tensor count") || !p.read(&n_kv, "metadata count")) return p.error();
+  if (!p.read(&n_tensors, "tensor count") || !p.read(&n_kv, "metadata count")) return p.status();
   // Smallest possible entries: a key/value is a u64 key length, a u32 type and a 1-byte value
   // (13 bytes); a tensor description is a u64 name length, u32 n_dims, one u64 dim, u32 type and
   // u64 offset (32 bytes).
   constexpr size_t kMinKv = 13, kMinTensor = 32;
   if (n_kv > p.remaining() / kMinKv) {
-    return fmt::format(
+    return corrupt(
         "header declares {} metadata entries, but the {} bytes after the header "
         "can hold at most {}",
         n_kv, p.remaining(), p.remaining() / kMinKv);
   }
   if (n_tensors > (p.remaining() - n_kv * kMinKv) / kMinTensor) {
-    return fmt::format(
+    return corrupt(
         "header declares {} tensors and {} metadata entries, but the {} bytes "
         "after the header cannot hold them",
         n_tensors, n_kv, p.remaining());
@@ -454,13 +464,13 @@ static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
   for (uint64_t i = 0; i < n_kv; ++i) {
     p.ctx = fmt::format("metadata entry {} (byte {})", i, p.pos());
     std::string key;
-    if (!p.read_string(&key, "key")) return p.error();
+    if (!p.read_string(&key, "key")) return p.status();
     p.ctx = fmt::format("metadata key '{}'", printable(key));
-    if (kv->count(key)) return p.ctx + ": duplicate key";
+    if (kv->count(key)) return corrupt("{}: duplicate key", p.ctx);
     uint32_t type = 0;
-    if (!p.read(&type, "value type")) return p.error();
+    if (!p.read(&type, "value type")) return p.status();
     GgufValue v;
-    if (!p.read_value(type, &v)) return p.error();
+    if (!p.read_value(type, &v)) return p.status();
     kv->emplace(std::move(key), std::move(v));
   }
   p.ctx.clear();
@@ -469,12 +479,12 @@ static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
   if (auto it = kv->find("general.alignment"); it != kv->end()) {
     const GgufValue& v = it->second;
     if (v.type != GgufType::U32) {
-      return fmt::format("metadata key 'general.alignment' has type {}, expected u32",
-                         gguf_type_name(uint32_t(v.type)));
+      return corrupt("metadata key 'general.alignment' has type {}, expected u32",
+                     gguf_type_name(uint32_t(v.type)));
     }
     const int64_t a = std::get<int64_t>(v.data);
     if (a == 0 || !std::has_single_bit(uint64_t(a))) {
-      return fmt::format("metadata key 'general.alignment' is {}, must be a power of two", a);
+      return corrupt("metadata key 'general.alignment' is {}, must be a power of two", a);
     }
     alignment = uint32_t(a);
   }
@@ -483,45 +493,45 @@ static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
   for (uint64_t i = 0; i < n_tensors; ++i) {
     p.ctx = fmt::format("tensor {} (byte {})", i, p.pos());
     GgufTensor t;
-    if (!p.read_string(&t.name, "name")) return p.error();
+    if (!p.read_string(&t.name, "name")) return p.status();
     p.ctx = fmt::format("tensor '{}'", printable(t.name));
-    if (index->count(t.name)) return p.ctx + ": duplicate tensor name";
+    if (index->count(t.name)) return corrupt("{}: duplicate tensor name", p.ctx);
     uint32_t n_dims = 0;
-    if (!p.read(&n_dims, "n_dims")) return p.error();
+    if (!p.read(&n_dims, "n_dims")) return p.status();
     if (n_dims < 1 || n_dims > 4) {
-      return fmt::format("{}: n_dims is {}, must be 1 to 4", p.ctx, n_dims);
+      return corrupt("{}: n_dims is {}, must be 1 to 4", p.ctx, n_dims);
     }
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t x = 0;
-      if (!p.read(&x, "dimension")) return p.error();
-      if (x == 0) return fmt::format("{}: ne[{}] is 0, every dimension must be >= 1", p.ctx, d);
+      if (!p.read(&x, "dimension")) return p.status();
+      if (x == 0) return corrupt("{}: ne[{}] is 0, every dimension must be >= 1", p.ctx, d);
       if (x > uint64_t(std::numeric_limits<int64_t>::max())) {
-        return fmt::format("{}: ne[{}] = {} is above INT64_MAX", p.ctx, d, x);
+        return corrupt("{}: ne[{}] = {} is above INT64_MAX", p.ctx, d, x);
       }
       t.ne.push_back(int64_t(x));
     }
     const std::optional<int64_t> n = checked_elements(t.ne);
     if (!n) {
-      return fmt::format("{}: shape {} has more than INT64_MAX elements", p.ctx,
-                         shape_string(t.ne));
+      return corrupt("{}: shape {} has more than INT64_MAX elements", p.ctx, shape_string(t.ne));
     }
     uint32_t ggml_type = 0;
-    if (!p.read(&ggml_type, "type")) return p.error();
+    if (!p.read(&ggml_type, "type")) return p.status();
     const std::optional<DType> dt = dtype_from_ggml(ggml_type);
     if (!dt) {
-      return fmt::format("{}: unsupported ggml type {} ({}); kamera reads f32, f16, bf16 and q8_0",
-                         p.ctx, ggml_type, ggml_type_name(ggml_type));
+      return make_error(ErrorCode::Unsupported,
+                        "{}: unsupported ggml type {} ({}); kamera reads f32, f16, bf16 and q8_0",
+                        p.ctx, ggml_type, ggml_type_name(ggml_type));
     }
     t.type = *dt;
     if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
-      return fmt::format("{}: q8_0 rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
-                         kQ8BlockSize, t.ne[0]);
+      return corrupt("{}: q8_0 rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
+                     kQ8BlockSize, t.ne[0]);
     }
-    if (!p.read(&t.offset, "data offset")) return p.error();
+    if (!p.read(&t.offset, "data offset")) return p.status();
     const unsigned __int128 nbytes = data_bytes(t.type, *n);
     if (nbytes > bytes.size()) {
-      return fmt::format("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
-                         shape_string(t.ne), dtype_name(t.type), uint64_t(nbytes), bytes.size());
+      return corrupt("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
+                     shape_string(t.ne), dtype_name(t.type), uint64_t(nbytes), bytes.size());
     }
     t.nbytes = size_t(nbytes);
     index->emplace(t.name, tensors->size());
@@ -533,12 +543,12 @@ static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
   const uint64_t data_start = (uint64_t(p.pos()) + alignment - 1) / alignment * alignment;
   for (GgufTensor& t : *tensors) {
     if (t.offset % alignment != 0) {
-      return fmt::format("tensor '{}': data offset {} is not a multiple of the alignment {}",
-                         printable(t.name), t.offset, alignment);
+      return corrupt("tensor '{}': data offset {} is not a multiple of the alignment {}",
+                     printable(t.name), t.offset, alignment);
     }
     const unsigned __int128 begin = (unsigned __int128)data_start + t.offset;
     if (begin + t.nbytes > bytes.size()) {
-      return fmt::format(
+      return corrupt(
           "tensor '{}': data [offset {} (file byte {}), {} bytes] runs past end of file (size {})",
           printable(t.name), t.offset,
           begin > std::numeric_limits<uint64_t>::max() ? std::string("> 2^64")
@@ -547,7 +557,7 @@ static std::string parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     }
     t.data = bytes.data() + size_t(begin);
   }
-  return {};
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<const GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes,
@@ -555,28 +565,29 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(std::span<const uint8_t>
   try {
     std::shared_ptr<GgufFile> f(new GgufFile());
     f->name_ = name;
-    std::string err = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
-    if (!err.empty()) return Error{name + ": " + err};
+    const Status st = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
+    if (!st.ok()) return with_context(st.error(), name);
     return std::shared_ptr<const GgufFile>(std::move(f));
   } catch (const std::bad_alloc&) {
-    return make_error("{}: out of memory while parsing ({} bytes)", name, bytes.size());
+    return make_error(ErrorCode::OutOfMemory, "{}: out of memory while parsing ({} bytes)", name,
+                      bytes.size());
   } catch (const std::exception& e) {
-    return make_error("{}: internal error while parsing: {}", name, e.what());
+    return make_error(ErrorCode::Internal, "{}: internal error while parsing: {}", name, e.what());
   }
 }
 
 Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  if (fd < 0) return make_error(ErrorCode::Io, "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    return make_error("{}: cannot stat: {}", path, std::strerror(e));
+    return make_error(ErrorCode::Io, "{}: cannot stat: {}", path, std::strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error("{}: not a regular file", path);
+    return make_error(ErrorCode::InvalidArgument, "{}: not a regular file", path);
   }
   const size_t size = size_t(st.st_size);
   if (size == 0) {
@@ -586,7 +597,8 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) 
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_errno = errno;
   ::close(fd);
-  if (map == MAP_FAILED) return make_error("{}: mmap failed: {}", path, std::strerror(map_errno));
+  if (map == MAP_FAILED)
+    return make_error(ErrorCode::Io, "{}: mmap failed: {}", path, std::strerror(map_errno));
 
   try {
     std::shared_ptr<GgufFile> f(new GgufFile());
@@ -594,13 +606,14 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) 
     f->map_size_ = size;
     f->name_ = path;
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(map), size);
-    std::string err = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
-    if (!err.empty()) return Error{path + ": " + err};
+    const Status st = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
+    if (!st.ok()) return with_context(st.error(), path);
     return std::shared_ptr<const GgufFile>(std::move(f));
   } catch (const std::bad_alloc&) {
-    return make_error("{}: out of memory while parsing ({} bytes)", path, size);
+    return make_error(ErrorCode::OutOfMemory, "{}: out of memory while parsing ({} bytes)", path,
+                      size);
   } catch (const std::exception& e) {
-    return make_error("{}: internal error while parsing: {}", path, e.what());
+    return make_error(ErrorCode::Internal, "{}: internal error while parsing: {}", path, e.what());
   }
 }
 
@@ -669,7 +682,8 @@ Result<std::vector<float>> GgufFile::read_f32(const GgufTensor& t) const {
   const GgufTensor* own = find_tensor(t.name);
   if (own == nullptr || (&t != own && (t.data != own->data || t.type != own->type ||
                                        t.ne != own->ne || t.nbytes != own->nbytes))) {
-    return make_error("{}: tensor '{}' is not a tensor of this file", name_, printable(t.name));
+    return make_error(ErrorCode::CorruptData, "{}: tensor '{}' is not a tensor of this file", name_,
+                      printable(t.name));
   }
   const int64_t n = own->n_elements();
   try {
@@ -678,8 +692,8 @@ Result<std::vector<float>> GgufFile::read_f32(const GgufTensor& t) const {
     dequantize_row(own->type, own->data, out.data(), n);
     return out;
   } catch (const std::bad_alloc&) {
-    return make_error("{}: tensor '{}': out of memory for {} f32 values", name_,
-                      printable(own->name), n);
+    return make_error(ErrorCode::OutOfMemory, "{}: tensor '{}': out of memory for {} f32 values",
+                      name_, printable(own->name), n);
   }
 }
 
@@ -792,54 +806,54 @@ void put_float(Bytes* b, GgufType t, double v) {
   }
 }
 
-// Serializes key `key` = v; returns "" or what is wrong with the value.
-std::string put_kv(Bytes* b, const std::string& key, const GgufValue& v) {
+// Serializes key `key` = v; fails with what is wrong with the value.
+Status put_kv(Bytes* b, const std::string& key, const GgufValue& v) {
   b->str(key);
   b->put<uint32_t>(uint32_t(v.type));
   if (is_int_type(v.type)) {
     const int64_t* x = std::get_if<int64_t>(&v.data);
-    if (x == nullptr) return "integer value holds no integer";
+    if (x == nullptr) return bad_value("integer value holds no integer");
     if (v.type == GgufType::U64 && *x < 0) {
-      return fmt::format("u64 value {} is above INT64_MAX, which GGUF readers here reject",
-                         uint64_t(*x));
+      return bad_value("u64 value {} is above INT64_MAX, which GGUF readers here reject",
+                       uint64_t(*x));
     }
     put_int(b, v.type, *x);
   } else if (is_float_type(v.type)) {
     const double* x = std::get_if<double>(&v.data);
-    if (x == nullptr) return "float value holds no float";
+    if (x == nullptr) return bad_value("float value holds no float");
     put_float(b, v.type, *x);
   } else if (v.type == GgufType::BOOL) {
     const bool* x = std::get_if<bool>(&v.data);
-    if (x == nullptr) return "bool value holds no bool";
+    if (x == nullptr) return bad_value("bool value holds no bool");
     b->put<uint8_t>(*x ? 1 : 0);
   } else if (v.type == GgufType::STRING) {
     const std::string* x = std::get_if<std::string>(&v.data);
-    if (x == nullptr) return "string value holds no string";
+    if (x == nullptr) return bad_value("string value holds no string");
     b->str(*x);
   } else if (v.type == GgufType::ARRAY) {
     b->put<uint32_t>(uint32_t(v.array_type));
     if (is_int_type(v.array_type) || v.array_type == GgufType::BOOL) {
       const auto* x = std::get_if<std::vector<int64_t>>(&v.data);
-      if (x == nullptr) return "integer array holds no integers";
+      if (x == nullptr) return bad_value("integer array holds no integers");
       b->put<uint64_t>(x->size());
       for (int64_t e : *x) put_int(b, v.array_type, e);
     } else if (is_float_type(v.array_type)) {
       const auto* x = std::get_if<std::vector<double>>(&v.data);
-      if (x == nullptr) return "float array holds no floats";
+      if (x == nullptr) return bad_value("float array holds no floats");
       b->put<uint64_t>(x->size());
       for (double e : *x) put_float(b, v.array_type, e);
     } else if (v.array_type == GgufType::STRING) {
       const auto* x = std::get_if<std::vector<std::string>>(&v.data);
-      if (x == nullptr) return "string array holds no strings";
+      if (x == nullptr) return bad_value("string array holds no strings");
       b->put<uint64_t>(x->size());
       for (const std::string& e : *x) b->str(e);
     } else {
-      return fmt::format("arrays of {} are not supported", gguf_type_name(uint32_t(v.array_type)));
+      return bad_value("arrays of {} are not supported", gguf_type_name(uint32_t(v.array_type)));
     }
   } else {
-    return fmt::format("unknown value type {}", uint32_t(v.type));
+    return bad_value("unknown value type {}", uint32_t(v.type));
   }
-  return {};
+  return Status::Ok();
 }
 
 // Closes and removes a partly written temporary file (nothing when it was not created).
@@ -857,7 +871,8 @@ Status GgufWriter::write(const std::string& path) const {
   {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      return make_error("{}: exists and is not a regular file; refusing to replace it", path);
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}: exists and is not a regular file; refusing to replace it", path);
   }
   // A temporary name unique to this process and call: concurrent writers of the same path (e.g.
   // parallel tests) never share a temporary file; the last rename wins, each complete.
@@ -872,7 +887,8 @@ Status GgufWriter::write(const std::string& path) const {
       const int64_t* a = std::get_if<int64_t>(&kv.value.data);
       if (kv.value.type != GgufType::U32 || a == nullptr || *a == 0 ||
           !std::has_single_bit(uint64_t(*a))) {
-        return make_error("{}: general.alignment must be a u32 power of two", path);
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: general.alignment must be a u32 power of two", path);
       }
       alignment = uint32_t(*a);
     }
@@ -882,34 +898,40 @@ Status GgufWriter::write(const std::string& path) const {
     for (const PendingTensor& t : tensors_) {
       const std::string tn = printable(t.name);
       if (t.name.empty() || t.name.size() >= kGgmlMaxName) {
-        return make_error("{}: tensor '{}': name must be 1 to {} bytes (ggml's limit)", path, tn,
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: tensor '{}': name must be 1 to {} bytes (ggml's limit)", path, tn,
                           kGgmlMaxName - 1);
       }
       if (!names.insert(t.name).second) {
-        return make_error("{}: tensor '{}': duplicate tensor name", path, tn);
+        return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': duplicate tensor name",
+                          path, tn);
       }
       if (t.ne.empty() || t.ne.size() > 4) {
-        return make_error("{}: tensor '{}': {} dimensions, must be 1 to 4", path, tn, t.ne.size());
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: tensor '{}': {} dimensions, must be 1 to 4", path, tn, t.ne.size());
       }
       const std::optional<int64_t> n = checked_elements(t.ne);
       if (!n) {
-        return make_error(
-            "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
-            "elements)",
-            path, tn, shape_string(t.ne));
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
+                          "elements)",
+                          path, tn, shape_string(t.ne));
       }
       if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
-        return make_error(
-            "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] "
-            "is {}",
-            path, tn, kQ8BlockSize, t.ne[0]);
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] "
+                          "is {}",
+                          path, tn, kQ8BlockSize, t.ne[0]);
       }
-      if (!t.fill) return make_error("{}: tensor '{}': no fill function", path, tn);
+      if (!t.fill)
+        return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': no fill function", path,
+                          tn);
       const unsigned __int128 nb = data_bytes(t.type, *n);
       const unsigned __int128 padded = (nb + alignment - 1) / alignment * alignment;
       if (nb > uint64_t(std::numeric_limits<int64_t>::max()) ||
           data_size + padded > uint64_t(std::numeric_limits<int64_t>::max())) {
-        return make_error("{}: tensor '{}': shape {} is too large to write", path, tn,
+        return make_error(ErrorCode::InvalidArgument,
+                          "{}: tensor '{}': shape {} is too large to write", path, tn,
                           shape_string(t.ne));
       }
       offsets.push_back(data_size);
@@ -924,9 +946,10 @@ Status GgufWriter::write(const std::string& path) const {
     h.put<uint64_t>(tensors_.size());
     h.put<uint64_t>(kv_.size());
     for (const Kv& kv : kv_) {
-      const std::string err = put_kv(&h, kv.key, kv.value);
-      if (!err.empty())
-        return make_error("{}: metadata key '{}': {}", path, printable(kv.key), err);
+      const Status st = put_kv(&h, kv.key, kv.value);
+      if (!st.ok())
+        return with_context(st.error(),
+                            fmt::format("{}: metadata key '{}'", path, printable(kv.key)));
     }
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const PendingTensor& t = tensors_[i];
@@ -939,7 +962,8 @@ Status GgufWriter::write(const std::string& path) const {
     h.pad_to(alignment);
 
     f = std::fopen(tmp.c_str(), "wb");
-    if (f == nullptr) return make_error("{}: cannot create: {}", tmp, std::strerror(errno));
+    if (f == nullptr)
+      return make_error(ErrorCode::Io, "{}: cannot create: {}", tmp, std::strerror(errno));
     auto write_bytes = [&](const void* p, size_t n) {
       return n == 0 || std::fwrite(p, 1, n, f) == n;
     };
@@ -947,7 +971,7 @@ Status GgufWriter::write(const std::string& path) const {
       const int e = errno;
       discard(f, tmp);
       f = nullptr;
-      return make_error("{}: {} failed: {}", tmp, what, std::strerror(e));
+      return make_error(ErrorCode::Io, "{}: {} failed: {}", tmp, what, std::strerror(e));
     };
     if (!write_bytes(h.s.data(), h.s.size())) return io_error("write");
 
@@ -983,23 +1007,24 @@ Status GgufWriter::write(const std::string& path) const {
     if (rc != 0) {
       const int e = errno;
       std::remove(tmp.c_str());
-      return make_error("{}: close failed: {}", tmp, std::strerror(e));
+      return make_error(ErrorCode::Io, "{}: close failed: {}", tmp, std::strerror(e));
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       const int e = errno;
       std::remove(tmp.c_str());
-      return make_error("{}: cannot rename {} to it: {}", path, tmp, std::strerror(e));
+      return make_error(ErrorCode::Io, "{}: cannot rename {} to it: {}", path, tmp,
+                        std::strerror(e));
     }
     return Status::Ok();
   } catch (const std::bad_alloc&) {
     discard(f, tmp);
-    return make_error("{}: out of memory while writing", path);
+    return make_error(ErrorCode::OutOfMemory, "{}: out of memory while writing", path);
   } catch (const std::exception& e) {
     discard(f, tmp);
-    return make_error("{}: error while writing: {}", path, e.what());
+    return make_error(ErrorCode::Io, "{}: error while writing: {}", path, e.what());
   } catch (...) {  // a fill callback threw something else
     discard(f, tmp);
-    return make_error("{}: unknown exception while writing", path);
+    return make_error(ErrorCode::Io, "{}: unknown exception while writing", path);
   }
 }
 

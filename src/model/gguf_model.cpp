@@ -16,7 +16,9 @@ class GgufModelReader {
 
   Result<int64_t> need_int(const std::string& key) const {
     auto v = f_.get_int(arch_ + "." + key);
-    if (!v) return make_error("{}: missing metadata key '{}.{}'", f_.name(), arch_, key);
+    if (!v)
+      return make_error(ErrorCode::CorruptData, "{}: missing metadata key '{}.{}'", f_.name(),
+                        arch_, key);
     return *v;
   }
   int64_t int_or(const std::string& key, int64_t dflt) const {
@@ -32,13 +34,14 @@ class GgufModelReader {
     const GgufTensor* t = f_.find_tensor(name);
     if (!t) {
       if (optional) return Status::Ok();
-      return make_error("{}: missing tensor '{}'", f_.name(), name);
+      return make_error(ErrorCode::CorruptData, "{}: missing tensor '{}'", f_.name(), name);
     }
     if (t->ne != ne) {
       auto fmt_ne = [](const std::vector<int64_t>& v) {
         return fmt::format("[{}]", fmt::join(v, ", "));
       };
-      return make_error("{}: tensor '{}' has shape {} but the metadata implies {}", f_.name(), name,
+      return make_error(ErrorCode::CorruptData,
+                        "{}: tensor '{}' has shape {} but the metadata implies {}", f_.name(), name,
                         fmt_ne(t->ne), fmt_ne(ne));
     }
     auto data = f_.read_f32(*t);
@@ -57,21 +60,25 @@ class GgufModelReader {
 
 Result<Tokenizer> gguf_tokenizer(const GgufFile& f) {
   const auto model = f.get_string("tokenizer.ggml.model");
-  if (!model) return make_error("{}: no embedded tokenizer (tokenizer.ggml.model)", f.name());
+  if (!model)
+    return make_error(ErrorCode::CorruptData, "{}: no embedded tokenizer (tokenizer.ggml.model)",
+                      f.name());
   if (*model != "llama")
-    return make_error(
-        "{}: tokenizer model '{}' is not supported (kamera reads the "
-        "SentencePiece 'llama' vocabulary)",
-        f.name(), *model);
+    return make_error(ErrorCode::Unsupported,
+                      "{}: tokenizer model '{}' is not supported (kamera reads the "
+                      "SentencePiece 'llama' vocabulary)",
+                      f.name(), *model);
   const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (!tokens)
-    return make_error("{}: tokenizer.ggml.tokens missing or not a string array", f.name());
+    return make_error(ErrorCode::CorruptData,
+                      "{}: tokenizer.ggml.tokens missing or not a string array", f.name());
   Tokenizer::Vocab v;
   v.pieces = *tokens;
   const size_t n = tokens->size();
   if (const auto* scores = f.get_float_array("tokenizer.ggml.scores")) {
     if (scores->size() != n)
-      return make_error("{}: tokenizer.ggml.scores has {} entries for {} tokens", f.name(),
+      return make_error(ErrorCode::CorruptData,
+                        "{}: tokenizer.ggml.scores has {} entries for {} tokens", f.name(),
                         scores->size(), n);
     v.scores.assign(scores->begin(), scores->end());
   } else {
@@ -79,7 +86,8 @@ Result<Tokenizer> gguf_tokenizer(const GgufFile& f) {
   }
   if (const auto* types = f.get_int_array("tokenizer.ggml.token_type")) {
     if (types->size() != n)
-      return make_error("{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.name(),
+      return make_error(ErrorCode::CorruptData,
+                        "{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.name(),
                         types->size(), n);
     for (int64_t t : *types) v.types.push_back(t >= 0 && t <= 6 ? TokenType(t) : TokenType::Normal);
   } else {
@@ -90,7 +98,9 @@ Result<Tokenizer> gguf_tokenizer(const GgufFile& f) {
   v.unk = int32_t(f.get_int("tokenizer.ggml.unknown_token_id").value_or(0));
   v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
   auto tok = Tokenizer::from_vocab(std::move(v));
-  if (!tok.ok()) return make_error("{}: embedded tokenizer: {}", f.name(), tok.message());
+  if (!tok.ok())
+    return make_error(ErrorCode::CorruptData, "{}: embedded tokenizer: {}", f.name(),
+                      tok.message());
   return tok;
 }
 
@@ -101,9 +111,10 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   if (!file.ok()) return file.error();
   const GgufFile& f = **file;
   const auto arch = f.get_string("general.architecture");
-  if (!arch) return make_error("{}: missing general.architecture", path);
+  if (!arch) return make_error(ErrorCode::CorruptData, "{}: missing general.architecture", path);
   if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen2vl" && *arch != "deepseek2")
     return make_error(
+        ErrorCode::Unsupported,
         "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen2vl, deepseek2)",
         path, *arch);
   const bool mla = *arch == "deepseek2";
@@ -117,7 +128,8 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
     auto v = r.need_int(key);
     if (!v.ok()) return v.error();
     if (*v <= 0 || *v > INT32_MAX)
-      return make_error("{}: {}.{} = {} is out of range", path, *arch, key, *v);
+      return make_error(ErrorCode::CorruptData, "{}: {}.{} = {} is out of range", path, *arch, key,
+                        *v);
     out = int(*v);
     return Status::Ok();
   };
@@ -129,7 +141,8 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   c.n_kv_heads = int(r.int_or("attention.head_count_kv", c.n_heads));
   c.head_dim = int(r.int_or("attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));
   if (!mla && r.int_or("attention.value_length", c.head_dim) != c.head_dim)
-    return make_error("{}: key_length != value_length is not supported", path);
+    return make_error(ErrorCode::Unsupported, "{}: key_length != value_length is not supported",
+                      path);
   c.rms_eps = float(r.float_or("attention.layer_norm_rms_epsilon", 1e-5));
   c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.head_dim = c.head_dim;
@@ -146,19 +159,21 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
     c.rope.head_dim = c.rope.n_rot;
     const int64_t dense = r.int_or("leading_dense_block_count", c.n_layers);
     if (dense < c.n_layers)
-      return make_error(
-          "{}: layers {}..{} use mixture-of-experts FFNs, which kamera does not run "
-          "yet (dense FFN layers only)",
-          path, dense, c.n_layers - 1);
+      return make_error(ErrorCode::Unsupported,
+                        "{}: layers {}..{} use mixture-of-experts FFNs, which kamera does not run "
+                        "yet (dense FFN layers only)",
+                        path, dense, c.n_layers - 1);
   }
   if (*arch == "qwen2vl") {
     const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
     if (!sec || sec->size() < 3 || sec->size() > 4)
-      return make_error("{}: qwen2vl.rope.dimension_sections must be an array of 3 or 4 integers",
+      return make_error(ErrorCode::CorruptData,
+                        "{}: qwen2vl.rope.dimension_sections must be an array of 3 or 4 integers",
                         path);
     for (size_t i = 0; i < sec->size(); ++i) {
       if ((*sec)[i] < 0 || (*sec)[i] > 1 << 16)
-        return make_error("{}: rope section {} = {} is out of range", path, i, (*sec)[i]);
+        return make_error(ErrorCode::CorruptData, "{}: rope section {} = {} is out of range", path,
+                          i, (*sec)[i]);
       c.rope.sections[i] = int((*sec)[i]);
     }
     c.rope.mrope = f.get_bool("qwen2vl.rope.mrope_interleaved").value_or(false)
@@ -169,14 +184,17 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   const auto scaling = f.get_string(*arch + ".rope.scaling.type");
   if (scaling && *scaling == "linear") {
     const double factor = r.float_or("rope.scaling.factor", 1.0);
-    if (!(factor > 0)) return make_error("{}: rope.scaling.factor {} must be > 0", path, factor);
+    if (!(factor > 0))
+      return make_error(ErrorCode::CorruptData, "{}: rope.scaling.factor {} must be > 0", path,
+                        factor);
     c.rope.freq_scale = 1.0 / factor;
   } else if (scaling && *scaling != "none") {
-    return make_error("{}: rope scaling '{}' is not supported (none, linear)", path, *scaling);
+    return make_error(ErrorCode::Unsupported,
+                      "{}: rope scaling '{}' is not supported (none, linear)", path, *scaling);
   }
   const GgufTensor* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2)
-    return make_error("{}: missing 2-D tensor 'token_embd.weight'", path);
+    return make_error(ErrorCode::CorruptData, "{}: missing 2-D tensor 'token_embd.weight'", path);
   c.n_vocab = int(r.int_or("vocab_size", embd->ne[1]));
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
@@ -235,10 +253,10 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   }
   for (const GgufTensor& t : f.tensors())
     if (!r.used().count(t.name))
-      return make_error(
-          "{}: tensor '{}' is not supported for architecture {} (kamera would "
-          "ignore it and compute something else)",
-          path, t.name, *arch);
+      return make_error(ErrorCode::Unsupported,
+                        "{}: tensor '{}' is not supported for architecture {} (kamera would "
+                        "ignore it and compute something else)",
+                        path, t.name, *arch);
 
   const auto tok_model = f.get_string("tokenizer.ggml.model");
   if (tok_model && *tok_model != "llama") {
@@ -248,8 +266,8 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
     auto tok = gguf_tokenizer(f);
     if (!tok.ok()) return tok.error();
     if (tok->n_vocab() != c.n_vocab)
-      return make_error("{}: tokenizer has {} tokens but the model {}", path, tok->n_vocab(),
-                        c.n_vocab);
+      return make_error(ErrorCode::CorruptData, "{}: tokenizer has {} tokens but the model {}",
+                        path, tok->n_vocab(), c.n_vocab);
     m->tokenizer = std::move(tok.value());
   }
   m->source = path;

@@ -57,11 +57,13 @@ Result<ModelConfig> config_from(const Header& h, const std::string& name) {
   c.rope.n_rot = c.head_dim;
   c.rope.theta = 10000.0;
   if (h.n_heads > 0 && h.dim % h.n_heads != 0)
-    return make_error("{}: invalid llama2.c header: dim {} not divisible by {} heads", name, h.dim,
+    return make_error(ErrorCode::CorruptData,
+                      "{}: invalid llama2.c header: dim {} not divisible by {} heads", name, h.dim,
                       h.n_heads);
   KAMERA_TRY(c.validate(name));
   if (c.ctx_len > (1 << 24))
-    return make_error("{}: invalid llama2.c header: seq_len {}", name, c.ctx_len);
+    return make_error(ErrorCode::CorruptData, "{}: invalid llama2.c header: seq_len {}", name,
+                      c.ctx_len);
   return c;
 }
 
@@ -77,10 +79,10 @@ uint64_t body_floats(const ModelConfig& c) {
 Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t size,
                                                   const std::string& name) {
   if (size < 28)
-    return make_error(
-        "{}: not a model file: {} bytes is too short for a llama2.c header and it "
-        "is not GGUF",
-        name, size);
+    return make_error(ErrorCode::CorruptData,
+                      "{}: not a model file: {} bytes is too short for a llama2.c header and it "
+                      "is not GGUF",
+                      name, size);
   uint32_t magic;
   std::memcpy(&magic, data, 4);
   const bool v1 = magic == kMagicV1;
@@ -89,11 +91,13 @@ Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t si
   size_t pos = 0;
   if (v1) {
     if (size < 256)
-      return make_error("{}: llama2.c v1 header truncated ({} bytes < 256)", name, size);
+      return make_error(ErrorCode::CorruptData, "{}: llama2.c v1 header truncated ({} bytes < 256)",
+                        name, size);
     int32_t version;
     std::memcpy(&version, data + 4, 4);
     if (version != 1)
-      return make_error("{}: llama2.c checkpoint version {} not supported (only 0 and 1)", name,
+      return make_error(ErrorCode::Unsupported,
+                        "{}: llama2.c checkpoint version {} not supported (only 0 and 1)", name,
                         version);
     std::memcpy(&h, data + 8, sizeof(h));
     shared = data[36] != 0;
@@ -106,10 +110,10 @@ Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t si
   auto cfg = config_from(h, name);
   if (!cfg.ok()) {
     if (!v1)
-      return make_error(
-          "{}: not GGUF, not llama2.c v1 (no 'ak42' magic), and not a valid llama2.c "
-          "v0 header ({})",
-          name, cfg.message());
+      return make_error(ErrorCode::CorruptData,
+                        "{}: not GGUF, not llama2.c v1 (no 'ak42' magic), and not a valid llama2.c "
+                        "v0 header ({})",
+                        name, cfg.message());
     return cfg.error();
   }
   const ModelConfig& c = *cfg;
@@ -117,10 +121,10 @@ Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t si
   const uint64_t cls = shared ? 0 : uint64_t(c.n_vocab) * c.dim;
   const uint64_t need = pos + (body_floats(c) + freq + cls) * 4;
   if (size != need)
-    return make_error(
-        "{}: llama2.c {} checkpoint should be {} bytes for its header (dim {}, {} "
-        "layers, vocab {}, seq_len {}) but the file has {} bytes",
-        name, v1 ? "v1" : "v0", need, c.dim, c.n_layers, c.n_vocab, c.ctx_len, size);
+    return make_error(ErrorCode::CorruptData,
+                      "{}: llama2.c {} checkpoint should be {} bytes for its header (dim {}, {} "
+                      "layers, vocab {}, seq_len {}) but the file has {} bytes",
+                      name, v1 ? "v1" : "v0", need, c.dim, c.n_layers, c.n_vocab, c.ctx_len, size);
 
   auto m = std::make_unique<Model>();
   m->cfg = c;

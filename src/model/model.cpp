@@ -12,7 +12,7 @@ namespace kamera {
 
 Status ModelConfig::validate(const std::string& src) const {
   auto bad = [&](const std::string& what) {
-    return make_error("{}: invalid model config: {}", src, what);
+    return make_error(ErrorCode::InvalidArgument, "{}: invalid model config: {}", src, what);
   };
   constexpr int kMax = 1 << 20;
   if (n_vocab <= 0 || n_vocab > 4 * kMax) return bad(fmt::format("vocab size {}", n_vocab));
@@ -111,11 +111,11 @@ struct MappedFile {
 
 Result<std::unique_ptr<MappedFile>> map_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return make_error("{}: cannot open: {}", path, std::strerror(errno));
+  if (fd < 0) return make_error(ErrorCode::Io, "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error("{}: not a regular file", path);
+    return make_error(ErrorCode::InvalidArgument, "{}: not a regular file", path);
   }
   auto mf = std::make_unique<MappedFile>();
   mf->size = size_t(st.st_size);
@@ -123,7 +123,7 @@ Result<std::unique_ptr<MappedFile>> map_file(const std::string& path) {
     mf->base = mmap(nullptr, mf->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (mf->base == MAP_FAILED) {
       ::close(fd);
-      return make_error("{}: cannot map: {}", path, std::strerror(errno));
+      return make_error(ErrorCode::Io, "{}: cannot map: {}", path, std::strerror(errno));
     }
   }
   ::close(fd);

@@ -141,7 +141,8 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
-    if (eq == std::string::npos) return make_error("--dims: '{}' is not key=value", item);
+    if (eq == std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not key=value", item);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     if (key == "sections") {  // t:h:w[:extra] rotary pairs per M-RoPE component
       std::stringstream vs(val);
@@ -149,11 +150,13 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
       int i = 0;
       c.rope.sections = {0, 0, 0, 0};
       while (std::getline(vs, part, ':')) {
-        if (i == 4) return make_error("--dims: sections takes at most 4 values");
+        if (i == 4)
+          return make_error(ErrorCode::InvalidArgument, "--dims: sections takes at most 4 values");
         char* end = nullptr;
         const long v = std::strtol(part.c_str(), &end, 10);
         if (part.empty() || *end != '\0' || v < 0 || v > 4096)
-          return make_error("--dims: '{}' in sections={} is not a count", part, val);
+          return make_error(ErrorCode::InvalidArgument,
+                            "--dims: '{}' in sections={} is not a count", part, val);
         c.rope.sections[i++] = int(v);
       }
       continue;
@@ -164,13 +167,15 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
       else if (val == "interleaved")
         c.rope.mrope = MropeMode::Interleaved;
       else
-        return make_error("--dims: mrope={} (blocked or interleaved)", val);
+        return make_error(ErrorCode::InvalidArgument, "--dims: mrope={} (blocked or interleaved)",
+                          val);
       continue;
     }
     double x = 0;
     auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
     if (ec != std::errc() || p != val.data() + val.size())
-      return make_error("--dims: '{}' is not a number in '{}'", val, item);
+      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not a number in '{}'", val,
+                        item);
     const int i = int(x);
     if (key == "dim")
       c.dim = i;
@@ -210,12 +215,12 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
     else if (key == "v_head")
       c.mla.v_head_dim = i;
     else
-      return make_error(
-          "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
-          "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
-          "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
-          "v_head)",
-          key);
+      return make_error(ErrorCode::InvalidArgument,
+                        "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
+                        "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
+                        "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
+                        "v_head)",
+                        key);
   }
   if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
   finish_rope(c);
@@ -266,7 +271,8 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   Result<Tokenizer::Vocab> vocab =
       spec.vocab ? Result<Tokenizer::Vocab>(*spec.vocab)
                  : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
-  if (!vocab.ok()) return make_error("make-model: vocabulary: {}", vocab.message());
+  if (!vocab.ok())
+    return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
   const uint64_t seed = spec.seed;
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
@@ -295,18 +301,24 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
   const bool mla = c.arch == "deepseek2";
   if (c.arch != "llama" && !qwen && !mla)
     return make_error(
+        ErrorCode::Unsupported,
         "make-model: architecture '{}' is not supported (llama, qwen2, qwen2vl, deepseek2)",
         c.arch);
   if (qwen && c.rope.layout != RopeLayout::Neox)
-    return make_error("make-model: qwen2 and qwen2vl use the NeoX rope layout");
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen2 and qwen2vl use the NeoX rope layout");
   if (!qwen && c.rope.layout != RopeLayout::Normal)
-    return make_error("make-model: {} uses the normal (interleaved pair) rope layout", c.arch);
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: {} uses the normal (interleaved pair) rope layout", c.arch);
   if (mla != (c.attention == AttentionKind::Mla))
-    return make_error("make-model: deepseek2 and only deepseek2 uses MLA");
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: deepseek2 and only deepseek2 uses MLA");
   if ((c.arch == "qwen2vl") != (c.rope.mrope != MropeMode::None))
-    return make_error("make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
   if (int(v.pieces.size()) != c.n_vocab)
-    return make_error("make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
                       c.n_vocab);
   GgufWriter w;
   const std::string a = c.arch;

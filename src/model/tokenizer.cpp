@@ -127,15 +127,17 @@ struct WordEntry {
 
 Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   const size_t n = vocab.pieces.size();
-  if (n == 0) return make_error("tokenizer: empty vocabulary");
+  if (n == 0) return make_error(ErrorCode::CorruptData, "tokenizer: empty vocabulary");
   if (vocab.scores.size() != n || vocab.types.size() != n) {
-    return make_error("tokenizer: {} pieces but {} scores and {} types", n, vocab.scores.size(),
-                      vocab.types.size());
+    return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces but {} scores and {} types", n,
+                      vocab.scores.size(), vocab.types.size());
   }
-  if (n > size_t(INT32_MAX)) return make_error("tokenizer: {} pieces is too many", n);
+  if (n > size_t(INT32_MAX))
+    return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces is too many", n);
   const auto check_id = [&](const char* what, int32_t id) -> Status {
     if (id < 0 || size_t(id) >= n) {
-      return make_error("tokenizer: {} id {} out of range [0, {})", what, id, n);
+      return make_error(ErrorCode::CorruptData, "tokenizer: {} id {} out of range [0, {})", what,
+                        id, n);
     }
     return Status::Ok();
   };
@@ -159,7 +161,8 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
 Result<Tokenizer> Tokenizer::from_llama2c_bytes(std::string_view bytes, int vocab_size,
                                                 const std::string& name) {
   if (vocab_size <= 0) {
-    return make_error("llama2.c tokenizer {}: vocab size {} must be positive", name, vocab_size);
+    return make_error(ErrorCode::CorruptData,
+                      "llama2.c tokenizer {}: vocab size {} must be positive", name, vocab_size);
   }
   size_t pos = 0;
   const auto read_raw = [&](void* dst, size_t len) {
@@ -170,7 +173,8 @@ Result<Tokenizer> Tokenizer::from_llama2c_bytes(std::string_view bytes, int voca
   };
   int32_t max_token_length = 0;
   if (!read_raw(&max_token_length, sizeof max_token_length)) {
-    return make_error("llama2.c tokenizer {}: file too short for the header ({} bytes)", name,
+    return make_error(ErrorCode::CorruptData,
+                      "llama2.c tokenizer {}: file too short for the header ({} bytes)", name,
                       bytes.size());
   }
   Vocab vocab;
@@ -183,17 +187,19 @@ Result<Tokenizer> Tokenizer::from_llama2c_bytes(std::string_view bytes, int voca
     float score = 0;
     int32_t len = 0;
     if (!read_raw(&score, sizeof score) || !read_raw(&len, sizeof len)) {
-      return make_error("llama2.c tokenizer {}: token {}: file ends at byte {} inside the header",
+      return make_error(ErrorCode::CorruptData,
+                        "llama2.c tokenizer {}: token {}: file ends at byte {} inside the header",
                         name, i, bytes.size());
     }
     if (len < 0) {
-      return make_error("llama2.c tokenizer {}: token {}: negative length {}", name, i, len);
+      return make_error(ErrorCode::CorruptData,
+                        "llama2.c tokenizer {}: token {}: negative length {}", name, i, len);
     }
     if (bytes.size() - pos < size_t(len)) {
-      return make_error(
-          "llama2.c tokenizer {}: token {}: length {} runs past the end of the file "
-          "({} bytes left)",
-          name, i, len, bytes.size() - pos);
+      return make_error(ErrorCode::CorruptData,
+                        "llama2.c tokenizer {}: token {}: length {} runs past the end of the file "
+                        "({} bytes left)",
+                        name, i, len, bytes.size() - pos);
     }
     std::string_view raw = bytes.substr(pos, size_t(len));
     pos += size_t(len);
@@ -215,15 +221,16 @@ Result<Tokenizer> Tokenizer::from_llama2c_bytes(std::string_view bytes, int voca
   vocab.eos = 2;
   vocab.add_space_prefix = true;
   auto tok = from_vocab(std::move(vocab));
-  if (!tok) return make_error("llama2.c tokenizer {}: {}", name, tok.message());
+  if (!tok)
+    return make_error(ErrorCode::CorruptData, "llama2.c tokenizer {}: {}", name, tok.message());
   return tok;
 }
 
 Result<Tokenizer> Tokenizer::from_llama2c_file(const std::string& path, int vocab_size) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("llama2.c tokenizer {}: cannot open file", path);
+  if (!in) return make_error(ErrorCode::Io, "llama2.c tokenizer {}: cannot open file", path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return make_error("llama2.c tokenizer {}: read error", path);
+  if (in.bad()) return make_error(ErrorCode::Io, "llama2.c tokenizer {}: read error", path);
   return from_llama2c_bytes(bytes, vocab_size, path);
 }
 
@@ -350,10 +357,10 @@ Result<Tokenizer::Vocab> build_synthetic_vocab(int n_vocab, std::string_view cor
 
   constexpr int kFixed = 3 + 256;
   if (n_vocab < kFixed + int(chars.size())) {
-    return make_error(
-        "synthetic vocab: n_vocab {} is below the {} fixed pieces plus {} corpus "
-        "characters",
-        n_vocab, kFixed, chars.size());
+    return make_error(ErrorCode::InvalidArgument,
+                      "synthetic vocab: n_vocab {} is below the {} fixed pieces plus {} corpus "
+                      "characters",
+                      n_vocab, kFixed, chars.size());
   }
 
   Tokenizer::Vocab v;

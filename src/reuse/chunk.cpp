@@ -55,24 +55,29 @@ std::vector<Pos> ChunkContent::positions_at(int32_t p) const {
 
 Status ChunkContent::validate(int n_vocab, int model_dim) const {
   const int count = n();
-  if (count <= 0) return make_error("chunk is empty");
+  if (count <= 0) return make_error(ErrorCode::InvalidArgument, "chunk is empty");
   if (!tokens.empty() && !embeddings.empty())
-    return make_error("chunk has both token ids and embedding rows");
+    return make_error(ErrorCode::InvalidArgument, "chunk has both token ids and embedding rows");
   if (tokens.empty()) {
     if (dim != model_dim)
-      return make_error("chunk embedding rows have width {} but the model's is {}", dim, model_dim);
+      return make_error(ErrorCode::InvalidArgument,
+                        "chunk embedding rows have width {} but the model's is {}", dim, model_dim);
     if (embeddings.size() % size_t(dim) != 0)
-      return make_error("chunk embedding data ({} floats) is not a whole number of rows of {}",
+      return make_error(ErrorCode::InvalidArgument,
+                        "chunk embedding data ({} floats) is not a whole number of rows of {}",
                         embeddings.size(), dim);
   }
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
-      return make_error("chunk token {} at index {} is outside the vocabulary [0, {})", tokens[i],
+      return make_error(ErrorCode::InvalidArgument,
+                        "chunk token {} at index {} is outside the vocabulary [0, {})", tokens[i],
                         i, n_vocab);
   if (int(layout.size()) != count)
-    return make_error("chunk has {} tokens but {} layout positions", count, layout.size());
+    return make_error(ErrorCode::InvalidArgument, "chunk has {} tokens but {} layout positions",
+                      count, layout.size());
   for (const Pos& p : layout)
-    if (p.t < 0 || p.h < 0 || p.w < 0) return make_error("chunk layout positions must be >= 0");
+    if (p.t < 0 || p.h < 0 || p.w < 0)
+      return make_error(ErrorCode::InvalidArgument, "chunk layout positions must be >= 0");
   return Status::Ok();
 }
 

@@ -85,7 +85,8 @@ Result<std::shared_ptr<const CanonicalEntry>> ChunkCache::canonical(const ChunkC
   if (auto hit = store_.find_canonical(id)) return hit;
   if (formed) *formed = true;
   if (anchor_extent() + c.extent() > model_.cfg.ctx_len)
-    return make_error("chunk of extent {} behind an anchor of {} exceeds the model's context {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "chunk of extent {} behind an anchor of {} exceeds the model's context {}",
                       c.extent(), anchor_extent(), model_.cfg.ctx_len);
   ScopedSequence scratch(pool_);
   KAMERA_TRY(place_anchor(scratch.id()));
@@ -106,7 +107,8 @@ Status ChunkCache::check_positions(std::span<const ChunkContent> chunks) const {
     end += c.extent();
   }
   if (end > model_.cfg.ctx_len)
-    return make_error("the chunks end at position {}, past the model's context length {}", end,
+    return make_error(ErrorCode::InvalidArgument,
+                      "the chunks end at position {}, past the model's context length {}", end,
                       model_.cfg.ctx_len);
   return Status::Ok();
 }
@@ -158,9 +160,11 @@ Status ChunkCache::place(SeqId seq, const CanonicalEntry& canon, const Patch* pa
                          int32_t position) {
   const ChunkContent& c = canon.content;
   if (patch && patch->n_tokens != c.n())
-    return make_error("patch covers {} tokens but the chunk has {}", patch->n_tokens, c.n());
+    return make_error(ErrorCode::InvalidArgument, "patch covers {} tokens but the chunk has {}",
+                      patch->n_tokens, c.n());
   if (position < 0 || int64_t(position) + c.extent() > model_.cfg.ctx_len)
-    return make_error("chunk at position {} (extent {}) is outside the model's context length {}",
+    return make_error(ErrorCode::InvalidArgument,
+                      "chunk at position {} (extent {}) is outside the model's context length {}",
                       position, c.extent(), model_.cfg.ctx_len);
   auto at = pool_.append(seq, c.positions_at(position));
   if (!at.ok()) return at.error();
@@ -171,11 +175,14 @@ Status ChunkCache::place(SeqId seq, const CanonicalEntry& canon, const Patch* pa
 
 Result<ServeReport> ChunkCache::assemble(SeqId seq, std::span<const ChunkContent> chunks,
                                          const ServeOptions& opts) {
-  if (!pool_.has_sequence(seq)) return make_error("assemble: unknown sequence {}", seq);
-  if (pool_.n_tokens(seq) != 0) return make_error("assemble: sequence {} is not empty", seq);
+  if (!pool_.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "assemble: unknown sequence {}", seq);
+  if (pool_.n_tokens(seq) != 0)
+    return make_error(ErrorCode::InvalidArgument, "assemble: sequence {} is not empty", seq);
   KAMERA_TRY(check_positions(chunks));
   if (opts.policy == ServePolicy::Patch && opts.patch.rank != kFullRank && opts.patch.rank < 1)
-    return make_error("patch rank {} must be >= 1 or full", opts.patch.rank);
+    return make_error(ErrorCode::InvalidArgument, "patch rank {} must be >= 1 or full",
+                      opts.patch.rank);
   ServeReport rep;
   auto fail = [&](const Error& e) -> Result<ServeReport> {
     (void)pool_.truncate(seq, 0);
@@ -266,7 +273,8 @@ Result<ServeReport> ChunkCache::assemble_ids(SeqId seq, std::span<const ChunkId>
   for (const ChunkId& id : ids) {
     auto e = store_.find_canonical(id);
     if (!e)
-      return make_error("unknown chunk id {}: it is not in the store (add the chunk first)",
+      return make_error(ErrorCode::NotFound,
+                        "unknown chunk id {}: it is not in the store (add the chunk first)",
                         id.hex());
     contents.push_back(e->content);
   }

@@ -16,11 +16,11 @@ namespace kamera {
 Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout) {
   const KvLayout& l = e.kv.layout;
   if (l.n_layers != layout.n_layers || l.channels.size() != layout.channels.size())
-    return make_error("entry layout does not match the model");
+    return make_error(ErrorCode::CorruptData, "entry layout does not match the model");
   for (size_t i = 0; i < l.channels.size(); ++i)
     if (l.channels[i].width != layout.channels[i].width ||
         l.channels[i].rotated != layout.channels[i].rotated)
-      return make_error("entry channel {} does not match the model", i);
+      return make_error(ErrorCode::CorruptData, "entry channel {} does not match the model", i);
   return Status::Ok();
 }
 
@@ -31,7 +31,8 @@ Result<std::shared_ptr<CanonicalEntry>> decode_canonical(std::string_view blob,
   auto e = deserialize_canonical(blob, fp);
   if (!e.ok()) return e.error();
   KAMERA_TRY(check_canonical_fits(**e, layout));
-  if (!((*e)->id == id)) return make_error("entry holds chunk {}", (*e)->id.hex());
+  if (!((*e)->id == id))
+    return make_error(ErrorCode::CorruptData, "entry holds chunk {}", (*e)->id.hex());
   return e;
 }
 
@@ -40,16 +41,17 @@ Result<std::shared_ptr<PatchEntry>> decode_patch(std::string_view blob, const Fi
   auto e = deserialize_patch(blob, fp);
   if (!e.ok()) return e.error();
   KAMERA_TRY(check_patch_fits(**e, layout));
-  if (!((*e)->key == key)) return make_error("entry holds another patch key");
+  if (!((*e)->key == key))
+    return make_error(ErrorCode::CorruptData, "entry holds another patch key");
   return e;
 }
 
 Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
   for (const PatchFactor& f : e.patch.factors) {
     if (f.layer >= layout.n_layers || f.channel >= int(layout.channels.size()))
-      return make_error("patch factor outside the model's layers/channels");
+      return make_error(ErrorCode::CorruptData, "patch factor outside the model's layers/channels");
     if (int64_t(f.col_begin) + f.cols > layout.channels[f.channel].width)
-      return make_error("patch factor columns outside the channel");
+      return make_error(ErrorCode::CorruptData, "patch factor columns outside the channel");
   }
   return Status::Ok();
 }
@@ -59,13 +61,16 @@ Result<std::shared_ptr<DiskTier>> DiskTier::open(const std::string& dir, const F
   std::error_code ec;
   for (const char* sub : {"canonical", "patch"}) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
-    if (ec) return make_error("{}: cannot create the store directory: {}", dir, ec.message());
+    if (ec)
+      return make_error(ErrorCode::Io, "{}: cannot create the store directory: {}", dir,
+                        ec.message());
   }
   // A probe write tells a read-only or full directory now rather than at the first entry.
   const std::string probe = dir + "/.kamera-probe";
   {
     std::ofstream f(probe);
-    if (!f || !(f << "ok")) return make_error("{}: the store directory is not writable", dir);
+    if (!f || !(f << "ok"))
+      return make_error(ErrorCode::Io, "{}: the store directory is not writable", dir);
   }
   std::filesystem::remove(probe, ec);
   return std::shared_ptr<DiskTier>(new DiskTier(dir, model, layout));

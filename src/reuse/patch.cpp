@@ -52,11 +52,12 @@ Result<LayerSet> LayerSet::parse(const std::string& s) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || v > 100000)
-      return make_error("layer set '{}': '{}' is not a layer index (use all, deep-half or 0,1,5)",
+      return make_error(ErrorCode::InvalidArgument,
+                        "layer set '{}': '{}' is not a layer index (use all, deep-half or 0,1,5)",
                         s, item);
     l.list.push_back(int(v));
   }
-  if (l.list.empty()) return make_error("layer set '{}' is empty", s);
+  if (l.list.empty()) return make_error(ErrorCode::InvalidArgument, "layer set '{}' is empty", s);
   return l;
 }
 
@@ -77,7 +78,8 @@ Status svd_gesdd(std::vector<float>& a, int rows, int cols, std::vector<float>& 
   vt.resize(size_t(k) * cols);
   const lapack_int info = LAPACKE_sgesdd(LAPACK_ROW_MAJOR, 'S', rows, cols, a.data(), cols,
                                          s.data(), u.data(), k, vt.data(), cols);
-  if (info != 0) return make_error("SVD (sgesdd) failed to converge (info {})", int(info));
+  if (info != 0)
+    return make_error(ErrorCode::Internal, "SVD (sgesdd) failed to converge (info {})", int(info));
   return Status::Ok();
 }
 
@@ -94,7 +96,7 @@ Status svd_randomized(const float* a, int rows, int cols, int m, std::vector<flo
   auto orthonormalize = [&](std::vector<float>& mat, int r) -> Status {
     if (LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, r, l, mat.data(), l, tau.data()) != 0 ||
         LAPACKE_sorgqr(LAPACK_ROW_MAJOR, r, l, l, mat.data(), l, tau.data()) != 0)
-      return make_error("QR in randomized SVD failed");
+      return make_error(ErrorCode::Internal, "QR in randomized SVD failed");
     return Status::Ok();
   };
   // Y = A Omega
@@ -129,7 +131,8 @@ Status truncated_svd(const float* a, int rows, int cols, int m, SvdMethod method
   const int k = std::min(rows, cols);
   if (m == kFullRank) m = k;
   if (m < 1 || m > k)
-    return make_error("rank {} is outside [1, {}] for a {} x {} deficit", m, k, rows, cols);
+    return make_error(ErrorCode::InvalidArgument,
+                      "rank {} is outside [1, {}] for a {} x {} deficit", m, k, rows, cols);
   // Randomized pays off only when m is much smaller than the matrix; the full spectrum (sigma)
   // needs the exact SVD.
   const bool randomized = method == SvdMethod::Randomized ||
@@ -159,20 +162,23 @@ Result<Patch> form_patch(const ChunkKV& target, const ChunkKV& base, const Patch
 
 Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const ChunkKV& canon,
                               const PatchOptions& opts, std::vector<DeltaStats>* stats) {
-  if (targets.empty()) return make_error("form_patch: no conditioned KV to factor");
+  if (targets.empty())
+    return make_error(ErrorCode::InvalidArgument, "form_patch: no conditioned KV to factor");
   for (const ChunkKV* t : targets)
     if (t->n_tokens != canon.n_tokens || t->layout.n_layers != canon.layout.n_layers ||
         t->layout.channels.size() != canon.layout.channels.size())
       return make_error(
+          ErrorCode::InvalidArgument,
           "form_patch: conditioned KV ({} tokens) and canonical ({} tokens) differ in shape",
           t->n_tokens, canon.n_tokens);
   const ChunkKV& cond = *targets[0];
   const float inv_k = 1.0f / float(targets.size());
   if (opts.rank != kFullRank && opts.rank < 1)
-    return make_error("patch rank {} must be >= 1 or full", opts.rank);
+    return make_error(ErrorCode::InvalidArgument, "patch rank {} must be >= 1 or full", opts.rank);
   if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
-    return make_error("patch factors are stored in f32 or bf16");
-  if (opts.per_head && opts.head_dim <= 0) return make_error("per-head patches need the head dim");
+    return make_error(ErrorCode::InvalidArgument, "patch factors are stored in f32 or bf16");
+  if (opts.per_head && opts.head_dim <= 0)
+    return make_error(ErrorCode::InvalidArgument, "per-head patches need the head dim");
   Patch p;
   p.n_tokens = cond.n_tokens;
   p.options = opts;
@@ -231,6 +237,7 @@ Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const Chu
                                              : opts.rank;
         if (m > k)
           return make_error(
+              ErrorCode::InvalidArgument,
               "patch rank {} exceeds min(tokens {}, width {}) of layer {} channel '{}'", m, n, cols,
               layer, cond.layout.channels[ch].name);
         std::vector<float> us, vt;

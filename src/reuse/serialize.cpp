@@ -170,9 +170,10 @@ std::string seal(uint32_t kind, const Fingerprint& fp, std::string payload) {
 
 // Checks the header; returns the payload.
 Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const Fingerprint& fp) {
-  if (blob.size() < kHeaderBytes) return make_error("entry truncated ({} bytes)", blob.size());
+  if (blob.size() < kHeaderBytes)
+    return make_error(ErrorCode::CorruptData, "entry truncated ({} bytes)", blob.size());
   if (std::memcmp(blob.data(), "KMRA", 4) != 0)
-    return make_error("not a kamera store entry (magic)");
+    return make_error(ErrorCode::CorruptData, "not a kamera store entry (magic)");
   Reader r(blob.substr(4));
   uint32_t version, k;
   uint64_t hi, lo, size, sum;
@@ -183,16 +184,19 @@ Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const F
   r.get(size);
   r.get(sum);
   if (version != kVersion)
-    return make_error("entry version {} (this build reads {})", version, kVersion);
-  if (k != kind) return make_error("entry kind {} where {} was expected", k, kind);
+    return make_error(ErrorCode::CorruptData, "entry version {} (this build reads {})", version,
+                      kVersion);
+  if (k != kind)
+    return make_error(ErrorCode::CorruptData, "entry kind {} where {} was expected", k, kind);
   if (hi != fp[0] || lo != fp[1])
-    return make_error("entry belongs to another model (fingerprint {:016x}{:016x})", hi, lo);
+    return make_error(ErrorCode::CorruptData,
+                      "entry belongs to another model (fingerprint {:016x}{:016x})", hi, lo);
   if (size != blob.size() - kHeaderBytes)
-    return make_error("entry payload is {} bytes, the header says {}", blob.size() - kHeaderBytes,
-                      size);
+    return make_error(ErrorCode::CorruptData, "entry payload is {} bytes, the header says {}",
+                      blob.size() - kHeaderBytes, size);
   const std::string_view payload = blob.substr(kHeaderBytes);
   if (XXH3_64bits(payload.data(), payload.size()) != sum)
-    return make_error("entry checksum mismatch");
+    return make_error(ErrorCode::CorruptData, "entry checksum mismatch");
   return payload;
 }
 
@@ -218,7 +222,7 @@ Result<std::shared_ptr<CanonicalEntry>> deserialize_canonical(std::string_view b
   int32_t n_tokens;
   if (!r.get(e->id) || !get_content(r, e->content) || !get_layout(r, layout) || !r.get(n_tokens) ||
       n_tokens != e->content.n())
-    return make_error("malformed canonical entry");
+    return make_error(ErrorCode::CorruptData, "malformed canonical entry");
   e->kv.layout = layout;
   e->kv.n_tokens = n_tokens;
   e->kv.blocks.resize(size_t(layout.n_layers) * layout.channels.size());
@@ -226,9 +230,10 @@ Result<std::shared_ptr<CanonicalEntry>> deserialize_canonical(std::string_view b
     auto& m = e->kv.blocks[b];
     if (!get_matrix(r, m) || m.rows() != n_tokens ||
         m.cols() != layout.channels[b % layout.channels.size()].width)
-      return make_error("malformed canonical entry (block {})", b);
+      return make_error(ErrorCode::CorruptData, "malformed canonical entry (block {})", b);
   }
-  if (r.left() != 0) return make_error("canonical entry has {} trailing bytes", r.left());
+  if (r.left() != 0)
+    return make_error(ErrorCode::CorruptData, "canonical entry has {} trailing bytes", r.left());
   return e;
 }
 
@@ -268,9 +273,10 @@ Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
   uint32_t nf;
   if (!get_key(r, e->key) || !r.get(p.n_tokens) || !r.get(p.options.rank) || !r.str(layers, 4096) ||
       !r.get(ph) || !r.get(dt) || !r.get(p.options.head_dim) || !r.get(nf) || nf > (1u << 20))
-    return make_error("malformed patch entry");
+    return make_error(ErrorCode::CorruptData, "malformed patch entry");
   auto ls = LayerSet::parse(layers);
-  if (!ls.ok()) return make_error("malformed patch entry (layers '{}')", layers);
+  if (!ls.ok())
+    return make_error(ErrorCode::CorruptData, "malformed patch entry (layers '{}')", layers);
   p.options.layers = *ls;
   p.options.per_head = ph != 0;
   p.options.dtype = DType(dt);
@@ -278,14 +284,15 @@ Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
     PatchFactor f;
     if (!r.get(f.layer) || !r.get(f.channel) || !r.get(f.col_begin) || !r.get(f.cols) ||
         !r.get(f.rows) || !r.get(f.rank) || !get_matrix(r, f.us) || !get_matrix(r, f.vt))
-      return make_error("malformed patch entry (factor {})", i);
+      return make_error(ErrorCode::CorruptData, "malformed patch entry (factor {})", i);
     if (f.rows != p.n_tokens || f.us.rows() != f.rows || f.us.cols() != f.rank ||
         f.vt.rows() != f.rank || f.vt.cols() != f.cols || f.layer < 0 || f.channel < 0 ||
         f.col_begin < 0)
-      return make_error("patch entry factor {} has inconsistent shapes", i);
+      return make_error(ErrorCode::CorruptData, "patch entry factor {} has inconsistent shapes", i);
     p.factors.push_back(std::move(f));
   }
-  if (r.left() != 0) return make_error("patch entry has {} trailing bytes", r.left());
+  if (r.left() != 0)
+    return make_error(ErrorCode::CorruptData, "patch entry has {} trailing bytes", r.left());
   return e;
 }
 

@@ -13,10 +13,12 @@ Result<std::shared_ptr<RedisTier>> RedisTier::open(const std::string& url, const
       R"(^redis://([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
   std::smatch m;
   if (!std::regex_match(url, m, re))
-    return make_error("--redis '{}': expected redis://HOST[:PORT][/DB]", url);
+    return make_error(ErrorCode::InvalidArgument, "--redis '{}': expected redis://HOST[:PORT][/DB]",
+                      url);
   const int port = m[2].matched ? std::stoi(m[2].str()) : 6379;
   const int db = m[3].matched ? std::stoi(m[3].str()) : 0;
-  if (port <= 0 || port > 65535) return make_error("--redis '{}': bad port", url);
+  if (port <= 0 || port > 65535)
+    return make_error(ErrorCode::InvalidArgument, "--redis '{}': bad port", url);
   std::shared_ptr<RedisTier> t(new RedisTier(m[1].str(), port, db, model, layout, opts));
   {
     std::lock_guard<std::mutex> lock(t->mu_);

@@ -42,6 +42,33 @@ struct HttpError {
   std::string type = "invalid_request_error";
 };
 
+// The HTTP status of a failed operation, from its error code.
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument:
+    case ErrorCode::CorruptData:
+      return 400;
+    case ErrorCode::NotFound:
+      return 404;
+    case ErrorCode::Unsupported:
+      return 501;
+    case ErrorCode::OutOfMemory:
+      return 503;
+    case ErrorCode::Internal:
+    case ErrorCode::Io:
+      return 500;
+  }
+  return 500;
+}
+
+HttpError http_error(const Error& e) {
+  const int status = http_status(e.code);
+  return {status, e.message,
+          status == 404  ? "not_found_error"
+          : status < 500 ? "invalid_request_error"
+                         : "server_error"};
+}
+
 json error_body(const HttpError& e) {
   return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.status}}}};
 }
@@ -178,16 +205,19 @@ struct Server::Impl {
     std::vector<ChunkContent> chunks;
     const Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
     auto text_content = [&](const std::string& text, bool first) -> Result<ChunkContent> {
-      if (!tok) return make_error("this model has no tokenizer: send token chunks");
+      if (!tok)
+        return make_error(ErrorCode::InvalidArgument,
+                          "this model has no tokenizer: send token chunks");
       auto ids = first ? tok->encode(text, false) : tok->encode_raw(text);
-      if (ids.empty()) return make_error("a text part is empty after tokenization");
+      if (ids.empty())
+        return make_error(ErrorCode::InvalidArgument, "a text part is empty after tokenization");
       return ChunkContent::from_tokens(std::move(ids));
     };
     for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
       const PromptPart& p = r.parts[i];
       if (p.is_chunk) {
         auto e = store.find_canonical(p.id);
-        if (!e) return make_error("unknown chunk id {}", p.id.hex());
+        if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", p.id.hex());
         chunks.push_back(e->content);
       } else {
         auto c = text_content(p.text, i == 0);
@@ -241,10 +271,7 @@ struct Server::Impl {
       query = ChunkContent::from_tokens(std::move(ids));
     } else {
       auto res = resolve(g.req);
-      if (!res.ok()) {
-        const bool unknown = res.message().rfind("unknown chunk", 0) == 0;
-        return fail_gen(g, unknown ? 404 : 400, res.message());
-      }
+      if (!res.ok()) return fail_gen(g, http_status(res.code()), res.message());
       auto& [chunks, q] = *res;
       int64_t end = cache->anchor_extent() + q.extent() + g.req.max_tokens;
       for (const auto& c : chunks) end += c.extent();
@@ -389,15 +416,17 @@ struct Server::Impl {
     auto fut = promise->get_future();
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (stopping) return make_error("the server is stopping");
+      if (stopping) return make_error(ErrorCode::InvalidArgument, "the server is stopping");
       if (int(queue.size()) >= opts.max_queue) {
         *busy = {429, "the server is busy: too many queued requests", "rate_limit_error"};
         ++metrics.rejected_busy;
-        return make_error("busy");
+        return make_error(ErrorCode::InvalidArgument, "busy");
       }
       Job j;
       j.op = [promise, fn](bool run) {
-        promise->set_value(run ? fn() : Result<json>(make_error("the server is stopping")));
+        promise->set_value(
+            run ? fn()
+                : Result<json>(make_error(ErrorCode::InvalidArgument, "the server is stopping")));
       };
       queue.push_back(std::move(j));
       queued = int(queue.size());
@@ -445,10 +474,11 @@ struct Server::Impl {
   static Result<json> parse_body(const httplib::Request& req) {
     try {
       json j = json::parse(req.body);
-      if (!j.is_object()) return make_error("the request body must be a JSON object");
+      if (!j.is_object())
+        return make_error(ErrorCode::InvalidArgument, "the request body must be a JSON object");
       return j;
     } catch (const std::exception& e) {
-      return make_error("malformed JSON: {}", e.what());
+      return make_error(ErrorCode::CorruptData, "malformed JSON: {}", e.what());
     }
   }
 
@@ -467,50 +497,57 @@ struct Server::Impl {
         add_text(items.get<std::string>());
         return Status::Ok();
       }
-      if (!items.is_array()) return make_error("content must be a string or an array of parts");
+      if (!items.is_array())
+        return make_error(ErrorCode::InvalidArgument,
+                          "content must be a string or an array of parts");
       for (const json& it : items) {
         if (it.is_string()) {
           add_text(it.get<std::string>());
           continue;
         }
         if (!it.is_object() || !it.contains("type") || !it["type"].is_string())
-          return make_error("each part must be a string or an object with a \"type\"");
+          return make_error(ErrorCode::InvalidArgument,
+                            "each part must be a string or an object with a \"type\"");
         const std::string type = it["type"].get<std::string>();
         if (type == "text") {
           if (!it.contains("text") || !it["text"].is_string())
-            return make_error("a text part needs \"text\"");
+            return make_error(ErrorCode::InvalidArgument, "a text part needs \"text\"");
           add_text(it["text"].get<std::string>());
         } else if (type == "chunk") {
           if (!it.contains("id") || !it["id"].is_string())
-            return make_error("a chunk part needs \"id\"");
+            return make_error(ErrorCode::InvalidArgument, "a chunk part needs \"id\"");
           auto id = ChunkId::from_hex(it["id"].get<std::string>());
           if (!id)
-            return make_error("chunk id '{}' is not 32 hex digits", it["id"].get<std::string>());
+            return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits",
+                              it["id"].get<std::string>());
           parts.push_back({true, "", *id});
         } else {
-          return make_error("unknown part type '{}' (text, chunk)", type);
+          return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)",
+                            type);
         }
       }
       return Status::Ok();
     };
     if (chat) {
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-        return make_error("\"messages\" must be a non-empty array");
+        return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
       for (const json& m : body["messages"]) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
             !m.contains("content"))
-          return make_error("each message needs \"role\" and \"content\"");
+          return make_error(ErrorCode::InvalidArgument,
+                            "each message needs \"role\" and \"content\"");
         add_text(m["role"].get<std::string>() + ": ");
         KAMERA_TRY(add_items(m["content"]));
         add_text("\n");
       }
       add_text("assistant:");
     } else {
-      if (!body.contains("prompt")) return make_error("missing \"prompt\"");
+      if (!body.contains("prompt"))
+        return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
       KAMERA_TRY(add_items(body["prompt"]));
     }
     if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
-      return make_error("the prompt must end with text (the query)");
+      return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
     return parts;
   }
 
@@ -521,10 +558,12 @@ struct Server::Impl {
     r.parts = std::move(parts.value());
     auto num = [&](const char* key, double dflt, double lo, double hi) -> Result<double> {
       if (!body.contains(key) || body[key].is_null()) return dflt;
-      if (!body[key].is_number()) return make_error("\"{}\" must be a number", key);
+      if (!body[key].is_number())
+        return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
       const double v = body[key].get<double>();
       if (!(v >= lo && v <= hi))
-        return make_error("\"{}\" = {} is outside [{}, {}]", key, v, lo, hi);
+        return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
+                          hi);
       return v;
     };
     auto mt = num("max_tokens", opts.default_max_tokens, 1, model.cfg.ctx_len);
@@ -551,7 +590,8 @@ struct Server::Impl {
       else if (s == "reprefill")
         r.policy = ServePolicy::Reprefill;
       else
-        return make_error("\"reuse\" must be patch, blind or reprefill");
+        return make_error(ErrorCode::InvalidArgument,
+                          "\"reuse\" must be patch, blind or reprefill");
     }
     if (body.contains("deep_half"))
       r.deep_half = body["deep_half"].is_boolean() && body["deep_half"].get<bool>();
@@ -658,53 +698,68 @@ struct Server::Impl {
     ChunkContent cc;
     const int kinds =
         int(b.contains("text")) + int(b.contains("tokens")) + int(b.contains("embeddings"));
-    if (kinds != 1) return make_error("give exactly one of \"text\", \"tokens\", \"embeddings\"");
+    if (kinds != 1)
+      return make_error(ErrorCode::InvalidArgument,
+                        "give exactly one of \"text\", \"tokens\", \"embeddings\"");
     if (b.contains("text")) {
-      if (!b["text"].is_string()) return make_error("\"text\" must be a string");
-      if (!model.tokenizer) return make_error("this model has no tokenizer: send \"tokens\"");
+      if (!b["text"].is_string())
+        return make_error(ErrorCode::InvalidArgument, "\"text\" must be a string");
+      if (!model.tokenizer)
+        return make_error(ErrorCode::InvalidArgument,
+                          "this model has no tokenizer: send \"tokens\"");
       auto ids = model.tokenizer->encode_raw(b["text"].get<std::string>());
-      if (ids.empty()) return make_error("the text is empty");
+      if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "the text is empty");
       cc = ChunkContent::from_tokens(std::move(ids));
     } else if (b.contains("tokens")) {
       if (!b["tokens"].is_array() || b["tokens"].empty())
-        return make_error("\"tokens\" must be a non-empty array");
+        return make_error(ErrorCode::InvalidArgument, "\"tokens\" must be a non-empty array");
       std::vector<int32_t> ids;
       for (const json& t : b["tokens"]) {
-        if (!t.is_number_integer()) return make_error("\"tokens\" must hold integers");
+        if (!t.is_number_integer())
+          return make_error(ErrorCode::InvalidArgument, "\"tokens\" must hold integers");
         const int64_t v = t.get<int64_t>();
         if (v < 0 || v >= c.n_vocab)
-          return make_error("token id {} is outside the vocabulary [0, {})", v, c.n_vocab);
+          return make_error(ErrorCode::InvalidArgument,
+                            "token id {} is outside the vocabulary [0, {})", v, c.n_vocab);
         ids.push_back(int32_t(v));
       }
       cc = ChunkContent::from_tokens(std::move(ids));
     } else {
       const json& e = b["embeddings"];
       if (!e.is_array() || e.empty())
-        return make_error("\"embeddings\" must be a non-empty array of rows");
+        return make_error(ErrorCode::InvalidArgument,
+                          "\"embeddings\" must be a non-empty array of rows");
       if (int(e.size()) > max_tokens)
-        return make_error("{} embedding rows exceed the chunk limit of {}", e.size(), max_tokens);
+        return make_error(ErrorCode::InvalidArgument,
+                          "{} embedding rows exceed the chunk limit of {}", e.size(), max_tokens);
       cc.dim = c.dim;
       cc.embeddings.reserve(e.size() * size_t(c.dim));
       for (size_t r = 0; r < e.size(); ++r) {
         if (!e[r].is_array() || int(e[r].size()) != c.dim)
-          return make_error("embedding row {} must be an array of {} numbers (the model's width)",
+          return make_error(ErrorCode::InvalidArgument,
+                            "embedding row {} must be an array of {} numbers (the model's width)",
                             r, c.dim);
         for (const json& x : e[r]) {
-          if (!x.is_number()) return make_error("embedding row {} holds a non-number", r);
+          if (!x.is_number())
+            return make_error(ErrorCode::InvalidArgument, "embedding row {} holds a non-number", r);
           const double v = x.get<double>();
-          if (!std::isfinite(v)) return make_error("embedding row {} holds a non-finite value", r);
+          if (!std::isfinite(v))
+            return make_error(ErrorCode::InvalidArgument,
+                              "embedding row {} holds a non-finite value", r);
           cc.embeddings.push_back(float(v));
         }
       }
       if (b.contains("positions")) {
         const json& p = b["positions"];
         if (!p.is_array() || p.size() != e.size())
-          return make_error("\"positions\" must hold one [t, h, w] per embedding row ({})",
+          return make_error(ErrorCode::InvalidArgument,
+                            "\"positions\" must hold one [t, h, w] per embedding row ({})",
                             e.size());
         for (const json& q : p) {
           if (!q.is_array() || q.size() != 3 || !q[0].is_number_integer() ||
               !q[1].is_number_integer() || !q[2].is_number_integer())
-            return make_error("each position must be [t, h, w] integers");
+            return make_error(ErrorCode::InvalidArgument,
+                              "each position must be [t, h, w] integers");
           cc.layout.push_back({q[0].get<int32_t>(), q[1].get<int32_t>(), q[2].get<int32_t>()});
         }
       } else {
@@ -712,10 +767,12 @@ struct Server::Impl {
       }
     }
     if (cc.n() > max_tokens)
-      return make_error("the chunk has {} tokens, over the limit of {}", cc.n(), max_tokens);
+      return make_error(ErrorCode::InvalidArgument, "the chunk has {} tokens, over the limit of {}",
+                        cc.n(), max_tokens);
     KAMERA_TRY(cc.validate(c.n_vocab, c.dim));
     if (1 + cc.extent() > c.ctx_len)
-      return make_error("the chunk's positions reach {}, past the model's context of {}",
+      return make_error(ErrorCode::InvalidArgument,
+                        "the chunk's positions reach {}, past the model's context of {}",
                         cc.extent(), c.ctx_len);
     return cc;
   }
@@ -733,7 +790,7 @@ struct Server::Impl {
 
   Result<Window*> window(const std::string& id) {
     auto it = windows.find(id);
-    if (it == windows.end()) return make_error("unknown window {}", id);
+    if (it == windows.end()) return make_error(ErrorCode::NotFound, "unknown window {}", id);
     return it->second.get();
   }
 
@@ -759,7 +816,7 @@ struct Server::Impl {
     WindowPolicy p;
     if (b.contains("rank")) {
       if (!b["rank"].is_number_integer() || b["rank"].get<int>() < 1)
-        return make_error("\"rank\" must be a positive integer");
+        return make_error(ErrorCode::InvalidArgument, "\"rank\" must be a positive integer");
       p.rank = b["rank"].get<int>();
     }
     if (b.contains("deep_half"))
@@ -768,7 +825,7 @@ struct Server::Impl {
       p.form_on_miss = !b["form_on_miss"].is_boolean() || b["form_on_miss"].get<bool>();
     if (b.contains("patch_byte_budget")) {
       if (!b["patch_byte_budget"].is_number_unsigned())
-        return make_error("\"patch_byte_budget\" must be a byte count");
+        return make_error(ErrorCode::InvalidArgument, "\"patch_byte_budget\" must be a byte count");
       p.patch_byte_budget = b["patch_byte_budget"].get<size_t>();
     }
     return p;
@@ -781,17 +838,19 @@ struct Server::Impl {
     Window& win = **w;
     auto slot_of = [&](const char* key) -> Result<int> {
       if (!b.contains(key) || !b[key].is_number_integer())
-        return make_error("\"{}\" must be a slot index", key);
+        return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a slot index", key);
       return b[key].get<int>();
     };
     if (op == "append") {
-      Result<ChunkContent> c = make_error("give \"chunk\" (an id) or the chunk's content");
+      Result<ChunkContent> c =
+          make_error(ErrorCode::InvalidArgument, "give \"chunk\" (an id) or the chunk's content");
       if (b.contains("chunk")) {
         auto cid = b["chunk"].is_string() ? ChunkId::from_hex(b["chunk"].get<std::string>())
                                           : std::nullopt;
-        if (!cid) return make_error("\"chunk\" must be a 32-hex-digit id");
+        if (!cid)
+          return make_error(ErrorCode::InvalidArgument, "\"chunk\" must be a 32-hex-digit id");
         auto e = store.find_canonical(*cid);
-        if (!e) return make_error("unknown chunk id {}", cid->hex());
+        if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", cid->hex());
         c = e->content;
       } else {
         c = chunk_content(b);
@@ -802,10 +861,12 @@ struct Server::Impl {
     } else if (op == "evict") {
       if (b.contains("end") && b["end"].is_string()) {
         const std::string end = b["end"].get<std::string>();
-        if (win.slots().empty()) return make_error("the window is empty");
+        if (win.slots().empty())
+          return make_error(ErrorCode::InvalidArgument, "the window is empty");
         KAMERA_TRY(end == "front"  ? win.evict_front()
                    : end == "back" ? win.evict_back()
-                                   : Status(make_error("\"end\" must be front or back")));
+                                   : Status(make_error(ErrorCode::InvalidArgument,
+                                                       "\"end\" must be front or back")));
       } else {
         auto s = slot_of("slot");
         if (!s.ok()) return s.error();
@@ -815,23 +876,25 @@ struct Server::Impl {
       auto cid = b.contains("chunk") && b["chunk"].is_string()
                      ? ChunkId::from_hex(b["chunk"].get<std::string>())
                      : std::nullopt;
-      if (!cid) return make_error("\"chunk\" must be a 32-hex-digit id");
+      if (!cid)
+        return make_error(ErrorCode::InvalidArgument, "\"chunk\" must be a 32-hex-digit id");
       const int at = b.contains("at") && b["at"].is_number_integer() ? b["at"].get<int>()
                                                                      : int(win.slots().size());
       const std::string mode =
           b.contains("mode") && b["mode"].is_string() ? b["mode"].get<std::string>() : "fresh";
       if (mode != "fresh" && mode != "stale" && mode != "blind")
-        return make_error("\"mode\" must be fresh, stale or blind");
+        return make_error(ErrorCode::InvalidArgument, "\"mode\" must be fresh, stale or blind");
       KAMERA_TRY(win.recall(*cid, at,
                             mode == "fresh"   ? RecallMode::Fresh
                             : mode == "stale" ? RecallMode::Stale
                                               : RecallMode::Blind));
     } else if (op == "reorder") {
       if (!b.contains("order") || !b["order"].is_array())
-        return make_error("\"order\" must be an array of slot indices");
+        return make_error(ErrorCode::InvalidArgument, "\"order\" must be an array of slot indices");
       std::vector<int> order;
       for (const json& x : b["order"]) {
-        if (!x.is_number_integer()) return make_error("\"order\" must hold integers");
+        if (!x.is_number_integer())
+          return make_error(ErrorCode::InvalidArgument, "\"order\" must hold integers");
         order.push_back(x.get<int>());
       }
       const std::string mode =
@@ -841,7 +904,8 @@ struct Server::Impl {
                             : mode == "blind"  ? ReorderMode::Blind
                                                : ReorderMode::Orbit;
       if (mode != "transfer" && mode != "exact" && mode != "orbit" && mode != "blind")
-        return make_error("\"mode\" must be transfer, exact, orbit or blind");
+        return make_error(ErrorCode::InvalidArgument,
+                          "\"mode\" must be transfer, exact, orbit or blind");
       KAMERA_TRY(win.reorder(order, m));
     } else if (op == "refresh") {
       for (int s : win.stale_slots()) KAMERA_TRY(win.refresh(s));
@@ -853,7 +917,7 @@ struct Server::Impl {
       windows[fid] = std::move(f.value());
       return j;
     } else {
-      return make_error("unknown window operation '{}'", op);
+      return make_error(ErrorCode::InvalidArgument, "unknown window operation '{}'", op);
     }
     return window_json(id, win);
   }
@@ -1066,7 +1130,8 @@ struct Server::Impl {
                   HttpError busy{0, ""};
                   auto r = on_scheduler(
                       [this, id]() -> Result<json> {
-                        if (!windows.erase(id)) return make_error("unknown window {}", id);
+                        if (!windows.erase(id))
+                          return make_error(ErrorCode::NotFound, "unknown window {}", id);
                         return json{{"id", id}, {"deleted", true}};
                       },
                       &busy);
@@ -1089,11 +1154,7 @@ struct Server::Impl {
                 auto r = on_scheduler([this, id, op, b = *body]() { return window_op(id, op, b); },
                                       &busy);
                 if (busy.status) return reply_error(res, busy);
-                if (!r.ok()) {
-                  const bool missing = r.message().rfind("unknown", 0) == 0;
-                  return reply_error(res, {missing ? 404 : 400, r.message(),
-                                           missing ? "not_found_error" : "invalid_request_error"});
-                }
+                if (!r.ok()) return reply_error(res, http_error(r.error()));
                 reply(res, *r, op == "fork" ? 201 : 200);
               }));
   }
@@ -1148,10 +1209,13 @@ Status Server::start() {
   s.routes();
   if (s.opts.port == 0) {
     s.bound_port = s.http.bind_to_any_port(s.opts.host);
-    if (s.bound_port <= 0) return make_error("serve: cannot bind {}:(any port)", s.opts.host);
+    if (s.bound_port <= 0)
+      return make_error(ErrorCode::InvalidArgument, "serve: cannot bind {}:(any port)",
+                        s.opts.host);
   } else {
     if (!s.http.bind_to_port(s.opts.host, s.opts.port))
-      return make_error("serve: cannot bind {}:{} (in use, or not allowed)", s.opts.host,
+      return make_error(ErrorCode::InvalidArgument,
+                        "serve: cannot bind {}:{} (in use, or not allowed)", s.opts.host,
                         s.opts.port);
     s.bound_port = s.opts.port;
   }

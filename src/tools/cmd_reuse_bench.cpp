@@ -33,10 +33,11 @@ Result<std::vector<int>> parse_ranks(const std::string& s) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 1000000)
-      return make_error("--ranks: '{}' is not a rank (a positive integer or 'full')", item);
+      return make_error(ErrorCode::InvalidArgument,
+                        "--ranks: '{}' is not a rank (a positive integer or 'full')", item);
     out.push_back(int(v));
   }
-  if (out.empty()) return make_error("--ranks is empty");
+  if (out.empty()) return make_error(ErrorCode::InvalidArgument, "--ranks is empty");
   return out;
 }
 

@@ -30,11 +30,11 @@ Result<std::vector<int>> int_list(const std::string& s, const char* what, bool a
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 100000)
-      return make_error("{}: '{}' is not a positive integer{}", what, item,
-                        allow_full ? " or 'full'" : "");
+      return make_error(ErrorCode::InvalidArgument, "{}: '{}' is not a positive integer{}", what,
+                        item, allow_full ? " or 'full'" : "");
     out.push_back(int(v));
   }
-  if (out.empty()) return make_error("{} is empty", what);
+  if (out.empty()) return make_error(ErrorCode::InvalidArgument, "{} is empty", what);
   return out;
 }
 

@@ -57,11 +57,12 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
     errno = 0;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno != 0 || v < INT32_MIN || v > INT32_MAX)
-      return make_error("--tokens: '{}' is not an integer token id", item);
+      return make_error(ErrorCode::InvalidArgument, "--tokens: '{}' is not an integer token id",
+                        item);
     out.push_back(int32_t(v));
     i = j + 1;
   }
-  if (out.empty()) return make_error("--tokens: empty list");
+  if (out.empty()) return make_error(ErrorCode::InvalidArgument, "--tokens: empty list");
   return out;
 }
 

@@ -12,17 +12,22 @@ namespace kamera {
 
 Status VisionConfig::validate() const {
   if (image_size <= 0 || patch <= 0 || image_size % patch != 0)
-    return make_error("vision: image size {} is not a multiple of the patch size {}", image_size,
+    return make_error(ErrorCode::InvalidArgument,
+                      "vision: image size {} is not a multiple of the patch size {}", image_size,
                       patch);
   if (merge <= 0 || grid() % merge != 0)
-    return make_error("vision: the patch grid {} is not a multiple of the merge size {}", grid(),
+    return make_error(ErrorCode::InvalidArgument,
+                      "vision: the patch grid {} is not a multiple of the merge size {}", grid(),
                       merge);
   if (dim <= 0 || n_heads <= 0 || dim % n_heads != 0)
-    return make_error("vision: width {} is not a multiple of the head count {}", dim, n_heads);
+    return make_error(ErrorCode::InvalidArgument,
+                      "vision: width {} is not a multiple of the head count {}", dim, n_heads);
   if (n_layers < 0 || n_layers > 64 || ffn_dim <= 0 || merger_dim <= 0 || out_dim <= 0)
-    return make_error("vision: bad shape (layers {}, ffn {}, merger {}, out {})", n_layers, ffn_dim,
+    return make_error(ErrorCode::InvalidArgument,
+                      "vision: bad shape (layers {}, ffn {}, merger {}, out {})", n_layers, ffn_dim,
                       merger_dim, out_dim);
-  if (!(eps > 0.0f)) return make_error("vision: rms epsilon must be positive");
+  if (!(eps > 0.0f))
+    return make_error(ErrorCode::InvalidArgument, "vision: rms epsilon must be positive");
   return Status::Ok();
 }
 
@@ -83,7 +88,8 @@ Status VisionModel::check_shapes() const {
   VisionWeights copy = w;
   for (const TensorSpec& t : tensor_specs(cfg, copy))
     if (int64_t(t.data->size()) != elements(t.ne))
-      return make_error("vision: tensor {} has {} values, the config implies {}", t.name,
+      return make_error(ErrorCode::InvalidArgument,
+                        "vision: tensor {} has {} values, the config implies {}", t.name,
                         t.data->size(), elements(t.ne));
   return Status::Ok();
 }
@@ -93,15 +99,18 @@ Result<VisionModel> VisionModel::load(const std::string& path) {
   if (!f.ok()) return f.error();
   const GgufFile& g = **f;
   if (g.get_string("general.architecture").value_or("") != "clip")
-    return make_error("{}: not a vision encoder file (general.architecture is not 'clip')", path);
+    return make_error(ErrorCode::CorruptData,
+                      "{}: not a vision encoder file (general.architecture is not 'clip')", path);
   if (g.get_string("clip.projector_type").value_or("") != "kamera-minivl")
-    return make_error("{}: projector type '{}' is not supported (kamera-minivl)", path,
+    return make_error(ErrorCode::Unsupported,
+                      "{}: projector type '{}' is not supported (kamera-minivl)", path,
                       g.get_string("clip.projector_type").value_or(""));
   VisionModel m;
   VisionConfig& c = m.cfg;
   auto need = [&](const std::string& key, int* out) -> Status {
     auto v = g.get_int(key);
-    if (!v || *v <= 0 || *v > (1 << 20)) return make_error("{}: missing or bad {}", path, key);
+    if (!v || *v <= 0 || *v > (1 << 20))
+      return make_error(ErrorCode::CorruptData, "{}: missing or bad {}", path, key);
     *out = int(*v);
     return Status::Ok();
   };
@@ -115,19 +124,22 @@ Result<VisionModel> VisionModel::load(const std::string& path) {
   KAMERA_TRY(need("clip.vision.merger_length", &c.merger_dim));
   KAMERA_TRY(need("clip.vision.projection_dim", &c.out_dim));
   c.eps = float(g.get_float("clip.vision.attention.layer_norm_epsilon").value_or(1e-5));
-  if (Status s = c.validate(); !s.ok()) return make_error("{}: {}", path, s.message());
+  if (Status s = c.validate(); !s.ok())
+    return make_error(ErrorCode::CorruptData, "{}: {}", path, s.message());
   for (const TensorSpec& t : tensor_specs(c, m.w)) {
     const GgufTensor* gt = g.find_tensor(t.name);
-    if (!gt) return make_error("{}: tensor {} is missing", path, t.name);
+    if (!gt) return make_error(ErrorCode::CorruptData, "{}: tensor {} is missing", path, t.name);
     if (gt->ne != t.ne)
-      return make_error("{}: tensor {} has the wrong shape for this config", path, t.name);
+      return make_error(ErrorCode::CorruptData, "{}: tensor {} has the wrong shape for this config",
+                        path, t.name);
     auto v = g.read_f32(*gt);
     if (!v.ok()) return v.error();
     *t.data = std::move(*v);
   }
   const size_t expected = tensor_specs(c, m.w).size();
   if (g.tensors().size() != expected)
-    return make_error("{}: {} tensors, a vision encoder of this config has {}", path,
+    return make_error(ErrorCode::CorruptData,
+                      "{}: {} tensors, a vision encoder of this config has {}", path,
                       g.tensors().size(), expected);
   return m;
 }
@@ -199,7 +211,7 @@ Status VisionEncoder::encode(const uint8_t* rgb, std::vector<float>* out) {
   const VisionWeights& w = m_.w;
   const int n = c.n_patches(), d = c.dim, f = c.ffn_dim, H = c.n_heads, hd = c.head_dim();
   if (w.layers.size() != size_t(c.n_layers) || w.patch_w.size() != size_t(d) * c.patch_values())
-    return make_error("vision: weights do not match the config");
+    return make_error(ErrorCode::InvalidArgument, "vision: weights do not match the config");
   auto grow = [](std::vector<float>& v, size_t k) {
     if (v.size() < k) v.resize(k);
   };

@@ -101,10 +101,10 @@ Status Window::insert_slot(int at, WindowSlot slot) {
       at == 0 ? cache_.anchor_extent() : slots_[at - 1].position + slots_[at - 1].extent();
   const int32_t end = next_position() + c.extent();
   if (end > cache_.context_length())
-    return make_error(
-        "window: admitting a chunk of extent {} would end at position {}, past the "
-        "model's context length {}",
-        c.extent(), end, cache_.context_length());
+    return make_error(ErrorCode::InvalidArgument,
+                      "window: admitting a chunk of extent {} would end at position {}, past the "
+                      "model's context length {}",
+                      c.extent(), end, cache_.context_length());
   slot.position = start;
   const int idx = token_index(at);
   auto r = pool_.insert(seq_, idx, c.positions_at(start), /*fresh_pages=*/true);
@@ -153,7 +153,8 @@ Status Window::admit_front(const ChunkContent& c) {
 
 Status Window::evict(int slot) {
   if (slot < 0 || slot >= int(slots_.size()))
-    return make_error("window: evict slot {} of a window of {}", slot, slots_.size());
+    return make_error(ErrorCode::InvalidArgument, "window: evict slot {} of a window of {}", slot,
+                      slots_.size());
   const WindowSlot& s = slots_[slot];
   evicted_[{s.id.hi, s.id.lo}] = Evicted{s.conditioned_on, s.patch};
   const int idx = token_index(slot);
@@ -165,11 +166,16 @@ Status Window::evict(int slot) {
 
 Status Window::recall(const ChunkId& id, int at, RecallMode mode) {
   if (at < 0 || at > int(slots_.size()))
-    return make_error("window: recall at slot {} of a window of {}", at, slots_.size());
+    return make_error(ErrorCode::InvalidArgument, "window: recall at slot {} of a window of {}", at,
+                      slots_.size());
   for (const auto& s : slots_)
-    if (s.id == id) return make_error("window: chunk {} is already in the window", id.hex());
+    if (s.id == id)
+      return make_error(ErrorCode::InvalidArgument, "window: chunk {} is already in the window",
+                        id.hex());
   auto canon = cache_.store().find_canonical(id);
-  if (!canon) return make_error("window: unknown chunk id {} (not in the store)", id.hex());
+  if (!canon)
+    return make_error(ErrorCode::NotFound, "window: unknown chunk id {} (not in the store)",
+                      id.hex());
   WindowSlot s;
   s.id = id;
   s.canonical = canon;
@@ -198,10 +204,12 @@ Status Window::recall(const ChunkId& id, int at, RecallMode mode) {
 Status Window::reorder(std::span<const int> order, ReorderMode mode) {
   const int k = int(slots_.size());
   if (int(order.size()) != k)
-    return make_error("window: reorder needs {} indices, got {}", k, order.size());
+    return make_error(ErrorCode::InvalidArgument, "window: reorder needs {} indices, got {}", k,
+                      order.size());
   std::vector<char> seen(k, 0);
   for (int o : order) {
-    if (o < 0 || o >= k || seen[o]) return make_error("window: reorder order is not a permutation");
+    if (o < 0 || o >= k || seen[o])
+      return make_error(ErrorCode::InvalidArgument, "window: reorder order is not a permutation");
     seen[o] = 1;
   }
   // Token permutation of the chunk region: metadata only.
@@ -242,13 +250,15 @@ Status Window::reorder(std::span<const int> order, ReorderMode mode) {
 }
 
 Status Window::clean_view(int slot) {
-  if (slot < 0 || slot >= int(slots_.size())) return make_error("window: no slot {}", slot);
+  if (slot < 0 || slot >= int(slots_.size()))
+    return make_error(ErrorCode::InvalidArgument, "window: no slot {}", slot);
   slots_[slot].clean = true;
   return write_rows(slot);
 }
 
 Status Window::recondition(int slot) {
-  if (slot < 0 || slot >= int(slots_.size())) return make_error("window: no slot {}", slot);
+  if (slot < 0 || slot >= int(slots_.size()))
+    return make_error(ErrorCode::InvalidArgument, "window: no slot {}", slot);
   slots_[slot].clean = false;
   return write_rows(slot);
 }
@@ -266,7 +276,8 @@ std::vector<int> Window::stale_slots() const {
 }
 
 Status Window::refresh(int slot) {
-  if (slot < 0 || slot >= int(slots_.size())) return make_error("window: no slot {}", slot);
+  if (slot < 0 || slot >= int(slots_.size()))
+    return make_error(ErrorCode::InvalidArgument, "window: no slot {}", slot);
   WindowSlot& s = slots_[slot];
   auto p = patch_for(slot, s.canonical->content);
   if (!p.ok()) return p.error();
@@ -316,7 +327,8 @@ Result<std::vector<int32_t>> greedy(ChunkCache& cache, SeqId seq, const ChunkCon
 }  // namespace
 
 Result<DisposableReport> Window::disposable(int slot, const ChunkContent& q, int n_tokens) {
-  if (slot < 0 || slot >= int(slots_.size())) return make_error("window: no slot {}", slot);
+  if (slot < 0 || slot >= int(slots_.size()))
+    return make_error(ErrorCode::InvalidArgument, "window: no slot {}", slot);
   auto with = fork();
   if (!with.ok()) return with.error();
   auto without = fork();
@@ -341,19 +353,20 @@ Result<DisposableReport> Window::disposable(int slot, const ChunkContent& q, int
 Status Window::check_invariants() const {
   KAMERA_TRY(pool_.check_invariants());
   if (pool_.n_tokens(seq_) != token_index(int(slots_.size())))
-    return make_error("window: pool has {} tokens, slots account for {}", pool_.n_tokens(seq_),
-                      token_index(int(slots_.size())));
+    return make_error(ErrorCode::Internal, "window: pool has {} tokens, slots account for {}",
+                      pool_.n_tokens(seq_), token_index(int(slots_.size())));
   const auto pos = pool_.positions(seq_);
   int32_t expect = cache_.anchor_extent();
   int t = int(cache_.anchor().size());
   for (const auto& s : slots_) {
     if (s.position != expect)
-      return make_error("window: slot {} at position {}, expected {}", s.id.hex(), s.position,
-                        expect);
+      return make_error(ErrorCode::Internal, "window: slot {} at position {}, expected {}",
+                        s.id.hex(), s.position, expect);
     const auto& layout = s.canonical->content.layout;
     for (int k = 0; k < s.n_tokens(); ++k)
       if (!(pos[t + k] == layout[k].shifted(s.position)))
-        return make_error("window: token {} of slot {} has a wrong position", k, s.id.hex());
+        return make_error(ErrorCode::Internal, "window: token {} of slot {} has a wrong position",
+                          k, s.id.hex());
     t += s.n_tokens();
     expect += s.extent();
   }

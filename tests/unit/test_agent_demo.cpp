@@ -52,7 +52,7 @@ RandomMiniVl& random_minivl() {
 // rank, one timed rep.
 struct DemoRun {
   AgentDemoOptions opts;
-  Result<AgentDemoResult> result = make_error("not run");
+  Result<AgentDemoResult> result = make_error(ErrorCode::InvalidArgument, "not run");
   std::string png;
   DemoRun() {
     RandomMiniVl& m = random_minivl();
