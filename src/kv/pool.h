@@ -25,18 +25,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pos.h"
 #include "core/status.h"
 
 namespace kamera {
-
-// Position of a cached token. 1-D RoPE reads t (text tokens keep h = w = t); M-RoPE reads all
-// three.
-struct Pos {
-  int32_t t = 0, h = 0, w = 0;
-  static constexpr Pos linear(int32_t p) { return {p, p, p}; }
-  constexpr Pos shifted(int32_t delta) const { return {t + delta, h + delta, w + delta}; }
-  bool operator==(const Pos&) const = default;
-};
 
 // One cached channel of every layer, e.g. "k" (rope, n_kv_heads*head_dim) and "v" (content).
 struct ChannelDesc {

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "kv/pool.h"
+#include "core/pos.h"
 #include "ops/rope.h"
 
 namespace kamera {

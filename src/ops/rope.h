@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/pool.h"
+#include "core/pos.h"
 
 namespace kamera {
 
