@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <cstddef>
+
 #include "core/pos.h"
 
 namespace kamera {
