@@ -49,9 +49,11 @@ TEST(CpuFeatures, LevelIsConsistentWithFeatures) {
   const kamera::CpuFeatures& f = kamera::cpu_features();
   const kamera::IsaLevel l = kamera::cpu_isa_level();
   EXPECT_EQ(l >= kamera::IsaLevel::Avx2, f.avx2 && f.fma && f.f16c);
-  if (l >= kamera::IsaLevel::Avx512) EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl);
-  if (l >= kamera::IsaLevel::Avx512Vnni) EXPECT_TRUE(f.avx512_vnni);
-  if (l == kamera::IsaLevel::Amx) EXPECT_TRUE(f.amx_int8 && f.amx_bf16);
+  EXPECT_EQ(l >= kamera::IsaLevel::Avx512,
+            l >= kamera::IsaLevel::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq);
+  EXPECT_EQ(l >= kamera::IsaLevel::Avx512Vnni, l >= kamera::IsaLevel::Avx512 && f.avx512_vnni);
+  EXPECT_EQ(l == kamera::IsaLevel::Amx,
+            l >= kamera::IsaLevel::Avx512Vnni && f.amx_tile && f.amx_int8 && f.amx_bf16);
   EXPECT_LE(kamera::isa_level(), l);  // KAMERA_ISA only lowers it
 }
 
