@@ -163,7 +163,8 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
   }
   std::vector<double> b_mass(nB, 0.0);
   for (int i = 0; i < nB && first + i < int(mass.size()); ++i) b_mass[i] = mass[first + i];
-  const int wk = layout.channels[0].width;
+  const int kch = layout.rope_channel();  // GQA: k (ShadowKV factors it)
+  const int wk = layout.channels[kch].width;
   for (int m : b.opts.matched_ranks) {
     if (m >= std::min(nB, wk)) continue;  // a patch that large is no smaller than the chunk
     double patch_floats = 0;
@@ -188,7 +189,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
       lowk.kv = b.canon.kv;
       std::vector<float> kmat(size_t(nB) * wk), us, vt, rebuilt(size_t(nB) * wk);
       for (int layer = 0; layer < L; ++layer) {
-        for (int i = 0; i < nB; ++i) b.cond.at(layer, 0).get_row(i, &kmat[size_t(i) * wk]);
+        for (int i = 0; i < nB; ++i) b.cond.at(layer, kch).get_row(i, &kmat[size_t(i) * wk]);
         KAMERA_TRY(truncated_svd(kmat.data(), nB, wk, r, SvdMethod::Gesdd, us, vt));
         for (int i = 0; i < nB; ++i)
           for (int j = 0; j < wk; ++j) {
@@ -196,7 +197,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
             for (int k = 0; k < r; ++k) s += double(us[size_t(i) * r + k]) * vt[size_t(k) * wk + j];
             rebuilt[size_t(i) * wk + j] = float(s);
           }
-        for (int i = 0; i < nB; ++i) lowk.kv.at(layer, 0).set_row(i, &rebuilt[size_t(i) * wk]);
+        for (int i = 0; i < nB; ++i) lowk.kv.at(layer, kch).set_row(i, &rebuilt[size_t(i) * wk]);
       }
       auto fork = b.pool.fork(b.prefix);
       if (!fork.ok()) return fork.error();
@@ -216,9 +217,11 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
 }
 
 Status pooled_basis_pass(
-    const Model& model, Engine& engine, KvPool& pool, const std::vector<ReuseItem>& items,
-    const std::vector<std::vector<ChunkKV>>& deltas, int m, int32_t bos, double* error_ratio,
+    Context& ctx, const std::vector<ReuseItem>& items,
+    const std::vector<std::vector<ChunkKV>>& deltas, int m, double* error_ratio,
     const std::function<void(int, const std::vector<float>&, const std::vector<float>&)>& sink) {
+  const Model& model = ctx.model();
+  KvPool& pool = ctx.pool();
   const ModelConfig& c = model.cfg;
   const KvLayout layout = model.kv_layout();
   const int n_ch = int(layout.channels.size());
@@ -296,8 +299,8 @@ Status pooled_basis_pass(
         patch.factors.push_back(std::move(f));
       }
     // Serve the held-out item with the pooled-basis patch, against its re-prefill.
-    ChunkStore store(size_t(1) << 32);
-    ChunkCache cc(model, engine, pool, store, {bos});
+    ctx.clear_store();
+    ChunkCache& cc = ctx.cache();
     const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
                   pQ = pB + it.chunk.extent();
     ScopedSequence prefix(pool);

@@ -196,7 +196,7 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   grow_scratch(n);
   float* x = x_.data();
 
-  const int kch = 0, vch = 1;
+  const int kch = channel::kGqaKey, vch = channel::kGqaValue;
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
   const int half = c.rope.n_pairs();
   std::vector<float> cs(size_t(n) * half), sn(size_t(n) * half);  // query angles, n x n_pairs
@@ -301,7 +301,7 @@ Status Engine::recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan, Recom
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
   // The content channel CacheBlend ranks by (v; MLA: the latent c_kv) and every channel's width.
   const KvLayout& layout = kv.layout();
-  const int content_ch = mla ? 0 : 1;
+  const int content_ch = layout.content_channel();
   // FLOPs (2 per multiply-add): the Q/K/V projections of one token, and attention per key.
   const MlaConfig& m = c.mla;
   const double proj_flops =
@@ -399,8 +399,8 @@ Status Engine::recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan, Recom
       mla_attention_block(kv, li, n, {&g, 1}, cs.data(), sn.data());
     } else {
       qkv_projections(L, n);
-      float* k_arena = kv.arena(li, 0);
-      float* v_arena = kv.arena(li, 1);
+      float* k_arena = kv.arena(li, channel::kGqaKey);
+      float* v_arena = kv.arena(li, channel::kGqaValue);
       if (filter) {  // rank by deviation of the recomputed V from the reused V
         const std::vector<int> keep_rows = top_deviation(v_.data(), v_arena, kvw);
         compact(keep_rows, {{x, d}, {q_.data(), qw}, {k_.data(), kvw}, {v_.data(), kvw}});
@@ -456,8 +456,8 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     std::memcpy(v_.data() + size_t(t) * lat, k_.data() + size_t(t) * (lat + R),
                 sizeof(float) * lat);
   rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
-  float* c_arena = kv.arena(li, 0);
-  float* kpe_arena = kv.arena(li, 1);
+  float* c_arena = kv.arena(li, channel::kMlaLatent);
+  float* kpe_arena = kv.arena(li, channel::kMlaRope);
   for (const RowGroup& g : groups) {
     const auto slots = kv.slots(g.seq);
     for (int t = 0; t < g.n; ++t) {

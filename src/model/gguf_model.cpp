@@ -1,8 +1,7 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2).
 #include <set>
 
-#include <spdlog/spdlog.h>
-
+#include "core/log.h"
 #include "model/gguf.h"
 #include "model/model.h"
 
@@ -112,18 +111,18 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   const GgufFile& f = **file;
   const auto arch = f.get_string("general.architecture");
   if (!arch) return make_error(ErrorCode::CorruptData, "{}: missing general.architecture", path);
-  if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen2vl" && *arch != "deepseek2")
-    return make_error(
-        ErrorCode::Unsupported,
-        "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen2vl, deepseek2)",
-        path, *arch);
-  const bool mla = *arch == "deepseek2";
-  const bool qwen = *arch == "qwen2" || *arch == "qwen2vl";
+  const std::optional<Arch> kind = arch_from_name(*arch);
+  if (!kind)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: architecture '{}' is not supported (supported: {})", path, *arch,
+                      arch_names());
+  const bool mla = *kind == Arch::Deepseek2;
+  const bool qwen = is_qwen(*kind);
   GgufModelReader r(f, *arch);
 
   auto m = std::make_unique<Model>();
   ModelConfig& c = m->cfg;
-  c.arch = *arch;
+  c.arch = *kind;
   auto get = [&](const char* key, int& out) -> Status {
     auto v = r.need_int(key);
     if (!v.ok()) return v.error();
@@ -164,7 +163,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
                         "yet (dense FFN layers only)",
                         path, dense, c.n_layers - 1);
   }
-  if (*arch == "qwen2vl") {
+  if (*kind == Arch::Qwen2Vl) {
     const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
     if (!sec || sec->size() < 3 || sec->size() > 4)
       return make_error(ErrorCode::CorruptData,
@@ -260,8 +259,8 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
 
   const auto tok_model = f.get_string("tokenizer.ggml.model");
   if (tok_model && *tok_model != "llama") {
-    spdlog::warn("{}: tokenizer '{}' is not supported yet; the model runs on token ids only", path,
-                 *tok_model);
+    log().warn("{}: tokenizer '{}' is not supported yet; the model runs on token ids only", path,
+               *tok_model);
   } else if (tok_model) {
     auto tok = gguf_tokenizer(f);
     if (!tok.ok()) return tok.error();

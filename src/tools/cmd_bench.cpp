@@ -96,32 +96,33 @@ int run_bench(const BenchArgs& a) {
   std::vector<Pos> pos(total);
   for (int i = 0; i < total; ++i) pos[i] = Pos::linear(i);
 
-  auto pool = pool_for(m, total);
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  Engine engine(m, a.threads);
+  auto ctx = context_for(*loaded, a.threads, total);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  Engine& engine = (*ctx)->engine();
+  KvPool& pool = (*ctx)->pool();
   GemmFloor floor(m);
 
   auto run_engine = [&]() -> Result<double> {
-    const SeqId seq = (*pool)->create_sequence();
+    const SeqId seq = pool.create_sequence();
     double ms = 0;
     if (a.mode == "prefill") {
       const double t0 = now_ms();
-      auto l = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos));
+      auto l = engine.forward(pool, seq, ForwardInput::from_tokens(ids, pos));
       ms = now_ms() - t0;
       if (!l.ok()) return l.error();
     } else {
       auto l = engine.forward(
-          **pool, seq,
+          pool, seq,
           ForwardInput::from_tokens({ids.data(), size_t(past)}, {pos.data(), size_t(past)}));
       if (!l.ok()) return l.error();
       const double t0 = now_ms();
       for (int i = past; i < total; ++i) {
-        l = engine.forward(**pool, seq, ForwardInput::from_tokens({&ids[i], 1}, {&pos[i], 1}));
+        l = engine.forward(pool, seq, ForwardInput::from_tokens({&ids[i], 1}, {&pos[i], 1}));
         if (!l.ok()) return l.error();
       }
       ms = now_ms() - t0;
     }
-    (*pool)->free_sequence(seq);
+    pool.free_sequence(seq);
     return ms;
   };
   auto run_floor = [&]() {
@@ -199,13 +200,14 @@ int run_bench_serve(const BenchArgs& a) {
     return ChunkContent::from_tokens(std::move(ids));
   };
   const ChunkContent A = random_chunk(a.antecedent), B = random_chunk(a.tokens);
-  auto pool = pool_for(m, 6 * (1 + a.antecedent + a.tokens));
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  KvPool& kv = **pool;
-  Engine engine(m, a.threads);
-  ChunkStore store(size_t(1) << 36);
-  const int32_t bos = m.tokenizer ? m.tokenizer->bos() : 1;
-  ChunkCache cc(m, engine, kv, store, {bos});
+  ContextOptions co;
+  co.n_threads = a.threads;
+  co.kv_tokens = 6 * (1 + a.antecedent + a.tokens + 32);
+  co.store_bytes = size_t(1) << 36;
+  auto ctx = Context::create(*loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  KvPool& kv = (*ctx)->pool();
+  ChunkCache& cc = (*ctx)->cache();
   const int32_t pB = 1 + A.extent();
 
   ScopedSequence prefix(kv);

@@ -22,7 +22,7 @@ struct GenerateArgs {
 
 int run_generate(const GenerateArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
-  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  if (!loaded.ok()) return fail(loaded.error(), a.json);
   const Model& m = **loaded;
   const ModelConfig& c = m.cfg;
   if (!m.tokenizer)
@@ -43,10 +43,11 @@ int run_generate(const GenerateArgs& a) {
                  c.ctx_len);
   }
 
-  auto pool = pool_for(m, int(ids.size()) + n_gen);
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  Engine engine(m, a.threads);
-  const SeqId seq = (*pool)->create_sequence();
+  auto ctx = context_for(*loaded, a.threads, int64_t(ids.size()) + n_gen);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  Engine& engine = (*ctx)->engine();
+  KvPool& pool = (*ctx)->pool();
+  const SeqId seq = pool.create_sequence();
   SamplerParams sp;
   sp.temperature = a.temp;
   sp.top_p = a.top_p;
@@ -69,7 +70,7 @@ int run_generate(const GenerateArgs& a) {
   std::vector<Pos> pos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
   const double t0 = now_ms();
-  auto logits = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos));
+  auto logits = engine.forward(pool, seq, ForwardInput::from_tokens(ids, pos));
   if (!logits.ok()) return fail(logits.message(), a.json);
   const double t1 = now_ms();
   std::vector<int32_t> out;
@@ -82,7 +83,7 @@ int run_generate(const GenerateArgs& a) {
     prev = next;
     if (i + 1 == n_gen) break;
     const Pos p = Pos::linear(int32_t(ids.size() + out.size() - 1));
-    logits = engine.forward(**pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
+    logits = engine.forward(pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
     if (!logits.ok()) return fail(logits.message(), a.json);
   }
   const double t2 = now_ms();

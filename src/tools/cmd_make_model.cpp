@@ -16,12 +16,15 @@ struct MakeModelArgs {
 
 int run_make_model(const MakeModelArgs& a) {
   const std::string preset = a.preset.empty() ? "tiny" : a.preset;
-  auto cfg = synthetic_preset(a.arch, preset);
+  const std::optional<Arch> arch = arch_from_name(a.arch);
+  if (!arch)
+    return fail(fmt::format("unknown --arch '{}' (architectures: {})", a.arch, arch_names()),
+                a.json);
+  auto cfg = synthetic_preset(*arch, preset);
   if (!cfg)
-    return fail(
-        fmt::format("unknown --arch '{}' or --preset '{}' (archs: llama, qwen2; presets: {})",
-                    a.arch, preset, fmt::join(synthetic_preset_names(), ", ")),
-        a.json);
+    return fail(fmt::format("--arch {} has no preset '{}' (its presets: {})", a.arch, preset,
+                            fmt::join(synthetic_preset_names(*arch), ", ")),
+                a.json);
   if (!a.dims.empty()) {
     Status st = apply_dims(*cfg, a.dims);
     if (!st.ok()) return fail(st.message(), a.json);
@@ -45,7 +48,7 @@ int run_make_model(const MakeModelArgs& a) {
   const int64_t params = count_parameters(c);
   if (a.json) {
     print_json(json{{"path", a.out},
-                    {"arch", c.arch},
+                    {"arch", arch_name(c.arch)},
                     {"preset", preset},
                     {"seed", a.seed},
                     {"type", a.type},
@@ -53,7 +56,7 @@ int run_make_model(const MakeModelArgs& a) {
                     {"write_ms", ms}});
   } else {
     std::fprintf(stderr, "kamera: wrote %s (%s %s, %.1fM parameters, %s, seed %llu) in %.0f ms\n",
-                 a.out.c_str(), c.arch.c_str(), preset.c_str(), params / 1e6, a.type.c_str(),
+                 a.out.c_str(), arch_name(c.arch), preset.c_str(), params / 1e6, a.type.c_str(),
                  (unsigned long long)a.seed, ms);
   }
   return 0;
@@ -63,9 +66,13 @@ int run_make_model(const MakeModelArgs& a) {
 
 Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
-  app.add_option("--arch", a->arch, "Architecture: llama or qwen2")->capture_default_str();
+  app.add_option("--arch", a->arch,
+                 "Architecture: llama, qwen2, qwen2vl (M-RoPE) or deepseek2 (MLA)")
+      ->capture_default_str();
   app.add_option("--preset", a->preset,
-                 "Shape preset: tiny (tests) or 0.5b (Qwen2.5-0.5B text decoder)");
+                 "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
+                 "qwen2: Qwen2.5-0.5B's text decoder); 3b (qwen2vl: Qwen2.5-VL-3B's text "
+                 "decoder); lite (deepseek2: DeepSeek-V2-Lite's attention)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"

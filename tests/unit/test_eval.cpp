@@ -50,12 +50,12 @@ const ArmSummary* find(const ReuseBenchResult& r, const std::string& name,
 // Recomputing every token of B from layer 0, in context, is a re-prefill of B: same pool rows and
 // the same query logits (token chunks, embedding chunks, MHA/GQA and MLA).
 TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 600);
-  Engine engine(*m, 2);
-  ChunkStore store(size_t(1) << 28);
-  ChunkCache cc(*m, engine, *pool, store, {1});
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
+  ChunkCache& cc = ctx->cache();
   for (const ReuseItem& it : items_for(*m, 2, 3)) {
     const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
                   pQ = pB + it.chunk.extent();
@@ -107,9 +107,9 @@ TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
 // BASELINES.md's sanity properties: at a 100% budget every baseline is re-prefill, at 0% it is
 // blind reuse (item by item).
 TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   const auto items = items_for(*m, 3, 5);
   ReuseBenchOptions full;
   full.ranks = {kFullRank};
@@ -121,7 +121,7 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   full.vlcache_share = 1.0;
   full.delta_token_share = {1.0};
   full.matched_ranks = {};
-  auto r = run_reuse_bench(*m, engine, items, full);
+  auto r = run_reuse_bench(*ctx, items, full);
   ASSERT_TRUE(r.ok()) << r.message();
   const ArmSummary* blind = find(*r, "blind");
   ASSERT_TRUE(blind);
@@ -145,7 +145,7 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   zero.sink_k = 0;
   zero.vlcache_share = 0.0;
   zero.delta_token_share = {0.0};
-  auto z = run_reuse_bench(*m, engine, items, zero);
+  auto z = run_reuse_bench(*ctx, items, zero);
   ASSERT_TRUE(z.ok()) << z.message();
   const ArmSummary* zb = find(*z, "blind");
   for (const auto& [name, param] :
@@ -173,18 +173,18 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
 // The rows a recompute reports writing are exactly the pool rows that change: poison B's rows,
 // recompute a plan, and count.
 TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 400);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
   TokenItemSpec ts;
   ts.n_items = 1;
   ts.antecedent_tokens = 10;
   ts.chunk_tokens = 12;
   ts.seed = 9;
   const ReuseItem it = random_token_items(*m, ts)[0];
-  ChunkStore store(size_t(1) << 28);
-  ChunkCache cc(*m, engine, *pool, store, {1});
+  ChunkCache& cc = ctx->cache();
   ScopedSequence s(*pool);
   ASSERT_TRUE(cc.place_anchor(s.id()).ok());
   ASSERT_TRUE(cc.forward_chunk(s.id(), it.antecedent, 1).ok());
@@ -230,10 +230,11 @@ TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
 // Every query's attention weights sum to one per head and layer: the mass the oracle selector
 // reads adds up to queries x heads x layers.
 TEST_P(EvalArch, KeyMassIsAProbabilityPerQueryHeadAndLayer) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 200);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
   ScopedSequence s(*pool);
   std::vector<int32_t> ids = {1, 5, 9, 14, 20, 7, 3, 11, 30, 2};
   const auto pos = tiny::linear_positions(int(ids.size()));
@@ -254,9 +255,9 @@ INSTANTIATE_TEST_SUITE_P(Families, EvalArch,
 
 // The reported bytes of the patch and recompute arms are the bytes of the buffers they fill.
 TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
-  auto m = tiny::load(tiny::model_path("llama"));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path("llama"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   auto items = items_for(*m, 2, 11);
   ReuseBenchOptions o;
   o.ranks = {2};
@@ -266,7 +267,7 @@ TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
   o.epic_k = {3};
   o.delta_token_share = {};
   o.matched_ranks = {};
-  auto r = run_reuse_bench(*m, engine, items, o);
+  auto r = run_reuse_bench(*ctx, items, o);
   ASSERT_TRUE(r.ok()) << r.message();
   const KvLayout layout = m->kv_layout();
   double row_bytes = 0;
@@ -284,8 +285,9 @@ TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
 }
 
 TEST(EvalItems, FramesAreSeededGridsAtTokenScale) {
-  auto m = tiny::load(tiny::model_path("qwen2vl"));
-  ASSERT_TRUE(m);
+  auto ctx = tiny::context(tiny::model_path("qwen2vl"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   FrameItemSpec fs;
   fs.n_items = 2;
   const auto a = frame_items(*m, fs), b = frame_items(*m, fs);
@@ -313,9 +315,9 @@ TEST(EvalItems, FramesAreSeededGridsAtTokenScale) {
 // `kamera report` on a small fixture (the smoke suite on a tiny M-RoPE model): a Markdown file
 // that links every figure, and every figure a non-empty SVG drawn from data.
 TEST(EvalReport, ProducesEveryFigureFromASmallFixture) {
-  auto m = tiny::load(tiny::model_path("qwen2vl"));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path("qwen2vl"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   auto splits = default_splits(*m, "/nonexistent", true);
   ASSERT_TRUE(splits.ok()) << splits.message();
   ASSERT_EQ(splits->size(), 2u) << "random tokens and frames";
@@ -324,7 +326,7 @@ TEST(EvalReport, ProducesEveryFigureFromASmallFixture) {
   so.smoke = true;
   so.timing_lengths = {8, 16};
   so.timing_reps = 1;
-  auto doc = run_eval_suite(*m, engine, *splits, so);
+  auto doc = run_eval_suite(*ctx, *splits, so);
   ASSERT_TRUE(doc.ok()) << doc.message();
   (*doc)["model_name"] = "tiny-qwen2vl";
   const std::string dir = testing::TempDir() + "kamera-report-test";
