@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "eval/recompute.h"
+
 namespace kamera {
 
 namespace {
@@ -57,7 +59,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     }
     Status st = b.cache.place(*fork, b.canon, nullptr, b.pB);
     RecomputeStats rs;
-    if (st.ok()) st = b.engine.recompute(b.pool, *fork, plan, &rs);
+    if (st.ok()) st = recompute_tokens(b.engine, b.pool, *fork, plan, &rs);
     if (st.ok()) {
       out = b.cache.forward_chunk(*fork, b.item.query, b.pQ, LogitsMode::All);
     } else {
@@ -127,18 +129,17 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     const Pos p0 = Pos::linear(0);
     auto r0 = b.engine.forward(b.pool, s.id(), ForwardInput::from_tokens({&bos, 1}, {&p0, 1}));
     if (!r0.ok()) return r0.error();
-    std::vector<float> hidden;
+    CaptureLayerInput hidden(l);
     ForwardOptions fo;
     fo.logits = LogitsMode::None;
-    fo.capture_layer = l;
-    fo.captured_hidden = &hidden;
+    fo.observer = &hidden;
     const auto pos = chunk.positions_at(1);
     auto r1 = b.engine.forward(b.pool, s.id(), forward_input(chunk, pos), fo);
     if (!r1.ok()) return r1.error();
     RecomputePlan plan;
     plan.tokens = first_k(nB, nB);
     plan.from_layer = l;
-    plan.hidden = hidden.data();
+    plan.hidden = hidden.rows.data();
     ArmCost cost;
     auto lg = serve_plan(plan, &cost);
     if (!lg.ok()) return lg.error();
@@ -146,14 +147,14 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
   }
   // Matched bytes: what a rank-m patch stores, spent on tokens (Quest oracle) or on a low-rank
   // absolute K (ShadowKV).
-  std::vector<float> mass;
+  KeyMassSum mass_sum;
   {
     auto fork = b.pool.fork(b.prefix);
     if (!fork.ok()) return fork.error();
     auto r = b.cache.forward_chunk(*fork, b.item.chunk, b.pB);
     ForwardOptions fo;
     fo.logits = LogitsMode::None;
-    fo.key_mass = &mass;
+    fo.observer = &mass_sum;
     const auto qpos = b.item.query.positions_at(b.pQ);
     Result<std::vector<float>> q =
         r.ok() ? b.engine.forward(b.pool, *fork, forward_input(b.item.query, qpos), fo)
@@ -161,10 +162,13 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     b.pool.free_sequence(*fork);
     if (!q.ok()) return q.error();
   }
+  const std::vector<float>& mass = mass_sum.mass;
   std::vector<double> b_mass(nB, 0.0);
   for (int i = 0; i < nB && first + i < int(mass.size()); ++i) b_mass[i] = mass[first + i];
-  const int kch = layout.rope_channel();  // GQA: k (ShadowKV factors it)
-  const int wk = layout.channels[kch].width;
+  // The first channel (k for GQA, c_kv for MLA) bounds the ranks worth comparing; ShadowKV
+  // (GQA only) factors k.
+  const int kch = channel::kGqaKey;
+  const int wk = layout.channels[0].width;
   for (int m : b.opts.matched_ranks) {
     if (m >= std::min(nB, wk)) continue;  // a patch that large is no smaller than the chunk
     double patch_floats = 0;

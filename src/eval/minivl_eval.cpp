@@ -7,6 +7,7 @@
 #include <map>
 
 #include "eval/metrics.h"
+#include "eval/recompute.h"
 #include "reuse/chunk_cache.h"
 #include "reuse/patch.h"
 #include "reuse/store.h"
@@ -173,7 +174,7 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
         }
         plan.hidden = rows.data();
         RecomputeStats rs;
-        if (!plan.tokens.empty()) KAMERA_TRY(engine.recompute(pool, s.id(), plan, &rs));
+        if (!plan.tokens.empty()) KAMERA_TRY(recompute_tokens(engine, pool, s.id(), plan, &rs));
         auto l = answer_all(s.id(), rep->next_position);
         if (!l.ok()) return l.error();
         record(arm(name, knob), *l, double(rs.rows_written) * double(row_floats) * 4, rs.flops);

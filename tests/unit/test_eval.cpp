@@ -9,6 +9,7 @@
 #include "eval/baselines.h"
 #include "eval/items.h"
 #include "eval/metrics.h"
+#include "eval/recompute.h"
 #include "eval/report.h"
 #include "eval/suite.h"
 #include "support/tiny_models.h"
@@ -78,7 +79,7 @@ TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
       plan.hidden = it.chunk.embeddings.data();
     }
     RecomputeStats st;
-    ASSERT_TRUE(engine.recompute(*pool, got.id(), plan, &st).ok());
+    ASSERT_TRUE(recompute_tokens(engine, *pool, got.id(), plan, &st).ok());
     EXPECT_EQ(st.token_layers, int64_t(nB) * m->cfg.n_layers);
     const ChunkKV a = read_chunk_kv(*pool, ref.id(), 1 + nA, nB);
     const ChunkKV b = read_chunk_kv(*pool, got.id(), 1 + nA, nB);
@@ -207,7 +208,7 @@ TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
   plan.select_layer = 1;
   plan.keep = 3;
   RecomputeStats st;
-  ASSERT_TRUE(engine.recompute(*pool, s.id(), plan, &st).ok());
+  ASSERT_TRUE(recompute_tokens(engine, *pool, s.id(), plan, &st).ok());
   int64_t rows_changed = 0;
   for (int l = 0; l < L; ++l)
     for (int i = 0; i < nB; ++i) {
@@ -239,14 +240,14 @@ TEST_P(EvalArch, KeyMassIsAProbabilityPerQueryHeadAndLayer) {
   std::vector<int32_t> ids = {1, 5, 9, 14, 20, 7, 3, 11, 30, 2};
   const auto pos = tiny::linear_positions(int(ids.size()));
   ASSERT_TRUE(engine.forward(*pool, s.id(), ForwardInput::from_tokens(ids, pos)).ok());
-  std::vector<float> mass;
+  KeyMassSum observer;
   ForwardOptions fo;
-  fo.key_mass = &mass;
+  fo.observer = &observer;
   std::vector<int32_t> q = {4, 8, 12};
   const auto qpos = tiny::linear_positions(3, int(ids.size()));
   ASSERT_TRUE(engine.forward(*pool, s.id(), ForwardInput::from_tokens(q, qpos), fo).ok());
   double total = 0;
-  for (float x : mass) total += x;
+  for (float x : observer.mass) total += x;
   EXPECT_NEAR(total, 3.0 * m->cfg.n_heads * m->cfg.n_layers, 1e-3);
 }
 
