@@ -373,7 +373,8 @@ Result<Value> indent(const Value& v, CallArgs& a) {
 
 // select/reject/selectattr/rejectattr: keep the items whose test (or truthiness) is `keep`.
 Result<Value> select(const Value& v, CallArgs& a, bool by_attr, bool keep) {
-  KAMERA_ASSIGN_OR_RETURN(Array items, elements(v, "select"));
+  // jinja2 walks only a truthy input: none | selectattr(...) is empty.
+  KAMERA_ASSIGN_OR_RETURN(Array items, v.truthy() ? elements(v, "select") : Array{});
   if (!a.kw.empty()) return bad("select filters take no keyword arguments");
   size_t k = 0;
   std::string attr, test;
@@ -403,7 +404,7 @@ Result<Value> select(const Value& v, CallArgs& a, bool by_attr, bool keep) {
 }
 
 Result<Value> map_filter(const Value& v, CallArgs& a, const BuiltinLimits& limits) {
-  KAMERA_ASSIGN_OR_RETURN(Array items, elements(v, "map"));
+  KAMERA_ASSIGN_OR_RETURN(Array items, v.truthy() ? elements(v, "map") : Array{});  // as select
   Array out;
   const Value* attr = nullptr;
   const Value* def = nullptr;
