@@ -45,8 +45,11 @@ class Evaluator {
     return Error{e.code, fmt::format("{}:{}:{}: {}", name_, line, col, e.message)};
   }
 
-  Status tick(int line, int col) {
-    if (++steps_ > limits_.max_steps) {
+  Status tick(int line, int col) { return charge(1, line, col); }
+
+  Status charge(uint64_t steps, int line, int col) {
+    steps_ += steps;
+    if (steps_ > limits_.max_steps) {
       return fail(line, col, "template evaluation exceeded its budget of {} steps",
                   limits_.max_steps);
     }
@@ -213,6 +216,7 @@ class Evaluator {
   Result<Array> loop_items(const Stmt& s) {
     KAMERA_ASSIGN_OR_RETURN(Value seq, eval(*s.exprs[0]));
     KAMERA_ASSIGN_OR_RETURN(Array all, iterate(seq, s.line, s.col));
+    KAMERA_TRY(charge(all.size() / 16, s.line, s.col));
     if (!s.exprs[1]) return all;
     Array kept;
     for (const Value& item : all) {
@@ -334,8 +338,19 @@ class Evaluator {
 
   // ---- expressions ----
 
+  // Every expression costs a step, plus its result's size: a string costs a step per 256 bytes,
+  // a list one per 16 items, so no template can copy big values around for free.
   Result<Value> eval(const Expr& e) {
     KAMERA_TRY(tick(e.line, e.col));
+    KAMERA_ASSIGN_OR_RETURN(Value v, eval_kind(e));
+    const size_t cost = v.is_string()  ? v.as_string().size() / 256
+                        : v.is_array() ? v.array_ref().size() / 16
+                                       : 0;
+    if (cost > 0) KAMERA_TRY(charge(cost, e.line, e.col));
+    return v;
+  }
+
+  Result<Value> eval_kind(const Expr& e) {
     switch (e.kind) {
       case ExprKind::Literal:
         return e.value;

@@ -96,6 +96,10 @@ TEST(Jinja, StepBudgetStopsHugeLoops) {
   EXPECT_LT(s, 60.0);
   expect_error(render("{{ range(100000000) | length }}"), ErrorCode::InvalidArgument,
                "over the limit");
+  // Big values cost steps by their size: copying one around in a loop runs out of budget.
+  expect_error(render("{% set big = 'x' * 8000000 %}{% for i in range(1000000) %}"
+                      "{% set y = big ~ big %}{% endfor %}"),
+               ErrorCode::InvalidArgument, "budget of 2000000 steps");
 }
 
 TEST(Jinja, OutputAndStringLimitsStopBlowUps) {
