@@ -66,10 +66,6 @@ class Params {
   std::vector<std::string_view> names_;
 };
 
-Error undefined_error(const Value& v) {
-  return bad("{}", v.undefined_name().empty() ? "value is undefined" : v.undefined_name());
-}
-
 // Elements of a list, a dict's keys, a string's characters; undefined is empty.
 Result<Array> elements(const Value& v, std::string_view fn) {
   switch (v.kind()) {
@@ -165,6 +161,7 @@ Result<Value> to_int(const Value& v, CallArgs& a) {
   Params p(a, "int", {"default", "base"});
   KAMERA_TRY(p.check());
   const Value def = p.get(0) ? *p.get(0) : Value::integer(0);
+  if (v.is_undefined()) return bad("{}", v.undefined_name());  // int(Undefined) fails in jinja2
   if (v.is_int() || v.is_bool()) return Value::integer(v.as_int());
   if (v.is_float()) {
     const double d = v.as_double();
@@ -188,6 +185,7 @@ Result<Value> to_float(const Value& v, CallArgs& a) {
   Params p(a, "float", {"default"});
   KAMERA_TRY(p.check());
   const Value def = p.get(0) ? *p.get(0) : Value::number(0.0);
+  if (v.is_undefined()) return bad("{}", v.undefined_name());
   if (v.is_number() || v.is_bool()) return Value::number(v.as_double());
   if (!v.is_string()) return def;
   const std::string s = python_strip(v.as_string(), nullptr);
@@ -559,10 +557,7 @@ Result<Value> apply_filter(std::string_view name, const Value& input, CallArgs& 
                            const BuiltinLimits& limits) {
   Result<Value> r = Value();
   if (is_string_filter(name)) {
-    if (input.is_undefined() && name != "string" && name != "trim") {
-      return undefined_error(input);
-    }
-    r = string_filter(name, input, args);
+    r = string_filter(name, input, args);  // undefined reads as "", as jinja2's soft_str does
   } else if (auto it = filters().find(name); it != filters().end()) {
     r = it->second(input, args, limits);
   } else {
