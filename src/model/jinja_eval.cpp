@@ -289,6 +289,10 @@ class Evaluator {
         return fail(s.line, s.col, "cannot set attribute '{}' on '{}': it is not a namespace()",
                     s.attr, s.targets[0]);
       }
+      if (reaches(v, &ns.object_ref())) {
+        return fail(s.line, s.col, "'{}.{}' would make the namespace contain itself", s.targets[0],
+                    s.attr);
+      }
       ns.object_ref().set(s.attr, std::move(v));
       return Status::Ok();
     }

@@ -4,16 +4,20 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <unordered_set>
 
 namespace kamera::jinja {
 namespace {
 
-constexpr int kMaxDepth = 512;  // nesting of lists/dicts printed; a namespace may contain itself
+constexpr int kMaxDepth = 512;                      // nesting of lists/dicts printed
+constexpr size_t kMaxText = size_t(16) << 20;       // text one str(), repr() or json may make
+constexpr size_t kCompareBudget = size_t(1) << 20;  // nodes one == or < may visit
 
 Error too_deep() {
-  return make_error(ErrorCode::InvalidArgument,
-                    "value nested deeper than {} levels (a structure that contains itself?)",
-                    kMaxDepth);
+  return make_error(ErrorCode::InvalidArgument, "value nested deeper than {} levels", kMaxDepth);
+}
+Error too_big() {
+  return make_error(ErrorCode::InvalidArgument, "value prints to more than {} bytes", kMaxText);
 }
 
 void append_repr_string(std::string& out, const std::string& s) {
@@ -84,6 +88,7 @@ void append_json_string(std::string& out, const std::string& s) {
 
 Status append_repr(std::string& out, const Value& v, int depth) {
   if (depth > kMaxDepth) return too_deep();
+  if (out.size() > kMaxText) return too_big();
   if (v.is_string()) {
     append_repr_string(out, v.as_string());
     return Status::Ok();
@@ -124,6 +129,7 @@ void json_newline(std::string& out, const JsonStyle& st, int level) {
 
 Status append_json(std::string& out, const Value& v, const JsonStyle& st, int depth) {
   if (depth > kMaxDepth) return too_deep();
+  if (out.size() > kMaxText) return too_big();
   const bool pretty = st.indent >= 0;
   switch (v.kind()) {
     case Value::Kind::None:
@@ -350,7 +356,13 @@ Result<std::string> to_json(const Value& v, const JsonStyle& style) {
   return out;
 }
 
-bool equals(const Value& a, const Value& b) {
+namespace {
+
+// == with a bound on the nodes visited (shared sublists can make a small value a huge tree);
+// past it the values compare unequal.
+bool equals_within(const Value& a, const Value& b, size_t& budget) {
+  if (budget == 0) return false;
+  --budget;
   using K = Value::Kind;
   const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
   if (an && bn) {
@@ -366,9 +378,11 @@ bool equals(const Value& a, const Value& b) {
       return a.as_string() == b.as_string();
     case K::Array: {
       const Array &x = a.array_ref(), &y = b.array_ref();
-      if (x.size() != y.size() || a.is_tuple() != b.is_tuple()) return false;
+      if (a.is_tuple() != b.is_tuple()) return false;
+      if (&x == &y) return true;
+      if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
+        if (!equals_within(x[i], y[i], budget)) return false;
       }
       return true;
     }
@@ -378,7 +392,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.is_namespace || y.is_namespace || x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* w = y.find(k);
-        if (!w || !equals(v, *w)) return false;
+        if (!w || !equals_within(v, *w, budget)) return false;
       }
       return true;
     }
@@ -389,7 +403,12 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-Result<int> compare(const Value& a, const Value& b) {
+Result<int> compare_within(const Value& a, const Value& b, size_t& budget) {
+  if (budget == 0) {
+    return make_error(ErrorCode::InvalidArgument, "comparison visited over {} values",
+                      kCompareBudget);
+  }
+  --budget;
   const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
   if (an && bn) {
     if (a.is_float() || b.is_float()) {
@@ -406,14 +425,44 @@ Result<int> compare(const Value& a, const Value& b) {
   if (a.is_array() && b.is_array()) {
     const Array &x = a.array_ref(), &y = b.array_ref();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      if (equals(x[i], y[i])) continue;
-      return compare(x[i], y[i]);
+      if (equals_within(x[i], y[i], budget)) continue;
+      return compare_within(x[i], y[i], budget);
     }
     return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
   }
   return make_error(ErrorCode::InvalidArgument,
                     "'<' not supported between instances of '{}' and '{}'", a.type_name(),
                     b.type_name());
+}
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) {
+  size_t budget = kCompareBudget;
+  return equals_within(a, b, budget);
+}
+
+Result<int> compare(const Value& a, const Value& b) {
+  size_t budget = kCompareBudget;
+  return compare_within(a, b, budget);
+}
+
+bool reaches(const Value& v, const Object* target) {
+  std::vector<const Value*> todo = {&v};
+  std::unordered_set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is_array()) {
+      if (!seen.insert(&x->array_ref()).second) continue;
+      for (const Value& e : x->array_ref()) todo.push_back(&e);
+    } else if (x->is_object()) {
+      if (&x->object_ref() == target) return true;
+      if (!seen.insert(&x->object_ref()).second) continue;
+      for (const auto& kv : x->object_ref().items) todo.push_back(&kv.second);
+    }
+  }
+  return false;
 }
 
 Value from_json(const nlohmann::ordered_json& j) {

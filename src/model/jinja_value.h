@@ -108,7 +108,8 @@ struct Object {
 };
 
 // Python's str(): strings as they are, undefined as "", none as "None", True/False, floats as
-// repr, lists and dicts as their repr. Fails only on structures nested deeper than 512.
+// repr, lists and dicts as their repr. Fails on structures nested deeper than 512 or printing
+// to more than 16 MiB (lists can share sublists, so a small value can print huge).
 Result<std::string> to_str(const Value& v);
 // Python's repr(): strings quoted ('a', "it's") with escapes.
 Result<std::string> to_repr(const Value& v);
@@ -128,11 +129,15 @@ Result<std::string> to_json(const Value& v, const JsonStyle& style);
 std::string python_float_repr(double d);
 
 // Python's ==: numbers by value (1 == 1.0, True == 1), strings by content, lists and dicts
-// element by element, undefined equals only undefined.
+// element by element, undefined equals only undefined. Visits at most 2^20 values (then false).
 bool equals(const Value& a, const Value& b);
 // Python's ordering (<): numbers, strings (by code point), lists (lexicographic). -1, 0 or 1;
 // an error names the two types when they do not compare.
 Result<int> compare(const Value& a, const Value& b);
+
+// Whether `target` can be reached from v through lists and dicts (a namespace must not come to
+// contain itself: values are reference counted, and a cycle would never be freed).
+bool reaches(const Value& v, const Object* target);
 
 // A JSON document as a value (objects keep their order; integers stay integers).
 Value from_json(const nlohmann::ordered_json& j);

@@ -88,12 +88,8 @@ TEST(Jinja, StepBudgetStopsHugeLoops) {
                       "{% endfor %}{% endfor %}",
                       limits),
                ErrorCode::InvalidArgument, "budget of 200000 steps");
-  // The default budget ends the same loop too, within seconds.
-  expect_error(render("{% for i in range(100000) %}{% for j in range(100000) %}"
-                      "{% endfor %}{% endfor %}"),
-               ErrorCode::InvalidArgument, "steps");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(s, 60.0);
+  EXPECT_LT(s, 30.0);
   expect_error(render("{{ range(100000000) | length }}"), ErrorCode::InvalidArgument,
                "over the limit");
   // Big values cost steps by their size: copying one around in a loop runs out of budget.
@@ -127,10 +123,21 @@ TEST(Jinja, HostileNestingIsAnErrorNotACrash) {
                "t:1:1: tag '{{' is never closed");
   expect_error(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
                ErrorCode::InvalidArgument, "macro calls nest deeper than 64");
-  expect_error(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns | tojson }}"),
-               ErrorCode::InvalidArgument, "nested deeper");
-  expect_error(render("{% set ns = namespace() %}{% set ns.me = [ns] %}{{ ns.me }}"),
-               ErrorCode::InvalidArgument, "nested deeper");
+  expect_error(render("{% set ns = namespace() %}{% set ns.me = ns %}"), ErrorCode::InvalidArgument,
+               "would make the namespace contain itself");
+  expect_error(render("{% set a = namespace() %}{% set b = namespace(x=[a]) %}"
+                      "{% set a.y = {'k': b} %}"),
+               ErrorCode::InvalidArgument, "would make the namespace contain itself");
+  // Shared sublists: 2^60 leaves in 61 lists. Printing, JSON and == stay bounded.
+  const std::string dag =
+      "{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(60) %}"
+      "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}";
+  expect_error(render(dag + "{{ ns.a }}"), ErrorCode::InvalidArgument, "more than");
+  expect_error(render(dag + "{{ ns.a | tojson }}"), ErrorCode::InvalidArgument, "more than");
+  const auto eq = render(dag + "{{ ns.a == ns.a }}|{{ ns.a == ns.b }}");
+  ASSERT_TRUE(eq.ok()) << eq.message();
+  EXPECT_EQ(*eq, "True|False");  // the same list; two lists past the comparison bound
+  expect_error(render(dag + "{{ ns.a < ns.b }}"), ErrorCode::InvalidArgument, "comparison");
 }
 
 TEST(ChatTemplate, BuiltinsByNameAndArgument) {

@@ -159,6 +159,36 @@ TEST(ChatTemplateFixtures, BuiltinsMatchTheRealTemplatesTheyStandFor) {
   }
 }
 
+// The default budget is no obstacle to real use: Qwen3's template with tools on a conversation
+// of 1,000+ messages renders, with every repetition's turns in it.
+TEST(ChatTemplateFixtures, LongConversationFitsTheDefaultBudget) {
+  const auto convs = conversations();
+  const json& conv = convs.at("tools_qwen");
+  auto t = ChatTemplate::from_source(read_text("templates/qwen3.jinja"), "qwen3");
+  ASSERT_TRUE(t.ok()) << t.message();
+  json messages = json::array();
+  for (int r = 0; r < 150; ++r) {
+    for (const json& m : conv["messages"]) messages.push_back(m);
+  }
+  const auto opts = options_for(conv, true, json::object());
+  const auto one = t->render_json(conv["messages"], opts);
+  const auto many = t->render_json(messages, opts);
+  ASSERT_TRUE(one.ok()) << one.message();
+  ASSERT_TRUE(many.ok()) << many.message();
+  EXPECT_GE(messages.size(), 1000u);
+  const auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(*many, "<|im_start|>user"), 150 * count(*one, "<|im_start|>user"));
+  EXPECT_EQ(count(*many, "<tool_response>"), 150 * count(*one, "<tool_response>"));
+  // Assistant turns repeat; the generation prompt at the end does not.
+  EXPECT_EQ(count(*many, "<|im_start|>assistant") - 1,
+            150 * (count(*one, "<|im_start|>assistant") - 1));
+  EXPECT_GT(count(*one, "<tool_response>"), 0u);
+}
+
 TEST(ChatTemplateFixtures, RealTemplatesAreDetectedAsLlamaCppDetectsThem) {
   EXPECT_EQ(ChatTemplate::detect_builtin(read_text("templates/qwen3.jinja")), "chatml");
   EXPECT_EQ(ChatTemplate::detect_builtin(read_text("templates/llama3.jinja")), "llama3");
