@@ -80,6 +80,35 @@ Result<Value> char_class(const std::string& s, std::string_view name) {
   return Value::boolean(any_cased && ascii_upper(s) == s);  // isupper
 }
 
+// find, rfind, count and join.
+Result<Value> search_or_join(const std::string& s, std::string_view name, CallArgs& a,
+                             const BuiltinLimits& limits) {
+  KAMERA_TRY(arity(a, name, 1, 1));
+  if (name == "join") {
+    if (!a.pos[0].is_array()) return bad("join() needs a list");
+    std::string out;
+    const Array& items = a.pos[0].array_ref();
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].is_string()) {
+        return bad("join(): sequence item {} is {}, not str", i, items[i].type_name());
+      }
+      if (i) out += s;
+      out += items[i].as_string();
+      if (out.size() > limits.max_string_bytes) return bad("join() result is over the limit");
+    }
+    return Value::string(std::move(out));
+  }
+  if (!a.pos[0].is_string()) return bad("{}() needs a str", name);
+  const std::string& x = a.pos[0].as_string();
+  if (name == "count") {
+    if (x.empty()) return Value::integer(int64_t(utf8_decode(s).size()) + 1);
+    return Value::integer(int64_t(python_split(s, &x, -1).size()) - 1);
+  }
+  const size_t at = name == "find" ? s.find(x) : s.rfind(x);
+  if (at == std::string::npos) return Value::integer(-1);
+  return Value::integer(int64_t(utf8_decode(std::string_view(s).substr(0, at)).size()));
+}
+
 Result<Value> string_method(const std::string& s, std::string_view name, CallArgs& a,
                             const BuiltinLimits& limits) {
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -115,31 +144,8 @@ Result<Value> string_method(const std::string& s, std::string_view name, CallArg
     if (r.size() > limits.max_string_bytes) return bad("replace() result is over the limit");
     return Value::string(std::move(r));
   }
-  if (name == "find" || name == "rfind" || name == "count") {
-    KAMERA_TRY(arity(a, name, 1, 1));
-    if (!a.pos[0].is_string()) return bad("{}() needs a str", name);
-    const std::string& x = a.pos[0].as_string();
-    if (name == "count") {
-      return Value::integer(int64_t(python_split(s, &x, -1).size()) - (x.empty() ? 0 : 1));
-    }
-    const size_t at = name == "find" ? s.find(x) : s.rfind(x);
-    if (at == std::string::npos) return Value::integer(-1);
-    return Value::integer(int64_t(utf8_decode(std::string_view(s).substr(0, at)).size()));
-  }
-  if (name == "join") {
-    KAMERA_TRY(arity(a, name, 1, 1));
-    if (!a.pos[0].is_array()) return bad("join() needs a list");
-    std::string out;
-    const Array& items = a.pos[0].array_ref();
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string()) {
-        return bad("join(): sequence item {} is {}, not str", i, items[i].type_name());
-      }
-      if (i) out += s;
-      out += items[i].as_string();
-      if (out.size() > limits.max_string_bytes) return bad("join() result is over the limit");
-    }
-    return Value::string(std::move(out));
+  if (name == "find" || name == "rfind" || name == "count" || name == "join") {
+    return search_or_join(s, name, a, limits);
   }
   KAMERA_TRY(arity(a, name, 0, 0));
   return char_class(s, name);
