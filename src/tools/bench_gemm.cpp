@@ -48,8 +48,10 @@ std::vector<Shape> engine_shapes(const ModelConfig& c, int T) {
 }
 
 // The kernel tables compared: every one of Prescott/Haswell/SkylakeX the CPU runs, plus the
-// ones OpenBLAS chose at load (e.g. Zen) and kamera selected, if they are others.
+// ones OpenBLAS chose at load (e.g. Zen) and kamera selected, if they are others. A build that is
+// not DYNAMIC_ARCH has one table: it is timed alone.
 std::vector<std::string> runnable_cores(const BlasInfo& info) {
+  if (!info.selectable) return {info.core};  // one table only: timed as it is
   std::vector<std::string> cores;
   for (const char* c : {"Prescott", "Haswell", "SkylakeX"})
     if (openblas_core_level(c) <= cpu_isa_level()) cores.push_back(c);
@@ -81,7 +83,7 @@ Result<std::vector<Timing>> time_shape(const Shape& s, const std::vector<std::st
   std::vector<std::vector<double>> wall(cores.size()), cpu(cores.size());
   for (int r = -1; r < reps; ++r)  // r == -1: warm-up
     for (size_t c = 0; c < cores.size(); ++c) {
-      KAMERA_TRY(set_blas_core(cores[c]));
+      if (cores.size() > 1) KAMERA_TRY(set_blas_core(cores[c]));
       const double t0 = now_ms(), c0 = thread_cpu_ms();
       gemm(Trans::No, s.tb, s.M, s.N, s.K, 1.0f, A.data(), s.lda, B.data(), s.ldb, 0.0f, C.data(),
            s.ldc);
@@ -96,6 +98,33 @@ Result<std::vector<Timing>> time_shape(const Shape& s, const std::vector<std::st
   return out;
 }
 
+// One row per layer group: the per-core sums, and the selected core's gain over OpenBLAS's own.
+json layer_summary(const std::map<std::string, std::vector<double>>& layer_ms,
+                   const std::map<std::string, double>& layer_flop,
+                   const std::vector<std::string>& cores, const BlasInfo& info,
+                   const GemmBenchArgs& a) {
+  const auto at = [&](const std::string& core) {
+    return size_t(std::find(cores.begin(), cores.end(), core) - cores.begin());
+  };
+  json layers = json::object();
+  for (const auto& [group, ms] : layer_ms) {
+    json per_core = json::object();
+    for (size_t c = 0; c < cores.size(); ++c)
+      per_core[cores[c]] = {{"ms", ms[c]}, {"gflops", layer_flop.at(group) / (ms[c] * 1e6)}};
+    const double gain = ms[at(info.loaded_core)] / ms[at(info.core)];
+    layers[group] = {{"cores", per_core},
+                     {"timer", a.threads == 1 ? "thread_cpu" : "wall"},
+                     {"selected_over_loaded", gain}};
+    if (!a.json)
+      std::printf(
+          "one %s layer (%s): %s %.2f ms (selected) vs %s %.2f ms (OpenBLAS's own): %.2fx\n",
+          group.c_str(), group == "prefill" ? fmt::format("M = {}", a.tokens).c_str() : "M = 1",
+          info.core.c_str(), ms[at(info.core)], info.loaded_core.c_str(), ms[at(info.loaded_core)],
+          gain);
+  }
+  return layers;
+}
+
 }  // namespace
 
 int run_bench_gemm(const GemmBenchArgs& a) {
@@ -107,10 +136,6 @@ int run_bench_gemm(const GemmBenchArgs& a) {
     cfg = (*loaded)->cfg;
   }
   const BlasInfo info = blas_info();
-  if (!info.selectable)
-    return fail("bench gemm compares OpenBLAS kernel tables; this OpenBLAS (" + info.config +
-                    ") is not a DYNAMIC_ARCH build",
-                a.json);
   set_blas_threads(a.threads);
   const std::vector<std::string> cores = runnable_cores(info);
   std::mt19937 rng(1);
@@ -143,26 +168,8 @@ int run_bench_gemm(const GemmBenchArgs& a) {
     rows.push_back({{"shape", s.name}, {"M", s.M}, {"N", s.N}, {"K", s.K}, {"cores", per_core}});
     if (!a.json) std::printf("%s\n", line.c_str());
   }
-  KAMERA_ASSERT(set_blas_core(info.core).ok());  // back to kamera's selection
-  const auto at = [&](const std::string& core) {
-    return size_t(std::find(cores.begin(), cores.end(), core) - cores.begin());
-  };
-  json layers = json::object();
-  for (const auto& [group, ms] : layer_ms) {
-    json per_core = json::object();
-    for (size_t c = 0; c < cores.size(); ++c)
-      per_core[cores[c]] = {{"ms", ms[c]}, {"gflops", layer_flop[group] / (ms[c] * 1e6)}};
-    const double gain = ms[at(info.loaded_core)] / ms[at(info.core)];
-    layers[group] = {{"cores", per_core},
-                     {"timer", a.threads == 1 ? "thread_cpu" : "wall"},
-                     {"selected_over_loaded", gain}};
-    if (!a.json)
-      std::printf(
-          "one %s layer (%s): %s %.2f ms (selected) vs %s %.2f ms (OpenBLAS's own): %.2fx\n",
-          group.c_str(), group == "prefill" ? fmt::format("M = {}", a.tokens).c_str() : "M = 1",
-          info.core.c_str(), ms[at(info.core)], info.loaded_core.c_str(), ms[at(info.loaded_core)],
-          gain);
-  }
+  if (cores.size() > 1) KAMERA_ASSERT(set_blas_core(info.core).ok());  // back to kamera's choice
+  const json layers = layer_summary(layer_ms, layer_flop, cores, info, a);
   json j{{"mode", "gemm"},
          {"threads", a.threads},
          {"tokens", a.tokens},
