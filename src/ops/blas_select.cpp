@@ -76,6 +76,21 @@ IsaLevel wanted_level() {
   return l > IsaLevel::Avx512 ? IsaLevel::Avx512 : l;
 }
 
+// Re-runs OpenBLAS's dynamic init with OPENBLAS_CORETYPE = core for the call; OPENBLAS_CORETYPE
+// is how that init is told the table. The user's value (if any) is put back.
+void reinit(const DynamicArch& d, std::string_view core) {
+  const char* prev = std::getenv("OPENBLAS_CORETYPE");
+  const std::optional<std::string> saved = prev ? std::optional<std::string>(prev) : std::nullopt;
+  setenv("OPENBLAS_CORETYPE", std::string(core).c_str(), 1);
+  d.quit();
+  d.init();
+  if (saved) {
+    setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
+  } else {
+    unsetenv("OPENBLAS_CORETYPE");
+  }
+}
+
 Status switch_locked(std::string_view core) {
   const auto& d = dynamic_arch();
   if (!d)
@@ -90,20 +105,15 @@ Status switch_locked(std::string_view core) {
   if (dlsym(d->handle, table.c_str()) == nullptr)
     return make_error(ErrorCode::NotFound, "OpenBLAS ({}) has no '{}' kernels (no symbol {})",
                       openblas_get_config(), core, table);
-  // OPENBLAS_CORETYPE is how dynamic init is told the table; the user's value is put back.
-  const char* prev = std::getenv("OPENBLAS_CORETYPE");
-  const std::optional<std::string> saved = prev ? std::optional<std::string>(prev) : std::nullopt;
-  setenv("OPENBLAS_CORETYPE", std::string(core).c_str(), 1);
-  d->quit();
-  d->init();
-  if (saved) {
-    setenv("OPENBLAS_CORETYPE", saved->c_str(), 1);
-  } else {
-    unsetenv("OPENBLAS_CORETYPE");
+  const std::string before = current_core();
+  reinit(*d, core);
+  if (!same_name(current_core(), core)) {
+    const std::string got = current_core();
+    reinit(*d, before);
+    return make_error(ErrorCode::Internal,
+                      "OpenBLAS did not take the '{}' kernels (it ran '{}'); back on '{}'", core,
+                      got, current_core());
   }
-  if (!same_name(current_core(), core))
-    return make_error(ErrorCode::Internal, "OpenBLAS did not take the '{}' kernels (it runs '{}')",
-                      core, current_core());
   return Status::Ok();
 }
 
