@@ -10,6 +10,7 @@
 #include "model/forward.h"
 #include "ops/gemm.h"
 #include "reuse/chunk_cache.h"
+#include "tools/bench_gemm.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -79,9 +80,11 @@ double forward_flops(const ModelConfig& c, int n, int past) {
 int run_bench_serve(const BenchArgs& a);
 
 int run_bench(const BenchArgs& a) {
+  if (a.mode == "gemm") return run_bench_gemm({a.model, a.tokens, a.reps, a.threads, a.json});
+  if (a.model.empty()) return fail("bench " + a.mode + " needs -m/--model", a.json);
   if (a.mode == "serve") return run_bench_serve(a);
   if (a.mode != "prefill" && a.mode != "decode")
-    return fail(fmt::format("bench mode must be prefill, decode or serve, not '{}'", a.mode),
+    return fail(fmt::format("bench mode must be prefill, decode, serve or gemm, not '{}'", a.mode),
                 a.json);
   auto loaded = load_for_cli(a.model, "");
   if (!loaded.ok()) return fail(loaded.message(), a.json);
@@ -159,6 +162,7 @@ int run_bench(const BenchArgs& a) {
   json j{{"mode", a.mode},
          {"model", model_summary(m)},
          {"threads", a.threads},
+         {"blas_path", blas_path()},
          {"tokens", a.tokens},
          {"context_before", past},
          {"reps", a.reps},
@@ -288,6 +292,7 @@ int run_bench_serve(const BenchArgs& a) {
   json j{{"mode", "serve"},
          {"model", model_summary(m)},
          {"threads", a.threads},
+         {"blas_path", blas_path()},
          {"chunk_tokens", a.tokens},
          {"antecedent_tokens", a.antecedent},
          {"rank", po.rank},
@@ -326,10 +331,12 @@ Runner add_bench(CLI::App& app) {
   app.add_option("mode", a->mode,
                  "prefill | decode | serve (a cached chunk of --tokens behind --antecedent tokens: "
                  "serve with a rank --rank patch vs re-prefill, vs the memcpy+GEMM floor, and the "
-                 "patch compile cost vs its forward)")
+                 "patch compile cost vs its forward) | gemm (the engine's f32 GEMM shapes on each "
+                 "OpenBLAS kernel table the CPU runs; -m optional, default the 0.5b shapes)")
       ->required()
-      ->check(CLI::IsMember({"prefill", "decode", "serve"}));
+      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm"}));
   add_model_option(app, a->model);
+  app.get_option("--model")->required(false);  // bench gemm runs without a model
   app.add_option("--tokens", a->tokens, "prefill: prompt length; decode: tokens generated")
       ->capture_default_str();
   app.add_option("--antecedent", a->antecedent, "serve: tokens before the chunk")
