@@ -262,6 +262,7 @@ void BpeModel::encode_segment(std::string_view seg, WordCache& cache,
   std::vector<std::string_view> words;
   words.reserve(seg.size() / 4 + 1);
   pre_->split(seg, words);
+  std::vector<int32_t> scratch;
   for (std::string_view w : words) {
     size_t n = 0;
     if (const int32_t* ids = cache.find(w, n)) {
@@ -269,12 +270,13 @@ void BpeModel::encode_segment(std::string_view seg, WordCache& cache,
       continue;
     }
     const size_t before = out.size();
-    encode_word(w, out);
+    encode_word(w, scratch, out);
     if (w.size() <= kCacheWord) cache.add(w, out.data() + before, out.size() - before);
   }
 }
 
-void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& ids,
+                           std::vector<int32_t>& out) const {
   if (pre_->info().ignore_merges && word.size() > 1) {
     std::string mapped;
     for (char c : word) mapped += gpt2_byte_char(uint8_t(c));
@@ -284,8 +286,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
-  std::vector<int32_t> ids;
-  ids.reserve(word.size());
+  ids.clear();
   for (char c : word) {
     const int32_t id = byte_id_[uint8_t(c)];
     if (id >= 0) ids.push_back(id);  // a vocabulary without this byte's piece drops it

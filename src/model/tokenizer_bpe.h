@@ -59,7 +59,9 @@ class BpeModel {
   std::pair<int32_t, size_t> match_added(std::string_view text, size_t pos,
                                          bool parse_special) const;
   void encode_segment(std::string_view seg, WordCache& cache, std::vector<int32_t>& out) const;
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // scratch: reused symbol buffer (one allocation per call, not per word)
+  void encode_word(std::string_view word, std::vector<int32_t>& scratch,
+                   std::vector<int32_t>& out) const;
   void merge_small(std::vector<int32_t>& ids) const;
   void merge_large(std::vector<int32_t>& ids) const;
 
