@@ -191,7 +191,7 @@ Status BpeModel::build_merges(const std::vector<std::string>& merges) {
 }
 
 int32_t BpeModel::find(std::string_view piece) const {
-  const auto it = index_.find(std::string(piece));
+  const auto it = index_.find(piece);
   return it == index_.end() ? -1 : it->second;
 }
 

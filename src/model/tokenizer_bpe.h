@@ -65,8 +65,13 @@ class BpeModel {
   void merge_small(std::vector<int32_t>& ids) const;
   void merge_large(std::vector<int32_t>& ids) const;
 
+  struct StringHash {  // lets index_ be searched with a string_view, without a copy
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   std::shared_ptr<const PreTokenizer> pre_;
-  std::unordered_map<std::string, int32_t> index_;
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> index_;
   std::vector<std::string> bytes_;  // token id -> bytes
   int32_t byte_id_[256] = {};       // id of each byte's one-character piece, or -1
   std::vector<Merge> merges_;       // open addressing, power-of-two size

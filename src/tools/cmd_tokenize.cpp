@@ -41,7 +41,7 @@ Result<TokenizerHolder> load_tokenizer(const std::string& path, const std::strin
 
 struct TokenizeArgs {
   std::string model, tokenizer, prompt, file;
-  bool no_bos = false, no_special = false, json = false;
+  bool no_bos = false, no_special = false, json = false, ids_only = false;
 };
 
 int run_tokenize(const TokenizeArgs& a) {
@@ -74,7 +74,11 @@ int run_tokenize(const TokenizeArgs& a) {
     return 0;
   }
   std::string out;
-  for (int32_t id : ids) out += fmt::format("{:6d} -> '{}'\n", id, tok.piece(id));
+  if (a.ids_only) {
+    out = fmt::format("[{}]\n", fmt::join(ids, ", "));
+  } else {
+    for (int32_t id : ids) out += fmt::format("{:6d} -> '{}'\n", id, tok.piece(id));
+  }
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
@@ -126,6 +130,7 @@ Runner add_tokenize(CLI::App& app) {
   app.add_flag("--no-special", a->no_special,
                "Read control tokens written in the text (<|im_start|>, ...) as plain text");
   app.add_flag("--json", a->json, "Print {\"tokens\": [...], \"pieces\": [...]}");
+  app.add_flag("--ids", a->ids_only, "Print only the ids, as [1, 2, 3]");
   return [a] { return run_tokenize(*a); };
 }
 
