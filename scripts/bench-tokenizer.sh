@@ -8,7 +8,7 @@
 # vocabulary load). Prints one Markdown table row per file and size.
 set -euo pipefail
 lt="$1"; k="$2"; shift 2
-text() { (cat /usr/share/common-licenses/*; find /usr/share/doc -name copyright | sort | xargs cat) 2>/dev/null | head -c "$1"; }
+text() { (cat /usr/share/common-licenses/*; find /usr/share/doc -name copyright | sort | xargs cat) 2>/dev/null | head -c "$1" || true; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 text 1048576 > "$dir/1mb.txt"
