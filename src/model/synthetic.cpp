@@ -9,6 +9,7 @@
 #include "model/gguf.h"
 #include "model/synthetic_corpus.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_gguf.h"
 
 namespace kamera {
 
@@ -364,17 +365,7 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
 
-  std::vector<int32_t> types;
-  for (TokenType t : v.types) types.push_back(int32_t(t));
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", v.pieces);
-  w.set_f32_array("tokenizer.ggml.scores", v.scores);
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(v.bos));
-  w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(v.eos));
-  w.set_u32("tokenizer.ggml.unknown_token_id", uint32_t(v.unk));
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
-  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  write_tokenizer_gguf(w, v);
 
   const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
   const DType wt = weight_type;

@@ -28,6 +28,8 @@ Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_detokenize(CLI::App& app);
 
 int default_threads();
 

@@ -3,6 +3,7 @@
 
 #include "model/forward.h"
 #include "model/sampler.h"
+#include "model/utf8.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -30,7 +31,9 @@ int run_generate(const GenerateArgs& a) {
         fmt::format("{} has no tokenizer: pass -z tokenizer.bin (llama2.c format)", a.model),
         a.json);
   const Tokenizer& tok = *m.tokenizer;
-  std::vector<int32_t> ids = tok.encode(a.prompt, /*add_bos=*/true);
+  std::vector<int32_t> ids = tok.encode(a.prompt, tok.add_bos());
+  const bool echo_first = !tok.add_bos() && !ids.empty();  // no BOS in front: print every token
+  if (ids.empty()) ids.push_back(tok.bos());               // something to condition on
   if (a.n < 0) return fail("-n must be >= 0", a.json);
   int n_gen = a.n;
   if (int(ids.size()) >= c.ctx_len)
@@ -57,14 +60,17 @@ int run_generate(const GenerateArgs& a) {
   Sampler sampler(sp);
 
   std::string text;
+  Utf8Stream stream;  // a character split across tokens is printed once it is complete
   auto emit = [&](int32_t prev, int32_t t) {
-    const std::string piece = tok.decode(prev, t);
-    text += piece;
+    const std::string bytes = tok.decode(prev, t);
+    text += bytes;
+    const std::string piece = stream.push(bytes);
     if (!a.json) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
   };
+  if (echo_first) emit(-1, ids[0]);
   for (size_t i = 1; i < ids.size(); ++i) emit(ids[i - 1], ids[i]);
 
   std::vector<Pos> pos(ids.size());
@@ -77,7 +83,7 @@ int run_generate(const GenerateArgs& a) {
   int32_t prev = ids.back();
   for (int i = 0; i < n_gen; ++i) {
     const int32_t next = sampler.sample(*logits);
-    if (!a.ignore_eos && (next == tok.eos() || next == tok.bos())) break;
+    if (!a.ignore_eos && (tok.is_eog(next) || next == tok.bos())) break;
     out.push_back(next);
     emit(prev, next);
     prev = next;
@@ -89,7 +95,8 @@ int run_generate(const GenerateArgs& a) {
   const double t2 = now_ms();
   const double gen_ms = t2 - t1;
   if (!a.json) {
-    std::printf("\n");
+    const std::string tail = stream.flush();
+    std::printf("%s\n", tail.c_str());
     std::fflush(stdout);
   }
   std::fprintf(stderr,

@@ -1,6 +1,7 @@
 // kamera make-model: seeded random-weight GGUF files with real shapes.
 #include <cstdio>
 
+#include "model/hf_tokenizer.h"
 #include "model/synthetic.h"
 #include "tools/cli_common.h"
 
@@ -10,9 +11,26 @@ namespace {
 
 struct MakeModelArgs {
   std::string arch = "llama", preset, dims, out, type = "f32";
+  std::string vocab, tokenizer_config, vocab_pre;  // a Hugging Face tokenizer to embed
   uint64_t seed = 1;
   bool json = false;
 };
+
+// The model's vocabulary size follows an imported vocabulary; --dims vocab=N (N larger) pads it
+// with unused "[PAD<id>]" tokens, as llama.cpp's converter pads to a model's vocab_size.
+Status fit_vocab(Tokenizer::Vocab& v, ModelConfig& c, bool vocab_in_dims) {
+  const int n = int(v.pieces.size());
+  if (!vocab_in_dims) c.n_vocab = n;
+  if (c.n_vocab < n)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--dims vocab={} is smaller than the {} tokens of --vocab", c.n_vocab, n);
+  for (int i = n; i < c.n_vocab; ++i) {
+    v.pieces.push_back(fmt::format("[PAD{}]", i));
+    v.scores.push_back(0.0f);
+    v.types.push_back(TokenType::Unused);
+  }
+  return Status::Ok();
+}
 
 int run_make_model(const MakeModelArgs& a) {
   const std::string preset = a.preset.empty() ? "tiny" : a.preset;
@@ -32,6 +50,13 @@ int run_make_model(const MakeModelArgs& a) {
   auto type = dtype_from_name(a.type);
   if (!type) return fail(fmt::format("--type '{}' (f32, f16, bf16, q8_0)", a.type), a.json);
   SyntheticSpec spec;
+  if (!a.vocab.empty()) {
+    auto v = import_hf_tokenizer(a.vocab, a.tokenizer_config, a.vocab_pre);
+    if (!v.ok()) return fail(v.message(), a.json);
+    Status st = fit_vocab(*v, *cfg, a.dims.find("vocab=") != std::string::npos);
+    if (!st.ok()) return fail(st.message(), a.json);
+    spec.vocab = std::move(v.value());
+  }
   spec.cfg = *cfg;
   spec.seed = a.seed;
   spec.weight_type = *type;
@@ -81,6 +106,17 @@ Runner add_make_model(CLI::App& app) {
   app.add_option("--seed", a->seed, "Seed; the same seed gives the same file")
       ->capture_default_str();
   app.add_option("-o,--output", a->out, "Output .gguf path")->required();
+  app.add_option("--vocab", a->vocab,
+                 "Embed a Hugging Face byte-level BPE tokenizer (tokenizer.json); the model's "
+                 "vocabulary size follows it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tokenizer-config", a->tokenizer_config,
+                 "tokenizer_config.json for --vocab: special tokens, add_bos/add_eos, chat "
+                 "template")
+      ->check(CLI::ExistingFile);
+  app.add_option("--vocab-pre", a->vocab_pre,
+                 "Pre-tokenizer name to write (tokenizer.ggml.pre) instead of the one recognized "
+                 "in --vocab");
   app.add_flag("--json", a->json, "Print a JSON summary");
   return [a] { return run_make_model(*a); };
 }

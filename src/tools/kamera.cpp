@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
       "The agent demo: a sliding window over a frame stream on the mini vision-language model, "
       "kamera vs re-prefill",
       add_demo);
+  reg("tokenize", "Text -> token ids with the model's vocabulary (SentencePiece or byte-level BPE)",
+      add_tokenize);
+  reg("detokenize", "Token ids -> text with the model's vocabulary", add_detokenize);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);
