@@ -19,8 +19,9 @@ namespace kamera {
 namespace quant {
 
 const QuantKernels* const* all_kernels(int* count) {
-  static const QuantKernels* const k[] = {&scalar_kernels(), &avx2_kernels(), &avx512_kernels(),
-                                          &avx512_vnni_kernels()};
+  static const QuantKernels* const k[] = {&scalar_kernels(),      &avx2_kernels(),
+                                          &avx512_kernels(),      &avx512_vnni_kernels(),
+                                          &avx512_bf16_kernels(), &amx_kernels()};
   *count = int(std::size(k));
   return k;
 }
@@ -78,8 +79,9 @@ void decode(const QuantKernels& k, const WeightView& w, const float* x, int64_t 
   });
 }
 
-// Weight rows per panel: dequantized once, multiplied against every activation row.
-constexpr int64_t kPanelRows = 48;
+// Weight rows per panel: dequantized once, multiplied against every activation row. A multiple
+// of 32 (the amx gemm computes whole 32-row blocks and drops the rows past the panel's end).
+constexpr int64_t kPanelRows = 64;
 
 void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t n, float* y,
              ThreadPool& pool) {
@@ -110,8 +112,10 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
 
 }  // namespace
 
+// Decode: the highest integer path (the bf16 and amx tables decode with avx512_vnni's kernels).
 const QuantKernels& decode_kernels() {
-  static const QuantKernels& k = best([](const QuantKernels&) { return true; });
+  static const QuantKernels& k =
+      best([](const QuantKernels& t) { return t.panel == PanelFormat::F32; });
   return k;
 }
 

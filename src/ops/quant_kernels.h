@@ -49,6 +49,8 @@ const QuantKernels& scalar_kernels();
 const QuantKernels& avx2_kernels();
 const QuantKernels& avx512_kernels();
 const QuantKernels& avx512_vnni_kernels();
+const QuantKernels& avx512_bf16_kernels();
+const QuantKernels& amx_kernels();
 
 // Every path compiled in, scalar first.
 const QuantKernels* const* all_kernels(int* count);

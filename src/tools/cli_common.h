@@ -27,6 +27,7 @@ Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);
+Runner add_quant_bench(CLI::App& app);
 
 int default_threads();
 

@@ -1,0 +1,151 @@
+// kamera quant-bench: GFLOP/s of the quantized-weight matmul (ops/quant.h) per weight type,
+// layer shape, activation rows and kernel path, on random weights of each type. A benchmark,
+// not a test: it prints numbers with the CPU's features; ratios against llama.cpp are made from
+// llama-bench runs on the same machine (docs/BENCHMARKS.md).
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "../tests/support/quant_data.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "ops/quant.h"
+#include "ops/quant_kernels.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+
+struct QuantBenchArgs {
+  std::string types = "f16,q8_0,q5_0,q4_K,q6_K";
+  std::string shapes = "896x896,128x896,4864x896,896x4864,151936x896";
+  std::string rows = "1,512";
+  int threads = default_threads(), reps = 3;
+  bool all_paths = false, json = false;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, sep);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::optional<GgmlType> type_by_name(const std::string& name) {
+  for (GgmlType t : weight_types()) {
+    std::string a = ggml_type_name(t), b = name;
+    std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+    std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+    if (a == b) return t;
+  }
+  return std::nullopt;
+}
+
+int run(const QuantBenchArgs& a) {
+  std::vector<GgmlType> types;
+  for (const std::string& s : split(a.types, ',')) {
+    const auto t = type_by_name(s);
+    if (!t) return fail(fmt::format("--types: '{}' is not a weight type", s), a.json);
+    types.push_back(*t);
+  }
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (const std::string& s : split(a.shapes, ',')) {
+    long long r = 0, c = 0;
+    if (std::sscanf(s.c_str(), "%lldx%lld", &r, &c) != 2 || r < 1 || c < 1)
+      return fail(fmt::format("--shapes: '{}' is not ROWSxCOLS", s), a.json);
+    shapes.emplace_back(r, c);
+  }
+  std::vector<int64_t> ns;
+  for (const std::string& s : split(a.rows, ',')) ns.push_back(std::max(1L, std::stol(s)));
+
+  std::vector<const quant::QuantKernels*> paths;
+  if (a.all_paths) {
+    int n = 0;
+    const quant::QuantKernels* const* all = quant::all_kernels(&n);
+    for (int i = 0; i < n; ++i)
+      if (quant::cpu_supports(*all[i])) paths.push_back(all[i]);
+  } else {
+    paths.push_back(nullptr);  // the dispatched tables
+  }
+  ThreadPool pool(a.threads);
+  json rows = json::array();
+  if (!a.json) {
+    std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d\n\n",
+                cpu_features().brand.c_str(), cpu_feature_string().c_str(),
+                isa_level_name(isa_level()), a.threads);
+    std::printf("| type | shape (rows x cols) | n | path | ms | GFLOP/s | weight GB/s |\n");
+    std::printf("|---|---|---|---|---|---|---|\n");
+  }
+  for (GgmlType t : types) {
+    for (const auto& [R, C] : shapes) {
+      if (C % ggml_block_size(t) != 0) continue;  // llama-quantize falls back to another type
+      const auto w = quant_data::random_rows(t, R, C, 1);
+      const WeightView wv = *make_weight_view(t, w.data(), R, C);
+      for (int64_t n : ns) {
+        const auto x = quant_data::random_activations(n * C, 2);
+        std::vector<float> y(size_t(n * R));
+        for (const quant::QuantKernels* k : paths) {
+          const quant::QuantKernels& dk = k ? *k : quant::decode_kernels();
+          const quant::QuantKernels& pk = k ? *k : quant::prefill_kernels();
+          quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);  // warm up
+          double best = 1e30;
+          for (int rep = 0; rep < a.reps; ++rep) {
+            const double t0 = now_ms();
+            quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);
+            best = std::min(best, now_ms() - t0);
+          }
+          const double gflops = 2.0 * double(n) * double(R) * double(C) / (best * 1e6);
+          const double gbs = double(w.size()) / (best * 1e6);
+          const char* name = n <= kQuantDecodeMaxRows ? dk.name : pk.name;
+          rows.push_back({{"type", ggml_type_name(t)},
+                          {"rows", R},
+                          {"cols", C},
+                          {"n", n},
+                          {"path", name},
+                          {"ms", best},
+                          {"gflops", gflops},
+                          {"weight_gbs", gbs}});
+          if (!a.json)
+            std::printf("| %s | %lld x %lld | %lld | %s | %.3f | %.1f | %.1f |\n",
+                        ggml_type_name(t).c_str(), (long long)R, (long long)C, (long long)n, name,
+                        best, gflops, gbs);
+        }
+      }
+    }
+  }
+  if (a.json) {
+    json kp = json::object();
+    for (GgmlType t : weight_types()) kp[ggml_type_name(t)] = kernel_path(t);
+    print_json(json{{"cpu", cpu_features().brand},
+                    {"features", cpu_feature_string()},
+                    {"isa_level", isa_level_name(isa_level())},
+                    {"threads", a.threads},
+                    {"kernel_paths", kp},
+                    {"results", rows}},
+               2);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_quant_bench(CLI::App& app) {
+  auto a = std::make_shared<QuantBenchArgs>();
+  app.add_option("--types", a->types, "Weight types, comma separated")->capture_default_str();
+  app.add_option("--shapes", a->shapes, "Weight shapes ROWSxCOLS (out x in), comma separated")
+      ->capture_default_str();
+  app.add_option("-n,--rows", a->rows, "Activation rows per matmul, comma separated")
+      ->capture_default_str();
+  app.add_option("--reps", a->reps, "Timed repetitions (the best is kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--all-paths", a->all_paths,
+               "Every kernel path this CPU supports, not only the dispatched ones");
+  add_threads_option(app, a->threads);
+  app.add_flag("--json", a->json, "JSON output");
+  return [a] { return run(*a); };
+}
+
+}  // namespace kamera::cli
