@@ -88,8 +88,13 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
   const void* xp = x;
   std::vector<uint8_t> packed;
   if (k.pack_x != nullptr) {
+    // Packed layouts keep blocks of 16 rows contiguous, so threads pack blocks of rows apart.
     packed.resize(k.packed_x_bytes(n, w.cols));
-    k.pack_x(x, n, w.cols, packed.data());
+    const size_t block_bytes = k.packed_x_bytes(16, w.cols);
+    pool.parallel_for((n + 15) / 16, [&](int64_t b0, int64_t b1) {
+      const int64_t r0 = 16 * b0, r1 = std::min(n, 16 * b1);
+      k.pack_x(x + r0 * w.cols, r1 - r0, w.cols, packed.data() + size_t(b0) * block_bytes);
+    });
     xp = packed.data();
   }
   const size_t elem = k.panel == PanelFormat::F32 ? 4 : 2;

@@ -44,8 +44,9 @@ void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* o
 // weight type on this CPU (for `kamera info` and bench --json).
 std::string kernel_path(GgmlType t);
 
-// Activation rows up to which matmul takes the decode path.
-inline constexpr int64_t kQuantDecodeMaxRows = 8;
+// Activation rows up to which matmul takes the decode path (each extra row costs a whole pass of
+// integer dots; from about 5 rows on, dequantized panels through the GEMM are faster here).
+inline constexpr int64_t kQuantDecodeMaxRows = 4;
 
 namespace quant {
 struct QuantKernels;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/status.h"
 #include "ops/quant_kernels.h"
 
 namespace kamera::quant {
@@ -35,6 +36,8 @@ struct alignas(64) TileConfig {
 void configure_tiles() {
   thread_local bool done = false;
   if (done) return;
+  // Linux grants tile data per process on request, which feature detection makes.
+  KAMERA_ASSERT(cpu_features().amx_bf16);
   TileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.colsb[t] = 64;
@@ -92,8 +95,10 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
   const int64_t kt = k / 32, mp = padded_rows(m);
   const size_t tile_bytes = 1024, wstride = size_t(ldw) * 2;
   alignas(64) float c[4][256];
-  for (int64_t jb = 0; jb < nw; jb += 32) {
-    for (int64_t ib = 0; ib < mp; ib += 32) {
+  // Activation blocks outside: a block's B tiles stay in L2 while every weight block of the
+  // panel passes over them, so the packed activations stream from L3 once per panel.
+  for (int64_t ib = 0; ib < mp; ib += 32) {
+    for (int64_t jb = 0; jb < nw; jb += 32) {
       const bool two_i = ib + 16 < mp;
       _tile_zero(0);
       _tile_zero(1);

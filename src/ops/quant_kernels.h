@@ -36,7 +36,8 @@ struct QuantKernels {
   // Converts n f32 values (a dequantized weight row) to the panel format; null for F32.
   void (*to_panel)(const float* src, void* dst, int64_t n);
   // Bytes of m activation rows of k values packed for gemm, and the packing; null when gemm
-  // reads the f32 rows as they are.
+  // reads the f32 rows as they are. Rows [16 b, 16 b + 16) pack to packed_x_bytes(16, k) bytes
+  // at b * packed_x_bytes(16, k), so blocks of 16 rows can be packed separately.
   size_t (*packed_x_bytes)(int64_t m, int64_t k);
   void (*pack_x)(const float* x, int64_t m, int64_t k, void* dst);
   // y[i * ldy + j] = sum_k x[i][k] * w[j][k] for i < m, j < nw: x packed (or f32 rows of k), w

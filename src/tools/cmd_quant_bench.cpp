@@ -9,6 +9,7 @@
 #include "../tests/support/quant_data.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
+#include "model/gguf.h"
 #include "ops/quant.h"
 #include "ops/quant_kernels.h"
 #include "tools/cli_common.h"
@@ -22,6 +23,7 @@ struct QuantBenchArgs {
   std::string shapes = "896x896,128x896,4864x896,896x4864,151936x896";
   std::string rows = "1,512";
   int threads = default_threads(), reps = 3;
+  std::string gguf;
   bool all_paths = false, json = false;
 };
 
@@ -43,6 +45,59 @@ std::optional<GgmlType> type_by_name(const std::string& name) {
   return std::nullopt;
 }
 
+// Every matrix product of one forward of n tokens through a GGUF file's weights, in their file
+// types (the 2-D ".weight" tensors, and token_embd again as the output head when the file ties
+// it): the matmul-only time of a forward, to set beside llama-bench on the same file.
+int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPool& pool) {
+  auto f = GgufFile::open(a.gguf);
+  if (!f.ok()) return fail(f.message(), a.json);
+  std::vector<WeightView> ws;
+  size_t bytes = 0;
+  int64_t max_dim = 0;
+  const bool tied = (*f)->find_tensor("output.weight") == nullptr;
+  for (const GgufTensor& t : (*f)->tensors()) {
+    const bool weight = t.ne.size() == 2 && t.name.size() > 7 &&
+                        t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+    if (!weight || (t.name == "token_embd.weight" && !tied)) continue;
+    auto wv = make_weight_view(t.type, t.data, t.ne[1], t.ne[0]);
+    if (!wv.ok()) return fail(wv.message(), a.json);
+    ws.push_back(*wv);
+    bytes += t.nbytes;
+    max_dim = std::max({max_dim, t.ne[0], t.ne[1]});
+  }
+  json rows = json::array();
+  for (int64_t n : ns) {
+    const auto x = quant_data::random_activations(n * max_dim, 2);
+    std::vector<float> y(size_t(n * max_dim));
+    double flops = 0.0;
+    for (const WeightView& w : ws) flops += 2.0 * double(n) * double(w.rows) * double(w.cols);
+    double best = 1e30;
+    for (int rep = 0; rep < a.reps + 1; ++rep) {  // the first pass warms up
+      const double t0 = now_ms();
+      for (const WeightView& w : ws) matmul(w, x.data(), n, nullptr, y.data(), pool);
+      if (rep > 0) best = std::min(best, now_ms() - t0);
+    }
+    rows.push_back({{"n", n},
+                    {"ms", best},
+                    {"tokens_per_s", double(n) * 1000.0 / best},
+                    {"gflops", flops / (best * 1e6)},
+                    {"weight_gbs", double(bytes) / (best * 1e6)}});
+    if (!a.json)
+      std::printf("| %s | %lld | %zu | %.2f | %.1f | %.1f |\n", a.gguf.c_str(), (long long)n,
+                  ws.size(), best, double(n) * 1000.0 / best, flops / (best * 1e6));
+  }
+  if (a.json)
+    print_json(json{{"cpu", cpu_features().brand},
+                    {"features", cpu_feature_string()},
+                    {"isa_level", isa_level_name(isa_level())},
+                    {"threads", a.threads},
+                    {"gguf", a.gguf},
+                    {"weight_bytes", bytes},
+                    {"results", rows}},
+               2);
+  return 0;
+}
+
 int run(const QuantBenchArgs& a) {
   std::vector<GgmlType> types;
   for (const std::string& s : split(a.types, ',')) {
@@ -58,7 +113,23 @@ int run(const QuantBenchArgs& a) {
     shapes.emplace_back(r, c);
   }
   std::vector<int64_t> ns;
-  for (const std::string& s : split(a.rows, ',')) ns.push_back(std::max(1L, std::stol(s)));
+  for (const std::string& s : split(a.rows, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (*end != 0 || v < 1) return fail(fmt::format("--rows: '{}' is not a count", s), a.json);
+    ns.push_back(v);
+  }
+  if (!a.gguf.empty()) {
+    ThreadPool pool(a.threads);
+    if (!a.json) {
+      std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d\n\n",
+                  cpu_features().brand.c_str(), cpu_feature_string().c_str(),
+                  isa_level_name(isa_level()), a.threads);
+      std::printf("| file | n | matrices | ms per pass | tokens/s (matmul only) | GFLOP/s |\n");
+      std::printf("|---|---|---|---|---|---|\n");
+    }
+    return run_model(a, ns, pool);
+  }
 
   std::vector<const quant::QuantKernels*> paths;
   if (a.all_paths) {
@@ -141,6 +212,9 @@ Runner add_quant_bench(CLI::App& app) {
   app.add_option("--reps", a->reps, "Timed repetitions (the best is kept)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--gguf", a->gguf,
+                 "Time every matrix product of a forward through this file's weights instead")
+      ->check(CLI::ExistingFile);
   app.add_flag("--all-paths", a->all_paths,
                "Every kernel path this CPU supports, not only the dispatched ones");
   add_threads_option(app, a->threads);
