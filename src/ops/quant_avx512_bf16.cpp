@@ -54,22 +54,30 @@ void pack(const float* x, int64_t m, int64_t k, void* dst) {
 template <int MR, int NR>
 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
           int64_t ldy, bool add) {
+  // Loops over the tile are unrolled so the accumulators stay in registers.
   __m512 acc[MR][NR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; p += 32) {
     __m512bh wv[NR];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const __m512i v = _mm512_loadu_si512(w + j * ldw + p);
       wv[j] = reinterpret_cast<const __m512bh&>(v);
     }
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512i v = _mm512_loadu_si512(x + i * ldx + p);
       const __m512bh xv = reinterpret_cast<const __m512bh&>(v);
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const float s = hsum512(acc[i][j]);
       y[i * ldy + j] = add ? y[i * ldy + j] + s : s;
