@@ -2,8 +2,12 @@
 // layer shape, activation rows and kernel path, on random weights of each type. A benchmark,
 // not a test: it prints numbers with the CPU's features; ratios against llama.cpp are made from
 // llama-bench runs on the same machine (docs/BENCHMARKS.md).
+#include <sys/mman.h>
 #include <algorithm>
+
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <sstream>
 
@@ -25,7 +29,7 @@ struct QuantBenchArgs {
   std::string rows = "1,512";
   int threads = default_threads(), reps = 3;
   std::string gguf;
-  bool all_paths = false, cpu_time = false, json = false;
+  bool all_paths = false, cpu_time = false, copy = false, json = false;
 };
 
 // Milliseconds of wall time, or of this thread's CPU time (--cpu-time, single thread: on a
@@ -75,6 +79,25 @@ int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPoo
     bytes += t.nbytes;
     max_dim = std::max({max_dim, t.ne[0], t.ne[1]});
   }
+  // --copy: the weights in one anonymous buffer with transparent huge pages (as a loader that
+  // keeps "one aligned copy" would hold them) instead of the file mapping's 4 KiB pages.
+  void* copy = nullptr;
+  if (a.copy) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    size_t total = 0;
+    for (const WeightView& w : ws) total += (w.row_bytes * size_t(w.rows) + 63) / 64 * 64;
+    total = (total + kHuge - 1) / kHuge * kHuge;
+    copy = std::aligned_alloc(kHuge, total);
+    if (copy == nullptr) return fail("--copy: out of memory", a.json);
+    madvise(copy, total, MADV_HUGEPAGE);
+    auto* dst = static_cast<uint8_t*>(copy);
+    for (WeightView& w : ws) {
+      const size_t nb = w.row_bytes * size_t(w.rows);
+      std::memcpy(dst, w.data, nb);
+      w.data = dst;
+      dst += (nb + 63) / 64 * 64;
+    }
+  }
   json rows = json::array();
   for (int64_t n : ns) {
     const auto x = quant_data::random_activations(n * max_dim, 2);
@@ -96,12 +119,14 @@ int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPoo
       std::printf("| %s | %lld | %zu | %.2f | %.1f | %.1f |\n", a.gguf.c_str(), (long long)n,
                   ws.size(), best, double(n) * 1000.0 / best, flops / (best * 1e6));
   }
+  std::free(copy);
   if (a.json)
     print_json(json{{"cpu", cpu_features().brand},
                     {"features", cpu_feature_string()},
                     {"isa_level", isa_level_name(isa_level())},
                     {"threads", a.threads},
                     {"gguf", a.gguf},
+                    {"weights", a.copy ? "huge-page copy" : "file mapping"},
                     {"weight_bytes", bytes},
                     {"results", rows}},
                2);
@@ -226,6 +251,8 @@ Runner add_quant_bench(CLI::App& app) {
   app.add_option("--gguf", a->gguf,
                  "Time every matrix product of a forward through this file's weights instead")
       ->check(CLI::ExistingFile);
+  app.add_flag("--copy", a->copy,
+               "With --gguf: multiply from one huge-page copy of the weights, not the mapping");
   app.add_flag("--cpu-time", a->cpu_time,
                "Time by the thread's CPU time instead of wall time (with -t 1)");
   app.add_flag("--all-paths", a->all_paths,
