@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,26 @@ TEST(QuantKernels, PathsAreListedAndTheDispatchedOnesAreSupported) {
     const std::string s = kernel_path(t);
     EXPECT_NE(s.find(decode_kernels().name), std::string::npos) << s;
     EXPECT_NE(s.find(prefill_kernels().name), std::string::npos) << s;
+  }
+}
+
+// KAMERA_ISA caps the dispatch (checked in a fresh process: the level is read once).
+TEST(QuantKernels, KameraIsaCapsTheDispatchedPaths) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* names[] = {"scalar", "avx2", "avx512", "avx512_vnni"};
+  for (int l = 0; l <= int(cpu_isa_level()) && l < 4; ++l) {
+    SCOPED_TRACE(names[l]);
+    EXPECT_EXIT(
+        {
+          setenv("KAMERA_ISA", names[l], 1);
+          const bool ok = std::string(decode_kernels().name) == names[l] &&
+                          std::string(prefill_kernels().name) == names[l] &&
+                          kernel_path(GgmlType::Q8_0).find(names[l]) != std::string::npos;
+          std::fprintf(stderr, "decode %s prefill %s\n", decode_kernels().name,
+                       prefill_kernels().name);
+          std::exit(ok ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "decode");
   }
 }
 
