@@ -18,6 +18,35 @@ namespace kamera {
 
 namespace quant {
 
+const QuantKernels& avx512_bf16_kernels() {
+  static const QuantKernels k = [] {
+    QuantKernels t = avx512_vnni_kernels();  // decode and dequantization
+    t.name = "avx512_bf16";
+    t.level = IsaLevel::Avx512Vnni;
+    t.needs_bf16 = true;
+    t.panel = PanelFormat::BF16;
+    t.to_panel = bf16::to_bf16;
+    t.packed_x_bytes = bf16::packed_x_bytes;
+    t.pack_x = bf16::pack_x;
+    t.gemm = bf16::gemm;
+    return t;
+  }();
+  return k;
+}
+
+const QuantKernels& amx_kernels() {
+  static const QuantKernels k = [] {
+    QuantKernels t = avx512_bf16_kernels();
+    t.name = "amx";
+    t.level = IsaLevel::Amx;
+    t.packed_x_bytes = amx::packed_x_bytes;
+    t.pack_x = amx::pack_x;
+    t.gemm = amx::gemm;
+    return t;
+  }();
+  return k;
+}
+
 const QuantKernels* const* all_kernels(int* count) {
   static const QuantKernels* const k[] = {&scalar_kernels(),      &avx2_kernels(),
                                           &avx512_kernels(),      &avx512_vnni_kernels(),

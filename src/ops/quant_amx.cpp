@@ -19,8 +19,6 @@
 
 namespace kamera::quant {
 
-void bf16_from_f32(const float* src, void* dst, int64_t n);  // quant_avx512_bf16.cpp
-
 namespace {
 
 // Tile configuration (palette 1): tiles 0-3 hold C (16 x 16 f32), 4-5 A (16 rows x 32 bf16),
@@ -65,7 +63,7 @@ void pack(const float* x, int64_t m, int64_t k, void* dst) {
       uint32_t* tile = out + (ib / 16 * (k / 32) + kb / 32) * 256;
       for (int c = 0; c < 16; ++c) {
         if (ib + c < m) {
-          bf16_from_f32(x + (ib + c) * k + kb, row, 32);
+          bf16::to_bf16(x + (ib + c) * k + kb, row, 32);
         } else {
           std::memset(row, 0, sizeof(row));
         }
@@ -134,17 +132,18 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
 
 }  // namespace
 
-const QuantKernels& amx_kernels() {
-  static const QuantKernels k = [] {
-    QuantKernels t = avx512_bf16_kernels();
-    t.name = "amx";
-    t.level = IsaLevel::Amx;
-    t.packed_x_bytes = packed_bytes;
-    t.pack_x = pack;
-    t.gemm = gemm;
-    return t;
-  }();
-  return k;
+// The entry points (quant_kernels.h); the table is built in quant.cpp.
+namespace amx {
+size_t packed_x_bytes(int64_t m, int64_t k) {
+  return packed_bytes(m, k);
 }
+void pack_x(const float* x, int64_t m, int64_t k, void* dst) {
+  pack(x, m, k, dst);
+}
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy) {
+  kamera::quant::gemm(m, nw, k, x, w, ldw, y, ldy);
+}
+}  // namespace amx
 
 }  // namespace kamera::quant

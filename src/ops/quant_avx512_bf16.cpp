@@ -138,25 +138,22 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
 
 }  // namespace
 
-// Shared with quant_amx.cpp (same flags).
-void bf16_from_f32(const float* src, void* dst, int64_t n) {
-  to_bf16(src, dst, n);
+// The entry points (quant_kernels.h); the table that holds them is built in quant.cpp, because
+// code compiled with these flags must not run before the CPU check.
+namespace bf16 {
+void to_bf16(const float* src, void* dst, int64_t n) {
+  kamera::quant::to_bf16(src, dst, n);
 }
-
-const QuantKernels& avx512_bf16_kernels() {
-  static const QuantKernels k = [] {
-    QuantKernels t = avx512_vnni_kernels();
-    t.name = "avx512_bf16";
-    t.level = IsaLevel::Avx512Vnni;
-    t.needs_bf16 = true;
-    t.panel = PanelFormat::BF16;
-    t.to_panel = to_bf16;
-    t.packed_x_bytes = packed_bytes;
-    t.pack_x = pack;
-    t.gemm = gemm;
-    return t;
-  }();
-  return k;
+size_t packed_x_bytes(int64_t m, int64_t k) {
+  return packed_bytes(m, k);
 }
+void pack_x(const float* x, int64_t m, int64_t k, void* dst) {
+  pack(x, m, k, dst);
+}
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy) {
+  kamera::quant::gemm(m, nw, k, x, w, ldw, y, ldy);
+}
+}  // namespace bf16
 
 }  // namespace kamera::quant

@@ -53,6 +53,23 @@ const QuantKernels& avx512_vnni_kernels();
 const QuantKernels& avx512_bf16_kernels();
 const QuantKernels& amx_kernels();
 
+// The prefill pieces of the avx512_bf16 and amx paths, from their own files (the tables are
+// built in quant.cpp: no code compiled with AVX-512 flags runs before the CPU check, and a
+// table's run-time initializer would).
+namespace bf16 {
+void to_bf16(const float* src, void* dst, int64_t n);
+size_t packed_x_bytes(int64_t m, int64_t k);
+void pack_x(const float* x, int64_t m, int64_t k, void* dst);
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy);
+}  // namespace bf16
+namespace amx {
+size_t packed_x_bytes(int64_t m, int64_t k);
+void pack_x(const float* x, int64_t m, int64_t k, void* dst);
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy);
+}  // namespace amx
+
 // Every path compiled in, scalar first.
 const QuantKernels* const* all_kernels(int* count);
 // True when this CPU can run path k (ignores KAMERA_ISA).
