@@ -1,4 +1,5 @@
 #include "model/bpe_pretokenizer.h"
+#include "core/log.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -90,7 +91,7 @@ void split_isolated(const pcre2_code* re, pcre2_match_data* md, pcre2_match_cont
       if (rc != PCRE2_ERROR_NOMATCH) {
         static std::atomic<bool> warned{false};
         if (!warned.exchange(true))
-          spdlog::warn("pre-tokenizer: PCRE2 match error {}; the rest of a piece stays whole", rc);
+          log().warn("pre-tokenizer: PCRE2 match error {}; the rest of a piece stays whole", rc);
       }
       break;
     }

@@ -1,4 +1,5 @@
 #include "model/chat_template.h"
+#include "core/log.h"
 
 #include <fstream>
 #include <sstream>
@@ -146,7 +147,7 @@ Result<ChatTemplate> ChatTemplate::from_gguf(std::string_view source) {
   if (parsed.ok()) return parsed;
   const auto fallback = detect_builtin(source);
   if (!fallback) return parsed.error();
-  spdlog::warn("{}; using the built-in '{}' chat template instead", parsed.message(), *fallback);
+  log().warn("{}; using the built-in '{}' chat template instead", parsed.message(), *fallback);
   return named(*fallback);
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/log.h"
 #include "model/bpe_pretokenizer.h"
 
 namespace kamera {
@@ -44,7 +45,7 @@ int32_t special_id(const GgufFile& f, const char* key, int32_t dflt, size_t n) {
   const auto v = f.get_int(std::string("tokenizer.ggml.") + key);
   if (!v) return dflt;
   if (*v < 0 || size_t(*v) >= n) {
-    spdlog::warn("{}: tokenizer.ggml.{} = {} is not a token id (the vocabulary has {}); ignored",
+    log().warn("{}: tokenizer.ggml.{} = {} is not a token id (the vocabulary has {}); ignored",
                  f.name(), key, *v, n);
     return dflt;
   }
@@ -62,7 +63,7 @@ Result<Tokenizer> read_bpe(const GgufFile& f) {
   v.merges = *merges;
   const auto pre = f.get_string("tokenizer.ggml.pre");
   if (!pre)
-    spdlog::warn("{}: no tokenizer.ggml.pre; using llama.cpp's 'default' pre-tokenizer", f.name());
+    log().warn("{}: no tokenizer.ggml.pre; using llama.cpp's 'default' pre-tokenizer", f.name());
   v.pre = pre.value_or("default");
   auto info = pre_tokenizer_info(v.pre);
   if (!info.ok()) return with_context(info.error(), f.name());

@@ -30,6 +30,7 @@ Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_detokenize(CLI::App& app);
+Runner add_quant_bench(CLI::App& app);
 
 int default_threads();
 

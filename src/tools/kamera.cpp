@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
       add_make_model);
   reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
       add_bench);
+  reg("quant-bench", "GFLOP/s of the quantized-weight matmul per type, shape and kernel path",
+      add_quant_bench);
   reg("reuse-bench",
       "Score chunk reuse (blind, rank-m patch, deep-half patch, mask oracle) against re-prefill",
       add_reuse_bench);
