@@ -129,7 +129,7 @@ json layer_summary(const std::map<std::string, std::vector<double>>& layer_ms,
 
 int run_bench_gemm(const GemmBenchArgs& a) {
   if (a.tokens < 1 || a.reps < 1) return fail("--tokens and --reps must be >= 1", a.json);
-  ModelConfig cfg = *synthetic_preset("qwen2", "0.5b");
+  ModelConfig cfg = *synthetic_preset(Arch::Qwen2, "0.5b");
   if (!a.model.empty()) {
     auto loaded = load_for_cli(a.model, "");
     if (!loaded.ok()) return fail(loaded.message(), a.json);

@@ -13,7 +13,7 @@ namespace kamera::cli {
 namespace {
 
 struct TokenizerHolder {
-  std::unique_ptr<Model> model;  // llama2.c checkpoints: the tokenizer lives in the model
+  std::shared_ptr<const Model> model;  // llama2.c checkpoints: the tokenizer lives in the model
   std::optional<Tokenizer> own;  // GGUF: read alone
   const Tokenizer& tok() const { return own ? *own : *model->tokenizer; }
 };

@@ -55,7 +55,7 @@ TEST_P(BpeReal, GgufFromImporterGivesHuggingFaceIds) {
   ASSERT_TRUE(vocab.ok()) << vocab.message();
   EXPECT_EQ(vocab->pre, c.pre);
   SyntheticSpec spec;
-  spec.cfg = *synthetic_preset(c.arch, "tiny");
+  spec.cfg = *synthetic_preset(*arch_from_name(c.arch), "tiny");
   ASSERT_TRUE(apply_dims(spec.cfg, "dim=16,layers=1,heads=2,kv_heads=1,head_dim=8,ffn=16").ok());
   spec.cfg.n_vocab = int(vocab->pieces.size());
   spec.vocab = *vocab;
