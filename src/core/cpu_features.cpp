@@ -123,7 +123,9 @@ IsaLevel cpu_isa_level() {
 
 // Read at every call (a getenv), so a cap set before the first kernel is chosen applies even
 // when a static initializer asked earlier; the kernel tables cache their own choice.
-IsaLevel isa_level() { return capped_level(); }
+IsaLevel isa_level() {
+  return capped_level();
+}
 
 const char* isa_level_name(IsaLevel l) {
   switch (l) {

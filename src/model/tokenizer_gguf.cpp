@@ -46,7 +46,7 @@ int32_t special_id(const GgufFile& f, const char* key, int32_t dflt, size_t n) {
   if (!v) return dflt;
   if (*v < 0 || size_t(*v) >= n) {
     log().warn("{}: tokenizer.ggml.{} = {} is not a token id (the vocabulary has {}); ignored",
-                 f.name(), key, *v, n);
+               f.name(), key, *v, n);
     return dflt;
   }
   return int32_t(*v);

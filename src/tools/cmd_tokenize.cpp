@@ -14,7 +14,7 @@ namespace {
 
 struct TokenizerHolder {
   std::shared_ptr<const Model> model;  // llama2.c checkpoints: the tokenizer lives in the model
-  std::optional<Tokenizer> own;  // GGUF: read alone
+  std::optional<Tokenizer> own;        // GGUF: read alone
   const Tokenizer& tok() const { return own ? *own : *model->tokenizer; }
 };
 
