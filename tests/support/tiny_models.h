@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -86,6 +87,14 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     m = std::max(m, std::fabs(double(a[i]) - b[i]));
   return m;
+}
+
+// A float-rounding bound for two computations of the same logits that differ only in summation
+// order (GEMM blocking, thread split, a re-formed patch): k ulps of the largest logit.
+inline double rounding_bound(const std::vector<float>& logits, int k = 16) {
+  double scale = 0;
+  for (float v : logits) scale = std::max(scale, double(std::fabs(v)));
+  return k * double(std::numeric_limits<float>::epsilon()) * scale;
 }
 
 // n random token ids in [3, vocab), seeded (no BOS/EOS).

@@ -257,7 +257,7 @@ TEST_P(ReuseArch, StoreEvictionNeverCorruptsServedSequences) {
   ASSERT_TRUE(q1.ok());
   rig.store->set_budget(size_t(1) << 30);
   auto q2 = rig.query_logits(chunks, Q, policy(ServePolicy::Patch, 4));
-  EXPECT_LT(tiny::max_abs_diff(*q1, {q2.end() - V, q2.end()}), 1e-6);
+  EXPECT_LE(tiny::max_abs_diff(*q1, {q2.end() - V, q2.end()}), tiny::rounding_bound(*q1));
 }
 
 TEST_P(ReuseArch, BadInputGivesClearErrorsAndLeavesNothingBehind) {
