@@ -1,53 +1,77 @@
-// The literature's repair methods as arms of the reuse harness (../shared/docs/BASELINES.md), and
-// the pooled-basis probe of the deficit's anatomy. Internal to eval/.
+// The literature's repair methods as arms of the harness (../shared/docs/BASELINES.md), all on
+// the same relocated canonicals of the reused chunks:
+//   token recompute: cacheblend (top-p by V deviation at an early layer), epic (first k tokens of
+//     each chunk), sink (first k), vlcache (a uniform share), oracle_delta_tokens (top-p by the
+//     true deficit), partial_reprefill (every token from layer l up), oracle_quest (the tokens the
+//     query reads most, at the bytes of a rank-m patch);
+//   shadowkv_lowrank_k: a rank-r absolute K at the bytes of a rank-m patch (MHA/GQA only);
+// and the pooled per-layer basis of the deficit's anatomy.
 #pragma once
 
-#include <functional>
-#include <string>
+#include <memory>
 #include <vector>
 
-#include "eval/reuse_bench.h"
+#include "eval/arm.h"
+#include "eval/recompute.h"
+#include "reuse/patch.h"
 
 namespace kamera {
 
-// Everything one item's arms share: the exact prefix [BOS · A] (a sequence to fork), B's
-// canonical (served at pB), B's conditioned KV, the query, and the re-prefill reference logits.
-struct BaselineItem {
-  const Model& model;
-  Engine& engine;
-  KvPool& pool;
-  ChunkCache& cache;
-  const ReuseBenchOptions& opts;
-  const ReuseItem& item;
-  const CanonicalEntry& canon;
-  const ChunkKV& cond;
-  SeqId prefix;
-  int32_t pB, pQ;
-  int nA, nB;
-  const std::vector<float>& ref;
+struct BaselineOptions {
+  std::vector<double> cacheblend_share = {0.05, 0.15, 0.3, 0.5};  // recompute share p
+  int cacheblend_select_layer = 1;  // the early layer whose V deviation ranks the tokens
+  std::vector<int> epic_k = {4, 8, 16};
+  int sink_k = 32;              // < 0: no sink arm
+  double vlcache_share = 0.10;  // <= 0 with no arm wanted: see make_baseline_arms
+  std::vector<double> delta_token_share = {0.1, 0.25, 0.5, 0.75};  // oracle |delta| selector
+  bool partial_reprefill = true;
+  std::vector<int> matched_ranks = {4, 8, 16};  // ShadowKV / Quest arms at the bytes of these ranks
 };
 
-// What an arm spent at serve time beyond blind reuse (placing B's canonical).
-struct ArmCost {
-  double recompute_fraction = 0;  // (token, layer) pairs recomputed / (tokens of B x layers)
-  double bytes_fraction = 0;      // extra KV bytes (stored or rewritten) / B's canonical bytes
-  double kv_bytes = 0;            // extra KV bytes read from the store or written to the pool
-  double flops = 0;               // forward FLOPs (recompute) or patch GEMM FLOPs
+// A recompute arm: blind reuse, then the tokens its selector picks recomputed in context.
+class RecomputeArm : public Arm {
+ public:
+  using Arm::Arm;
+  Result<bool> prepare(const PreparedItem& it) override;
+  Result<ArmBuild> build(const PreparedItem& it, SeqId seq) override;
+
+ protected:
+  // The tokens to recompute, as indices into the reused chunks' tokens (concatenated), ascending;
+  // from_layer, select_layer, keep and hidden as RecomputePlan. false: the arm does not apply.
+  virtual Result<bool> select(const PreparedItem& it, RecomputePlan& plan) = 0;
+  std::vector<float> hidden_;  // rows entering from_layer when the arm supplies them
+
+ private:
+  RecomputePlan plan_;
+  std::vector<float> rows_;  // embedding rows of the selected tokens (embedding chunks)
+  std::vector<int32_t> ids_;
 };
 
-// (arm name, rank or 0, knob, query logits, cost)
-using ArmSink = std::function<void(const std::string&, int, const std::string&,
-                                   const std::vector<float>&, const ArmCost&)>;
+// Every arm of `o`, in the order the reports list them.
+std::vector<std::unique_ptr<Arm>> make_baseline_arms(const Model& model, const BaselineOptions& o);
 
-// cacheblend, epic, sink, vlcache, oracle_delta_tokens, partial_reprefill, and at the bytes of
-// each matched rank: oracle_quest and (MHA/GQA only) shadowkv_lowrank_k.
-Status run_baselines(const BaselineItem& b, const ArmSink& sink);
+// A fixed per-layer basis: the top-m right singular vectors of the deficits of `train`, one per
+// (layer, channel); `error_ratio` accumulates ||delta - projection|| against each item's own
+// rank-m SVD.
+class PooledBasisArm : public Arm {
+ public:
+  PooledBasisArm(int rank, const std::vector<const ChunkKV*>& train_deltas, const KvLayout& layout);
+  Result<bool> prepare(const PreparedItem& it) override;
+  Result<ArmBuild> build(const PreparedItem& it, SeqId seq) override;
+  Status status() const { return status_; }
+  double error_ratio() const;
 
-// A fixed per-layer basis (top-m right singular vectors of the deficits of the even items) used on
-// the odd (held-out) items: error ratio against each item's own rank-m SVD, and served logits.
-Status pooled_basis_pass(
-    Context& ctx, const std::vector<ReuseItem>& items,
-    const std::vector<std::vector<ChunkKV>>& deltas, int rank, double* error_ratio,
-    const std::function<void(int, const std::vector<float>&, const std::vector<float>&)>& sink);
+ private:
+  int rank_;
+  KvLayout layout_;
+  std::vector<std::vector<float>> basis_;  // per (layer, channel): k x width
+  std::vector<int> basis_rank_;
+  std::vector<Patch> patches_;
+  double err_pooled_ = 0, err_own_ = 0;
+  Status status_;
+};
+
+// The deficit KV(B | A) - C_B of a reused chunk (f32).
+ChunkKV deficit(const ReusedChunk& r);
 
 }  // namespace kamera

@@ -132,6 +132,7 @@ class ChunkCache {
 class ScopedSequence {
  public:
   explicit ScopedSequence(KvPool& pool) : pool_(pool), seq_(pool.create_sequence()) {}
+  ScopedSequence(KvPool& pool, SeqId adopt) : pool_(pool), seq_(adopt) {}  // frees `adopt`
   ~ScopedSequence() { pool_.free_sequence(seq_); }
   ScopedSequence(const ScopedSequence&) = delete;
   ScopedSequence& operator=(const ScopedSequence&) = delete;
