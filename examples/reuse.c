@@ -78,6 +78,8 @@ static kamera_logits* serve(kamera_context* ctx, kamera_model* m, kamera_chunk* 
   char text[1024];
   size_t len = 0;
   TRY(kamera_detokenize(m, out, 24, text, sizeof text, &len));
+  for (size_t i = 0; i < len; ++i)
+    if (text[i] == '\n') text[i] = ' '; /* one line per policy */
   printf("%-9s KL to re-prefill %.3e | ...%s\n", names[policy], mean_kl, text);
   kamera_logits_free(step);
   kamera_sampler_free(greedy);

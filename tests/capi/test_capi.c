@@ -323,6 +323,26 @@ static void test_window(kamera_context* ctx) {
     CHECK_OK(kamera_window_get_slot(fork, 2, &s));
     CHECK(strcmp(s.id, id0) == 0 && s.position == 5 && s.patched);
     CHECK_OK(kamera_window_check(fork));
+    /* Orbit: one patch per chunk for any order of its antecedent set; blind: canonicals. */
+    const int32_t swap[3] = {1, 0, 2};
+    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_ORBIT));
+    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
+    CHECK(s.orbit && s.patched);
+    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_BLIND));
+    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
+    CHECK(!s.patched && !s.conditioned);
+    /* A stale recall brings back the patch the chunk carried when it was evicted. */
+    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_EXACT));
+    char id2[KAMERA_ID_HEX_SIZE];
+    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
+    memcpy(id2, s.id, sizeof id2);
+    CHECK_OK(kamera_window_evict(fork, 2));
+    CHECK_OK(kamera_window_recall(fork, id2, 0, KAMERA_RECALL_STALE));
+    CHECK_OK(kamera_window_get_slot(fork, 0, &s));
+    CHECK(strcmp(s.id, id2) == 0 && s.patched);
+    CHECK_OK(kamera_window_stale_slots(fork, NULL, 0, &n_stale));
+    CHECK(n_stale >= 1); /* its conditioning no longer matches what is before it */
+    CHECK_OK(kamera_window_check(fork));
   }
   CHECK(kamera_window_evict(w, 7) == KAMERA_ERR_INVALID_ARGUMENT);
   kamera_logits_free(lw);

@@ -76,6 +76,19 @@ class Stories(unittest.TestCase):
         self.assertEqual(ids[0], model.bos)
         self.assertEqual(model.detokenize(ids), text)
 
+    def test_llama2c_checkpoint_with_tokenizer(self):
+        d = os.path.dirname(MODEL)
+        bin_model = kamera.Model(os.path.join(d, "stories260K.bin"),
+                                 tokenizer=os.path.join(d, "tok512.bin"))
+        gguf = kamera.Model(MODEL)
+        self.assertTrue(bin_model.format.startswith("llama2c"))
+        self.assertEqual((bin_model.n_vocab, bin_model.dim), (gguf.n_vocab, gguf.dim))
+        text = " The cat sat on the mat."
+        self.assertEqual(bin_model.tokenize(text, raw=True), gguf.tokenize(text, raw=True))
+        with self.assertRaises(kamera.Error) as e:
+            kamera.Model(os.path.join(d, "stories260K.bin"), tokenizer=os.path.join(d, "nope.bin"))
+        self.assertIn("nope.bin", str(e.exception))
+
 
 if __name__ == "__main__":
     if not os.path.exists(MODEL):
