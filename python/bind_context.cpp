@@ -162,7 +162,9 @@ py::object logits_array(kamera_logits* l, bool squeeze) {
   return readonly_array(kamera_logits_data(l), {rows, nv}, owner);
 }
 
-void bind_context(py::module_& m) {
+namespace {
+
+void bind_context_class(py::module_& m) {
   py::class_<Context, std::shared_ptr<Context>>(
       m, "Context", "A model's engine, KV pool and chunk store. Not thread-safe.")
       .def(py::init(&make_context), py::arg("model"), py::arg("n_threads") = 2,
@@ -203,7 +205,9 @@ void bind_context(py::module_& m) {
              check(kamera_store_add_disk_tier(c.h.get(), dir.c_str()));
            })
       .def("clear_store", [](Context& c) { check(kamera_store_clear(c.h.get())); });
+}
 
+void bind_sequence_class(py::module_& m) {
   py::class_<Sequence, std::shared_ptr<Sequence>>(m, "Sequence",
                                                   "A sequence of the context's KV pool.")
       .def("eval", &seq_eval, py::arg("input"), py::arg("logits") = "last",
@@ -220,6 +224,13 @@ void bind_context(py::module_& m) {
                              [](const Sequence& s) { return kamera_seq_n_tokens(s.h.get()); })
       .def_property_readonly("next_position",
                              [](const Sequence& s) { return kamera_seq_next_position(s.h.get()); });
+}
+
+}  // namespace
+
+void bind_context(py::module_& m) {
+  bind_context_class(m);
+  bind_sequence_class(m);
 }
 
 }  // namespace kamera_py

@@ -123,7 +123,9 @@ std::shared_ptr<Chunk> as_chunk(const std::shared_ptr<Model>& model, py::handle 
   return chunk_from_tokens(model, obj.cast<std::vector<int32_t>>());
 }
 
-void bind_model(py::module_& m) {
+namespace {
+
+void bind_model_class(py::module_& m) {
   py::class_<Model, std::shared_ptr<Model>>(m, "Model", "A loaded model (GGUF or llama2.c).")
       .def(py::init(&load_model), py::arg("path"), py::arg("tokenizer") = "")
       .def_property_readonly("arch", [](const Model& x) { return std::string(x.info.arch); })
@@ -142,7 +144,9 @@ void bind_model(py::module_& m) {
       .def("tokenize", &tokenize, py::arg("text"), py::arg("add_bos") = false,
            py::arg("raw") = false, "Token ids; raw: no dummy space prefix")
       .def("detokenize", &detokenize, py::arg("ids"));
+}
 
+void bind_chunk_class(py::module_& m) {
   py::class_<Chunk, std::shared_ptr<Chunk>>(m, "Chunk",
                                             "Token ids or embedding rows, with a content id.")
       .def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
@@ -157,7 +161,9 @@ void bind_model(py::module_& m) {
       .def("kv", &chunk_kv, py::arg("layer"), py::arg("channel"),
            "Read-only view (tokens, width) of the cached canonical KV (Context.cache first)")
       .def("__len__", [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); });
+}
 
+void bind_vision_and_sampler(py::module_& m) {
   py::class_<Vision>(m, "Vision", "A vision encoder (mmproj GGUF): frames to embedding chunks.")
       .def(py::init([](const std::string& path) {
              auto v = std::make_unique<Vision>();
@@ -192,6 +198,14 @@ void bind_model(py::module_& m) {
              check(kamera_sampler_sample(s.h.get(), row.data(), int32_t(row.size()), &t));
              return t;
            });
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  bind_model_class(m);
+  bind_chunk_class(m);
+  bind_vision_and_sampler(m);
 }
 
 }  // namespace kamera_py

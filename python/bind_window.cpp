@@ -100,15 +100,14 @@ py::object query(Window& w, py::handle q, const std::string& logits) {
   return logits_array(l, mode == KAMERA_LOGITS_LAST);
 }
 
-}  // namespace
+using WindowClass = py::class_<Window>;
 
-void bind_window(py::module_& m) {
-  py::class_<Window>(m, "Window",
-                     "The agent window: chunk slots over one pool sequence, edited in place.")
-      .def(py::init(&make_window), py::arg("context"), py::arg("rank") = 32,
-           py::arg("deep_half") = false, py::arg("form_on_miss") = true,
-           py::arg("patch_byte_budget") = py::none(), py::arg("patch_dtype") = "f32",
-           py::arg("orbit_orderings") = 24)
+// Construction, policy, admission and eviction.
+void bind_admission(WindowClass& cls) {
+  cls.def(py::init(&make_window), py::arg("context"), py::arg("rank") = 32,
+          py::arg("deep_half") = false, py::arg("form_on_miss") = true,
+          py::arg("patch_byte_budget") = py::none(), py::arg("patch_dtype") = "f32",
+          py::arg("orbit_orderings") = 24)
       .def(
           "set_policy",
           [](Window& w, py::object rank, bool deep_half, bool form_on_miss, py::object budget,
@@ -129,18 +128,22 @@ void bind_window(py::module_& m) {
              nogil([&] { return kamera_window_admit_front(w.h.get(), c->h.get()); });
            })
       .def("evict", [](Window& w, int slot) { check(kamera_window_evict(w.h.get(), slot)); })
-      .def("evict_front", [](Window& w) { check(kamera_window_evict(w.h.get(), 0)); })
-      .def(
-          "recall",
-          [](Window& w, py::object chunk, int at, const std::string& mode) {
-            const std::string id = py::isinstance<Chunk>(chunk)
-                                       ? py::str(chunk.attr("id")).cast<std::string>()
-                                       : chunk.cast<std::string>();
-            const kamera_recall_mode rm = recall_mode(mode);
-            nogil([&] { return kamera_window_recall(w.h.get(), id.c_str(), at, rm); });
-          },
-          py::arg("chunk"), py::arg("at") = 0, py::arg("mode") = "fresh",
-          "Re-admits a cached chunk (a Chunk or its id) before slot `at`")
+      .def("evict_front", [](Window& w) { check(kamera_window_evict(w.h.get(), 0)); });
+}
+
+// Recall, reorder, views, refresh, fork, query and inspection.
+void bind_edits(WindowClass& cls) {
+  cls.def(
+         "recall",
+         [](Window& w, py::object chunk, int at, const std::string& mode) {
+           const std::string id = py::isinstance<Chunk>(chunk)
+                                      ? py::str(chunk.attr("id")).cast<std::string>()
+                                      : chunk.cast<std::string>();
+           const kamera_recall_mode rm = recall_mode(mode);
+           nogil([&] { return kamera_window_recall(w.h.get(), id.c_str(), at, rm); });
+         },
+         py::arg("chunk"), py::arg("at") = 0, py::arg("mode") = "fresh",
+         "Re-admits a cached chunk (a Chunk or its id) before slot `at`")
       .def(
           "reorder",
           [](Window& w, std::vector<int32_t> order, const std::string& mode) {
@@ -171,6 +174,15 @@ void bind_window(py::module_& m) {
       .def_property_readonly("next_position",
                              [](const Window& w) { return kamera_window_next_position(w.h.get()); })
       .def("__len__", [](const Window& w) { return kamera_window_n_slots(w.h.get()); });
+}
+
+}  // namespace
+
+void bind_window(py::module_& m) {
+  WindowClass cls(m, "Window",
+                  "The agent window: chunk slots over one pool sequence, edited in place.");
+  bind_admission(cls);
+  bind_edits(cls);
 }
 
 }  // namespace kamera_py

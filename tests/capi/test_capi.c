@@ -265,11 +265,12 @@ static double window_vs_assembly(kamera_context* ctx, kamera_window* w, int firs
   return d;
 }
 
-static void test_window(kamera_context* ctx) {
+/* Admits the frames, slides, refreshes and recalls; returns the window (3 slots) or NULL. */
+static kamera_window* window_slide_and_recall(kamera_context* ctx) {
   kamera_window_policy pol = kamera_window_default_policy();
   pol.rank = 2;
   kamera_window* w = NULL;
-  if (!CHECK_OK(kamera_window_new(ctx, &pol, &w))) return;
+  if (!CHECK_OK(kamera_window_new(ctx, &pol, &w))) return NULL;
   for (int f = 0; f < kFrames; ++f) CHECK_OK(kamera_window_admit_back(w, frames[f]));
   CHECK(kamera_window_n_slots(w) == kFrames && kamera_window_next_position(w) == 7);
   const double d0 = window_vs_assembly(ctx, w, 0, kFrames);
@@ -288,8 +289,7 @@ static void test_window(kamera_context* ctx) {
   for (int i = 0; i < 2; ++i) CHECK_OK(kamera_window_refresh(w, i));
   CHECK_OK(kamera_window_stale_slots(w, NULL, 0, &n_stale));
   CHECK(n_stale == 0);
-  const double d1 = window_vs_assembly(ctx, w, 1, 2);
-  CHECK(d1 < 1e-4);
+  CHECK(window_vs_assembly(ctx, w, 1, 2) < 1e-4);
   /* Recall the evicted frame at the front (fresh: exact, nothing before it). */
   char id0[KAMERA_ID_HEX_SIZE];
   CHECK_OK(kamera_chunk_id(frames[0], id0));
@@ -300,53 +300,65 @@ static void test_window(kamera_context* ctx) {
   CHECK_OK(kamera_window_recall(w, id0, 0, KAMERA_RECALL_FRESH));
   CHECK(kamera_window_n_slots(w) == 3);
   CHECK_OK(kamera_window_check(w));
+  return w;
+}
+
+/* Reorders of a 3-slot window [f0, f1, f2]: exact, orbit, blind; then a stale recall. */
+static void window_reorders(kamera_window* w) {
+  const int32_t order[3] = {2, 1, 0}, bad[3] = {0, 0, 1}, swap[3] = {1, 0, 2};
+  kamera_window_slot s;
+  CHECK(kamera_window_reorder(w, bad, 3, KAMERA_REORDER_EXACT) == KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK_OK(kamera_window_reorder(w, order, 3, KAMERA_REORDER_EXACT));
+  char id0[KAMERA_ID_HEX_SIZE];
+  CHECK_OK(kamera_chunk_id(frames[0], id0));
+  CHECK_OK(kamera_window_get_slot(w, 2, &s));
+  CHECK(strcmp(s.id, id0) == 0 && s.position == 5 && s.patched);
+  CHECK_OK(kamera_window_check(w));
+  /* Orbit: one patch per chunk for any order of its antecedent set; blind: canonicals. */
+  CHECK_OK(kamera_window_reorder(w, swap, 3, KAMERA_REORDER_ORBIT));
+  CHECK_OK(kamera_window_get_slot(w, 2, &s));
+  CHECK(s.orbit && s.patched);
+  CHECK_OK(kamera_window_reorder(w, swap, 3, KAMERA_REORDER_BLIND));
+  CHECK_OK(kamera_window_get_slot(w, 2, &s));
+  CHECK(!s.patched && !s.conditioned);
+  /* A stale recall brings back the patch the chunk carried when it was evicted. */
+  CHECK_OK(kamera_window_reorder(w, swap, 3, KAMERA_REORDER_EXACT));
+  char id2[KAMERA_ID_HEX_SIZE];
+  CHECK_OK(kamera_window_get_slot(w, 2, &s));
+  memcpy(id2, s.id, sizeof id2);
+  CHECK_OK(kamera_window_evict(w, 2));
+  CHECK_OK(kamera_window_recall(w, id2, 0, KAMERA_RECALL_STALE));
+  CHECK_OK(kamera_window_get_slot(w, 0, &s));
+  CHECK(strcmp(s.id, id2) == 0 && s.patched);
+  int32_t n_stale = 0;
+  CHECK_OK(kamera_window_stale_slots(w, NULL, 0, &n_stale));
+  CHECK(n_stale >= 1); /* its conditioning no longer matches what is before it */
+  CHECK_OK(kamera_window_check(w));
+}
+
+static void test_window(kamera_context* ctx) {
+  kamera_window* w = window_slide_and_recall(ctx);
+  if (!w) return;
   /* A fork answers like its parent, bit for bit (it shares the pages). */
   kamera_window* fork = NULL;
-  kamera_logits *lw = NULL, *lf = NULL;
+  kamera_logits *lw = NULL, *lf = NULL, *clean = NULL, *back = NULL;
   if (CHECK_OK(kamera_window_fork(w, &fork))) {
     CHECK_OK(kamera_window_query(w, question, KAMERA_LOGITS_LAST, &lw));
     CHECK_OK(kamera_window_query(fork, question, KAMERA_LOGITS_LAST, &lf));
     CHECK(capi_max_abs_diff(lw, lf) == 0.0);
     /* Clean view then recondition is exact and reversible. */
-    kamera_logits *clean = NULL, *back = NULL;
     CHECK_OK(kamera_window_clean_view(fork, 2));
     CHECK_OK(kamera_window_query(fork, question, KAMERA_LOGITS_LAST, &clean));
     CHECK_OK(kamera_window_recondition(fork, 2));
     CHECK_OK(kamera_window_query(fork, question, KAMERA_LOGITS_LAST, &back));
     CHECK(capi_max_abs_diff(lw, clean) > 0.0 && capi_max_abs_diff(lw, back) == 0.0);
-    kamera_logits_free(clean);
-    kamera_logits_free(back);
-    const int32_t order[3] = {2, 1, 0}, bad[3] = {0, 0, 1};
-    CHECK(kamera_window_reorder(fork, bad, 3, KAMERA_REORDER_EXACT) == KAMERA_ERR_INVALID_ARGUMENT);
-    CHECK_OK(kamera_window_reorder(fork, order, 3, KAMERA_REORDER_EXACT));
-    kamera_window_slot s;
-    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
-    CHECK(strcmp(s.id, id0) == 0 && s.position == 5 && s.patched);
-    CHECK_OK(kamera_window_check(fork));
-    /* Orbit: one patch per chunk for any order of its antecedent set; blind: canonicals. */
-    const int32_t swap[3] = {1, 0, 2};
-    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_ORBIT));
-    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
-    CHECK(s.orbit && s.patched);
-    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_BLIND));
-    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
-    CHECK(!s.patched && !s.conditioned);
-    /* A stale recall brings back the patch the chunk carried when it was evicted. */
-    CHECK_OK(kamera_window_reorder(fork, swap, 3, KAMERA_REORDER_EXACT));
-    char id2[KAMERA_ID_HEX_SIZE];
-    CHECK_OK(kamera_window_get_slot(fork, 2, &s));
-    memcpy(id2, s.id, sizeof id2);
-    CHECK_OK(kamera_window_evict(fork, 2));
-    CHECK_OK(kamera_window_recall(fork, id2, 0, KAMERA_RECALL_STALE));
-    CHECK_OK(kamera_window_get_slot(fork, 0, &s));
-    CHECK(strcmp(s.id, id2) == 0 && s.patched);
-    CHECK_OK(kamera_window_stale_slots(fork, NULL, 0, &n_stale));
-    CHECK(n_stale >= 1); /* its conditioning no longer matches what is before it */
-    CHECK_OK(kamera_window_check(fork));
+    window_reorders(fork);
   }
   CHECK(kamera_window_evict(w, 7) == KAMERA_ERR_INVALID_ARGUMENT);
   kamera_logits_free(lw);
   kamera_logits_free(lf);
+  kamera_logits_free(clean);
+  kamera_logits_free(back);
   kamera_window_free(fork);
   kamera_window_free(w);
 }
