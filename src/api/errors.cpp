@@ -29,6 +29,15 @@ kamera_status set_error(kamera_status status, std::string message) {
   return status;
 }
 
+kamera_status fail_noexcept(kamera_status status, const char* fn, const char* what) noexcept {
+  try {
+    last_error.assign(fn).append(": ").append(what);
+  } catch (...) {
+    last_error.clear();
+  }
+  return status;
+}
+
 kamera_status set_error(const Error& e) {
   return set_error(to_status(e.code), e.message);
 }

@@ -90,6 +90,9 @@ kamera_status fail(kamera_status status, fmt::format_string<Args...> f, Args&&..
   return set_error(status, fmt::format(f, std::forward<Args>(args)...));
 }
 
+// "fn: what", without allocating on the way to the failure (an empty message if it must).
+kamera_status fail_noexcept(kamera_status status, const char* fn, const char* what) noexcept;
+
 inline kamera_status to_status(ErrorCode code) {
   return static_cast<kamera_status>(code);
 }
@@ -100,11 +103,11 @@ kamera_status guarded(const char* fn, F&& body) noexcept {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return fail(KAMERA_ERR_OUT_OF_MEMORY, "{}: out of memory", fn);
+    return fail_noexcept(KAMERA_ERR_OUT_OF_MEMORY, fn, "out of memory");
   } catch (const std::exception& e) {
-    return fail(KAMERA_ERR_INTERNAL, "{}: {}", fn, e.what());
+    return fail_noexcept(KAMERA_ERR_INTERNAL, fn, e.what());
   } catch (...) {
-    return fail(KAMERA_ERR_INTERNAL, "{}: unknown exception", fn);
+    return fail_noexcept(KAMERA_ERR_INTERNAL, fn, "unknown exception");
   }
 }
 

@@ -115,9 +115,8 @@ kamera_status kamera_window_evict(kamera_window* window, int32_t slot) {
 
 kamera_status kamera_window_recall(kamera_window* window, const char* chunk_id, int32_t at,
                                    kamera_recall_mode mode) {
-  static const char* fn = "kamera_window_recall";
-  if (!chunk_id) return null_argument(fn, "chunk_id");
-  return window_op(fn, window, [&](Window& w) -> Status {
+  return window_op("kamera_window_recall", window, [&](Window& w) -> Status {
+    if (!chunk_id) return make_error(ErrorCode::InvalidArgument, "argument 'chunk_id' is null");
     const auto id = ChunkId::from_hex(chunk_id);
     if (!id)
       return make_error(ErrorCode::InvalidArgument, "'{}' is not a chunk id (32 hex digits)",
