@@ -20,6 +20,8 @@ packages=(
   gnuplot-nox libpng-dev
   # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test
   libtorch-dev
+  # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3
+  pybind11-dev python3-dev python3-numpy
 )
 
 missing=()

@@ -1,0 +1,211 @@
+// kamera.Model, kamera.Chunk, kamera.Vision and kamera.Sampler over the C API.
+#include "binding.h"
+
+namespace kamera_py {
+
+namespace {
+
+std::shared_ptr<Model> load_model(const std::string& path, const std::string& tokenizer) {
+  kamera_model* raw = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(kamera_model_load(path.c_str(), tokenizer.empty() ? nullptr : tokenizer.c_str(), &raw));
+  }
+  auto m = std::make_shared<Model>();
+  m->h = ModelPtr(raw, kamera_model_free);
+  check(kamera_model_get_info(raw, &m->info));
+  return m;
+}
+
+py::list kv_channels(const Model& m) {
+  py::list out;
+  for (int32_t c = 0; c < m.info.n_kv_channels; ++c) {
+    kamera_kv_channel ch;
+    check(kamera_model_kv_channel(m.h.get(), c, &ch));
+    out.append(py::make_tuple(ch.name, ch.width, bool(ch.rotated)));
+  }
+  return out;
+}
+
+std::vector<int32_t> tokenize(const Model& m, const std::string& text, bool add_bos, bool raw) {
+  const uint32_t flags =
+      (add_bos ? KAMERA_TOKENIZE_ADD_BOS : 0u) | (raw ? KAMERA_TOKENIZE_RAW : 0u);
+  int32_t n = 0;
+  check(kamera_tokenize(m.h.get(), text.data(), text.size(), flags, nullptr, 0, &n));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  check(kamera_tokenize(m.h.get(), text.data(), text.size(), flags, ids.data(), n, &n));
+  return ids;
+}
+
+py::str detokenize(const Model& m, const std::vector<int32_t>& ids) {
+  size_t len = 0;
+  check(kamera_detokenize(m.h.get(), ids.data(), int32_t(ids.size()), nullptr, 0, &len));
+  std::string s(len + 1, '\0');
+  check(kamera_detokenize(m.h.get(), ids.data(), int32_t(ids.size()), s.data(), s.size(), &len));
+  s.resize(len);
+  // Byte pieces may split a UTF-8 character: undecodable bytes become U+FFFD.
+  return py::reinterpret_steal<py::str>(
+      PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
+}
+
+std::shared_ptr<Chunk> wrap_chunk(const std::shared_ptr<Model>& model, kamera_chunk* raw) {
+  auto c = std::make_shared<Chunk>();
+  c->h = ChunkPtr(raw, kamera_chunk_free);
+  c->model = model;
+  return c;
+}
+
+std::shared_ptr<Chunk> chunk_from_tokens(const std::shared_ptr<Model>& model,
+                                         const std::vector<int32_t>& ids) {
+  kamera_chunk* raw = nullptr;
+  check(kamera_chunk_from_tokens(model->h.get(), ids.data(), int32_t(ids.size()), &raw));
+  return wrap_chunk(model, raw);
+}
+
+// rows: (n, dim) float32; layout: (n, 3) int32 relative (t, h, w) or None.
+std::shared_ptr<Chunk> chunk_from_embeddings(
+    const std::shared_ptr<Model>& model,
+    py::array_t<float, py::array::c_style | py::array::forcecast> rows, py::object layout) {
+  if (rows.ndim() != 2) throw py::value_error("embedding rows must be a 2-D array (n, dim)");
+  std::vector<kamera_pos> pos;
+  if (!layout.is_none()) {
+    auto l = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(layout);
+    if (!l || l.ndim() != 2 || l.shape(1) != 3 || l.shape(0) != rows.shape(0))
+      throw py::value_error("layout must be an (n, 3) integer array of (t, h, w), n = rows");
+    for (py::ssize_t i = 0; i < l.shape(0); ++i)
+      pos.push_back({l.at(i, 0), l.at(i, 1), l.at(i, 2)});
+  }
+  kamera_chunk* raw = nullptr;
+  check(kamera_chunk_from_embeddings(model->h.get(), rows.data(), int32_t(rows.shape(0)),
+                                     int32_t(rows.shape(1)), pos.empty() ? nullptr : pos.data(),
+                                     &raw));
+  return wrap_chunk(model, raw);
+}
+
+std::string chunk_id(const Chunk& c) {
+  char hex[KAMERA_ID_HEX_SIZE];
+  check(kamera_chunk_id(c.h.get(), hex));
+  return hex;
+}
+
+// A read-only, zero-copy view of the chunk's canonical KV; the array keeps the chunk alive.
+py::array chunk_kv(py::object self, int layer, int channel) {
+  const Chunk& c = self.cast<const Chunk&>();
+  const float* data = nullptr;
+  int32_t rows = 0, cols = 0;
+  check(kamera_chunk_kv(c.h.get(), layer, channel, &data, &rows, &cols));
+  return readonly_array(data, {rows, cols}, self);
+}
+
+struct Vision {
+  std::unique_ptr<kamera_vision, Deleter<kamera_vision, kamera_vision_free>> h;
+  kamera_vision_info info{};
+};
+
+std::shared_ptr<Chunk> vision_encode(Vision& v, const std::shared_ptr<Model>& model,
+                                     py::array_t<uint8_t, py::array::c_style> rgb) {
+  kamera_chunk* raw = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(kamera_vision_encode(v.h.get(), model->h.get(), rgb.data(), size_t(rgb.size()), &raw));
+  }
+  return wrap_chunk(model, raw);
+}
+
+struct Sampler {
+  std::unique_ptr<kamera_sampler, Deleter<kamera_sampler, kamera_sampler_free>> h;
+};
+
+}  // namespace
+
+std::shared_ptr<Chunk> as_chunk(const std::shared_ptr<Model>& model, py::handle obj) {
+  if (py::isinstance<Chunk>(obj)) return obj.cast<std::shared_ptr<Chunk>>();
+  return chunk_from_tokens(model, obj.cast<std::vector<int32_t>>());
+}
+
+namespace {
+
+void bind_model_class(py::module_& m) {
+  py::class_<Model, std::shared_ptr<Model>>(m, "Model", "A loaded model (GGUF or llama2.c).")
+      .def(py::init(&load_model), py::arg("path"), py::arg("tokenizer") = "")
+      .def_property_readonly("arch", [](const Model& x) { return std::string(x.info.arch); })
+      .def_property_readonly("format", [](const Model& x) { return std::string(x.info.format); })
+      .def_property_readonly("n_vocab", [](const Model& x) { return x.info.n_vocab; })
+      .def_property_readonly("dim", [](const Model& x) { return x.info.dim; })
+      .def_property_readonly("n_layers", [](const Model& x) { return x.info.n_layers; })
+      .def_property_readonly("n_heads", [](const Model& x) { return x.info.n_heads; })
+      .def_property_readonly("n_kv_heads", [](const Model& x) { return x.info.n_kv_heads; })
+      .def_property_readonly("head_dim", [](const Model& x) { return x.info.head_dim; })
+      .def_property_readonly("ctx_len", [](const Model& x) { return x.info.ctx_len; })
+      .def_property_readonly("bos", [](const Model& x) { return x.info.bos; })
+      .def_property_readonly("eos", [](const Model& x) { return x.info.eos; })
+      .def_property_readonly("kv_channels", &kv_channels,
+                             "[(name, width, rotated)] of every layer's KV channels")
+      .def("tokenize", &tokenize, py::arg("text"), py::arg("add_bos") = false,
+           py::arg("raw") = false, "Token ids; raw: no dummy space prefix")
+      .def("detokenize", &detokenize, py::arg("ids"));
+}
+
+void bind_chunk_class(py::module_& m) {
+  py::class_<Chunk, std::shared_ptr<Chunk>>(m, "Chunk",
+                                            "Token ids or embedding rows, with a content id.")
+      .def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
+      .def_static("from_embeddings", &chunk_from_embeddings, py::arg("model"), py::arg("rows"),
+                  py::arg("layout") = py::none())
+      .def_property_readonly("id", &chunk_id)
+      .def_property_readonly("n_tokens",
+                             [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); })
+      .def_property_readonly("extent",
+                             [](const Chunk& c) { return kamera_chunk_extent(c.h.get()); })
+      .def_property_readonly("model", [](const Chunk& c) { return c.model; })
+      .def("kv", &chunk_kv, py::arg("layer"), py::arg("channel"),
+           "Read-only view (tokens, width) of the cached canonical KV (Context.cache first)")
+      .def("__len__", [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); });
+}
+
+void bind_vision_and_sampler(py::module_& m) {
+  py::class_<Vision>(m, "Vision", "A vision encoder (mmproj GGUF): frames to embedding chunks.")
+      .def(py::init([](const std::string& path) {
+             auto v = std::make_unique<Vision>();
+             kamera_vision* raw = nullptr;
+             check(kamera_vision_load(path.c_str(), &raw));
+             v->h.reset(raw);
+             check(kamera_vision_get_info(raw, &v->info));
+             return v;
+           }),
+           py::arg("path"))
+      .def_property_readonly("image_size", [](const Vision& v) { return v.info.image_size; })
+      .def_property_readonly("token_grid", [](const Vision& v) { return v.info.token_grid; })
+      .def_property_readonly("n_tokens", [](const Vision& v) { return v.info.n_tokens; })
+      .def("encode", &vision_encode, py::arg("model"), py::arg("rgb"),
+           "An embedding chunk (layout (0, row, col)) of one RGB frame (size, size, 3) uint8");
+
+  py::class_<Sampler>(m, "Sampler", "Greedy (temperature 0) or temperature/top-k/top-p sampling.")
+      .def(py::init([](float temperature, int top_k, float top_p, uint64_t seed) {
+             kamera_sampler_params p{temperature, top_k, top_p, seed};
+             auto s = std::make_unique<Sampler>();
+             kamera_sampler* raw = nullptr;
+             check(kamera_sampler_new(&p, &raw));
+             s->h.reset(raw);
+             return s;
+           }),
+           py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
+           py::arg("seed") = 0)
+      .def("sample",
+           [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> row) {
+             if (row.ndim() != 1) throw py::value_error("sample() takes one row of logits");
+             int32_t t = 0;
+             check(kamera_sampler_sample(s.h.get(), row.data(), int32_t(row.size()), &t));
+             return t;
+           });
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  bind_model_class(m);
+  bind_chunk_class(m);
+  bind_vision_and_sampler(m);
+}
+
+}  // namespace kamera_py

@@ -1,0 +1,39 @@
+// The module kamera._kamera: the public C API (include/kamera.h) for Python. kamera/__init__.py
+// re-exports it; docs/API.md documents it.
+#include "binding.h"
+
+namespace kamera_py {
+namespace {
+
+PyObject* error_type = nullptr;  // kamera.Error (kept for the process's life)
+
+void translate(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const ApiError& e) {
+    py::object err = py::handle(error_type)(e.message);
+    err.attr("code") = int(e.code);
+    err.attr("name") = kamera_status_name(e.code);
+    PyErr_SetObject(error_type, err.ptr());
+  }
+}
+
+}  // namespace
+}  // namespace kamera_py
+
+PYBIND11_MODULE(_kamera, m) {
+  using namespace kamera_py;
+  m.doc() = "kamera: a CPU inference engine with a position-free KV cache";
+  error_type = PyErr_NewExceptionWithDoc(
+      "kamera.Error", "A kamera failure: .code (int, the C API's status) and .name.",
+      PyExc_RuntimeError, nullptr);
+  if (!error_type) throw py::error_already_set();
+  m.attr("Error") = py::handle(error_type);
+  py::register_exception_translator(&translate);
+  m.attr("FULL_RANK") = KAMERA_FULL_RANK;
+  m.attr("__version__") = kamera_version();
+  bind_model(m);
+  bind_context(m);
+  bind_window(m);
+  bind_minivl(m);
+}
