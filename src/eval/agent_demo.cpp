@@ -228,9 +228,9 @@ ContextOptions agent_demo_context(const AgentDemoOptions& o, int n_threads) {
   return co;
 }
 
-Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
-                                       const AgentDemoOptions& o) {
-  const double t_start = now_ms();
+namespace {
+
+Status validate(const minivl::MiniVl& m, const Context& ctx, const AgentDemoOptions& o) {
   if (o.window < 2 || o.window > minivl::kMaxFrames)
     return make_error(ErrorCode::InvalidArgument,
                       "demo: the window must hold 2 to {} frames (frame words f0..f{}), not {}",
@@ -253,280 +253,337 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
   if (!m.decoder) return make_error(ErrorCode::InvalidArgument, "demo: no decoder loaded");
   if (&ctx.model() != m.decoder.get())
     return make_error(ErrorCode::InvalidArgument, "demo: the context runs another model");
-  const Model& model = *m.decoder;
-  Engine& engine = ctx.engine();
+  return Status::Ok();
+}
 
-  AgentDemoResult r;
-  r.options = o;
-  r.decoder_path = model.source;
-  r.threads = engine.threads().size();
-  const int W = o.window;
+// Store misses between two snapshots: what an operation had to form (one forward each).
+void count_formed(const ChunkStore::Stats& s0, const ChunkStore::Stats& s1, DemoOps& ops,
+                  int* formed_canon, int* formed_patch) {
+  *formed_canon = int(s1.canonical_misses - s0.canonical_misses);
+  *formed_patch = int(s1.patch_misses - s0.patch_misses);
+  ops.canonicals_formed += *formed_canon;
+  ops.patches_formed += *formed_patch;
+  ops.forwards += *formed_canon + *formed_patch;
+}
 
-  minivl::ClipSpec spec;
-  spec.n_frames = o.n_frames;
-  const minivl::Clip stream = minivl::make_stream(minivl::Split::Test, o.clip, spec);
-  r.events = stream.events;
-  DemoRng rng(stream.seed ^ 0xA6E47D3E0ull);
+// Byte-for-byte equality of two snapshots' rows.
+bool same_rows(const RowsSnapshot& a, const RowsSnapshot& b) {
+  return a.rows.size() == b.rows.size() &&
+         std::memcmp(a.rows.data(), b.rows.data(), a.rows.size() * sizeof(float)) == 0;
+}
 
-  // Engine-side state: a pool with room for the window, its forks, a re-prefill sequence and the
-  // cache's scratch sequences (each chunk starts a page of its own).
-  KvPool& pool = ctx.pool();
-  ChunkStore& store = ctx.store();
-  ChunkCache& cache = ctx.cache();
-  VisionEncoder enc(m.vision);
-  const int64_t row_bytes = kv_bytes_per_token(pool);
-  const int64_t page_bytes = row_bytes * pool.page_tokens();
-
-  r.tokens_per_frame = m.vision.cfg.n_tokens();
-  r.rank_is_full = o.rank == kFullRank || o.rank >= r.tokens_per_frame;
-  r.rank_used = r.rank_is_full ? r.tokens_per_frame : o.rank;
-  WindowPolicy pol;
-  pol.rank = r.rank_is_full ? kFullRank : o.rank;  // the window does not cap ranks itself
-  pol.form_on_miss = true;
-  auto win_r = Window::create(ctx, pol);
-  if (!win_r.ok()) return win_r.error();
-  Window& win = **win_r;
-
-  std::vector<ChunkContent> chunks;  // the vision cache: one chunk per stream frame
-  int window_first = 0;              // stream index of the window's slot 0
-  int question_index = 0, nonrecall_index = 0;
-
-  // Re-prefill: one forward over [<bos>, frames, question] in a fresh sequence.
-  auto reprefill = [&](const std::vector<int>& frames,
-                       const std::vector<int32_t>& q) -> Result<std::vector<float>> {
-    const int d = model.cfg.dim;
-    std::vector<float> rows;
-    std::vector<Pos> pos;
-    auto token_row = [&](int32_t id, int32_t p) {
-      const float* e = model.tok_embd.data() + size_t(id) * size_t(d);
-      rows.insert(rows.end(), e, e + d);
-      pos.push_back(Pos::linear(p));
-    };
-    token_row(minivl::bos_id(), 0);
-    int32_t p = 1;
-    for (int f : frames) {
-      const ChunkContent& c = chunks[size_t(f)];
-      rows.insert(rows.end(), c.embeddings.begin(), c.embeddings.end());
-      const auto fp = c.positions_at(p);
-      pos.insert(pos.end(), fp.begin(), fp.end());
-      p += c.extent();
-    }
-    for (int32_t t : q) token_row(t, p++);
-    ScopedSequence seq(pool);
-    ForwardInput in;
-    in.embeddings = rows.data();
-    in.n = int(pos.size());
-    in.positions = pos;
-    ForwardOptions fo;
-    fo.logits = LogitsMode::Last;
-    return engine.forward(pool, seq.id(), in, fo);
-  };
-
-  for (int t = 0; t < o.n_frames; ++t) {
-    DemoStep st;
-    st.step = t;
-    DemoOps& ops = st.ops;
-
-    // The frame arrives: encoded once, its rows kept (the vision cache).
-    double a = now_ms();
-    auto cc = minivl::frame_chunk(enc, stream.frames[size_t(t)]);
-    if (!cc.ok()) return cc.error();
-    ops.vision_ms = now_ms() - a;
-    ops.frames_encoded = 1;
-    chunks.push_back(std::move(*cc));
-    if (r.frame_extent == 0) r.frame_extent = chunks.back().extent();
-
-    // Slide: evict the head; the survivors only move.
-    if (int(win.slots().size()) == W) {
-      const int first = win.token_index(1), end = win.token_index(W);
-      const RowsSnapshot before = snapshot(std::as_const(pool), win.sequence(), first, end);
-      const auto placed = placements(win);
-      const int32_t shift = win.slots()[0].extent();
-      a = now_ms();
-      KAMERA_TRY(win.evict_front());
-      ops.cache_ms += now_ms() - a;
-      ++ops.chunks_evicted;
-      count_relocations(placed, win, 1, ops);
-      st.evicted = window_first++;
-      const RowsSnapshot after =
-          snapshot(std::as_const(pool), win.sequence(), win.token_index(0), win.token_index(W - 1));
-      st.relocation_checked = true;
-      st.relocation_exact = before.rows.size() == after.rows.size() &&
-                            std::memcmp(before.rows.data(), after.rows.data(),
-                                        before.rows.size() * sizeof(float)) == 0 &&
-                            before.positions.size() == after.positions.size();
-      for (size_t i = 0; st.relocation_exact && i < before.positions.size(); ++i)
-        st.relocation_exact = after.positions[i] == before.positions[i].shifted(-shift);
-    }
-
-    // Admission at the back, with its patch formed on the window it joins.
-    {
-      const ChunkStore::Stats s0 = store.stats();
-      const int64_t cow0 = pool.stats().cow_copies;
-      const auto placed = placements(win);
-      a = now_ms();
-      KAMERA_TRY(win.admit_back(chunks.back()));
-      ops.cache_ms += now_ms() - a;
-      const ChunkStore::Stats s1 = store.stats();
-      const WindowSlot& slot = win.slots().back();
-      ++ops.chunks_admitted;
-      count_relocations(placed, win, 0, ops);
-      const int formed_canon = int(s1.canonical_misses - s0.canonical_misses);
-      const int formed_patch = int(s1.patch_misses - s0.patch_misses);
-      ops.canonicals_formed += formed_canon;
-      ops.patches_formed += formed_patch;
-      ops.forwards += formed_canon + formed_patch;
-      ops.tokens_forwarded += int64_t(formed_canon) * slot.n_tokens();
-      if (formed_patch > 0) {
-        // The conditioned forward runs every chunk of the window (the anchor is copied).
-        ops.tokens_forwarded +=
-            int64_t(formed_patch) * (win.token_index(int(win.slots().size())) - win.token_index(0));
-        if (slot.patch) ops.patch_bytes += int64_t(slot.patch->bytes());
-      }
-      ops.patches_applied += slot.patch != nullptr;
-      ops.kv_bytes_written += int64_t(slot.n_tokens()) * row_bytes;
-      ops.cow_pages += pool.stats().cow_copies - cow0;
-      ops.kv_bytes_written += (pool.stats().cow_copies - cow0) * page_bytes;
-    }
-    KAMERA_TRY(win.check_invariants());
-    st.window_first = window_first;
-    st.window_last = t;
-
-    if (int(win.slots().size()) == W) {
-      // A recall turn recalls a frame evicted earlier whose content is not on the fork already
-      // (a stream may show the same picture twice: the same chunk).
-      std::vector<int> recallable;
-      if (o.recall_every > 0 && (question_index + 1) % o.recall_every == 0)
-        for (int e = 0; e < window_first; ++e) {
-          const ChunkId id = cache.id_of(chunks[size_t(e)]);
-          bool on_fork = false;
-          for (int i = 1; i < W; ++i) on_fork = on_fork || win.slots()[size_t(i)].id == id;
-          if (!on_fork) recallable.push_back(e);
-        }
-      const bool recall = !recallable.empty();
-      std::unique_ptr<Window> fork;
-      std::vector<int> view;  // stream frames as the model sees them
-      minivl::Question q;
-      DemoQuestion dq;
-      if (recall) {
-        const int e = recallable[size_t(rng.below(int(recallable.size())))];
-        st.recalled = e;
-        st.fork_dropped = window_first;
-        const ChunkStore::Stats s0 = store.stats();
-        const int64_t cow0 = pool.stats().cow_copies;
-        a = now_ms();
-        auto f = win.fork();
-        if (!f.ok()) return f.error();
-        fork = std::move(*f);
-        double op_ms = now_ms() - a;
-        auto placed = placements(*fork);
-        a = now_ms();
-        KAMERA_TRY(fork->evict_front());
-        op_ms += now_ms() - a;
-        ++ops.chunks_evicted;
-        count_relocations(placed, *fork, 1, ops);
-        placed = placements(*fork);
-        a = now_ms();
-        KAMERA_TRY(fork->recall(cache.id_of(chunks[size_t(e)]), 0, RecallMode::Fresh));
-        op_ms += now_ms() - a;
-        ops.cache_ms += op_ms;
-        ++ops.chunks_recalled;
-        count_relocations(placed, *fork, -1, ops);
-        const ChunkStore::Stats s1 = store.stats();
-        const int formed_canon = int(s1.canonical_misses - s0.canonical_misses);
-        const int formed_patch = int(s1.patch_misses - s0.patch_misses);
-        ops.canonicals_formed += formed_canon;
-        ops.patches_formed += formed_patch;
-        ops.forwards += formed_canon + formed_patch;
-        ops.patches_applied += fork->slots().front().patch != nullptr;
-        ops.kv_bytes_written += int64_t(fork->slots().front().n_tokens()) * row_bytes;
-        ops.cow_pages += pool.stats().cow_copies - cow0;
-        ops.kv_bytes_written += (pool.stats().cow_copies - cow0) * page_bytes;
-        st.fork_forwards = formed_canon + formed_patch;
-        KAMERA_TRY(fork->check_invariants());
-        // The fork's survivors (window slots 1..W-1) moved twice and back; their rows are the
-        // window's own pages, byte for byte.
-        {
-          const RowsSnapshot w_rows =
-              snapshot(std::as_const(pool), win.sequence(), win.token_index(1), win.token_index(W));
-          const RowsSnapshot f_rows = snapshot(std::as_const(pool), fork->sequence(),
-                                               fork->token_index(1), fork->token_index(W));
-          const bool same = w_rows.rows.size() == f_rows.rows.size() &&
-                            std::memcmp(w_rows.rows.data(), f_rows.rows.data(),
-                                        w_rows.rows.size() * sizeof(float)) == 0;
-          st.relocation_checked = true;
-          st.relocation_exact = st.relocation_exact && same;
-        }
-        view.push_back(e);
-        for (int i = window_first + 1; i <= t; ++i) view.push_back(i);
-        // A single-hop question about the recalled frame, which now sits at f0.
-        std::vector<minivl::Question> cands;
-        for (auto& c : minivl::all_questions({stream.frames[size_t(e)]}))
-          if (c.family == minivl::Family::SingleHop) cands.push_back(std::move(c));
-        if (cands.empty())
-          return make_error(ErrorCode::InvalidArgument,
-                            "demo: frame {} offers no single-hop question", e);
-        q = std::move(cands[size_t(rng.below(int(cands.size())))]);
-        dq.type = DemoQuestionType::Recall;
-        dq.stream_frames = {e};
-      } else {
-        for (int i = window_first; i <= t; ++i) view.push_back(i);
-        std::vector<minivl::Frame> frames;
-        for (int i : view) frames.push_back(stream.frames[size_t(i)]);
-        const auto all = minivl::all_questions(frames);
-        const bool want_cross = nonrecall_index++ % 2 == 1;
-        std::vector<const minivl::Question*> cands;
-        for (const auto& c : all)
-          if ((c.family == minivl::Family::CrossFrame) == want_cross) cands.push_back(&c);
-        if (cands.empty() && want_cross) {
-          dq.fallback = true;
-          for (const auto& c : all)
-            if (c.family == minivl::Family::SingleHop) cands.push_back(&c);
-        }
-        if (cands.empty())
-          return make_error(ErrorCode::InvalidArgument,
-                            "demo: the window at step {} offers no question", t);
-        q = *cands[size_t(rng.below(int(cands.size())))];
-        dq.type = q.family == minivl::Family::CrossFrame ? DemoQuestionType::CrossFrame
-                                                         : DemoQuestionType::SingleHop;
-        for (int f : q.frames) dq.stream_frames.push_back(view[size_t(f)]);
-      }
-      dq.kind = q.kind;
-      dq.text = question_words(q);
-      dq.tokens = q.tokens;
-      dq.gold = q.answer;
-
-      // The two arms, alternating which runs first; each timed reps times (median).
-      Window& w = fork ? *fork : win;
-      const ChunkContent qc = minivl::text_chunk(q.tokens);
-      std::vector<double> k_ms, r_ms;
-      std::vector<float> k_logits, r_logits;
-      // Run -1 is an untimed warm-up of both arms (caches, scratch growth); its logits answer.
-      for (int rep = -1; rep < o.reps; ++rep) {
-        for (int arm = 0; arm < 2; ++arm) {
-          const bool kamera_arm = (arm == 0) == ((question_index + rep + 1) % 2 == 0);
-          a = now_ms();
-          auto l = kamera_arm ? w.query(qc, LogitsMode::Last) : reprefill(view, q.tokens);
-          const double ms = now_ms() - a;
-          if (!l.ok()) return l.error();
-          if (rep < 0)
-            (kamera_arm ? k_logits : r_logits) = std::move(*l);
-          else
-            (kamera_arm ? k_ms : r_ms).push_back(ms);
-        }
-      }
-      dq.kamera_ms = median(k_ms);
-      dq.reprefill_ms = median(r_ms);
-      dq.kamera = argmax_id(k_logits);
-      dq.reprefill = argmax_id(r_logits);
-      dq.kl = kl_from_logits(r_logits, k_logits);
-      st.question = std::move(dq);
-      ++question_index;
-    }  // the fork (if any) is dropped here
-    r.steps.push_back(std::move(st));
+// One run of the demo over a stream: the window, the vision cache and the per-step records.
+class AgentDemo {
+ public:
+  AgentDemo(const minivl::MiniVl& m, Context& ctx, const AgentDemoOptions& o)
+      : m_(m), ctx_(ctx), o_(o), model_(*m.decoder), pool_(ctx.pool()), enc_(m.vision) {
+    row_bytes_ = kv_bytes_per_token(pool_);
+    page_bytes_ = row_bytes_ * pool_.page_tokens();
   }
 
-  // Summary.
+  Result<AgentDemoResult> run();
+
+ private:
+  Status start(AgentDemoResult& r);
+  Status arrive(DemoStep& st, AgentDemoResult& r);
+  Status slide(DemoStep& st);
+  Status admit(DemoStep& st);
+  std::vector<int> recallable() const;
+  Result<std::unique_ptr<Window>> recall_fork(int e, DemoStep& st);
+  Status pick_recall_question(int e, minivl::Question& q, DemoQuestion& dq);
+  Status pick_window_question(int t, const std::vector<int>& view, minivl::Question& q,
+                              DemoQuestion& dq);
+  Status answer(Window& w, const std::vector<int>& view, const minivl::Question& q,
+                DemoQuestion& dq);
+  Status question_turn(int t, DemoStep& st);
+  Result<std::vector<float>> reprefill(const std::vector<int>& frames,
+                                       const std::vector<int32_t>& q);
+
+  const minivl::MiniVl& m_;
+  Context& ctx_;
+  const AgentDemoOptions& o_;
+  const Model& model_;
+  KvPool& pool_;
+  VisionEncoder enc_;
+  int64_t row_bytes_ = 0, page_bytes_ = 0;
+  minivl::Clip stream_;
+  std::unique_ptr<DemoRng> rng_;
+  std::unique_ptr<Window> win_;
+  std::vector<ChunkContent> chunks_;  // the vision cache: one chunk per stream frame
+  int window_first_ = 0;              // stream index of the window's slot 0
+  int question_index_ = 0, nonrecall_index_ = 0;
+};
+
+// Re-prefill: one forward over [<bos>, frames, question] in a fresh sequence.
+Result<std::vector<float>> AgentDemo::reprefill(const std::vector<int>& frames,
+                                                const std::vector<int32_t>& q) {
+  const int d = model_.cfg.dim;
+  std::vector<float> rows;  // (n, dim)
+  std::vector<Pos> pos;
+  auto token_row = [&](int32_t id, int32_t p) {
+    const float* e = model_.tok_embd.data() + size_t(id) * size_t(d);
+    rows.insert(rows.end(), e, e + d);
+    pos.push_back(Pos::linear(p));
+  };
+  token_row(minivl::bos_id(), 0);
+  int32_t p = 1;
+  for (int f : frames) {
+    const ChunkContent& c = chunks_[size_t(f)];
+    rows.insert(rows.end(), c.embeddings.begin(), c.embeddings.end());
+    const auto fp = c.positions_at(p);
+    pos.insert(pos.end(), fp.begin(), fp.end());
+    p += c.extent();
+  }
+  for (int32_t t : q) token_row(t, p++);
+  ScopedSequence seq(pool_);
+  ForwardInput in;
+  in.embeddings = rows.data();
+  in.n = int(pos.size());
+  in.positions = pos;
+  ForwardOptions fo;
+  fo.logits = LogitsMode::Last;
+  return ctx_.engine().forward(pool_, seq.id(), in, fo);
+}
+
+Status AgentDemo::start(AgentDemoResult& r) {
+  r.options = o_;
+  r.decoder_path = model_.source;
+  r.threads = ctx_.engine().threads().size();
+  minivl::ClipSpec spec;
+  spec.n_frames = o_.n_frames;
+  stream_ = minivl::make_stream(minivl::Split::Test, o_.clip, spec);
+  r.events = stream_.events;
+  rng_ = std::make_unique<DemoRng>(stream_.seed ^ 0xA6E47D3E0ull);
+  r.tokens_per_frame = m_.vision.cfg.n_tokens();
+  r.rank_is_full = o_.rank == kFullRank || o_.rank >= r.tokens_per_frame;
+  r.rank_used = r.rank_is_full ? r.tokens_per_frame : o_.rank;
+  WindowPolicy pol;
+  pol.rank = r.rank_is_full ? kFullRank : o_.rank;  // the window does not cap ranks itself
+  pol.form_on_miss = true;
+  KAMERA_ASSIGN_OR_RETURN(win_, Window::create(ctx_, pol));
+  return Status::Ok();
+}
+
+// The frame arrives: encoded once, its rows kept (the vision cache).
+Status AgentDemo::arrive(DemoStep& st, AgentDemoResult& r) {
+  const double a = now_ms();
+  auto cc = minivl::frame_chunk(enc_, stream_.frames[size_t(st.step)]);
+  if (!cc.ok()) return cc.error();
+  st.ops.vision_ms = now_ms() - a;
+  st.ops.frames_encoded = 1;
+  chunks_.push_back(std::move(*cc));
+  if (r.frame_extent == 0) r.frame_extent = chunks_.back().extent();
+  return Status::Ok();
+}
+
+// Slide: evict the head; the survivors only move (checked: same rows, positions shifted).
+Status AgentDemo::slide(DemoStep& st) {
+  Window& win = *win_;
+  const int W = o_.window;
+  const int first = win.token_index(1), end = win.token_index(W);
+  const RowsSnapshot before = snapshot(std::as_const(pool_), win.sequence(), first, end);
+  const auto placed = placements(win);
+  const int32_t shift = win.slots()[0].extent();
+  const double a = now_ms();
+  KAMERA_TRY(win.evict_front());
+  st.ops.cache_ms += now_ms() - a;
+  ++st.ops.chunks_evicted;
+  count_relocations(placed, win, 1, st.ops);
+  st.evicted = window_first_++;
+  const RowsSnapshot after =
+      snapshot(std::as_const(pool_), win.sequence(), win.token_index(0), win.token_index(W - 1));
+  st.relocation_checked = true;
+  st.relocation_exact =
+      same_rows(before, after) && before.positions.size() == after.positions.size();
+  for (size_t i = 0; st.relocation_exact && i < before.positions.size(); ++i)
+    st.relocation_exact = after.positions[i] == before.positions[i].shifted(-shift);
+  return Status::Ok();
+}
+
+// Admission at the back, with its patch formed on the window it joins.
+Status AgentDemo::admit(DemoStep& st) {
+  Window& win = *win_;
+  DemoOps& ops = st.ops;
+  const ChunkStore::Stats s0 = ctx_.store().stats();
+  const int64_t cow0 = pool_.stats().cow_copies;
+  const auto placed = placements(win);
+  const double a = now_ms();
+  KAMERA_TRY(win.admit_back(chunks_.back()));
+  ops.cache_ms += now_ms() - a;
+  const WindowSlot& slot = win.slots().back();
+  ++ops.chunks_admitted;
+  count_relocations(placed, win, 0, ops);
+  int formed_canon = 0, formed_patch = 0;
+  count_formed(s0, ctx_.store().stats(), ops, &formed_canon, &formed_patch);
+  ops.tokens_forwarded += int64_t(formed_canon) * slot.n_tokens();
+  if (formed_patch > 0) {
+    // The conditioned forward runs every chunk of the window (the anchor is copied).
+    ops.tokens_forwarded +=
+        int64_t(formed_patch) * (win.token_index(int(win.slots().size())) - win.token_index(0));
+    if (slot.patch) ops.patch_bytes += int64_t(slot.patch->bytes());
+  }
+  ops.patches_applied += slot.patch != nullptr;
+  ops.kv_bytes_written += int64_t(slot.n_tokens()) * row_bytes_;
+  ops.cow_pages += pool_.stats().cow_copies - cow0;
+  ops.kv_bytes_written += (pool_.stats().cow_copies - cow0) * page_bytes_;
+  return win.check_invariants();
+}
+
+// On a recall turn: the frames evicted earlier whose content is not on the fork already (a stream
+// may show the same picture twice: the same chunk).
+std::vector<int> AgentDemo::recallable() const {
+  std::vector<int> out;
+  if (o_.recall_every <= 0 || (question_index_ + 1) % o_.recall_every != 0) return out;
+  for (int e = 0; e < window_first_; ++e) {
+    const ChunkId id = ctx_.cache().id_of(chunks_[size_t(e)]);
+    bool on_fork = false;
+    for (int i = 1; i < o_.window; ++i) on_fork = on_fork || win_->slots()[size_t(i)].id == id;
+    if (!on_fork) out.push_back(e);
+  }
+  return out;
+}
+// A fork of the window that drops its head and recalls evicted frame e at the front with a fresh
+// patch. The fork's survivors (window slots 1..W-1) move twice and back: their rows must be the
+// window's own pages, byte for byte.
+Result<std::unique_ptr<Window>> AgentDemo::recall_fork(int e, DemoStep& st) {
+  Window& win = *win_;
+  const int W = o_.window;
+  DemoOps& ops = st.ops;
+  st.recalled = e;
+  st.fork_dropped = window_first_;
+  const ChunkStore::Stats s0 = ctx_.store().stats();
+  const int64_t cow0 = pool_.stats().cow_copies;
+  double a = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Window> fork, win.fork());
+  double op_ms = now_ms() - a;
+  auto placed = placements(*fork);
+  a = now_ms();
+  KAMERA_TRY(fork->evict_front());
+  op_ms += now_ms() - a;
+  ++ops.chunks_evicted;
+  count_relocations(placed, *fork, 1, ops);
+  placed = placements(*fork);
+  a = now_ms();
+  KAMERA_TRY(fork->recall(ctx_.cache().id_of(chunks_[size_t(e)]), 0, RecallMode::Fresh));
+  op_ms += now_ms() - a;
+  ops.cache_ms += op_ms;
+  ++ops.chunks_recalled;
+  count_relocations(placed, *fork, -1, ops);
+  int formed_canon = 0, formed_patch = 0;
+  count_formed(s0, ctx_.store().stats(), ops, &formed_canon, &formed_patch);
+  ops.patches_applied += fork->slots().front().patch != nullptr;
+  ops.kv_bytes_written += int64_t(fork->slots().front().n_tokens()) * row_bytes_;
+  ops.cow_pages += pool_.stats().cow_copies - cow0;
+  ops.kv_bytes_written += (pool_.stats().cow_copies - cow0) * page_bytes_;
+  st.fork_forwards = formed_canon + formed_patch;
+  KAMERA_TRY(fork->check_invariants());
+  const RowsSnapshot w_rows =
+      snapshot(std::as_const(pool_), win.sequence(), win.token_index(1), win.token_index(W));
+  const RowsSnapshot f_rows =
+      snapshot(std::as_const(pool_), fork->sequence(), fork->token_index(1), fork->token_index(W));
+  st.relocation_checked = true;
+  st.relocation_exact = st.relocation_exact && same_rows(w_rows, f_rows);
+  return fork;
+}
+
+// A single-hop question about the recalled frame e, which sits at f0 of the fork.
+Status AgentDemo::pick_recall_question(int e, minivl::Question& q, DemoQuestion& dq) {
+  std::vector<minivl::Question> cands;
+  for (auto& c : minivl::all_questions({stream_.frames[size_t(e)]}))
+    if (c.family == minivl::Family::SingleHop) cands.push_back(std::move(c));
+  if (cands.empty())
+    return make_error(ErrorCode::InvalidArgument, "demo: frame {} offers no single-hop question",
+                      e);
+  q = std::move(cands[size_t(rng_->below(int(cands.size())))]);
+  dq.type = DemoQuestionType::Recall;
+  dq.stream_frames = {e};
+  return Status::Ok();
+}
+
+// A question about the window's frames: single-hop and cross-frame turns alternate (a single-hop
+// fallback when the window offers no cross-frame question).
+Status AgentDemo::pick_window_question(int t, const std::vector<int>& view, minivl::Question& q,
+                                       DemoQuestion& dq) {
+  std::vector<minivl::Frame> frames;
+  for (int i : view) frames.push_back(stream_.frames[size_t(i)]);
+  const auto all = minivl::all_questions(frames);
+  const bool want_cross = nonrecall_index_++ % 2 == 1;
+  std::vector<const minivl::Question*> cands;
+  for (const auto& c : all)
+    if ((c.family == minivl::Family::CrossFrame) == want_cross) cands.push_back(&c);
+  if (cands.empty() && want_cross) {
+    dq.fallback = true;
+    for (const auto& c : all)
+      if (c.family == minivl::Family::SingleHop) cands.push_back(&c);
+  }
+  if (cands.empty())
+    return make_error(ErrorCode::InvalidArgument, "demo: the window at step {} offers no question",
+                      t);
+  q = *cands[size_t(rng_->below(int(cands.size())))];
+  dq.type = q.family == minivl::Family::CrossFrame ? DemoQuestionType::CrossFrame
+                                                   : DemoQuestionType::SingleHop;
+  for (int f : q.frames) dq.stream_frames.push_back(view[size_t(f)]);
+  return Status::Ok();
+}
+
+// The two arms (kamera's window, re-prefill), alternating which runs first; each timed reps times
+// (median). Run -1 is an untimed warm-up of both arms (caches, scratch growth); its logits answer.
+Status AgentDemo::answer(Window& w, const std::vector<int>& view, const minivl::Question& q,
+                         DemoQuestion& dq) {
+  dq.kind = q.kind;
+  dq.text = question_words(q);
+  dq.tokens = q.tokens;
+  dq.gold = q.answer;
+  const ChunkContent qc = minivl::text_chunk(q.tokens);
+  std::vector<double> k_ms, r_ms;
+  std::vector<float> k_logits, r_logits;
+  for (int rep = -1; rep < o_.reps; ++rep) {
+    for (int arm = 0; arm < 2; ++arm) {
+      const bool kamera_arm = (arm == 0) == ((question_index_ + rep + 1) % 2 == 0);
+      const double a = now_ms();
+      auto l = kamera_arm ? w.query(qc, LogitsMode::Last) : reprefill(view, q.tokens);
+      const double ms = now_ms() - a;
+      if (!l.ok()) return l.error();
+      if (rep < 0)
+        (kamera_arm ? k_logits : r_logits) = std::move(*l);
+      else
+        (kamera_arm ? k_ms : r_ms).push_back(ms);
+    }
+  }
+  dq.kamera_ms = median(k_ms);
+  dq.reprefill_ms = median(r_ms);
+  dq.kamera = argmax_id(k_logits);
+  dq.reprefill = argmax_id(r_logits);
+  dq.kl = kl_from_logits(r_logits, k_logits);
+  return Status::Ok();
+}
+
+// A full window asks a question: on a recall turn about an evicted frame recalled on a fork,
+// otherwise about the window's frames.
+Status AgentDemo::question_turn(int t, DemoStep& st) {
+  const std::vector<int> candidates = recallable();
+  std::unique_ptr<Window> fork;
+  std::vector<int> view;  // stream frames as the model sees them
+  minivl::Question q;
+  DemoQuestion dq;
+  if (!candidates.empty()) {
+    const int e = candidates[size_t(rng_->below(int(candidates.size())))];
+    KAMERA_ASSIGN_OR_RETURN(fork, recall_fork(e, st));
+    view.push_back(e);
+    for (int i = window_first_ + 1; i <= t; ++i) view.push_back(i);
+    KAMERA_TRY(pick_recall_question(e, q, dq));
+  } else {
+    for (int i = window_first_; i <= t; ++i) view.push_back(i);
+    KAMERA_TRY(pick_window_question(t, view, q, dq));
+  }
+  KAMERA_TRY(answer(fork ? *fork : *win_, view, q, dq));
+  st.question = std::move(dq);
+  ++question_index_;
+  return Status::Ok();  // the fork (if any) is dropped here
+}
+
+// Totals, per-type summaries and speedups over the steps.
+void summarize(AgentDemoResult& r) {
   std::vector<double> ratios;
   double k_sum = 0, r_sum = 0;
   for (const auto& st : r.steps) {
@@ -556,12 +613,39 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
     }
   r.speedup = k_sum > 0 ? r_sum / k_sum : 0;
   r.median_speedup = ratios.empty() ? 0 : median(ratios);
+}
 
-  if (!o.png_path.empty()) {
-    KAMERA_TRY(write_demo_png(o.png_path, stream, r));
-    r.png_written = o.png_path;
-    std::tie(r.png_width, r.png_height) = agent_demo_png_size(o.n_frames);
+Result<AgentDemoResult> AgentDemo::run() {
+  AgentDemoResult r;
+  KAMERA_TRY(start(r));
+  for (int t = 0; t < o_.n_frames; ++t) {
+    DemoStep st;
+    st.step = t;
+    KAMERA_TRY(arrive(st, r));
+    if (int(win_->slots().size()) == o_.window) KAMERA_TRY(slide(st));
+    KAMERA_TRY(admit(st));
+    st.window_first = window_first_;
+    st.window_last = t;
+    if (int(win_->slots().size()) == o_.window) KAMERA_TRY(question_turn(t, st));
+    r.steps.push_back(std::move(st));
   }
+  summarize(r);
+  if (!o_.png_path.empty()) {
+    KAMERA_TRY(write_demo_png(o_.png_path, stream_, r));
+    r.png_written = o_.png_path;
+    std::tie(r.png_width, r.png_height) = agent_demo_png_size(o_.n_frames);
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
+                                       const AgentDemoOptions& o) {
+  const double t_start = now_ms();
+  KAMERA_TRY(validate(m, ctx, o));
+  AgentDemo demo(m, ctx, o);
+  KAMERA_ASSIGN_OR_RETURN(AgentDemoResult r, demo.run());
   r.wall_s = (now_ms() - t_start) / 1e3;
   return r;
 }

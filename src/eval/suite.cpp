@@ -86,6 +86,64 @@ int64_t suite_kv_tokens(const std::vector<EvalSplit>& splits, const SuiteOptions
   return std::max<int64_t>(n, 4 * (1 + 32 + max_len + 32));
 }
 
+namespace {
+
+// Serve vs re-prefill of a `len`-token chunk B into the pool behind a cached 32-token antecedent:
+// median ms of re-prefilling B, placing its canonical, and placing it with a patch.
+Result<nlohmann::json> time_serve(Context& ctx, int len, const SuiteOptions& opts) {
+  const Model& model = ctx.model();
+  KvPool& pool = ctx.pool();
+  TokenItemSpec ts;
+  ts.n_items = 1;
+  ts.antecedent_tokens = 32;
+  ts.chunk_tokens = len;
+  ts.query_tokens = 1;
+  ts.seed = 100 + uint64_t(len);
+  const ReuseItem it = random_token_items(model, ts)[0];
+  ctx.clear_store();
+  ChunkCache& cc = ctx.cache();
+  const int32_t pB = cc.anchor_extent() + it.antecedent.extent();
+  ScopedSequence prefix(pool);
+  KAMERA_TRY(cc.place_anchor(prefix.id()));
+  if (auto r = cc.forward_chunk(prefix.id(), it.antecedent, cc.anchor_extent()); !r.ok())
+    return r.error();
+  KAMERA_ASSIGN_OR_RETURN(auto canon, cc.canonical(it.chunk));
+  const std::vector<ChunkContent> ab = {it.antecedent, it.chunk};
+  KAMERA_ASSIGN_OR_RETURN(auto cond, cc.conditioned(ab));
+  PatchOptions po;
+  po.rank = opts.timing_rank;
+  po.cap_rank = true;
+  po.head_dim = model.cfg.head_dim;
+  KAMERA_ASSIGN_OR_RETURN(const Patch patch, form_patch(cond.back(), canon->kv, po));
+  std::vector<double> t_re, t_blind, t_patch;
+  for (int rep = 0; rep < std::max(1, opts.timing_reps); ++rep) {
+    for (int arm = 0; arm < 3; ++arm) {
+      KAMERA_ASSIGN_OR_RETURN(const SeqId fork, pool.fork(prefix.id()));
+      const double t0 = now_ms();
+      Status st = Status::Ok();
+      if (arm == 0) {
+        auto r = cc.forward_chunk(fork, it.chunk, pB, LogitsMode::None);
+        if (!r.ok()) st = r.error();
+      } else {
+        st = cc.place(fork, *canon, arm == 2 ? &patch : nullptr, pB);
+      }
+      const double ms = now_ms() - t0;
+      pool.free_sequence(fork);
+      KAMERA_TRY(st);
+      (arm == 0 ? t_re : arm == 1 ? t_blind : t_patch).push_back(ms);
+    }
+  }
+  return nlohmann::json{{"chunk_tokens", len},
+                        {"antecedent_tokens", 32},
+                        {"patch_rank", opts.timing_rank},
+                        {"reprefill_ms", median(t_re)},
+                        {"blind_ms", median(t_blind)},
+                        {"patch_ms", median(t_patch)},
+                        {"reps", std::max(1, opts.timing_reps)}};
+}
+
+}  // namespace
+
 Result<nlohmann::json> run_eval_suite(Context& ctx, const std::vector<EvalSplit>& splits,
                                       const SuiteOptions& opts) {
   using nlohmann::json;
@@ -107,65 +165,13 @@ Result<nlohmann::json> run_eval_suite(Context& ctx, const std::vector<EvalSplit>
          {"result", reuse_bench_json(*r)}});
   }
   out["splits"] = js;
-
-  // Serve vs re-prefill by chunk length: B into the pool behind a cached 32-token antecedent.
   json timing = json::array();
-  KvPool& pool = ctx.pool();
   int done = 0;
   for (int len : opts.timing_lengths) {
     ++done;
     if (1 + 32 + len > model.cfg.ctx_len) continue;
-    TokenItemSpec ts;
-    ts.n_items = 1;
-    ts.antecedent_tokens = 32;
-    ts.chunk_tokens = len;
-    ts.query_tokens = 1;
-    ts.seed = 100 + uint64_t(len);
-    const ReuseItem it = random_token_items(model, ts)[0];
-    ctx.clear_store();
-    ChunkCache& cc = ctx.cache();
-    const int32_t pB = cc.anchor_extent() + it.antecedent.extent();
-    ScopedSequence prefix(pool);
-    KAMERA_TRY(cc.place_anchor(prefix.id()));
-    if (auto r = cc.forward_chunk(prefix.id(), it.antecedent, cc.anchor_extent()); !r.ok())
-      return r.error();
-    auto canon = cc.canonical(it.chunk);
-    if (!canon.ok()) return canon.error();
-    const std::vector<ChunkContent> ab = {it.antecedent, it.chunk};
-    auto cond = cc.conditioned(ab);
-    if (!cond.ok()) return cond.error();
-    PatchOptions po;
-    po.rank = opts.timing_rank;
-    po.cap_rank = true;
-    po.head_dim = model.cfg.head_dim;
-    auto patch = form_patch(cond->back(), (*canon)->kv, po);
-    if (!patch.ok()) return patch.error();
-    std::vector<double> t_re, t_blind, t_patch;
-    for (int rep = 0; rep < std::max(1, opts.timing_reps); ++rep) {
-      for (int arm = 0; arm < 3; ++arm) {
-        auto fork = pool.fork(prefix.id());
-        if (!fork.ok()) return fork.error();
-        const double t0 = now_ms();
-        Status st = Status::Ok();
-        if (arm == 0) {
-          auto r = cc.forward_chunk(*fork, it.chunk, pB, LogitsMode::None);
-          if (!r.ok()) st = r.error();
-        } else {
-          st = cc.place(*fork, **canon, arm == 2 ? &patch.value() : nullptr, pB);
-        }
-        const double ms = now_ms() - t0;
-        pool.free_sequence(*fork);
-        KAMERA_TRY(st);
-        (arm == 0 ? t_re : arm == 1 ? t_blind : t_patch).push_back(ms);
-      }
-    }
-    timing.push_back({{"chunk_tokens", len},
-                      {"antecedent_tokens", 32},
-                      {"patch_rank", opts.timing_rank},
-                      {"reprefill_ms", median(t_re)},
-                      {"blind_ms", median(t_blind)},
-                      {"patch_ms", median(t_patch)},
-                      {"reps", std::max(1, opts.timing_reps)}});
+    KAMERA_ASSIGN_OR_RETURN(json row, time_serve(ctx, len, opts));
+    timing.push_back(std::move(row));
     if (opts.progress) opts.progress("timing", done, int(opts.timing_lengths.size()));
   }
   out["timing_by_length"] = timing;

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <random>
 #include <set>
 
 #include "eval/metrics.h"
+#include "eval/scoreboard.h"
 #include "model/sampler.h"
 #include "window/window.h"
 
@@ -25,24 +27,33 @@ ChunkContent truncated(const ChunkContent& c, int cap) {
   return ChunkContent::from_tokens(std::vector<int32_t>(c.tokens.begin(), c.tokens.begin() + cap));
 }
 
-// Accumulates one arm of one group: per-measurement KL, last-position argmax, times, bytes.
-struct Acc {
-  std::vector<double> kl, ms;
-  std::vector<int32_t> argmax;
-  double bytes = 0;
-};
-
+// One table of a scenario (e.g. recall at tau=0.6): a scoreboard of its arms against re-prefill.
 struct Group {
   std::string scenario, name, eta_base;
-  std::vector<int32_t> ref_argmax;
-  std::map<std::pair<std::string, int>, Acc> arms;  // (arm, rank)
-  std::vector<std::pair<std::string, int>> order;   // insertion order for output
-  Acc& arm(const std::string& n, int rank) {
-    auto key = std::make_pair(n, rank);
-    if (!arms.count(key)) order.push_back(key);
-    return arms[key];
-  }
+  Scoreboard board;
 };
+
+// The orderings of K antecedents a reorder item is measured on: all K! of them, or `samples`
+// distinct ones (the given order first).
+std::vector<std::vector<int>> orderings_of(int K, int samples, std::mt19937& rng) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> perm(K);
+  std::iota(perm.begin(), perm.end(), 0);
+  double total = 1;
+  for (int j = 2; j <= K; ++j) total *= j;
+  if (total <= samples) {
+    do out.push_back(perm);
+    while (std::next_permutation(perm.begin(), perm.end()));
+    return out;
+  }
+  std::set<std::vector<int>> seen = {perm};
+  out.push_back(perm);
+  while (int(out.size()) < samples) {
+    std::shuffle(perm.begin(), perm.end(), rng);
+    if (seen.insert(perm).second) out.push_back(perm);
+  }
+  return out;
+}
 
 class Bench {
  public:
@@ -105,30 +116,37 @@ class Bench {
     return cc.forward_chunk(s.id(), q, pos + c.content.extent(), LogitsMode::All);
   }
 
-  void score(Group& g, const std::string& arm, int rank, const std::vector<float>& ref,
+  // Scores an arm's logits on measurement m; ms: the operation's time, bytes: stored state used.
+  void score(Group& g, int m, const std::string& arm, int rank, const std::vector<float>& ref,
              const std::vector<float>& logits, double ms = NAN, double bytes = 0) {
-    Acc& a = g.arm(arm, rank);
-    a.kl.push_back(mean_kl_rows(ref, logits, V()));
-    a.argmax.push_back(argmax(std::span<const float>(logits).subspan(logits.size() - V())));
+    ArmRecord& a = g.board.arm({arm, rank, {}});
+    g.board.score(a, m, ref, logits, V());
     if (!std::isnan(ms)) a.ms.push_back(ms);
-    a.bytes += bytes;
+    ArmCost c;
+    c.kv_bytes = bytes;
+    a.add_cost(c);
   }
-  void reference(Group& g, const std::vector<float>& ref) {
-    g.ref_argmax.push_back(argmax(std::span<const float>(ref).subspan(ref.size() - V())));
+  // A new measurement of item `item` whose reference logits are `ref`.
+  int reference(Group& g, int item, const std::vector<float>& ref) {
+    MeasurementInfo m;
+    m.item = item;
+    m.ref_argmax = argmax(std::span<const float>(ref).subspan(ref.size() - V()));
+    return g.board.add_measurement(m);
   }
+  void reprefill_time(Group& g, double ms) { g.board.arm({"reprefill", 0, {}}).ms.push_back(ms); }
 
   Status slide(const std::vector<ReuseItem>& items, const std::vector<ChunkContent>& pool_chunks);
   Status reorder(const std::vector<ReuseItem>& items, const std::vector<ChunkContent>& pool_chunks);
   Status recall(const std::vector<ReuseItem>& items, const std::vector<ChunkContent>& pool_chunks);
 
-  std::vector<Group> groups;
+  std::deque<Group> groups;  // a deque: references stay valid as groups are added
   std::vector<std::string> notes;
 
  private:
   Group& group(const std::string& scenario, const std::string& name, const std::string& base) {
     for (auto& g : groups)
       if (g.scenario == scenario && g.name == name) return g;
-    groups.push_back({scenario, name, base, {}, {}, {}});
+    groups.push_back({scenario, name, base, {}});
     return groups.back();
   }
   // A random chunk of the pool that is none of `avoid` (by id).
@@ -177,11 +195,11 @@ Status Bench::slide(const std::vector<ReuseItem>& items, const std::vector<Chunk
     double rp_ms = 0;
     auto ref = reprefill({a, b}, q, -1, nullptr, &rp_ms);
     if (!ref.ok()) return ref.error();
-    reference(g, *ref);
-    g.arm("reprefill", 0).ms.push_back(rp_ms);
+    const int m = reference(g, int(i), *ref);
+    reprefill_time(g, rp_ms);
     auto keep = (*w)->query(q);
     if (!keep.ok()) return keep.error();
-    score(g, "keep", 0, *ref, *keep, slide_ms);
+    score(g, m, "keep", 0, *ref, *keep, slide_ms);
     // blind survivors: both canonical at the same positions
     {
       ScopedSequence s(pool_);
@@ -191,7 +209,7 @@ Status Bench::slide(const std::vector<ReuseItem>& items, const std::vector<Chunk
       if (!rep.ok()) return rep.error();
       auto l = cc.forward_chunk(s.id(), q, rep->next_position, LogitsMode::All);
       if (!l.ok()) return l.error();
-      score(g, "blind", 0, *ref, *l);
+      score(g, m, "blind", 0, *ref, *l);
     }
     // removal patch: current rows -> rows of a re-prefill without the evicted chunk
     const std::vector<ChunkContent> ab = {a, b};
@@ -217,7 +235,7 @@ Status Bench::slide(const std::vector<ReuseItem>& items, const std::vector<Chunk
       }
       auto l = (*f)->query(q);
       if (!l.ok()) return l.error();
-      score(g, "removal_patch", r, *ref, *l, ms, bytes);
+      score(g, m, "removal_patch", r, *ref, *l, ms, bytes);
     }
     if (opts_.progress) opts_.progress("slide", int(i + 1), int(items.size()));
   }
@@ -241,23 +259,7 @@ Status Bench::reorder(const std::vector<ReuseItem>& items, const std::vector<Chu
       std::vector<ChunkContent> P = {truncated(items[i].antecedent, cap)};
       std::vector<ChunkId> used = {cc.id_of(B), cc.id_of(P[0])};
       while (int(P.size()) < K) P.push_back(pick(pc, used, cap));
-      // Orderings: all K! or a sample (the given order first).
-      std::vector<std::vector<int>> orderings;
-      std::vector<int> perm(K);
-      std::iota(perm.begin(), perm.end(), 0);
-      double total = 1;
-      for (int j = 2; j <= K; ++j) total *= j;
-      if (total <= opts_.reorder_samples) {
-        do orderings.push_back(perm);
-        while (std::next_permutation(perm.begin(), perm.end()));
-      } else {
-        std::set<std::vector<int>> seen = {perm};
-        orderings.push_back(perm);
-        while (int(orderings.size()) < opts_.reorder_samples) {
-          std::shuffle(perm.begin(), perm.end(), rng_);
-          if (seen.insert(perm).second) orderings.push_back(perm);
-        }
-      }
+      const auto orderings = orderings_of(K, opts_.reorder_samples, rng_);
       auto canon = cc.canonical(B);
       if (!canon.ok()) return canon.error();
       std::vector<ChunkKV> conds(orderings.size());
@@ -275,7 +277,7 @@ Status Bench::reorder(const std::vector<ReuseItem>& items, const std::vector<Chu
       auto transfer = form_patch(conds[0], (*canon)->kv, po);  // the stored given-order patch
       if (!transfer.ok()) return transfer.error();
       for (size_t o = 0; o < orderings.size(); ++o) {
-        reference(g, refs[o]);
+        const int m = reference(g, int(i), refs[o]);
         auto exact = form_patch(conds[o], (*canon)->kv, po);
         if (!exact.ok()) return exact.error();
         std::vector<const ChunkKV*> others;
@@ -292,7 +294,7 @@ Status Bench::reorder(const std::vector<ReuseItem>& items, const std::vector<Chu
           double ms = 0;
           auto l = served(prefixes[o], **canon, a.patch, q, &ms);
           if (!l.ok()) return l.error();
-          score(g, a.name, a.patch ? opts_.rank : 0, refs[o], *l, ms,
+          score(g, m, a.name, a.patch ? opts_.rank : 0, refs[o], *l, ms,
                 a.patch ? double(a.patch->bytes()) : 0);
         }
       }
@@ -343,10 +345,10 @@ Status Bench::recall(const std::vector<ReuseItem>& items, const std::vector<Chun
       double rp_ms = 0;
       auto ref = reprefill(all, q, k, &cond1, &rp_ms);
       if (!ref.ok()) return ref.error();
-      reference(g, *ref);
+      const int m = reference(g, int(i), *ref);
       auto fresh = form_patch(cond1, (*canon)->kv, po);
       if (!fresh.ok()) return fresh.error();
-      g.arm("reprefill", 0).ms.push_back(rp_ms);
+      reprefill_time(g, rp_ms);
       struct ArmDef {
         const char* name;
         const Patch* patch;
@@ -356,13 +358,43 @@ Status Bench::recall(const std::vector<ReuseItem>& items, const std::vector<Chun
         double ms = 0;
         auto l = served(W1, **canon, a.patch, q, &ms);
         if (!l.ok()) return l.error();
-        score(g, a.name, a.patch ? opts_.rank : 0, *ref, *l, ms,
+        score(g, m, a.name, a.patch ? opts_.rank : 0, *ref, *l, ms,
               a.patch ? double(a.patch->bytes()) : 0);
       }
     }
     if (opts_.progress) opts_.progress("recall", int(i + 1), int(items.size()));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// A table row from an arm's record: eta against the group's base arm, flip-recover against blind.
+WindowArm window_arm(const Group& g, const ArmRecord& a) {
+  WindowArm w;
+  w.scenario = g.scenario;
+  w.group = g.name;
+  w.name = a.key.name;
+  w.rank = a.key.rank;
+  w.ms = a.ms.empty() ? NAN : median(a.ms);
+  if (a.key.name == "reprefill") {  // the reference itself: timed, not scored
+    w.n = int(g.board.measurements().size());
+    w.kl = 0;
+    w.eta = 1;
+    w.argmax_agree = 1;
+    return w;
+  }
+  const ArmStats s =
+      summarize(g.board, a, g.board.find({g.eta_base, 0, {}}), g.board.find({"blind", 0, {}}));
+  w.n = s.n;
+  w.kl = s.kl;
+  w.eta = s.eta;
+  w.flip_recover = s.flip_recover;
+  w.argmax_agree = s.argmax_agree;
+  w.bytes = a.kl.empty() ? 0 : a.cost.kv_bytes / double(a.kl.size());
+  return w;
 }
 
 }  // namespace
@@ -394,35 +426,8 @@ Result<WindowBenchResult> run_window_bench(Context& ctx, const std::vector<Reuse
   }
   WindowBenchResult res;
   res.notes = b.notes;
-  for (Group& g : b.groups) {
-    const Acc* base = g.arms.count({g.eta_base, 0}) ? &g.arms[{g.eta_base, 0}] : nullptr;
-    const Acc* blind = g.arms.count({"blind", 0}) ? &g.arms[{"blind", 0}] : nullptr;
-    for (const auto& key : g.order) {
-      const Acc& a = g.arms[key];
-      WindowArm w;
-      w.scenario = g.scenario;
-      w.group = g.name;
-      w.name = key.first;
-      w.rank = key.second;
-      if (key.first == "reprefill") {
-        w.n = int(g.ref_argmax.size());
-        w.kl = 0;
-        w.eta = 1;
-        w.argmax_agree = 1;
-        w.ms = median(a.ms);
-        res.arms.push_back(w);
-        continue;
-      }
-      w.n = int(a.kl.size());
-      w.kl = mean(a.kl);
-      if (base) w.eta = eta(a.kl, base->kl).value_or(NAN);
-      if (blind) w.flip_recover = flip_recover(g.ref_argmax, blind->argmax, a.argmax).value_or(NAN);
-      w.argmax_agree = argmax_agree(g.ref_argmax, a.argmax);
-      w.ms = a.ms.empty() ? NAN : median(a.ms);
-      w.bytes = a.kl.empty() ? 0 : a.bytes / double(a.kl.size());
-      res.arms.push_back(w);
-    }
-  }
+  for (const Group& g : b.groups)
+    for (const ArmRecord& a : g.board.arms()) res.arms.push_back(window_arm(g, a));
   return res;
 }
 

@@ -76,6 +76,25 @@ inline std::unique_ptr<kamera::Context> context(const std::string& path, int64_t
   return c.ok() ? std::move(c.value()) : nullptr;
 }
 
+// A context and shortcuts to what it owns; test rigs derive from it.
+struct ContextRig {
+  std::unique_ptr<kamera::Context> ctx;
+  const kamera::Model* model = nullptr;
+  kamera::KvPool* pool = nullptr;
+  kamera::Engine* engine = nullptr;
+  kamera::ChunkStore* store = nullptr;
+  kamera::ChunkCache* cache = nullptr;
+  ContextRig(const std::string& arch, int64_t kv_tokens, int page_tokens,
+             size_t store_bytes = size_t(1) << 30)
+      : ctx(context(model_path(arch), kv_tokens, page_tokens, store_bytes)) {
+    model = &ctx->model();
+    pool = &ctx->pool();
+    engine = &ctx->engine();
+    store = &ctx->store();
+    cache = &ctx->cache();
+  }
+};
+
 inline std::vector<kamera::Pos> linear_positions(int n, int start = 0) {
   std::vector<kamera::Pos> p(n);
   for (int i = 0; i < n; ++i) p[i] = kamera::Pos::linear(start + i);

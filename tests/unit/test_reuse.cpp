@@ -15,21 +15,9 @@ namespace {
 
 using tiny::random_chunk;
 
-struct Rig {
-  std::unique_ptr<Context> ctx;
-  const Model* model = nullptr;
-  KvPool* pool = nullptr;
-  Engine* engine = nullptr;
-  ChunkStore* store = nullptr;
-  ChunkCache* cache = nullptr;
-  explicit Rig(const std::string& arch, size_t budget = size_t(1) << 30) {
-    ctx = tiny::context(tiny::model_path(arch), 4000, 16, budget);
-    model = &ctx->model();
-    pool = &ctx->pool();
-    engine = &ctx->engine();
-    store = &ctx->store();
-    cache = &ctx->cache();
-  }
+struct Rig : tiny::ContextRig {
+  explicit Rig(const std::string& arch, size_t budget = size_t(1) << 30)
+      : ContextRig(arch, 4000, 16, budget) {}
   // Logits of every query position after [anchor][chunks], served with `opts`.
   std::vector<float> query_logits(const std::vector<ChunkContent>& chunks, const ChunkContent& q,
                                   const ServeOptions& opts, ServeReport* rep = nullptr) {

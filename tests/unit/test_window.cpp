@@ -16,21 +16,8 @@ namespace {
 
 using tiny::random_chunk;
 
-struct Rig {
-  std::unique_ptr<Context> ctx;
-  const Model* model = nullptr;
-  KvPool* pool = nullptr;
-  Engine* engine = nullptr;
-  ChunkStore* store = nullptr;
-  ChunkCache* cache = nullptr;
-  explicit Rig(const std::string& arch = "qwen2") {
-    ctx = tiny::context(tiny::model_path(arch), 12000, 8);
-    model = &ctx->model();
-    pool = &ctx->pool();
-    engine = &ctx->engine();
-    store = &ctx->store();
-    cache = &ctx->cache();
-  }
+struct Rig : tiny::ContextRig {
+  explicit Rig(const std::string& arch = "qwen2") : ContextRig(arch, 12000, 8) {}
   std::unique_ptr<Window> window(WindowPolicy p = {}) {
     auto w = Window::create(*ctx, p);
     EXPECT_TRUE(w.ok()) << w.message();
