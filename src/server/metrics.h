@@ -9,6 +9,8 @@
 
 namespace kamera {
 
+class ChunkStore;
+
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds)
@@ -37,5 +39,8 @@ struct ServerMetrics {
   std::atomic<double> decode_tokens_per_s{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
 };
+
+// The Prometheus text of /metrics: the server's counters, the store's and its tiers'.
+std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int64_t queued);
 
 }  // namespace kamera
