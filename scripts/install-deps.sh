@@ -12,8 +12,9 @@ packages=(
   libopenblas-dev liblapacke-dev
   # libraries
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
-  # serving: HTTP, the shared Redis tier (and a local Redis server for its tests)
-  libcpp-httplib-dev libhiredis-dev redis-server
+  # serving: the HTTP front (Boost.Asio/Beast), HMAC of store entries (OpenSSL), the shared
+  # Redis tier (and a local Redis server for its tests), the tests' HTTP client (cpp-httplib)
+  libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
   # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test

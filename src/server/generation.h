@@ -3,8 +3,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -43,22 +41,14 @@ struct Event {
   int status = 200;
 };
 
-// Events from the scheduler thread to the HTTP side, in order.
-class Channel {
- public:
-  void push(Event e);
-  Event pop();  // blocks until an event is there
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Event> q_;
-};
+// Where a generation's events go, in order, called on the scheduler thread.
+using EventSink = std::function<void(Event)>;
 
 // A generation being decoded by the scheduler.
 struct Generation {
   GenRequest req;
-  std::shared_ptr<Channel> out;
+  EventSink out;
+  std::string client;  // who asked (API key or peer address): quotas
   std::shared_ptr<std::atomic<bool>> cancelled;
   SeqId seq = -1;
   std::unique_ptr<Window> window_fork;  // keeps the forked sequence alive

@@ -57,6 +57,9 @@ void render_requests(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_responses_5xx_total", "server errors answered", double(m.responses_5xx));
   counter(out, "kamera_rejected_busy_total", "requests refused with 429 (queue full)",
           double(m.rejected_busy));
+  counter(out, "kamera_rejected_quota_total",
+          "window operations refused by a quota (429) or the windows' share of the pool (503)",
+          double(m.rejected_quota));
 }
 
 void render_generation(std::string& out, const ServerMetrics& m) {
@@ -108,11 +111,13 @@ void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::S
     const StoreTier::Stats ts = t->stats();
     const std::string n = t->name();
     out += fmt::format("kamera_store_bytes{{tier=\"{}\"}} {}\n", n, ts.bytes);
-    lines += fmt::format(
-        "kamera_tier_hits_total{{tier=\"{}\"}} {}\nkamera_tier_misses_total{{tier=\"{}\"}} {}\n"
-        "kamera_tier_errors_total{{tier=\"{}\"}} {}\nkamera_tier_discarded_total{{tier=\"{}\"}} "
-        "{}\n",
-        n, ts.hits, n, ts.misses, n, ts.errors, n, ts.discarded);
+    for (auto [what, v] : {std::pair{"hits", ts.hits},
+                           {"misses", ts.misses},
+                           {"errors", ts.errors},
+                           {"discarded", ts.discarded},
+                           {"forged", ts.forged},
+                           {"evictions", ts.evictions}})
+      lines += fmt::format("kamera_tier_{}_total{{tier=\"{}\"}} {}\n", what, n, v);
   }
   if (!lines.empty())
     out +=

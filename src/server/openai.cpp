@@ -1,5 +1,6 @@
 #include "server/openai.h"
 
+#include <cfloat>
 #include <cmath>
 
 namespace kamera {
@@ -27,11 +28,12 @@ HttpError http_error(const Error& e) {
   return {status, e.message,
           status == 404  ? "not_found_error"
           : status < 500 ? "invalid_request_error"
-                         : "server_error"};
+                         : "server_error",
+          e.code == ErrorCode::OutOfMemory ? "capacity" : error_code_name(e.code)};
 }
 
 json error_body(const HttpError& e) {
-  return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.status}}}};
+  return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
 }
 
 std::string dump(const json& j) {
@@ -47,6 +49,28 @@ Result<json> parse_body(std::string_view body) {
   } catch (const std::exception& e) {
     return make_error(ErrorCode::CorruptData, "malformed JSON: {}", e.what());
   }
+}
+
+Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX))
+      return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, u, lo, hi);
+    x = int64_t(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "{} must be an integer", what);
+  }
+  if (x < lo || x > hi)
+    return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, x, lo, hi);
+  return x;
+}
+
+Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
 }
 
 namespace {
@@ -157,13 +181,16 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
                                const ModelConfig& cfg) {
   GenRequest r;
   KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat));
-  auto mt = number_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
+  KAMERA_TRY(int_field(body, "n", 1, 1, 1));  // one choice per request (n > 1: 400)
+  auto mt = int_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
+  auto top_k = int_field(body, "top_k", 0, 0, cfg.n_vocab);
+  auto seed = int_field(body, "seed", 0, 0, INT64_MAX);
+  auto rank = int_field(body, "rank", 32, 1, 1 << 20);
+  for (const auto* x : {&mt, &top_k, &seed, &rank})
+    if (!x->ok()) return x->error();
   auto temp = number_field(body, "temperature", 0.0, 0.0, 100.0);
   auto top_p = number_field(body, "top_p", 1.0, 0.0, 1.0);
-  auto top_k = number_field(body, "top_k", 0, 0, 1e6);
-  auto seed = number_field(body, "seed", 0, 0, 9e15);
-  auto rank = number_field(body, "rank", 32, 1, 1e6);
-  for (const auto* x : {&mt, &temp, &top_p, &top_k, &seed, &rank})
+  for (const auto* x : {&temp, &top_p})
     if (!x->ok()) return x->error();
   r.max_tokens = int(*mt);
   r.sampling.temperature = float(*temp);
@@ -179,9 +206,13 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
 
 namespace {
 
-Result<ChunkContent> text_chunk(const json& b, const Model& model) {
+Result<ChunkContent> text_chunk(const json& b, const Model& model, size_t max_bytes) {
   if (!b["text"].is_string())
     return make_error(ErrorCode::InvalidArgument, "\"text\" must be a string");
+  if (max_bytes && b["text"].get_ref<const std::string&>().size() > max_bytes)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the text ({} bytes) cannot fit the chunk limit; at most {} bytes",
+                      b["text"].get_ref<const std::string&>().size(), max_bytes);
   if (!model.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer: send \"tokens\"");
   auto ids = model.tokenizer->encode_raw(b["text"].get<std::string>());
@@ -194,18 +225,13 @@ Result<ChunkContent> token_chunk(const json& b, int n_vocab) {
     return make_error(ErrorCode::InvalidArgument, "\"tokens\" must be a non-empty array");
   std::vector<int32_t> ids;
   for (const json& t : b["tokens"]) {
-    if (!t.is_number_integer())
-      return make_error(ErrorCode::InvalidArgument, "\"tokens\" must hold integers");
-    const int64_t v = t.get<int64_t>();
-    if (v < 0 || v >= n_vocab)
-      return make_error(ErrorCode::InvalidArgument, "token id {} is outside the vocabulary [0, {})",
-                        v, n_vocab);
+    KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a token id", 0, n_vocab - 1));
     ids.push_back(int32_t(v));
   }
   return ChunkContent::from_tokens(std::move(ids));
 }
 
-// Rows of dim finite numbers, appended to out.
+// Rows of dim finite numbers that a float holds, appended to out.
 Status embedding_rows(const json& e, int dim, std::vector<float>& out) {
   out.reserve(e.size() * size_t(dim));
   for (size_t r = 0; r < e.size(); ++r) {
@@ -217,16 +243,17 @@ Status embedding_rows(const json& e, int dim, std::vector<float>& out) {
       if (!x.is_number())
         return make_error(ErrorCode::InvalidArgument, "embedding row {} holds a non-number", r);
       const double v = x.get<double>();
-      if (!std::isfinite(v))
-        return make_error(ErrorCode::InvalidArgument, "embedding row {} holds a non-finite value",
-                          r);
+      if (!std::isfinite(v) || std::fabs(v) > double(FLT_MAX))
+        return make_error(ErrorCode::InvalidArgument,
+                          "embedding row {} holds {}, not a finite float", r, v);
       out.push_back(float(v));
     }
   }
   return Status::Ok();
 }
 
-Status embedding_positions(const json& b, size_t rows, std::vector<Pos>& layout) {
+// One [t, h, w] per row, each in [0, ctx_len).
+Status embedding_positions(const json& b, size_t rows, int ctx_len, std::vector<Pos>& layout) {
   if (!b.contains("positions")) {
     for (size_t r = 0; r < rows; ++r) layout.push_back(Pos::linear(int32_t(r)));
     return Status::Ok();
@@ -236,15 +263,18 @@ Status embedding_positions(const json& b, size_t rows, std::vector<Pos>& layout)
     return make_error(ErrorCode::InvalidArgument,
                       "\"positions\" must hold one [t, h, w] per embedding row ({})", rows);
   for (const json& q : p) {
-    if (!q.is_array() || q.size() != 3 || !q[0].is_number_integer() || !q[1].is_number_integer() ||
-        !q[2].is_number_integer())
+    if (!q.is_array() || q.size() != 3)
       return make_error(ErrorCode::InvalidArgument, "each position must be [t, h, w] integers");
-    layout.push_back({q[0].get<int32_t>(), q[1].get<int32_t>(), q[2].get<int32_t>()});
+    int64_t v[3];
+    for (int i = 0; i < 3; ++i) {
+      KAMERA_ASSIGN_OR_RETURN(v[i], int_value(q[i], "a position", 0, ctx_len - 1));
+    }
+    layout.push_back({int32_t(v[0]), int32_t(v[1]), int32_t(v[2])});
   }
   return Status::Ok();
 }
 
-Result<ChunkContent> embedding_chunk(const json& b, int dim, int max_tokens) {
+Result<ChunkContent> embedding_chunk(const json& b, int dim, int ctx_len, int max_tokens) {
   const json& e = b["embeddings"];
   if (!e.is_array() || e.empty())
     return make_error(ErrorCode::InvalidArgument,
@@ -255,13 +285,14 @@ Result<ChunkContent> embedding_chunk(const json& b, int dim, int max_tokens) {
   ChunkContent cc;
   cc.dim = dim;
   KAMERA_TRY(embedding_rows(e, dim, cc.embeddings));
-  KAMERA_TRY(embedding_positions(b, e.size(), cc.layout));
+  KAMERA_TRY(embedding_positions(b, e.size(), ctx_len, cc.layout));
   return cc;
 }
 
 }  // namespace
 
-Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_chunk_tokens) {
+Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_chunk_tokens,
+                                   size_t max_text_bytes) {
   const ModelConfig& c = model.cfg;
   const int max_tokens = max_chunk_tokens > 0 ? max_chunk_tokens : c.ctx_len;
   const int kinds =
@@ -269,9 +300,9 @@ Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_ch
   if (kinds != 1)
     return make_error(ErrorCode::InvalidArgument,
                       "give exactly one of \"text\", \"tokens\", \"embeddings\"");
-  auto cc = b.contains("text")     ? text_chunk(b, model)
+  auto cc = b.contains("text")     ? text_chunk(b, model, max_text_bytes)
             : b.contains("tokens") ? token_chunk(b, c.n_vocab)
-                                   : embedding_chunk(b, c.dim, max_tokens);
+                                   : embedding_chunk(b, c.dim, c.ctx_len, max_tokens);
   if (!cc.ok()) return cc;
   if (cc->n() > max_tokens)
     return make_error(ErrorCode::InvalidArgument, "the chunk has {} tokens, over the limit of {}",

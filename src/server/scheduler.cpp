@@ -1,5 +1,7 @@
 #include "server/scheduler.h"
 
+#include <chrono>
+
 #include "core/log.h"
 #include "server/openai.h"
 
@@ -25,8 +27,8 @@ void Scheduler::stop() {
     stopping_ = true;
     for (Job& j : queue_) {
       if (j.gen) {
-        j.gen->out->push(
-            {Event::Error, "", error_body({503, "the server is stopping", "server_error"}), 503});
+        j.gen->out({Event::Error, "",
+                    error_body({503, "the server is stopping", "server_error", "stopping"}), 503});
       } else {
         j.op(false);
       }
@@ -67,7 +69,9 @@ bool Scheduler::post(Op op) {
 std::vector<Scheduler::Job> Scheduler::take_batch() {
   std::vector<Job> batch;
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+  // Wakes at least every second: expired windows are swept even when nothing is asked.
+  cv_.wait_for(lock, std::chrono::seconds(1),
+               [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
   if (stopping_) return batch;
   while (!queue_.empty()) {
     if (queue_.front().gen && int(active_.size() + batch.size()) >= opts_.max_active) break;
@@ -85,6 +89,10 @@ void Scheduler::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) break;
     }
+    if (now_s() - last_sweep_ > 1.0) {
+      windows_.expire();
+      last_sweep_ = now_s();
+    }
     for (Job& j : batch) {
       if (j.gen) {
         admit(std::move(j.gen));
@@ -100,7 +108,7 @@ void Scheduler::loop() {
 
 void Scheduler::fail(Generation& g, const Error& e) {
   const HttpError h = http_error(e);
-  g.out->push({Event::Error, "", error_body(h), h.status});
+  g.out({Event::Error, "", error_body(h), h.status});
 }
 
 // Frees what the generation holds in the pool (its fork, or its own sequence).
@@ -162,7 +170,7 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
 // The prompt after a window: a fork of the window (its slots are the reused segments).
 Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, int32_t& pos,
                                ChunkContent& query) {
-  KAMERA_ASSIGN_OR_RETURN(Window * w, windows_.find(g.req.window_id));
+  KAMERA_ASSIGN_OR_RETURN(Window * w, windows_.find(g.client, g.req.window_id));
   auto f = w->fork();
   if (!f.ok()) return capacity_error(f.error());
   g.window_fork = std::move(f.value());
@@ -288,8 +296,7 @@ bool Scheduler::emit(Generation& g, int32_t token) {
   }
   const bool eos = tok && (token == tok->eos() || token == tok->bos());
   if (!eos) {
-    g.out->push(
-        {Event::Text, tok ? tok->decode(g.last, token) : fmt::format("<{}>", token), {}, 200});
+    g.out({Event::Text, tok ? tok->decode(g.last, token) : fmt::format("<{}>", token), {}, 200});
     ++g.generated;
     ++metrics_.tokens_generated;
     g.last = token;
@@ -303,7 +310,7 @@ bool Scheduler::emit(Generation& g, int32_t token) {
 void Scheduler::finish(Generation& g, const char* reason) {
   g.usage["completion_tokens"] = g.generated;
   g.usage["total_tokens"] = g.usage["prompt_tokens"].get<int64_t>() + g.generated;
-  g.out->push({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200});
+  g.out({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200});
   release(g);
 }
 

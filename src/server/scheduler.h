@@ -72,6 +72,7 @@ class Scheduler {
   std::deque<Job> queue_;
   bool stopping_ = false;
   std::atomic<int> queued_{0};
+  double last_sweep_ = 0;  // of expired windows
 };
 
 }  // namespace kamera
