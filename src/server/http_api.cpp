@@ -159,11 +159,16 @@ void Server::Impl::on_scheduler(const Out& out, std::function<Result<json>()> fn
   const bool queued = scheduler->post([this, out, fn, refuse, ok](bool run) {
     if (!run)
       return respond_error(out, {503, "the server is stopping", "server_error", "stopping"});
-    if (refuse)
-      if (auto e = refuse()) return respond_error(out, *e);
-    Result<json> r = fn();
-    if (r.ok()) return respond(out, ok, *r);
-    respond_error(out, http_error(r.error()));
+    try {
+      if (refuse)
+        if (auto e = refuse()) return respond_error(out, *e);
+      Result<json> r = fn();
+      if (r.ok()) return respond(out, ok, *r);
+      respond_error(out, http_error(r.error()));
+    } catch (const std::exception& e) {  // never let an exception end the scheduler thread
+      respond_error(out,
+                    {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+    }
   });
   if (!queued)
     respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",

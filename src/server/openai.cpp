@@ -181,7 +181,9 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
                                const ModelConfig& cfg) {
   GenRequest r;
   KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat));
-  KAMERA_TRY(int_field(body, "n", 1, 1, 1));  // one choice per request (n > 1: 400)
+  if (auto n = int_field(body, "n", 1, 1, INT64_MAX); !n.ok() || *n != 1)
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"n\" must be 1: one choice per request (send n requests for n choices)");
   auto mt = int_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
   auto top_k = int_field(body, "top_k", 0, 0, cfg.n_vocab);
   auto seed = int_field(body, "seed", 0, 0, INT64_MAX);

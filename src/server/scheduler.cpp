@@ -73,13 +73,37 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
   cv_.wait_for(lock, std::chrono::seconds(1),
                [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
   if (stopping_) return batch;
+  int gens = 0;  // admitted in this batch
   while (!queue_.empty()) {
-    if (queue_.front().gen && int(active_.size() + batch.size()) >= opts_.max_active) break;
+    if (const Generation* g = queue_.front().gen.get()) {
+      if (int(active_.size()) + gens >= opts_.max_active) break;
+      if ((!active_.empty() || gens > 0) && !room_for(*g, gens)) break;  // wait for pages
+      ++gens;
+    }
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
   queued_ = int(queue_.size());
   return batch;
+}
+
+// Pages a generation may still take: its remaining tokens, plus a partial page.
+int64_t Scheduler::pages_to_come(const Generation& g) const {
+  const int64_t page = ctx_.pool().page_tokens();
+  return (g.req.max_tokens - g.generated + page - 1) / page + 1;
+}
+
+// Whether `g` fits for sure: the free pages, less what the active generations (and `admitted`
+// others about to start) may still take, hold a whole context for it. So a decode step never
+// finds the pool full: a generation that does not fit waits in the queue instead of failing.
+bool Scheduler::room_for(const Generation& g, int admitted) const {
+  const int64_t page = ctx_.pool().page_tokens();
+  auto worst = [&](const Generation& x) {
+    return (ctx_.model().cfg.ctx_len + page - 1) / page + int64_t(x.req.parts.size()) + 2;
+  };
+  int64_t committed = int64_t(admitted) * worst(g);
+  for (const auto& a : active_) committed += pages_to_come(*a);
+  return ctx_.pool().n_free_pages() - committed >= worst(g);
 }
 
 void Scheduler::loop() {

@@ -48,6 +48,8 @@ class Scheduler {
   bool enqueue(Job j);
   void loop();
   std::vector<Job> take_batch();
+  int64_t pages_to_come(const Generation& g) const;
+  bool room_for(const Generation& g, int admitted) const;
   void admit(std::unique_ptr<Generation> gp);
   Status admit_window(Generation& g, nlohmann::json& segments, int64_t& reused, int32_t& pos,
                       ChunkContent& query);

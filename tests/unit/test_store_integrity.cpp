@@ -209,6 +209,7 @@ TEST(StoreIntegrity, WrongTypeRedisKeyIsAMissNotAnOutage) {
   o.threads = 1;
   o.redis_url = "redis://127.0.0.1:6379/4";
   o.store_key = kKey;
+  o.redis_ttl_s = 600;
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
   const auto content = tokens({4, 3, 2, 5, ::getpid() % 400 + 20});
   const ChunkId id = chunk_id(model->fingerprint, content);
@@ -228,5 +229,7 @@ TEST(StoreIntegrity, WrongTypeRedisKeyIsAMissNotAnOutage) {
   auto up = c.Post("/v1/chunks", json{{"tokens", content.tokens}}.dump(), "application/json");
   ASSERT_TRUE(up && up->status == 201);
   EXPECT_FALSE(redis_cmd(rc, {"GET", key}).empty());  // written through: Redis is in use
+  const std::string ttl = redis_cmd(rc, {"TTL", key});
+  EXPECT_TRUE(!ttl.empty() && std::stoi(ttl) > 0 && std::stoi(ttl) <= 600) << ttl;
   redisFree(rc);
 }
