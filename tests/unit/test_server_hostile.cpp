@@ -528,3 +528,23 @@ TEST(ServerHostile, LongCompletionsDoNotPushOthersTo503) {
   EXPECT_EQ(ok.load(), 16);
   EXPECT_EQ(failed.load(), 0);
 }
+
+// A chunk upload that finds the KV pool too small is a capacity refusal (503 with Retry-After,
+// code "capacity"), not a 400 for a request that was valid; the server keeps serving.
+TEST(ServerHostile, FullPoolOnUploadIs503) {
+  ServerOptions o;
+  o.pool_tokens = 16;  // with one active generation: 160 tokens of KV in all
+  o.max_active = 1;
+  Served s(o);
+  const int n = std::min(s.model->cfg.ctx_len - 8, 400);
+  ASSERT_GT(n, 200) << "the tiny model's context is too short for this test";
+  auto c = s.client();
+  auto r = c.Post("/v1/chunks", json{{"tokens", std::vector<int>(size_t(n), 5)}}.dump(),
+                  "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_TRUE(r->has_header("Retry-After"));
+  EXPECT_EQ(code_of(json::parse(r->body)), "capacity");
+  auto [st, up] = s.post("/v1/chunks", {{"tokens", {5, 6, 7, 8}}});
+  EXPECT_EQ(st, 201) << up.dump();
+}

@@ -233,3 +233,32 @@ TEST(StoreIntegrity, WrongTypeRedisKeyIsAMissNotAnOutage) {
   EXPECT_TRUE(!ttl.empty() && std::stoi(ttl) > 0 && std::stoi(ttl) <= 600) << ttl;
   redisFree(rc);
 }
+
+// Finding 8: a garbage value (not an entry at all) was discarded but left in Redis. Now it is a
+// miss, counted as a discard, and deleted for the next reader.
+TEST(StoreIntegrity, GarbageRedisValueIsDeleted) {
+  redisContext* rc = nullptr;
+  if (!redis_up(&rc)) GTEST_SKIP() << "no Redis on 127.0.0.1:6379 (CI starts redis-server)";
+  ServerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.redis_url = "redis://127.0.0.1:6379/4";
+  o.store_key = kKey;
+  std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
+  const auto content = tokens({6, 1, 6, 1, ::getpid() % 400 + 20});
+  const ChunkId id = chunk_id(model->fingerprint, content);
+  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+                                      model->fingerprint[1], id.hex());
+  redis_cmd(rc, {"SELECT", "4"});
+  redis_cmd(rc, {"SET", key, "garbage, not an entry"});
+  Server s(model, o);
+  ASSERT_TRUE(s.start().ok());
+  httplib::Client c("127.0.0.1", s.port());
+  auto got = c.Get(("/v1/chunks/" + id.hex()).c_str());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 404);
+  EXPECT_EQ(metric(c, "kamera_tier_discarded_total{tier=\"redis\"}"), 1);
+  EXPECT_EQ(metric(c, "kamera_tier_errors_total{tier=\"redis\"}"), 0);
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", key}), "0");
+  redisFree(rc);
+}
