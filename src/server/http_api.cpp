@@ -47,6 +47,8 @@ void Server::Impl::add_routes() {
   add("POST", "/v1/windows/" + win + "/completions", &Impl::window_completions);
   add("POST", "/v1/windows/" + win + "/(append|evict|recall|reorder|fork|refresh)",
       &Impl::edit_window);
+  add("POST", "/tokenize", &Impl::tokenize_route);
+  add("POST", "/detokenize", &Impl::detokenize_route);
 }
 
 HttpResponse Server::Impl::json_response(int status, const json& body) {

@@ -1,6 +1,7 @@
 // Server::Impl, shared by the files of the server: server.cpp (start and stop), http_api.cpp
 // (routing, authentication, refusals before the body), completions.cpp (completion requests and
-// their answers), chunk_api.cpp (chunk and window routes).
+// their answers), chunk_api.cpp (chunk and window routes), tokenize_api.cpp (/tokenize and
+// /detokenize).
 #pragma once
 
 #include <atomic>
@@ -96,6 +97,10 @@ struct Server::Impl {
   void edit_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   void window_op(const Out& out, const std::string& client, const std::string& id,
                  const std::string& op, const json& body, std::function<Result<json>()> fn, int ok);
+
+  // tokenize_api.cpp
+  void tokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void detokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
 };
 
 }  // namespace kamera
