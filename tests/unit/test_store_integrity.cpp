@@ -262,3 +262,41 @@ TEST(StoreIntegrity, GarbageRedisValueIsDeleted) {
   EXPECT_EQ(redis_cmd(rc, {"EXISTS", key}), "0");
   redisFree(rc);
 }
+
+// Redis AUTH: with the right user and password in the URL entries are written through; with a
+// wrong password the tier is an outage (counted), and the server still answers from memory.
+TEST(StoreIntegrity, RedisAuthIsSent) {
+  redisContext* rc = nullptr;
+  if (!redis_up(&rc)) GTEST_SKIP() << "no Redis on 127.0.0.1:6379 (CI starts redis-server)";
+  const std::string user = "kamera-test-" + std::to_string(::getpid());
+  if (redis_cmd(rc, {"ACL", "SETUSER", user, "on", ">right-password", "~*", "+@all"}) != "OK")
+    GTEST_SKIP() << "this Redis has no ACLs (Redis 6 or later is needed)";
+  std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
+  auto upload = [&](const std::string& password, int salt) {
+    ServerOptions o;
+    o.port = 0;
+    o.threads = 1;
+    o.redis_url = "redis://" + user + ":" + password + "@127.0.0.1:6379/4";
+    o.store_key = kKey;
+    const auto content = tokens({3, 1, 4, 1, 5, salt, ::getpid() % 400 + 20});
+    const ChunkId id = chunk_id(model->fingerprint, content);
+    Server s(model, o);
+    EXPECT_TRUE(s.start().ok());
+    httplib::Client c("127.0.0.1", s.port());
+    auto up = c.Post("/v1/chunks", json{{"tokens", content.tokens}}.dump(), "application/json");
+    EXPECT_TRUE(up && up->status == 201);
+    const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+                                        model->fingerprint[1], id.hex());
+    redis_cmd(rc, {"SELECT", "4"});
+    const bool stored = !redis_cmd(rc, {"GET", key}).empty();
+    return std::make_pair(stored, metric(c, "kamera_tier_errors_total{tier=\"redis\"}"));
+  };
+  const auto [stored, errors] = upload("right-password", 9);
+  EXPECT_TRUE(stored);
+  EXPECT_EQ(errors, 0);
+  const auto [stored_wrong, errors_wrong] = upload("wrong-password", 2);
+  EXPECT_FALSE(stored_wrong);
+  EXPECT_GE(errors_wrong, 1);
+  redis_cmd(rc, {"ACL", "DELUSER", user});
+  redisFree(rc);
+}
