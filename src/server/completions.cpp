@@ -36,6 +36,20 @@ Status Server::Impl::check_prompt_size(const GenRequest& r) const {
   return Status::Ok();
 }
 
+std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
+  const int cap = opts.max_client_requests > 0 ? opts.max_client_requests
+                                               : opts.max_active + opts.max_queue / 2;
+  std::lock_guard<std::mutex> lock(inflight_mu);
+  int& n = inflight[client];
+  if (n >= cap) return nullptr;
+  ++n;
+  // `this` only makes the hold non-null; the deleter gives the slot back.
+  return std::shared_ptr<void>(this, [this, client](void*) {
+    std::lock_guard<std::mutex> lock(inflight_mu);
+    if (--inflight[client] == 0) inflight.erase(client);
+  });
+}
+
 void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
   auto body = parse_body(req.body);
@@ -47,6 +61,12 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
     return respond_error(out,
                          {400, size.message(), "invalid_request_error", "context_length_exceeded"});
   r->window_id = window;
+  std::shared_ptr<void> slot = client_slot(client);
+  if (!slot) {
+    ++metrics.rejected_quota;
+    return respond_error(out, {429, "too many requests of this client in flight",
+                               "rate_limit_error", "quota_exceeded"});
+  }
   const bool stream =
       body->contains("stream") && (*body)["stream"].is_boolean() && (*body)["stream"].get<bool>();
   const CompletionMeta meta{
@@ -55,6 +75,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   auto g = std::make_unique<Generation>();
   g->req = std::move(r.value());
   g->client = client;
+  g->client_slot = std::move(slot);
   g->out = stream ? stream_sink(out, meta) : whole_sink(out, meta);
   g->cancelled = std::make_shared<std::atomic<bool>>(false);
   g->t_submit = now_s();

@@ -58,6 +58,7 @@ struct Generation {
   int generated = 0;
   nlohmann::json usage;
   double t_submit = 0, t_first = 0;
+  std::shared_ptr<void> client_slot;  // the client's count of requests in flight, held till done
 };
 
 // Seconds on a monotonic clock.

@@ -36,6 +36,9 @@ struct ServerOptions {
   int http_threads = 8;  // workers parsing and validating requests
   int max_queue = 64;    // requests waiting for the scheduler before 429
   int max_active = 16;   // generations decoding at once
+  // Completions one client may have queued or decoding at once (more: 429 quota_exceeded);
+  // 0: max_active + max_queue / 2, so one client never takes the whole queue.
+  int max_client_requests = 0;
   size_t max_body_bytes = size_t(32) << 20;
   size_t store_bytes = size_t(1) << 30;  // memory tier budget
   int pool_tokens = 0;                   // KV pool capacity in tokens; 0: 8 x the model's context

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,8 @@ struct Server::Impl {
   size_t max_chunk_bytes = 0;     // longer chunk text cannot fit the chunk limit
   std::atomic<uint64_t> completion_counter{0};
   uint64_t completion_salt = 0;
+  std::mutex inflight_mu;
+  std::map<std::string, int> inflight;  // completions queued or decoding, per client
   std::vector<Route> routes;
   std::unique_ptr<Context> ctx;
   std::unique_ptr<WindowRegistry> windows;
@@ -84,6 +87,8 @@ struct Server::Impl {
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
+  // A hold on one of the client's request slots (released when dropped), or none past its cap.
+  std::shared_ptr<void> client_slot(const std::string& client);
   EventSink whole_sink(const Out& out, const CompletionMeta& meta);
   EventSink stream_sink(const Out& out, const CompletionMeta& meta);
 

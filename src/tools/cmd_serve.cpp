@@ -164,6 +164,10 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-active", a->opts.max_active, "Generations decoded together")
       ->capture_default_str();
+  app.add_option("--max-client-requests", a->opts.max_client_requests,
+                 "Completions one client may have queued or decoding (0: max-active + "
+                 "max-queue / 2); more get 429")
+      ->capture_default_str();
   app.add_option("--max-body-bytes", a->opts.max_body_bytes, "Largest request body (bytes)")
       ->capture_default_str();
   app.add_option("--max-tokens", a->opts.default_max_tokens, "Default max_tokens of a completion")

@@ -548,3 +548,34 @@ TEST(ServerHostile, FullPoolOnUploadIs503) {
   auto [st, up] = s.post("/v1/chunks", {{"tokens", {5, 6, 7, 8}}});
   EXPECT_EQ(st, 201) << up.dump();
 }
+
+// One client cannot take the whole queue: past its share of requests in flight it gets 429
+// quota_exceeded, while another client's completion is served.
+TEST(ServerHostile, OneClientCannotTakeTheQueue) {
+  ServerOptions o;
+  o.api_keys = {"key-a-0123456789", "key-b-0123456789"};
+  o.max_active = 1;
+  o.max_client_requests = 4;
+  Served s(o);
+  std::atomic<int> ok{0}, quota{0}, other{0};
+  std::vector<std::thread> th;
+  for (int i = 0; i < 12; ++i)
+    th.emplace_back([&] {
+      auto [st, body] =
+          s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 200}}, "key-a-0123456789");
+      ok += st == 200;
+      quota += st == 429 && code_of(body) == "quota_exceeded";
+      other += st != 200 && st != 429;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto [st_b, body_b] = s.post("/v1/completions", kCompletion, "key-b-0123456789");
+  for (auto& t : th) t.join();
+  EXPECT_EQ(st_b, 200) << body_b.dump();
+  EXPECT_GE(ok.load(), 4);
+  EXPECT_GE(quota.load(), 1);
+  EXPECT_EQ(ok.load() + quota.load(), 12);
+  EXPECT_EQ(other.load(), 0);
+  // the slots come back when the requests end
+  auto [again, body] = s.post("/v1/completions", kCompletion, "key-a-0123456789");
+  EXPECT_EQ(again, 200) << body.dump();
+}
