@@ -45,8 +45,10 @@ Status collect_api_keys(ServeArgs& a) {
   if (!a.api_key_file.empty()) {
     KAMERA_ASSIGN_OR_RETURN(std::string all, read_secret(a.api_key_file, "--api-key-file"));
     std::istringstream lines(all);
-    for (std::string k; std::getline(lines, k);)
+    for (std::string k; std::getline(lines, k);) {
+      if (!k.empty() && k.back() == '\r') k.pop_back();  // a file written on Windows
       if (!k.empty()) a.opts.api_keys.push_back(k);
+    }
     if (a.opts.api_keys.empty())
       return make_error(ErrorCode::InvalidArgument, "--api-key-file {} holds no key",
                         a.api_key_file);

@@ -4,7 +4,16 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -578,4 +587,72 @@ TEST(ServerHostile, OneClientCannotTakeTheQueue) {
   // the slots come back when the requests end
   auto [again, body] = s.post("/v1/completions", kCompletion, "key-a-0123456789");
   EXPECT_EQ(again, 200) << body.dump();
+}
+
+// The API keys of `kamera serve` come from --api-key-file (one per line, CRLF too) and
+// KAMERA_API_KEY, so they need not be on the command line; each of them opens the routes.
+TEST(ServerHostile, ApiKeysFromFileAndEnvironment) {
+  const std::string bin = std::string(KAMERA_BINARY_DIR) + "/bin/kamera";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " is not built";
+  const std::string model = tiny::model_path("qwen2");
+  const std::string keys = testing::TempDir() + "kamera-keys-" + std::to_string(::getpid());
+  std::ofstream(keys) << "file-key-one-0123\r\nfile-key-two-0123\n";
+  int port = 0;
+  {  // a free port, as the kernel hands them out
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  // everything the child needs is made before fork (only async-signal-safe calls after it)
+  const std::string p = std::to_string(port);
+  std::vector<std::string> env_s = {"KAMERA_API_KEY=env-key-0123456789"};
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "KAMERA_API_KEY=", 15) != 0) env_s.push_back(*e);
+  std::vector<char*> env;
+  for (auto& e : env_s) env.push_back(e.data());
+  env.push_back(nullptr);
+  std::vector<std::string> args_s = {bin, "serve",          "-m", model, "--port", p, "-t",
+                                     "1", "--api-key-file", keys};
+  std::vector<char*> args;
+  for (auto& a : args_s) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execve(bin.c_str(), args.data(), env.data());
+    ::_exit(127);
+  }
+  httplib::Client c("127.0.0.1", port);
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {  // 10 s at most
+    auto h = c.Get("/health");
+    up = h && h->status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(up) << "kamera serve did not start on port " << port;
+  auto status = [&](const std::string& key) {
+    httplib::Headers h;
+    if (!key.empty()) h.insert({"Authorization", "Bearer " + key});
+    auto r = c.Post("/tokenize", h, R"({"content": "hi"})", "application/json");
+    return r ? r->status : 0;
+  };
+  if (up) {
+    EXPECT_EQ(status(""), 401);
+    EXPECT_EQ(status("file-key-one-0123"), 200);
+    EXPECT_EQ(status("file-key-two-0123"), 200);
+    EXPECT_EQ(status("env-key-0123456789"), 200);
+    EXPECT_EQ(status("other-key-0123456"), 401);
+  }
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  std::filesystem::remove(keys);
 }
