@@ -162,7 +162,8 @@ bool ChunkStore::erase_canonical(const ChunkId& id) {
 
 void ChunkStore::revive_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!tombstones_.erase(id)) return;
+  tombstones_.erase(id);
+  // also when this store has no tombstone: another server sharing a tier may have left one
   for (const auto& t : tiers_) t->revive_canonical(id);
 }
 

@@ -15,6 +15,7 @@
 
 #include "reuse/chunk_cache.h"
 #include "reuse/disk_tier.h"
+#include "server/redis_tier.h"
 #include "server/server.h"
 #include "support/tiny_models.h"
 
@@ -298,5 +299,47 @@ TEST(StoreIntegrity, RedisAuthIsSent) {
   EXPECT_FALSE(stored_wrong);
   EXPECT_GE(errors_wrong, 1);
   redis_cmd(rc, {"ACL", "DELUSER", user});
+  redisFree(rc);
+}
+
+// Finding 6 across servers: a delete leaves a tombstone in Redis that stops every later
+// write-back of the chunk, from this server or another one sharing the Redis, until an explicit
+// upload (on any server) revives it.
+TEST(StoreIntegrity, RedisTombstoneStopsWriteBacksUntilAnUpload) {
+  redisContext* rc = nullptr;
+  if (!redis_up(&rc)) GTEST_SKIP() << "no Redis on 127.0.0.1:6379 (CI starts redis-server)";
+  auto ctx = tiny::context(tiny::model_path("qwen2"), 400, 16, size_t(1) << 28, 1);
+  ASSERT_TRUE(ctx);
+  const Model& m = ctx->model();
+  auto e = ctx->cache().canonical(tokens({2, 7, 1, 8, 2, ::getpid() % 400 + 20}));
+  ASSERT_TRUE(e.ok());
+  const std::string url = "redis://127.0.0.1:6379/4";
+  RedisTier::Options o;
+  o.key = kKey;
+  auto a = RedisTier::open(url, m.fingerprint, m.kv_layout(), o);
+  auto b = RedisTier::open(url, m.fingerprint, m.kv_layout(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string prefix =
+      fmt::format("kamera:{:016x}{:016x}:", m.fingerprint[0], m.fingerprint[1]);
+  const std::string key = prefix + "c:" + (*e)->id.hex(), tomb = prefix + "t:" + (*e)->id.hex();
+  redis_cmd(rc, {"SELECT", "4"});
+  (*a)->save_canonical(**e);
+  ASSERT_EQ(redis_cmd(rc, {"EXISTS", key}), "1");
+  (*a)->erase_canonical((*e)->id);
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", key}), "0");
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", tomb}), "1");
+  (*a)->save_canonical(**e);  // an in-flight write-back on this server
+  (*b)->save_canonical(**e);  // and on another one
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", key}), "0");
+  EXPECT_EQ((*b)->load_canonical((*e)->id), nullptr);
+  // An explicit upload through another server's store revives the chunk everywhere.
+  ChunkStore store(size_t(1) << 28);
+  store.add_tier(*b);
+  store.revive_canonical((*e)->id);
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", tomb}), "0");
+  (*b)->save_canonical(**e);
+  EXPECT_EQ(redis_cmd(rc, {"EXISTS", key}), "1");
+  EXPECT_NE((*a)->load_canonical((*e)->id), nullptr);
+  redis_cmd(rc, {"DEL", key});
   redisFree(rc);
 }
