@@ -247,9 +247,11 @@ void Session::on_head(beast::error_code ec, size_t n) {
     return answer(front_error(400, "malformed_http", "malformed HTTP request"));
   }
   // The rest of what was read belongs to the body (or the next request).
-  auto rest = body_buf_.prepare(head_buf_.size() - n);
-  std::memcpy(rest.data(), head_buf_.data() + n, head_buf_.size() - n);
-  body_buf_.commit(head_buf_.size() - n);
+  if (const size_t extra = head_buf_.size() - n; extra > 0) {  // (memcpy of 0 from null is UB)
+    auto rest = body_buf_.prepare(extra);
+    std::memcpy(rest.data(), head_buf_.data() + n, extra);
+    body_buf_.commit(extra);
+  }
   fill_request(std::string_view(head_buf_).substr(0, n));
   if (auto early = f_.inspect(req_)) {
     if (req_.has_body) early->close = true;  // its body is never read
