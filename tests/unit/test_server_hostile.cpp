@@ -520,8 +520,9 @@ TEST(ServerHostile, EmptyApiKeyIsRefused) {
   EXPECT_NE(rc("KAMERA_API_KEY= " + bin + " serve -m " + model + " --port 0"), 0);
 }
 
-// One client's long completions fill a small pool; another client's completions wait for pages
-// instead of failing (no 503: a decode step never finds the pool full).
+// One client's long completions fill a small pool (12 x 300 tokens > its 2,432); another
+// client's completions wait for pages instead of failing (no 503: a decode step never finds the
+// pool full).
 TEST(ServerHostile, LongCompletionsDoNotPushOthersTo503) {
   ServerOptions o;
   o.pool_tokens = 2048;
@@ -532,7 +533,7 @@ TEST(ServerHostile, LongCompletionsDoNotPushOthersTo503) {
   for (int i = 0; i < 16; ++i)
     th.emplace_back([&, i] {
       const bool a = i < 12;
-      auto [st, body] = s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", a ? 900 : 8}},
+      auto [st, body] = s.post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", a ? 300 : 8}},
                                a ? "key-a-0123456789" : "key-b-0123456789");
       (st == 200 ? ok : failed)++;
     });
