@@ -14,8 +14,9 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
   # byte-level BPE tokenizers: pre-tokenizer regexes (PCRE2) and NFC normalization (ICU)
   libpcre2-dev libicu-dev
-  # serving: HTTP, the shared Redis tier (and a local Redis server for its tests)
-  libcpp-httplib-dev libhiredis-dev redis-server
+  # serving: the HTTP front (Boost.Asio/Beast), HMAC of store entries (OpenSSL), the shared
+  # Redis tier (and a local Redis server for its tests), the tests' HTTP client (cpp-httplib)
+  libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
   # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test

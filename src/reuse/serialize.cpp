@@ -1,5 +1,9 @@
 #include "reuse/serialize.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -8,7 +12,8 @@ namespace kamera {
 
 namespace {
 
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 1, kVersionKeyed = 2;
+constexpr size_t kMacBytes = 32;
 constexpr uint32_t kKindCanonical = 1, kKindPatch = 2;
 constexpr size_t kHeaderBytes = 4 + 4 + 4 + 16 + 8 + 8;
 
@@ -156,20 +161,54 @@ bool get_key(Reader& r, PatchKey& k) {
   return true;
 }
 
-std::string seal(uint32_t kind, const Fingerprint& fp, std::string payload) {
+std::string mac_of(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &n);
+  return std::string(reinterpret_cast<const char*>(out), n);
+}
+
+std::string seal(uint32_t kind, const Fingerprint& fp, std::string payload, std::string_view key) {
   Writer h;
   h.bytes("KMRA", 4);
-  h.put(kVersion);
+  h.put(key.empty() ? kVersion : kVersionKeyed);
   h.put(kind);
   h.put(fp[0]);
   h.put(fp[1]);
   h.put(uint64_t(payload.size()));
   h.put(uint64_t(XXH3_64bits(payload.data(), payload.size())));
-  return h.out() + payload;
+  std::string blob = h.out() + payload;
+  if (!key.empty()) blob += mac_of(key, blob);
+  return blob;
 }
 
-// Checks the header; returns the payload.
-Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const Fingerprint& fp) {
+// The MAC of a keyed blob; strips it from `blob`.
+Status check_mac(std::string_view& blob, uint32_t version, std::string_view key, bool* forged) {
+  const bool keyed = version == kVersionKeyed;
+  if (version != kVersion && !keyed)
+    return make_error(ErrorCode::CorruptData, "entry version {} (this build reads {} and {})",
+                      version, kVersion, kVersionKeyed);
+  if (keyed != !key.empty() || (keyed && blob.size() < kHeaderBytes + kMacBytes)) {
+    if (forged) *forged = !key.empty();
+    return make_error(ErrorCode::CorruptData, "{}",
+                      keyed ? "entry carries a MAC; this reader has no key"
+                            : "entry carries no MAC (unauthenticated)");
+  }
+  if (!keyed) return Status::Ok();
+  const std::string_view body = blob.substr(0, blob.size() - kMacBytes);
+  const std::string want = mac_of(key, body);
+  if (CRYPTO_memcmp(want.data(), blob.data() + body.size(), kMacBytes) != 0) {
+    if (forged) *forged = true;
+    return make_error(ErrorCode::CorruptData, "entry MAC mismatch (forged, or another key)");
+  }
+  blob = body;
+  return Status::Ok();
+}
+
+// Checks the header (and the MAC); returns the payload.
+Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const Fingerprint& fp,
+                                   std::string_view key, bool* forged) {
   if (blob.size() < kHeaderBytes)
     return make_error(ErrorCode::CorruptData, "entry truncated ({} bytes)", blob.size());
   if (std::memcmp(blob.data(), "KMRA", 4) != 0)
@@ -183,9 +222,7 @@ Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const F
   r.get(lo);
   r.get(size);
   r.get(sum);
-  if (version != kVersion)
-    return make_error(ErrorCode::CorruptData, "entry version {} (this build reads {})", version,
-                      kVersion);
+  KAMERA_TRY(check_mac(blob, version, key, forged));
   if (k != kind)
     return make_error(ErrorCode::CorruptData, "entry kind {} where {} was expected", k, kind);
   if (hi != fp[0] || lo != fp[1])
@@ -202,19 +239,21 @@ Result<std::string_view> open_blob(std::string_view blob, uint32_t kind, const F
 
 }  // namespace
 
-std::string serialize_canonical(const CanonicalEntry& e, const Fingerprint& model) {
+std::string serialize_canonical(const CanonicalEntry& e, const Fingerprint& model,
+                                std::string_view key) {
   Writer w;
   w.put(e.id);
   put_content(w, e.content);
   put_layout(w, e.kv.layout);
   w.put(int32_t(e.kv.n_tokens));
   for (const auto& m : e.kv.blocks) put_matrix(w, m);
-  return seal(kKindCanonical, model, std::move(w.out()));
+  return seal(kKindCanonical, model, std::move(w.out()), key);
 }
 
 Result<std::shared_ptr<CanonicalEntry>> deserialize_canonical(std::string_view blob,
-                                                              const Fingerprint& model) {
-  auto payload = open_blob(blob, kKindCanonical, model);
+                                                              const Fingerprint& model,
+                                                              std::string_view key, bool* forged) {
+  auto payload = open_blob(blob, kKindCanonical, model, key, forged);
   if (!payload.ok()) return payload.error();
   Reader r(*payload);
   auto e = std::make_shared<CanonicalEntry>();
@@ -237,7 +276,7 @@ Result<std::shared_ptr<CanonicalEntry>> deserialize_canonical(std::string_view b
   return e;
 }
 
-std::string serialize_patch(const PatchEntry& e, const Fingerprint& model) {
+std::string serialize_patch(const PatchEntry& e, const Fingerprint& model, std::string_view key) {
   Writer w;
   put_key(w, e.key);
   const Patch& p = e.patch;
@@ -258,12 +297,13 @@ std::string serialize_patch(const PatchEntry& e, const Fingerprint& model) {
     put_matrix(w, f.us);
     put_matrix(w, f.vt);
   }
-  return seal(kKindPatch, model, std::move(w.out()));
+  return seal(kKindPatch, model, std::move(w.out()), key);
 }
 
 Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
-                                                      const Fingerprint& model) {
-  auto payload = open_blob(blob, kKindPatch, model);
+                                                      const Fingerprint& model,
+                                                      std::string_view key, bool* forged) {
+  auto payload = open_blob(blob, kKindPatch, model, key, forged);
   if (!payload.ok()) return payload.error();
   Reader r(*payload);
   auto e = std::make_shared<PatchEntry>();
@@ -301,6 +341,12 @@ std::string patch_key_name(const PatchKey& k) {
   put_key(w, k);
   const XXH128_hash_t h = XXH3_128bits(w.out().data(), w.out().size());
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+std::string random_store_key(size_t bytes) {
+  std::string k(bytes, '\0');
+  KAMERA_ASSERT(RAND_bytes(reinterpret_cast<unsigned char*>(k.data()), int(bytes)) == 1);
+  return k;
 }
 
 }  // namespace kamera

@@ -48,6 +48,7 @@ std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& 
   auto it = canon_.find(id);
   if (it == canon_.end()) {
     ++stats_.canonical_misses;
+    if (tombstones_.count(id)) return nullptr;
     for (const auto& t : tiers_)
       if (auto e = t->load_canonical(id)) {
         ++stats_.tier_canonical_hits;
@@ -86,6 +87,7 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
 
 void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (tombstones_.count(e->id)) return;  // deleted while this entry was being formed
   for (const auto& t : tiers_) t->save_canonical(*e);
   insert_canonical_locked(std::move(e));
 }
@@ -110,6 +112,7 @@ void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e
 
 void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (tombstones_.count(e->key.chunk)) return;
   for (const auto& t : tiers_) t->save_patch(*e);
   insert_patch_locked(std::move(e));
 }
@@ -134,14 +137,39 @@ void ChunkStore::insert_patch_locked(std::shared_ptr<const PatchEntry> e) {
 
 bool ChunkStore::erase_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
+  bool had = canon_.count(id) != 0;
+  for (const auto& t : tiers_) had = had || t->load_canonical(id) != nullptr;
   for (const auto& t : tiers_) t->erase_canonical(id);
+  tombstones_.insert(id);
+  for (auto it = patches_.begin(); it != patches_.end();) {
+    if (it->second.entry->key.chunk == id) {
+      stats_.patch_bytes -= it->second.entry->bytes();
+      --stats_.patch_entries;
+      lru_.erase(it->second.lru);
+      it = patches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   auto it = canon_.find(id);
-  if (it == canon_.end()) return false;
+  if (it == canon_.end()) return had;
   stats_.canonical_bytes -= it->second.entry->bytes();
   --stats_.canonical_entries;
   lru_.erase(it->second.lru);
   canon_.erase(it);
   return true;
+}
+
+void ChunkStore::revive_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tombstones_.erase(id);
+  // also when this store has no tombstone: another server sharing a tier may have left one
+  for (const auto& t : tiers_) t->revive_canonical(id);
+}
+
+bool ChunkStore::tombstoned(const ChunkId& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tombstones_.count(id) != 0;
 }
 
 void ChunkStore::evict_to_budget() {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "reuse/chunk.h"
@@ -56,7 +57,9 @@ class StoreTier {
  public:
   struct Stats {
     int64_t hits = 0, misses = 0, writes = 0, errors = 0, discarded = 0;
-    int64_t bytes = 0;  // held by the tier (when it knows)
+    int64_t forged = 0;     // discarded for a missing or wrong MAC (counted in discarded too)
+    int64_t evictions = 0;  // entries dropped by the tier's own cap
+    int64_t bytes = 0;      // held by the tier (when it knows)
   };
   virtual ~StoreTier() = default;
   virtual std::string name() const = 0;
@@ -64,7 +67,10 @@ class StoreTier {
   virtual std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) = 0;
   virtual void save_canonical(const CanonicalEntry& e) = 0;
   virtual void save_patch(const PatchEntry& e) = 0;
+  // A delete: the entry is gone, and a tier shared with other servers also refuses to store it
+  // again until revive_canonical (an explicit upload).
   virtual void erase_canonical(const ChunkId& id) = 0;
+  virtual void revive_canonical(const ChunkId&) {}
   virtual Stats stats() const = 0;
 };
 
@@ -98,7 +104,12 @@ class ChunkStore {
   // An entry larger than the whole budget is not kept (and not an error).
   void put_canonical(std::shared_ptr<const CanonicalEntry> e);
   void put_patch(std::shared_ptr<const PatchEntry> e);
+  // A durable delete: drops the canonical and its patches from every tier and leaves a tombstone,
+  // so that work already in flight cannot store the chunk again (its puts are dropped, lookups
+  // miss) until revive_canonical. Returns whether the memory tier or a slower tier had it.
   bool erase_canonical(const ChunkId& id);
+  void revive_canonical(const ChunkId& id);
+  bool tombstoned(const ChunkId& id) const;
   // Drops every entry of the memory tier (counters and slower tiers are kept).
   void clear();
 
@@ -133,6 +144,7 @@ class ChunkStore {
   std::unordered_map<ChunkId, CanonSlot, ChunkIdHash> canon_;
   std::unordered_map<PatchKey, PatchSlot, PatchKeyHash> patches_;
   std::vector<std::shared_ptr<StoreTier>> tiers_;
+  std::unordered_set<ChunkId, ChunkIdHash> tombstones_;
   void insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e);
   void insert_patch_locked(std::shared_ptr<const PatchEntry> e);
 };

@@ -9,6 +9,8 @@
 
 namespace kamera {
 
+class ChunkStore;
+
 class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds)
@@ -27,7 +29,7 @@ class Histogram {
 struct ServerMetrics {
   std::atomic<int64_t> requests_completions{0}, requests_chat{0}, requests_chunks{0},
       requests_windows{0}, requests_other{0};
-  std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0};
+  std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0}, rejected_quota{0};
   std::atomic<int64_t> tokens_generated{0}, prompt_tokens{0}, tokens_reused{0},
       tokens_recomputed{0};
   // chunk segments served, by where their KV came from
@@ -37,5 +39,8 @@ struct ServerMetrics {
   std::atomic<double> decode_tokens_per_s{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
 };
+
+// The Prometheus text of /metrics: the server's counters, the store's and its tiers'.
+std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int64_t queued);
 
 }  // namespace kamera

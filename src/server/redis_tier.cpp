@@ -8,30 +8,58 @@
 
 namespace kamera {
 
+namespace {
+
+// SET KEYS[1] = ARGV[1] (expiring after ARGV[2] seconds unless 0), unless the tombstone KEYS[2]
+// exists: one round trip, and no write-back can slip between the check and the write.
+const char* kSetUnlessTombstoned =
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end "
+    "if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) "
+    "else redis.call('SET', KEYS[1], ARGV[1]) end return 1";
+
+}  // namespace
+
 Result<std::shared_ptr<RedisTier>> RedisTier::open(const std::string& url, const Fingerprint& model,
                                                    const KvLayout& layout, const Options& opts) {
+  if (url.rfind("rediss://", 0) == 0)
+    return make_error(ErrorCode::Unsupported,
+                      "--redis '{}': TLS needs hiredis_ssl (hiredis >= 1.0); this build has "
+                      "Debian bookworm's hiredis 0.14",
+                      url);
   static const std::regex re(
-      R"(^redis://([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
+      R"(^redis://(?:([^:@/]*):([^@/]*)@)?([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
   std::smatch m;
   if (!std::regex_match(url, m, re))
-    return make_error(ErrorCode::InvalidArgument, "--redis '{}': expected redis://HOST[:PORT][/DB]",
-                      url);
-  const int port = m[2].matched ? std::stoi(m[2].str()) : 6379;
-  const int db = m[3].matched ? std::stoi(m[3].str()) : 0;
+    return make_error(ErrorCode::InvalidArgument,
+                      "--redis: expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
+  const int port = m[4].matched ? std::stoi(m[4].str()) : 6379;
+  const int db = m[5].matched ? std::stoi(m[5].str()) : 0;
   if (port <= 0 || port > 65535)
-    return make_error(ErrorCode::InvalidArgument, "--redis '{}': bad port", url);
-  std::shared_ptr<RedisTier> t(new RedisTier(m[1].str(), port, db, model, layout, opts));
+    return make_error(ErrorCode::InvalidArgument, "--redis: bad port {}", port);
+  if (opts.key.size() < 16)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--redis needs a store key of at least 16 bytes (--store-key-file): entries "
+                      "shared through Redis are authenticated");
+  std::shared_ptr<RedisTier> t(new RedisTier(m[3].str(), port, db, model, layout, opts));
+  t->user_ = m[1].str();
+  t->password_ = m[2].str();
   {
     std::lock_guard<std::mutex> lock(t->mu_);
     if (!t->ensure_connected())
-      log().warn("redis {}: not reachable now; serving from local tiers, will retry", url);
+      log().warn("redis {}:{}: not reachable now; serving from local tiers, will retry", t->host_,
+                 port);
   }
   return t;
 }
 
 RedisTier::RedisTier(std::string host, int port, int db, const Fingerprint& fp, KvLayout layout,
                      Options o)
-    : host_(std::move(host)), port_(port), db_(db), fp_(fp), layout_(std::move(layout)), opts_(o) {}
+    : host_(std::move(host)),
+      port_(port),
+      db_(db),
+      fp_(fp),
+      layout_(std::move(layout)),
+      opts_(std::move(o)) {}
 
 RedisTier::~RedisTier() {
   if (ctx_) redisFree(ctx_);
@@ -39,6 +67,39 @@ RedisTier::~RedisTier() {
 
 std::string RedisTier::key_prefix() const {
   return fmt::format("kamera:{:016x}{:016x}:", fp_[0], fp_[1]);
+}
+
+redisReply* RedisTier::command(const char* what, std::initializer_list<std::string_view> args) {
+  if (!ctx_) return nullptr;
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (auto a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r =
+      static_cast<redisReply*>(redisCommandArgv(ctx_, int(argv.size()), argv.data(), lens.data()));
+  if (!r) fail(what);
+  return r;
+}
+
+bool RedisTier::handshake() {
+  auto ok = [&](const char* what, std::initializer_list<std::string_view> args) {
+    redisReply* r = command(what, args);
+    if (!r) return false;
+    const bool good = r->type != REDIS_REPLY_ERROR;
+    if (!good) log().warn("redis {}:{}: {} refused: {}", host_, port_, what, r->str);
+    freeReplyObject(r);
+    if (!good) fail(what);
+    return good;
+  };
+  if (!password_.empty()) {
+    const bool auth =
+        user_.empty() ? ok("AUTH", {"AUTH", password_}) : ok("AUTH", {"AUTH", user_, password_});
+    if (!auth) return false;
+  }
+  const std::string db = std::to_string(db_);
+  return db_ == 0 || ok("SELECT", {"SELECT", db});
 }
 
 bool RedisTier::ensure_connected() {
@@ -52,15 +113,7 @@ bool RedisTier::ensure_connected() {
     return false;
   }
   redisSetTimeout(ctx_, tv);
-  if (db_ != 0) {
-    auto* r = static_cast<redisReply*>(redisCommand(ctx_, "SELECT %d", db_));
-    const bool ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r) freeReplyObject(r);
-    if (!ok) {
-      fail("select");
-      return false;
-    }
-  }
+  if (!handshake()) return false;
   if (warned_) log().info("redis {}:{}: reconnected", host_, port_);
   warned_ = false;
   return true;
@@ -85,89 +138,102 @@ bool RedisTier::connected() const {
   return ctx_ != nullptr;
 }
 
+void RedisTier::drop(const std::string& key) {
+  if (redisReply* r = command("DEL", {"DEL", key})) freeReplyObject(r);
+}
+
+// GET: a string is found; nil a miss; a key of another type (WRONGTYPE) is a miss for this key
+// and is deleted; anything else is an outage.
 bool RedisTier::get(const std::string& key, std::string& out, bool* found) {
   *found = false;
   if (!ensure_connected()) return false;
-  auto* r = static_cast<redisReply*>(redisCommand(ctx_, "GET %b", key.data(), key.size()));
-  if (!r) {
+  redisReply* r = command("GET", {"GET", key});
+  if (!r) return false;
+  const int type = r->type;
+  const bool wrong_type =
+      type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).rfind("WRONGTYPE", 0) == 0;
+  if (type == REDIS_REPLY_STRING) {
+    out.assign(r->str, r->len);
+    *found = true;
+  }
+  freeReplyObject(r);
+  if (wrong_type) {
+    log().warn("redis: {} holds a value of another type; deleting it", key);
+    ++stats_.discarded;
+    drop(key);
+    return true;
+  }
+  if (type != REDIS_REPLY_STRING && type != REDIS_REPLY_NIL) {
     fail("GET");
     return false;
   }
-  bool ok = true;
-  if (r->type == REDIS_REPLY_STRING) {
-    out.assign(r->str, r->len);
-    *found = true;
-  } else if (r->type != REDIS_REPLY_NIL) {
-    ok = false;
-  }
+  return true;
+}
+
+bool RedisTier::set(const std::string& key, const std::string& value,
+                    const std::string& tombstone) {
+  if (!ensure_connected()) return false;
+  const std::string ttl = std::to_string(std::max(0, opts_.ttl_s));
+  redisReply* r = command("EVAL", {"EVAL", kSetUnlessTombstoned, "2", key, tombstone, value, ttl});
+  if (!r) return false;
+  const bool ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+  const bool err = r->type == REDIS_REPLY_ERROR;
   freeReplyObject(r);
-  if (!ok) fail("GET");
+  if (err) fail("SET");
   return ok;
 }
 
-bool RedisTier::set(const std::string& key, const std::string& value) {
-  if (!ensure_connected()) return false;
-  auto* r = static_cast<redisReply*>(
-      redisCommand(ctx_, "SET %b %b", key.data(), key.size(), value.data(), value.size()));
-  const bool ok = r && r->type != REDIS_REPLY_ERROR;
-  if (r) freeReplyObject(r);
-  if (!ok) fail("SET");
-  return ok;
+template <class Entry, class Decode>
+std::shared_ptr<const Entry> RedisTier::load(const std::string& key, const Decode& decode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string blob;
+  bool found = false;
+  get(key, blob, &found);
+  if (!found) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  bool forged = false;
+  auto e = decode(blob, &forged);
+  if (!e.ok()) {
+    log().warn("redis: discarding {}: {}", key, e.message());
+    ++stats_.discarded;
+    stats_.forged += forged;
+    ++stats_.misses;
+    drop(key);
+    return nullptr;
+  }
+  ++stats_.hits;
+  return *e;
 }
 
 std::shared_ptr<const CanonicalEntry> RedisTier::load_canonical(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string blob;
-  bool found = false;
-  get(key_prefix() + "c:" + id.hex(), blob, &found);
-  if (!found) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  auto e = decode_canonical(blob, fp_, layout_, id);
-  if (!e.ok()) {
-    log().warn("redis: discarding canonical {}: {}", id.hex(), e.message());
-    ++stats_.discarded;
-    ++stats_.misses;
-    return nullptr;
-  }
-  ++stats_.hits;
-  return *e;
+  return load<CanonicalEntry>(key_prefix() + "c:" + id.hex(), [&](std::string_view b, bool* f) {
+    return decode_canonical(b, fp_, layout_, id, opts_.key, f);
+  });
 }
 
 std::shared_ptr<const PatchEntry> RedisTier::load_patch(const PatchKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::string blob;
-  bool found = false;
-  get(key_prefix() + "p:" + patch_key_name(key), blob, &found);
-  if (!found) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  auto e = decode_patch(blob, fp_, layout_, key);
-  if (!e.ok()) {
-    log().warn("redis: discarding patch: {}", e.message());
-    ++stats_.discarded;
-    ++stats_.misses;
-    return nullptr;
-  }
-  ++stats_.hits;
-  return *e;
+  return load<PatchEntry>(key_prefix() + "p:" + patch_key_name(key),
+                          [&](std::string_view b, bool* f) {
+                            return decode_patch(b, fp_, layout_, key, opts_.key, f);
+                          });
 }
 
 void RedisTier::save_canonical(const CanonicalEntry& e) {
-  const std::string blob = serialize_canonical(e, fp_);
+  const std::string blob = serialize_canonical(e, fp_, opts_.key);
   std::lock_guard<std::mutex> lock(mu_);
-  if (set(key_prefix() + "c:" + e.id.hex(), blob)) {
+  if (set(key_prefix() + "c:" + e.id.hex(), blob, key_prefix() + "t:" + e.id.hex())) {
     ++stats_.writes;
     stats_.bytes += int64_t(blob.size());
   }
 }
 
 void RedisTier::save_patch(const PatchEntry& e) {
-  const std::string blob = serialize_patch(e, fp_);
+  const std::string blob = serialize_patch(e, fp_, opts_.key);
   std::lock_guard<std::mutex> lock(mu_);
-  if (set(key_prefix() + "p:" + patch_key_name(e.key), blob)) {
+  if (set(key_prefix() + "p:" + patch_key_name(e.key), blob,
+          key_prefix() + "t:" + e.key.chunk.hex())) {
     ++stats_.writes;
     stats_.bytes += int64_t(blob.size());
   }
@@ -176,13 +242,15 @@ void RedisTier::save_patch(const PatchEntry& e) {
 void RedisTier::erase_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ensure_connected()) return;
-  const std::string key = key_prefix() + "c:" + id.hex();
-  auto* r = static_cast<redisReply*>(redisCommand(ctx_, "DEL %b", key.data(), key.size()));
-  if (!r) {
-    fail("DEL");
-    return;
-  }
-  freeReplyObject(r);
+  const std::string ttl = std::to_string(std::max(1, opts_.tombstone_ttl_s));
+  if (redisReply* r = command("SET", {"SET", key_prefix() + "t:" + id.hex(), "1", "EX", ttl}))
+    freeReplyObject(r);
+  if (ctx_) drop(key_prefix() + "c:" + id.hex());
+}
+
+void RedisTier::revive_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ensure_connected()) drop(key_prefix() + "t:" + id.hex());
 }
 
 StoreTier::Stats RedisTier::stats() const {

@@ -1,7 +1,13 @@
 // The Redis (or Valkey) tier of the chunk store: canonicals and patches shared between server
-// processes through an existing distributed store. Blobs are the same fingerprinted, checksummed
-// entries as on disk. When Redis is unreachable or slow, loads miss and saves are dropped with a
-// warning and an error count; the local tiers keep serving. Reconnects after a back-off.
+// processes through an existing distributed store. Blobs are the same fingerprinted entries as
+// on disk, with a MAC under the store key (reuse/serialize.h): an entry another client of the
+// Redis wrote without the key is discarded and deleted, never served. When Redis is unreachable
+// or slow, loads miss and saves are dropped with a warning and an error count; the local tiers
+// keep serving. Reconnects after a back-off. A value of the wrong type, or garbage, is a miss
+// for that key (and is deleted), not an outage. A delete leaves a tombstone key, so a server
+// still holding the chunk does not write it back (until an explicit upload revives it).
+//
+// TLS (rediss://) is not available: Debian bookworm's hiredis is 0.14, without hiredis_ssl.
 #pragma once
 
 #include <chrono>
@@ -11,6 +17,7 @@
 #include "reuse/disk_tier.h"
 
 struct redisContext;
+struct redisReply;
 
 namespace kamera {
 
@@ -19,9 +26,12 @@ class RedisTier : public StoreTier {
   struct Options {
     int timeout_ms = 300;  // connect and per-command
     int retry_after_ms = 3000;
+    std::string key;  // the store key (required: at least 16 bytes)
+    int ttl_s = 0;    // expiry of entries (0: none)
+    int tombstone_ttl_s = 7 * 24 * 3600;
   };
-  // url: redis://HOST[:PORT][/DB]. Never fails for an unreachable server (it is retried later);
-  // fails only for a malformed URL.
+  // url: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (AUTH on connect). Never fails for an
+  // unreachable server (it is retried later); fails for a malformed URL or a missing key.
   static Result<std::shared_ptr<RedisTier>> open(const std::string& url, const Fingerprint& model,
                                                  const KvLayout& layout, const Options& opts);
   ~RedisTier() override;
@@ -32,18 +42,25 @@ class RedisTier : public StoreTier {
   void save_canonical(const CanonicalEntry& e) override;
   void save_patch(const PatchEntry& e) override;
   void erase_canonical(const ChunkId& id) override;
+  void revive_canonical(const ChunkId& id) override;
   Stats stats() const override;
   bool connected() const;
 
  private:
   RedisTier(std::string host, int port, int db, const Fingerprint& fp, KvLayout layout, Options o);
   bool ensure_connected();      // under mu_
+  bool handshake();             // under mu_: AUTH and SELECT
   void fail(const char* what);  // under mu_: count, warn once per outage, drop the connection
+  // Runs a command (argv form); null on a transport failure (then the tier is in outage).
+  redisReply* command(const char* what, std::initializer_list<std::string_view> args);
   bool get(const std::string& key, std::string& out, bool* found);
-  bool set(const std::string& key, const std::string& value);
+  bool set(const std::string& key, const std::string& value, const std::string& tombstone);
+  void drop(const std::string& key);  // under mu_: a bad value goes
+  template <class Entry, class Decode>
+  std::shared_ptr<const Entry> load(const std::string& key, const Decode& decode);
   std::string key_prefix() const;
 
-  std::string host_;
+  std::string host_, user_, password_;
   int port_ = 6379, db_ = 0;
   Fingerprint fp_;
   KvLayout layout_;

@@ -4,7 +4,7 @@
 //   POST /v1/chunks, GET|DELETE /v1/chunks/{id}
 //   POST /v1/windows, GET|DELETE /v1/windows/{id},
 //        POST /v1/windows/{id}/{append,evict,recall,reorder,fork,completions}
-//   GET  /health, /metrics (Prometheus text)
+//   GET  /v1/models, /health, /metrics (Prometheus text)
 //
 // One scheduler thread owns the engine, the KV pool and the windows: HTTP handler threads parse
 // and validate requests, then hand them over through a bounded queue (a full queue answers 429
@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "model/model.h"
@@ -25,18 +26,44 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;        // 0: any free port (see Server::port())
   std::string store_dir;  // disk tier; empty: none
-  std::string redis_url;  // redis://HOST[:PORT][/DB]; empty: none
-  std::string api_key;    // when set, /v1/* and /metrics require "Authorization: Bearer KEY"
+  std::string redis_url;  // redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; empty: none
+  // When set, /v1/* and /metrics require "Authorization: Bearer KEY" with one of these keys;
+  // each key is its own client for the quotas. api_key is one more key (kept for callers).
+  std::string api_key;
+  std::vector<std::string> api_keys;
   std::string model_name = "kamera";
-  int threads = 2;  // engine threads
-  int http_threads = 8;
-  int max_queue = 64;   // requests waiting for the scheduler before 429
-  int max_active = 16;  // generations decoding at once
+  int threads = 2;       // engine threads
+  int http_threads = 8;  // workers parsing and validating requests
+  int max_queue = 64;    // requests waiting for the scheduler before 429
+  int max_active = 16;   // generations decoding at once
+  // Completions one client may have queued or decoding at once (more: 429 quota_exceeded);
+  // 0: max_active + max_queue / 2, so one client never takes the whole queue.
+  int max_client_requests = 0;
   size_t max_body_bytes = size_t(32) << 20;
   size_t store_bytes = size_t(1) << 30;  // memory tier budget
   int pool_tokens = 0;                   // KV pool capacity in tokens; 0: 8 x the model's context
   int default_max_tokens = 64;
   int max_chunk_tokens = 0;  // 0: the model's context
+
+  // HTTP front: connection cap and deadlines (a request head, a body, each write).
+  int max_connections = 1024;
+  int head_timeout_ms = 10000;
+  int body_timeout_ms = 60000;
+  int write_timeout_ms = 30000;
+
+  // Quotas on what outlives a request (windows and the KV pages they hold), per client: an API
+  // key, or the peer address when auth is off.
+  int max_windows = 16;             // per client
+  double window_ttl_s = 600;        // a window unused this long is deleted (0: never)
+  double client_pool_share = 0.25;  // of the KV pool, held by one client's windows
+  double window_pool_share = 0.5;   // of the KV pool, held by all windows: the rest is reserved
+                                    // for completions
+
+  // Shared and persistent tiers: the MAC key of their entries (see reuse/serialize.h). Required
+  // with redis_url; with store_dir alone, a key is made once and kept in the directory.
+  std::string store_key;
+  size_t store_dir_bytes = 0;  // disk tier cap, least recently used files go first (0: none)
+  int redis_ttl_s = 0;         // expiry of Redis entries (0: none)
 };
 
 class Server {

@@ -3,8 +3,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
+#include "core/log.h"
 #include "server/server.h"
 #include "tools/cli_common.h"
 
@@ -20,13 +25,64 @@ void on_signal(int) {
 struct ServeArgs {
   std::string model, tokenizer;
   ServerOptions opts;
-  double store_mb = 1024;
+  double store_mb = 1024, store_dir_mb = 0;
+  std::optional<std::string> api_key;  // given on the command line (visible in ps)
+  std::string api_key_file, store_key_file;
 };
 
+// A whole file's bytes, with trailing newlines dropped.
+Result<std::string> read_secret(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::NotFound, "{} {}: cannot read it", what, path);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// API keys from --api-key-file (one per line), KAMERA_API_KEY, or --api-key; an empty key is an
+// error (it would silently turn authentication off).
+Status collect_api_keys(ServeArgs& a) {
+  if (!a.api_key_file.empty()) {
+    KAMERA_ASSIGN_OR_RETURN(std::string all, read_secret(a.api_key_file, "--api-key-file"));
+    std::istringstream lines(all);
+    for (std::string k; std::getline(lines, k);) {
+      if (!k.empty() && k.back() == '\r') k.pop_back();  // a file written on Windows
+      if (!k.empty()) a.opts.api_keys.push_back(k);
+    }
+    if (a.opts.api_keys.empty())
+      return make_error(ErrorCode::InvalidArgument, "--api-key-file {} holds no key",
+                        a.api_key_file);
+  }
+  if (const char* env = std::getenv("KAMERA_API_KEY")) {
+    if (!*env) return make_error(ErrorCode::InvalidArgument, "KAMERA_API_KEY is set but empty");
+    a.opts.api_keys.push_back(env);
+  }
+  if (a.api_key) {
+    if (a.api_key->empty())
+      return make_error(ErrorCode::InvalidArgument,
+                        "--api-key '' would turn authentication off; omit it instead");
+    log().warn(
+        "serve: --api-key is visible to other users in the process list; prefer "
+        "--api-key-file or KAMERA_API_KEY");
+    a.opts.api_keys.push_back(*a.api_key);
+  }
+  for (const auto& k : a.opts.api_keys)
+    if (k.find_first_of(" \t") != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "an API key may not hold spaces or tabs");
+  return Status::Ok();
+}
+
 int run_serve(ServeArgs a) {
+  if (Status st = collect_api_keys(a); !st.ok()) return fail(st.message(), false);
+  if (!a.store_key_file.empty()) {
+    auto key = read_secret(a.store_key_file, "--store-key-file");
+    if (!key.ok()) return fail(key.error(), false);
+    a.opts.store_key = *key;
+  }
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.error(), false);
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
+  a.opts.store_dir_bytes = size_t(a.store_dir_mb * 1024 * 1024);
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
@@ -38,7 +94,7 @@ int run_serve(ServeArgs a) {
                a.opts.host.c_str(), server.port(),
                a.opts.store_dir.empty() ? "memory store" : "disk store",
                a.opts.redis_url.empty() ? "" : " + redis",
-               a.opts.api_key.empty() ? "" : ", API key required");
+               a.opts.api_keys.empty() ? "" : ", API key required");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -65,12 +121,54 @@ Runner add_serve(CLI::App& app) {
   app.add_option(
       "--redis", a->opts.redis_url,
       "Shared tier: redis://HOST[:PORT][/DB]; servers sharing it reuse each other's chunks");
-  app.add_option("--api-key", a->opts.api_key,
-                 "Require 'Authorization: Bearer KEY' on /v1/* and /metrics");
+  app.add_option("--api-key", a->api_key,
+                 "Require 'Authorization: Bearer KEY' on /v1/* and /metrics (visible in the "
+                 "process list: prefer --api-key-file or KAMERA_API_KEY)");
+  app.add_option("--api-key-file", a->api_key_file,
+                 "File of API keys, one per line; each key is its own client for the quotas")
+      ->check(CLI::ExistingFile);
+  app.add_option("--store-key-file", a->store_key_file,
+                 "Secret (>= 16 bytes) whose HMAC authenticates disk and Redis entries; required "
+                 "with --redis (servers sharing a Redis share the key); with --store-dir alone, "
+                 "a key is made in the directory")
+      ->check(CLI::ExistingFile);
+  app.add_option("--store-dir-mb", a->store_dir_mb,
+                 "Disk tier cap (MiB; least recently used files go first; 0: none)")
+      ->capture_default_str();
+  app.add_option("--redis-ttl", a->opts.redis_ttl_s, "Expiry of Redis entries (s; 0: none)")
+      ->capture_default_str();
+  app.add_option("--max-windows", a->opts.max_windows, "Windows one client may hold")
+      ->capture_default_str();
+  app.add_option("--window-ttl", a->opts.window_ttl_s,
+                 "Seconds after which an unused window is deleted (0: never)")
+      ->capture_default_str();
+  app.add_option("--client-pool-share", a->opts.client_pool_share,
+                 "Share of the KV pool one client's windows may hold")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--window-pool-share", a->opts.window_pool_share,
+                 "Share of the KV pool all windows may hold (the rest is kept for completions)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--max-connections", a->opts.max_connections,
+                 "Open connections; more are answered 503 and closed")
+      ->capture_default_str();
+  app.add_option("--head-timeout-ms", a->opts.head_timeout_ms,
+                 "Deadline for a request's head, idle keep-alive wait included")
+      ->capture_default_str();
+  app.add_option("--body-timeout-ms", a->opts.body_timeout_ms, "Deadline for a request's body")
+      ->capture_default_str();
+  app.add_option("--write-timeout-ms", a->opts.write_timeout_ms,
+                 "Deadline for each write to a client")
+      ->capture_default_str();
   app.add_option("--store-mb", a->store_mb, "Memory tier budget (MiB)")->capture_default_str();
   app.add_option("--max-queue", a->opts.max_queue, "Queued requests before answering 429")
       ->capture_default_str();
   app.add_option("--max-active", a->opts.max_active, "Generations decoded together")
+      ->capture_default_str();
+  app.add_option("--max-client-requests", a->opts.max_client_requests,
+                 "Completions one client may have queued or decoding (0: max-active + "
+                 "max-queue / 2); more get 429")
       ->capture_default_str();
   app.add_option("--max-body-bytes", a->opts.max_body_bytes, "Largest request body (bytes)")
       ->capture_default_str();
@@ -79,7 +177,8 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--pool-tokens", a->opts.pool_tokens,
                  "KV pool capacity in tokens (0: 8 x context)")
       ->capture_default_str();
-  app.add_option("--http-threads", a->opts.http_threads, "HTTP worker threads")
+  app.add_option("--http-threads", a->opts.http_threads,
+                 "Worker threads parsing and validating requests")
       ->capture_default_str();
   app.add_option("--name", a->opts.model_name,
                  "Model name reported by the API (default: the file name)");

@@ -42,6 +42,7 @@ void Window::set_policy(const WindowPolicy& p) {
 PatchOptions Window::patch_options() const {
   PatchOptions o;
   o.rank = policy_.rank;
+  o.cap_rank = true;  // a chunk shorter than the rank gets a patch of its own size (as completions)
   if (policy_.deep_half) o.layers.kind = LayerSet::Kind::DeepHalf;
   o.dtype = policy_.patch_dtype;
   return o;

@@ -366,6 +366,7 @@ TEST(Server, StoreDirSurvivesRestart) {
 TEST(Server, UnreachableRedisDegradesGracefully) {
   ServerOptions o;
   o.redis_url = "redis://127.0.0.1:1";
+  o.store_key = "test store key, 32 bytes long...";
   Running s(o);
   int st = 0;
   auto up = s.post("/v1/chunks", {{"text", " Rain fell on the roof."}}, &st);
@@ -387,6 +388,7 @@ TEST(Server, TwoServersShareChunksThroughRedis) {
                     "--daemonize yes)";
   ServerOptions o;
   o.redis_url = "redis://127.0.0.1:6379/3";
+  o.store_key = "test store key, 32 bytes long...";
   Running a(o), b(o);
   int st = 0;
   const std::string text = " A fox ran over the hill at " + std::to_string(::getpid()) + ".";

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Loopback measurements of an HTTP server (kamera serve, or a peer with the same OpenAI routes).
+
+Starts the server itself (--server-cmd, with {port} in it), so that any build can be measured by
+the same command, and reads the server's memory from /proc/PID/status. Python standard library
+only. Subcommands:
+
+  load       C concurrent streaming clients, R requests each: throughput (completion tokens/s)
+             and TTFT p50/p99; --reuse: prompts that reference two uploaded chunks (kamera only),
+             --slow N: N slowloris connections held open meanwhile
+  slowloris  N connections each sending one byte every --interval s; /health latency meanwhile
+  chunked    a chunked body of --mb MiB without the API key: status, bytes the server took before
+             it closed, and the server's peak RSS growth
+  rss        one completion with a prompt of each --sizes MiB: the server's peak RSS growth
+
+Examples (stories260K):
+  S="build/bin/kamera serve -m ../shared/models/stories260K/stories260K.gguf -t 2 --port {port}"
+  python3 scripts/serve_bench.py --server-cmd "$S" load --clients 32 --requests 4
+  python3 scripts/serve_bench.py --server-cmd "$S --api-key-file k" chunked --mb 1024
+"""
+import argparse
+import http.client
+import json
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import threading
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class ServerProc:
+    def __init__(self, cmd):
+        self.port = free_port()
+        argv = shlex.split(cmd.replace("{port}", str(self.port)))
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("server did not start: " + cmd)
+
+    def kb(self, field):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        return -1
+
+    def reset_peak(self):
+        with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
+            f.write("5")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def post(port, path, body, headers=None, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    c.request("POST", path, json.dumps(body), h)
+    r = c.getresponse()
+    return r.status, r.read()
+
+
+def health_ms(port, timeout=10):
+    t0 = time.perf_counter()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        c.request("GET", "/health")
+        ok = c.getresponse().status == 200
+    except OSError:
+        ok = False
+    return (time.perf_counter() - t0) * 1e3 if ok else float("inf")
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
+def stream_one(port, body, out):
+    """One streaming completion: (ttft s, tokens, total s) appended to out; errors counted.
+    Raw socket reads and no per-token JSON parsing, so that 128 client threads on the same cores
+    as the server cost little: the first non-empty "text" marks the first token, and the count
+    of "text" pieces is the number of tokens."""
+    payload = json.dumps(dict(body, stream=True)).encode()
+    t0 = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+    data, ttft = b"", None
+    while True:
+        try:
+            buf = s.recv(1 << 16)
+        except OSError:  # no answer within the timeout
+            out.append(("error", "timeout"))
+            return
+        if not buf:
+            break
+        data += buf
+        if ttft is None and (b'"text":"' in buf.replace(b'"text":""', b"")):
+            ttft = time.perf_counter() - t0
+    s.close()
+    if not data.startswith(b"HTTP/1.1 200"):
+        out.append(("error", data[9:12]))
+        return
+    pieces = data.count(b'"text":"') - data.count(b'"text":""')
+    out.append((ttft or 0.0, pieces, time.perf_counter() - t0))
+
+
+class Slowloris:
+    """n connections, each sending one byte of a never-ending head every `interval` seconds."""
+
+    def __init__(self, port, n, interval):
+        self.socks, self.stop_flag = [], threading.Event()
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port))
+            self.socks.append(s)
+        self.head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100000
+        self.thread = threading.Thread(target=self.run, args=(interval,), daemon=True)
+        self.thread.start()
+
+    def run(self, interval):
+        i = 0
+        while not self.stop_flag.wait(interval):
+            for s in self.socks:
+                try:
+                    s.send(self.head[i:i + 1])
+                except OSError:
+                    pass
+            i += 1
+
+    def close(self):
+        self.stop_flag.set()
+        self.closed_by_server = 0
+        for s in self.socks:
+            s.settimeout(0.01)
+            try:
+                self.closed_by_server += s.recv(1) == b""
+            except OSError:
+                pass
+            s.close()
+
+
+def cmd_load(a, srv):
+    base = {"max_tokens": a.max_tokens, "temperature": 0.8, "top_k": 40}
+    text = "Once upon a time there was a little girl named Lily. She loved to play outside. "
+    if a.reuse:
+        ids = []
+        for t in (text * 2, " One day she found a big red ball in the park and ran home. " * 2):
+            st, b = post(srv.port, "/v1/chunks", {"text": t})
+            ids.append(json.loads(b)["id"])
+        prompt = [{"type": "chunk", "id": ids[0]}, {"type": "chunk", "id": ids[1]}, " Then"]
+    else:
+        prompt = text * 2 + " One day she found a big red ball in the park and ran home. " * 2 + " Then"
+    body = dict(base, prompt=prompt)
+    slow = Slowloris(srv.port, a.slow, 2.0) if a.slow else None
+    stream_one(srv.port, body, [])  # warm-up
+    out, threads = [], []
+    t0 = time.perf_counter()
+    for _ in range(a.clients):
+        def client():
+            for _ in range(a.requests):
+                stream_one(srv.port, body, out)
+        threads.append(threading.Thread(target=client))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if slow:
+        slow.close()
+    ok = [x for x in out if x[0] != "error"]
+    ttft = [x[0] * 1e3 for x in ok]
+    toks = sum(x[1] for x in ok)
+    return {"clients": a.clients, "requests": len(out), "errors": len(out) - len(ok),
+            "reuse": a.reuse, "slow_connections": a.slow, "tokens_per_s": round(toks / wall, 1),
+            "requests_per_s": round(len(ok) / wall, 2),
+            "ttft_ms_p50": round(pct(ttft, 50), 1), "ttft_ms_p99": round(pct(ttft, 99), 1)}
+
+
+def cmd_slowloris(a, srv):
+    slow = Slowloris(srv.port, a.connections, a.interval)
+    lat = []
+    t_end = time.time() + a.seconds
+    while time.time() < t_end:
+        lat.append(health_ms(srv.port, timeout=5))
+        time.sleep(0.2)
+    t0 = time.perf_counter()
+    try:
+        st, _ = post(srv.port, "/v1/completions", {"prompt": "Once", "max_tokens": 8}, timeout=15)
+    except OSError:
+        st = "timeout"
+    completion_ms = (time.perf_counter() - t0) * 1e3
+    slow.close()
+    return {"connections": a.connections, "interval_s": a.interval, "probes": len(lat),
+            "health_ms_p50": round(pct(lat, 50), 2), "health_ms_max": round(max(lat), 2),
+            "health_failed": sum(x == float("inf") for x in lat),
+            "completion_status": st, "completion_ms": round(completion_ms, 1),
+            "closed_by_server": slow.closed_by_server}
+
+
+def cmd_chunked(a, srv):
+    rss0 = srv.kb("VmRSS")
+    srv.reset_peak()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(b"POST /v1/chunks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    piece = b"%x\r\n" % (1 << 20) + b"[" * (1 << 20) + b"\r\n"
+    sent, t0 = 0, time.perf_counter()
+    s.settimeout(30)
+    try:
+        while sent < a.mb << 20:
+            s.sendall(piece)
+            sent += 1 << 20
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+    try:
+        answer = s.recv(200).decode("latin1")
+    except OSError:
+        answer = ""
+    s.close()
+    time.sleep(0.2)
+    return {"body_mb": a.mb, "sent_mb": round(sent / 2**20, 1),
+            "seconds": round(time.perf_counter() - t0, 2),
+            "status": answer[9:12] if answer.startswith("HTTP/1.1") else "closed",
+            "peak_rss_growth_mb": round((srv.kb("VmHWM") - rss0) / 1024, 1)}
+
+
+def cmd_rss(a, srv):
+    rows = []
+    for mb in a.sizes:
+        rss0 = srv.kb("VmRSS")
+        srv.reset_peak()
+        body = {"prompt": "a" * int(mb * 2**20), "max_tokens": 4}
+        t0 = time.perf_counter()
+        try:
+            st, _ = post(srv.port, "/v1/completions", body, timeout=600)
+        except OSError as e:
+            st = str(e)
+        rows.append({"prompt_mb": mb, "status": st, "seconds": round(time.perf_counter() - t0, 2),
+                     "peak_rss_growth_mb": round((srv.kb("VmHWM") - rss0) / 1024, 1)})
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--server-cmd", required=True, help="command line, {port} is replaced")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("load")
+    s.add_argument("--clients", type=int, default=32)
+    s.add_argument("--requests", type=int, default=4)
+    s.add_argument("--max-tokens", type=int, default=32)
+    s.add_argument("--reuse", action="store_true")
+    s.add_argument("--slow", type=int, default=0)
+    s = sub.add_parser("slowloris")
+    s.add_argument("--connections", type=int, default=64)
+    s.add_argument("--interval", type=float, default=2.0)
+    s.add_argument("--seconds", type=float, default=10.0)
+    s = sub.add_parser("chunked")
+    s.add_argument("--mb", type=int, default=1024)
+    s = sub.add_parser("rss")
+    s.add_argument("--sizes", type=float, nargs="+", default=[0.01, 1, 4, 16, 30])
+    a = p.parse_args()
+    srv = ServerProc(a.server_cmd)
+    try:
+        res = {"load": cmd_load, "slowloris": cmd_slowloris, "chunked": cmd_chunked,
+               "rss": cmd_rss}[a.cmd](a, srv)
+    finally:
+        srv.stop()
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+// Chunk and window routes. Everything that touches the engine, the pool, the windows or deletes
+// from the store runs on the scheduler thread, so a delete is ordered with every request that
+// uses the chunk (see ChunkStore's tombstones for what happens to work already in flight).
+#include "server/server_impl.h"
+
+namespace kamera {
+
+namespace {
+
+Result<json> body_or_empty(const HttpRequest& req) {
+  return req.body.empty() ? Result<json>(json::object()) : parse_body(req.body);
+}
+
+}  // namespace
+
+void Server::Impl::post_chunk(const HttpRequest& req, const std::smatch&, const std::string&,
+                              Out out) {
+  ++metrics.requests_chunks;
+  auto body = parse_body(req.body);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto content = chunk_content(*body, model, opts.max_chunk_tokens, max_chunk_bytes);
+  if (!content.ok()) return respond_error(out, http_error(content.error()));
+  on_scheduler(
+      out,
+      [this, c = std::move(content.value())]() -> Result<json> {
+        const ChunkId id = chunk_id(model.fingerprint, c);
+        ctx->store().revive_canonical(id);  // an explicit upload undoes an earlier delete
+        bool formed = false;
+        KAMERA_ASSIGN_OR_RETURN(auto e, ctx->cache().canonical(c, DType::F32, &formed));
+        json j = chunk_json(*e);
+        j["formed"] = formed;
+        return j;
+      },
+      201);
+}
+
+void Server::Impl::get_chunk(const HttpRequest&, const std::smatch& m, const std::string&,
+                             Out out) {
+  ++metrics.requests_chunks;
+  const ChunkId id = *ChunkId::from_hex(m[1].str());
+  auto e = ctx->store().find_canonical(id);
+  if (!e)
+    return respond_error(out,
+                         {404, "unknown chunk id " + id.hex(), "not_found_error", "not_found"});
+  respond(out, 200, chunk_json(*e));
+}
+
+void Server::Impl::delete_chunk(const HttpRequest&, const std::smatch& m, const std::string&,
+                                Out out) {
+  ++metrics.requests_chunks;
+  const ChunkId id = *ChunkId::from_hex(m[1].str());
+  on_scheduler(out, [this, id]() -> Result<json> {
+    if (!ctx->store().erase_canonical(id))
+      return make_error(ErrorCode::NotFound, "unknown chunk id {}", id.hex());
+    return json{{"id", id.hex()}, {"object", "chunk"}, {"deleted", true}};
+  });
+}
+
+void Server::Impl::post_window(const HttpRequest& req, const std::smatch&,
+                               const std::string& client, Out out) {
+  ++metrics.requests_windows;
+  auto body = body_or_empty(req);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto pol = window_policy(*body);
+  if (!pol.ok()) return respond_error(out, http_error(pol.error()));
+  window_op(
+      out, client, "", "create", json::object(),
+      [this, client, p = *pol] { return windows->create(client, p); }, 201);
+}
+
+void Server::Impl::get_window(const HttpRequest&, const std::smatch& m, const std::string& client,
+                              Out out) {
+  ++metrics.requests_windows;
+  on_scheduler(out, [this, client, id = m[1].str()] { return windows->describe(client, id); });
+}
+
+void Server::Impl::delete_window(const HttpRequest&, const std::smatch& m,
+                                 const std::string& client, Out out) {
+  ++metrics.requests_windows;
+  on_scheduler(out, [this, client, id = m[1].str()] { return windows->erase(client, id); });
+}
+
+void Server::Impl::edit_window(const HttpRequest& req, const std::smatch& m,
+                               const std::string& client, Out out) {
+  ++metrics.requests_windows;
+  const std::string id = m[1].str(), op = m[2].str();
+  auto body = body_or_empty(req);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  window_op(
+      out, client, id, op, *body,
+      [this, client, id, op, b = *body] { return windows->edit(client, id, op, b); },
+      op == "fork" ? 201 : 200);
+}
+
+// A window operation on the scheduler thread, refused first when it would pass a quota: 429 for
+// the client's own share, 503 for the pages kept apart from completions (both with Retry-After).
+void Server::Impl::window_op(const Out& out, const std::string& client, const std::string& id,
+                             const std::string& op, const json& body,
+                             std::function<Result<json>()> fn, int ok) {
+  auto refuse = [this, client, id, op, body]() -> std::optional<HttpError> {
+    auto q = windows->over_quota(client, id, op, body);
+    if (!q) return std::nullopt;
+    ++metrics.rejected_quota;
+    if (q->total) return HttpError{503, q->message, "server_error", "window_capacity"};
+    return HttpError{429, q->message, "rate_limit_error", "quota_exceeded"};
+  };
+  on_scheduler(out, std::move(fn), ok, std::move(refuse));
+}
+
+}  // namespace kamera

@@ -1,0 +1,118 @@
+// Completion requests (plain, chat, after a window): validated and bounded on a worker thread,
+// queued to the scheduler, answered through an event sink as one JSON body or an SSE stream.
+// The status of an error known before the first token is the real one, streamed or not.
+#include <ctime>
+
+#include "server/server_impl.h"
+
+namespace kamera {
+
+void Server::Impl::completions(const HttpRequest& r, const std::smatch&, const std::string& c,
+                               Out o) {
+  ++metrics.requests_completions;
+  generate(r, c, "", false, o);
+}
+
+void Server::Impl::chat(const HttpRequest& r, const std::smatch&, const std::string& c, Out o) {
+  ++metrics.requests_chat;
+  generate(r, c, "", true, o);
+}
+
+void Server::Impl::window_completions(const HttpRequest& r, const std::smatch& m,
+                                      const std::string& c, Out o) {
+  ++metrics.requests_windows;
+  generate(r, c, m[1].str(), false, o);
+}
+
+// A prompt whose text cannot fit the context is refused before it is tokenized: a token covers
+// at most max_prompt_bytes / ctx_len bytes, so longer text needs more tokens than the context.
+Status Server::Impl::check_prompt_size(const GenRequest& r) const {
+  size_t bytes = 0;
+  for (const PromptPart& p : r.parts) bytes += p.text.size();
+  if (bytes > max_prompt_bytes)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the prompt text ({} bytes) cannot fit the model's context of {} tokens",
+                      bytes, model.cfg.ctx_len);
+  return Status::Ok();
+}
+
+std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
+  const int cap = opts.max_client_requests > 0 ? opts.max_client_requests
+                                               : opts.max_active + opts.max_queue / 2;
+  std::lock_guard<std::mutex> lock(inflight_mu);
+  int& n = inflight[client];
+  if (n >= cap) return nullptr;
+  ++n;
+  // `this` only makes the hold non-null; the deleter gives the slot back.
+  return std::shared_ptr<void>(this, [this, client](void*) {
+    std::lock_guard<std::mutex> lock(inflight_mu);
+    if (--inflight[client] == 0) inflight.erase(client);
+  });
+}
+
+void Server::Impl::generate(const HttpRequest& req, const std::string& client,
+                            const std::string& window, bool chat, const Out& out) {
+  auto body = parse_body(req.body);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto r = gen_request(*body, chat, opts, model.cfg);
+  Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
+  if (!r.ok()) return respond_error(out, http_error(r.error()));
+  if (!size.ok())
+    return respond_error(out,
+                         {400, size.message(), "invalid_request_error", "context_length_exceeded"});
+  r->window_id = window;
+  std::shared_ptr<void> slot = client_slot(client);
+  if (!slot) {
+    ++metrics.rejected_quota;
+    return respond_error(out, {429, "too many requests of this client in flight",
+                               "rate_limit_error", "quota_exceeded"});
+  }
+  const bool stream =
+      body->contains("stream") && (*body)["stream"].is_boolean() && (*body)["stream"].get<bool>();
+  const CompletionMeta meta{
+      fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter), opts.model_name,
+      int64_t(std::time(nullptr)), chat};
+  auto g = std::make_unique<Generation>();
+  g->req = std::move(r.value());
+  g->client = client;
+  g->client_slot = std::move(slot);
+  g->out = stream ? stream_sink(out, meta) : whole_sink(out, meta);
+  g->cancelled = std::make_shared<std::atomic<bool>>(false);
+  g->t_submit = now_s();
+  out->on_gone([c = g->cancelled] { c->store(true); });  // a client that left stops its work
+  if (!scheduler->submit(std::move(g)))
+    respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
+                        "queue_full"});
+}
+
+EventSink Server::Impl::whole_sink(const Out& out, const CompletionMeta& meta) {
+  auto text = std::make_shared<std::string>();
+  return [this, out, meta, text](Event e) {
+    if (e.kind == Event::Text) {
+      *text += e.text;
+      return;
+    }
+    if (e.kind == Event::Error) return respond(out, e.status, e.info);
+    respond(out, 200, completion_body(meta, *text, e.info));
+  };
+}
+
+EventSink Server::Impl::stream_sink(const Out& out, const CompletionMeta& meta) {
+  auto started = std::make_shared<bool>(false);
+  return [this, out, meta, started](Event e) {
+    if (e.kind == Event::Error && !*started) return respond(out, e.status, e.info);
+    if (!*started) {
+      out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+      *started = true;
+    }
+    auto sse = [](const json& j) { return "data: " + dump(j) + "\n\n"; };
+    if (e.kind == Event::Text) return out->write(sse(stream_piece(meta, e.text, nullptr, nullptr)));
+    out->write(sse(e.kind == Event::Error
+                       ? e.info
+                       : stream_piece(meta, "", e.info["finish_reason"], &e.info["usage"])));
+    out->write("data: [DONE]\n\n");
+    out->end();
+  };
+}
+
+}  // namespace kamera

@@ -1,0 +1,180 @@
+// Routing and the refusals decided from a request head alone: unknown routes (404), wrong
+// methods (405 with Allow), credentials (400 for several Authorization headers, 401), declared
+// sizes (413) and content types (415). Cheap routes are answered on the I/O thread.
+#include <ctime>
+
+#include "server/server_impl.h"
+
+namespace kamera {
+
+namespace {
+
+// Equal strings, in a time that depends only on their lengths.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+bool is_json_type(std::string_view type) {
+  const std::string_view base = type.substr(0, type.find(';'));
+  std::string t;
+  for (char c : base)
+    if (c != ' ' && c != '\t') t += char(std::tolower(static_cast<unsigned char>(c)));
+  return t == "application/json";
+}
+
+}  // namespace
+
+void Server::Impl::add_routes() {
+  const std::string id = "([0-9a-fA-F]{32})", win = "(w[0-9]{1,9})";
+  auto add = [&](const char* method, const std::string& path, Handler h) {
+    routes.push_back({method, std::regex(path), h, false});
+  };
+  routes.push_back({"GET", std::regex("/health"), nullptr, true});
+  add("GET", "/metrics", nullptr);
+  add("GET", "/v1/models", nullptr);
+  add("POST", "/v1/completions", &Impl::completions);
+  add("POST", "/v1/chat/completions", &Impl::chat);
+  add("POST", "/v1/chunks", &Impl::post_chunk);
+  add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
+  add("DELETE", "/v1/chunks/" + id, &Impl::delete_chunk);
+  add("POST", "/v1/windows", &Impl::post_window);
+  add("GET", "/v1/windows/" + win, &Impl::get_window);
+  add("DELETE", "/v1/windows/" + win, &Impl::delete_window);
+  add("POST", "/v1/windows/" + win + "/completions", &Impl::window_completions);
+  add("POST", "/v1/windows/" + win + "/(append|evict|recall|reorder|fork|refresh)",
+      &Impl::edit_window);
+  add("POST", "/tokenize", &Impl::tokenize_route);
+  add("POST", "/detokenize", &Impl::detokenize_route);
+}
+
+HttpResponse Server::Impl::json_response(int status, const json& body) {
+  metrics.responses_4xx += status >= 400 && status < 500;
+  metrics.responses_5xx += status >= 500;
+  HttpResponse r;
+  r.status = status;
+  r.body = dump(body);
+  if (status == 429 || status == 503) r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
+HttpResponse Server::Impl::error_response(const HttpError& e) {
+  return json_response(e.status, error_body(e));
+}
+
+Result<std::string> Server::Impl::client_of(const HttpRequest& req) const {
+  if (req.count("authorization") > 1)
+    return make_error(ErrorCode::InvalidArgument, "several Authorization headers");
+  if (keys.empty()) return "ip:" + req.peer;
+  const std::string raw = req.raw_authorization.empty() ? "" : req.raw_authorization[0];
+  int found = -1;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (same_secret(raw, "Bearer " + keys[i])) found = int(i);
+  if (found < 0)
+    return make_error(ErrorCode::NotFound, "missing or wrong API key (Authorization: Bearer KEY)");
+  return fmt::format("key:{}", found);
+}
+
+std::optional<HttpResponse> Server::Impl::inspect(const HttpRequest& head) {
+  const std::string method = head.method == "HEAD" ? "GET" : head.method;
+  const Route* route = nullptr;
+  std::string allow;
+  for (const Route& r : routes) {
+    if (!std::regex_match(head.path, r.path)) continue;
+    if (r.method == method) route = &r;
+    allow += (allow.empty() ? "" : ", ") + r.method + (r.method == "GET" ? ", HEAD" : "");
+  }
+  if (allow.empty())
+    return error_response({404, "no such endpoint", "not_found_error", "no_route"});
+  if (!route) {
+    HttpResponse r = error_response({405, fmt::format("{} is not allowed here", head.method),
+                                     "invalid_request_error", "method_not_allowed"});
+    r.headers.push_back({"Allow", allow});
+    return r;
+  }
+  if (!route->open) {
+    auto client = client_of(head);
+    if (!client.ok() && client.code() == ErrorCode::InvalidArgument)
+      return error_response({400, client.message(), "invalid_request_error", "duplicate_header"});
+    if (!client.ok()) {
+      HttpResponse r =
+          error_response({401, client.message(), "authentication_error", "invalid_api_key"});
+      r.headers.push_back({"WWW-Authenticate", "Bearer"});
+      return r;
+    }
+  }
+  if (head.content_length > int64_t(opts.max_body_bytes))
+    return error_response({413,
+                           fmt::format("the request body exceeds {} bytes", opts.max_body_bytes),
+                           "invalid_request_error", "body_too_large"});
+  if (head.has_body && !is_json_type(head.header("content-type")))
+    return error_response({415, "the body must be JSON (Content-Type: application/json)",
+                           "invalid_request_error", "unsupported_media_type"});
+  if (!route->handler) return inline_route(head);
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Server::Impl::inline_route(const HttpRequest& head) {
+  if (head.path == "/health")
+    return json_response(200, {{"status", "ok"},
+                               {"model", opts.model_name},
+                               {"arch", arch_name(model.cfg.arch)},
+                               {"ctx_len", model.cfg.ctx_len}});
+  if (head.path == "/v1/models") {
+    const json m = {
+        {"id", opts.model_name},
+        {"object", "model"},
+        {"created", int64_t(0)},
+        {"owned_by", "kamera"},
+        {"meta", {{"arch", arch_name(model.cfg.arch)}, {"ctx_len", model.cfg.ctx_len}}}};
+    return json_response(200, {{"object", "list"}, {"data", json::array({m})}});
+  }
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = render_metrics(metrics, ctx->store(), scheduler->queued());
+  return r;
+}
+
+void Server::Impl::dispatch(HttpRequest req, Out out) {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const Route& r : routes) {
+    std::smatch m;
+    if (r.method != method || !r.handler || !std::regex_match(req.path, m, r.path)) continue;
+    auto client = client_of(req);
+    if (!client.ok()) return respond_error(out, {401, client.message(), "authentication_error"});
+    try {
+      (this->*r.handler)(req, m, *client, out);
+    } catch (const std::exception& e) {  // never let an exception cross the handler
+      respond_error(out,
+                    {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+    }
+    return;
+  }
+  respond_error(out, {404, "no such endpoint", "not_found_error", "no_route"});
+}
+
+void Server::Impl::on_scheduler(const Out& out, std::function<Result<json>()> fn, int ok,
+                                std::function<std::optional<HttpError>()> refuse) {
+  const bool queued = scheduler->post([this, out, fn, refuse, ok](bool run) {
+    if (!run)
+      return respond_error(out, {503, "the server is stopping", "server_error", "stopping"});
+    try {
+      if (refuse)
+        if (auto e = refuse()) return respond_error(out, *e);
+      Result<json> r = fn();
+      if (r.ok()) return respond(out, ok, *r);
+      respond_error(out, http_error(r.error()));
+    } catch (const std::exception& e) {  // never let an exception end the scheduler thread
+      respond_error(out,
+                    {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+    }
+  });
+  if (!queued)
+    respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
+                        "queue_full"});
+}
+
+}  // namespace kamera

@@ -1,0 +1,357 @@
+#include "server/openai.h"
+
+#include <cfloat>
+#include <cmath>
+
+namespace kamera {
+
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument:
+    case ErrorCode::CorruptData:
+      return 400;
+    case ErrorCode::NotFound:
+      return 404;
+    case ErrorCode::Unsupported:
+      return 501;
+    case ErrorCode::OutOfMemory:
+      return 503;
+    case ErrorCode::Internal:
+    case ErrorCode::Io:
+      return 500;
+  }
+  return 500;
+}
+
+HttpError http_error(const Error& e) {
+  const int status = http_status(e.code);
+  return {status, e.message,
+          status == 404  ? "not_found_error"
+          : status < 500 ? "invalid_request_error"
+                         : "server_error",
+          e.code == ErrorCode::OutOfMemory ? "capacity" : error_code_name(e.code)};
+}
+
+json error_body(const HttpError& e) {
+  return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<json> parse_body(std::string_view body) {
+  try {
+    json j = json::parse(body);
+    if (!j.is_object())
+      return make_error(ErrorCode::InvalidArgument, "the request body must be a JSON object");
+    return j;
+  } catch (const std::exception& e) {
+    return make_error(ErrorCode::CorruptData, "malformed JSON: {}", e.what());
+  }
+}
+
+Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX))
+      return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, u, lo, hi);
+    x = int64_t(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "{} must be an integer", what);
+  }
+  if (x < lo || x > hi)
+    return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, x, lo, hi);
+  return x;
+}
+
+Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
+}
+
+namespace {
+
+// Appends text to the last part when it is text, else starts a text part.
+void add_text(std::vector<PromptPart>& parts, const std::string& t) {
+  if (!parts.empty() && !parts.back().is_chunk) {
+    parts.back().text += t;
+  } else {
+    parts.push_back({false, t, {}});
+  }
+}
+
+// One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
+Status add_part(std::vector<PromptPart>& parts, const json& it) {
+  if (it.is_string()) {
+    add_text(parts, it.get<std::string>());
+    return Status::Ok();
+  }
+  if (!it.is_object() || !it.contains("type") || !it["type"].is_string())
+    return make_error(ErrorCode::InvalidArgument,
+                      "each part must be a string or an object with a \"type\"");
+  const std::string type = it["type"].get<std::string>();
+  if (type == "text") {
+    if (!it.contains("text") || !it["text"].is_string())
+      return make_error(ErrorCode::InvalidArgument, "a text part needs \"text\"");
+    add_text(parts, it["text"].get<std::string>());
+  } else if (type == "chunk") {
+    if (!it.contains("id") || !it["id"].is_string())
+      return make_error(ErrorCode::InvalidArgument, "a chunk part needs \"id\"");
+    auto id = ChunkId::from_hex(it["id"].get<std::string>());
+    if (!id)
+      return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits",
+                        it["id"].get<std::string>());
+    parts.push_back({true, "", *id});
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)", type);
+  }
+  return Status::Ok();
+}
+
+// A content value: a string or an array of parts.
+Status add_items(std::vector<PromptPart>& parts, const json& items) {
+  if (items.is_string()) {
+    add_text(parts, items.get<std::string>());
+    return Status::Ok();
+  }
+  if (!items.is_array())
+    return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
+  for (const json& it : items) KAMERA_TRY(add_part(parts, it));
+  return Status::Ok();
+}
+
+// Chat messages laid out as "role: content" lines, then "assistant:".
+Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
+  for (const json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
+    add_text(parts, m["role"].get<std::string>() + ": ");
+    KAMERA_TRY(add_items(parts, m["content"]));
+    add_text(parts, "\n");
+  }
+  add_text(parts, "assistant:");
+  return Status::Ok();
+}
+
+Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat) {
+  std::vector<PromptPart> parts;
+  if (chat) {
+    KAMERA_TRY(add_messages(parts, body));
+  } else {
+    if (!body.contains("prompt"))
+      return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
+    KAMERA_TRY(add_items(parts, body["prompt"]));
+  }
+  if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
+    return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
+  return parts;
+}
+
+// A number field in [lo, hi], or its default when absent or null.
+Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  if (!body[key].is_number())
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
+  const double v = body[key].get<double>();
+  if (!(v >= lo && v <= hi))
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
+                      hi);
+  return v;
+}
+
+Result<ServePolicy> reuse_policy(const json& body) {
+  if (!body.contains("reuse")) return ServePolicy::Patch;
+  const json& p = body["reuse"];
+  const std::string s = p.is_string() ? p.get<std::string>() : "";
+  if (s == "patch") return ServePolicy::Patch;
+  if (s == "blind") return ServePolicy::Blind;
+  if (s == "reprefill") return ServePolicy::Reprefill;
+  return make_error(ErrorCode::InvalidArgument, "\"reuse\" must be patch, blind or reprefill");
+}
+
+}  // namespace
+
+Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+                               const ModelConfig& cfg) {
+  GenRequest r;
+  KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat));
+  if (auto n = int_field(body, "n", 1, 1, INT64_MAX); !n.ok() || *n != 1)
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"n\" must be 1: one choice per request (send n requests for n choices)");
+  auto mt = int_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
+  auto top_k = int_field(body, "top_k", 0, 0, cfg.n_vocab);
+  auto seed = int_field(body, "seed", 0, 0, INT64_MAX);
+  auto rank = int_field(body, "rank", 32, 1, 1 << 20);
+  for (const auto* x : {&mt, &top_k, &seed, &rank})
+    if (!x->ok()) return x->error();
+  auto temp = number_field(body, "temperature", 0.0, 0.0, 100.0);
+  auto top_p = number_field(body, "top_p", 1.0, 0.0, 1.0);
+  for (const auto* x : {&temp, &top_p})
+    if (!x->ok()) return x->error();
+  r.max_tokens = int(*mt);
+  r.sampling.temperature = float(*temp);
+  r.sampling.top_p = float(*top_p);
+  r.sampling.top_k = int(*top_k);
+  r.sampling.seed = uint64_t(*seed);
+  r.rank = int(*rank);
+  KAMERA_ASSIGN_OR_RETURN(r.policy, reuse_policy(body));
+  if (body.contains("deep_half"))
+    r.deep_half = body["deep_half"].is_boolean() && body["deep_half"].get<bool>();
+  return r;
+}
+
+namespace {
+
+Result<ChunkContent> text_chunk(const json& b, const Model& model, size_t max_bytes) {
+  if (!b["text"].is_string())
+    return make_error(ErrorCode::InvalidArgument, "\"text\" must be a string");
+  if (max_bytes && b["text"].get_ref<const std::string&>().size() > max_bytes)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the text ({} bytes) cannot fit the chunk limit; at most {} bytes",
+                      b["text"].get_ref<const std::string&>().size(), max_bytes);
+  if (!model.tokenizer)
+    return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer: send \"tokens\"");
+  auto ids = model.tokenizer->encode_raw(b["text"].get<std::string>());
+  if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "the text is empty");
+  return ChunkContent::from_tokens(std::move(ids));
+}
+
+Result<ChunkContent> token_chunk(const json& b, int n_vocab) {
+  if (!b["tokens"].is_array() || b["tokens"].empty())
+    return make_error(ErrorCode::InvalidArgument, "\"tokens\" must be a non-empty array");
+  std::vector<int32_t> ids;
+  for (const json& t : b["tokens"]) {
+    KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a token id", 0, n_vocab - 1));
+    ids.push_back(int32_t(v));
+  }
+  return ChunkContent::from_tokens(std::move(ids));
+}
+
+// Rows of dim finite numbers that a float holds, appended to out.
+Status embedding_rows(const json& e, int dim, std::vector<float>& out) {
+  out.reserve(e.size() * size_t(dim));
+  for (size_t r = 0; r < e.size(); ++r) {
+    if (!e[r].is_array() || int(e[r].size()) != dim)
+      return make_error(ErrorCode::InvalidArgument,
+                        "embedding row {} must be an array of {} numbers (the model's width)", r,
+                        dim);
+    for (const json& x : e[r]) {
+      if (!x.is_number())
+        return make_error(ErrorCode::InvalidArgument, "embedding row {} holds a non-number", r);
+      const double v = x.get<double>();
+      if (!std::isfinite(v) || std::fabs(v) > double(FLT_MAX))
+        return make_error(ErrorCode::InvalidArgument,
+                          "embedding row {} holds {}, not a finite float", r, v);
+      out.push_back(float(v));
+    }
+  }
+  return Status::Ok();
+}
+
+// One [t, h, w] per row, each in [0, ctx_len).
+Status embedding_positions(const json& b, size_t rows, int ctx_len, std::vector<Pos>& layout) {
+  if (!b.contains("positions")) {
+    for (size_t r = 0; r < rows; ++r) layout.push_back(Pos::linear(int32_t(r)));
+    return Status::Ok();
+  }
+  const json& p = b["positions"];
+  if (!p.is_array() || p.size() != rows)
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"positions\" must hold one [t, h, w] per embedding row ({})", rows);
+  for (const json& q : p) {
+    if (!q.is_array() || q.size() != 3)
+      return make_error(ErrorCode::InvalidArgument, "each position must be [t, h, w] integers");
+    int64_t v[3];
+    for (int i = 0; i < 3; ++i) {
+      KAMERA_ASSIGN_OR_RETURN(v[i], int_value(q[i], "a position", 0, ctx_len - 1));
+    }
+    layout.push_back({int32_t(v[0]), int32_t(v[1]), int32_t(v[2])});
+  }
+  return Status::Ok();
+}
+
+Result<ChunkContent> embedding_chunk(const json& b, int dim, int ctx_len, int max_tokens) {
+  const json& e = b["embeddings"];
+  if (!e.is_array() || e.empty())
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"embeddings\" must be a non-empty array of rows");
+  if (int64_t(e.size()) > max_tokens)
+    return make_error(ErrorCode::InvalidArgument, "{} embedding rows exceed the chunk limit of {}",
+                      e.size(), max_tokens);
+  ChunkContent cc;
+  cc.dim = dim;
+  KAMERA_TRY(embedding_rows(e, dim, cc.embeddings));
+  KAMERA_TRY(embedding_positions(b, e.size(), ctx_len, cc.layout));
+  return cc;
+}
+
+}  // namespace
+
+Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_chunk_tokens,
+                                   size_t max_text_bytes) {
+  const ModelConfig& c = model.cfg;
+  const int max_tokens = max_chunk_tokens > 0 ? max_chunk_tokens : c.ctx_len;
+  const int kinds =
+      int(b.contains("text")) + int(b.contains("tokens")) + int(b.contains("embeddings"));
+  if (kinds != 1)
+    return make_error(ErrorCode::InvalidArgument,
+                      "give exactly one of \"text\", \"tokens\", \"embeddings\"");
+  auto cc = b.contains("text")     ? text_chunk(b, model, max_text_bytes)
+            : b.contains("tokens") ? token_chunk(b, c.n_vocab)
+                                   : embedding_chunk(b, c.dim, c.ctx_len, max_tokens);
+  if (!cc.ok()) return cc;
+  if (cc->n() > max_tokens)
+    return make_error(ErrorCode::InvalidArgument, "the chunk has {} tokens, over the limit of {}",
+                      cc->n(), max_tokens);
+  KAMERA_TRY(cc->validate(c.n_vocab, c.dim));
+  if (1 + cc->extent() > c.ctx_len)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the chunk's positions reach {}, past the model's context of {}",
+                      cc->extent(), c.ctx_len);
+  return cc;
+}
+
+json chunk_json(const CanonicalEntry& e) {
+  return {{"id", e.id.hex()},
+          {"object", "chunk"},
+          {"n_tokens", e.content.n()},
+          {"extent", e.content.extent()},
+          {"kind", e.content.is_tokens() ? "tokens" : "embeddings"},
+          {"bytes", e.kv.bytes()}};
+}
+
+json completion_body(const CompletionMeta& m, const std::string& text, const json& done_info) {
+  const json& finish = done_info["finish_reason"];
+  json choice = m.chat ? json{{"index", 0},
+                              {"message", {{"role", "assistant"}, {"content", text}}},
+                              {"finish_reason", finish}}
+                       : json{{"index", 0}, {"text", text}, {"finish_reason", finish}};
+  return {{"id", m.id},
+          {"object", m.chat ? "chat.completion" : "text_completion"},
+          {"created", m.created},
+          {"model", m.model},
+          {"choices", json::array({choice})},
+          {"usage", done_info["usage"]}};
+}
+
+json stream_piece(const CompletionMeta& m, const std::string& text, const json& finish_reason,
+                  const json* usage) {
+  json choice =
+      m.chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", finish_reason}}
+             : json{{"index", 0}, {"text", text}, {"finish_reason", finish_reason}};
+  json j = {{"id", m.id},
+            {"object", m.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", m.created},
+            {"model", m.model},
+            {"choices", json::array({choice})}};
+  if (usage) j["usage"] = *usage;
+  return j;
+}
+
+}  // namespace kamera

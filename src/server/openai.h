@@ -1,0 +1,67 @@
+// The OpenAI-compatible JSON of the server: request bodies to typed requests (completions, chat,
+// chunk content) and results to response bodies. No I/O and no engine work: every function here
+// is pure and runs on the HTTP side.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "model/model.h"
+#include "reuse/store.h"
+#include "server/generation.h"
+#include "server/server.h"
+
+namespace kamera {
+
+using json = nlohmann::json;
+
+// An HTTP-level failure: status code and message, answered as {"error": {...}}.
+// `code` is stable, for programs ("invalid_value", "not_found", "quota_exceeded", ...).
+struct HttpError {
+  int status = 0;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string code = "invalid_value";
+};
+
+// The HTTP status of a failed operation, from its error code.
+int http_status(ErrorCode code);
+HttpError http_error(const Error& e);
+json error_body(const HttpError& e);
+
+// JSON text of a response (invalid UTF-8 replaced, never thrown).
+std::string dump(const json& j);
+
+// The body as a JSON object.
+Result<json> parse_body(std::string_view body);
+
+// An integer in [lo, hi], checked as 64 bits before any narrowing: a float (1.5), a value past
+// int64 (2^64 - 1) or a string is refused, never wrapped. `what` names it in the message.
+Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi);
+// The same for a field of an object; `dflt` when absent or null.
+Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi);
+
+// "prompt" of /v1/completions (a string or an array of parts), or "messages" of chat, with the
+// sampling and reuse fields.
+Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+                               const ModelConfig& cfg);
+
+// A chunk's content from {"text"}, {"tokens"} or {"embeddings", "positions"}. Text longer than
+// max_text_bytes is refused before it is tokenized (0: no limit).
+Result<ChunkContent> chunk_content(const json& body, const Model& model, int max_chunk_tokens,
+                                   size_t max_text_bytes = 0);
+json chunk_json(const CanonicalEntry& e);
+
+// Response bodies of a completion: whole, and the pieces of a stream.
+struct CompletionMeta {
+  std::string id, model;
+  int64_t created = 0;
+  bool chat = false;
+};
+json completion_body(const CompletionMeta& m, const std::string& text, const json& done_info);
+json stream_piece(const CompletionMeta& m, const std::string& text, const json& finish_reason,
+                  const json* usage);
+
+}  // namespace kamera

@@ -1,0 +1,111 @@
+// Server::Impl, shared by the files of the server: server.cpp (start and stop), http_api.cpp
+// (routing, authentication, refusals before the body), completions.cpp (completion requests and
+// their answers), chunk_api.cpp (chunk and window routes), tokenize_api.cpp (/tokenize and
+// /detokenize).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "context/context.h"
+#include "server/http_front.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+#include "server/scheduler.h"
+#include "server/server.h"
+#include "server/window_ops.h"
+
+namespace kamera {
+
+struct Server::Impl {
+  using Out = std::shared_ptr<Responder>;
+  // A route's handler, on a worker thread: the request, its path's matches, the client.
+  using Handler = void (Impl::*)(const HttpRequest&, const std::smatch&, const std::string&, Out);
+  struct Route {
+    std::string method;
+    std::regex path;
+    Handler handler = nullptr;
+    bool open = false;  // no API key needed (/health)
+  };
+
+  std::shared_ptr<const Model> model_ptr;
+  const Model& model;
+  ServerOptions opts;
+  ServerMetrics metrics;
+  std::vector<std::string> keys;  // accepted API keys
+  size_t max_prompt_bytes = 0;    // longer prompt text cannot fit the context
+  size_t max_chunk_bytes = 0;     // longer chunk text cannot fit the chunk limit
+  std::atomic<uint64_t> completion_counter{0};
+  uint64_t completion_salt = 0;
+  std::mutex inflight_mu;
+  std::map<std::string, int> inflight;  // completions queued or decoding, per client
+  std::vector<Route> routes;
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<WindowRegistry> windows;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<HttpFront> front;
+  std::atomic<bool> stopped{false};
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+
+  Impl(std::shared_ptr<const Model> m, const ServerOptions& o);
+
+  // server.cpp
+  Status open_context();
+  Result<std::vector<std::shared_ptr<StoreTier>>> open_tiers();
+  Status open_front();
+
+  // http_api.cpp
+  void add_routes();
+  std::optional<HttpResponse> inspect(const HttpRequest& head);
+  void dispatch(HttpRequest req, Out out);
+  // The client a request speaks for ("key:N" or "ip:ADDR"), or the refusal of its credentials.
+  Result<std::string> client_of(const HttpRequest& req) const;
+  HttpResponse json_response(int status, const json& body);
+  HttpResponse error_response(const HttpError& e);
+  void respond(const Out& out, int status, const json& body) {
+    out->reply(json_response(status, body));
+  }
+  void respond_error(const Out& out, const HttpError& e) { out->reply(error_response(e)); }
+  // Runs fn on the scheduler thread and answers with its result (`ok` on success), unless
+  // `refuse` (run there first) gives a refusal.
+  void on_scheduler(const Out& out, std::function<Result<json>()> fn, int ok = 200,
+                    std::function<std::optional<HttpError>()> refuse = nullptr);
+  std::optional<HttpResponse> inline_route(const HttpRequest& head);
+
+  // completions.cpp
+  void completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void chat(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void window_completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void generate(const HttpRequest& req, const std::string& client, const std::string& window,
+                bool chat, const Out& out);
+  Status check_prompt_size(const GenRequest& r) const;
+  // A hold on one of the client's request slots (released when dropped), or none past its cap.
+  std::shared_ptr<void> client_slot(const std::string& client);
+  EventSink whole_sink(const Out& out, const CompletionMeta& meta);
+  EventSink stream_sink(const Out& out, const CompletionMeta& meta);
+
+  // chunk_api.cpp
+  void post_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void get_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void delete_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void post_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void get_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void delete_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void edit_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void window_op(const Out& out, const std::string& client, const std::string& id,
+                 const std::string& op, const json& body, std::function<Result<json>()> fn, int ok);
+
+  // tokenize_api.cpp
+  void tokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void detokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+};
+
+}  // namespace kamera

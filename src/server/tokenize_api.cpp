@@ -1,0 +1,70 @@
+// POST /tokenize and POST /detokenize, in llama-server's format: {"content", "add_special"} →
+// {"tokens": [ids]} (tokenized as a prompt's first text part), and {"tokens": [ids]} →
+// {"content"}. Both run on a worker thread (the
+// tokenizer is read-only) and are bounded like chunks: text that cannot fit the chunk limit and
+// more ids than it holds are refused before any work.
+#include "server/server_impl.h"
+
+namespace kamera {
+
+namespace {
+
+Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, size_t max_bytes) {
+  if (!body.contains("content") || !body["content"].is_string())
+    return make_error(ErrorCode::InvalidArgument, "\"content\" must be a string");
+  const std::string& text = body["content"].get_ref<const std::string&>();
+  if (max_bytes && text.size() > max_bytes)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the content ({} bytes) cannot fit the chunk limit; at most {} bytes",
+                      text.size(), max_bytes);
+  bool special = false;
+  if (body.contains("add_special")) {
+    if (!body["add_special"].is_boolean())
+      return make_error(ErrorCode::InvalidArgument, "\"add_special\" must be true or false");
+    special = body["add_special"].get<bool>();
+  }
+  return tok.encode(text, special && tok.bos() >= 0);  // as a prompt's first text part
+}
+
+Result<std::string> detokenize(const json& body, const Tokenizer& tok, int64_t max_tokens) {
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    return make_error(ErrorCode::InvalidArgument, "\"tokens\" must be an array of token ids");
+  const json& t = body["tokens"];
+  if (int64_t(t.size()) > max_tokens)
+    return make_error(ErrorCode::InvalidArgument, "{} tokens: at most {} (the chunk limit)",
+                      t.size(), max_tokens);
+  std::vector<int32_t> ids;
+  ids.reserve(t.size());
+  for (const json& v : t) {
+    KAMERA_ASSIGN_OR_RETURN(int64_t id, int_value(v, "a token id", 0, tok.n_vocab() - 1));
+    ids.push_back(int32_t(id));
+  }
+  return tok.decode_all(ids);
+}
+
+}  // namespace
+
+void Server::Impl::tokenize_route(const HttpRequest& req, const std::smatch&, const std::string&,
+                                  Out out) {
+  if (!model.tokenizer)
+    return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});
+  auto body = parse_body(req.body);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto ids = tokenize(*body, *model.tokenizer, max_chunk_bytes);
+  if (!ids.ok()) return respond_error(out, http_error(ids.error()));
+  respond(out, 200, {{"tokens", *ids}});
+}
+
+void Server::Impl::detokenize_route(const HttpRequest& req, const std::smatch&, const std::string&,
+                                    Out out) {
+  if (!model.tokenizer)
+    return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});
+  auto body = parse_body(req.body);
+  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  const int64_t limit = opts.max_chunk_tokens > 0 ? opts.max_chunk_tokens : model.cfg.ctx_len;
+  auto text = detokenize(*body, *model.tokenizer, limit);
+  if (!text.ok()) return respond_error(out, http_error(text.error()));
+  respond(out, 200, {{"content", *text}});
+}
+
+}  // namespace kamera
