@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/deepseek2.h"
 #include "ops/attention_mla.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
@@ -179,6 +180,11 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, ow, d);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
   rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
+  if (L.moe.routed()) {  // a mixture-of-experts layer (model/moe.h)
+    moe_ffn(c.moe, L.moe, d, xb_.data(), n, tmp_.data(), moe_ws_, pool_);
+    add_inplace(x, tmp_.data(), int64_t(n) * d);
+    return;
+  }
   matmul_wt(xb_.data(), L.w_gate.data(), nullptr, gate_.data(), n, d, hid);
   matmul_wt(xb_.data(), L.w_up.data(), nullptr, up_.data(), n, d, hid);
   silu_mul(gate_.data(), up_.data(), int64_t(n) * hid, &pool_);
@@ -380,9 +386,8 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
     attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.data(), c_arena,
-                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
-                  1.0f / std::sqrt(float(dq)), att_.data() + size_t(g.row0) * ow, pool_, mla_ws_,
-                  ex);
+                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask, mla_kq_scale(c),
+                  att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);
   }
 }
 

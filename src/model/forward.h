@@ -128,6 +128,7 @@ class Engine {
   RopeCache rope_;
   AttentionWorkspace attn_ws_;
   MlaWorkspace mla_ws_;
+  MoeWorkspace moe_ws_;
   // Scratch (rows x width), grown on demand.
   std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
   std::vector<float> cs_, sn_;  // rope angles of the rows (rows x n_pairs)

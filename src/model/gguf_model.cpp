@@ -1,7 +1,8 @@
-// Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2).
+// Models from GGUF files with llama.cpp's key and tensor names (llama, qwen2, qwen2vl, deepseek2).
 #include <set>
 
 #include "core/log.h"
+#include "model/deepseek2.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/tokenizer_gguf.h"
@@ -111,12 +112,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
     c.mla.qk_nope_dim = c.head_dim - c.rope.n_rot;
     c.mla.v_head_dim = int(r.int_or("attention.value_length", 0));
     c.rope.head_dim = c.rope.n_rot;
-    const int64_t dense = r.int_or("leading_dense_block_count", c.n_layers);
-    if (dense < c.n_layers)
-      return make_error(ErrorCode::Unsupported,
-                        "{}: layers {}..{} use mixture-of-experts FFNs, which kamera does not run "
-                        "yet (dense FFN layers only)",
-                        path, dense, c.n_layers - 1);
+    KAMERA_TRY(read_deepseek2_hparams(f, c));  // MoE layers, YaRN (model/deepseek2.h)
   }
   if (*kind == Arch::Qwen2Vl) {
     const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
@@ -142,7 +138,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
       return make_error(ErrorCode::CorruptData, "{}: rope.scaling.factor {} must be > 0", path,
                         factor);
     c.rope.freq_scale = 1.0 / factor;
-  } else if (scaling && *scaling != "none") {
+  } else if (scaling && *scaling != "none" && !mla) {  // deepseek2: read above
     return make_error(ErrorCode::Unsupported,
                       "{}: rope scaling '{}' is not supported (none, linear)", path, *scaling);
   }
@@ -186,6 +182,12 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
           r.tensor(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
       KAMERA_TRY(r.tensor(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
       KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
+      if (c.moe.is_moe_layer(i)) {
+        auto read = [&r](const std::string& name, std::vector<int64_t> ne,
+                         std::vector<float>& dst) { return r.tensor(name, std::move(ne), dst); };
+        KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
+        continue;
+      }
       KAMERA_TRY(r.tensor(p + "ffn_gate.weight", {d, h}, l.w_gate));
       KAMERA_TRY(r.tensor(p + "ffn_down.weight", {h, d}, l.w_down));
       KAMERA_TRY(r.tensor(p + "ffn_up.weight", {d, h}, l.w_up));

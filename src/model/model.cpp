@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "model/deepseek2.h"
+
 namespace kamera {
 
 Status ModelConfig::validate(const std::string& src) const {
@@ -39,6 +41,12 @@ Status ModelConfig::validate(const std::string& src) const {
       return bad("MLA head dim must be qk_nope + qk_rope, and the rope acts on the qk_rope dims");
     if (n_kv_heads != n_heads) return bad("MLA has one KV head per query head");
   }
+  if (rope.yarn.ext_factor != 0 &&
+      (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
+    return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
+  if (moe.enabled() && attention != AttentionKind::Mla)
+    return bad("mixture-of-experts layers are deepseek2's (MLA)");
+  KAMERA_TRY(validate_moe(moe, n_layers, src));
   if (rope.mrope != MropeMode::None) {
     int total = 0;
     for (int s : rope.sections) {
@@ -98,6 +106,7 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
          {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.ffn_norm, &l.w_gate,
           &l.w_down, &l.w_up, &l.wq_a, &l.q_a_norm, &l.wq_b, &l.wkv_a, &l.kv_a_norm, &l.wkv_b})
       add(*v);
+  fingerprint_deepseek2(st, m);  // MoE and YaRN, when present
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return {h.high64, h.low64};

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "kv/pool.h"
+#include "model/moe.h"
 #include "model/tokenizer.h"
 #include "ops/rope.h"
 
@@ -56,6 +57,9 @@ struct ModelConfig {
   RopeDesc rope;
   bool qkv_bias = false;    // qwen2
   bool tied_output = true;  // output head shares the token embedding
+  MoeConfig moe;            // deepseek2: routed and shared experts (model/moe.h)
+  double yarn_log_mul = 0;  // deepseek2 YaRN: attention mscale (model/deepseek2.h)
+  double yarn_attn_factor = 1;
 
   // head_dim is the query/key head width: for MLA qk_nope_dim + qk_rope_dim.
   int q_width() const { return n_heads * head_dim; }
@@ -85,7 +89,8 @@ struct LayerWeights {
   std::vector<float> wkv_a;      // (kv_lora_rank + qk_rope, dim): latent rows first, then k_pe
   std::vector<float> kv_a_norm;  // (kv_lora_rank)
   std::vector<float>
-      wkv_b;  // (n_heads*(qk_nope+v_head), kv_lora_rank): per head K_nope rows, then V rows
+      wkv_b;       // (n_heads*(qk_nope+v_head), kv_lora_rank): per head K_nope rows, then V rows
+  MoeWeights moe;  // a MoE layer (moe.routed()): replaces w_gate, w_up, w_down
 };
 
 struct Model {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "model/deepseek2.h"
 #include "model/gguf.h"
 #include "model/synthetic_corpus.h"
 #include "model/tokenizer.h"
@@ -49,7 +50,7 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
     case Arch::Qwen2Vl:
       return {"tiny", "3b"};
     case Arch::Deepseek2:
-      return {"tiny", "lite"};
+      return {"tiny", "tiny-moe", "lite", "lite-attn"};
   }
   return {"tiny"};
 }
@@ -116,19 +117,11 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
     c.rope.sections = {16, 24, 24, 0};
-  } else if (preset == "lite" && arch == Arch::Deepseek2) {
-    // DeepSeek-V2-Lite's attention block (27 layers, hidden 2048, 16 heads, no q low-rank,
-    // kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128). Its FFN is modelled dense at the
-    // routed-expert width (1408): kamera does not run MoE layers.
-    c.dim = 2048;
-    c.n_layers = 27;
-    c.n_heads = 16;
-    c.ffn_dim = 1408;
-    c.n_vocab = 102400;
-    c.ctx_len = 32768;
-    c.rms_eps = 1e-6f;
-    c.mla = {0, 512, 128, 64, 128};
-    c.tied_output = false;
+  } else if (arch == Arch::Deepseek2 && preset == "tiny-moe") {
+    c = *synthetic_preset(arch, "tiny");
+    deepseek2_preset(preset, c);  // model/deepseek2.h: MoE layers and YaRN
+  } else if (arch == Arch::Deepseek2 && deepseek2_preset(preset, c)) {
+    // lite (DeepSeek-V2-Lite), lite-attn (its attention, a dense FFN): model/deepseek2.h
   } else {
     return std::nullopt;
   }
@@ -222,12 +215,15 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
       c.mla.qk_rope_dim = i;
     else if (key == "v_head")
       c.mla.v_head_dim = i;
+    else if (apply_deepseek2_dim(c, key, x))
+      continue;
     else
       return make_error(ErrorCode::InvalidArgument,
                         "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
                         "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
                         "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
-                        "v_head)",
+                        "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
+                        "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
                         key);
   }
   if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
@@ -256,6 +252,7 @@ std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
         "use q_lora = 0 exactly when layers = 27");
   if (c.attention == AttentionKind::Mla && c.tied_output)
     out.push_back("deepseek2 with a tied output head: llama.cpp requires output.weight");
+  deepseek2_llama_cpp_notes(c, out);
   return out;
 }
 
@@ -272,7 +269,8 @@ int64_t count_parameters(const ModelConfig& c) {
   } else {
     layer += d * q + 2 * d * kv + q * d + (c.qkv_bias ? q + 2 * kv : 0);
   }
-  return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer;
+  return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
+         moe_extra_parameters(c);
 }
 
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
@@ -285,7 +283,8 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
                                  float* dst) {
-    const int64_t n = ne.size() == 1 ? ne[0] : ne[0] * ne[1];
+    int64_t n = 1;
+    for (int64_t e : ne) n *= e;
     const bool is_norm = name.find("norm") != std::string::npos;
     if (ne.size() == 1 && is_norm) {
       fill_norm(dst, n, seed, name);
@@ -344,13 +343,7 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
     w.set_u32(a + ".attention.value_length", uint32_t(c.mla.v_head_dim));
     if (c.mla.q_lora_rank > 0) w.set_u32(a + ".attention.q_lora_rank", uint32_t(c.mla.q_lora_rank));
     w.set_u32(a + ".attention.kv_lora_rank", uint32_t(c.mla.kv_lora_rank));
-    w.set_u32(a + ".leading_dense_block_count", uint32_t(c.n_layers));  // every FFN dense
-    // llama.cpp reads these for every deepseek2 file, MoE or not
-    w.set_u32(a + ".expert_feed_forward_length", uint32_t(c.ffn_dim));
-    w.set_u32(a + ".expert_count", 0);
-    w.set_u32(a + ".expert_shared_count", 0);
-    w.set_f32(a + ".expert_weights_scale", 1.0f);
-    w.set_f32(a + ".rope.scaling.yarn_log_multiplier", 0.0f);
+    write_deepseek2_keys(w, c);  // MoE and YaRN keys (model/deepseek2.h)
   } else if (c.head_dim * c.n_heads != c.dim) {
     w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
     w.set_u32(a + ".attention.value_length", uint32_t(c.head_dim));
@@ -408,6 +401,12 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
       weight(p + "attn_output.weight", q, d);
     }
     norm(p + "ffn_norm.weight", d);
+    if (c.moe.is_moe_layer(i)) {
+      for (const MoeTensorSpec& t : moe_layer_tensors(c, i))
+        w.add_tensor(t.name, t.ne, t.keep_f32 ? DType::F32 : wt,
+                     [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
+      continue;
+    }
     weight(p + "ffn_gate.weight", d, h);
     weight(p + "ffn_up.weight", d, h);
     weight(p + "ffn_down.weight", h, d);

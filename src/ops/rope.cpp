@@ -10,8 +10,7 @@ RopeCache::RopeCache(const RopeDesc& desc, int max_pos) : desc_(desc), max_pos_(
   KAMERA_ASSERT(desc.n_rot % 2 == 0 && desc.n_rot <= desc.head_dim && max_pos >= 0);
   const int half = desc.n_pairs();
   inv_freq_.resize(half);
-  for (int i = 0; i < half; ++i)
-    inv_freq_[i] = desc.freq_scale * std::pow(desc.theta, -2.0 * i / double(desc.n_rot));
+  for (int i = 0; i < half; ++i) inv_freq_[i] = desc.pair_freq(i);
   cos_.resize(size_t(max_pos) * half);
   sin_.resize(size_t(max_pos) * half);
   for (int p = 0; p < max_pos; ++p)
@@ -107,7 +106,7 @@ void rope_apply_reference_3d(const RopeDesc& d, Pos pos, float* x, int n_heads, 
   const int32_t comp[3] = {pos.t, pos.h, pos.w};
   for (int h = 0; h < n_heads; ++h) {
     for (int i = 0; i < half; ++i) {
-      const double freq = d.freq_scale * std::pow(d.theta, -2.0 * i / double(d.n_rot));
+      const double freq = d.pair_freq(i);
       const double a = double(comp[d.component(i)]) * freq * (inverse ? -1.0 : 1.0);
       const float c = float(std::cos(a)), s = float(std::sin(a));
       const int i0 = d.layout == RopeLayout::Normal ? 2 * i : i;
@@ -124,7 +123,7 @@ void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads,
   const int half = d.n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {
     for (int i = 0; i < half; ++i) {
-      const double freq = d.freq_scale * std::pow(d.theta, -2.0 * i / double(d.n_rot));
+      const double freq = d.pair_freq(i);
       const double a = double(pos) * freq * (inverse ? -1.0 : 1.0);
       const float c = float(std::cos(a)), s = float(std::sin(a));
       const int i0 = d.layout == RopeLayout::Normal ? 2 * i : i;

@@ -1,7 +1,7 @@
 // Rotary position embedding over a generic rope description.
 //
 // A head of head_dim values has its first n_rot dims rotated in n_rot/2 pairs; pair i turns by
-// angle pos * freq_scale * theta^(-2i/n_rot). Layouts:
+// angle pos * freq(i), freq(i) = freq_scale * theta^(-2i/n_rot) (YaRN: see YarnRamp). Layouts:
 //   Normal (llama2.c, ggml "normal"): pair i = dims (2i, 2i+1)
 //   Neox   (GPT-NeoX, Qwen2):         pair i = dims (i, i + n_rot/2)
 // Dims >= n_rot pass through (partial rotary). Angles are evaluated in double precision and
@@ -30,6 +30,21 @@ enum class RopeLayout : uint8_t { Normal, Neox };
 // 1-D RoPE, and relocating a chunk by delta adds delta to all three components.
 enum class MropeMode : uint8_t { None, Blocked, Interleaved };
 
+// YaRN context extension (rope.scaling.type = yarn, as ggml applies it): pair i's frequency
+// moves from the trained one, theta^(-2i/n_rot) (extrapolation), to freq_scale times it
+// (interpolation) along a ramp over the pairs. The ramp is 1 up to pair lo and 0 from pair hi on,
+// where lo = floor(c(beta_fast)), hi = ceil(c(beta_slow)) clamped to [0, n_rot - 1], and
+// c(beta) = n_rot * ln(orig_ctx / (2 pi beta)) / (2 ln theta) is the pair that turns beta times
+// over the original context. freq(i) = theta^(-2i/n_rot) * (freq_scale * (1 - r_i) + r_i),
+// r_i = ext_factor * ramp(i). Still a rotation by pos * freq(i), so R(a) R(b) = R(a + b) and
+// relocation stays exact. The magnitude correction goes to the attention scale, not the rotation
+// (model/deepseek2.h).
+struct YarnRamp {
+  double ext_factor = 0.0;  // 0: off; 1: YaRN
+  int orig_ctx = 0;         // context the model was trained with before the extension
+  double beta_fast = 32.0, beta_slow = 1.0;
+};
+
 struct RopeDesc {
   RopeLayout layout = RopeLayout::Normal;
   int head_dim = 0;
@@ -38,8 +53,11 @@ struct RopeDesc {
   double freq_scale = 1.0;  // linear position scaling (1 / factor)
   MropeMode mrope = MropeMode::None;
   std::array<int, 4> sections{};  // pairs per component (t, h, w, extra) when mrope != None
+  YarnRamp yarn;
 
   int n_pairs() const { return n_rot / 2; }
+  // Radians per position of pair i (ops/rope_yarn.cpp).
+  double pair_freq(int pair) const;
   // Which position component (0 = t, 1 = h, 2 = w) pair i reads.
   int component(int pair) const;
 };

@@ -31,6 +31,7 @@ Runner add_demo(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_detokenize(CLI::App& app);
 Runner add_quant_bench(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 int default_threads();
 

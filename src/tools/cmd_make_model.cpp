@@ -97,11 +97,19 @@ Runner add_make_model(CLI::App& app) {
   app.add_option("--preset", a->preset,
                  "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
                  "qwen2: Qwen2.5-0.5B's text decoder); 3b (qwen2vl: Qwen2.5-VL-3B's text "
-                 "decoder); lite (deepseek2: DeepSeek-V2-Lite's attention)");
+                 "decoder); deepseek2: tiny-moe (tiny MLA with 1 dense and 2 MoE layers of 8 "
+                 "experts, 2 used, 1 shared, YaRN factor 4 over 256), lite (DeepSeek-V2-Lite as "
+                 "released: 27 layers, 1 dense, 64 experts of 1408, 6 used, 2 shared, YaRN 40 "
+                 "over 4096; 15.7 B weights), lite-attn (V2-Lite's attention with a dense FFN of "
+                 "1408)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"
-      "ctx=2048,rope_dims=16,theta=10000,eps=1e-5,bias=1,tied=0");
+      "ctx=2048,rope_dims=16,theta=10000,eps=1e-5,bias=1,tied=0; deepseek2 MLA: q_lora, "
+      "kv_lora, qk_nope, qk_rope, v_head; MoE: experts, experts_used, shared_experts, "
+      "expert_ffn, dense_lead (dense layers first), moe_norm (0/1: renormalize the top-k "
+      "weights), moe_scale; YaRN: yarn (factor; 1 = off), yarn_orig (original context; default "
+      "ctx / factor), yarn_log_mul (attention mscale 1 + yarn_log_mul * ln factor)");
   app.add_option("--type", a->type, "Weight dtype: f32, f16, bf16 or q8_0")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed; the same seed gives the same file")
       ->capture_default_str();

@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
     runners[sub] = add(*sub);
   };
   reg("generate", "Generate text from a prompt (BOS first, as llama2.c does)", add_generate);
+  reg("chat", "Multi-turn chat with the model's chat template; the conversation stays cached",
+      add_chat);
   reg("logits", "Print the f32 logits of the last (or every) position, for cross-checks",
       add_logits);
   reg("make-model", "Write a seeded random-weight GGUF model (llama or qwen2 shapes)",

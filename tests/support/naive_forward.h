@@ -2,13 +2,15 @@
 // accumulation, no KV cache: every call recomputes the whole prefix). Independent of the
 // engine's kernels, pool and attention. Covers bias, NeoX/normal rope, partial rotary, GQA/MHA,
 // M-RoPE (blocked and interleaved sections, 3-D positions) and MLA in its expanded form
-// (per-head keys and values rebuilt from the latent: the engine uses the absorbed form).
+// (per-head keys and values rebuilt from the latent: the engine uses the absorbed form), with
+// DeepSeek-V2's MoE FFN and YaRN (naive_moe.h).
 #pragma once
 
 #include <cmath>
 #include <vector>
 
 #include "model/model.h"
+#include "support/naive_moe.h"
 
 namespace naive {
 
@@ -62,7 +64,7 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < half; ++i) {
         const double p = comp[mrope_component(c.rope, i)];
-        const double a = p * c.rope.freq_scale * std::pow(c.rope.theta, -2.0 * i / nr);
+        const double a = p * rope_freq(c.rope, i);
         const bool normal = c.rope.layout == kamera::RopeLayout::Normal;
         const int i0 = h * stride + off + (normal ? 2 * i : i);
         const int i1 = h * stride + off + (normal ? 2 * i + 1 : i + half);
@@ -127,7 +129,7 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
           if (hidden && (*hidden)[t][j]) continue;
           double dd = 0;
           for (int i = 0; i < dq; ++i) dd += q[t][size_t(h) * dq + i] * k[j][size_t(g) * dq + i];
-          s[j] = dd / std::sqrt(double(dq));
+          s[j] = dd * softmax_scale(c);
           mx = std::max(mx, s[j]);
         }
         double sum = 0;
@@ -139,6 +141,11 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
       auto o = mat(att, L.wo, c.n_heads * dv, d, {});
       for (int i = 0; i < d; ++i) x[t][i] += o[i];
       auto xb = rms(x[t], L.ffn_norm);
+      if (L.moe.routed()) {
+        auto y = moe(c, L.moe, xb);
+        for (int i = 0; i < d; ++i) x[t][i] += y[i];
+        continue;
+      }
       auto gate = mat(xb, L.w_gate, d, c.ffn_dim, {});
       auto up = mat(xb, L.w_up, d, c.ffn_dim, {});
       for (int i = 0; i < c.ffn_dim; ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];

@@ -16,7 +16,8 @@
 
 namespace tiny {
 
-// Path of a tiny synthetic GGUF (arch llama or qwen2, dtype, optional --dims overrides).
+// Path of a tiny synthetic GGUF: "arch" (its tiny preset) or "arch:preset" (e.g.
+// "deepseek2:tiny-moe"), dtype, optional --dims overrides.
 inline std::string model_path(const std::string& arch, kamera::DType type = kamera::DType::F32,
                               const std::string& dims = "", uint64_t seed = 7) {
   static std::map<std::string, std::string> made;
@@ -25,7 +26,9 @@ inline std::string model_path(const std::string& arch, kamera::DType type = kame
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   kamera::SyntheticSpec spec;
-  spec.cfg = *kamera::synthetic_preset(*kamera::arch_from_name(arch), "tiny");
+  const size_t colon = arch.find(':');
+  const std::string preset = colon == std::string::npos ? "tiny" : arch.substr(colon + 1);
+  spec.cfg = *kamera::synthetic_preset(*kamera::arch_from_name(arch.substr(0, colon)), preset);
   if (!dims.empty()) {
     auto st = kamera::apply_dims(spec.cfg, dims);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -34,7 +37,7 @@ inline std::string model_path(const std::string& arch, kamera::DType type = kame
   spec.weight_type = type;
   std::string name = key;
   for (char& ch : name)
-    if (ch == ',' || ch == '=') ch = '_';
+    if (ch == ',' || ch == '=' || ch == ':') ch = '_';
   const std::string path = testing::TempDir() + "kamera-tiny-" + name + ".gguf";
   auto st = kamera::write_synthetic_gguf(spec, path);
   EXPECT_TRUE(st.ok()) << st.message();

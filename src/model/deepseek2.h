@@ -1,0 +1,84 @@
+// DeepSeek-V2 beyond its MLA attention: the mixture-of-experts FFN's GGUF keys and tensors, YaRN
+// rope scaling and its attention scale, the V2-Lite and tiny MoE shapes of make-model. Keys,
+// tensor names and the arithmetic follow llama.cpp (checked at commit c392e50):
+//
+//   {arch}.leading_dense_block_count        dense FFN layers before the MoE layers
+//   {arch}.expert_count / expert_used_count routed experts, experts per token (top-k)
+//   {arch}.expert_shared_count              shared experts (one SwiGLU of count x expert width)
+//   {arch}.expert_feed_forward_length       hidden width of one expert
+//   {arch}.expert_weights_norm / _scale     renormalize the top-k weights; scale them
+//   {arch}.expert_gating_func               1 softmax (0, absent: softmax); 2 sigmoid: refused
+//   blk.N.ffn_gate_inp, ffn_{gate,up,down}_exps (3-D: ne = {in, out, expert}),
+//   ffn_{gate,up,down}_shexp
+//   {arch}.rope.scaling.type = yarn, .factor, .original_context_length, .yarn_log_multiplier,
+//   .attn_factor
+//
+// YaRN on deepseek2: the rotary pairs take YaRN's frequencies (ops/rope.h, YarnRamp; ext_factor 1,
+// beta_fast 32, beta_slow 1). llama.cpp hands the rope a magnitude of 1 / (1 + 0.1 ln factor)
+// that YaRN's own correction (1 + 0.1 ln factor) cancels, so the rotation keeps unit magnitude,
+// and scales the scores instead: kq_scale = mscale^2 / sqrt(qk_nope + qk_rope) with
+// mscale = attn_factor * (1 + yarn_log_multiplier * ln factor) (the converter writes
+// yarn_log_multiplier = 0.1 * mscale_all_dim, so this is Hugging Face's yarn_get_mscale squared).
+//
+// Refused with a message: sigmoid gating and the expert-selection bias (exp_probs_b, DeepSeek-V3),
+// group-limited routing (expert_group_count > 1), linear rope scaling on deepseek2 (llama.cpp
+// shrinks only the rope band there), a shared-expert width other than count x expert width.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+struct XXH3_state_s;
+
+namespace kamera {
+
+class GgufFile;
+class GgufWriter;
+
+// MoE and rope-scaling keys of a deepseek2 file into c (after its layer count and context).
+Status read_deepseek2_hparams(const GgufFile& f, ModelConfig& c);
+
+// Reads tensor `name` with GGUF shape ne (ne[0] contiguous) into dst, or fails naming it.
+using TensorReader = std::function<Status(const std::string& name, std::vector<int64_t> ne,
+                                          std::vector<float>& dst)>;
+// The MoE tensors of layer `layer` (c.moe.is_moe_layer(layer)).
+Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const TensorReader& read,
+                      MoeWeights& w);
+
+// The deepseek2 keys llama.cpp reads for every file (MoE or dense), and the rope scaling.
+void write_deepseek2_keys(GgufWriter& w, const ModelConfig& c);
+
+struct MoeTensorSpec {
+  std::string name;
+  std::vector<int64_t> ne;
+  bool keep_f32;  // the router stays f32 in quantized files, as llama.cpp's converter keeps it
+};
+std::vector<MoeTensorSpec> moe_layer_tensors(const ModelConfig& c, int layer);
+
+// Score scale of MLA attention: 1 / sqrt(head_dim), times mscale^2 under YaRN (see above).
+float mla_kq_scale(const ModelConfig& c);
+
+// make-model shapes: "tiny-moe" (tiny MLA plus 1 dense and 2 MoE layers of 8 experts, 2 used,
+// 1 shared, YaRN factor 4 on 256), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (V2-Lite's
+// attention with one dense FFN of width 1408 per layer). False for another name.
+bool deepseek2_preset(const std::string& preset, ModelConfig& c);
+
+// --dims keys: experts, experts_used, shared_experts, expert_ffn, dense_lead, moe_norm, moe_scale,
+// yarn (the factor; 1 turns YaRN off), yarn_orig, yarn_log_mul. False for another key.
+bool apply_deepseek2_dim(ModelConfig& c, const std::string& key, double value);
+
+// Shapes kamera runs that llama.cpp refuses, appended to `out`.
+void deepseek2_llama_cpp_notes(const ModelConfig& c, std::vector<std::string>& out);
+
+// Weights of the MoE layers beyond the dense FFN each would otherwise hold.
+int64_t moe_extra_parameters(const ModelConfig& c);
+
+// Adds the MoE config, the YaRN parameters and the MoE weights to a model fingerprint (nothing
+// for a model without either, so older fingerprints stay valid).
+void fingerprint_deepseek2(XXH3_state_s* st, const Model& m);
+
+}  // namespace kamera
