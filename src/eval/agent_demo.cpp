@@ -298,8 +298,8 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
     std::vector<float> rows;
     std::vector<Pos> pos;
     auto token_row = [&](int32_t id, int32_t p) {
-      const float* e = model.tok_embd.data() + size_t(id) * size_t(d);
-      rows.insert(rows.end(), e, e + d);
+      rows.resize(rows.size() + size_t(d));
+      model.tok_embd.rows_f32(id, 1, rows.data() + rows.size() - size_t(d));
       pos.push_back(Pos::linear(p));
     };
     token_row(minivl::bos_id(), 0);
