@@ -117,8 +117,10 @@ TEST(LlamaLogitsFile, MixedTypesLoadInTheirOwnTypes) {
   auto m = tiny::load(kDir + "qwen2-Q4_K_M.gguf");
   ASSERT_TRUE(m);
   std::set<std::string> types;
-  m->for_each_weight(
-      [&](const std::string&, const Weight& w) { types.insert(ggml_type_name(w.type())); });
+  m->for_each_weight([&](const std::string& name, const Weight& w) {
+    types.insert(ggml_type_name(w.type()));
+    EXPECT_FALSE(w.owned()) << name << ": used from the mapped file, not copied";
+  });
   EXPECT_GE(types.size(), 2u);
   EXPECT_EQ(types.count("f32"), 0u) << "no weight matrix widened to f32";
   EXPECT_EQ(m->layers[0].w_down.cols() % 256, 0);
