@@ -295,29 +295,30 @@ Status TorchMiniVl::import_files(const std::string& decoder_path, const std::str
     it->second.copy_(torch::from_blob(const_cast<float*>(v.data()), it->second.sizes()));
     return Status::Ok();
   };
+  auto set_w = [&](const std::string& name, const Weight& w) { return set(name, w.to_f32()); };
   for (VisionTensor& t : m->vision.tensors()) KAMERA_TRY(set(t.name, *t.data));
   const Model& d = *m->decoder;
   if (d.output.empty())
     return make_error(ErrorCode::InvalidArgument, "import: {} has a tied output head",
                       decoder_path);
-  KAMERA_TRY(set("token_embd.weight", d.tok_embd));
+  KAMERA_TRY(set_w("token_embd.weight", d.tok_embd));
   KAMERA_TRY(set("output_norm.weight", d.out_norm));
-  KAMERA_TRY(set("output.weight", d.output));
+  KAMERA_TRY(set_w("output.weight", d.output));
   for (int i = 0; i < d.cfg.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     const LayerWeights& L = d.layers[size_t(i)];
     KAMERA_TRY(set(p + "attn_norm.weight", L.attn_norm));
-    KAMERA_TRY(set(p + "attn_q.weight", L.wq));
+    KAMERA_TRY(set_w(p + "attn_q.weight", L.wq));
     KAMERA_TRY(set(p + "attn_q.bias", L.bq));
-    KAMERA_TRY(set(p + "attn_k.weight", L.wk));
+    KAMERA_TRY(set_w(p + "attn_k.weight", L.wk));
     KAMERA_TRY(set(p + "attn_k.bias", L.bk));
-    KAMERA_TRY(set(p + "attn_v.weight", L.wv));
+    KAMERA_TRY(set_w(p + "attn_v.weight", L.wv));
     KAMERA_TRY(set(p + "attn_v.bias", L.bv));
-    KAMERA_TRY(set(p + "attn_output.weight", L.wo));
+    KAMERA_TRY(set_w(p + "attn_output.weight", L.wo));
     KAMERA_TRY(set(p + "ffn_norm.weight", L.ffn_norm));
-    KAMERA_TRY(set(p + "ffn_gate.weight", L.w_gate));
-    KAMERA_TRY(set(p + "ffn_up.weight", L.w_up));
-    KAMERA_TRY(set(p + "ffn_down.weight", L.w_down));
+    KAMERA_TRY(set_w(p + "ffn_gate.weight", L.w_gate));
+    KAMERA_TRY(set_w(p + "ffn_up.weight", L.w_up));
+    KAMERA_TRY(set_w(p + "ffn_down.weight", L.w_down));
   }
   return Status::Ok();
 }

@@ -321,8 +321,8 @@ Result<std::vector<float>> AgentDemo::reprefill(const std::vector<int>& frames,
   std::vector<float> rows;  // (n, dim)
   std::vector<Pos> pos;
   auto token_row = [&](int32_t id, int32_t p) {
-    const float* e = model_.tok_embd.data() + size_t(id) * size_t(d);
-    rows.insert(rows.end(), e, e + d);
+    rows.resize(rows.size() + size_t(d));
+    model_.tok_embd.rows_f32(id, 1, rows.data() + rows.size() - size_t(d));
     pos.push_back(Pos::linear(p));
   };
   token_row(minivl::bos_id(), 0);

@@ -1,5 +1,6 @@
 #include "eval/items.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -37,8 +38,11 @@ std::vector<ReuseItem> frame_items(const Model& model, const FrameItemSpec& spec
   const int dim = model.cfg.dim, n = spec.grid_h * spec.grid_w;
   // RMS of the token embeddings: the scale the rows enter the first layer at.
   double ss = 0;
-  const size_t count = std::min<size_t>(model.tok_embd.size(), size_t(dim) * 256);
-  for (size_t i = 0; i < count; ++i) ss += double(model.tok_embd[i]) * model.tok_embd[i];
+  const int64_t rows = std::min<int64_t>(model.tok_embd.rows(), 256);
+  std::vector<float> embd(size_t(rows) * dim);
+  model.tok_embd.rows_f32(0, rows, embd.data());
+  const size_t count = embd.size();
+  for (size_t i = 0; i < count; ++i) ss += double(embd[i]) * embd[i];
   const float rms = count ? float(std::sqrt(ss / double(count))) : 1.0f;
   std::mt19937_64 rng(spec.seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);

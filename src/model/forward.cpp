@@ -125,8 +125,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   }
   grow(x_, rows.size() * size_t(c.dim));
   for (size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(x_.data() + i * c.dim, model_.tok_embd.data() + size_t(rows[i].token) * c.dim,
-                sizeof(float) * c.dim);
+    model_.tok_embd.rows_f32(rows[i].token, 1, x_.data() + i * c.dim);
   std::vector<float> logits;
   KAMERA_TRY(run_batch(kv, groups, LogitsMode::Last, logits));
   return logits;
@@ -137,9 +136,7 @@ void Engine::load_rows(const ForwardInput& in, int off, int n, float* x) const {
   if (in.embeddings) {
     std::memcpy(x, in.embeddings + size_t(off) * d, sizeof(float) * size_t(n) * d);
   } else {
-    for (int t = 0; t < n; ++t)
-      std::memcpy(x + size_t(t) * d, model_.tok_embd.data() + size_t(in.tokens[off + t]) * d,
-                  sizeof(float) * d);
+    for (int t = 0; t < n; ++t) model_.tok_embd.rows_f32(in.tokens[off + t], 1, x + size_t(t) * d);
   }
 }
 
@@ -168,16 +165,18 @@ void Engine::grow_scratch(int n) {
 void Engine::qkv_projections(const LayerWeights& L, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, qw = c.q_width(), kvw = c.kv_width();
-  matmul_wt(xb_.data(), L.wq.data(), L.bq.empty() ? nullptr : L.bq.data(), q_.data(), n, d, qw);
-  matmul_wt(xb_.data(), L.wk.data(), L.bk.empty() ? nullptr : L.bk.data(), k_.data(), n, d, kvw);
-  matmul_wt(xb_.data(), L.wv.data(), L.bv.empty() ? nullptr : L.bv.data(), v_.data(), n, d, kvw);
+  KAMERA_ASSERT(L.wq.cols() == d && L.wq.rows() == qw && L.wk.rows() == kvw && L.wv.rows() == kvw);
+  linear(L.wq, xb_.data(), n, L.bq.empty() ? nullptr : L.bq.data(), q_.data(), pool_);
+  linear(L.wk, xb_.data(), n, L.bk.empty() ? nullptr : L.bk.data(), k_.data(), pool_);
+  linear(L.wv, xb_.data(), n, L.bv.empty() ? nullptr : L.bv.data(), v_.data(), pool_);
 }
 
 // x += W_o att; x += FFN(RMSNorm(x)) for n rows (att_ holds the attention output).
 void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, hid = c.ffn_dim, ow = c.attn_out_width();
-  matmul_wt(att_.data(), L.wo.data(), nullptr, tmp_.data(), n, ow, d);
+  KAMERA_ASSERT(L.wo.cols() == ow && L.w_up.rows() == hid && L.w_down.cols() == hid);
+  linear(L.wo, att_.data(), n, nullptr, tmp_.data(), pool_);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
   rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
   if (L.moe.routed()) {  // a mixture-of-experts layer (model/moe.h)
@@ -185,10 +184,10 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
     add_inplace(x, tmp_.data(), int64_t(n) * d);
     return;
   }
-  matmul_wt(xb_.data(), L.w_gate.data(), nullptr, gate_.data(), n, d, hid);
-  matmul_wt(xb_.data(), L.w_up.data(), nullptr, up_.data(), n, d, hid);
+  linear(L.w_gate, xb_.data(), n, nullptr, gate_.data(), pool_);
+  linear(L.w_up, xb_.data(), n, nullptr, up_.data(), pool_);
   silu_mul(gate_.data(), up_.data(), int64_t(n) * hid, &pool_);
-  matmul_wt(gate_.data(), L.w_down.data(), nullptr, tmp_.data(), n, hid, d);
+  linear(L.w_down, gate_.data(), n, nullptr, tmp_.data(), pool_);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
 }
 
@@ -228,7 +227,7 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   rmsnorm(x, model_.out_norm.data(), xb_.data(), rows, d, c.rms_eps, &pool_);
   const size_t at = logits.size();
   logits.resize(at + size_t(rows) * c.n_vocab);
-  matmul_wt(xb_.data(), model_.output_weight(), nullptr, logits.data() + at, rows, d, c.n_vocab);
+  linear(model_.output_weight(), xb_.data(), rows, nullptr, logits.data() + at, pool_);
   return Status::Ok();
 }
 
@@ -285,8 +284,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
 
 void Engine::embed(std::span<const int32_t> ids, float* x) const {
   const int d = model_.cfg.dim;
-  for (size_t t = 0; t < ids.size(); ++t)
-    std::memcpy(x + t * d, model_.tok_embd.data() + size_t(ids[t]) * d, sizeof(float) * d);
+  for (size_t t = 0; t < ids.size(); ++t) model_.tok_embd.rows_f32(ids[t], 1, x + t * d);
 }
 
 void Engine::layer_channels(int li, const float* x, int n, std::vector<std::vector<float>>& out) {
@@ -338,7 +336,8 @@ Status Engine::layer_step(KvPool& kv, SeqId seq, int li, std::span<const int> to
 void Engine::mla_latent_rows(const LayerWeights& L, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, lat = c.mla.kv_lora_rank, R = c.mla.qk_rope_dim;
-  matmul_wt(xb_.data(), L.wkv_a.data(), nullptr, k_.data(), n, d, lat + R);
+  KAMERA_ASSERT(L.wkv_a.cols() == d && L.wkv_a.rows() == lat + R);
+  linear(L.wkv_a, xb_.data(), n, nullptr, k_.data(), pool_);
   for (int t = 0; t < n; ++t)
     std::memcpy(v_.data() + size_t(t) * lat, k_.data() + size_t(t) * (lat + R),
                 sizeof(float) * lat);
@@ -352,17 +351,17 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
   const ModelConfig& c = model_.cfg;
   const LayerWeights& L = model_.layers[li];
   const MlaConfig& m = c.mla;
-  const int d = c.dim, qw = c.q_width(), half = c.rope.n_pairs();
+  const int qw = c.q_width(), half = c.rope.n_pairs();
   const int lat = m.kv_lora_rank, R = m.qk_rope_dim, dq = m.qk_nope_dim + m.qk_rope_dim;
   const int ow = c.attn_out_width();
   const float* cs = cs_.data();
   const float* sn = sn_.data();
   if (m.q_lora_rank > 0) {
-    matmul_wt(xb_.data(), L.wq_a.data(), nullptr, v_.data(), n, d, m.q_lora_rank);
+    linear(L.wq_a, xb_.data(), n, nullptr, v_.data(), pool_);
     rmsnorm(v_.data(), L.q_a_norm.data(), v_.data(), n, m.q_lora_rank, c.rms_eps, &pool_);
-    matmul_wt(v_.data(), L.wq_b.data(), nullptr, q_.data(), n, m.q_lora_rank, qw);
+    linear(L.wq_b, v_.data(), n, nullptr, q_.data(), pool_);
   } else {
-    matmul_wt(xb_.data(), L.wq.data(), nullptr, q_.data(), n, d, qw);
+    linear(L.wq, xb_.data(), n, nullptr, q_.data(), pool_);
   }
   mla_latent_rows(L, n);
   float* c_arena = kv.arena(li, channel::kMlaLatent);
@@ -385,9 +384,10 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     AttentionExtras ex;
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
-    attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.data(), c_arena,
-                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask, mla_kq_scale(c),
-                  att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);
+    attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.f32(), c_arena,
+                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
+                  mla_kq_scale(c), att_.data() + size_t(g.row0) * ow, pool_, mla_ws_,
+                  ex);
   }
 }
 

@@ -1,4 +1,5 @@
-// Models from GGUF files with llama.cpp's key and tensor names (llama, qwen2, qwen2vl, deepseek2).
+// Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
+// qwen2vl, deepseek2). Weight matrices stay in the file's type and point into its mapping.
 #include <set>
 
 #include "core/log.h"
@@ -29,12 +30,12 @@ class GgufModelReader {
     return f_.get_float(arch_ + "." + key).value_or(dflt);
   }
 
-  // Reads tensor `name` as f32 after checking its shape (ne order, ne[0] contiguous).
-  Status tensor(const std::string& name, std::vector<int64_t> ne, std::vector<float>& dst,
-                bool optional = false) {
+  // Finds tensor `name` and checks its shape (ne order, ne[0] contiguous).
+  Result<const GgufTensor*> find(const std::string& name, const std::vector<int64_t>& ne,
+                                 bool optional) {
     const GgufTensor* t = f_.find_tensor(name);
     if (!t) {
-      if (optional) return Status::Ok();
+      if (optional) return nullptr;
       return make_error(ErrorCode::CorruptData, "{}: missing tensor '{}'", f_.name(), name);
     }
     if (t->ne != ne) {
@@ -45,10 +46,33 @@ class GgufModelReader {
                         "{}: tensor '{}' has shape {} but the metadata implies {}", f_.name(), name,
                         fmt_ne(t->ne), fmt_ne(ne));
     }
-    auto data = f_.read_f32(*t);
-    if (!data.ok()) return data.error();
-    dst = std::move(data.value());
     used_.insert(name);
+    return t;
+  }
+
+  // Reads a norm or bias vector as f32.
+  Status tensor(const std::string& name, std::vector<int64_t> ne, std::vector<float>& dst,
+                bool optional = false) {
+    KAMERA_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, ne, optional));
+    if (t == nullptr) return Status::Ok();
+    KAMERA_ASSIGN_OR_RETURN(dst, f_.read_f32(*t));
+    return Status::Ok();
+  }
+
+  // A weight matrix {cols, rows} in its file type, pointing into the mapped file.
+  Status weight(const std::string& name, std::vector<int64_t> ne, Weight& dst) {
+    KAMERA_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, ne, false));
+    auto w = Weight::borrow(t->type, t->data, ne[1], ne[0]);
+    if (!w.ok()) return make_error(w.code(), "{}: tensor '{}': {}", f_.name(), name, w.message());
+    dst = std::move(w.value());
+    return Status::Ok();
+  }
+
+  // A weight matrix held in f32 (one dequantized copy).
+  Status weight_f32(const std::string& name, std::vector<int64_t> ne, Weight& dst) {
+    std::vector<float> v;
+    KAMERA_TRY(tensor(name, ne, v));
+    dst = Weight::from_f32(std::move(v), ne[1], ne[0]);
     return Status::Ok();
   }
   const std::set<std::string>& used() const { return used_; }
@@ -151,13 +175,12 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   KAMERA_TRY(c.validate(path));
 
   const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
-  KAMERA_TRY(r.tensor("token_embd.weight", {d, V}, m->tok_embd));
+  KAMERA_TRY(r.weight("token_embd.weight", {d, V}, m->tok_embd));
   KAMERA_TRY(r.tensor("output_norm.weight", {d}, m->out_norm));
   if (!c.tied_output) {
-    KAMERA_TRY(r.tensor("output.weight", {d, V}, m->output));
-    if (m->output == m->tok_embd) {  // a stored copy of the embedding: same model as tied
-      m->output.clear();
-      m->output.shrink_to_fit();
+    KAMERA_TRY(r.weight("output.weight", {d, V}, m->output));
+    if (m->output.same_as(m->tok_embd)) {  // a stored copy of the embedding: same model as tied
+      m->output = Weight();
       c.tied_output = true;
     }
   }
@@ -170,17 +193,17 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
       const MlaConfig& a = c.mla;
       const int64_t lat = a.kv_lora_rank, rope = a.qk_rope_dim, H = c.n_heads;
       if (a.q_lora_rank > 0) {
-        KAMERA_TRY(r.tensor(p + "attn_q_a.weight", {d, a.q_lora_rank}, l.wq_a));
+        KAMERA_TRY(r.weight(p + "attn_q_a.weight", {d, a.q_lora_rank}, l.wq_a));
         KAMERA_TRY(r.tensor(p + "attn_q_a_norm.weight", {a.q_lora_rank}, l.q_a_norm));
-        KAMERA_TRY(r.tensor(p + "attn_q_b.weight", {a.q_lora_rank, q}, l.wq_b));
+        KAMERA_TRY(r.weight(p + "attn_q_b.weight", {a.q_lora_rank, q}, l.wq_b));
       } else {
-        KAMERA_TRY(r.tensor(p + "attn_q.weight", {d, q}, l.wq));
+        KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
       }
-      KAMERA_TRY(r.tensor(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
+      KAMERA_TRY(r.weight(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
       KAMERA_TRY(r.tensor(p + "attn_kv_a_norm.weight", {lat}, l.kv_a_norm));
       KAMERA_TRY(
-          r.tensor(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
-      KAMERA_TRY(r.tensor(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
+          r.weight_f32(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
+      KAMERA_TRY(r.weight(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
       KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
       if (c.moe.is_moe_layer(i)) {
         auto read = [&r](const std::string& name, std::vector<int64_t> ne,
@@ -188,19 +211,19 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
         KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
         continue;
       }
-      KAMERA_TRY(r.tensor(p + "ffn_gate.weight", {d, h}, l.w_gate));
-      KAMERA_TRY(r.tensor(p + "ffn_down.weight", {h, d}, l.w_down));
-      KAMERA_TRY(r.tensor(p + "ffn_up.weight", {d, h}, l.w_up));
+      KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
+      KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
+      KAMERA_TRY(r.weight(p + "ffn_up.weight", {d, h}, l.w_up));
       continue;
     }
-    KAMERA_TRY(r.tensor(p + "attn_q.weight", {d, q}, l.wq));
-    KAMERA_TRY(r.tensor(p + "attn_k.weight", {d, kv}, l.wk));
-    KAMERA_TRY(r.tensor(p + "attn_v.weight", {d, kv}, l.wv));
-    KAMERA_TRY(r.tensor(p + "attn_output.weight", {q, d}, l.wo));
+    KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
+    KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
+    KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
+    KAMERA_TRY(r.weight(p + "attn_output.weight", {q, d}, l.wo));
     KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
-    KAMERA_TRY(r.tensor(p + "ffn_gate.weight", {d, h}, l.w_gate));
-    KAMERA_TRY(r.tensor(p + "ffn_down.weight", {h, d}, l.w_down));
-    KAMERA_TRY(r.tensor(p + "ffn_up.weight", {d, h}, l.w_up));
+    KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
+    KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
+    KAMERA_TRY(r.weight(p + "ffn_up.weight", {d, h}, l.w_up));
     if (c.qkv_bias) {
       KAMERA_TRY(r.tensor(p + "attn_q.bias", {q}, l.bq));
       KAMERA_TRY(r.tensor(p + "attn_k.bias", {kv}, l.bk));
@@ -228,6 +251,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   }
   m->source = path;
   m->format = "gguf";
+  m->mapping = *file;  // the weights point into it
   m->fingerprint = compute_fingerprint(*m);
   return m;
 }

@@ -31,6 +31,12 @@ class Reader {
     if (n) std::memcpy(dst.data(), data_ + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
   }
+  // rows x cols f32 values as an owned weight matrix.
+  void read(Weight& dst, size_t rows, size_t cols) {
+    std::vector<float> v;
+    read(v, rows * cols);
+    dst = Weight::from_f32(std::move(v), int64_t(rows), int64_t(cols));
+  }
   void skip(size_t n_floats) { pos_ += n_floats * sizeof(float); }
   size_t pos() const { return pos_; }
 
@@ -137,33 +143,36 @@ Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t si
   auto per_layer = [&](std::vector<float> LayerWeights::*field, size_t n) {
     for (auto& l : m->layers) r.read(l.*field, n);
   };
+  auto per_layer_w = [&](Weight LayerWeights::*field, size_t rows, size_t cols) {
+    for (auto& l : m->layers) r.read(l.*field, rows, cols);
+  };
   if (v1) {
     per_layer(&LayerWeights::attn_norm, d);
     per_layer(&LayerWeights::ffn_norm, d);
     r.read(m->out_norm, d);
-    r.read(m->tok_embd, size_t(c.n_vocab) * d);
-    per_layer(&LayerWeights::wq, q * d);
-    per_layer(&LayerWeights::wk, kv * d);
-    per_layer(&LayerWeights::wv, kv * d);
-    per_layer(&LayerWeights::wo, d * q);
-    per_layer(&LayerWeights::w_gate, hid * d);
-    per_layer(&LayerWeights::w_down, d * hid);
-    per_layer(&LayerWeights::w_up, hid * d);
+    r.read(m->tok_embd, size_t(c.n_vocab), d);
+    per_layer_w(&LayerWeights::wq, q, d);
+    per_layer_w(&LayerWeights::wk, kv, d);
+    per_layer_w(&LayerWeights::wv, kv, d);
+    per_layer_w(&LayerWeights::wo, d, q);
+    per_layer_w(&LayerWeights::w_gate, hid, d);
+    per_layer_w(&LayerWeights::w_down, d, hid);
+    per_layer_w(&LayerWeights::w_up, hid, d);
   } else {
-    r.read(m->tok_embd, size_t(c.n_vocab) * d);
+    r.read(m->tok_embd, size_t(c.n_vocab), d);
     per_layer(&LayerWeights::attn_norm, d);
-    per_layer(&LayerWeights::wq, q * d);
-    per_layer(&LayerWeights::wk, kv * d);
-    per_layer(&LayerWeights::wv, kv * d);
-    per_layer(&LayerWeights::wo, d * q);
+    per_layer_w(&LayerWeights::wq, q, d);
+    per_layer_w(&LayerWeights::wk, kv, d);
+    per_layer_w(&LayerWeights::wv, kv, d);
+    per_layer_w(&LayerWeights::wo, d, q);
     per_layer(&LayerWeights::ffn_norm, d);
-    per_layer(&LayerWeights::w_gate, hid * d);
-    per_layer(&LayerWeights::w_down, d * hid);
-    per_layer(&LayerWeights::w_up, hid * d);
+    per_layer_w(&LayerWeights::w_gate, hid, d);
+    per_layer_w(&LayerWeights::w_down, d, hid);
+    per_layer_w(&LayerWeights::w_up, hid, d);
     r.read(m->out_norm, d);
     r.skip(freq);
   }
-  if (!shared) r.read(m->output, size_t(c.n_vocab) * d);
+  if (!shared) r.read(m->output, size_t(c.n_vocab), d);
   KAMERA_ASSERT(r.pos() == size);
   m->fingerprint = compute_fingerprint(*m);
   return m;

@@ -98,14 +98,33 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
     XXH3_128bits_update(st, &n, sizeof(n));
     XXH3_128bits_update(st, v.data(), v.size() * sizeof(float));
   };
-  add(m.tok_embd);
+  // An f32 weight hashes as its values did when every weight was held in f32, so fingerprints
+  // (and the store entries keyed by them) of f32 files stay what they were; another type adds
+  // its type id and hashes its raw bytes.
+  auto add_w = [&](const Weight& w) {
+    const uint64_t n = uint64_t(w.rows() * w.cols());
+    XXH3_128bits_update(st, &n, sizeof(n));
+    if (!w.is_f32()) {
+      const uint32_t type = uint32_t(w.type());
+      XXH3_128bits_update(st, &type, sizeof(type));
+    }
+    XXH3_128bits_update(st, w.raw(), w.bytes());
+  };
+  add_w(m.tok_embd);
   add(m.out_norm);
-  add(m.output);
-  for (const LayerWeights& l : m.layers)
-    for (const auto* v :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.bq, &l.bk, &l.bv, &l.wo, &l.ffn_norm, &l.w_gate,
-          &l.w_down, &l.w_up, &l.wq_a, &l.q_a_norm, &l.wq_b, &l.wkv_a, &l.kv_a_norm, &l.wkv_b})
-      add(*v);
+  add_w(m.output);
+  for (const LayerWeights& l : m.layers) {
+    add(l.attn_norm);
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv}) add_w(*w);
+    for (const auto* v : {&l.bq, &l.bk, &l.bv}) add(*v);
+    add_w(l.wo);
+    add(l.ffn_norm);
+    for (const Weight* w : {&l.w_gate, &l.w_down, &l.w_up, &l.wq_a}) add_w(*w);
+    add(l.q_a_norm);
+    for (const Weight* w : {&l.wq_b, &l.wkv_a}) add_w(*w);
+    add(l.kv_a_norm);
+    add_w(l.wkv_b);
+  }
   fingerprint_deepseek2(st, m);  // MoE and YaRN, when present
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);

@@ -1,9 +1,10 @@
-// A decoder-only transformer held in f32 (weights of any file dtype are dequantized on load), its
+// A decoder-only transformer with its weights in their file's type (model/weight.h), its
 // configuration, and the loaders of the formats kamera reads.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "kv/pool.h"
 #include "model/moe.h"
 #include "model/tokenizer.h"
+#include "model/weight.h"
 #include "ops/rope.h"
 
 namespace kamera {
@@ -70,43 +72,49 @@ struct ModelConfig {
   Status validate(const std::string& source) const;
 };
 
-// Shapes in comments are (rows, cols) of row-major f32 data; a weight (out, in) maps in -> out.
+// Shapes in comments are (rows, cols); a weight (out, in) maps in -> out. Matrices are Weights
+// in the file's type (model/weight.h); norms and biases are f32.
 struct LayerWeights {
   std::vector<float> attn_norm;   // (dim)
-  std::vector<float> wq;          // (n_heads*head_dim, dim)
-  std::vector<float> wk;          // (n_kv_heads*head_dim, dim)
-  std::vector<float> wv;          // (n_kv_heads*head_dim, dim)
+  Weight wq;                      // (n_heads*head_dim, dim)
+  Weight wk;                      // (n_kv_heads*head_dim, dim)
+  Weight wv;                      // (n_kv_heads*head_dim, dim)
   std::vector<float> bq, bk, bv;  // (q_width), (kv_width), (kv_width); empty without bias
-  std::vector<float> wo;          // (dim, n_heads*head_dim)
+  Weight wo;                      // (dim, n_heads*head_dim)
   std::vector<float> ffn_norm;    // (dim)
-  std::vector<float> w_gate;      // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
-  std::vector<float> w_down;      // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
-  std::vector<float> w_up;        // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
+  Weight w_gate;                  // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
+  Weight w_down;                  // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
+  Weight w_up;                    // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
   // MLA (attention == Mla); wq above is used when q_lora_rank == 0
-  std::vector<float> wq_a;       // (q_lora_rank, dim)
+  Weight wq_a;                   // (q_lora_rank, dim)
   std::vector<float> q_a_norm;   // (q_lora_rank)
-  std::vector<float> wq_b;       // (n_heads*(qk_nope+qk_rope), q_lora_rank)
-  std::vector<float> wkv_a;      // (kv_lora_rank + qk_rope, dim): latent rows first, then k_pe
+  Weight wq_b;                   // (n_heads*(qk_nope+qk_rope), q_lora_rank)
+  Weight wkv_a;                  // (kv_lora_rank + qk_rope, dim): latent rows first, then k_pe
   std::vector<float> kv_a_norm;  // (kv_lora_rank)
-  std::vector<float>
-      wkv_b;       // (n_heads*(qk_nope+v_head), kv_lora_rank): per head K_nope rows, then V rows
+  // (n_heads*(qk_nope+v_head), kv_lora_rank): per head K_nope rows, then V rows. Always F32 (one
+  // copy dequantized at load): the absorbed attention multiplies by its K_nope part transposed.
+  Weight wkv_b;
   MoeWeights moe;  // a MoE layer (moe.routed()): replaces w_gate, w_up, w_down
 };
 
 struct Model {
   ModelConfig cfg;
-  std::vector<float> tok_embd;  // (n_vocab, dim)
+  Weight tok_embd;              // (n_vocab, dim); rows dequantized when looked up
   std::vector<float> out_norm;  // (dim)
-  std::vector<float> output;    // (n_vocab, dim); empty when tied to tok_embd
+  Weight output;                // (n_vocab, dim); empty when tied to tok_embd
   std::vector<LayerWeights> layers;
   std::optional<Tokenizer> tokenizer;
   std::string source;                     // file it came from
   std::string format;                     // "gguf", "llama2c-v0", "llama2c-v1"
   std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of config and weights
+  std::shared_ptr<const void> mapping;    // keeps the mapped file the weights point into alive
 
-  const float* output_weight() const { return output.empty() ? tok_embd.data() : output.data(); }
+  const Weight& output_weight() const { return output.empty() ? tok_embd : output; }
   // Channels this model writes into the KV pool: "k" (rope, pre-rotation) and "v".
   KvLayout kv_layout() const;
+  // Every weight matrix with its GGUF tensor name ("blk.3.ffn_down.weight"), file order.
+  void for_each_weight(const std::function<void(const std::string&, const Weight&)>& fn) const;
+  size_t weight_bytes() const;  // bytes of every matrix as held
 };
 
 struct LoadOptions {

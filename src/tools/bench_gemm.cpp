@@ -180,7 +180,8 @@ int run_bench_gemm(const GemmBenchArgs& a) {
          {"loaded_core", info.loaded_core},
          {"selected_core", info.core},
          {"layers", layers},
-         {"shapes", rows}};
+         {"shapes", rows},
+         {"system", system_info(nullptr)}};
   if (a.json) {
     print_json(j, 2);
   } else {

@@ -32,6 +32,7 @@ Runner add_tokenize(CLI::App& app);
 Runner add_detokenize(CLI::App& app);
 Runner add_quant_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
+Runner add_info(CLI::App& app);
 
 int default_threads();
 
@@ -61,6 +62,11 @@ inline double now_ms() {
 }
 
 json model_summary(const Model& m);
+
+// CPU features, ISA level, BLAS path and the kernel path of every weight type (and, given a
+// model, of each weight type it holds): `kamera info --json`, and the "system" block of every
+// bench --json.
+json system_info(const Model* m);
 
 // Prints one JSON document on stdout; invalid UTF-8 (e.g. a lone byte token) becomes U+FFFD.
 void print_json(const json& j, int indent = -1);

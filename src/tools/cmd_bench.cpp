@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <random>
 
+#include "core/thread_pool.h"
 #include "eval/metrics.h"
 #include "model/forward.h"
 #include "ops/gemm.h"
@@ -27,11 +28,13 @@ struct BenchArgs {
 };
 
 // Runs the GEMMs a forward of n new tokens after `past` cached ones performs, with the model's
-// own weights, through the same OpenBLAS entry points; returns nothing (timed by the caller).
+// own weights, through the same entry points (OpenBLAS for f32 weights and attention, the
+// quantized kernels for the other weight types); returns nothing (timed by the caller).
 struct GemmFloor {
   const Model& m;
+  ThreadPool pool;
   std::vector<float> x, y, q, k, s;
-  explicit GemmFloor(const Model& model) : m(model) {}
+  GemmFloor(const Model& model, int threads) : m(model), pool(threads) {}
 
   void run(int n, int past) {
     const ModelConfig& c = m.cfg;
@@ -43,9 +46,9 @@ struct GemmFloor {
     if (k.size() < size_t(N) * kvw) k.assign(size_t(N) * kvw, 0.01f);
     if (q.size() < size_t(n) * qw) q.assign(size_t(n) * qw, 0.01f);
     for (const LayerWeights& L : m.layers) {
-      matmul_wt(x.data(), L.wq.data(), nullptr, y.data(), n, d, qw);
-      matmul_wt(x.data(), L.wk.data(), nullptr, y.data(), n, d, kvw);
-      matmul_wt(x.data(), L.wv.data(), nullptr, y.data(), n, d, kvw);
+      linear(L.wq, x.data(), n, nullptr, y.data(), pool);
+      linear(L.wk, x.data(), n, nullptr, y.data(), pool);
+      linear(L.wv, x.data(), n, nullptr, y.data(), pool);
       if (n >= 8) {  // attention's score and value products, as the engine blocks them
         const int qb = std::min(n, 256);
         if (s.size() < size_t(qb) * N) s.resize(size_t(qb) * N);
@@ -58,13 +61,13 @@ struct GemmFloor {
                         k.data(), kvw, 0.0f, y.data() + size_t(t0) * qw, qw);
           }
       }
-      matmul_wt(x.data(), L.wo.data(), nullptr, y.data(), n, qw, d);
-      matmul_wt(x.data(), L.w_gate.data(), nullptr, y.data(), n, d, h);
-      matmul_wt(x.data(), L.w_up.data(), nullptr, y.data(), n, d, h);
-      matmul_wt(x.data(), L.w_down.data(), nullptr, y.data(), n, h, d);
+      linear(L.wo, x.data(), n, nullptr, y.data(), pool);
+      linear(L.w_gate, x.data(), n, nullptr, y.data(), pool);
+      linear(L.w_up, x.data(), n, nullptr, y.data(), pool);
+      linear(L.w_down, x.data(), n, nullptr, y.data(), pool);
     }
     std::vector<float> logits(c.n_vocab);
-    matmul_wt(x.data(), m.output_weight(), nullptr, logits.data(), 1, d, c.n_vocab);
+    linear(m.output_weight(), x.data(), 1, nullptr, logits.data(), pool);
   }
 };
 
@@ -103,7 +106,7 @@ int run_bench(const BenchArgs& a) {
   if (!ctx.ok()) return fail(ctx.error(), a.json);
   Engine& engine = (*ctx)->engine();
   KvPool& pool = (*ctx)->pool();
-  GemmFloor floor(m);
+  GemmFloor floor(m, a.threads);
 
   auto run_engine = [&]() -> Result<double> {
     const SeqId seq = pool.create_sequence();
@@ -161,6 +164,7 @@ int run_bench(const BenchArgs& a) {
   const double tps = a.tokens / (e_ms / 1e3);
   json j{{"mode", a.mode},
          {"model", model_summary(m)},
+         {"system", system_info(&m)},
          {"threads", a.threads},
          {"blas_path", blas_path()},
          {"tokens", a.tokens},
@@ -291,6 +295,7 @@ int run_bench_serve(const BenchArgs& a) {
   const size_t kv_bytes = (*canon)->kv.bytes();
   json j{{"mode", "serve"},
          {"model", model_summary(m)},
+         {"system", system_info(&m)},
          {"threads", a.threads},
          {"blas_path", blas_path()},
          {"chunk_tokens", a.tokens},

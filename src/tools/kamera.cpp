@@ -109,8 +109,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "kamera: an inference engine whose KV cache is position-free.\n"
       "Chunks are prefilled once and reused at any position (exact RoPE relocation plus a\n"
-      "low-rank conditioning patch). Models: GGUF (llama, qwen2; F32/F16/BF16/Q8_0) and\n"
-      "llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
+      "low-rank conditioning patch). Models: GGUF (llama, qwen2, qwen2vl, deepseek2; weights\n"
+      "run in their file's type: F32, F16, BF16, Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL, IQ4_XS)\n"
+      "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
       "kamera"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kamera 0.1.0");
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
       add_make_model);
   reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
       add_bench);
+  reg("info", "CPU features, ISA level, BLAS path and the kernel path of every weight type",
+      add_info);
   reg("quant-bench", "GFLOP/s of the quantized-weight matmul per type, shape and kernel path",
       add_quant_bench);
   reg("reuse-bench",

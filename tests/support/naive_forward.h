@@ -47,8 +47,9 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
     for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
     return y;
   };
-  auto mat = [&](const std::vector<double>& x, const std::vector<float>& w, int in, int out,
+  auto mat = [&](const std::vector<double>& x, const kamera::Weight& weight, int in, int out,
                  const std::vector<float>& b) {
+    const std::vector<float> w = weight.to_f32();  // the file's values, dequantized
     std::vector<double> y(out);
     for (int o = 0; o < out; ++o) {
       double s = b.empty() ? 0.0 : b[o];
@@ -74,10 +75,10 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
       }
   };
   std::vector<std::vector<double>> x(n, std::vector<double>(d));
+  const std::vector<float> embd = embeddings ? std::vector<float>() : m.tok_embd.to_f32();
   for (int t = 0; t < n; ++t)
     for (int i = 0; i < d; ++i)
-      x[t][i] =
-          embeddings ? (*embeddings)[size_t(t) * d + i] : m.tok_embd[size_t(tokens[t]) * d + i];
+      x[t][i] = embeddings ? (*embeddings)[size_t(t) * d + i] : embd[size_t(tokens[t]) * d + i];
   const int group = c.n_heads / c.n_kv_heads;
   const int dq = c.head_dim;                           // query/key head width
   const int dv = mla ? c.mla.v_head_dim : c.head_dim;  // value head width
@@ -154,10 +155,10 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
     }
   }
   std::vector<float> last;
+  const std::vector<float> W = m.output_weight().to_f32();
   for (int t = 0; t < n; ++t) {
     if (!all_logits && t != n - 1) continue;
     auto xn = rms(x[t], m.out_norm);
-    const float* W = m.output_weight();
     std::vector<float> logits(c.n_vocab);
     for (int o = 0; o < c.n_vocab; ++o) {
       double s = 0;

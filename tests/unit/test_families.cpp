@@ -104,11 +104,11 @@ TEST(Families, MropeForwardMatchesNaiveBothLayouts) {
     std::normal_distribution<float> nd(0.0f, 0.3f);
     auto ids = random_tokens(n, m->cfg.n_vocab, 3);
     std::vector<float> rows_in(size_t(n) * m->cfg.dim);
+    const std::vector<float> embd = m->tok_embd.to_f32();
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < m->cfg.dim; ++i)
-        rows_in[size_t(t) * m->cfg.dim + i] = t >= n_text && t < n_text + n_img
-                                                  ? nd(rng)
-                                                  : m->tok_embd[size_t(ids[t]) * m->cfg.dim + i];
+        rows_in[size_t(t) * m->cfg.dim + i] =
+            t >= n_text && t < n_text + n_img ? nd(rng) : embd[size_t(ids[t]) * m->cfg.dim + i];
     ForwardInput in;
     in.embeddings = rows_in.data();
     in.n = n;

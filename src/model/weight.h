@@ -1,0 +1,60 @@
+// One weight matrix of a model in its file's type (F32, F16, BF16, the legacy quants, the
+// k-quants, IQ4): rows (out) x cols (in), row-major, as GGUF and PyTorch hold a Linear. The bytes
+// live in the mapped model file (the Model keeps the mapping alive), or in one copy the Weight
+// owns (llama2.c checkpoints, weights built in memory, a file whose alignment is too small for
+// the type). A Weight is never widened to f32 as a whole on the forward path: products go through
+// linear(), embedding rows are dequantized when they are looked up.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+#include "ops/quant.h"
+
+namespace kamera {
+
+class ThreadPool;
+
+class Weight {
+ public:
+  Weight() = default;
+  // Owned f32 values, rows x cols (values.size() == rows * cols).
+  static Weight from_f32(std::vector<float> values, int64_t rows, int64_t cols);
+  // Bytes the caller keeps alive (a mapped file). Copied into owned, aligned storage when
+  // `data` is not aligned to 4 bytes, so kernels may read f32 and f16 scales directly.
+  static Result<Weight> borrow(GgmlType type, const void* data, int64_t rows, int64_t cols);
+  // An owned copy of the same values in the same type.
+  static Weight copy_of(const WeightView& v);
+
+  bool empty() const { return view_.data == nullptr || view_.rows == 0; }
+  GgmlType type() const { return view_.type; }
+  int64_t rows() const { return view_.rows; }
+  int64_t cols() const { return view_.cols; }
+  size_t bytes() const { return size_t(view_.rows) * view_.row_bytes; }
+  bool owned() const { return storage_ != nullptr; }
+  const WeightView& view() const { return view_; }
+  const uint8_t* raw() const { return view_.data; }
+
+  bool is_f32() const { return view_.type == GgmlType::F32; }
+  // The f32 values (only for F32 weights).
+  const float* f32() const;
+  // out[count x cols] = rows [first, first + count) in f32 (embedding lookups).
+  void rows_f32(int64_t first, int64_t count, float* out) const;
+  // Every value in f32 (tests, the trainer's import, reference forwards; never the engine).
+  std::vector<float> to_f32() const;
+  // Same type, shape and bytes.
+  bool same_as(const Weight& o) const;
+
+ private:
+  WeightView view_;
+  std::shared_ptr<const std::vector<uint8_t>> storage_;  // owned bytes (shared by copies)
+};
+
+// y[n x w.rows] = x[n x w.cols] * W^T (+ bias[w.rows] when given). F32 weights go through
+// OpenBLAS (ops/gemm.h, exact f32), every other type through ops/quant.h's kernels in that type.
+void linear(const Weight& w, const float* x, int n, const float* bias, float* y, ThreadPool& pool);
+
+}  // namespace kamera

@@ -1,0 +1,77 @@
+// `kamera info --json` is how the dispatch is observed from outside: the features found, the
+// ISA level in use under a KAMERA_ISA cap, and the kernel path of every weight type. Runs the
+// built binary in a fresh process, as a user would.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/cpu_features.h"
+#include "core/ggml_type.h"
+
+namespace {
+
+nlohmann::json info_json(const std::string& env, const std::string& args = "") {
+  const std::string cmd =
+      env + " " + std::string(KAMERA_BINARY_DIR) + "/bin/kamera info --json " + args;
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  for (size_t n; f && (n = fread(buf.data(), 1, buf.size(), f)) > 0;) out.append(buf.data(), n);
+  const int rc = f ? pclose(f) : -1;
+  EXPECT_EQ(rc, 0) << cmd;
+  EXPECT_TRUE(nlohmann::json::accept(out)) << out;
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+bool contains(const nlohmann::json& j, const char* s) {
+  return j.get<std::string>().find(s) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(Info, ReportsTheUncappedLevelAndEveryWeightType) {
+  const auto j = info_json("env -u KAMERA_ISA");
+  EXPECT_EQ(j["cpu_features"], kamera::cpu_feature_string());
+  EXPECT_EQ(j["isa_level"], kamera::isa_level_name(kamera::cpu_isa_level()));
+  EXPECT_TRUE(j["isa_cap"].is_null());
+  for (kamera::GgmlType t : kamera::weight_types())
+    EXPECT_TRUE(j["weight_paths"].contains(kamera::ggml_type_name(t))) << kamera::ggml_type_name(t);
+  EXPECT_TRUE(contains(j["weight_paths"]["f32"], "openblas"));
+}
+
+TEST(Info, KameraIsaCapIsVisibleInEveryPath) {
+  if (kamera::cpu_isa_level() < kamera::IsaLevel::Avx2) GTEST_SKIP() << "CPU without AVX2";
+  const auto j = info_json("KAMERA_ISA=avx2");
+  EXPECT_EQ(j["isa_level"], "avx2");
+  EXPECT_EQ(j["isa_cap"], "avx2");
+  for (const auto& [type, path] : j["weight_paths"].items()) {
+    if (type == "f32") continue;
+    EXPECT_TRUE(contains(path, "decode avx2")) << type << ": " << path;
+    EXPECT_TRUE(contains(path, "prefill avx2")) << type << ": " << path;
+    EXPECT_FALSE(contains(path, "avx512")) << type << ": " << path;
+    EXPECT_FALSE(contains(path, "amx")) << type << ": " << path;
+  }
+  const auto s = info_json("KAMERA_ISA=scalar");
+  EXPECT_EQ(s["isa_level"], "scalar");
+  EXPECT_TRUE(contains(s["weight_paths"]["q4_K"], "decode scalar")) << s["weight_paths"]["q4_K"];
+}
+
+TEST(Info, ModelWeightTypesAndBytes) {
+  const std::string model = testing::TempDir() + "kamera-info-q8.gguf";
+  const std::string mk = std::string(KAMERA_BINARY_DIR) +
+                         "/bin/kamera make-model --arch llama --preset tiny --type q8_0 -o " +
+                         model + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(mk.c_str()), 0);
+  const auto j = info_json("", "-m " + model);
+  ASSERT_TRUE(j.contains("model"));
+  const auto& types = j["model"]["weight_types"];
+  ASSERT_TRUE(types.contains("q8_0")) << types;
+  EXPECT_GT(types["q8_0"]["tensors"].get<int>(), 0);
+  size_t total = 0;
+  for (const auto& [type, t] : types.items()) total += t["bytes"].get<size_t>();
+  EXPECT_EQ(total, j["model"]["weight_bytes"].get<size_t>());
+  std::remove(model.c_str());
+}
