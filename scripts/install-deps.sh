@@ -16,6 +16,8 @@ packages=(
   libcpp-httplib-dev libhiredis-dev redis-server
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
+  # decoding of JPEG images given to the Qwen2-VL vision tower
+  libjpeg62-turbo-dev
   # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test
   libtorch-dev
 )
