@@ -41,7 +41,7 @@ void fill_norm(float* dst, int64_t n, uint64_t seed, const std::string& name) {
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-  return {"tiny", "0.5b (llama, qwen2)", "3b (qwen2vl)", "lite (deepseek2)"};
+  return {"tiny", "0.5b (llama, qwen2)", "2b (qwen2vl)", "3b (qwen2vl)", "lite (deepseek2)"};
 }
 
 namespace {
@@ -95,6 +95,19 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.ctx_len = 32768;
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
+  } else if (preset == "2b" && arch == "qwen2vl") {
+    // Qwen2-VL-2B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
+    c.dim = 1536;
+    c.n_layers = 28;
+    c.n_heads = 12;
+    c.n_kv_heads = 2;
+    c.head_dim = 128;
+    c.ffn_dim = 8960;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+    c.rope.sections = {16, 24, 24, 0};
   } else if (preset == "3b" && arch == "qwen2vl") {
     // Qwen2.5-VL-3B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
     c.dim = 2048;

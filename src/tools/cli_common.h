@@ -27,6 +27,11 @@ Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);
+Runner add_vision_embed(CLI::App& app);
+
+// make-model's vision towers (cmd_make_mmproj.cpp): arch qwen2vl-mmproj or qwen25vl-mmproj.
+int run_make_mmproj(const std::string& arch, const std::string& preset, const std::string& type,
+                    uint64_t seed, const std::string& out, bool as_json);
 
 int default_threads();
 

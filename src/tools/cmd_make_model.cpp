@@ -15,12 +15,16 @@ struct MakeModelArgs {
 };
 
 int run_make_model(const MakeModelArgs& a) {
+  if (a.arch.ends_with("-mmproj"))
+    return run_make_mmproj(a.arch, a.preset, a.type, a.seed, a.out, a.json);
   const std::string preset = a.preset.empty() ? "tiny" : a.preset;
   auto cfg = synthetic_preset(a.arch, preset);
   if (!cfg)
     return fail(
-        fmt::format("unknown --arch '{}' or --preset '{}' (archs: llama, qwen2; presets: {})",
-                    a.arch, preset, fmt::join(synthetic_preset_names(), ", ")),
+        fmt::format(
+            "unknown --arch '{}' or --preset '{}' (archs: llama, qwen2, qwen2vl, deepseek2, "
+            "qwen2vl-mmproj, qwen25vl-mmproj; presets: {})",
+            a.arch, preset, fmt::join(synthetic_preset_names(), ", ")),
         a.json);
   if (!a.dims.empty()) {
     Status st = apply_dims(*cfg, a.dims);
@@ -63,9 +67,14 @@ int run_make_model(const MakeModelArgs& a) {
 
 Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
-  app.add_option("--arch", a->arch, "Architecture: llama or qwen2")->capture_default_str();
+  app.add_option("--arch", a->arch,
+                 "Architecture: llama, qwen2, qwen2vl, deepseek2 (decoders), or qwen2vl-mmproj, "
+                 "qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
+      ->capture_default_str();
   app.add_option("--preset", a->preset,
-                 "Shape preset: tiny (tests) or 0.5b (Qwen2.5-0.5B text decoder)");
+                 "Shape preset: tiny (tests); 0.5b (Qwen2.5-0.5B text decoder); 2b (Qwen2-VL-2B: "
+                 "qwen2vl decoder, qwen2vl-mmproj tower); 3b (Qwen2.5-VL-3B: qwen2vl decoder, "
+                 "qwen25vl-mmproj tower); lite (deepseek2)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
       "The agent demo: a sliding window over a frame stream on the mini vision-language model, "
       "kamera vs re-prefill",
       add_demo);
+  reg("vision-embed",
+      "Qwen2-VL / Qwen2.5-VL vision tower (llama.cpp mmproj): an image's embeddings, as JSON",
+      add_vision_embed);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);
