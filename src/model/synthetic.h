@@ -25,7 +25,8 @@ struct SyntheticSpec {
 };
 
 // Named shapes: "tiny" (tests), "0.5b" (Qwen2.5-0.5B's text decoder: 24 layers, hidden 896,
-// 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936). Returns nullopt for unknown names.
+// 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), qwen2vl "2b" / "3b" (Qwen2-VL-2B's and
+// Qwen2.5-VL-3B's text decoders), deepseek2 "lite". Returns nullopt for unknown names.
 std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::string& preset);
 std::vector<std::string> synthetic_preset_names();
 

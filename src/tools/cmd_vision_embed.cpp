@@ -7,18 +7,37 @@
 // block, raster order within each temporal slice (t = frame pairs; h, w in merged tokens, so the
 // row count is t * h * w), plus "patch_grid" (Hugging Face's image_grid_thw, in 14-pixel patches),
 // the resized size and timings. Without --json a one-line summary goes to stderr.
+#include <time.h>
+
 #include <algorithm>
 #include <sstream>
 
+#include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "media/image.h"
 #include "ops/gemm.h"
 #include "tools/cli_common.h"
 #include "vision/qwen_vision_encoder.h"
 
+extern "C" char* openblas_get_corename(void);
+
 namespace kamera::cli {
 
 namespace {
+
+// OpenBLAS 0.3.21 picks its kernels from the CPU model; on CPUs it does not know (e.g. some
+// virtualised Xeons) it falls back to "Prescott" (SSE3), 4-6x slower than its AVX-512 kernels.
+// The choice is made when the library loads, so only the environment can change it.
+void warn_if_blas_is_generic() {
+  const std::string core = openblas_get_corename();
+  if (core != "Prescott" && core != "Core2" && core != "Nehalem") return;
+  const IsaLevel isa = cpu_isa_level();
+  if (isa < IsaLevel::Avx2) return;
+  std::fprintf(stderr,
+               "kamera: warning: OpenBLAS runs its generic '%s' kernels on a CPU with %s; set "
+               "OPENBLAS_CORETYPE=%s for its fast ones\n",
+               core.c_str(), isa_level_name(isa), isa >= IsaLevel::Avx512 ? "SkylakeX" : "Haswell");
+}
 
 struct VisionEmbedArgs {
   std::string mmproj, image, frames;
@@ -28,6 +47,13 @@ struct VisionEmbedArgs {
   int repeat = 1;
   bool json = false;
 };
+
+// CPU seconds of the whole process (all threads), in ms: the work done, whatever the host's load.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -73,13 +99,16 @@ int run_vision_embed(const VisionEmbedArgs& a) {
   if (!patches.ok()) return fail(patches.message(), a.json);
   const double prep_ms = now_ms() - t0;
   set_blas_threads(a.threads);
+  warn_if_blas_is_generic();
   ThreadPool pool(a.threads);
   QwenVisionEncoder enc(*model, &pool);
   Result<QwenVisionEmbeddings> emb = make_error(ErrorCode::Internal, "not run");
-  std::vector<double> encode_ms;
+  std::vector<double> encode_ms, encode_cpu_ms;
   for (int r = 0; r < std::max(1, a.repeat); ++r) {
     t0 = now_ms();
+    const double c0 = process_cpu_ms();
     emb = enc.encode(*patches);
+    encode_cpu_ms.push_back(process_cpu_ms() - c0);
     encode_ms.push_back(now_ms() - t0);
     if (!emb.ok()) return fail(emb.message(), a.json);
   }
@@ -106,6 +135,10 @@ int run_vision_embed(const VisionEmbedArgs& a) {
                   {"load_ms", load_ms},
                   {"preprocess_ms", prep_ms},
                   {"encode_ms", encode_ms},
+                  {"encode_cpu_ms", encode_cpu_ms},
+                  {"blas_threads", blas_threads()},
+                  {"blas_core", openblas_get_corename()},
+                  {"cpu", cpu_feature_string()},
                   {"embeddings", rows}});
   return 0;
 }

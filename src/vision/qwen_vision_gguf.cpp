@@ -12,25 +12,38 @@ namespace {
 struct Spec {
   std::string name;
   std::vector<int64_t> ne;  // GGUF order, ne[0] contiguous
-  std::vector<float>* data;
+  const std::vector<float>* data;
   bool weight;  // a 2-D (or 4-D) weight: written in the file's weight type
 };
 
-// Every tensor of a file of this config. legacy_ffn: the FFN's input side is named ffn_down and
-// its output side ffn_up (llama.cpp's Qwen2-VL surgery); otherwise the reverse.
-std::vector<Spec> tensor_specs(const QwenVisionConfig& c, QwenVisionWeights& w, bool legacy_ffn) {
+// Sizes the layer list and the products' shapes to the config (before loading into w).
+void shape_weights(const QwenVisionConfig& c, QwenVisionWeights& w) {
+  const int d = c.dim, f = c.ffn_dim, mw = c.merged_width();
+  w.layers.resize(size_t(c.n_layers));
+  for (auto& L : w.layers) {
+    for (QwenLinear* l : {&L.q, &L.k, &L.v, &L.o}) *l = QwenLinear{d, d, {}, {}};
+    L.gate = QwenLinear{d, f, {}, {}};
+    L.up = QwenLinear{d, f, {}, {}};
+    L.down = QwenLinear{f, d, {}, {}};
+  }
+  w.mm0 = QwenLinear{mw, mw, {}, {}};
+  w.mm2 = QwenLinear{mw, c.out_dim, {}, {}};
+}
+
+// Every tensor of a file of this config (w's layer list already sized). legacy_ffn: the FFN's
+// input side is named ffn_down and its output side ffn_up (llama.cpp's Qwen2-VL surgery);
+// otherwise the reverse.
+std::vector<Spec> tensor_specs(const QwenVisionConfig& c, const QwenVisionWeights& w,
+                               bool legacy_ffn) {
   const int64_t d = c.dim, f = c.ffn_dim, p = c.patch, mw = c.merged_width();
   const bool rms = c.rms_norm();
   std::vector<Spec> s = {{"v.patch_embd.weight", {p, p, 3, d}, &w.patch0, true},
                          {"v.patch_embd.weight.1", {p, p, 3, d}, &w.patch1, true}};
   if (c.patch_bias) s.push_back({"v.patch_embd.bias", {d}, &w.patch_b, false});
-  auto linear = [&s](const std::string& name, QwenLinear& l, int64_t in, int64_t out) {
-    l.in = int(in);
-    l.out = int(out);
+  auto linear = [&s](const std::string& name, const QwenLinear& l, int64_t in, int64_t out) {
     s.push_back({name + ".weight", {in, out}, &l.w, true});
     s.push_back({name + ".bias", {out}, &l.b, false});
   };
-  w.layers.resize(size_t(c.n_layers));
   const std::string in_name = legacy_ffn ? "ffn_down" : "ffn_up";
   const std::string out_name = legacy_ffn ? "ffn_up" : "ffn_down";
   for (int i = 0; i < c.n_layers; ++i) {
@@ -164,13 +177,15 @@ Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
   m.cfg.patch_bias = g.find_tensor("v.patch_embd.bias") != nullptr;
   if (Status s = m.cfg.validate(); !s.ok())
     return make_error(ErrorCode::CorruptData, "{}: {}", path, s.message());
+  shape_weights(m.cfg, m.w);
   for (const Spec& t : tensor_specs(m.cfg, m.w, legacy_ffn)) {
     const GgufTensor* gt = g.find_tensor(t.name);
     if (!gt) return make_error(ErrorCode::CorruptData, "{}: tensor {} is missing", path, t.name);
     if (gt->ne != t.ne)
       return make_error(ErrorCode::CorruptData, "{}: tensor {} has shape {}, this config needs {}",
                         path, t.name, shape_str(gt->ne), shape_str(t.ne));
-    KAMERA_ASSIGN_OR_RETURN(*t.data, g.read_f32(*gt));
+    // the specs point into m.w, which this function owns
+    KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.data), g.read_f32(*gt));
   }
   m.finish();
   return m;
@@ -221,8 +236,7 @@ Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) c
     else
       g.set_i32_array("clip.vision.wa_layer_indexes", {fl.begin(), fl.end()});
   }
-  QwenVisionWeights copy = w;
-  for (const Spec& t : tensor_specs(cfg, copy, !v25)) {
+  for (const Spec& t : tensor_specs(cfg, w, !v25)) {
     const std::vector<float>* src = t.data;
     if (!t.weight && src->empty()) continue;
     g.add_tensor(t.name, t.ne, t.weight ? weight_type : DType::F32,
