@@ -155,6 +155,18 @@ TEST(Media, HugeDeclaredSizesFailBeforeAllocating) {
   EXPECT_FALSE(decode_image(png, "byte limit", small).ok());
 }
 
+// manyscans_16x16.jpg: a 16 x 16 progressive JPEG whose last scan is repeated 600 times (694
+// scans, 10 KB; PIL decodes it), made by hand: jpegtran -scans (94 scans) on a crop of
+// grey_45x62.jpg, then the last SOS segment duplicated by a few lines of Python.
+TEST(Media, ProgressiveJpegScanBombIsRefused) {
+  Result<Image> r = Image{};
+  const double ms = elapsed_ms([&] { r = load_image(kDir + "manyscans_16x16.jpg"); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), ErrorCode::CorruptData);
+  EXPECT_NE(r.message().find("more than 500 scans"), std::string::npos) << r.message();
+  EXPECT_LT(ms, 500.0);
+}
+
 TEST(Media, GarbageAndUnknownFormatsAreRefused) {
   std::vector<uint8_t> junk(300);
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = uint8_t(i * 131 + 7);
