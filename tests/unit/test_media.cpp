@@ -82,7 +82,8 @@ double elapsed_ms(F&& f) {
 }
 
 TEST(Media, DecodesLikePil) {
-  for (const auto& c : expected()["cases"]) {
+  const nlohmann::json exp = expected();
+  for (const auto& c : exp["cases"]) {
     const std::string file = c["file"];
     auto img = load_image(kDir + file);
     ASSERT_TRUE(img.ok()) << img.message();
