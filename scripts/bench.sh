@@ -25,6 +25,10 @@ fi
 for t in 1 2; do row "0.5b (qwen2 shape, f32)" prefill -m "$big" --tokens 512 --reps 5 -t $t; done
 for t in 1 2; do row "0.5b (qwen2 shape, f32)" decode -m "$big" --tokens 16 --ctx 64 --reps 5 -t $t; done
 
+# The f32 GEMM path: the engine's shapes on every OpenBLAS kernel table this CPU runs.
+for t in 1 2; do row "f32 GEMM path" gemm --tokens 512 --reps 7 -t $t; done
+for t in 1 2; do row "f32 GEMM path" gemm --tokens 2048 --reps 3 -t $t; done
+
 # Serving a cached chunk (canonical + rank-32 patch) vs re-prefilling it, behind 256 tokens.
 for n in 256 512 1024 2048; do
   row "0.5b serve" serve -m "$big" --tokens $n --antecedent 256 --rank 32 --reps 3 -t 2

@@ -12,6 +12,8 @@ packages=(
   libopenblas-dev liblapacke-dev
   # libraries
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libxxhash-dev
+  # byte-level BPE tokenizers: pre-tokenizer regexes (PCRE2) and NFC normalization (ICU)
+  libpcre2-dev libicu-dev
   # serving: HTTP, the shared Redis tier (and a local Redis server for its tests)
   libcpp-httplib-dev libhiredis-dev redis-server
   # figures of `kamera report`; frames of the mini-VL clips (PNG)

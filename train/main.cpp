@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "context/context.h"
 #include "minivl/minivl.h"
 #include "train/torch_minivl.h"
 
@@ -189,10 +190,7 @@ int run_check(const CheckArgs& a) {
   }
   Engine engine(*mv->decoder, a.threads);
   VisionEncoder enc(mv->vision);
-  KvPool::Params pp;
-  pp.layout = mv->decoder->kv_layout();
-  pp.n_pages = 64;
-  auto pool = KvPool::create(pp);
+  auto pool = KvPool::create(pool_params(*mv->decoder, 64 * 16));
   if (!pool.ok()) return 2;
   minivl::ClipSpec spec;
   spec.n_frames = a.frames;

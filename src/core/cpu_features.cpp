@@ -121,9 +121,10 @@ IsaLevel cpu_isa_level() {
   return l;
 }
 
+// Read at every call (a getenv), so a cap set before the first kernel is chosen applies even
+// when a static initializer asked earlier; the kernel tables cache their own choice.
 IsaLevel isa_level() {
-  static const IsaLevel l = capped_level();
-  return l;
+  return capped_level();
 }
 
 const char* isa_level_name(IsaLevel l) {
@@ -163,7 +164,10 @@ std::string cpu_feature_string() {
   };
   std::string s;
   for (const auto& [on, name] : names)
-    if (on) s += (s.empty() ? "" : " ") + std::string(name);
+    if (on) {
+      if (!s.empty()) s += ' ';
+      s += name;
+    }
   return s;
 }
 

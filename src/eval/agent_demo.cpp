@@ -220,7 +220,15 @@ std::pair<int, int> agent_demo_png_size(int n_frames) {
   return {x0 + kBarWidth + kMargin, kMargin + cell + 8 + n_frames * kRowPitch + kMargin};
 }
 
-Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
+ContextOptions agent_demo_context(const AgentDemoOptions& o, int n_threads) {
+  ContextOptions co;
+  co.n_threads = n_threads;
+  co.kv_tokens = 16 * (8 * (int64_t(o.window) + 4) + 64);  // chunks start pages of their own
+  co.anchor = {minivl::bos_id()};
+  return co;
+}
+
+Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Context& ctx,
                                        const AgentDemoOptions& o) {
   const double t_start = now_ms();
   if (o.window < 2 || o.window > minivl::kMaxFrames)
@@ -243,7 +251,10 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
                       "demo: the picture is drawn for streams of up to {} frames, not {}",
                       kAgentDemoPngMaxFrames, o.n_frames);
   if (!m.decoder) return make_error(ErrorCode::InvalidArgument, "demo: no decoder loaded");
+  if (&ctx.model() != m.decoder.get())
+    return make_error(ErrorCode::InvalidArgument, "demo: the context runs another model");
   const Model& model = *m.decoder;
+  Engine& engine = ctx.engine();
 
   AgentDemoResult r;
   r.options = o;
@@ -259,18 +270,12 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
 
   // Engine-side state: a pool with room for the window, its forks, a re-prefill sequence and the
   // cache's scratch sequences (each chunk starts a page of its own).
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = 8 * (W + 4) + 64;
-  auto pool_r = KvPool::create(pp);
-  if (!pool_r.ok()) return pool_r.error();
-  KvPool& pool = **pool_r;
-  ChunkStore store(size_t(1) << 30);
-  ChunkCache cache(model, engine, pool, store, {minivl::bos_id()});
+  KvPool& pool = ctx.pool();
+  ChunkStore& store = ctx.store();
+  ChunkCache& cache = ctx.cache();
   VisionEncoder enc(m.vision);
   const int64_t row_bytes = kv_bytes_per_token(pool);
-  const int64_t page_bytes = row_bytes * pp.page_tokens;
+  const int64_t page_bytes = row_bytes * pool.page_tokens();
 
   r.tokens_per_frame = m.vision.cfg.n_tokens();
   r.rank_is_full = o.rank == kFullRank || o.rank >= r.tokens_per_frame;
@@ -278,7 +283,7 @@ Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& m, Engine& engine,
   WindowPolicy pol;
   pol.rank = r.rank_is_full ? kFullRank : o.rank;  // the window does not cap ranks itself
   pol.form_on_miss = true;
-  auto win_r = Window::create(cache, pool, pol);
+  auto win_r = Window::create(ctx, pol);
   if (!win_r.ok()) return win_r.error();
   Window& win = **win_r;
 

@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "context/context.h"
 #include "minivl/minivl.h"
 #include "model/forward.h"
 
@@ -127,7 +128,12 @@ struct AgentDemoResult {
   int png_width = 0, png_height = 0;
 };
 
-Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& model, Engine& engine,
+// A context for run_agent_demo on this model: the decoder, BOS as the anchor, room for the
+// window, its forks, a re-prefill sequence and the cache's scratch sequences.
+ContextOptions agent_demo_context(const AgentDemoOptions& opts, int n_threads);
+
+// `ctx` holds model.decoder (see agent_demo_context).
+Result<AgentDemoResult> run_agent_demo(const minivl::MiniVl& model, Context& ctx,
                                        const AgentDemoOptions& opts);
 
 nlohmann::json agent_demo_json(const AgentDemoResult& r);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "eval/recompute.h"
+
 namespace kamera {
 
 namespace {
@@ -57,7 +59,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     }
     Status st = b.cache.place(*fork, b.canon, nullptr, b.pB);
     RecomputeStats rs;
-    if (st.ok()) st = b.engine.recompute(b.pool, *fork, plan, &rs);
+    if (st.ok()) st = recompute_tokens(b.engine, b.pool, *fork, plan, &rs);
     if (st.ok()) {
       out = b.cache.forward_chunk(*fork, b.item.query, b.pQ, LogitsMode::All);
     } else {
@@ -127,18 +129,17 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     const Pos p0 = Pos::linear(0);
     auto r0 = b.engine.forward(b.pool, s.id(), ForwardInput::from_tokens({&bos, 1}, {&p0, 1}));
     if (!r0.ok()) return r0.error();
-    std::vector<float> hidden;
+    CaptureLayerInput hidden(l);
     ForwardOptions fo;
     fo.logits = LogitsMode::None;
-    fo.capture_layer = l;
-    fo.captured_hidden = &hidden;
+    fo.observer = &hidden;
     const auto pos = chunk.positions_at(1);
     auto r1 = b.engine.forward(b.pool, s.id(), forward_input(chunk, pos), fo);
     if (!r1.ok()) return r1.error();
     RecomputePlan plan;
     plan.tokens = first_k(nB, nB);
     plan.from_layer = l;
-    plan.hidden = hidden.data();
+    plan.hidden = hidden.rows.data();
     ArmCost cost;
     auto lg = serve_plan(plan, &cost);
     if (!lg.ok()) return lg.error();
@@ -146,14 +147,14 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
   }
   // Matched bytes: what a rank-m patch stores, spent on tokens (Quest oracle) or on a low-rank
   // absolute K (ShadowKV).
-  std::vector<float> mass;
+  KeyMassSum mass_sum;
   {
     auto fork = b.pool.fork(b.prefix);
     if (!fork.ok()) return fork.error();
     auto r = b.cache.forward_chunk(*fork, b.item.chunk, b.pB);
     ForwardOptions fo;
     fo.logits = LogitsMode::None;
-    fo.key_mass = &mass;
+    fo.observer = &mass_sum;
     const auto qpos = b.item.query.positions_at(b.pQ);
     Result<std::vector<float>> q =
         r.ok() ? b.engine.forward(b.pool, *fork, forward_input(b.item.query, qpos), fo)
@@ -161,8 +162,12 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
     b.pool.free_sequence(*fork);
     if (!q.ok()) return q.error();
   }
+  const std::vector<float>& mass = mass_sum.mass;
   std::vector<double> b_mass(nB, 0.0);
   for (int i = 0; i < nB && first + i < int(mass.size()); ++i) b_mass[i] = mass[first + i];
+  // The first channel (k for GQA, c_kv for MLA) bounds the ranks worth comparing; ShadowKV
+  // (GQA only) factors k.
+  const int kch = channel::kGqaKey;
   const int wk = layout.channels[0].width;
   for (int m : b.opts.matched_ranks) {
     if (m >= std::min(nB, wk)) continue;  // a patch that large is no smaller than the chunk
@@ -188,7 +193,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
       lowk.kv = b.canon.kv;
       std::vector<float> kmat(size_t(nB) * wk), us, vt, rebuilt(size_t(nB) * wk);
       for (int layer = 0; layer < L; ++layer) {
-        for (int i = 0; i < nB; ++i) b.cond.at(layer, 0).get_row(i, &kmat[size_t(i) * wk]);
+        for (int i = 0; i < nB; ++i) b.cond.at(layer, kch).get_row(i, &kmat[size_t(i) * wk]);
         KAMERA_TRY(truncated_svd(kmat.data(), nB, wk, r, SvdMethod::Gesdd, us, vt));
         for (int i = 0; i < nB; ++i)
           for (int j = 0; j < wk; ++j) {
@@ -196,7 +201,7 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
             for (int k = 0; k < r; ++k) s += double(us[size_t(i) * r + k]) * vt[size_t(k) * wk + j];
             rebuilt[size_t(i) * wk + j] = float(s);
           }
-        for (int i = 0; i < nB; ++i) lowk.kv.at(layer, 0).set_row(i, &rebuilt[size_t(i) * wk]);
+        for (int i = 0; i < nB; ++i) lowk.kv.at(layer, kch).set_row(i, &rebuilt[size_t(i) * wk]);
       }
       auto fork = b.pool.fork(b.prefix);
       if (!fork.ok()) return fork.error();
@@ -216,9 +221,11 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink) {
 }
 
 Status pooled_basis_pass(
-    const Model& model, Engine& engine, KvPool& pool, const std::vector<ReuseItem>& items,
-    const std::vector<std::vector<ChunkKV>>& deltas, int m, int32_t bos, double* error_ratio,
+    Context& ctx, const std::vector<ReuseItem>& items,
+    const std::vector<std::vector<ChunkKV>>& deltas, int m, double* error_ratio,
     const std::function<void(int, const std::vector<float>&, const std::vector<float>&)>& sink) {
+  const Model& model = ctx.model();
+  KvPool& pool = ctx.pool();
   const ModelConfig& c = model.cfg;
   const KvLayout layout = model.kv_layout();
   const int n_ch = int(layout.channels.size());
@@ -296,8 +303,8 @@ Status pooled_basis_pass(
         patch.factors.push_back(std::move(f));
       }
     // Serve the held-out item with the pooled-basis patch, against its re-prefill.
-    ChunkStore store(size_t(1) << 32);
-    ChunkCache cc(model, engine, pool, store, {bos});
+    ctx.clear_store();
+    ChunkCache& cc = ctx.cache();
     const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
                   pQ = pB + it.chunk.extent();
     ScopedSequence prefix(pool);

@@ -46,8 +46,8 @@ Status run_baselines(const BaselineItem& b, const ArmSink& sink);
 // A fixed per-layer basis (top-m right singular vectors of the deficits of the even items) used on
 // the odd (held-out) items: error ratio against each item's own rank-m SVD, and served logits.
 Status pooled_basis_pass(
-    const Model& model, Engine& engine, KvPool& pool, const std::vector<ReuseItem>& items,
-    const std::vector<std::vector<ChunkKV>>& deltas, int rank, int32_t bos, double* error_ratio,
+    Context& ctx, const std::vector<ReuseItem>& items,
+    const std::vector<std::vector<ChunkKV>>& deltas, int rank, double* error_ratio,
     const std::function<void(int, const std::vector<float>&, const std::vector<float>&)>& sink);
 
 }  // namespace kamera

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "eval/metrics.h"
+#include "eval/recompute.h"
 #include "reuse/chunk_cache.h"
 #include "reuse/patch.h"
 #include "reuse/store.h"
@@ -31,22 +32,27 @@ int32_t argmax_of(const std::vector<float>& l) {
 
 }  // namespace
 
-Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Engine& engine,
+ContextOptions minivl_eval_context(const minivl::MiniVl& mv, const MiniVlEvalOptions& o,
+                                   int n_threads) {
+  ContextOptions co;
+  co.n_threads = n_threads;
+  co.kv_tokens = 64 * (1 + int64_t(o.n_frames) * mv.vision.cfg.n_tokens() + 64);
+  co.anchor = {minivl::bos_id()};
+  return co;
+}
+
+Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
                                        const MiniVlEvalOptions& o) {
   using nlohmann::json;
   const Model& model = *mv.decoder;
+  if (&ctx.model() != &model)
+    return make_error(ErrorCode::InvalidArgument, "mini-VL eval: the context runs another model");
   const ModelConfig& c = model.cfg;
+  Engine& engine = ctx.engine();
   VisionEncoder enc(mv.vision);
   const int per_frame = mv.vision.cfg.n_tokens();
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = 64 * ((1 + o.n_frames * per_frame + 32) / pp.page_tokens + 2);
-  auto pool_r = KvPool::create(pp);
-  if (!pool_r.ok()) return pool_r.error();
-  KvPool& pool = **pool_r;
-  ChunkStore store(size_t(1) << 30);
-  ChunkCache cache(model, engine, pool, store, {minivl::bos_id()});
+  KvPool& pool = ctx.pool();
+  ChunkCache& cache = ctx.cache();
   size_t row_floats = 0;
   for (const auto& ch : pool.layout().channels) row_floats += size_t(ch.width);
   const double bytes_per_token = double(row_floats) * c.n_layers * 4;
@@ -168,7 +174,7 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Engine& engine,
         }
         plan.hidden = rows.data();
         RecomputeStats rs;
-        if (!plan.tokens.empty()) KAMERA_TRY(engine.recompute(pool, s.id(), plan, &rs));
+        if (!plan.tokens.empty()) KAMERA_TRY(recompute_tokens(engine, pool, s.id(), plan, &rs));
         auto l = answer_all(s.id(), rep->next_position);
         if (!l.ok()) return l.error();
         record(arm(name, knob), *l, double(rs.rows_written) * double(row_floats) * 4, rs.flops);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "context/context.h"
 #include "minivl/minivl.h"
 #include "model/forward.h"
 
@@ -30,7 +31,13 @@ struct MiniVlEvalOptions {
   std::function<void(int done, int total)> progress;
 };
 
-Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& model, Engine& engine,
+// A context for run_minivl_eval on this model: the decoder, BOS as the anchor, room for the
+// clips' sequences and forks.
+ContextOptions minivl_eval_context(const minivl::MiniVl& model, const MiniVlEvalOptions& opts,
+                                   int n_threads);
+
+// `ctx` holds model.decoder (see minivl_eval_context).
+Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& model, Context& ctx,
                                        const MiniVlEvalOptions& opts);
 
 }  // namespace kamera

@@ -153,34 +153,31 @@ Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const M
   return items;
 }
 
-Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
-                                         const std::vector<ReuseItem>& items,
+int64_t harness_kv_tokens(const std::vector<ReuseItem>& items) {
+  int max_tokens = 0;
+  for (const auto& it : items)
+    max_tokens = std::max(max_tokens, 1 + it.antecedent.n() + it.chunk.n() + it.query.n());
+  return 8 * (int64_t(max_tokens) + 32);  // a few live sequences (forks) at a time
+}
+
+Result<ReuseBenchResult> run_reuse_bench(Context& ctx, const std::vector<ReuseItem>& items,
                                          const ReuseBenchOptions& opts) {
+  const Model& model = ctx.model();
+  Engine& engine = ctx.engine();
   const ModelConfig& c = model.cfg;
   const int V = c.n_vocab;
   for (int r : opts.ranks)
     if (r != kFullRank && r < 1)
       return make_error(ErrorCode::InvalidArgument, "rank {} must be >= 1 or full", r);
   if (opts.ranks.empty()) return make_error(ErrorCode::InvalidArgument, "no ranks to evaluate");
-  int max_tokens = 0;
-  for (const auto& it : items)
-    max_tokens = std::max(max_tokens, 1 + it.antecedent.n() + it.chunk.n() + it.query.n());
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = 8 * (max_tokens / pp.page_tokens + 2);  // a few live sequences at a time
-  auto pool_r = KvPool::create(pp);
-  if (!pool_r.ok()) return pool_r.error();
-  KvPool& pool = **pool_r;
+  KvPool& pool = ctx.pool();
   const KvLayout& layout = pool.layout();
   const int n_ch = int(layout.channels.size());
-  int rope_ch = -1;  // the rotated channel (k for GQA, k_pe for MLA)
-  for (int ch = 0; ch < n_ch; ++ch)
-    if (layout.channels[ch].rotated) rope_ch = ch;
+  const int rope_ch = layout.rope_channel();  // k for GQA, k_pe for MLA
   if (rope_ch < 0)
     return make_error(ErrorCode::InvalidArgument,
                       "reuse-bench: the model's KV layout has no rope channel");
-  const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
+  const int32_t bos = ctx.bos();
 
   std::deque<ArmAccum> arms;  // stable references while arms are added
   auto arm = [&](const std::string& name, int rank, const std::string& param = "") -> ArmAccum& {
@@ -219,8 +216,8 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
 
   for (size_t idx = 0; idx < items.size(); ++idx) {
     const ReuseItem& it = items[idx];
-    ChunkStore store(size_t(1) << 34);
-    ChunkCache cc(model, engine, pool, store, {bos});
+    ctx.clear_store();  // every item starts from an empty store
+    ChunkCache& cc = ctx.cache();
     const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
                   pQ = pB + it.chunk.extent();
     const int nA = it.antecedent.n(), nB = it.chunk.n();
@@ -390,7 +387,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
             canon.kv.at(layer, ch).get_row(i, rb.data());
             for (int j = 0; j < w; ++j) e[j / hw] += double(ra[j] - rb[j]) * (ra[j] - rb[j]);
           }
-          if (c.attention == AttentionKind::Gqa && ch > 0) {
+          if (c.attention == AttentionKind::Gqa && ch == channel::kGqaValue) {
             for (int h = 0; h < heads; ++h)
               cells[cells.size() - heads + h] += e[h];  // k and v of a head
           } else {
@@ -510,8 +507,7 @@ Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
 
   if (opts.anatomy && items.size() >= 2) {
     KAMERA_TRY(pooled_basis_pass(
-        model, engine, pool, items, deltas_by_item, opts.pooled_rank, bos,
-        &res.pooled_basis_error_ratio,
+        ctx, items, deltas_by_item, opts.pooled_rank, &res.pooled_basis_error_ratio,
         [&](int item, const std::vector<float>& ref_logits, const std::vector<float>& logits) {
           ArmAccum& a = arm("pooled_basis", opts.pooled_rank);
           a.kl.push_back(mean_kl_rows(ref_logits, logits, V));

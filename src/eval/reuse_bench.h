@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/forward.h"
-#include "reuse/chunk_cache.h"
+#include "context/context.h"
 
 namespace kamera {
 
@@ -107,8 +106,12 @@ struct ReuseBenchResult {
   double match_patch_eta = NAN, partial_reprefill_to_match = NAN;
 };
 
-Result<ReuseBenchResult> run_reuse_bench(const Model& model, Engine& engine,
-                                         const std::vector<ReuseItem>& items,
+// The KV pool capacity (tokens) the harness needs for these items: a few live forks at a time.
+int64_t harness_kv_tokens(const std::vector<ReuseItem>& items);
+
+// Runs on `ctx`'s model, engine and pool (capacity at least harness_kv_tokens(items)); empties
+// its store before every item.
+Result<ReuseBenchResult> run_reuse_bench(Context& ctx, const std::vector<ReuseItem>& items,
                                          const ReuseBenchOptions& opts);
 
 nlohmann::json reuse_bench_json(const ReuseBenchResult& r);

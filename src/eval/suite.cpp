@@ -79,10 +79,17 @@ ReuseBenchOptions suite_reuse_options(const Model& model, bool smoke) {
   return o;
 }
 
-Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
-                                      const std::vector<EvalSplit>& splits,
+int64_t suite_kv_tokens(const std::vector<EvalSplit>& splits, const SuiteOptions& opts) {
+  int64_t n = 0;
+  for (const EvalSplit& s : splits) n = std::max(n, harness_kv_tokens(s.items));
+  const int max_len = *std::max_element(opts.timing_lengths.begin(), opts.timing_lengths.end());
+  return std::max<int64_t>(n, 4 * (1 + 32 + max_len + 32));
+}
+
+Result<nlohmann::json> run_eval_suite(Context& ctx, const std::vector<EvalSplit>& splits,
                                       const SuiteOptions& opts) {
   using nlohmann::json;
+  const Model& model = ctx.model();
   json out{{"kind", "kamera-eval"}, {"suite", opts.smoke ? "smoke" : "all"}};
   const ReuseBenchOptions base = suite_reuse_options(model, opts.smoke);
   json js = json::array();
@@ -90,8 +97,8 @@ Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
     ReuseBenchOptions o = base;
     if (opts.progress)
       o.progress = [&](int done, int total) { opts.progress(s.name, done, total); };
-    auto r = run_reuse_bench(model, engine, s.items, o);
-    if (!r.ok()) return make_error(ErrorCode::InvalidArgument, "split {}: {}", s.name, r.message());
+    auto r = run_reuse_bench(ctx, s.items, o);
+    if (!r.ok()) return with_context(r.error(), "split " + s.name);
     js.push_back(
         {{"name", s.name},
          {"source", s.source},
@@ -103,15 +110,7 @@ Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
 
   // Serve vs re-prefill by chunk length: B into the pool behind a cached 32-token antecedent.
   json timing = json::array();
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.page_tokens = 16;
-  const int max_len = *std::max_element(opts.timing_lengths.begin(), opts.timing_lengths.end());
-  pp.n_pages = 4 * ((1 + 32 + max_len) / pp.page_tokens + 2);
-  auto pool_r = KvPool::create(pp);
-  if (!pool_r.ok()) return pool_r.error();
-  KvPool& pool = **pool_r;
-  const int32_t bos = model.tokenizer ? model.tokenizer->bos() : 1;
+  KvPool& pool = ctx.pool();
   int done = 0;
   for (int len : opts.timing_lengths) {
     ++done;
@@ -123,8 +122,8 @@ Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
     ts.query_tokens = 1;
     ts.seed = 100 + uint64_t(len);
     const ReuseItem it = random_token_items(model, ts)[0];
-    ChunkStore store(size_t(1) << 32);
-    ChunkCache cc(model, engine, pool, store, {bos});
+    ctx.clear_store();
+    ChunkCache& cc = ctx.cache();
     const int32_t pB = cc.anchor_extent() + it.antecedent.extent();
     ScopedSequence prefix(pool);
     KAMERA_TRY(cc.place_anchor(prefix.id()));

@@ -37,8 +37,10 @@ Result<std::vector<EvalSplit>> default_splits(const Model& model, const std::str
 // ReuseBenchOptions for the suite (smoke: shorter sweeps).
 ReuseBenchOptions suite_reuse_options(const Model& model, bool smoke);
 
-Result<nlohmann::json> run_eval_suite(const Model& model, Engine& engine,
-                                      const std::vector<EvalSplit>& splits,
+// The KV pool capacity (tokens) the suite needs for these splits.
+int64_t suite_kv_tokens(const std::vector<EvalSplit>& splits, const SuiteOptions& opts);
+
+Result<nlohmann::json> run_eval_suite(Context& ctx, const std::vector<EvalSplit>& splits,
                                       const SuiteOptions& opts);
 
 }  // namespace kamera

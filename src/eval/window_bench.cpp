@@ -46,15 +46,14 @@ struct Group {
 
 class Bench {
  public:
-  Bench(const Model& m, Engine& e, KvPool& pool, const WindowBenchOptions& o)
-      : m_(m), e_(e), pool_(pool), opts_(o), rng_(uint32_t(o.seed)) {}
+  Bench(Context& ctx, const WindowBenchOptions& o)
+      : ctx_(ctx), m_(ctx.model()), pool_(ctx.pool()), opts_(o), rng_(uint32_t(o.seed)) {}
 
+  // The context's cache with an empty store: every measurement starts cold.
   ChunkCache& fresh_cache() {
-    store_ = std::make_unique<ChunkStore>(size_t(1) << 34);
-    cache_ = std::make_unique<ChunkCache>(m_, e_, pool_, *store_, std::vector<int32_t>{bos()});
-    return *cache_;
+    ctx_.clear_store();
+    return ctx_.cache();
   }
-  int32_t bos() const { return m_.tokenizer ? m_.tokenizer->bos() : 1; }
   int V() const { return m_.cfg.n_vocab; }
 
   PatchOptions patch_opts(int rank, int n_tokens) const {
@@ -71,7 +70,7 @@ class Bench {
   Result<std::vector<float>> reprefill(const std::vector<ChunkContent>& chunks,
                                        const ChunkContent& q, int capture = -1,
                                        ChunkKV* captured = nullptr, double* ms = nullptr) {
-    ChunkCache& cc = *cache_;
+    ChunkCache& cc = ctx_.cache();
     ScopedSequence s(pool_);
     KAMERA_TRY(cc.place_anchor(s.id()));
     int32_t pos = cc.anchor_extent();
@@ -92,7 +91,7 @@ class Bench {
   Result<std::vector<float>> served(const std::vector<ChunkContent>& prefix,
                                     const CanonicalEntry& c, const Patch* patch,
                                     const ChunkContent& q, double* ms = nullptr) {
-    ChunkCache& cc = *cache_;
+    ChunkCache& cc = ctx_.cache();
     ScopedSequence s(pool_);
     KAMERA_TRY(cc.place_anchor(s.id()));
     int32_t pos = cc.anchor_extent();
@@ -136,7 +135,7 @@ class Bench {
   ChunkContent pick(const std::vector<ChunkContent>& pool, std::vector<ChunkId>& used, int cap) {
     for (;;) {
       const ChunkContent c = truncated(pool[rng_() % pool.size()], cap);
-      const ChunkId id = cache_->id_of(c);
+      const ChunkId id = ctx_.cache().id_of(c);
       if (std::find(used.begin(), used.end(), id) == used.end()) {
         used.push_back(id);
         return c;
@@ -147,17 +146,11 @@ class Bench {
     return (m_.cfg.ctx_len - 1 - q.n()) / n_chunks;
   }
 
+  Context& ctx_;
   const Model& m_;
-  Engine& e_;
   KvPool& pool_;
   const WindowBenchOptions& opts_;
   std::mt19937 rng_;
-  std::unique_ptr<ChunkStore> store_;
-  std::unique_ptr<ChunkCache> cache_;
-
-  friend Result<WindowBenchResult> run_window_bench(const Model&, Engine&,
-                                                    const std::vector<ReuseItem>&,
-                                                    const WindowBenchOptions&);
 };
 
 Status Bench::slide(const std::vector<ReuseItem>& items, const std::vector<ChunkContent>& pc) {
@@ -175,7 +168,7 @@ Status Bench::slide(const std::vector<ReuseItem>& items, const std::vector<Chunk
     const ChunkContent x = pick(pc, used, cap);
     WindowPolicy exact;
     exact.rank = kFullRank;
-    auto w = Window::create(cc, pool_, exact);
+    auto w = Window::create(ctx_, exact);
     if (!w.ok()) return w.error();
     for (const auto& c : {x, a, b}) KAMERA_TRY((*w)->admit_back(c));
     double t0 = now_ms();
@@ -374,8 +367,11 @@ Status Bench::recall(const std::vector<ReuseItem>& items, const std::vector<Chun
 
 }  // namespace
 
-Result<WindowBenchResult> run_window_bench(const Model& model, Engine& engine,
-                                           const std::vector<ReuseItem>& all_items,
+int64_t window_bench_kv_tokens(const Model& model) {
+  return 12 * (int64_t(model.cfg.ctx_len) + 128);
+}
+
+Result<WindowBenchResult> run_window_bench(Context& ctx, const std::vector<ReuseItem>& all_items,
                                            const WindowBenchOptions& opts) {
   std::vector<ReuseItem> items = all_items;
   if (opts.max_items > 0 && int(items.size()) > opts.max_items) items.resize(opts.max_items);
@@ -386,13 +382,7 @@ Result<WindowBenchResult> run_window_bench(const Model& model, Engine& engine,
     chunk_pool.push_back(it.antecedent);
     chunk_pool.push_back(it.chunk);
   }
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = 12 * (model.cfg.ctx_len / 16 + 8);
-  auto pool = KvPool::create(pp);
-  if (!pool.ok()) return pool.error();
-  Bench b(model, engine, **pool, opts);
+  Bench b(ctx, opts);
   for (const std::string& s : opts.scenarios) {
     Status st = s == "slide"     ? b.slide(items, chunk_pool)
                 : s == "reorder" ? b.reorder(items, chunk_pool)

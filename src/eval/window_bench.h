@@ -47,8 +47,12 @@ struct WindowBenchResult {
   std::vector<std::string> notes;  // what was skipped and why
 };
 
-Result<WindowBenchResult> run_window_bench(const Model& model, Engine& engine,
-                                           const std::vector<ReuseItem>& items,
+// The KV pool capacity (tokens) the window bench needs for this model.
+int64_t window_bench_kv_tokens(const Model& model);
+
+// Runs on `ctx` (pool capacity at least window_bench_kv_tokens()); empties its store between
+// measurements.
+Result<WindowBenchResult> run_window_bench(Context& ctx, const std::vector<ReuseItem>& items,
                                            const WindowBenchOptions& opts);
 
 nlohmann::json window_bench_json(const WindowBenchResult& r);

@@ -28,6 +28,18 @@ int KvLayout::channel_index(std::string_view name) const {
   return -1;
 }
 
+int KvLayout::rope_channel() const {
+  for (size_t i = 0; i < channels.size(); ++i)
+    if (channels[i].rotated) return static_cast<int>(i);
+  return -1;
+}
+
+int KvLayout::content_channel() const {
+  for (size_t i = 0; i < channels.size(); ++i)
+    if (!channels[i].rotated) return static_cast<int>(i);
+  return -1;
+}
+
 size_t KvLayout::floats_per_token() const {
   size_t per_layer = 0;
   for (const ChannelDesc& c : channels) per_layer += static_cast<size_t>(std::max(c.width, 0));

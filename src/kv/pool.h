@@ -43,7 +43,18 @@ struct KvLayout {
 
   int channel_index(std::string_view name) const;  // -1 when absent
   size_t floats_per_token() const;                 // sum of widths * n_layers
+  int rope_channel() const;                        // the first rotated channel, -1 when none
+  int content_channel() const;  // the first channel that is not rotated, -1 when none
 };
+
+// Channel indices of the two attention families' layouts (Model::kv_layout(); docs/DESIGN.md
+// section 2). The reuse layer never needs them: it reads `rotated` from the layout.
+namespace channel {
+inline constexpr int kGqaKey = 0;     // "k": n_kv_heads x head_dim, rope, stored pre-rotation
+inline constexpr int kGqaValue = 1;   // "v": n_kv_heads x head_dim, content
+inline constexpr int kMlaLatent = 0;  // "c_kv": kv_lora_rank, content (shared by K and V)
+inline constexpr int kMlaRope = 1;    // "k_pe": qk_rope_dim, rope (shared by all heads)
+}  // namespace channel
 
 using SeqId = int32_t;
 

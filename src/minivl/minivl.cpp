@@ -6,7 +6,7 @@
 namespace kamera::minivl {
 
 ModelConfig decoder_config() {
-  ModelConfig c = *synthetic_preset("qwen2vl", "tiny");
+  ModelConfig c = *synthetic_preset(Arch::Qwen2Vl, "tiny");
   c.dim = 64;
   c.n_layers = 4;
   c.n_heads = 4;
@@ -65,10 +65,10 @@ Result<MiniVl> MiniVl::load(const std::string& decoder_path, const std::string& 
   if (!d.ok()) return d.error();
   m.decoder = std::move(*d);
   const ModelConfig& c = m.decoder->cfg;
-  if (c.arch != "qwen2vl")
+  if (c.arch != Arch::Qwen2Vl)
     return make_error(ErrorCode::InvalidArgument,
                       "{}: the mini-VL decoder must be a qwen2vl model (this is '{}')",
-                      decoder_path, c.arch);
+                      decoder_path, arch_name(c.arch));
   if (c.n_vocab != kVocabSize)
     return make_error(ErrorCode::InvalidArgument,
                       "{}: vocabulary of {} tokens, the mini-VL word vocabulary has {}",

@@ -33,7 +33,7 @@ inline constexpr const char* kDecoderFile = "models/minivl/minivl.gguf";
 inline constexpr const char* kVisionFile = "models/minivl/minivl-mmproj.gguf";
 
 struct MiniVl {
-  std::unique_ptr<Model> decoder;
+  std::shared_ptr<const Model> decoder;
   VisionModel vision;
 
   // Loads both files; checks that they fit together (the encoder's output width is the

@@ -91,7 +91,7 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
     grow(x_, size_t(n) * c.dim);
     load_rows(in, off, n, x_.data());
     const RowGroup g{seq, *first + off, n, 0, mask};
-    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits, &opt));
+    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits, opt.observer));
   }
   return logits;
 }
@@ -186,64 +186,29 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   add_inplace(x, tmp_.data(), int64_t(n) * d);
 }
 
-Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
-                         std::vector<float>& logits, const ForwardOptions* diag) {
-  const ModelConfig& c = model_.cfg;
-  int n = 0;
-  for (const RowGroup& g : groups) n += g.n;
-  const int d = c.dim, qw = c.q_width(), kvw = c.kv_width();
-  const int ow = c.attn_out_width();
-  grow_scratch(n);
-  float* x = x_.data();
-
-  const int kch = 0, vch = 1;
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-  const int half = c.rope.n_pairs();
-  std::vector<float> cs(size_t(n) * half), sn(size_t(n) * half);  // query angles, n x n_pairs
+// Rope angles of every row at its token's current position.
+void Engine::row_angles(const KvPool& kv, std::span<const RowGroup> groups, int n) {
+  const int half = model_.cfg.rope.n_pairs();
+  grow(cs_, size_t(n) * half);
+  grow(sn_, size_t(n) * half);
   for (const RowGroup& g : groups) {
     const auto positions = kv.positions(g.seq);
     for (int t = 0; t < g.n; ++t)
-      rope_.angles(positions[g.first + t], &cs[size_t(g.row0 + t) * half],
-                   &sn[size_t(g.row0 + t) * half]);
+      rope_.angles(positions[g.token(t)], &cs_[size_t(g.row0 + t) * half],
+                   &sn_[size_t(g.row0 + t) * half]);
   }
+}
 
-  AttentionExtras extras;
-  if (diag && diag->key_mass) {
-    const int n_seq = kv.n_tokens(groups[0].seq);
-    if (int(diag->key_mass->size()) < n_seq) diag->key_mass->resize(n_seq, 0.0f);
-    extras.key_mass = diag->key_mass->data();
-  }
-  for (int li = 0; li < c.n_layers; ++li) {
-    const LayerWeights& L = model_.layers[li];
-    if (diag && diag->captured_hidden && diag->capture_layer == li)
-      diag->captured_hidden->insert(diag->captured_hidden->end(), x, x + size_t(n) * d);
-    rmsnorm(x, L.attn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
-    if (c.attention == AttentionKind::Mla) {
-      mla_attention_block(kv, li, n, groups, cs.data(), sn.data(), extras.key_mass);
-    } else {
-      qkv_projections(L, n);
-      float* k_arena = kv.arena(li, kch);
-      float* v_arena = kv.arena(li, vch);
-      for (const RowGroup& g : groups) {  // KV rows into the pool; keys pre-rotation
-        const auto slots = kv.slots(g.seq);
-        for (int t = 0; t < g.n; ++t) {
-          const size_t slot = size_t(slots[g.first + t]), row = size_t(g.row0 + t);
-          std::memcpy(k_arena + slot * kvw, k_.data() + row * kvw, sizeof(float) * kvw);
-          std::memcpy(v_arena + slot * kvw, v_.data() + row * kvw, sizeof(float) * kvw);
-        }
-      }
-      pool_.parallel_for(n, [&](int64_t a, int64_t b) {
-        for (int64_t t = a; t < b; ++t)
-          rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half],
-                     q_.data() + size_t(t) * qw, c.n_heads);
-      });
-      for (const RowGroup& g : groups)
-        attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
-                        kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
-                        att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, extras);
-    }
-    output_and_ffn(L, x, n);
-  }
+Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
+                         std::vector<float>& logits, ForwardObserver* observer) {
+  const ModelConfig& c = model_.cfg;
+  int n = 0;
+  for (const RowGroup& g : groups) n += g.n;
+  const int d = c.dim;
+  grow_scratch(n);
+  float* x = x_.data();
+  row_angles(kv, groups, n);
+  for (int li = 0; li < c.n_layers; ++li) run_layer(kv, li, n, groups, x, observer);
 
   if (logits_mode == LogitsMode::None) return Status::Ok();
   // Rows whose logits are wanted: every row, or the last row of every group.
@@ -261,189 +226,131 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   return Status::Ok();
 }
 
-Status Engine::recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan, RecomputeStats* stats) {
+// One transformer layer over rows x (n x dim) of the groups, rope angles in cs_/sn_: attention
+// (K/V rows written into the pool, pre-rotation), then the output projection and FFN, in place.
+void Engine::run_layer(KvPool& kv, int li, int n, std::span<const RowGroup> groups, float* x,
+                       ForwardObserver* observer) {
   const ModelConfig& c = model_.cfg;
-  const bool mla = c.attention == AttentionKind::Mla;
-  if (!kv.has_sequence(seq))
-    return make_error(ErrorCode::NotFound, "recompute: unknown sequence {}", seq);
-  KAMERA_TRY(check_layout(kv));
-  std::vector<int> set = plan.tokens;
-  if (set.empty()) return Status::Ok();
-  const int n_seq = kv.n_tokens(seq);
-  for (size_t i = 0; i < set.size(); ++i)
-    if (set[i] < 0 || set[i] >= n_seq || (i > 0 && set[i] <= set[i - 1]))
-      return make_error(ErrorCode::InvalidArgument,
-                        "recompute: token indices must be ascending and inside the sequence");
-  if (plan.from_layer < 0 || plan.from_layer >= c.n_layers)
-    return make_error(ErrorCode::InvalidArgument, "recompute: from_layer {} is outside [0, {})",
-                      plan.from_layer, c.n_layers);
-  if (!plan.hidden && (plan.from_layer != 0 || plan.ids.size() != set.size()))
-    return make_error(ErrorCode::InvalidArgument,
-                      "recompute: give hidden rows, or token ids when starting at layer 0");
-  KAMERA_TRY(kv.make_writable(seq, set.front(), set.back() + 1));
-  const int d = c.dim, qw = c.q_width(), kvw = c.kv_width(), hid = c.ffn_dim,
-            half = c.rope.n_pairs();
-  const int ow = c.attn_out_width();
-  int n = int(set.size());
-  grow_scratch(n);
-  float* x = x_.data();
-  if (plan.hidden) {
-    std::memcpy(x, plan.hidden, sizeof(float) * size_t(n) * d);
+  const LayerWeights& L = model_.layers[li];
+  if (observer) observer->layer_input(li, x, n, c.dim);
+  float* key_mass = observer ? observer->key_mass(li, kv.n_tokens(groups[0].seq)) : nullptr;
+  rmsnorm(x, L.attn_norm.data(), xb_.data(), n, c.dim, c.rms_eps, &pool_);
+  if (c.attention == AttentionKind::Mla) {
+    mla_attention_block(kv, li, n, groups, key_mass);
   } else {
-    for (int t = 0; t < n; ++t) {
-      if (plan.ids[t] < 0 || plan.ids[t] >= c.n_vocab)
-        return make_error(ErrorCode::InvalidArgument,
-                          "recompute: token id {} is outside the vocabulary", plan.ids[t]);
-      std::memcpy(x + size_t(t) * d, model_.tok_embd.data() + size_t(plan.ids[t]) * d,
-                  sizeof(float) * d);
+    gqa_attention_block(kv, li, n, groups, key_mass);
+  }
+  output_and_ffn(L, x, n);
+}
+
+// MHA/GQA: project, cache K (pre-rotation) and V, rotate the queries, attend per group. Leaves
+// the head outputs in att_.
+void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowGroup> groups,
+                                 float* key_mass) {
+  const ModelConfig& c = model_.cfg;
+  const int qw = c.q_width(), kvw = c.kv_width(), ow = c.attn_out_width();
+  const int half = c.rope.n_pairs();
+  qkv_projections(model_.layers[li], n);
+  float* k_arena = kv.arena(li, channel::kGqaKey);
+  float* v_arena = kv.arena(li, channel::kGqaValue);
+  for (const RowGroup& g : groups) {  // KV rows into the pool; keys pre-rotation
+    const auto slots = kv.slots(g.seq);
+    for (int t = 0; t < g.n; ++t) {
+      const size_t slot = size_t(slots[g.token(t)]), row = size_t(g.row0 + t);
+      std::memcpy(k_arena + slot * kvw, k_.data() + row * kvw, sizeof(float) * kvw);
+      std::memcpy(v_arena + slot * kvw, v_.data() + row * kvw, sizeof(float) * kvw);
     }
   }
+  pool_.parallel_for(n, [&](int64_t a, int64_t b) {
+    for (int64_t t = a; t < b; ++t)
+      rope_apply(c.rope, &cs_[size_t(t) * half], &sn_[size_t(t) * half], q_.data() + size_t(t) * qw,
+                 c.n_heads);
+  });
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
-  // The content channel CacheBlend ranks by (v; MLA: the latent c_kv) and every channel's width.
-  const KvLayout& layout = kv.layout();
-  const int content_ch = mla ? 0 : 1;
-  // FLOPs (2 per multiply-add): the Q/K/V projections of one token, and attention per key.
-  const MlaConfig& m = c.mla;
-  const double proj_flops =
-      mla ? 2.0 * ((m.q_lora_rank > 0 ? double(d) * m.q_lora_rank + double(m.q_lora_rank) * qw
-                                      : double(d) * qw) +
-                   double(d) * (m.kv_lora_rank + m.qk_rope_dim))
-          : 2.0 * (double(d) * qw + 2.0 * d * kvw);
-  const double key_flops =
-      mla ? 2.0 * c.n_heads * (2.0 * m.kv_lora_rank + m.qk_rope_dim) : 4.0 * c.n_heads * c.head_dim;
-  const double query_flops =  // MLA: absorbing q_nope into the latent, and the value projection
-      mla ? 2.0 * c.n_heads * double(m.kv_lora_rank) * (m.qk_nope_dim + m.v_head_dim) : 0.0;
-  std::vector<float> cs, sn;
-  auto angles = [&] {
-    const auto positions = kv.positions(seq);
-    cs.resize(size_t(n) * half);
-    sn.resize(size_t(n) * half);
-    for (int t = 0; t < n; ++t)
-      rope_.angles(positions[set[t]], &cs[size_t(t) * half], &sn[size_t(t) * half]);
-  };
-  // Keeps rows `keep_rows` (ascending) of the per-row buffers; set and n follow.
-  auto compact = [&](const std::vector<int>& keep_rows,
-                     std::initializer_list<std::pair<float*, int>> bufs) {
-    std::vector<int> kept;
-    for (int r = 0; r < int(keep_rows.size()); ++r) {  // in place: r <= keep_rows[r]
-      for (auto [buf, w] : bufs)
-        std::memmove(buf + size_t(r) * w, buf + size_t(keep_rows[r]) * w, sizeof(float) * w);
-      kept.push_back(set[keep_rows[r]]);
-    }
-    if (stats)  // the dropped tokens' projections were spent on the ranking
-      stats->flops += double(n - int(kept.size())) * proj_flops;
-    set = std::move(kept);
-    n = int(set.size());
-  };
-  // Ranks rows by mean squared deviation of `fresh` (row t at fresh + t * w) from the pool's rows.
-  auto top_deviation = [&](const float* fresh, const float* arena, int w) {
-    const auto slots = kv.slots(seq);
-    std::vector<std::pair<double, int>> dev(n);
-    for (int t = 0; t < n; ++t) {
-      const float* reused = arena + size_t(slots[set[t]]) * w;
-      double s = 0;
-      for (int j = 0; j < w; ++j) {
-        const double e = double(fresh[size_t(t) * w + j]) - reused[j];
-        s += e * e;
-      }
-      dev[t] = {s / w, t};
-    }
-    std::sort(dev.begin(), dev.end(), [](auto& a, auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    std::vector<int> keep_rows;
-    for (int i = 0; i < std::min(n, std::max(0, plan.keep)); ++i)
-      keep_rows.push_back(dev[i].second);
-    std::sort(keep_rows.begin(), keep_rows.end());
-    return keep_rows;
-  };
-  for (int li = plan.from_layer; li < c.n_layers; ++li) {
-    const LayerWeights& L = model_.layers[li];
-    const bool filter = li == plan.select_layer && plan.keep < n;
-    rmsnorm(x, L.attn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
-    if (mla) {
-      if (filter) {
-        // Project every token once to rank them (the block writes their rows; the reused rows
-        // of the tokens that are dropped are put back), then run the kept ones for real.
-        const auto slots = kv.slots(seq);
-        std::vector<std::vector<float>> saved(layout.channels.size());
-        for (size_t ch = 0; ch < saved.size(); ++ch) {
-          const int w = layout.channels[ch].width;
-          saved[ch].resize(size_t(n) * w);
-          for (int t = 0; t < n; ++t)
-            std::memcpy(&saved[ch][size_t(t) * w],
-                        kv.arena(li, int(ch)) + size_t(slots[set[t]]) * w, sizeof(float) * w);
-        }
-        angles();
-        const RowGroup g{seq, 0, n, 0, nullptr, set};
-        mla_attention_block(kv, li, n, {&g, 1}, cs.data(), sn.data());
-        const int w = layout.channels[content_ch].width;
-        std::vector<float> fresh(size_t(n) * w);
-        for (int t = 0; t < n; ++t)
-          std::memcpy(&fresh[size_t(t) * w], kv.arena(li, content_ch) + size_t(slots[set[t]]) * w,
-                      sizeof(float) * w);
-        // Restore every row, then rank against the reused rows.
-        for (size_t ch = 0; ch < saved.size(); ++ch) {
-          const int cw = layout.channels[ch].width;
-          for (int t = 0; t < n; ++t)
-            std::memcpy(kv.arena(li, int(ch)) + size_t(slots[set[t]]) * cw,
-                        &saved[ch][size_t(t) * cw], sizeof(float) * cw);
-        }
-        const std::vector<int> keep_rows = top_deviation(fresh.data(), kv.arena(li, content_ch), w);
-        compact(keep_rows, {{x, d}});
-        if (n == 0) return Status::Ok();
-        rmsnorm(x, L.attn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
-      }
-      angles();
-      const RowGroup g{seq, 0, n, 0, nullptr, set};
-      mla_attention_block(kv, li, n, {&g, 1}, cs.data(), sn.data());
-    } else {
-      qkv_projections(L, n);
-      float* k_arena = kv.arena(li, 0);
-      float* v_arena = kv.arena(li, 1);
-      if (filter) {  // rank by deviation of the recomputed V from the reused V
-        const std::vector<int> keep_rows = top_deviation(v_.data(), v_arena, kvw);
-        compact(keep_rows, {{x, d}, {q_.data(), qw}, {k_.data(), kvw}, {v_.data(), kvw}});
-        if (n == 0) return Status::Ok();
-      }
-      const auto slots = kv.slots(seq);
-      for (int t = 0; t < n; ++t) {
-        const size_t slot = size_t(slots[set[t]]);
-        std::memcpy(k_arena + slot * kvw, k_.data() + size_t(t) * kvw, sizeof(float) * kvw);
-        std::memcpy(v_arena + slot * kvw, v_.data() + size_t(t) * kvw, sizeof(float) * kvw);
-      }
-      angles();
-      for (int t = 0; t < n; ++t)
-        rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half], q_.data() + size_t(t) * qw,
-                   c.n_heads);
-      AttentionExtras ex;
-      ex.query_index = set;
-      attention_paged(shape, q_.data(), n, 0, k_arena, v_arena, slots, kv.positions(seq), rope_,
-                      nullptr, att_.data(), pool_, attn_ws_, ex);
-    }
-    output_and_ffn(L, x, n);
-    if (stats) {
-      stats->token_layers += n;
-      stats->rows_written += n;
-      double keys = 0;
-      for (int t = 0; t < n; ++t) keys += set[t] + 1;  // causal: token i attends to i + 1 keys
-      stats->flops += n * (proj_flops + query_flops + 2.0 * (double(ow) * d + 3.0 * d * hid)) +
-                      keys * key_flops;
-    }
+  for (const RowGroup& g : groups) {
+    AttentionExtras ex;
+    ex.query_index = g.tokens;
+    ex.key_mass = key_mass;
+    attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
+                    kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
+                    att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, ex);
   }
+}
+
+void Engine::embed(std::span<const int32_t> ids, float* x) const {
+  const int d = model_.cfg.dim;
+  for (size_t t = 0; t < ids.size(); ++t)
+    std::memcpy(x + t * d, model_.tok_embd.data() + size_t(ids[t]) * d, sizeof(float) * d);
+}
+
+void Engine::layer_channels(int li, const float* x, int n, std::vector<std::vector<float>>& out) {
+  const ModelConfig& c = model_.cfg;
+  const LayerWeights& L = model_.layers[li];
+  grow_scratch(n);
+  rmsnorm(x, L.attn_norm.data(), xb_.data(), n, c.dim, c.rms_eps, &pool_);
+  out.resize(2);
+  if (c.attention == AttentionKind::Mla) {
+    const int lat = c.mla.kv_lora_rank, R = c.mla.qk_rope_dim;
+    mla_latent_rows(L, n);
+    out[channel::kMlaLatent].assign(v_.begin(), v_.begin() + size_t(n) * lat);
+    out[channel::kMlaRope].resize(size_t(n) * R);
+    for (int t = 0; t < n; ++t)
+      std::memcpy(&out[channel::kMlaRope][size_t(t) * R], k_.data() + size_t(t) * (lat + R) + lat,
+                  sizeof(float) * R);
+  } else {
+    const size_t w = size_t(n) * c.kv_width();
+    qkv_projections(L, n);
+    out[channel::kGqaKey].assign(k_.begin(), k_.begin() + w);
+    out[channel::kGqaValue].assign(v_.begin(), v_.begin() + w);
+  }
+}
+
+Status Engine::layer_step(KvPool& kv, SeqId seq, int li, std::span<const int> tokens, float* x,
+                          ForwardObserver* observer) {
+  const int n = int(tokens.size());
+  if (!kv.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "layer step: unknown sequence {}", seq);
+  if (li < 0 || li >= model_.cfg.n_layers)
+    return make_error(ErrorCode::InvalidArgument, "layer step: layer {} is outside [0, {})", li,
+                      model_.cfg.n_layers);
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= kv.n_tokens(seq) || (i > 0 && tokens[i] <= tokens[i - 1]))
+      return make_error(ErrorCode::InvalidArgument,
+                        "layer step: token indices must be ascending and inside the sequence");
+  if (n == 0) return Status::Ok();
+  KAMERA_TRY(check_layout(kv));
+  KAMERA_TRY(kv.make_writable(seq, tokens.front(), tokens.back() + 1));
+  grow_scratch(n);
+  const RowGroup g{seq, 0, n, 0, nullptr, tokens};
+  row_angles(kv, {&g, 1}, n);
+  run_layer(kv, li, n, {&g, 1}, x, observer);
   return Status::Ok();
+}
+
+// MLA latent rows of the n normed rows in xb_: k_ = [latent | k_pe] (n x (lat + R)), v_ = the
+// normalized latent (n x lat). The query projections stay for the attention block.
+void Engine::mla_latent_rows(const LayerWeights& L, int n) {
+  const ModelConfig& c = model_.cfg;
+  const int d = c.dim, lat = c.mla.kv_lora_rank, R = c.mla.qk_rope_dim;
+  matmul_wt(xb_.data(), L.wkv_a.data(), nullptr, k_.data(), n, d, lat + R);
+  for (int t = 0; t < n; ++t)
+    std::memcpy(v_.data() + size_t(t) * lat, k_.data() + size_t(t) * (lat + R),
+                sizeof(float) * lat);
+  rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
 }
 
 // MLA: project, cache the normalized latent (content) and the pre-rotation k_pe (rope), rotate the
 // queries' rope part, attend in the latent space per group. Leaves the head outputs in att_.
 void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowGroup> groups,
-                                 const float* cs, const float* sn, float* key_mass) {
+                                 float* key_mass) {
   const ModelConfig& c = model_.cfg;
   const LayerWeights& L = model_.layers[li];
   const MlaConfig& m = c.mla;
   const int d = c.dim, qw = c.q_width(), half = c.rope.n_pairs();
   const int lat = m.kv_lora_rank, R = m.qk_rope_dim, dq = m.qk_nope_dim + m.qk_rope_dim;
   const int ow = c.attn_out_width();
+  const float* cs = cs_.data();
+  const float* sn = sn_.data();
   if (m.q_lora_rank > 0) {
     matmul_wt(xb_.data(), L.wq_a.data(), nullptr, v_.data(), n, d, m.q_lora_rank);
     rmsnorm(v_.data(), L.q_a_norm.data(), v_.data(), n, m.q_lora_rank, c.rms_eps, &pool_);
@@ -451,13 +358,9 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
   } else {
     matmul_wt(xb_.data(), L.wq.data(), nullptr, q_.data(), n, d, qw);
   }
-  matmul_wt(xb_.data(), L.wkv_a.data(), nullptr, k_.data(), n, d, lat + R);
-  for (int t = 0; t < n; ++t)
-    std::memcpy(v_.data() + size_t(t) * lat, k_.data() + size_t(t) * (lat + R),
-                sizeof(float) * lat);
-  rmsnorm(v_.data(), L.kv_a_norm.data(), v_.data(), n, lat, c.rms_eps, &pool_);
-  float* c_arena = kv.arena(li, 0);
-  float* kpe_arena = kv.arena(li, 1);
+  mla_latent_rows(L, n);
+  float* c_arena = kv.arena(li, channel::kMlaLatent);
+  float* kpe_arena = kv.arena(li, channel::kMlaRope);
   for (const RowGroup& g : groups) {
     const auto slots = kv.slots(g.seq);
     for (int t = 0; t < g.n; ++t) {

@@ -29,38 +29,30 @@ struct ForwardInput {
 
 enum class LogitsMode { None, Last, All };
 
+// Observation hooks of a forward, in the spirit of llama.cpp's cb_eval: the engine calls them
+// while it runs, so experiments (eval/) can read intermediate values without the engine knowing
+// about them. They never change what the forward computes.
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  // The n hidden rows (n x dim) entering `layer`.
+  virtual void layer_input(int layer, const float* x, int n, int dim) {
+    (void)layer, (void)x, (void)n, (void)dim;
+  }
+  // A buffer of at least n_keys floats (the sequence's tokens) to which attention at `layer`
+  // adds the weight each key receives, summed over heads and queries; null: not wanted.
+  virtual float* key_mass(int layer, int n_keys) {
+    (void)layer, (void)n_keys;
+    return nullptr;
+  }
+};
+
 struct ForwardOptions {
   LogitsMode logits = LogitsMode::Last;
   // Extra masking: query indices are within this input, key indices within the sequence.
   const AttentionMask* mask = nullptr;
-  int max_batch = 512;  // tokens per micro-batch (bounds scratch memory)
-  // Diagnostics for the evaluation suite:
-  int capture_layer = -1;                         // >= 0: the hidden rows entering this layer are
-  std::vector<float>* captured_hidden = nullptr;  //   appended here (n x dim)
-  std::vector<float>* key_mass = nullptr;  // += attention weight per sequence token, summed over
-                                           //   layers, heads and queries (resized as needed)
-};
-
-// In-context recompute of chosen tokens already in a sequence (the token-selection baselines of
-// the evaluation suite: CacheBlend, EPIC, VLCache, partial re-prefill): from layer `from_layer`
-// up, the chosen tokens' K/V rows are recomputed from their hidden states and overwrite the pool
-// rows, and their queries attend to the sequence as it stands (reused rows of the others,
-// recomputed rows of the chosen).
-struct RecomputePlan {
-  std::vector<int> tokens;  // sequence indices, ascending
-  int from_layer = 0;
-  const float* hidden = nullptr;  // rows entering from_layer (tokens x dim), or null: embeddings
-  std::span<const int32_t> ids;   // token ids when hidden is null (from_layer 0)
-  // CacheBlend's gradual filtering: at select_layer keep only the `keep` tokens whose recomputed
-  // V deviates most (mean squared) from the reused one; the others stop there.
-  int select_layer = -1;
-  int keep = 0;
-};
-
-struct RecomputeStats {
-  int64_t token_layers = 0;  // (token, layer) pairs recomputed: the FLOP count is proportional
-  int64_t rows_written = 0;  // (token, layer) K/V rows overwritten in the pool (each: all channels)
-  double flops = 0;          // forward FLOPs spent (GEMMs and attention; 2 per multiply-add)
+  int max_batch = 512;                  // tokens per micro-batch (bounds scratch memory)
+  ForwardObserver* observer = nullptr;  // optional hooks (see ForwardObserver)
 };
 
 // Runs one model over sequences of a KV pool whose layout is model.kv_layout(). Not thread-safe;
@@ -90,9 +82,20 @@ class Engine {
   };
   Result<std::vector<float>> decode(KvPool& kv, std::span<const DecodeRow> rows);
 
-  // See RecomputePlan. Every attention family (MHA/GQA, MLA).
-  Status recompute(KvPool& kv, SeqId seq, const RecomputePlan& plan,
-                   RecomputeStats* stats = nullptr);
+  // --- Layer steps: the building blocks of forward(), for callers that recompute chosen
+  // tokens in place (eval/'s token-recompute baselines). Rows are tokens of `seq` already in the
+  // pool; x holds their hidden states (n x dim) and is updated in place.
+
+  // Token embedding rows: x (ids.size() x dim).
+  void embed(std::span<const int32_t> ids, float* x) const;
+  // The cached channels `layer` computes for n rows entering it, without writing them: one
+  // n x width buffer per channel of the KV layout (rope channels pre-rotation).
+  void layer_channels(int layer, const float* x, int n, std::vector<std::vector<float>>& out);
+  // One layer for the rows that are tokens `tokens` (ascending sequence indices) of `seq`:
+  // writes their cached channels into their slots (copy-on-write first), attends each row's
+  // query over the sequence up to its own token, then the output projection and FFN.
+  Status layer_step(KvPool& kv, SeqId seq, int layer, std::span<const int> tokens, float* x,
+                    ForwardObserver* observer = nullptr);
 
  private:
   // g.n consecutive new tokens of one sequence (tokens g.first..), at batch rows g.row0..
@@ -106,12 +109,19 @@ class Engine {
   Status check_layout(const KvPool& kv) const;
   void load_rows(const ForwardInput& in, int off, int n, float* x) const;
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
-                   std::vector<float>& out, const ForwardOptions* diag = nullptr);
+                   std::vector<float>& out, ForwardObserver* observer = nullptr);
+  // Rope angles of the groups' rows at their tokens' positions (rows x n_pairs each).
+  void row_angles(const KvPool& kv, std::span<const RowGroup> groups, int n);
+  void run_layer(KvPool& kv, int layer, int n, std::span<const RowGroup> groups, float* x,
+                 ForwardObserver* observer);
+  void gqa_attention_block(KvPool& kv, int layer, int n, std::span<const RowGroup> groups,
+                           float* key_mass);
+  void mla_latent_rows(const LayerWeights& L, int n);  // k_: latent + k_pe rows, v_: normed latent
   void grow_scratch(int n);
   void qkv_projections(const LayerWeights& L, int n);
   void output_and_ffn(const LayerWeights& L, float* x, int n);
   void mla_attention_block(KvPool& kv, int layer, int n, std::span<const RowGroup> groups,
-                           const float* cos, const float* sin, float* key_mass = nullptr);
+                           float* key_mass);
 
   const Model& model_;
   ThreadPool pool_;
@@ -120,6 +130,7 @@ class Engine {
   MlaWorkspace mla_ws_;
   // Scratch (rows x width), grown on demand.
   std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
+  std::vector<float> cs_, sn_;  // rope angles of the rows (rows x n_pairs)
 };
 
 }  // namespace kamera

@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "ops/quant_ref.h"
+
 namespace kamera {
 
 static_assert(std::endian::native == std::endian::little,
@@ -49,42 +51,6 @@ const char* gguf_type_name(uint32_t t) {
   static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                            "bool", "string", "array", "u64", "i64", "f64"};
   return t <= kMaxGgufType ? kNames[t] : "unknown";
-}
-
-// Names of ggml tensor types, for messages about the ones kamera does not read.
-const char* ggml_type_name(uint32_t t) {
-  static constexpr const char* kNames[] = {"f32",
-                                           "f16",
-                                           "q4_0",
-                                           "q4_1",
-                                           "q4_2 (removed)",
-                                           "q4_3 (removed)",
-                                           "q5_0",
-                                           "q5_1",
-                                           "q8_0",
-                                           "q8_1",
-                                           "q2_k",
-                                           "q3_k",
-                                           "q4_k",
-                                           "q5_k",
-                                           "q6_k",
-                                           "q8_k",
-                                           "iq2_xxs",
-                                           "iq2_xs",
-                                           "iq3_xxs",
-                                           "iq1_s",
-                                           "iq4_nl",
-                                           "iq3_s",
-                                           "iq2_s",
-                                           "iq4_xs",
-                                           "i8",
-                                           "i16",
-                                           "i32",
-                                           "i64",
-                                           "f64",
-                                           "iq1_m",
-                                           "bf16"};
-  return t < std::size(kNames) ? kNames[t] : "unknown";
 }
 
 bool is_int_type(GgufType t) {
@@ -163,19 +129,20 @@ std::optional<int64_t> checked_elements(const std::vector<int64_t>& ne) {
   return n;
 }
 
-// Bytes of n elements of t (n a multiple of 32 for Q8_0), in 128 bits so it cannot overflow.
-unsigned __int128 data_bytes(DType t, int64_t n) {
+// Bytes of n elements of t (a whole number of blocks), in 128 bits so it cannot overflow.
+unsigned __int128 data_bytes(GgmlType t, int64_t n) {
   const auto un = static_cast<unsigned __int128>(n);
-  switch (t) {
-    case DType::F32:
-      return un * 4;
-    case DType::F16:
-    case DType::BF16:
-      return un * 2;
-    case DType::Q8_0:
-      return un / kQ8BlockSize * kQ8BlockBytes;
-  }
-  return un * 4;
+  return un / unsigned(ggml_block_size(t)) * unsigned(ggml_block_bytes(t));
+}
+unsigned __int128 data_bytes(DType t, int64_t n) {
+  return data_bytes(ggml_type_from_dtype(t), n);
+}
+
+// "f32, f16, ..., iq4_xs": the tensor types kamera reads, for refusals.
+std::string weight_type_list() {
+  std::string s;
+  for (GgmlType t : weight_types()) s += (s.empty() ? "" : ", ") + ggml_type_name(t);
+  return s;
 }
 
 // Bounds-checked little-endian reader over the file bytes. Each failing call records a message
@@ -516,22 +483,21 @@ static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     }
     uint32_t ggml_type = 0;
     if (!p.read(&ggml_type, "type")) return p.status();
-    const std::optional<DType> dt = dtype_from_ggml(ggml_type);
-    if (!dt) {
+    if (!ggml_type_is_weight(ggml_type)) {
       return make_error(ErrorCode::Unsupported,
-                        "{}: unsupported ggml type {} ({}); kamera reads f32, f16, bf16 and q8_0",
-                        p.ctx, ggml_type, ggml_type_name(ggml_type));
+                        "{}: ggml type {} ({}) is not supported; kamera reads {}", p.ctx, ggml_type,
+                        ggml_type_name(ggml_type), weight_type_list());
     }
-    t.type = *dt;
-    if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
-      return corrupt("{}: q8_0 rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
-                     kQ8BlockSize, t.ne[0]);
+    t.type = GgmlType(ggml_type);
+    if (const int bs = ggml_block_size(t.type); t.ne[0] % bs != 0) {
+      return corrupt("{}: {} rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
+                     ggml_type_name(t.type), bs, t.ne[0]);
     }
     if (!p.read(&t.offset, "data offset")) return p.status();
     const unsigned __int128 nbytes = data_bytes(t.type, *n);
     if (nbytes > bytes.size()) {
       return corrupt("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
-                     shape_string(t.ne), dtype_name(t.type), uint64_t(nbytes), bytes.size());
+                     shape_string(t.ne), ggml_type_name(t.type), uint64_t(nbytes), bytes.size());
     }
     t.nbytes = size_t(nbytes);
     index->emplace(t.name, tensors->size());
@@ -688,8 +654,8 @@ Result<std::vector<float>> GgufFile::read_f32(const GgufTensor& t) const {
   const int64_t n = own->n_elements();
   try {
     std::vector<float> out(static_cast<size_t>(n));
-    // Rows are contiguous and whole Q8_0 blocks, so the tensor converts as one long row.
-    dequantize_row(own->type, own->data, out.data(), n);
+    // Rows are contiguous and whole blocks, so the tensor converts as one long row.
+    quant::dequantize_row_ref(own->type, own->data, out.data(), n);
     return out;
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "{}: tensor '{}': out of memory for {} f32 values",

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_type.h"
 #include "core/status.h"
 
 namespace kamera {
@@ -61,9 +62,9 @@ struct GgufValue {
 
 struct GgufTensor {
   std::string name;
-  std::vector<int64_t> ne;  // ne[0] contiguous; 1 to 4 dims
-  DType type = DType::F32;
-  uint64_t offset = 0;  // from the data section start
+  std::vector<int64_t> ne;        // ne[0] contiguous; 1 to 4 dims
+  GgmlType type = GgmlType::F32;  // one of weight_types(); rows are whole blocks
+  uint64_t offset = 0;            // from the data section start
   size_t nbytes = 0;
   const uint8_t* data = nullptr;  // points into the mapped file
   int64_t n_elements() const;
@@ -93,7 +94,7 @@ class GgufFile {
   const std::vector<int64_t>* get_int_array(const std::string& key) const;
 
   const GgufTensor* find_tensor(const std::string& name) const;
-  // Dequantizes a tensor to f32 (row-major, ne[0] contiguous).
+  // Dequantizes a tensor of any weight type to f32 (row-major, ne[0] contiguous).
   Result<std::vector<float>> read_f32(const GgufTensor& t) const;
 
   ~GgufFile();

@@ -1,10 +1,10 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2).
 #include <set>
 
-#include <spdlog/spdlog.h>
-
+#include "core/log.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/tokenizer_gguf.h"
 
 namespace kamera {
 
@@ -58,52 +58,6 @@ class GgufModelReader {
   std::set<std::string> used_;
 };
 
-Result<Tokenizer> gguf_tokenizer(const GgufFile& f) {
-  const auto model = f.get_string("tokenizer.ggml.model");
-  if (!model)
-    return make_error(ErrorCode::CorruptData, "{}: no embedded tokenizer (tokenizer.ggml.model)",
-                      f.name());
-  if (*model != "llama")
-    return make_error(ErrorCode::Unsupported,
-                      "{}: tokenizer model '{}' is not supported (kamera reads the "
-                      "SentencePiece 'llama' vocabulary)",
-                      f.name(), *model);
-  const auto* tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens)
-    return make_error(ErrorCode::CorruptData,
-                      "{}: tokenizer.ggml.tokens missing or not a string array", f.name());
-  Tokenizer::Vocab v;
-  v.pieces = *tokens;
-  const size_t n = tokens->size();
-  if (const auto* scores = f.get_float_array("tokenizer.ggml.scores")) {
-    if (scores->size() != n)
-      return make_error(ErrorCode::CorruptData,
-                        "{}: tokenizer.ggml.scores has {} entries for {} tokens", f.name(),
-                        scores->size(), n);
-    v.scores.assign(scores->begin(), scores->end());
-  } else {
-    v.scores.assign(n, 0.0f);
-  }
-  if (const auto* types = f.get_int_array("tokenizer.ggml.token_type")) {
-    if (types->size() != n)
-      return make_error(ErrorCode::CorruptData,
-                        "{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.name(),
-                        types->size(), n);
-    for (int64_t t : *types) v.types.push_back(t >= 0 && t <= 6 ? TokenType(t) : TokenType::Normal);
-  } else {
-    v.types.assign(n, TokenType::Normal);
-  }
-  v.bos = int32_t(f.get_int("tokenizer.ggml.bos_token_id").value_or(1));
-  v.eos = int32_t(f.get_int("tokenizer.ggml.eos_token_id").value_or(2));
-  v.unk = int32_t(f.get_int("tokenizer.ggml.unknown_token_id").value_or(0));
-  v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
-  auto tok = Tokenizer::from_vocab(std::move(v));
-  if (!tok.ok())
-    return make_error(ErrorCode::CorruptData, "{}: embedded tokenizer: {}", f.name(),
-                      tok.message());
-  return tok;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
@@ -112,18 +66,18 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   const GgufFile& f = **file;
   const auto arch = f.get_string("general.architecture");
   if (!arch) return make_error(ErrorCode::CorruptData, "{}: missing general.architecture", path);
-  if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen2vl" && *arch != "deepseek2")
-    return make_error(
-        ErrorCode::Unsupported,
-        "{}: architecture '{}' is not supported (supported: llama, qwen2, qwen2vl, deepseek2)",
-        path, *arch);
-  const bool mla = *arch == "deepseek2";
-  const bool qwen = *arch == "qwen2" || *arch == "qwen2vl";
+  const std::optional<Arch> kind = arch_from_name(*arch);
+  if (!kind)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: architecture '{}' is not supported (supported: {})", path, *arch,
+                      arch_names());
+  const bool mla = *kind == Arch::Deepseek2;
+  const bool qwen = is_qwen(*kind);
   GgufModelReader r(f, *arch);
 
   auto m = std::make_unique<Model>();
   ModelConfig& c = m->cfg;
-  c.arch = *arch;
+  c.arch = *kind;
   auto get = [&](const char* key, int& out) -> Status {
     auto v = r.need_int(key);
     if (!v.ok()) return v.error();
@@ -164,7 +118,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
                         "yet (dense FFN layers only)",
                         path, dense, c.n_layers - 1);
   }
-  if (*arch == "qwen2vl") {
+  if (*kind == Arch::Qwen2Vl) {
     const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
     if (!sec || sec->size() < 3 || sec->size() > 4)
       return make_error(ErrorCode::CorruptData,
@@ -258,17 +212,17 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
                         "ignore it and compute something else)",
                         path, t.name, *arch);
 
-  const auto tok_model = f.get_string("tokenizer.ggml.model");
-  if (tok_model && *tok_model != "llama") {
-    spdlog::warn("{}: tokenizer '{}' is not supported yet; the model runs on token ids only", path,
-                 *tok_model);
-  } else if (tok_model) {
-    auto tok = gguf_tokenizer(f);
-    if (!tok.ok()) return tok.error();
-    if (tok->n_vocab() != c.n_vocab)
+  if (f.get_string("tokenizer.ggml.model")) {
+    auto tok = tokenizer_from_gguf(f);
+    if (!tok.ok() && tok.code() != ErrorCode::Unsupported) return tok.error();
+    if (!tok.ok()) {
+      log().warn("{}; the model runs on token ids only", tok.message());
+    } else if (tok->n_vocab() != c.n_vocab) {
       return make_error(ErrorCode::CorruptData, "{}: tokenizer has {} tokens but the model {}",
                         path, tok->n_vocab(), c.n_vocab);
-    m->tokenizer = std::move(tok.value());
+    } else {
+      m->tokenizer = std::move(tok.value());
+    }
   }
   m->source = path;
   m->format = "gguf";

@@ -42,7 +42,7 @@ class Reader {
 
 Result<ModelConfig> config_from(const Header& h, const std::string& name) {
   ModelConfig c;
-  c.arch = "llama";
+  c.arch = Arch::Llama;
   c.dim = h.dim;
   c.ffn_dim = h.hidden_dim;
   c.n_layers = h.n_layers;

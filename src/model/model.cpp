@@ -56,9 +56,13 @@ KvLayout Model::kv_layout() const {
   KvLayout l;
   l.n_layers = cfg.n_layers;
   if (cfg.attention == AttentionKind::Mla) {
-    l.channels = {{"c_kv", cfg.mla.kv_lora_rank, false}, {"k_pe", cfg.mla.qk_rope_dim, true}};
+    l.channels.resize(2);
+    l.channels[channel::kMlaLatent] = {"c_kv", cfg.mla.kv_lora_rank, false};
+    l.channels[channel::kMlaRope] = {"k_pe", cfg.mla.qk_rope_dim, true};
   } else {
-    l.channels = {{"k", cfg.kv_width(), true}, {"v", cfg.kv_width(), false}};
+    l.channels.resize(2);
+    l.channels[channel::kGqaKey] = {"k", cfg.kv_width(), true};
+    l.channels[channel::kGqaValue] = {"v", cfg.kv_width(), false};
   }
   return l;
 }
@@ -71,7 +75,8 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
                       c.n_kv_heads,       c.head_dim,      c.ffn_dim,         c.rope.n_rot,
                       int(c.rope.layout), int(c.qkv_bias), int(c.tied_output)};
   const double reals[] = {c.rms_eps, c.rope.theta, c.rope.freq_scale};
-  XXH3_128bits_update(st, c.arch.data(), c.arch.size());
+  const std::string_view arch = arch_name(c.arch);
+  XXH3_128bits_update(st, arch.data(), arch.size());
   XXH3_128bits_update(st, ints, sizeof(ints));
   XXH3_128bits_update(st, reals, sizeof(reals));
   const int more[] = {int(c.attention),   c.mla.q_lora_rank,  c.mla.kv_lora_rank,
@@ -168,6 +173,37 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
     (*model)->tokenizer = std::move(t.value());
   }
   return model;
+}
+
+}  // namespace kamera
+
+namespace kamera {
+
+namespace {
+constexpr std::pair<Arch, const char*> kArchNames[] = {
+    {Arch::Llama, "llama"},
+    {Arch::Qwen2, "qwen2"},
+    {Arch::Qwen2Vl, "qwen2vl"},
+    {Arch::Deepseek2, "deepseek2"},
+};
+}  // namespace
+
+const char* arch_name(Arch a) {
+  for (const auto& [arch, name] : kArchNames)
+    if (arch == a) return name;
+  return "unknown";
+}
+
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (const auto& [arch, n] : kArchNames)
+    if (name == n) return arch;
+  return std::nullopt;
+}
+
+std::string arch_names() {
+  std::string s;
+  for (const auto& [arch, name] : kArchNames) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
 }
 
 }  // namespace kamera

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -22,6 +23,15 @@ namespace kamera {
 //     k_pe (qk_rope_head_dim, rope, shared by all heads).
 enum class AttentionKind : uint8_t { Gqa, Mla };
 
+// The decoder architectures kamera runs (GGUF general.architecture).
+enum class Arch : uint8_t { Llama, Qwen2, Qwen2Vl, Deepseek2 };
+const char* arch_name(Arch a);  // "llama", "qwen2", "qwen2vl", "deepseek2"
+std::optional<Arch> arch_from_name(std::string_view name);
+std::string arch_names();  // "llama, qwen2, qwen2vl, deepseek2"
+inline bool is_qwen(Arch a) {
+  return a == Arch::Qwen2 || a == Arch::Qwen2Vl;
+}
+
 struct MlaConfig {
   int q_lora_rank = 0;  // 0: plain q projection
   int kv_lora_rank = 0;
@@ -31,7 +41,7 @@ struct MlaConfig {
 };
 
 struct ModelConfig {
-  std::string arch = "llama";  // GGUF general.architecture: llama, qwen2, qwen2vl, deepseek2
+  Arch arch = Arch::Llama;
   AttentionKind attention = AttentionKind::Gqa;
   MlaConfig mla;
   int n_vocab = 0;

@@ -9,6 +9,7 @@
 #include "model/gguf.h"
 #include "model/synthetic_corpus.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_gguf.h"
 
 namespace kamera {
 
@@ -40,8 +41,17 @@ void fill_norm(float* dst, int64_t n, uint64_t seed, const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> synthetic_preset_names() {
-  return {"tiny", "0.5b (llama, qwen2)", "2b (qwen2vl)", "3b (qwen2vl)", "lite (deepseek2)"};
+std::vector<std::string> synthetic_preset_names(Arch arch) {
+  switch (arch) {
+    case Arch::Llama:
+    case Arch::Qwen2:
+      return {"tiny", "0.5b"};
+    case Arch::Qwen2Vl:
+      return {"tiny", "2b", "3b"};
+    case Arch::Deepseek2:
+      return {"tiny", "lite"};
+  }
+  return {"tiny"};
 }
 
 namespace {
@@ -60,15 +70,13 @@ void finish_rope(ModelConfig& c) {
 
 }  // namespace
 
-std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::string& preset) {
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen2vl" && arch != "deepseek2")
-    return std::nullopt;
+std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset) {
   ModelConfig c;
   c.arch = arch;
   c.tied_output = true;
   c.rope.theta = 10000.0;
   c.rms_eps = 1e-5f;
-  const bool qwen = arch == "qwen2" || arch == "qwen2vl";
+  const bool qwen = is_qwen(arch);
   if (preset == "tiny") {
     c.dim = 64;
     c.n_layers = 2;
@@ -78,12 +86,12 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.ffn_dim = 128;
     c.n_vocab = 512;
     c.ctx_len = 1024;
-    if (arch == "qwen2vl") c.rope.sections = {2, 3, 3, 0};  // 8 pairs of the 16-dim head
-    if (arch == "deepseek2") {
+    if (arch == Arch::Qwen2Vl) c.rope.sections = {2, 3, 3, 0};  // 8 pairs of the 16-dim head
+    if (arch == Arch::Deepseek2) {
       c.mla = {32, 32, 16, 8, 16};  // q_lora, kv_lora, qk_nope, qk_rope, v_head
       c.tied_output = false;        // llama.cpp's deepseek2 loader requires output.weight
     }
-  } else if (preset == "0.5b" && (arch == "llama" || arch == "qwen2")) {
+  } else if (preset == "0.5b" && (arch == Arch::Llama || arch == Arch::Qwen2)) {
     // Qwen2.5-0.5B's text decoder
     c.dim = 896;
     c.n_layers = 24;
@@ -95,7 +103,7 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.ctx_len = 32768;
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
-  } else if (preset == "2b" && arch == "qwen2vl") {
+  } else if (preset == "2b" && arch == Arch::Qwen2Vl) {
     // Qwen2-VL-2B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
     c.dim = 1536;
     c.n_layers = 28;
@@ -108,7 +116,7 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
     c.rope.sections = {16, 24, 24, 0};
-  } else if (preset == "3b" && arch == "qwen2vl") {
+  } else if (preset == "3b" && arch == Arch::Qwen2Vl) {
     // Qwen2.5-VL-3B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
     c.dim = 2048;
     c.n_layers = 36;
@@ -121,7 +129,7 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
     c.rope.sections = {16, 24, 24, 0};
-  } else if (preset == "lite" && arch == "deepseek2") {
+  } else if (preset == "lite" && arch == Arch::Deepseek2) {
     // DeepSeek-V2-Lite's attention block (27 layers, hidden 2048, 16 heads, no q low-rank,
     // kv_lora_rank 512, qk_nope 128, qk_rope 64, v_head 128). Its FFN is modelled dense at the
     // routed-expert width (1408): kamera does not run MoE layers.
@@ -140,8 +148,8 @@ std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::
   c.qkv_bias = qwen;
   c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.n_rot = c.head_dim;
-  if (arch == "qwen2vl") c.rope.mrope = MropeMode::Blocked;
-  if (arch == "deepseek2") c.attention = AttentionKind::Mla;
+  if (arch == Arch::Qwen2Vl) c.rope.mrope = MropeMode::Blocked;
+  if (arch == Arch::Deepseek2) c.attention = AttentionKind::Mla;
   finish_rope(c);
   return c;
 }
@@ -246,9 +254,9 @@ std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
     out.push_back(
         "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
         "rope.dimension_count == head_dim");
-  if ((c.arch == "qwen2" || c.arch == "qwen2vl") && !c.qkv_bias)
+  if (is_qwen(c.arch) && !c.qkv_bias)
     out.push_back("qwen2 without attn_q/k/v biases: llama.cpp requires them for this architecture");
-  if ((c.arch == "qwen2" || c.arch == "qwen2vl") && c.head_dim * c.n_heads != c.dim)
+  if (is_qwen(c.arch) && c.head_dim * c.n_heads != c.dim)
     out.push_back(
         "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
   if (c.rope.mrope == MropeMode::Interleaved)
@@ -310,23 +318,19 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
                           const Tokenizer::Vocab& v, const TensorFill& fill,
                           const std::string& path) {
   KAMERA_TRY(c.validate(path));
-  const bool qwen = c.arch == "qwen2" || c.arch == "qwen2vl";
-  const bool mla = c.arch == "deepseek2";
-  if (c.arch != "llama" && !qwen && !mla)
-    return make_error(
-        ErrorCode::Unsupported,
-        "make-model: architecture '{}' is not supported (llama, qwen2, qwen2vl, deepseek2)",
-        c.arch);
+  const bool qwen = is_qwen(c.arch);
+  const bool mla = c.arch == Arch::Deepseek2;
   if (qwen && c.rope.layout != RopeLayout::Neox)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2 and qwen2vl use the NeoX rope layout");
   if (!qwen && c.rope.layout != RopeLayout::Normal)
     return make_error(ErrorCode::InvalidArgument,
-                      "make-model: {} uses the normal (interleaved pair) rope layout", c.arch);
+                      "make-model: {} uses the normal (interleaved pair) rope layout",
+                      arch_name(c.arch));
   if (mla != (c.attention == AttentionKind::Mla))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: deepseek2 and only deepseek2 uses MLA");
-  if ((c.arch == "qwen2vl") != (c.rope.mrope != MropeMode::None))
+  if ((c.arch == Arch::Qwen2Vl) != (c.rope.mrope != MropeMode::None))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
   if (int(v.pieces.size()) != c.n_vocab)
@@ -334,7 +338,7 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
                       "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
                       c.n_vocab);
   GgufWriter w;
-  const std::string a = c.arch;
+  const std::string a = arch_name(c.arch);
   w.set_string("general.architecture", a);
   w.set_string("general.name", model_name);
   const uint32_t file_type = weight_type == DType::F32    ? 0
@@ -374,17 +378,7 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
 
-  std::vector<int32_t> types;
-  for (TokenType t : v.types) types.push_back(int32_t(t));
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string_array("tokenizer.ggml.tokens", v.pieces);
-  w.set_f32_array("tokenizer.ggml.scores", v.scores);
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.bos_token_id", uint32_t(v.bos));
-  w.set_u32("tokenizer.ggml.eos_token_id", uint32_t(v.eos));
-  w.set_u32("tokenizer.ggml.unknown_token_id", uint32_t(v.unk));
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
-  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  write_tokenizer_gguf(w, v);
 
   const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
   const DType wt = weight_type;

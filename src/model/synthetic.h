@@ -24,11 +24,12 @@ struct SyntheticSpec {
   std::optional<Tokenizer::Vocab> vocab;  // default: a SentencePiece vocabulary of n_vocab pieces
 };
 
-// Named shapes: "tiny" (tests), "0.5b" (Qwen2.5-0.5B's text decoder: 24 layers, hidden 896,
-// 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), qwen2vl "2b" / "3b" (Qwen2-VL-2B's and
-// Qwen2.5-VL-3B's text decoders), deepseek2 "lite". Returns nullopt for unknown names.
-std::optional<ModelConfig> synthetic_preset(const std::string& arch, const std::string& preset);
-std::vector<std::string> synthetic_preset_names();
+// Named shapes: "tiny" (tests, every architecture), "0.5b" (llama, qwen2: Qwen2.5-0.5B's text
+// decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "2b" /
+// "3b" (qwen2vl: Qwen2-VL-2B's and Qwen2.5-VL-3B's text decoders), "lite" (deepseek2:
+// DeepSeek-V2-Lite's attention). Returns nullopt for a name the architecture does not have.
+std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset);
+std::vector<std::string> synthetic_preset_names(Arch arch);  // the presets of one architecture
 
 // Applies "key=value,..." overrides (dim, layers, heads, kv_heads, head_dim, ffn, vocab, ctx,
 // rope_dims, theta, eps, bias, tied) to a config.

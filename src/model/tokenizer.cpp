@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include "model/tokenizer_bpe.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -128,6 +130,10 @@ struct WordEntry {
 Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   const size_t n = vocab.pieces.size();
   if (n == 0) return make_error(ErrorCode::CorruptData, "tokenizer: empty vocabulary");
+  if (vocab.kind == VocabKind::Bpe) {
+    if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
+    if (vocab.types.empty()) vocab.types.assign(n, TokenType::Normal);
+  }
   if (vocab.scores.size() != n || vocab.types.size() != n) {
     return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces but {} scores and {} types", n,
                       vocab.scores.size(), vocab.types.size());
@@ -141,6 +147,22 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
     }
     return Status::Ok();
   };
+  if (vocab.kind == VocabKind::Bpe) {
+    // Byte-level vocabularies may lack any of these (Qwen has no BOS, none has UNK).
+    for (auto [what, id] : {std::pair{"eos", vocab.eos},
+                            {"unk", vocab.unk},
+                            {"eot", vocab.eot},
+                            {"eom", vocab.eom},
+                            {"pad", vocab.pad}})
+      if (id != -1) KAMERA_TRY(check_id(what, id));
+    if (vocab.bos != -1) KAMERA_TRY(check_id("bos", vocab.bos));
+    if (vocab.bos == -1) vocab.bos = vocab.pad >= 0 ? vocab.pad : vocab.eos >= 0 ? vocab.eos : 0;
+    Tokenizer tok;
+    tok.vocab_ = std::move(vocab);
+    KAMERA_TRY(tok.init_bpe());
+    tok.init_eog();
+    return tok;
+  }
   KAMERA_TRY(check_id("bos", vocab.bos));
   KAMERA_TRY(check_id("eos", vocab.eos));
   KAMERA_TRY(check_id("unk", vocab.unk));
@@ -155,6 +177,7 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
     if (b >= 0 && tok.byte_token_[b] < 0) tok.byte_token_[b] = int32_t(i);
   }
   tok.vocab_ = std::move(vocab);
+  tok.init_eog();
   return tok;
 }
 
@@ -235,10 +258,12 @@ Result<Tokenizer> Tokenizer::from_llama2c_file(const std::string& path, int voca
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  if (bpe_) return encode_bpe(text, add_bos, true, false);
   return encode_with(text, add_bos, vocab_.add_space_prefix);
 }
 
 std::vector<int32_t> Tokenizer::encode_raw(std::string_view text) const {
+  if (bpe_) return encode_bpe(text, false, true, false);
   return encode_with(text, false, false);
 }
 
@@ -321,6 +346,7 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
     case TokenType::Unused:
       return {};
     case TokenType::Byte: {
+      if (bpe_) break;
       const int b = byte_piece_value(piece);
       if (b >= 0) return std::string(1, char(b));
       break;  // a Byte-typed piece of another spelling prints as text
@@ -328,9 +354,68 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
     default:
       break;
   }
+  if (bpe_) return bpe_->token_bytes(token);
   std::string text = unescape_spaces(piece);
   if (prev == vocab_.bos && !text.empty() && text[0] == ' ') text.erase(0, 1);
   return text;
+}
+
+std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, bool bos, bool parse_special,
+                                           bool eos) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (bos) out.push_back(vocab_.bos);
+  bpe_->encode(text, parse_special, out);
+  if (eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::tokenize(std::string_view text, const EncodeOptions& o) const {
+  if (bpe_) {
+    return encode_bpe(text, o.add_special && vocab_.add_bos, o.parse_special,
+                      o.add_special && vocab_.add_eos);
+  }
+  std::vector<int32_t> out =
+      encode_with(text, o.add_special && vocab_.add_bos, vocab_.add_space_prefix);
+  if (o.add_special && vocab_.add_eos) out.push_back(vocab_.eos);
+  return out;
+}
+
+std::string Tokenizer::piece(int32_t token) const {
+  if (token < 0 || token >= n_vocab()) return {};
+  if (bpe_) return bpe_->token_bytes(token);
+  const std::string& p = vocab_.pieces[size_t(token)];
+  const TokenType type = vocab_.types[size_t(token)];
+  if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::Unused)
+    return p;
+  return decode(-1, token);
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+  return std::binary_search(eog_.begin(), eog_.end(), id);
+}
+
+Status Tokenizer::init_bpe() {
+  auto m = BpeModel::create(vocab_);
+  if (!m.ok()) return m.error();
+  bpe_ = std::move(m.value());
+  return Status::Ok();
+}
+
+void Tokenizer::init_eog() {
+  // Texts llama.cpp also ends generation on (turn ends, end of text, Qwen's FIM stops).
+  static const std::unordered_set<std::string_view> kStops = {
+      "<|eot_id|>",    "<|im_end|>",    "<|end|>",      "<end_of_turn>",
+      "<|endoftext|>", "<|eom_id|>",    "<EOT>",        "<｜end▁of▁sentence｜>",
+      "<|fim_pad|>",   "<|repo_name|>", "<|file_sep|>",
+  };
+  eog_.clear();
+  for (int32_t id : {vocab_.eos, vocab_.eot, vocab_.eom})
+    if (id >= 0) eog_.push_back(id);
+  for (size_t i = 0; i < vocab_.pieces.size(); ++i)
+    if (kStops.count(vocab_.pieces[i])) eog_.push_back(int32_t(i));
+  std::sort(eog_.begin(), eog_.end());
+  eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
 }
 
 std::string Tokenizer::decode_all(const std::vector<int32_t>& tokens) const {

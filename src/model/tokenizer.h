@@ -1,5 +1,8 @@
-// SentencePiece-style tokenizer (llama.cpp's "llama" vocab, llama2.c's tokenizer.bin).
+// The tokenizer of a model: SentencePiece-style (llama.cpp's "llama" vocab, llama2.c's
+// tokenizer.bin) or byte-level BPE (llama.cpp's "gpt2" vocab: Qwen, Llama-3, DeepSeek; see
+// tokenizer_bpe.h), behind one interface.
 //
+// SentencePiece:
 // Pieces are held in SentencePiece form: a space is U+2581 ("▁"); llama2.c files store ' ' and
 // are converted on load. Byte-fallback pieces are "<0xXX>". Encoding: replace ' ' by "▁", prepend
 // "▁" when add_space_prefix, split into UTF-8 characters, then repeatedly merge the adjacent pair
@@ -8,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,14 +32,32 @@ enum class TokenType : int32_t {
   Byte = 6,
 };
 
+enum class VocabKind { Spm, Bpe };
+
+class BpeModel;
+
 class Tokenizer {
  public:
   struct Vocab {
-    std::vector<std::string> pieces;  // SentencePiece form ("▁" for space)
-    std::vector<float> scores;
+    VocabKind kind = VocabKind::Spm;
+    std::vector<std::string> pieces;  // SPM: "▁" for space; BPE: GPT-2 byte characters
+    std::vector<float> scores;        // SPM merge scores; BPE: unused (may be empty)
     std::vector<TokenType> types;
-    int32_t bos = 1, eos = 2, unk = 0;
-    bool add_space_prefix = true;
+    int32_t bos = 1, eos = 2, unk = 0;  // BPE: -1 where the vocabulary has none
+    bool add_space_prefix = true;       // SPM only
+    // Byte-level BPE
+    std::vector<std::string> merges;  // "left right" pieces; rank = index
+    std::string pre = "default";      // pre-tokenizer name (tokenizer.ggml.pre)
+    // Both kinds
+    bool add_bos = true, add_eos = false;  // what a prompt gets (tokenizer.ggml.add_*_token)
+    int32_t eot = -1, eom = -1, pad = -1;  // end of turn / of message, padding; -1 = none
+    std::string chat_template;             // tokenizer.chat_template, carried through files
+  };
+
+  struct EncodeOptions {
+    bool add_special = true;    // BOS / EOS as the vocabulary's add_bos / add_eos flags say
+    bool parse_special = true;  // control tokens written in the text become their ids (BPE;
+                                // user-defined tokens always do)
   };
 
   // Validates sizes and special ids; builds the piece index.
@@ -47,25 +69,46 @@ class Tokenizer {
                                               const std::string& name);
 
   int n_vocab() const { return int(vocab_.pieces.size()); }
+  // BOS; for a BPE vocabulary without one (Qwen), its padding token, else its EOS.
   int32_t bos() const { return vocab_.bos; }
   int32_t eos() const { return vocab_.eos; }
+  VocabKind kind() const { return vocab_.kind; }
+  bool add_bos() const { return vocab_.add_bos; }
+  bool add_eos() const { return vocab_.add_eos; }
   const Vocab& vocab() const { return vocab_; }
+  // End of generation: EOS, EOT, EOM and the tokens llama.cpp stops on by their text
+  // (<|im_end|>, <|eot_id|>, <|endoftext|>, <｜end▁of▁sentence｜>, ...).
+  bool is_eog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const { return eog_; }
 
+  // Text -> ids with explicit options (the `kamera tokenize` and server path).
+  // SentencePiece ignores parse_special (its vocabularies here have no inline control tokens).
+  std::vector<int32_t> tokenize(std::string_view text, const EncodeOptions& opts) const;
+  // BPE: control tokens in the text are parsed; BOS when add_bos, never EOS.
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
   // No BOS and no dummy space prefix: the text is taken as it is (a chunk in the middle of a
   // context carries its own leading space where it needs one).
   std::vector<int32_t> encode_raw(std::string_view text) const;
   // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
-  // (as llama2.c prints), byte pieces become their byte, control tokens print nothing.
+  // (as llama2.c prints), byte pieces become their byte, control tokens print nothing. BPE: the
+  // token's bytes (a multi-byte character may be split across tokens: see Utf8Stream).
   std::string decode(int32_t prev, int32_t token) const;
   std::string decode_all(const std::vector<int32_t>& tokens) const;
+  // The token as a piece of text for display: like decode, but control tokens show their text.
+  std::string piece(int32_t token) const;
 
  private:
   std::vector<int32_t> encode_with(std::string_view text, bool add_bos, bool space_prefix) const;
+  std::vector<int32_t> encode_bpe(std::string_view text, bool bos, bool parse_special,
+                                  bool eos) const;
+  Status init_bpe();
+  void init_eog();
 
   Vocab vocab_;
-  std::unordered_map<std::string, int32_t> index_;
-  int32_t byte_token_[256] = {};  // id of "<0xXX>" or -1
+  std::unordered_map<std::string, int32_t> index_;  // SPM
+  int32_t byte_token_[256] = {};                    // SPM: id of "<0xXX>" or -1
+  std::shared_ptr<const BpeModel> bpe_;             // BPE
+  std::vector<int32_t> eog_;                        // sorted
 };
 
 // A deterministic SentencePiece-style vocabulary of exactly n_vocab pieces for synthetic models:

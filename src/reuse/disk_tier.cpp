@@ -1,7 +1,6 @@
 #include "reuse/disk_tier.h"
 
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "core/log.h"
 
 namespace kamera {
 
@@ -123,7 +124,7 @@ std::string DiskTier::read_file(const std::string& path, bool* found) {
 }
 
 void DiskTier::discard(const std::string& path, const std::string& why) {
-  spdlog::warn("store: discarding {}: {}", path, why);
+  log().warn("store: discarding {}: {}", path, why);
   std::error_code ec;
   std::filesystem::remove(path, ec);
   ++stats_.discarded;
@@ -166,7 +167,7 @@ void DiskTier::save_blob(const std::string& path, const std::string& blob) {
     stats_.bytes += int64_t(blob.size());
   } else {
     ++stats_.errors;
-    spdlog::warn("store: cannot write {}: {}", path, std::strerror(errno));
+    log().warn("store: cannot write {}: {}", path, std::strerror(errno));
   }
 }
 

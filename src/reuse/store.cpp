@@ -180,6 +180,15 @@ void ChunkStore::note_bytes_saved(size_t bytes) {
   stats_.bytes_saved += bytes;
 }
 
+void ChunkStore::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  canon_.clear();
+  patches_.clear();
+  lru_.clear();
+  stats_.canonical_bytes = stats_.patch_bytes = 0;
+  stats_.canonical_entries = stats_.patch_entries = 0;
+}
+
 void ChunkStore::set_budget(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   budget_ = bytes;

@@ -99,6 +99,8 @@ class ChunkStore {
   void put_canonical(std::shared_ptr<const CanonicalEntry> e);
   void put_patch(std::shared_ptr<const PatchEntry> e);
   bool erase_canonical(const ChunkId& id);
+  // Drops every entry of the memory tier (counters and slower tiers are kept).
+  void clear();
 
   void note_bytes_saved(size_t bytes);
   void set_budget(size_t bytes);

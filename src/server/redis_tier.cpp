@@ -1,9 +1,10 @@
 #include "server/redis_tier.h"
 
 #include <hiredis/hiredis.h>
-#include <spdlog/spdlog.h>
 
 #include <regex>
+
+#include "core/log.h"
 
 namespace kamera {
 
@@ -23,7 +24,7 @@ Result<std::shared_ptr<RedisTier>> RedisTier::open(const std::string& url, const
   {
     std::lock_guard<std::mutex> lock(t->mu_);
     if (!t->ensure_connected())
-      spdlog::warn("redis {}: not reachable now; serving from local tiers, will retry", url);
+      log().warn("redis {}: not reachable now; serving from local tiers, will retry", url);
   }
   return t;
 }
@@ -60,7 +61,7 @@ bool RedisTier::ensure_connected() {
       return false;
     }
   }
-  if (warned_) spdlog::info("redis {}:{}: reconnected", host_, port_);
+  if (warned_) log().info("redis {}:{}: reconnected", host_, port_);
   warned_ = false;
   return true;
 }
@@ -68,8 +69,8 @@ bool RedisTier::ensure_connected() {
 void RedisTier::fail(const char* what) {
   ++stats_.errors;
   if (!warned_)
-    spdlog::warn("redis {}:{}: {} failed ({}); serving from local tiers", host_, port_, what,
-                 ctx_ && ctx_->errstr[0] ? ctx_->errstr : "unreachable");
+    log().warn("redis {}:{}: {} failed ({}); serving from local tiers", host_, port_, what,
+               ctx_ && ctx_->errstr[0] ? ctx_->errstr : "unreachable");
   warned_ = true;
   if (ctx_) {
     redisFree(ctx_);
@@ -125,7 +126,7 @@ std::shared_ptr<const CanonicalEntry> RedisTier::load_canonical(const ChunkId& i
   }
   auto e = decode_canonical(blob, fp_, layout_, id);
   if (!e.ok()) {
-    spdlog::warn("redis: discarding canonical {}: {}", id.hex(), e.message());
+    log().warn("redis: discarding canonical {}: {}", id.hex(), e.message());
     ++stats_.discarded;
     ++stats_.misses;
     return nullptr;
@@ -145,7 +146,7 @@ std::shared_ptr<const PatchEntry> RedisTier::load_patch(const PatchKey& key) {
   }
   auto e = decode_patch(blob, fp_, layout_, key);
   if (!e.ok()) {
-    spdlog::warn("redis: discarding patch: {}", e.message());
+    log().warn("redis: discarding patch: {}", e.message());
     ++stats_.discarded;
     ++stats_.misses;
     return nullptr;

@@ -1,7 +1,6 @@
 #include "server/server.h"
 
 #include <httplib.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/log.h"
 #include "model/forward.h"
 #include "model/sampler.h"
 #include "reuse/chunk_cache.h"
@@ -143,6 +143,7 @@ struct Job {
 }  // namespace
 
 struct Server::Impl {
+  std::shared_ptr<const Model> model_ptr;
   const Model& model;
   ServerOptions opts;
   ServerMetrics metrics;
@@ -151,10 +152,13 @@ struct Server::Impl {
   int bound_port = 0;
 
   // Owned by the scheduler thread once started.
-  std::unique_ptr<KvPool> pool;
-  std::unique_ptr<Engine> engine;
-  ChunkStore store;
-  std::unique_ptr<ChunkCache> cache;
+  // The model's engine, KV pool, chunk store and cache (built by start()); the pointers below
+  // are views into it.
+  std::unique_ptr<Context> ctx;
+  KvPool* pool = nullptr;
+  Engine* engine = nullptr;
+  ChunkStore* store = nullptr;
+  ChunkCache* cache = nullptr;
   std::map<std::string, std::unique_ptr<Window>> windows;
   int window_counter = 0;
   std::vector<std::unique_ptr<Generation>> active;
@@ -168,7 +172,8 @@ struct Server::Impl {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
 
-  Impl(const Model& m, const ServerOptions& o) : model(m), opts(o), store(o.store_bytes) {}
+  Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
+      : model_ptr(std::move(m)), model(*model_ptr), opts(o) {}
 
   // ---- scheduler side ------------------------------------------------------------------
 
@@ -216,7 +221,7 @@ struct Server::Impl {
     for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
       const PromptPart& p = r.parts[i];
       if (p.is_chunk) {
-        auto e = store.find_canonical(p.id);
+        auto e = store->find_canonical(p.id);
         if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", p.id.hex());
         chunks.push_back(e->content);
       } else {
@@ -849,7 +854,7 @@ struct Server::Impl {
                                           : std::nullopt;
         if (!cid)
           return make_error(ErrorCode::InvalidArgument, "\"chunk\" must be a 32-hex-digit id");
-        auto e = store.find_canonical(*cid);
+        auto e = store->find_canonical(*cid);
         if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", cid->hex());
         c = e->content;
       } else {
@@ -975,7 +980,7 @@ struct Server::Impl {
                         {"blind", &metrics.seg_blind},
                         {"reprefilled", &metrics.seg_reprefilled}})
       out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
-    const ChunkStore::Stats s = store.stats();
+    const ChunkStore::Stats s = store->stats();
     out +=
         "# HELP kamera_store_lookups_total memory-tier lookups\n# TYPE kamera_store_lookups_total "
         "counter\n";
@@ -996,7 +1001,7 @@ struct Server::Impl {
     out += "# HELP kamera_store_bytes bytes held per tier\n# TYPE kamera_store_bytes gauge\n";
     out += fmt::format("kamera_store_bytes{{tier=\"memory\"}} {}\n", s.bytes_held());
     std::string tier_lines;
-    for (const auto& t : store.tiers()) {
+    for (const auto& t : store->tiers()) {
       const StoreTier::Stats ts = t->stats();
       out += fmt::format("kamera_store_bytes{{tier=\"{}\"}} {}\n", t->name(), ts.bytes);
       tier_lines += fmt::format(
@@ -1030,7 +1035,7 @@ struct Server::Impl {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       reply(res, {{"status", "ok"},
                   {"model", opts.model_name},
-                  {"arch", model.cfg.arch},
+                  {"arch", arch_name(model.cfg.arch)},
                   {"ctx_len", model.cfg.ctx_len}});
     });
     http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
@@ -1069,7 +1074,7 @@ struct Server::Impl {
                ++metrics.requests_chunks;
                auto id = ChunkId::from_hex(req.matches[1].str());
                if (!id) return reply_error(res, {400, "a chunk id is 32 hex digits"});
-               auto e = store.find_canonical(*id);
+               auto e = store->find_canonical(*id);
                if (!e)
                  return reply_error(res, {404, "unknown chunk id " + id->hex(), "not_found_error"});
                reply(res, chunk_json(*e));
@@ -1080,8 +1085,8 @@ struct Server::Impl {
           ++metrics.requests_chunks;
           auto id = ChunkId::from_hex(req.matches[1].str());
           if (!id) return reply_error(res, {400, "a chunk id is 32 hex digits"});
-          const bool had = store.find_canonical(*id) != nullptr;
-          store.erase_canonical(*id);
+          const bool had = store->find_canonical(*id) != nullptr;
+          store->erase_canonical(*id);
           if (!had)
             return reply_error(res, {404, "unknown chunk id " + id->hex(), "not_found_error"});
           reply(res, {{"id", id->hex()}, {"object", "chunk"}, {"deleted", true}});
@@ -1095,7 +1100,7 @@ struct Server::Impl {
                 HttpError busy{0, ""};
                 auto r = on_scheduler(
                     [this, p = *pol]() -> Result<json> {
-                      auto w = Window::create(*cache, *pool, p);
+                      auto w = Window::create(*ctx, p);
                       if (!w.ok()) return w.error();
                       const std::string id = fmt::format("w{}", ++window_counter);
                       json j = window_json(id, **w);
@@ -1160,8 +1165,8 @@ struct Server::Impl {
   }
 };
 
-Server::Server(const Model& model, const ServerOptions& opts)
-    : impl_(std::make_unique<Impl>(model, opts)) {}
+Server::Server(std::shared_ptr<const Model> model, const ServerOptions& opts)
+    : impl_(std::make_unique<Impl>(std::move(model), opts)) {}
 
 Server::~Server() {
   stop();
@@ -1171,29 +1176,27 @@ Status Server::start() {
   Impl& s = *impl_;
   const ModelConfig& c = s.model.cfg;
   if (!s.model.tokenizer)
-    spdlog::warn("serve: the model has no tokenizer; prompts must use token chunks");
-  KvPool::Params pp;
-  pp.layout = s.model.kv_layout();
-  pp.page_tokens = 16;
-  const int tokens = s.opts.pool_tokens > 0 ? s.opts.pool_tokens : 8 * c.ctx_len;
-  pp.n_pages = tokens / pp.page_tokens + s.opts.max_active + 8;
-  auto pool = KvPool::create(pp);
-  if (!pool.ok()) return pool.error();
-  s.pool = std::move(pool.value());
-  s.engine = std::make_unique<Engine>(s.model, s.opts.threads);
+    log().warn("serve: the model has no tokenizer; prompts must use token chunks");
+  ContextOptions co;
+  co.n_threads = s.opts.threads;
+  const int64_t tokens = s.opts.pool_tokens > 0 ? s.opts.pool_tokens : 8 * int64_t(c.ctx_len);
+  co.kv_tokens = tokens + 16 * int64_t(s.opts.max_active + 8);  // a partial page per sequence
+  co.store_bytes = s.opts.store_bytes;
   if (!s.opts.store_dir.empty()) {
     auto disk = DiskTier::open(s.opts.store_dir, s.model.fingerprint, s.model.kv_layout());
     if (!disk.ok()) return disk.error();
-    s.store.add_tier(*disk);
+    co.tiers.push_back(*disk);
   }
   if (!s.opts.redis_url.empty()) {
     auto redis = RedisTier::open(s.opts.redis_url, s.model.fingerprint, s.model.kv_layout(), {});
     if (!redis.ok()) return redis.error();
-    s.store.add_tier(*redis);
+    co.tiers.push_back(*redis);
   }
-  const int32_t bos = s.model.tokenizer ? s.model.tokenizer->bos() : 1;
-  s.cache =
-      std::make_unique<ChunkCache>(s.model, *s.engine, *s.pool, s.store, std::vector<int32_t>{bos});
+  KAMERA_ASSIGN_OR_RETURN(s.ctx, Context::create(s.model_ptr, co));
+  s.pool = &s.ctx->pool();
+  s.engine = &s.ctx->engine();
+  s.store = &s.ctx->store();
+  s.cache = &s.ctx->cache();
   s.http.new_task_queue = [n = s.opts.http_threads] {
     return new httplib::ThreadPool(size_t(std::max(2, n)));
   };

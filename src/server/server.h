@@ -41,7 +41,7 @@ struct ServerOptions {
 
 class Server {
  public:
-  Server(const Model& model, const ServerOptions& opts);
+  Server(std::shared_ptr<const Model> model, const ServerOptions& opts);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

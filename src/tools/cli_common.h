@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "context/context.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -27,6 +28,9 @@ Runner add_serve(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_detokenize(CLI::App& app);
+Runner add_quant_bench(CLI::App& app);
 Runner add_vision_embed(CLI::App& app);
 
 // make-model's vision towers (cmd_make_mmproj.cpp): arch qwen2vl-mmproj or qwen25vl-mmproj.
@@ -38,10 +42,15 @@ int default_threads();
 // Prints an error (as {"error": ...} on stdout too when json) and returns exit code 1.
 int fail(const std::string& message, bool as_json);
 
-Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::string& tokenizer);
+// Prints an error with its code ({"error": ..., "code": "not_found"} on stdout too when json).
+int fail(const Error& error, bool as_json);
 
-// A KV pool with room for `tokens` tokens of this model (16-token pages).
-Result<std::unique_ptr<KvPool>> pool_for(const Model& m, int tokens);
+Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
+                                                  const std::string& tokenizer);
+
+// A context on `model` with room for `kv_tokens` tokens in its KV pool.
+Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model, int threads,
+                                             int64_t kv_tokens);
 
 // The -m/--model, -t/--threads and --json options every subcommand shares.
 void add_model_option(CLI::App& app, std::string& model);

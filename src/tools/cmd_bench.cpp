@@ -10,6 +10,7 @@
 #include "model/forward.h"
 #include "ops/gemm.h"
 #include "reuse/chunk_cache.h"
+#include "tools/bench_gemm.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -79,9 +80,11 @@ double forward_flops(const ModelConfig& c, int n, int past) {
 int run_bench_serve(const BenchArgs& a);
 
 int run_bench(const BenchArgs& a) {
+  if (a.mode == "gemm") return run_bench_gemm({a.model, a.tokens, a.reps, a.threads, a.json});
+  if (a.model.empty()) return fail("bench " + a.mode + " needs -m/--model", a.json);
   if (a.mode == "serve") return run_bench_serve(a);
   if (a.mode != "prefill" && a.mode != "decode")
-    return fail(fmt::format("bench mode must be prefill, decode or serve, not '{}'", a.mode),
+    return fail(fmt::format("bench mode must be prefill, decode, serve or gemm, not '{}'", a.mode),
                 a.json);
   auto loaded = load_for_cli(a.model, "");
   if (!loaded.ok()) return fail(loaded.message(), a.json);
@@ -96,32 +99,33 @@ int run_bench(const BenchArgs& a) {
   std::vector<Pos> pos(total);
   for (int i = 0; i < total; ++i) pos[i] = Pos::linear(i);
 
-  auto pool = pool_for(m, total);
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  Engine engine(m, a.threads);
+  auto ctx = context_for(*loaded, a.threads, total);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  Engine& engine = (*ctx)->engine();
+  KvPool& pool = (*ctx)->pool();
   GemmFloor floor(m);
 
   auto run_engine = [&]() -> Result<double> {
-    const SeqId seq = (*pool)->create_sequence();
+    const SeqId seq = pool.create_sequence();
     double ms = 0;
     if (a.mode == "prefill") {
       const double t0 = now_ms();
-      auto l = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos));
+      auto l = engine.forward(pool, seq, ForwardInput::from_tokens(ids, pos));
       ms = now_ms() - t0;
       if (!l.ok()) return l.error();
     } else {
       auto l = engine.forward(
-          **pool, seq,
+          pool, seq,
           ForwardInput::from_tokens({ids.data(), size_t(past)}, {pos.data(), size_t(past)}));
       if (!l.ok()) return l.error();
       const double t0 = now_ms();
       for (int i = past; i < total; ++i) {
-        l = engine.forward(**pool, seq, ForwardInput::from_tokens({&ids[i], 1}, {&pos[i], 1}));
+        l = engine.forward(pool, seq, ForwardInput::from_tokens({&ids[i], 1}, {&pos[i], 1}));
         if (!l.ok()) return l.error();
       }
       ms = now_ms() - t0;
     }
-    (*pool)->free_sequence(seq);
+    pool.free_sequence(seq);
     return ms;
   };
   auto run_floor = [&]() {
@@ -158,6 +162,7 @@ int run_bench(const BenchArgs& a) {
   json j{{"mode", a.mode},
          {"model", model_summary(m)},
          {"threads", a.threads},
+         {"blas_path", blas_path()},
          {"tokens", a.tokens},
          {"context_before", past},
          {"reps", a.reps},
@@ -199,13 +204,14 @@ int run_bench_serve(const BenchArgs& a) {
     return ChunkContent::from_tokens(std::move(ids));
   };
   const ChunkContent A = random_chunk(a.antecedent), B = random_chunk(a.tokens);
-  auto pool = pool_for(m, 6 * (1 + a.antecedent + a.tokens));
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  KvPool& kv = **pool;
-  Engine engine(m, a.threads);
-  ChunkStore store(size_t(1) << 36);
-  const int32_t bos = m.tokenizer ? m.tokenizer->bos() : 1;
-  ChunkCache cc(m, engine, kv, store, {bos});
+  ContextOptions co;
+  co.n_threads = a.threads;
+  co.kv_tokens = 6 * (1 + a.antecedent + a.tokens + 32);
+  co.store_bytes = size_t(1) << 36;
+  auto ctx = Context::create(*loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  KvPool& kv = (*ctx)->pool();
+  ChunkCache& cc = (*ctx)->cache();
   const int32_t pB = 1 + A.extent();
 
   ScopedSequence prefix(kv);
@@ -286,6 +292,7 @@ int run_bench_serve(const BenchArgs& a) {
   json j{{"mode", "serve"},
          {"model", model_summary(m)},
          {"threads", a.threads},
+         {"blas_path", blas_path()},
          {"chunk_tokens", a.tokens},
          {"antecedent_tokens", a.antecedent},
          {"rank", po.rank},
@@ -324,10 +331,12 @@ Runner add_bench(CLI::App& app) {
   app.add_option("mode", a->mode,
                  "prefill | decode | serve (a cached chunk of --tokens behind --antecedent tokens: "
                  "serve with a rank --rank patch vs re-prefill, vs the memcpy+GEMM floor, and the "
-                 "patch compile cost vs its forward)")
+                 "patch compile cost vs its forward) | gemm (the engine's f32 GEMM shapes on each "
+                 "OpenBLAS kernel table the CPU runs; -m optional, default the 0.5b shapes)")
       ->required()
-      ->check(CLI::IsMember({"prefill", "decode", "serve"}));
+      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm"}));
   add_model_option(app, a->model);
+  app.get_option("--model")->required(false);  // bench gemm runs without a model
   app.add_option("--tokens", a->tokens, "prefill: prompt length; decode: tokens generated")
       ->capture_default_str();
   app.add_option("--antecedent", a->antecedent, "serve: tokens before the chunk")

@@ -246,8 +246,9 @@ int run(const DemoArgs& a) {
     o.png_path = a.png;
   }
 
-  Engine engine(*m->decoder, a.threads);
-  auto r = run_agent_demo(*m, engine, o);
+  auto ctx = Context::create(m->decoder, agent_demo_context(o, a.threads));
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_agent_demo(*m, **ctx, o);
   if (!r.ok()) return fail(r.message(), a.json);
   r->decoder_path = a.random_weights ? "seeded random weights (seed 1)" : decoder;
   r->vision_path = a.random_weights ? "seeded random weights (seed 1)" : vision;

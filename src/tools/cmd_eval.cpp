@@ -39,9 +39,10 @@ int run_minivl_suite(const EvalArgs& a) {
                   a.json);
   auto mv = minivl::MiniVl::load(dec, vis);
   if (!mv.ok()) return fail(mv.message(), a.json);
-  Engine engine(*mv->decoder, a.threads);
   MiniVlEvalOptions o;
   o.n_clips = a.clips;
+  auto ctx = Context::create(mv->decoder, minivl_eval_context(*mv, o, a.threads));
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
   const double t0 = now_ms();
   if (!a.quiet)
     o.progress = [&](int done, int total) {
@@ -50,7 +51,7 @@ int run_minivl_suite(const EvalArgs& a) {
       std::fprintf(stderr, "kamera: eval mini-vl: %d/%d clips, %.1f s, ETA %.1f s\n", done, total,
                    el, el / done * (total - done));
     };
-  auto r = run_minivl_eval(*mv, engine, o);
+  auto r = run_minivl_eval(*mv, **ctx, o);
   if (!r.ok()) return fail(r.message(), a.json);
   json& j = *r;
   j["model_name"] = "minivl";
@@ -134,8 +135,13 @@ int run_eval_cmd(const EvalArgs& a) {
       std::fprintf(stderr, "kamera: eval split %s: %zu items from %s (%s)\n", s.name.c_str(),
                    s.items.size(), s.source.c_str(), s.role.c_str());
   }
-  Engine engine(m, a.threads);
-  auto r = run_eval_suite(m, engine, splits, so);
+  ContextOptions co;
+  co.n_threads = a.threads;
+  co.kv_tokens = suite_kv_tokens(splits, so);
+  co.store_bytes = size_t(1) << 34;
+  auto ctx = Context::create(*loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_eval_suite(**ctx, splits, so);
   if (!r.ok()) return fail(r.message(), a.json);
   json& j = *r;
   j["model"] = model_summary(m);
@@ -152,7 +158,7 @@ int run_eval_cmd(const EvalArgs& a) {
     return 0;
   }
   std::printf("%s (%s), suite %s, %.1f s\n", j["model_name"].get<std::string>().c_str(),
-              m.cfg.arch.c_str(), a.suite.c_str(), j["seconds"].get<double>());
+              arch_name(m.cfg.arch), a.suite.c_str(), j["seconds"].get<double>());
   for (const auto& s : j["splits"]) {
     const auto& res = s["result"];
     std::printf("\nsplit %s (%s, %d items, %d flips)\n", s["name"].get<std::string>().c_str(),

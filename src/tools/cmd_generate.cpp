@@ -3,6 +3,7 @@
 
 #include "model/forward.h"
 #include "model/sampler.h"
+#include "model/utf8.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -22,7 +23,7 @@ struct GenerateArgs {
 
 int run_generate(const GenerateArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
-  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  if (!loaded.ok()) return fail(loaded.error(), a.json);
   const Model& m = **loaded;
   const ModelConfig& c = m.cfg;
   if (!m.tokenizer)
@@ -30,7 +31,9 @@ int run_generate(const GenerateArgs& a) {
         fmt::format("{} has no tokenizer: pass -z tokenizer.bin (llama2.c format)", a.model),
         a.json);
   const Tokenizer& tok = *m.tokenizer;
-  std::vector<int32_t> ids = tok.encode(a.prompt, /*add_bos=*/true);
+  std::vector<int32_t> ids = tok.encode(a.prompt, tok.add_bos());
+  const bool echo_first = !tok.add_bos() && !ids.empty();  // no BOS in front: print every token
+  if (ids.empty()) ids.push_back(tok.bos());               // something to condition on
   if (a.n < 0) return fail("-n must be >= 0", a.json);
   int n_gen = a.n;
   if (int(ids.size()) >= c.ctx_len)
@@ -43,10 +46,11 @@ int run_generate(const GenerateArgs& a) {
                  c.ctx_len);
   }
 
-  auto pool = pool_for(m, int(ids.size()) + n_gen);
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  Engine engine(m, a.threads);
-  const SeqId seq = (*pool)->create_sequence();
+  auto ctx = context_for(*loaded, a.threads, int64_t(ids.size()) + n_gen);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  Engine& engine = (*ctx)->engine();
+  KvPool& pool = (*ctx)->pool();
+  const SeqId seq = pool.create_sequence();
   SamplerParams sp;
   sp.temperature = a.temp;
   sp.top_p = a.top_p;
@@ -56,39 +60,43 @@ int run_generate(const GenerateArgs& a) {
   Sampler sampler(sp);
 
   std::string text;
+  Utf8Stream stream;  // a character split across tokens is printed once it is complete
   auto emit = [&](int32_t prev, int32_t t) {
-    const std::string piece = tok.decode(prev, t);
-    text += piece;
+    const std::string bytes = tok.decode(prev, t);
+    text += bytes;
+    const std::string piece = stream.push(bytes);
     if (!a.json) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     }
   };
+  if (echo_first) emit(-1, ids[0]);
   for (size_t i = 1; i < ids.size(); ++i) emit(ids[i - 1], ids[i]);
 
   std::vector<Pos> pos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
   const double t0 = now_ms();
-  auto logits = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos));
+  auto logits = engine.forward(pool, seq, ForwardInput::from_tokens(ids, pos));
   if (!logits.ok()) return fail(logits.message(), a.json);
   const double t1 = now_ms();
   std::vector<int32_t> out;
   int32_t prev = ids.back();
   for (int i = 0; i < n_gen; ++i) {
     const int32_t next = sampler.sample(*logits);
-    if (!a.ignore_eos && (next == tok.eos() || next == tok.bos())) break;
+    if (!a.ignore_eos && (tok.is_eog(next) || next == tok.bos())) break;
     out.push_back(next);
     emit(prev, next);
     prev = next;
     if (i + 1 == n_gen) break;
     const Pos p = Pos::linear(int32_t(ids.size() + out.size() - 1));
-    logits = engine.forward(**pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
+    logits = engine.forward(pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
     if (!logits.ok()) return fail(logits.message(), a.json);
   }
   const double t2 = now_ms();
   const double gen_ms = t2 - t1;
   if (!a.json) {
-    std::printf("\n");
+    const std::string tail = stream.flush();
+    std::printf("%s\n", tail.c_str());
     std::fflush(stdout);
   }
   std::fprintf(stderr,

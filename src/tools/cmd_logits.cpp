@@ -19,7 +19,7 @@ struct LogitsArgs {
 
 int run_logits(const LogitsArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
-  if (!loaded.ok()) return fail(loaded.message(), a.json);
+  if (!loaded.ok()) return fail(loaded.error(), a.json);
   const Model& m = **loaded;
   std::vector<int32_t> ids;
   if (!a.tokens.empty()) {
@@ -35,15 +35,15 @@ int run_logits(const LogitsArgs& a) {
     if (t < 0 || t >= m.cfg.n_vocab)
       return fail(fmt::format("token id {} is outside the vocabulary [0, {})", t, m.cfg.n_vocab),
                   a.json);
-  auto pool = pool_for(m, int(ids.size()));
-  if (!pool.ok()) return fail(pool.message(), a.json);
-  Engine engine(m, a.threads);
-  const SeqId seq = (*pool)->create_sequence();
+  auto ctx = context_for(*loaded, a.threads, int64_t(ids.size()));
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  Engine& engine = (*ctx)->engine();
+  const SeqId seq = (*ctx)->pool().create_sequence();
   std::vector<Pos> pos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
   ForwardOptions fo;
   fo.logits = a.all ? LogitsMode::All : LogitsMode::Last;
-  auto logits = engine.forward(**pool, seq, ForwardInput::from_tokens(ids, pos), fo);
+  auto logits = engine.forward((*ctx)->pool(), seq, ForwardInput::from_tokens(ids, pos), fo);
   if (!logits.ok()) return fail(logits.message(), a.json);
   const int V = m.cfg.n_vocab;
   const int rows = int(logits->size() / V);

@@ -1,6 +1,7 @@
 // kamera make-model: seeded random-weight GGUF files with real shapes.
 #include <cstdio>
 
+#include "model/hf_tokenizer.h"
 #include "model/synthetic.h"
 #include "tools/cli_common.h"
 
@@ -10,22 +11,42 @@ namespace {
 
 struct MakeModelArgs {
   std::string arch = "llama", preset, dims, out, type = "f32";
+  std::string vocab, tokenizer_config, vocab_pre;  // a Hugging Face tokenizer to embed
   uint64_t seed = 1;
   bool json = false;
 };
+
+// The model's vocabulary size follows an imported vocabulary; --dims vocab=N (N larger) pads it
+// with unused "[PAD<id>]" tokens, as llama.cpp's converter pads to a model's vocab_size.
+Status fit_vocab(Tokenizer::Vocab& v, ModelConfig& c, bool vocab_in_dims) {
+  const int n = int(v.pieces.size());
+  if (!vocab_in_dims) c.n_vocab = n;
+  if (c.n_vocab < n)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--dims vocab={} is smaller than the {} tokens of --vocab", c.n_vocab, n);
+  for (int i = n; i < c.n_vocab; ++i) {
+    v.pieces.push_back(fmt::format("[PAD{}]", i));
+    v.scores.push_back(0.0f);
+    v.types.push_back(TokenType::Unused);
+  }
+  return Status::Ok();
+}
 
 int run_make_model(const MakeModelArgs& a) {
   if (a.arch.ends_with("-mmproj"))
     return run_make_mmproj(a.arch, a.preset, a.type, a.seed, a.out, a.json);
   const std::string preset = a.preset.empty() ? "tiny" : a.preset;
-  auto cfg = synthetic_preset(a.arch, preset);
-  if (!cfg)
+  const std::optional<Arch> arch = arch_from_name(a.arch);
+  if (!arch)
     return fail(
-        fmt::format(
-            "unknown --arch '{}' or --preset '{}' (archs: llama, qwen2, qwen2vl, deepseek2, "
-            "qwen2vl-mmproj, qwen25vl-mmproj; presets: {})",
-            a.arch, preset, fmt::join(synthetic_preset_names(), ", ")),
+        fmt::format("unknown --arch '{}' (architectures: {}, qwen2vl-mmproj, qwen25vl-mmproj)",
+                    a.arch, arch_names()),
         a.json);
+  auto cfg = synthetic_preset(*arch, preset);
+  if (!cfg)
+    return fail(fmt::format("--arch {} has no preset '{}' (its presets: {})", a.arch, preset,
+                            fmt::join(synthetic_preset_names(*arch), ", ")),
+                a.json);
   if (!a.dims.empty()) {
     Status st = apply_dims(*cfg, a.dims);
     if (!st.ok()) return fail(st.message(), a.json);
@@ -33,6 +54,13 @@ int run_make_model(const MakeModelArgs& a) {
   auto type = dtype_from_name(a.type);
   if (!type) return fail(fmt::format("--type '{}' (f32, f16, bf16, q8_0)", a.type), a.json);
   SyntheticSpec spec;
+  if (!a.vocab.empty()) {
+    auto v = import_hf_tokenizer(a.vocab, a.tokenizer_config, a.vocab_pre);
+    if (!v.ok()) return fail(v.message(), a.json);
+    Status st = fit_vocab(*v, *cfg, a.dims.find("vocab=") != std::string::npos);
+    if (!st.ok()) return fail(st.message(), a.json);
+    spec.vocab = std::move(v.value());
+  }
   spec.cfg = *cfg;
   spec.seed = a.seed;
   spec.weight_type = *type;
@@ -49,7 +77,7 @@ int run_make_model(const MakeModelArgs& a) {
   const int64_t params = count_parameters(c);
   if (a.json) {
     print_json(json{{"path", a.out},
-                    {"arch", c.arch},
+                    {"arch", arch_name(c.arch)},
                     {"preset", preset},
                     {"seed", a.seed},
                     {"type", a.type},
@@ -57,7 +85,7 @@ int run_make_model(const MakeModelArgs& a) {
                     {"write_ms", ms}});
   } else {
     std::fprintf(stderr, "kamera: wrote %s (%s %s, %.1fM parameters, %s, seed %llu) in %.0f ms\n",
-                 a.out.c_str(), c.arch.c_str(), preset.c_str(), params / 1e6, a.type.c_str(),
+                 a.out.c_str(), arch_name(c.arch), preset.c_str(), params / 1e6, a.type.c_str(),
                  (unsigned long long)a.seed, ms);
   }
   return 0;
@@ -68,13 +96,14 @@ int run_make_model(const MakeModelArgs& a) {
 Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
   app.add_option("--arch", a->arch,
-                 "Architecture: llama, qwen2, qwen2vl, deepseek2 (decoders), or qwen2vl-mmproj, "
-                 "qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
+                 "Architecture: llama, qwen2, qwen2vl (M-RoPE) or deepseek2 (MLA) decoders, or "
+                 "qwen2vl-mmproj, qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
-                 "Shape preset: tiny (tests); 0.5b (Qwen2.5-0.5B text decoder); 2b (Qwen2-VL-2B: "
-                 "qwen2vl decoder, qwen2vl-mmproj tower); 3b (Qwen2.5-VL-3B: qwen2vl decoder, "
-                 "qwen25vl-mmproj tower); lite (deepseek2)");
+                 "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
+                 "qwen2: Qwen2.5-0.5B's text decoder); 2b (Qwen2-VL-2B: qwen2vl decoder, "
+                 "qwen2vl-mmproj tower); 3b (Qwen2.5-VL-3B: qwen2vl decoder, qwen25vl-mmproj "
+                 "tower); lite (deepseek2: DeepSeek-V2-Lite's attention)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"
@@ -83,6 +112,17 @@ Runner add_make_model(CLI::App& app) {
   app.add_option("--seed", a->seed, "Seed; the same seed gives the same file")
       ->capture_default_str();
   app.add_option("-o,--output", a->out, "Output .gguf path")->required();
+  app.add_option("--vocab", a->vocab,
+                 "Embed a Hugging Face byte-level BPE tokenizer (tokenizer.json); the model's "
+                 "vocabulary size follows it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tokenizer-config", a->tokenizer_config,
+                 "tokenizer_config.json for --vocab: special tokens, add_bos/add_eos, chat "
+                 "template")
+      ->check(CLI::ExistingFile);
+  app.add_option("--vocab-pre", a->vocab_pre,
+                 "Pre-tokenizer name to write (tokenizer.ggml.pre) instead of the one recognized "
+                 "in --vocab");
   app.add_flag("--json", a->json, "Print a JSON summary");
   return [a] { return run_make_model(*a); };
 }

@@ -76,8 +76,13 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
                    tty ? "\r" : "", done, total, el, el / done * (total - done),
                    tty && done != total ? "   " : "\n");
     };
-  Engine engine(m, a.threads);
-  auto r = run_reuse_bench(m, engine, *items, o);
+  ContextOptions co;
+  co.n_threads = a.threads;
+  co.kv_tokens = harness_kv_tokens(*items);
+  co.store_bytes = size_t(1) << 34;
+  auto ctx = Context::create(*loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_reuse_bench(**ctx, *items, o);
   if (!r.ok()) return fail(r.message(), a.json);
   json j = reuse_bench_json(*r);
   j["model"] = model_summary(m);

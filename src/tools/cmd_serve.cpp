@@ -25,14 +25,13 @@ struct ServeArgs {
 
 int run_serve(ServeArgs a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
-  if (!loaded.ok()) return fail(loaded.message(), false);
-  const Model& m = **loaded;
+  if (!loaded.ok()) return fail(loaded.error(), false);
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   }
-  Server server(m, a.opts);
+  Server server(*loaded, a.opts);
   Status st = server.start();
   if (!st.ok()) return fail(st.message(), false);
   std::fprintf(stderr, "kamera: serving %s on http://%s:%d (%s%s%s)\n", a.opts.model_name.c_str(),

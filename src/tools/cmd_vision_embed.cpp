@@ -15,29 +15,14 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "media/image.h"
+#include "ops/blas_select.h"
 #include "ops/gemm.h"
 #include "tools/cli_common.h"
 #include "vision/qwen_vision_encoder.h"
 
-extern "C" char* openblas_get_corename(void);
-
 namespace kamera::cli {
 
 namespace {
-
-// OpenBLAS 0.3.21 picks its kernels from the CPU model; on CPUs it does not know (e.g. some
-// virtualised Xeons) it falls back to "Prescott" (SSE3), 4-6x slower than its AVX-512 kernels.
-// The choice is made when the library loads, so only the environment can change it.
-void warn_if_blas_is_generic() {
-  const std::string core = openblas_get_corename();
-  if (core != "Prescott" && core != "Core2" && core != "Nehalem") return;
-  const IsaLevel isa = cpu_isa_level();
-  if (isa < IsaLevel::Avx2) return;
-  std::fprintf(stderr,
-               "kamera: warning: OpenBLAS runs its generic '%s' kernels on a CPU with %s; set "
-               "OPENBLAS_CORETYPE=%s for its fast ones\n",
-               core.c_str(), isa_level_name(isa), isa >= IsaLevel::Avx512 ? "SkylakeX" : "Haswell");
-}
 
 struct VisionEmbedArgs {
   std::string mmproj, image, frames;
@@ -99,7 +84,7 @@ int run_vision_embed(const VisionEmbedArgs& a) {
   if (!patches.ok()) return fail(patches.message(), a.json);
   const double prep_ms = now_ms() - t0;
   set_blas_threads(a.threads);
-  warn_if_blas_is_generic();
+  const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
   QwenVisionEncoder enc(*model, &pool);
   Result<QwenVisionEmbeddings> emb = make_error(ErrorCode::Internal, "not run");
@@ -137,7 +122,7 @@ int run_vision_embed(const VisionEmbedArgs& a) {
                   {"encode_ms", encode_ms},
                   {"encode_cpu_ms", encode_cpu_ms},
                   {"blas_threads", blas_threads()},
-                  {"blas_core", openblas_get_corename()},
+                  {"blas_core", blas.core},
                   {"cpu", cpu_feature_string()},
                   {"embeddings", rows}});
   return 0;

@@ -68,8 +68,13 @@ int run(const WindowBenchArgs& a) {
                    tty ? "\r" : "", s.c_str(), done, total, (now_ms() - t0) / 1e3,
                    tty && done != total ? "   " : "\n");
     };
-  Engine engine(m, a.threads);
-  auto r = run_window_bench(m, engine, *items, o);
+  ContextOptions co;
+  co.n_threads = a.threads;
+  co.kv_tokens = window_bench_kv_tokens(m);
+  co.store_bytes = size_t(1) << 34;
+  auto ctx = Context::create(*loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_window_bench(**ctx, *items, o);
   if (!r.ok()) return fail(r.message(), a.json);
   json j = window_bench_json(*r);
   j["model"] = model_summary(m);

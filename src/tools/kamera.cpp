@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "core/log.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -20,18 +21,26 @@ int fail(const std::string& message, bool as_json) {
   return 1;
 }
 
-Result<std::unique_ptr<Model>> load_for_cli(const std::string& path, const std::string& tokenizer) {
-  LoadOptions opts;
-  opts.tokenizer_path = tokenizer;
-  return load_model(path, opts);
+int fail(const Error& error, bool as_json) {
+  std::fprintf(stderr, "kamera: error: %s\n", error.message.c_str());
+  if (as_json) print_json(json{{"error", error.message}, {"code", error_code_name(error.code)}});
+  return 1;
 }
 
-Result<std::unique_ptr<KvPool>> pool_for(const Model& m, int tokens) {
-  KvPool::Params pp;
-  pp.layout = m.kv_layout();
-  pp.page_tokens = 16;
-  pp.n_pages = tokens / pp.page_tokens + 2;
-  return KvPool::create(pp);
+Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
+                                                  const std::string& tokenizer) {
+  LoadOptions opts;
+  opts.tokenizer_path = tokenizer;
+  KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(path, opts));
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model, int threads,
+                                             int64_t kv_tokens) {
+  ContextOptions o;
+  o.n_threads = threads;
+  o.kv_tokens = kv_tokens;
+  return Context::create(std::move(model), o);
 }
 
 void add_model_option(CLI::App& app, std::string& model) {
@@ -75,7 +84,7 @@ json model_summary(const Model& m) {
   const ModelConfig& c = m.cfg;
   return json{{"path", m.source},
               {"format", m.format},
-              {"arch", c.arch},
+              {"arch", arch_name(c.arch)},
               {"n_vocab", c.n_vocab},
               {"dim", c.dim},
               {"n_layers", c.n_layers},
@@ -94,6 +103,7 @@ json model_summary(const Model& m) {
 
 int main(int argc, char** argv) {
   using namespace kamera::cli;
+  kamera::log();  // every message to stderr; stdout carries only results
   spdlog::set_pattern("kamera: %l: %v");
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{
@@ -116,6 +126,8 @@ int main(int argc, char** argv) {
       add_make_model);
   reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
       add_bench);
+  reg("quant-bench", "GFLOP/s of the quantized-weight matmul per type, shape and kernel path",
+      add_quant_bench);
   reg("reuse-bench",
       "Score chunk reuse (blind, rank-m patch, deep-half patch, mask oracle) against re-prefill",
       add_reuse_bench);
@@ -130,6 +142,9 @@ int main(int argc, char** argv) {
       "The agent demo: a sliding window over a frame stream on the mini vision-language model, "
       "kamera vs re-prefill",
       add_demo);
+  reg("tokenize", "Text -> token ids with the model's vocabulary (SentencePiece or byte-level BPE)",
+      add_tokenize);
+  reg("detokenize", "Token ids -> text with the model's vocabulary", add_detokenize);
   reg("vision-embed",
       "Qwen2-VL / Qwen2.5-VL vision tower (llama.cpp mmproj): an image's embeddings, as JSON",
       add_vision_embed);

@@ -19,18 +19,17 @@ bool same_set(std::vector<ChunkId> a, std::vector<ChunkId> b) {
 
 }  // namespace
 
-Window::Window(ChunkCache& cache, KvPool& pool, const WindowPolicy& policy, SeqId seq)
-    : cache_(cache), pool_(pool), policy_(policy), seq_(seq) {}
+Window::Window(Context& ctx, const WindowPolicy& policy, SeqId seq)
+    : ctx_(ctx), cache_(ctx.cache()), pool_(ctx.pool()), policy_(policy), seq_(seq) {}
 
 Window::~Window() {
   pool_.free_sequence(seq_);
 }
 
-Result<std::unique_ptr<Window>> Window::create(ChunkCache& cache, KvPool& pool,
-                                               const WindowPolicy& policy) {
-  const SeqId seq = pool.create_sequence();
-  std::unique_ptr<Window> w(new Window(cache, pool, policy, seq));
-  if (auto st = cache.place_anchor(seq); !st.ok()) return st.error();
+Result<std::unique_ptr<Window>> Window::create(Context& ctx, const WindowPolicy& policy) {
+  const SeqId seq = ctx.pool().create_sequence();
+  std::unique_ptr<Window> w(new Window(ctx, policy, seq));
+  KAMERA_TRY(ctx.cache().place_anchor(seq));
   w->set_policy(policy);
   return w;
 }
@@ -292,7 +291,7 @@ Status Window::refresh(int slot) {
 Result<std::unique_ptr<Window>> Window::fork() const {
   auto f = pool_.fork(seq_);
   if (!f.ok()) return f.error();
-  std::unique_ptr<Window> w(new Window(cache_, pool_, policy_, *f));
+  std::unique_ptr<Window> w(new Window(ctx_, policy_, *f));
   w->slots_ = slots_;
   w->evicted_ = evicted_;
   return w;

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "reuse/chunk_cache.h"
+#include "context/context.h"
 
 namespace kamera {
 
@@ -52,9 +52,8 @@ struct DisposableReport {
 
 class Window {
  public:
-  // Creates an empty window (just the anchor) on a new sequence of the cache's pool.
-  static Result<std::unique_ptr<Window>> create(ChunkCache& cache, KvPool& pool,
-                                                const WindowPolicy& policy);
+  // Creates an empty window (just the anchor) on a new sequence of the context's pool.
+  static Result<std::unique_ptr<Window>> create(Context& ctx, const WindowPolicy& policy);
   ~Window();
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;
@@ -110,7 +109,7 @@ class Window {
   Status check_invariants() const;
 
  private:
-  Window(ChunkCache& cache, KvPool& pool, const WindowPolicy& policy, SeqId seq);
+  Window(Context& ctx, const WindowPolicy& policy, SeqId seq);
   PatchOptions patch_options() const;
   std::vector<ChunkContent> contents(int begin, int end) const;
   std::vector<ChunkId> ids(int begin, int end) const;
@@ -119,8 +118,9 @@ class Window {
   Status insert_slot(int at, WindowSlot slot);
   Result<std::shared_ptr<const PatchEntry>> patch_for(int slot_index, const ChunkContent& c);
 
-  ChunkCache& cache_;
-  KvPool& pool_;
+  Context& ctx_;
+  ChunkCache& cache_;  // ctx_'s
+  KvPool& pool_;       // ctx_'s
   WindowPolicy policy_;
   SeqId seq_;
   std::vector<WindowSlot> slots_;

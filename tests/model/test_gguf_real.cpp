@@ -29,7 +29,7 @@ TEST(GgufRealTest, Stories260K) {
   const GgufTensor* emb = g.find_tensor("token_embd.weight");
   ASSERT_NE(emb, nullptr);
   EXPECT_EQ(emb->ne, (std::vector<int64_t>{64, 512}));
-  EXPECT_EQ(emb->type, DType::F32);
+  EXPECT_EQ(emb->type, GgmlType::F32);
 
   const std::vector<std::string>* tokens = g.get_string_array("tokenizer.ggml.tokens");
   ASSERT_NE(tokens, nullptr);

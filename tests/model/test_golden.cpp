@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "context/context.h"
 #include "model/forward.h"
 #include "model/sampler.h"
 #include "support/naive_llama.h"
@@ -13,11 +14,7 @@ using namespace kamera;
 namespace {
 
 std::unique_ptr<KvPool> make_pool(const Model& m, int tokens) {
-  KvPool::Params p;
-  p.layout = m.kv_layout();
-  p.page_tokens = 16;
-  p.n_pages = tokens / 16 + 2;
-  auto pool = KvPool::create(p);
+  auto pool = KvPool::create(pool_params(m, tokens));
   EXPECT_TRUE(pool.ok()) << pool.message();
   return std::move(pool.value());
 }

@@ -45,12 +45,13 @@ constexpr auto arm = testing_support::minivl_arm;
 TEST(MiniVl, CommittedModelAnswersHeldOutAndFullRankPatchIsExact) {
   auto l = load_committed();
   if (!l.mv) GTEST_SKIP() << l.skip;
-  Engine engine(*l.mv->decoder, 2);
   MiniVlEvalOptions o;
   o.n_clips = 40;
   o.ranks = {2, -1};
   o.baselines = false;
-  auto r = run_minivl_eval(*l.mv, engine, o);
+  auto ctx = Context::create(l.mv->decoder, minivl_eval_context(*l.mv, o, 2));
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
+  auto r = run_minivl_eval(*l.mv, **ctx, o);
   ASSERT_TRUE(r.ok()) << r.message();
   const auto& re = arm(*r, "reprefill", "")["by_family"];
   // Chance is 1/6 (colours) to 1/4 (shapes); the trained model is far above it (docs/MINIVL.md).
@@ -68,12 +69,13 @@ TEST(MiniVl, CommittedModelAnswersHeldOutAndFullRankPatchIsExact) {
 TEST(MiniVl, BlindReuseLosesCrossFrameBindingAndAPatchRestoresIt) {
   auto l = load_committed();
   if (!l.mv) GTEST_SKIP() << l.skip;
-  Engine engine(*l.mv->decoder, 2);
   MiniVlEvalOptions o;
   o.n_clips = 40;
   o.ranks = {2};
   o.baselines = false;
-  auto r = run_minivl_eval(*l.mv, engine, o);
+  auto ctx = Context::create(l.mv->decoder, minivl_eval_context(*l.mv, o, 2));
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
+  auto r = run_minivl_eval(*l.mv, **ctx, o);
   ASSERT_TRUE(r.ok()) << r.message();
   auto acc = [&](const std::string& name, const std::string& knob, const char* fam) {
     return arm(*r, name, knob)["by_family"][fam]["accuracy"].get<double>();

@@ -19,10 +19,13 @@ void check_model(const std::string& model_path, const std::string& items_path) {
   auto items = load_reuse_items(items_path, **m);
   ASSERT_TRUE(items.ok()) << items.message();
   EXPECT_GE(items->size(), 40u);
-  Engine engine(**m, 2);
+  ContextOptions co;
+  co.kv_tokens = harness_kv_tokens(*items);
+  auto ctx = Context::create(std::move(*m), co);
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
   ReuseBenchOptions o;
   o.ranks = {1, 4, 16, kFullRank};
-  auto r = run_reuse_bench(**m, engine, *items, o);
+  auto r = run_reuse_bench(**ctx, *items, o);
   ASSERT_TRUE(r.ok()) << r.message();
   EXPECT_EQ(r->relocation_max_ulp_layer0, 0);  // relocation itself is exact
   EXPECT_LT(r->relocation_max_rel_err, 2e-6);  // deeper layers: f32 rounding of attention

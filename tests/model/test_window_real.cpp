@@ -22,12 +22,15 @@ void check(const std::string& model_path, const std::string& items_path, int win
   ASSERT_TRUE(m.ok()) << m.message();
   auto items = load_reuse_items(items_path, **m);
   ASSERT_TRUE(items.ok()) << items.message();
-  Engine engine(**m, 2);
+  ContextOptions co;
+  co.kv_tokens = window_bench_kv_tokens(**m);
+  auto ctx = Context::create(std::move(*m), co);
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
   WindowBenchOptions o;
   o.max_items = 4;
   o.reorder_k = {3};
   o.window_chunks = window_chunks;
-  auto r = run_window_bench(**m, engine, *items, o);
+  auto r = run_window_bench(**ctx, *items, o);
   ASSERT_TRUE(r.ok()) << r.message();
   // slide: keep-as-is costs a metadata write, the full-rank removal patch restores re-prefill
   const auto* keep = find(*r, "slide", "head evicted", "keep", 0);

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "context/context.h"
 #include "model/forward.h"
 #include "model/synthetic.h"
 #include "reuse/chunk.h"
@@ -23,7 +24,7 @@ inline std::string model_path(const std::string& arch, kamera::DType type = kame
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   kamera::SyntheticSpec spec;
-  spec.cfg = *kamera::synthetic_preset(arch, "tiny");
+  spec.cfg = *kamera::synthetic_preset(*kamera::arch_from_name(arch), "tiny");
   if (!dims.empty()) {
     auto st = kamera::apply_dims(spec.cfg, dims);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -55,6 +56,23 @@ inline std::unique_ptr<kamera::KvPool> pool_for(const kamera::Model& m, int toke
   auto pool = kamera::KvPool::create(p);
   EXPECT_TRUE(pool.ok()) << pool.message();
   return std::move(pool.value());
+}
+
+// A context on the model at `path`: anchor [1], room for kv_tokens tokens in pages of
+// page_tokens, a store of store_bytes.
+inline std::unique_ptr<kamera::Context> context(const std::string& path, int64_t kv_tokens,
+                                                int page_tokens = 16,
+                                                size_t store_bytes = size_t(1) << 30,
+                                                int n_threads = 2) {
+  kamera::ContextOptions o;
+  o.kv_tokens = kv_tokens;
+  o.page_tokens = page_tokens;
+  o.store_bytes = store_bytes;
+  o.n_threads = n_threads;
+  o.anchor = {1};
+  auto c = kamera::Context::load(path, o);
+  EXPECT_TRUE(c.ok()) << c.message();
+  return c.ok() ? std::move(c.value()) : nullptr;
 }
 
 inline std::vector<kamera::Pos> linear_positions(int n, int start = 0) {

@@ -63,8 +63,9 @@ struct DemoRun {
     opts.reps = 1;
     png = m.dir + "/agent-demo.png";
     opts.png_path = png;
-    Engine engine(*m.model.decoder, 1);
-    result = run_agent_demo(m.model, engine, opts);
+    auto ctx = Context::create(m.model.decoder, agent_demo_context(opts, 1));
+    EXPECT_TRUE(ctx.ok()) << ctx.message();
+    if (ctx.ok()) result = run_agent_demo(m.model, **ctx, opts);
   }
 };
 
@@ -197,10 +198,7 @@ TEST(AgentDemo, ReprefillMatchesClipLogits) {
     ASSERT_TRUE(c.ok());
     chunks.push_back(std::move(*c));
   }
-  KvPool::Params pp;
-  pp.layout = m.model.decoder->kv_layout();
-  pp.n_pages = 64;
-  auto pool = KvPool::create(pp);
+  auto pool = KvPool::create(pool_params(*m.model.decoder, 64 * 16));
   ASSERT_TRUE(pool.ok());
   Engine engine(*m.model.decoder, 1);
   for (const auto& st : r.steps) {
@@ -231,18 +229,18 @@ TEST(AgentDemo, ReprefillMatchesClipLogits) {
 // moves each survivor back by one frame's extent.
 TEST(AgentDemo, SlideIsMetadata) {
   RandomMiniVl& m = random_minivl();
-  const Model& model = *m.model.decoder;
-  Engine engine(model, 1);
-  KvPool::Params pp;
-  pp.layout = model.kv_layout();
-  pp.n_pages = 64;
-  auto pool = KvPool::create(pp);
-  ASSERT_TRUE(pool.ok());
-  ChunkStore store(size_t(1) << 26);
-  ChunkCache cache(model, engine, **pool, store, {minivl::bos_id()});
+  ContextOptions co;
+  co.n_threads = 1;
+  co.kv_tokens = 64 * 16;
+  co.store_bytes = size_t(1) << 26;
+  co.anchor = {minivl::bos_id()};
+  auto ctx = Context::create(m.model.decoder, co);
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
+  KvPool* pool = &(*ctx)->pool();
+  ChunkStore& store = (*ctx)->store();
   WindowPolicy pol;
   pol.rank = 2;
-  auto win = Window::create(cache, **pool, pol);
+  auto win = Window::create(**ctx, pol);
   ASSERT_TRUE(win.ok());
   VisionEncoder enc(m.model.vision);
   const minivl::Clip clip = minivl::make_clip(minivl::Split::Test, 5);
@@ -255,8 +253,7 @@ TEST(AgentDemo, SlideIsMetadata) {
   std::vector<ChunkKV> before;
   std::vector<int32_t> pos_before;
   for (int s = 1; s < 4; ++s) {
-    before.push_back(
-        read_chunk_kv(**pool, w.sequence(), w.token_index(s), w.slots()[s].n_tokens()));
+    before.push_back(read_chunk_kv(*pool, w.sequence(), w.token_index(s), w.slots()[s].n_tokens()));
     pos_before.push_back(w.slots()[s].position);
   }
   const int32_t extent = w.slots()[0].extent();
@@ -269,7 +266,7 @@ TEST(AgentDemo, SlideIsMetadata) {
   ASSERT_TRUE(w.check_invariants().ok());
   for (int s = 0; s < 3; ++s) {
     const ChunkKV after =
-        read_chunk_kv(**pool, w.sequence(), w.token_index(s), w.slots()[s].n_tokens());
+        read_chunk_kv(*pool, w.sequence(), w.token_index(s), w.slots()[s].n_tokens());
     const ChunkKV& b = before[size_t(s)];
     ASSERT_EQ(after.blocks.size(), b.blocks.size());
     for (size_t k = 0; k < b.blocks.size(); ++k) {
@@ -314,18 +311,19 @@ TEST(AgentDemo, Png) {
 
 TEST(AgentDemo, RejectsBadOptions) {
   RandomMiniVl& m = random_minivl();
-  Engine engine(*m.model.decoder, 1);
   AgentDemoOptions o;
+  auto ctx = Context::create(m.model.decoder, agent_demo_context(o, 1));
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
   o.window = 1;
-  EXPECT_FALSE(run_agent_demo(m.model, engine, o).ok());
+  EXPECT_FALSE(run_agent_demo(m.model, **ctx, o).ok());
   o.window = 17;  // frame words end at f15
-  EXPECT_FALSE(run_agent_demo(m.model, engine, o).ok());
+  EXPECT_FALSE(run_agent_demo(m.model, **ctx, o).ok());
   o.window = 8;
   o.n_frames = 5;  // shorter than the window
-  EXPECT_FALSE(run_agent_demo(m.model, engine, o).ok());
+  EXPECT_FALSE(run_agent_demo(m.model, **ctx, o).ok());
   o.n_frames = 8;
   o.rank = 0;
-  EXPECT_FALSE(run_agent_demo(m.model, engine, o).ok());
+  EXPECT_FALSE(run_agent_demo(m.model, **ctx, o).ok());
 }
 
 // make_stream extends make_clip, and the questions of any window of a stream check out.

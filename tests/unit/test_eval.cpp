@@ -9,6 +9,7 @@
 #include "eval/baselines.h"
 #include "eval/items.h"
 #include "eval/metrics.h"
+#include "eval/recompute.h"
 #include "eval/report.h"
 #include "eval/suite.h"
 #include "support/tiny_models.h"
@@ -50,12 +51,12 @@ const ArmSummary* find(const ReuseBenchResult& r, const std::string& name,
 // Recomputing every token of B from layer 0, in context, is a re-prefill of B: same pool rows and
 // the same query logits (token chunks, embedding chunks, MHA/GQA and MLA).
 TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 600);
-  Engine engine(*m, 2);
-  ChunkStore store(size_t(1) << 28);
-  ChunkCache cc(*m, engine, *pool, store, {1});
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
+  ChunkCache& cc = ctx->cache();
   for (const ReuseItem& it : items_for(*m, 2, 3)) {
     const int32_t pA = cc.anchor_extent(), pB = pA + it.antecedent.extent(),
                   pQ = pB + it.chunk.extent();
@@ -78,7 +79,7 @@ TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
       plan.hidden = it.chunk.embeddings.data();
     }
     RecomputeStats st;
-    ASSERT_TRUE(engine.recompute(*pool, got.id(), plan, &st).ok());
+    ASSERT_TRUE(recompute_tokens(engine, *pool, got.id(), plan, &st).ok());
     EXPECT_EQ(st.token_layers, int64_t(nB) * m->cfg.n_layers);
     const ChunkKV a = read_chunk_kv(*pool, ref.id(), 1 + nA, nB);
     const ChunkKV b = read_chunk_kv(*pool, got.id(), 1 + nA, nB);
@@ -107,9 +108,9 @@ TEST_P(EvalArch, RecomputeAllOfChunkEqualsReprefill) {
 // BASELINES.md's sanity properties: at a 100% budget every baseline is re-prefill, at 0% it is
 // blind reuse (item by item).
 TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   const auto items = items_for(*m, 3, 5);
   ReuseBenchOptions full;
   full.ranks = {kFullRank};
@@ -121,7 +122,7 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   full.vlcache_share = 1.0;
   full.delta_token_share = {1.0};
   full.matched_ranks = {};
-  auto r = run_reuse_bench(*m, engine, items, full);
+  auto r = run_reuse_bench(*ctx, items, full);
   ASSERT_TRUE(r.ok()) << r.message();
   const ArmSummary* blind = find(*r, "blind");
   ASSERT_TRUE(blind);
@@ -145,7 +146,7 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
   zero.sink_k = 0;
   zero.vlcache_share = 0.0;
   zero.delta_token_share = {0.0};
-  auto z = run_reuse_bench(*m, engine, items, zero);
+  auto z = run_reuse_bench(*ctx, items, zero);
   ASSERT_TRUE(z.ok()) << z.message();
   const ArmSummary* zb = find(*z, "blind");
   for (const auto& [name, param] :
@@ -173,18 +174,18 @@ TEST_P(EvalArch, EveryBaselineSpansBlindToReprefill) {
 // The rows a recompute reports writing are exactly the pool rows that change: poison B's rows,
 // recompute a plan, and count.
 TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 400);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
   TokenItemSpec ts;
   ts.n_items = 1;
   ts.antecedent_tokens = 10;
   ts.chunk_tokens = 12;
   ts.seed = 9;
   const ReuseItem it = random_token_items(*m, ts)[0];
-  ChunkStore store(size_t(1) << 28);
-  ChunkCache cc(*m, engine, *pool, store, {1});
+  ChunkCache& cc = ctx->cache();
   ScopedSequence s(*pool);
   ASSERT_TRUE(cc.place_anchor(s.id()).ok());
   ASSERT_TRUE(cc.forward_chunk(s.id(), it.antecedent, 1).ok());
@@ -207,7 +208,7 @@ TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
   plan.select_layer = 1;
   plan.keep = 3;
   RecomputeStats st;
-  ASSERT_TRUE(engine.recompute(*pool, s.id(), plan, &st).ok());
+  ASSERT_TRUE(recompute_tokens(engine, *pool, s.id(), plan, &st).ok());
   int64_t rows_changed = 0;
   for (int l = 0; l < L; ++l)
     for (int i = 0; i < nB; ++i) {
@@ -230,22 +231,23 @@ TEST_P(EvalArch, RecomputeByteAccountingMatchesRowsWritten) {
 // Every query's attention weights sum to one per head and layer: the mass the oracle selector
 // reads adds up to queries x heads x layers.
 TEST_P(EvalArch, KeyMassIsAProbabilityPerQueryHeadAndLayer) {
-  auto m = tiny::load(tiny::model_path(GetParam()));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 200);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path(GetParam()), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  KvPool* pool = &ctx->pool();
+  Engine& engine = ctx->engine();
   ScopedSequence s(*pool);
   std::vector<int32_t> ids = {1, 5, 9, 14, 20, 7, 3, 11, 30, 2};
   const auto pos = tiny::linear_positions(int(ids.size()));
   ASSERT_TRUE(engine.forward(*pool, s.id(), ForwardInput::from_tokens(ids, pos)).ok());
-  std::vector<float> mass;
+  KeyMassSum observer;
   ForwardOptions fo;
-  fo.key_mass = &mass;
+  fo.observer = &observer;
   std::vector<int32_t> q = {4, 8, 12};
   const auto qpos = tiny::linear_positions(3, int(ids.size()));
   ASSERT_TRUE(engine.forward(*pool, s.id(), ForwardInput::from_tokens(q, qpos), fo).ok());
   double total = 0;
-  for (float x : mass) total += x;
+  for (float x : observer.mass) total += x;
   EXPECT_NEAR(total, 3.0 * m->cfg.n_heads * m->cfg.n_layers, 1e-3);
 }
 
@@ -254,9 +256,9 @@ INSTANTIATE_TEST_SUITE_P(Families, EvalArch,
 
 // The reported bytes of the patch and recompute arms are the bytes of the buffers they fill.
 TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
-  auto m = tiny::load(tiny::model_path("llama"));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path("llama"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   auto items = items_for(*m, 2, 11);
   ReuseBenchOptions o;
   o.ranks = {2};
@@ -266,7 +268,7 @@ TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
   o.epic_k = {3};
   o.delta_token_share = {};
   o.matched_ranks = {};
-  auto r = run_reuse_bench(*m, engine, items, o);
+  auto r = run_reuse_bench(*ctx, items, o);
   ASSERT_TRUE(r.ok()) << r.message();
   const KvLayout layout = m->kv_layout();
   double row_bytes = 0;
@@ -284,8 +286,9 @@ TEST(EvalSuite, ArmCostsAreTheBuffersTouched) {
 }
 
 TEST(EvalItems, FramesAreSeededGridsAtTokenScale) {
-  auto m = tiny::load(tiny::model_path("qwen2vl"));
-  ASSERT_TRUE(m);
+  auto ctx = tiny::context(tiny::model_path("qwen2vl"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   FrameItemSpec fs;
   fs.n_items = 2;
   const auto a = frame_items(*m, fs), b = frame_items(*m, fs);
@@ -313,9 +316,9 @@ TEST(EvalItems, FramesAreSeededGridsAtTokenScale) {
 // `kamera report` on a small fixture (the smoke suite on a tiny M-RoPE model): a Markdown file
 // that links every figure, and every figure a non-empty SVG drawn from data.
 TEST(EvalReport, ProducesEveryFigureFromASmallFixture) {
-  auto m = tiny::load(tiny::model_path("qwen2vl"));
-  ASSERT_TRUE(m);
-  Engine engine(*m, 2);
+  auto ctx = tiny::context(tiny::model_path("qwen2vl"), 8000);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
   auto splits = default_splits(*m, "/nonexistent", true);
   ASSERT_TRUE(splits.ok()) << splits.message();
   ASSERT_EQ(splits->size(), 2u) << "random tokens and frames";
@@ -324,7 +327,7 @@ TEST(EvalReport, ProducesEveryFigureFromASmallFixture) {
   so.smoke = true;
   so.timing_lengths = {8, 16};
   so.timing_reps = 1;
-  auto doc = run_eval_suite(*m, engine, *splits, so);
+  auto doc = run_eval_suite(*ctx, *splits, so);
   ASSERT_TRUE(doc.ok()) << doc.message();
   (*doc)["model_name"] = "tiny-qwen2vl";
   const std::string dir = testing::TempDir() + "kamera-report-test";

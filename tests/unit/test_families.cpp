@@ -136,12 +136,12 @@ TEST(Families, MropeOnTextIsOneDimensionalRope) {
 // shifted 3-D positions, for both section layouts.
 TEST(Families, MropeRelocationEqualsFreshPrefillAtShiftedPositions) {
   for (const std::string dims : {"", "mrope=interleaved"}) {
-    auto m = tiny::load(tiny::model_path("qwen2vl", DType::F32, dims));
-    ASSERT_TRUE(m);
-    auto pool = tiny::pool_for(*m, 200);
-    Engine e(*m, 2);
-    ChunkStore store(size_t(1) << 28);
-    ChunkCache cc(*m, e, *pool, store, {1});
+    auto ctx =
+        tiny::context(tiny::model_path("qwen2vl", DType::F32, dims), 400, 16, size_t(1) << 28, 2);
+    ASSERT_TRUE(ctx);
+    const Model* m = &ctx->model();
+    KvPool* pool = &ctx->pool();
+    ChunkCache& cc = ctx->cache();
     ChunkContent img;
     img.dim = m->cfg.dim;
     img.layout = grid_positions(1, 4, 5);

@@ -2,6 +2,9 @@
 // batching, embeddings input, positions as metadata, masks, forks, quantized weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include "support/naive_forward.h"
@@ -113,7 +116,11 @@ TEST_P(ForwardArch, RelocatingPositionsEqualsPrefillAtNewPositions) {
   auto moved = run(e, *pool, a, {ids[n]}, {Pos::linear(n + delta)});
   run(e, *pool, b, prefix, tiny::linear_positions(n, delta));
   auto fresh = run(e, *pool, b, {ids[n]}, {Pos::linear(n + delta)});
-  EXPECT_LT(tiny::max_abs_diff(moved, fresh), 1e-6);
+  // Equal to f32 rounding: the prefixes ran at other absolute angles, so their later layers differ
+  // in the last bits; ~2-3 ulps of the largest logit with every OpenBLAS kernel table.
+  double scale = 0;
+  for (float v : fresh) scale = std::max(scale, double(std::fabs(v)));
+  EXPECT_LT(tiny::max_abs_diff(moved, fresh), 8 * std::numeric_limits<float>::epsilon() * scale);
   // and it matches the naive reference at those positions
   std::vector<int> ip(ids.begin(), ids.end()), pp(n + 1);
   for (int i = 0; i <= n; ++i) pp[i] = i + delta;

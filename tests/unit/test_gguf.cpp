@@ -361,7 +361,7 @@ TEST_F(GgufTest, TensorRoundTripAllDtypes) {
     EXPECT_EQ(t.name, c.name);
     EXPECT_EQ(g.find_tensor(c.name), &t);
     EXPECT_EQ(t.ne, c.ne);
-    EXPECT_EQ(t.type, c.type);
+    EXPECT_EQ(t.type, ggml_type_from_dtype(c.type));
     const int64_t n = t.n_elements();
     ASSERT_EQ(size_t(n), inputs[i].size());
     EXPECT_EQ(t.nbytes, dtype_row_bytes(c.type, c.ne[0]) * size_t(n / c.ne[0]));
@@ -711,9 +711,10 @@ std::vector<Malformed> malformed_inputs() {
     m.push_back({"duplicate tensor name", r.b, "'w': duplicate tensor name"});
   }
   m.push_back({"q8_0 ne0 33", one_tensor({33, 2}, kGgmlTypeQ8_0, 0, 34 * 3), "multiple of 32"});
-  m.push_back({"q4_0 tensor", one_tensor({32}, 2, 0, 18, "blk.0.attn_q.weight"),
-               "'blk.0.attn_q.weight': unsupported ggml type 2 (q4_0)"});
-  m.push_back({"type 1000", one_tensor({32}, 1000, 0, 128), "unsupported ggml type 1000"});
+  m.push_back({"q4_K ne0 896", one_tensor({896, 2}, 12, 0, 144 * 7), "multiple of 256"});
+  m.push_back({"iq2_xxs tensor", one_tensor({256}, 16, 0, 66, "blk.0.attn_q.weight"),
+               "'blk.0.attn_q.weight': ggml type 16 (iq2_xxs) is not supported"});
+  m.push_back({"type 1000", one_tensor({32}, 1000, 0, 128), "ggml type 1000 (unknown)"});
   {
     Raw r;
     r.header(1, 0).tensor("w", {4}, 0, 0);  // data section missing entirely

@@ -367,7 +367,8 @@ void rewrite(const std::string& from, const std::string& to,
     auto data = (*f)->read_f32(t);
     ASSERT_TRUE(data.ok());
     auto vals = std::make_shared<std::vector<float>>(std::move(*data));
-    w.add_tensor(name, t.ne, t.type,
+    const DType type = t.type == GgmlType::F16 ? DType::F16 : DType::F32;  // the tower's types
+    w.add_tensor(name, t.ne, type,
                  [vals](float* dst) { std::copy(vals->begin(), vals->end(), dst); });
   }
   ASSERT_TRUE(w.write(to).ok());

@@ -16,17 +16,19 @@ namespace {
 using tiny::random_chunk;
 
 struct Rig {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KvPool> pool;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<ChunkStore> store;
-  std::unique_ptr<ChunkCache> cache;
+  std::unique_ptr<Context> ctx;
+  const Model* model = nullptr;
+  KvPool* pool = nullptr;
+  Engine* engine = nullptr;
+  ChunkStore* store = nullptr;
+  ChunkCache* cache = nullptr;
   explicit Rig(const std::string& arch, size_t budget = size_t(1) << 30) {
-    model = tiny::load(tiny::model_path(arch));
-    pool = tiny::pool_for(*model, 4000);
-    engine = std::make_unique<Engine>(*model, 2);
-    store = std::make_unique<ChunkStore>(budget);
-    cache = std::make_unique<ChunkCache>(*model, *engine, *pool, *store, std::vector<int32_t>{1});
+    ctx = tiny::context(tiny::model_path(arch), 4000, 16, budget);
+    model = &ctx->model();
+    pool = &ctx->pool();
+    engine = &ctx->engine();
+    store = &ctx->store();
+    cache = &ctx->cache();
   }
   // Logits of every query position after [anchor][chunks], served with `opts`.
   std::vector<float> query_logits(const std::vector<ChunkContent>& chunks, const ChunkContent& q,

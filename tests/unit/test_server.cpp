@@ -17,14 +17,14 @@ using json = nlohmann::json;
 namespace {
 
 struct Running {
-  std::unique_ptr<Model> model;
+  std::shared_ptr<const Model> model;
   std::unique_ptr<Server> server;
   std::unique_ptr<httplib::Client> client;
   explicit Running(ServerOptions o = {}, const std::string& arch = "qwen2") {
     model = tiny::load(tiny::model_path(arch));
     o.port = 0;
     o.threads = 1;
-    server = std::make_unique<Server>(*model, o);
+    server = std::make_unique<Server>(model, o);
     auto st = server->start();
     EXPECT_TRUE(st.ok()) << st.message();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());

@@ -30,12 +30,10 @@ ChunkContent chunk(int n, int vocab, uint32_t seed) {
 }  // namespace
 
 TEST(StoreTiers, EntriesRoundTripBitExact) {
-  auto m = tiny::load(tiny::model_path("deepseek2"));
-  ASSERT_TRUE(m);
-  auto pool = tiny::pool_for(*m, 400);
-  Engine e(*m, 1);
-  ChunkStore store(size_t(1) << 28);
-  ChunkCache cc(*m, e, *pool, store, {1});
+  auto ctx = tiny::context(tiny::model_path("deepseek2"), 400, 16, size_t(1) << 28, 1);
+  ASSERT_TRUE(ctx);
+  const Model* m = &ctx->model();
+  ChunkCache& cc = ctx->cache();
   auto A = chunk(12, m->cfg.n_vocab, 1), B = chunk(15, m->cfg.n_vocab, 2);
   PatchOptions po;
   po.rank = 4;
@@ -68,7 +66,7 @@ TEST(StoreTiers, EntriesRoundTripBitExact) {
 // A second process (a new store over the same directory) serves what the first one formed,
 // with zero forwards and the same bytes; corrupt and foreign files are discarded and recomputed.
 TEST(StoreTiers, DiskTierSurvivesRestartAndRejectsBadFiles) {
-  auto m = tiny::load(tiny::model_path("qwen2"));
+  std::shared_ptr<const Model> m = tiny::load(tiny::model_path("qwen2"));
   ASSERT_TRUE(m);
   const std::string dir = fresh_dir("restart");
   auto A = chunk(10, m->cfg.n_vocab, 3), B = chunk(14, m->cfg.n_vocab, 4),
@@ -76,36 +74,43 @@ TEST(StoreTiers, DiskTierSurvivesRestartAndRejectsBadFiles) {
   const std::vector<ChunkContent> chunks = {A, B};
   ServeOptions so;
   so.patch.rank = 4;
-  auto serve = [&](ChunkStore& store, ServeReport* rep) {
-    auto pool = tiny::pool_for(*m, 200);
-    Engine e(*m, 1);
-    ChunkCache cc(*m, e, *pool, store, {1});
-    ScopedSequence s(*pool);
+  // One "process": a context whose store has the disk tier over `dir` (and an empty memory).
+  auto serve = [&](std::shared_ptr<StoreTier> tier, ServeReport* rep, ChunkStore::Stats* st) {
+    ContextOptions o;
+    o.n_threads = 1;
+    o.kv_tokens = 200;
+    o.store_bytes = size_t(1) << 28;
+    o.tiers = {tier};
+    o.anchor = {1};
+    auto ctx = Context::create(m, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.message();
+    ChunkCache& cc = (*ctx)->cache();
+    ScopedSequence s((*ctx)->pool());
     auto r = cc.assemble(s.id(), chunks, so);
     EXPECT_TRUE(r.ok()) << r.message();
     *rep = *r;
-    return *cc.forward_chunk(s.id(), Q, r->next_position, LogitsMode::Last);
+    auto logits = *cc.forward_chunk(s.id(), Q, r->next_position, LogitsMode::Last);
+    *st = (*ctx)->store().stats();
+    return logits;
   };
   ServeReport r1, r2, r3;
+  ChunkStore::Stats s1, s2, s3;
   std::vector<float> l1, l2, l3;
   {
-    ChunkStore store(size_t(1) << 28);
     auto tier = DiskTier::open(dir, m->fingerprint, m->kv_layout());
     ASSERT_TRUE(tier.ok()) << tier.message();
-    store.add_tier(*tier);
-    l1 = serve(store, &r1);
+    l1 = serve(*tier, &r1, &s1);
     EXPECT_GT(r1.forwards, 0);
     EXPECT_EQ((*tier)->stats().writes, 3);  // 2 canonicals + 1 patch
   }
   {
-    ChunkStore store(size_t(1) << 28);  // "restart": empty memory, same directory
-    auto tier = DiskTier::open(dir, m->fingerprint, m->kv_layout());
-    store.add_tier(*tier);
-    l2 = serve(store, &r2);
+    auto tier = DiskTier::open(dir, m->fingerprint, m->kv_layout());  // "restart"
+    ASSERT_TRUE(tier.ok()) << tier.message();
+    l2 = serve(*tier, &r2, &s2);
     EXPECT_EQ(r2.forwards, 0);
     EXPECT_EQ(l1, l2);
-    EXPECT_EQ(store.stats().tier_canonical_hits, 2);
-    EXPECT_EQ(store.stats().tier_patch_hits, 1);
+    EXPECT_EQ(s2.tier_canonical_hits, 2);
+    EXPECT_EQ(s2.tier_patch_hits, 1);
   }
   // corrupt one canonical file, replace another by a foreign model's entry
   const auto file_of = [&](const ChunkContent& c) {
@@ -117,21 +122,17 @@ TEST(StoreTiers, DiskTierSurvivesRestartAndRejectsBadFiles) {
     f.put('\x7f');
   }
   {
-    ChunkStore tmp(size_t(1) << 28);
-    auto other = tiny::load(tiny::model_path("llama"));
-    auto pool = tiny::pool_for(*other, 100);
-    Engine e(*other, 1);
-    ChunkCache cc(*other, e, *pool, tmp, {1});
-    auto foreign = cc.canonical(B);
+    auto other = tiny::context(tiny::model_path("llama"), 100, 16, size_t(1) << 28, 1);
+    ASSERT_TRUE(other);
+    auto foreign = other->cache().canonical(B);
     ASSERT_TRUE(foreign.ok());
     std::ofstream(file_of(B), std::ios::binary)
-        << serialize_canonical(**foreign, other->fingerprint);
+        << serialize_canonical(**foreign, other->model().fingerprint);
   }
   {
-    ChunkStore store(size_t(1) << 28);
     auto tier = DiskTier::open(dir, m->fingerprint, m->kv_layout());
-    store.add_tier(*tier);
-    l3 = serve(store, &r3);
+    ASSERT_TRUE(tier.ok()) << tier.message();
+    l3 = serve(*tier, &r3, &s3);
     EXPECT_GE(r3.forwards, 1);  // both canonicals recomputed
     EXPECT_EQ((*tier)->stats().discarded, 2);
     EXPECT_LT(tiny::max_abs_diff(l1, l3), 1e-6);

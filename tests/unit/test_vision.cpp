@@ -114,11 +114,12 @@ TEST(MiniVlEval, FullRankPatchEqualsReprefillOnEveryQuestion) {
   ASSERT_TRUE(minivl::write_random_minivl(dec, vis, 9).ok());
   auto mv = minivl::MiniVl::load(dec, vis);
   ASSERT_TRUE(mv.ok()) << mv.message();
-  Engine engine(*mv->decoder, 1);
   MiniVlEvalOptions o;
   o.n_clips = 4;
   o.ranks = {1, 64, -1};
-  auto r = run_minivl_eval(*mv, engine, o);
+  auto ctx = Context::create(mv->decoder, minivl_eval_context(*mv, o, 1));
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
+  auto r = run_minivl_eval(*mv, **ctx, o);
   ASSERT_TRUE(r.ok()) << r.message();
   const int q = (*r)["questions"].get<int>();
   EXPECT_GE(q, 4 * 4);  // up to 3 per family per clip, when the clip offers that many

@@ -17,20 +17,22 @@ namespace {
 using tiny::random_chunk;
 
 struct Rig {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KvPool> pool;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<ChunkStore> store;
-  std::unique_ptr<ChunkCache> cache;
+  std::unique_ptr<Context> ctx;
+  const Model* model = nullptr;
+  KvPool* pool = nullptr;
+  Engine* engine = nullptr;
+  ChunkStore* store = nullptr;
+  ChunkCache* cache = nullptr;
   explicit Rig(const std::string& arch = "qwen2") {
-    model = tiny::load(tiny::model_path(arch));
-    pool = tiny::pool_for(*model, 12000, 8);
-    engine = std::make_unique<Engine>(*model, 2);
-    store = std::make_unique<ChunkStore>(size_t(1) << 30);
-    cache = std::make_unique<ChunkCache>(*model, *engine, *pool, *store, std::vector<int32_t>{1});
+    ctx = tiny::context(tiny::model_path(arch), 12000, 8);
+    model = &ctx->model();
+    pool = &ctx->pool();
+    engine = &ctx->engine();
+    store = &ctx->store();
+    cache = &ctx->cache();
   }
   std::unique_ptr<Window> window(WindowPolicy p = {}) {
-    auto w = Window::create(*cache, *pool, p);
+    auto w = Window::create(*ctx, p);
     EXPECT_TRUE(w.ok()) << w.message();
     return std::move(w.value());
   }

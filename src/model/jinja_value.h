@@ -1,0 +1,149 @@
+// The values a Jinja template computes with, and the Python semantics it gives them: str() and
+// repr() text, truthiness, equality and ordering, and json.dumps() text for the tojson filter.
+//
+// Chat templates were written for Python's jinja2, so every rule here follows Python: `{{ none }}`
+// prints "None", `{{ [1, 'a'] }}` prints "[1, 'a']", 1 == 1.0, floats print as Python's repr
+// (0.1, 1e-05, 1e+20). Arrays and objects are shared by reference, as Python lists and dicts are;
+// objects keep their keys in insertion order (as a Python dict and a JSON document do).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace kamera::jinja {
+
+class Value;
+
+// The arguments of a call: positional, then keyword in call order.
+struct CallArgs {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+};
+
+using Function = std::function<Result<Value>(CallArgs& args)>;
+
+struct Undefined {
+  std::string name;  // what was looked up, for error messages
+};
+struct None {};
+using Array = std::vector<Value>;
+struct Object;
+struct Callable {
+  std::string name;
+  Function fn;
+  bool is_macro = false;  // errors inside a macro already carry their position
+};
+
+class Value {
+ public:
+  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, Array, Object, Callable };
+
+  Value() : v_(Undefined{}) {}
+  static Value undefined(std::string name = {}) { return Value(Undefined{std::move(name)}); }
+  static Value none() { return Value(None{}); }
+  static Value boolean(bool b) { return Value(b); }
+  static Value integer(int64_t i) { return Value(i); }
+  static Value number(double d) { return Value(d); }
+  static Value string(std::string s) { return Value(std::move(s)); }
+  static Value array(Array a = {});
+  static Value tuple(Array a);  // a list that prints as (a, b), as dict.items() pairs do
+  static Value object(Object o);
+  static Value empty_object();
+  static Value callable(std::string name, Function fn, bool is_macro = false);
+
+  Kind kind() const { return Kind(v_.index()); }
+  bool is_undefined() const { return kind() == Kind::Undefined; }
+  bool is_none() const { return kind() == Kind::None; }
+  bool is_bool() const { return kind() == Kind::Bool; }
+  bool is_int() const { return kind() == Kind::Int; }
+  bool is_float() const { return kind() == Kind::Float; }
+  bool is_number() const { return is_int() || is_float(); }
+  bool is_string() const { return kind() == Kind::String; }
+  bool is_array() const { return kind() == Kind::Array; }
+  bool is_object() const { return kind() == Kind::Object; }
+  bool is_callable() const { return kind() == Kind::Callable; }
+  bool is_tuple() const { return tuple_; }
+
+  bool as_bool() const { return std::get<bool>(v_); }
+  int64_t as_int() const { return is_bool() ? int64_t(as_bool()) : std::get<int64_t>(v_); }
+  double as_double() const { return is_float() ? std::get<double>(v_) : double(as_int()); }
+  const std::string& as_string() const { return std::get<std::string>(v_); }
+  const std::string& undefined_name() const { return std::get<Undefined>(v_).name; }
+  Array& array_ref() const { return *std::get<std::shared_ptr<Array>>(v_); }
+  Object& object_ref() const { return *std::get<std::shared_ptr<Object>>(v_); }
+  const Callable& callable_ref() const { return *std::get<std::shared_ptr<Callable>>(v_); }
+
+  // Python's bool(): false for undefined, none, false, 0, 0.0, "", [] and {}.
+  bool truthy() const;
+  // Python's type name ("str", "int", "list", "dict", "NoneType", ...), for error messages.
+  const char* type_name() const;
+
+ private:
+  using Storage =
+      std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<Array>,
+                   std::shared_ptr<Object>, std::shared_ptr<Callable>>;
+  explicit Value(Storage v) : v_(std::move(v)) {}
+  Storage v_;
+  bool tuple_ = false;
+};
+
+// A dict (keys in insertion order; lookups are linear, template dicts are small) or a
+// namespace(), the one object a template may assign attributes to.
+struct Object {
+  std::vector<std::pair<std::string, Value>> items;
+  bool is_namespace = false;
+
+  const Value* find(std::string_view key) const;
+  void set(std::string_view key, Value v);
+};
+
+// Python's str(): strings as they are, undefined as "", none as "None", True/False, floats as
+// repr, lists and dicts as their repr. Fails on structures nested deeper than 512 or printing
+// to more than 16 MiB (lists can share sublists, so a small value can print huge).
+Result<std::string> to_str(const Value& v);
+// Python's repr(): strings quoted ('a', "it's") with escapes.
+Result<std::string> to_repr(const Value& v);
+
+// json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=...), as
+// transformers' tojson filter calls it: indent < 0 means none, and then the separators are
+// ", " and ": "; with an indent they are "," and ": " and each item goes on its own line.
+struct JsonStyle {
+  int indent = -1;
+  std::string item_sep = ", ";
+  std::string key_sep = ": ";
+  bool sort_keys = false;
+};
+Result<std::string> to_json(const Value& v, const JsonStyle& style);
+
+// Python's float repr: the shortest text that reads back to d ("0.1", "1e-05", "1e+20", "2.0").
+std::string python_float_repr(double d);
+
+// Python's ==: numbers by value (1 == 1.0, True == 1), strings by content, lists and dicts
+// element by element, undefined equals only undefined. Visits at most 2^20 values (then false).
+bool equals(const Value& a, const Value& b);
+// Python's ordering (<): numbers, strings (by code point), lists (lexicographic). -1, 0 or 1;
+// an error names the two types when they do not compare.
+Result<int> compare(const Value& a, const Value& b);
+
+// Whether `target` can be reached from v through lists and dicts (a namespace must not come to
+// contain itself: values are reference counted, and a cycle would never be freed).
+bool reaches(const Value& v, const Object* target);
+
+// A JSON document as a value (objects keep their order; integers stay integers).
+Value from_json(const nlohmann::ordered_json& j);
+
+// UTF-8 code points of a string (invalid bytes map to U+FFFD), and back.
+std::u32string utf8_decode(std::string_view s);
+std::string utf8_encode(std::u32string_view s);
+
+}  // namespace kamera::jinja

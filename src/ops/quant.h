@@ -1,0 +1,60 @@
+// Weights used in their file's type (F32, F16, BF16, Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL,
+// IQ4_XS): the entry points the forward pass calls, with the kernel path picked at run time from
+// the CPU's features (core/cpu_features.h; KAMERA_ISA caps it).
+//
+// Decode (a few activation rows): each row is quantized once to the weight type's 8-bit dot type,
+// then integer dot products run over the weight rows, split across the pool's threads.
+// Prefill (many rows): weight panels are dequantized (to f32, or bf16 where the CPU multiplies
+// bf16) and multiplied by a blocked GEMM; every weight is dequantized once per call.
+// F32 weights work too, but the forward keeps those on matmul_wt (ops/gemm.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+
+namespace kamera {
+
+class ThreadPool;
+
+// A weight matrix of `rows` (out) rows of `cols` (in) values in ggml type `type`, row-major,
+// e.g. a GGUF tensor's mapped bytes (ne[0] = cols). Not owning.
+struct WeightView {
+  GgmlType type = GgmlType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
+};
+
+// Checks the type is a weight type and cols a whole number of its blocks.
+Result<WeightView> make_weight_view(GgmlType type, const void* data, int64_t rows, int64_t cols);
+
+// y[n x rows] = x[n x cols] * W^T (+ bias[rows] when given). x and y row-major, not aliased.
+void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, float* y,
+            ThreadPool& pool);
+
+// out[count x cols] = rows [first, first + count) of W in f32 (embedding lookups).
+void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* out);
+
+// "decode avx512_vnni q8_0-dot, prefill avx512_bf16 bf16-gemm": the paths matmul takes for a
+// weight type on this CPU (for `kamera info` and bench --json).
+std::string kernel_path(GgmlType t);
+
+// Activation rows up to which matmul takes the decode path (each extra row costs a whole pass of
+// integer dots; from about 5 rows on, dequantized panels through the GEMM are faster here).
+inline constexpr int64_t kQuantDecodeMaxRows = 4;
+
+namespace quant {
+struct QuantKernels;
+// matmul through the given kernel tables (tests and benchmarks compare paths with it).
+void matmul_with(const QuantKernels& decode, const QuantKernels& prefill, const WeightView& w,
+                 const float* x, int64_t n, const float* bias, float* y, ThreadPool& pool);
+const QuantKernels& decode_kernels();  // the tables matmul uses on this CPU
+const QuantKernels& prefill_kernels();
+}  // namespace quant
+
+}  // namespace kamera

@@ -1,0 +1,78 @@
+// The kernel tables behind ops/quant.h, one per ISA path, for the dispatcher and the tests (which
+// run every path this CPU supports against the scalar references). Not for the forward pass.
+//
+// A path is compiled in its own file with its -m flags (src/CMakeLists.txt) and is only called
+// after isa checks say the CPU has them, so the binary still runs on a baseline x86-64.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "core/ggml_type.h"
+
+namespace kamera::quant {
+
+// Prefill GEMMs over dequantized weight panels: y[i][j] += x_i . w_j.
+enum class PanelFormat : uint8_t { F32, BF16 };
+
+struct QuantKernels {
+  const char* name;  // "scalar", "avx2", "avx512", "avx512_vnni", ...
+  IsaLevel level;    // the level the CPU needs ...
+  bool needs_bf16;   // ... plus AVX512-BF16
+
+  // Dequantizes n values (whole blocks) of one row of type t to f32.
+  void (*dequantize)(GgmlType t, const void* src, float* dst, int64_t n);
+
+  // y[a * y_stride + r] = dot(weight row r, activation row a) for r in [r0, r1) and a in
+  // [0, n_act): weight rows of row_bytes bytes, activation rows of act_bytes bytes quantized to
+  // dot_type_of(t) (f32 for the float types), cols values each.
+  void (*vec_dot_rows)(GgmlType t, int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0,
+                       int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,
+                       int64_t y_stride);
+
+  // Prefill: a GEMM over weight panels dequantized to the path's panel format.
+  PanelFormat panel;
+  // Converts n f32 values (a dequantized weight row) to the panel format; null for F32.
+  void (*to_panel)(const float* src, void* dst, int64_t n);
+  // Bytes of m activation rows of k values packed for gemm, and the packing; null when gemm
+  // reads the f32 rows as they are. Rows [16 b, 16 b + 16) pack to packed_x_bytes(16, k) bytes
+  // at b * packed_x_bytes(16, k), so blocks of 16 rows can be packed separately.
+  size_t (*packed_x_bytes)(int64_t m, int64_t k);
+  void (*pack_x)(const float* x, int64_t m, int64_t k, void* dst);
+  // y[i * ldy + j] = sum_k x[i][k] * w[j][k] for i < m, j < nw: x packed (or f32 rows of k), w
+  // rows of k values ldw apart in the panel format; k a multiple of 32.
+  void (*gemm)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
+               float* y, int64_t ldy);
+};
+
+const QuantKernels& scalar_kernels();
+const QuantKernels& avx2_kernels();
+const QuantKernels& avx512_kernels();
+const QuantKernels& avx512_vnni_kernels();
+const QuantKernels& avx512_bf16_kernels();
+const QuantKernels& amx_kernels();
+
+// The prefill pieces of the avx512_bf16 and amx paths, from their own files (the tables are
+// built in quant.cpp: no code compiled with AVX-512 flags runs before the CPU check, and a
+// table's run-time initializer would).
+namespace bf16 {
+void to_bf16(const float* src, void* dst, int64_t n);
+size_t packed_x_bytes(int64_t m, int64_t k);
+void pack_x(const float* x, int64_t m, int64_t k, void* dst);
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy);
+}  // namespace bf16
+namespace amx {
+size_t packed_x_bytes(int64_t m, int64_t k);
+void pack_x(const float* x, int64_t m, int64_t k, void* dst);
+void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
+          int64_t ldy);
+}  // namespace amx
+
+// Every path compiled in, scalar first.
+const QuantKernels* const* all_kernels(int* count);
+// True when this CPU can run path k (ignores KAMERA_ISA).
+bool cpu_supports(const QuantKernels& k);
+
+}  // namespace kamera::quant

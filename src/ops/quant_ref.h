@@ -1,0 +1,27 @@
+// Scalar references of the quantized weight types: dequantization, the activation quantizers of
+// the integer dot products, and the dot products themselves. Plain loops written for clarity;
+// they are the oracle every fast path (ops/quant_*.cpp) is tested against, so they stay.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/ggml_type.h"
+
+namespace kamera::quant {
+
+// dst[0..n) = the n values of a row of weight type t (n a whole number of blocks).
+void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
+
+// Quantizes n activations to dot type dt: Q8_0 or Q8_1 (n a multiple of 32: per block d = max|x|
+// / 127, q = round(x / d)) or Q8_K (n a multiple of 256, f32 d, plus the sums of 16); F32 copies.
+void quantize_act_ref(GgmlType dt, const float* x, void* dst, int64_t n);
+
+// Bytes of a row of n activations quantized for weight type t (in its dot type).
+size_t act_row_bytes(GgmlType t, int64_t n);
+
+// Dot product of a row of n values of weight type t with a row of activations quantized to
+// dot_type_of(t) (raw f32 for the float types). Integer sums per block, f32 scales.
+float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* act);
+
+}  // namespace kamera::quant

@@ -1,0 +1,82 @@
+// Every subcommand's --json output is machine-readable: stdout parses as one JSON document even
+// when the command warns (messages go to stderr). Runs the built `kamera` binary on tiny files.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Output {
+  std::string out, err;
+  int rc = -1;
+};
+
+Output run(const std::string& args) {
+  const std::string err_path = testing::TempDir() + "kamera-cli-json.stderr";
+  const std::string cmd = std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
+  Output o;
+  FILE* f = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  for (size_t n; f && (n = fread(buf.data(), 1, buf.size(), f)) > 0;) o.out.append(buf.data(), n);
+  o.rc = f ? pclose(f) : -1;
+  std::ifstream e(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(e), {});
+  return o;
+}
+
+void expect_json(const std::string& args, bool expect_warning = false) {
+  SCOPED_TRACE(args);
+  const Output o = run(args);
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_TRUE(nlohmann::json::accept(o.out)) << "stdout is not one JSON document:\n" << o.out;
+  if (expect_warning) {
+    EXPECT_FALSE(o.err.empty()) << "expected a warning on stderr";
+  }
+}
+
+// Replaces a same-length string value in a file (a metadata value of a GGUF).
+void patch_bytes(const std::string& path, const std::string& from, const std::string& to) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  const size_t key = bytes.find("tokenizer.ggml.model");
+  ASSERT_NE(key, std::string::npos);
+  const size_t at = bytes.find(from, key + 20);
+  ASSERT_NE(at, std::string::npos);
+  f.seekp(std::streamoff(at));
+  f.write(to.data(), std::streamsize(to.size()));
+}
+
+TEST(CliJson, EverySubcommandPrintsPureJson) {
+  const std::string dir = testing::TempDir();
+  const std::string model = dir + "kamera-cli-json.gguf", odd = dir + "kamera-cli-json-odd.gguf";
+  const std::string items = dir + "kamera-cli-json-items.jsonl";
+  // make-model: llama.cpp incompatibility notes go to stderr.
+  expect_json("make-model --arch llama --preset tiny --dims rope_dims=8 --json -o " + odd, true);
+  expect_json("make-model --arch qwen2 --preset tiny --seed 3 --json -o " + model);
+  // A vocabulary kind kamera does not read: the loader warns and runs on token ids.
+  run("make-model --arch qwen2 --preset tiny --seed 3 -o " + odd);
+  patch_bytes(odd, "llama", "xbert");
+  expect_json("logits -m " + odd + " --tokens 1,5,9 --json", true);
+  expect_json("logits -m " + model + " --tokens 1,5,9 --all-positions --json");
+  expect_json("generate -m " + model + " -n 4 --temp 0 --json");
+  expect_json("bench prefill -m " + model + " --tokens 32 --reps 1 --json");
+  {
+    std::ofstream f(items);
+    for (int i = 0; i < 3; ++i)
+      f << "{\"antecedent\": [" << 10 + i << ", 11, 12, 13], \"chunk\": [20, 21, " << 30 + i
+        << ", 23, 24], \"query\": [40, 41]}\n";
+  }
+  expect_json("reuse-bench -m " + model + " --items " + items + " --ranks 1,full --json");
+  expect_json("window-bench -m " + model + " --items " + items +
+              " --scenario slide --limit 2 --json");
+  const std::string src = KAMERA_SOURCE_DIR;
+  expect_json("demo --frames 8 --window 4 --reps 1 --png none --json --decoder " + src +
+              "/models/minivl/minivl.gguf --vision " + src + "/models/minivl/minivl-mmproj.gguf");
+}
+
+}  // namespace

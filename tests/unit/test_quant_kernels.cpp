@@ -1,0 +1,194 @@
+// Every weight type x every kernel path compiled in and supported by this CPU, against the scalar
+// references (in the style of llama.cpp's test-backend-ops): dequantization, the decode dot
+// products, and matmul at shapes that hit every edge (n = 1, odd n, rows not a multiple of the
+// tile or panel), each with an NMSE bound per type and path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "ops/quant.h"
+#include "ops/quant_blocks.h"
+#include "ops/quant_kernels.h"
+#include "ops/quant_ref.h"
+#include "support/quant_data.h"
+
+namespace kamera::quant {
+namespace {
+
+std::vector<const QuantKernels*> supported_paths() {
+  int n = 0;
+  const QuantKernels* const* all = all_kernels(&n);
+  std::vector<const QuantKernels*> out;
+  for (int i = 0; i < n; ++i)
+    if (cpu_supports(*all[i])) out.push_back(all[i]);
+  return out;
+}
+
+int64_t test_cols(GgmlType t) {
+  return ggml_block_size(t) == 256 ? 512 : 160;
+}
+
+// NMSE bounds: a path's dequantization and dot products differ from the references by float
+// rounding only (FMA, summation order).
+constexpr double kDequantNmse = 1e-12;
+constexpr double kDotNmse = 1e-10;
+
+TEST(QuantKernels, PathsAreListedAndTheDispatchedOnesAreSupported) {
+  const auto paths = supported_paths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_STREQ(paths[0]->name, "scalar");
+  EXPECT_TRUE(cpu_supports(decode_kernels()));
+  EXPECT_TRUE(cpu_supports(prefill_kernels()));
+  EXPECT_LE(decode_kernels().level, isa_level());
+  EXPECT_LE(prefill_kernels().level, isa_level());
+  // On an AVX2 host at least the avx2 path is tested (and dispatched unless KAMERA_ISA caps it).
+  if (cpu_isa_level() >= IsaLevel::Avx2) {
+    EXPECT_GE(paths.size(), 2u);
+  }
+  for (GgmlType t : weight_types()) {
+    const std::string s = kernel_path(t);
+    EXPECT_NE(s.find(decode_kernels().name), std::string::npos) << s;
+    EXPECT_NE(s.find(prefill_kernels().name), std::string::npos) << s;
+  }
+}
+
+// KAMERA_ISA caps the dispatch (checked in a fresh process: the level is read once).
+TEST(QuantKernels, KameraIsaCapsTheDispatchedPaths) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* names[] = {"scalar", "avx2", "avx512", "avx512_vnni"};
+  for (int l = 0; l <= int(cpu_isa_level()) && l < 4; ++l) {
+    SCOPED_TRACE(names[l]);
+    EXPECT_EXIT(
+        {
+          setenv("KAMERA_ISA", names[l], 1);
+          const bool ok = std::string(decode_kernels().name) == names[l] &&
+                          std::string(prefill_kernels().name) == names[l] &&
+                          kernel_path(GgmlType::Q8_0).find(names[l]) != std::string::npos;
+          std::fprintf(stderr, "decode %s prefill %s\n", decode_kernels().name,
+                       prefill_kernels().name);
+          std::exit(ok ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "decode");
+  }
+}
+
+TEST(QuantKernels, DequantizeMatchesReferenceOnEveryPath) {
+  for (const QuantKernels* k : supported_paths()) {
+    for (GgmlType t : weight_types()) {
+      SCOPED_TRACE(std::string(k->name) + " " + ggml_type_name(t));
+      const int64_t cols =
+          ggml_block_size(t) == 256 ? 768 : 224 + (ggml_block_size(t) == 1 ? 5 : 0);
+      const auto w = quant_data::random_rows(t, 1, cols, 11);
+      std::vector<float> ref(static_cast<size_t>(cols)), got(static_cast<size_t>(cols), -1.0f);
+      dequantize_row_ref(t, w.data(), ref.data(), cols);
+      k->dequantize(t, w.data(), got.data(), cols);
+      EXPECT_LE(quant_data::nmse(got.data(), ref.data(), cols), kDequantNmse);
+    }
+  }
+}
+
+TEST(QuantKernels, DotProductsMatchReferenceOnEveryPath) {
+  const int64_t rows = 13;
+  for (const QuantKernels* k : supported_paths()) {
+    for (GgmlType t : weight_types()) {
+      SCOPED_TRACE(std::string(k->name) + " " + ggml_type_name(t));
+      const int64_t cols = test_cols(t) + (ggml_block_size(t) == 1 ? 3 : 0);
+      const size_t rb = *ggml_row_bytes(t, cols);
+      const auto w = quant_data::random_rows(t, rows, cols, 21);
+      const int n_act = 3;
+      const size_t ab = act_row_bytes(t, cols);
+      std::vector<uint8_t> act(ab * n_act);
+      for (int a = 0; a < n_act; ++a) {
+        const auto x = quant_data::random_activations(cols, 30 + a);
+        quantize_act_ref(dot_type_of(t), x.data(), act.data() + ab * a, cols);
+      }
+      std::vector<float> ref(rows * n_act), got(rows * n_act, 1e30f);
+      for (int a = 0; a < n_act; ++a)
+        for (int64_t r = 0; r < rows; ++r)
+          ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, act.data() + ab * a);
+      // rows [2, rows) only: the first two must stay untouched
+      k->vec_dot_rows(t, cols, w.data(), rb, 2, rows, act.data(), ab, n_act, got.data(), rows);
+      for (int a = 0; a < n_act; ++a) {
+        EXPECT_EQ(got[a * rows], 1e30f);
+        EXPECT_EQ(got[a * rows + 1], 1e30f);
+        got[a * rows] = ref[a * rows];
+        got[a * rows + 1] = ref[a * rows + 1];
+      }
+      EXPECT_LE(quant_data::nmse(got.data(), ref.data(), int64_t(got.size())), kDotNmse);
+    }
+  }
+}
+
+// NMSE of matmul against x * dequantized(W)^T in double. Decode quantizes the activations to 8
+// bits: per 32 values (q8_0, q8_1) that measures 3e-5 to 1e-4 here, per 256 (q8_K, where one
+// outlier sets the step of 256 values) 2e-4 to 6e-4. bf16 panels (prefill on bf16 paths) cost
+// about 1e-5; f32 panels only rounding.
+double matmul_bound(const QuantKernels& k, GgmlType t, int64_t n) {
+  if (n <= kQuantDecodeMaxRows) {
+    const GgmlType dt = dot_type_of(t);
+    return dt == GgmlType::F32 ? 1e-10 : dt == GgmlType::Q8_K ? 1.5e-3 : 3e-4;
+  }
+  return k.panel == PanelFormat::F32 ? 1e-10 : 1e-4;
+}
+
+TEST(QuantKernels, MatmulMatchesDequantizedProductOnEveryPath) {
+  ThreadPool pool(2);
+  const int64_t rows = 53;  // not a multiple of any tile, nor of the prefill panel
+  for (const QuantKernels* k : supported_paths()) {
+    for (GgmlType t : weight_types()) {
+      const int64_t cols = test_cols(t);
+      const auto wbytes = quant_data::random_rows(t, rows, cols, 41);
+      auto wv = make_weight_view(t, wbytes.data(), rows, cols);
+      ASSERT_TRUE(wv.ok()) << wv.message();
+      std::vector<float> wf(static_cast<size_t>(rows * cols));
+      dequantize_row_ref(t, wbytes.data(), wf.data(), rows * cols);
+      std::vector<float> bias(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) bias[r] = 0.01f * float(r % 7);
+      for (int64_t n : {int64_t(1), int64_t(3), int64_t(17), int64_t(40)}) {
+        SCOPED_TRACE(std::string(k->name) + " " + ggml_type_name(t) + " n=" + std::to_string(n));
+        const auto x = quant_data::random_activations(n * cols, uint32_t(50 + n));
+        std::vector<float> ref(static_cast<size_t>(n * rows)), got(ref.size(), 1e30f);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = 0; r < rows; ++r) {
+            double s = 0.0;
+            for (int64_t c = 0; c < cols; ++c) s += double(x[i * cols + c]) * wf[r * cols + c];
+            ref[i * rows + r] = float(s) + bias[r];
+          }
+        matmul_with(*k, *k, *wv, x.data(), n, bias.data(), got.data(), pool);
+        EXPECT_LE(quant_data::nmse(got.data(), ref.data(), int64_t(ref.size())),
+                  matmul_bound(*k, t, n));
+      }
+    }
+  }
+}
+
+TEST(QuantKernels, DequantizeRowsGivesTheRequestedRows) {
+  const GgmlType t = GgmlType::Q4_K;
+  const int64_t rows = 9, cols = 512;
+  const auto w = quant_data::random_rows(t, rows, cols, 3);
+  auto wv = make_weight_view(t, w.data(), rows, cols);
+  ASSERT_TRUE(wv.ok());
+  std::vector<float> got(3 * cols), ref(rows * cols);
+  dequantize_rows(*wv, 4, 3, got.data());
+  dequantize_row_ref(t, w.data(), ref.data(), rows * cols);
+  EXPECT_LE(quant_data::nmse(got.data(), ref.data() + 4 * cols, 3 * cols), kDequantNmse);
+}
+
+TEST(QuantKernels, WeightViewRejectsBadShapesAndTypes) {
+  const uint8_t b[64] = {};
+  EXPECT_EQ(make_weight_view(GgmlType::IQ2_XXS, b, 1, 256).code(), ErrorCode::Unsupported);
+  EXPECT_EQ(make_weight_view(GgmlType::Q4_K, b, 1, 896).code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(make_weight_view(GgmlType::Q8_0, nullptr, 2, 32).code(), ErrorCode::InvalidArgument);
+  auto ok = make_weight_view(GgmlType::Q8_0, b, 1, 32);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->row_bytes, 34u);
+}
+
+}  // namespace
+}  // namespace kamera::quant
