@@ -288,12 +288,30 @@ int64_t count_parameters(const ModelConfig& c) {
   return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer;
 }
 
+namespace {
+
+// A qwen2vl decoder's vocabulary holds Qwen2-VL's vision control tokens (the last four pieces
+// of a synthetic vocabulary become them), so that prompts with images can be written for it.
+void add_vision_tokens(Tokenizer::Vocab& v) {
+  const char* names[] = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
+  const size_t n = v.pieces.size();
+  if (n < 300) return;  // keep the byte pieces of very small vocabularies
+  for (size_t i = 0; i < 4; ++i) {
+    v.pieces[n - 4 + i] = names[i];
+    v.types[n - 4 + i] = TokenType::Control;
+    if (!v.scores.empty()) v.scores[n - 4 + i] = 0.0f;
+  }
+}
+
+}  // namespace
+
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
   Result<Tokenizer::Vocab> vocab =
       spec.vocab ? Result<Tokenizer::Vocab>(*spec.vocab)
                  : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
   if (!vocab.ok())
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
+  if (!spec.vocab && spec.cfg.arch == Arch::Qwen2Vl) add_vision_tokens(*vocab);
   const uint64_t seed = spec.seed;
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
