@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
   reg("vision-embed",
       "Qwen2-VL / Qwen2.5-VL vision tower (llama.cpp mmproj): an image's embeddings, as JSON",
       add_vision_embed);
+  reg("vlm-bench",
+      "Time to first token of a question about a video window: re-encode, cached embeddings, "
+      "relocated + patched image chunks",
+      add_vlm_bench);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);
