@@ -36,6 +36,7 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
     return make_error(ErrorCode::InvalidArgument,
                       "-p has {} <image> marker(s) but {} --image option(s) were given", markers,
                       a.images.size());
+  KAMERA_TRY(check_vl_prompt(prompt, a.images.size()));  // before the tower runs
   KAMERA_ASSIGN_OR_RETURN(const QwenVisionModel tower, QwenVisionModel::load(a.mmproj));
   if (tower.cfg.out_dim != decoder.cfg.dim)
     return make_error(ErrorCode::InvalidArgument,

@@ -49,15 +49,22 @@ Result<std::vector<std::string_view>> split_at_markers(std::string_view prompt) 
 
 }  // namespace
 
+Status check_vl_prompt(std::string_view prompt, size_t n_images) {
+  const int markers = count_image_markers(prompt);
+  if (markers != int(n_images))
+    return make_error(ErrorCode::InvalidArgument,
+                      "prompt has {} <image> marker(s) but {} image(s) were given (one image per "
+                      "marker, in order)",
+                      markers, n_images);
+  KAMERA_TRY(split_at_markers(prompt));
+  return Status::Ok();
+}
+
 Result<std::vector<ChunkContent>> vl_prompt_pieces(const Tokenizer& tok, std::string_view prompt,
                                                    std::vector<QwenVisionEmbeddings> images,
                                                    int decoder_dim) {
-  const int markers = count_image_markers(prompt);
-  if (markers != int(images.size()))
-    return make_error(ErrorCode::InvalidArgument,
-                      "prompt has {} <image> marker(s) but {} image(s) were given (--image is "
-                      "used once per marker, in order)",
-                      markers, images.size());
+  KAMERA_TRY(check_vl_prompt(prompt, images.size()));
+  const int markers = int(images.size());
   for (size_t i = 0; i < images.size(); ++i)
     if (images[i].dim != decoder_dim)
       return make_error(ErrorCode::InvalidArgument,

@@ -28,6 +28,10 @@ int32_t find_piece(const Tokenizer& tok, std::string_view text);
 // Markers in the prompt.
 int count_image_markers(std::string_view prompt);
 
+// The checks of vl_prompt_pieces that need no model: counts and delimiters (cheap; run it before
+// encoding images).
+Status check_vl_prompt(std::string_view prompt, size_t n_images);
+
 // The pieces (text token runs and placed images, see placement.h) of the prompt. Errors: marker
 // and image counts differ, a marker without the delimiters right around it, a vocabulary without
 // the delimiter tokens, an image whose width is not decoder_dim.
