@@ -106,6 +106,31 @@ TEST(VlChunks, ImageKeyAndEncodeOnce) {
   EXPECT_NE(k, image_key({&a, 1}, opt, {rig.tower.fingerprint[0], ~rig.tower.fingerprint[1]}, fp));
 }
 
+// A video: 4 frames pair into 2 temporal patches; t advances once per pair, the key covers every
+// frame, and the chunk is cached like an image.
+TEST(VlChunks, VideoFramesPairInTime) {
+  VlRig rig;
+  std::vector<Image> frames;
+  for (int f = 0; f < 4; ++f) frames.push_back(picture(56, 112, 10 + f));
+  bool encoded = false;
+  auto v = rig.images->frames(frames, &encoded);
+  ASSERT_TRUE(v.ok()) << v.message();
+  EXPECT_TRUE(encoded);
+  const ChunkContent& c = **v;  // 2 x (4 x 2) rows
+  ASSERT_EQ(c.n(), 16);
+  for (int i = 0; i < c.n(); ++i) {
+    EXPECT_EQ(c.layout[size_t(i)].t, i / 8);
+    EXPECT_EQ(c.layout[size_t(i)].h, (i % 8) / 2);
+    EXPECT_EQ(c.layout[size_t(i)].w, i % 2);
+  }
+  EXPECT_EQ(c.extent(), 4);  // max(T = 2, H = 4, W = 2)
+  ASSERT_TRUE(rig.images->frames(frames, &encoded).ok());
+  EXPECT_FALSE(encoded);
+  frames.pop_back();  // 3 frames: the last is repeated to fill the pair, a different key
+  ASSERT_TRUE(rig.images->frames(frames, &encoded).ok());
+  EXPECT_TRUE(encoded);
+}
+
 // Relocation: the canonical KV(image | anchor), formed with the anchor at 0 and the image at 1,
 // served with everything moved by delta (anchor at delta, image at delta + 1: t, h and w all
 // shifted) equals a fresh prefill at the shifted positions: the image's KV rows and the logits of
