@@ -12,6 +12,7 @@
 #include "reuse/patch.h"
 #include "support/tiny_models.h"
 #include "vision/image_chunks.h"
+#include "window/window.h"
 
 namespace {
 
@@ -216,6 +217,49 @@ TEST(VlChunks, FullRankPatchRebuildsConditionedImageKv) {
   };
   const auto ref = serve(ServePolicy::Reprefill), got = serve(ServePolicy::Patch);
   EXPECT_LT(tiny::max_abs_diff(got, ref), 1e-4 * std::max(1.0, max_abs(ref)));
+}
+
+// Window operations on frames: admitted at full rank, a window of three frames answers as a
+// re-prefill does; after a slide (the oldest frame evicted, survivors moved by its extent on t, h
+// and w) and a refresh of the survivors' patches on their new antecedents, it answers as a
+// re-prefill of the two frames at their new positions.
+TEST(VlChunks, WindowOfFramesSlidesLikeAReprefill) {
+  VlRig rig;
+  std::vector<ChunkContent> f;
+  for (int i = 0; i < 3; ++i) {
+    auto c = rig.images->image(picture(84, 56 + 28 * i, 20 + i));
+    ASSERT_TRUE(c.ok()) << c.message();
+    f.push_back(**c);
+  }
+  const ChunkContent Q = tiny::random_chunk(4, rig.ctx->model().cfg.n_vocab, 7);
+  auto reprefill = [&](const std::vector<ChunkContent>& chunks) {
+    ScopedSequence s(rig.pool());
+    ServeOptions o;
+    o.policy = ServePolicy::Reprefill;
+    auto r = rig.cache().assemble(s.id(), chunks, o);
+    EXPECT_TRUE(r.ok()) << r.message();
+    return *rig.cache().forward_chunk(s.id(), Q, r->next_position, LogitsMode::All);
+  };
+  WindowPolicy p;
+  p.rank = kFullRank;
+  auto w = Window::create(*rig.ctx, p);
+  ASSERT_TRUE(w.ok()) << w.message();
+  for (const ChunkContent& c : f) ASSERT_TRUE((*w)->admit_back(c).ok());
+  auto got = (*w)->query(Q);
+  ASSERT_TRUE(got.ok()) << got.message();
+  const auto want = reprefill(f);
+  EXPECT_LT(tiny::max_abs_diff(*got, want), 1e-4 * std::max(1.0, max_abs(want)));
+
+  ASSERT_TRUE((*w)->evict_front().ok());
+  const std::vector<int> stale = (*w)->stale_slots();
+  EXPECT_FALSE(stale.empty());  // the survivors were conditioned on the evicted frame
+  for (int slot : stale) ASSERT_TRUE((*w)->refresh(slot).ok());
+  ASSERT_TRUE((*w)->check_invariants().ok());
+  auto slid = (*w)->query(Q);
+  ASSERT_TRUE(slid.ok()) << slid.message();
+  const auto want2 = reprefill({f[1], f[2]});
+  EXPECT_LT(tiny::max_abs_diff(*slid, want2), 1e-4 * std::max(1.0, max_abs(want2)));
+  EXPECT_GT(tiny::max_abs_diff(*slid, want), 1e-3);  // the slide did change the answer
 }
 
 }  // namespace
