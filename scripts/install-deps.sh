@@ -19,6 +19,8 @@ packages=(
   libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
+  # decoding of JPEG images given to the Qwen2-VL vision tower
+  libjpeg62-turbo-dev
   # kamera-train, the mini-VL trainer (libtorch, CPU), and its cross-check test
   libtorch-dev
   # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3

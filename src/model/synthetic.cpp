@@ -48,7 +48,7 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
     case Arch::Qwen2:
       return {"tiny", "0.5b"};
     case Arch::Qwen2Vl:
-      return {"tiny", "3b"};
+      return {"tiny", "2b", "3b"};
     case Arch::Deepseek2:
       return {"tiny", "tiny-moe", "lite", "lite-attn"};
   }
@@ -104,6 +104,19 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     c.ctx_len = 32768;
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
+  } else if (preset == "2b" && arch == Arch::Qwen2Vl) {
+    // Qwen2-VL-2B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
+    c.dim = 1536;
+    c.n_layers = 28;
+    c.n_heads = 12;
+    c.n_kv_heads = 2;
+    c.head_dim = 128;
+    c.ffn_dim = 8960;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+    c.rope.sections = {16, 24, 24, 0};
   } else if (preset == "3b" && arch == Arch::Qwen2Vl) {
     // Qwen2.5-VL-3B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
     c.dim = 2048;
@@ -273,12 +286,30 @@ int64_t count_parameters(const ModelConfig& c) {
          moe_extra_parameters(c);
 }
 
+namespace {
+
+// A qwen2vl decoder's vocabulary holds Qwen2-VL's vision control tokens (the last four pieces
+// of a synthetic vocabulary become them), so that prompts with images can be written for it.
+void add_vision_tokens(Tokenizer::Vocab& v) {
+  const char* names[] = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
+  const size_t n = v.pieces.size();
+  if (n < 300) return;  // keep the byte pieces of very small vocabularies
+  for (size_t i = 0; i < 4; ++i) {
+    v.pieces[n - 4 + i] = names[i];
+    v.types[n - 4 + i] = TokenType::Control;
+    if (!v.scores.empty()) v.scores[n - 4 + i] = 0.0f;
+  }
+}
+
+}  // namespace
+
 Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
   Result<Tokenizer::Vocab> vocab =
       spec.vocab ? Result<Tokenizer::Vocab>(*spec.vocab)
                  : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
   if (!vocab.ok())
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
+  if (!spec.vocab && spec.cfg.arch == Arch::Qwen2Vl) add_vision_tokens(*vocab);
   const uint64_t seed = spec.seed;
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,

@@ -25,10 +25,10 @@ struct SyntheticSpec {
 };
 
 // Named shapes: "tiny" (tests, every architecture), "0.5b" (llama, qwen2: Qwen2.5-0.5B's text
-// decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "3b"
-// (qwen2vl: Qwen2.5-VL-3B's text decoder); deepseek2: "tiny-moe" (MoE layers and YaRN), "lite"
-// (DeepSeek-V2-Lite as released), "lite-attn" (its attention, dense FFNs): model/deepseek2.h.
-// Returns nullopt for a name the architecture does not have.
+// decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "2b" /
+// "3b" (qwen2vl: Qwen2-VL-2B's and Qwen2.5-VL-3B's text decoders); deepseek2: "tiny-moe" (MoE
+// layers and YaRN), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (its attention, dense
+// FFNs): model/deepseek2.h. Returns nullopt for a name the architecture does not have.
 std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset);
 std::vector<std::string> synthetic_preset_names(Arch arch);  // the presets of one architecture
 

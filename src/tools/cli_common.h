@@ -11,6 +11,7 @@
 #include "context/context.h"
 #include "core/status.h"
 #include "model/model.h"
+#include "reuse/chunk.h"
 
 namespace kamera::cli {
 
@@ -33,6 +34,23 @@ Runner add_detokenize(CLI::App& app);
 Runner add_quant_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_info(CLI::App& app);
+Runner add_vision_embed(CLI::App& app);
+Runner add_vlm_bench(CLI::App& app);
+
+// make-model's vision towers (cmd_make_mmproj.cpp): arch qwen2vl-mmproj or qwen25vl-mmproj.
+int run_make_mmproj(const std::string& arch, const std::string& preset, const std::string& type,
+                    uint64_t seed, const std::string& out, bool as_json);
+
+// --mmproj / --image (vl_cli.cpp): images in a prompt at its <image> markers.
+struct VlArgs {
+  std::string mmproj;
+  std::vector<std::string> images;
+  bool active() const { return !mmproj.empty() || !images.empty(); }
+};
+void add_vl_options(CLI::App& app, VlArgs& a);
+// The prompt's pieces: text token runs and encoded images (vision/vl_prompt.h).
+Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decoder,
+                                            const std::string& prompt, int threads);
 
 int default_threads();
 

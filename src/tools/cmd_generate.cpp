@@ -5,6 +5,7 @@
 #include "model/sampler.h"
 #include "model/utf8.h"
 #include "tools/cli_common.h"
+#include "vision/placement.h"
 
 namespace kamera::cli {
 
@@ -19,6 +20,7 @@ struct GenerateArgs {
   bool seed_set = false;
   int threads = default_threads();
   bool ignore_eos = false, json = false;
+  VlArgs vl;
 };
 
 int run_generate(const GenerateArgs& a) {
@@ -31,22 +33,39 @@ int run_generate(const GenerateArgs& a) {
         fmt::format("{} has no tokenizer: pass -z tokenizer.bin (llama2.c format)", a.model),
         a.json);
   const Tokenizer& tok = *m.tokenizer;
-  std::vector<int32_t> ids = tok.encode(a.prompt, tok.add_bos());
+  std::vector<ChunkContent> pieces;  // text token runs, and images at their <image> markers
+  if (a.vl.active()) {
+    auto p = vl_pieces(a.vl, m, a.prompt, a.threads);
+    if (!p.ok()) return fail(p.error(), a.json);
+    pieces = std::move(*p);
+  } else {
+    pieces.push_back(ChunkContent::from_tokens(tok.encode(a.prompt, tok.add_bos())));
+  }
+  std::erase_if(pieces, [](const ChunkContent& c) { return c.n() == 0; });
+  std::vector<int32_t> ids;  // the prompt's text tokens (echoed)
+  int n_rows = 0;            // rows the prompt puts in the KV cache (text tokens and image rows)
+  for (const ChunkContent& c : pieces) {
+    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    n_rows += c.n();
+  }
   const bool echo_first = !tok.add_bos() && !ids.empty();  // no BOS in front: print every token
-  if (ids.empty()) ids.push_back(tok.bos());               // something to condition on
+  if (ids.empty()) {                                       // something to condition on
+    ids.push_back(tok.bos());
+    pieces.insert(pieces.begin(), ChunkContent::from_tokens({tok.bos()}));
+    n_rows += 1;
+  }
   if (a.n < 0) return fail("-n must be >= 0", a.json);
   int n_gen = a.n;
-  if (int(ids.size()) >= c.ctx_len)
-    return fail(
-        fmt::format("prompt has {} tokens; the model's context is {}", ids.size(), c.ctx_len),
-        a.json);
-  if (int(ids.size()) + n_gen > c.ctx_len) {
-    n_gen = c.ctx_len - int(ids.size());
+  if (n_rows >= c.ctx_len)
+    return fail(fmt::format("prompt has {} tokens; the model's context is {}", n_rows, c.ctx_len),
+                a.json);
+  if (n_rows + n_gen > c.ctx_len) {
+    n_gen = c.ctx_len - n_rows;
     std::fprintf(stderr, "kamera: note: -n capped to %d by the model's context length %d\n", n_gen,
                  c.ctx_len);
   }
 
-  auto ctx = context_for(*loaded, a.threads, int64_t(ids.size()) + n_gen);
+  auto ctx = context_for(*loaded, a.threads, int64_t(n_rows) + n_gen);
   if (!ctx.ok()) return fail(ctx.error(), a.json);
   Engine& engine = (*ctx)->engine();
   KvPool& pool = (*ctx)->pool();
@@ -73,10 +92,9 @@ int run_generate(const GenerateArgs& a) {
   if (echo_first) emit(-1, ids[0]);
   for (size_t i = 1; i < ids.size(); ++i) emit(ids[i - 1], ids[i]);
 
-  std::vector<Pos> pos(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
   const double t0 = now_ms();
-  auto logits = engine.forward(pool, seq, ForwardInput::from_tokens(ids, pos));
+  int32_t next_pos = 0;  // text after images continues past their largest position component
+  auto logits = prefill_pieces(engine, pool, seq, pieces, 0, LogitsMode::Last, &next_pos);
   if (!logits.ok()) return fail(logits.message(), a.json);
   const double t1 = now_ms();
   std::vector<int32_t> out;
@@ -88,7 +106,7 @@ int run_generate(const GenerateArgs& a) {
     emit(prev, next);
     prev = next;
     if (i + 1 == n_gen) break;
-    const Pos p = Pos::linear(int32_t(ids.size() + out.size() - 1));
+    const Pos p = Pos::linear(next_pos + int32_t(out.size()) - 1);
     logits = engine.forward(pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1}));
     if (!logits.ok()) return fail(logits.message(), a.json);
   }
@@ -102,7 +120,7 @@ int run_generate(const GenerateArgs& a) {
   std::fprintf(stderr,
                "kamera: prompt %zu tokens in %.2f ms (%.1f tok/s); generated %zu tokens in %.2f ms "
                "(%.1f tok/s); %d threads\n",
-               ids.size(), t1 - t0, ids.size() / ((t1 - t0) / 1e3), out.size(), gen_ms,
+               size_t(n_rows), t1 - t0, n_rows / ((t1 - t0) / 1e3), out.size(), gen_ms,
                out.size() / (gen_ms / 1e3), a.threads);
   if (a.json) {
     json j{{"model", model_summary(m)},
@@ -135,6 +153,7 @@ Runner add_generate(CLI::App& app) {
   app.add_option("--seed", a->seed, "Sampling seed (default: from the clock)")
       ->each([a](const std::string&) { a->seed_set = true; });
   add_threads_option(app, a->threads);
+  add_vl_options(app, a->vl);
   app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past EOS/BOS");
   app.add_flag("--json", a->json,
                "Print one JSON object (text, token ids, timing) instead of text");

@@ -5,6 +5,7 @@
 
 #include "model/forward.h"
 #include "tools/cli_common.h"
+#include "vision/placement.h"
 
 namespace kamera::cli {
 
@@ -15,12 +16,63 @@ struct LogitsArgs {
   bool all = false, json = false;
   int threads = default_threads();
   int top = 5;
+  VlArgs vl;
 };
+
+// Logits after a prompt with images (--mmproj / --image): the last position's only.
+int run_vl_logits(const LogitsArgs& a, const Model& m, std::shared_ptr<const Model> model) {
+  if (!a.tokens.empty() || a.all)
+    return fail(
+        "--image takes -p (with <image> markers) and gives the last position's logits; "
+        "not --tokens or --all-positions",
+        a.json);
+  auto pieces = vl_pieces(a.vl, m, a.prompt, a.threads);
+  if (!pieces.ok()) return fail(pieces.error(), a.json);
+  int64_t rows = 0;
+  std::vector<int32_t> ids;
+  for (const ChunkContent& c : *pieces) {
+    rows += c.n();
+    ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+  }
+  auto ctx = context_for(std::move(model), a.threads, rows);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  const SeqId seq = (*ctx)->pool().create_sequence();
+  int32_t next = 0;
+  auto logits =
+      prefill_pieces((*ctx)->engine(), (*ctx)->pool(), seq, *pieces, 0, LogitsMode::Last, &next);
+  if (!logits.ok()) return fail(logits.message(), a.json);
+  const int V = m.cfg.n_vocab;
+  if (a.json) {
+    json pj = json::array();
+    for (const ChunkContent& c : *pieces)
+      pj.push_back(c.is_tokens() ? json{{"tokens", c.tokens}}
+                                 : json{{"image_rows", c.n()}, {"extent", c.extent()}});
+    print_json(json{{"model", model_summary(m)},
+                    {"pieces", pj},
+                    {"rows", rows},
+                    {"next_position", next},
+                    {"n_vocab", V},
+                    {"all_positions", false},
+                    {"logits", json::array({*logits})}});
+    return 0;
+  }
+  const float* l = logits->data();
+  std::vector<int> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  const int k = std::min(a.top, V);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int x, int y) { return l[x] > l[y]; });
+  std::printf("after %lld rows (next position %d):", (long long)rows, next);
+  for (int i = 0; i < k; ++i) std::printf("  %d %.6f", idx[i], l[idx[i]]);
+  std::printf("\n");
+  return 0;
+}
 
 int run_logits(const LogitsArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.error(), a.json);
   const Model& m = **loaded;
+  if (a.vl.active()) return run_vl_logits(a, m, *loaded);
   std::vector<int32_t> ids;
   if (!a.tokens.empty()) {
     auto parsed = parse_token_list(a.tokens);
@@ -92,6 +144,7 @@ Runner add_logits(CLI::App& app) {
   app.add_option("--top", a->top, "Without --json: how many top tokens to show per position")
       ->capture_default_str();
   add_threads_option(app, a->threads);
+  add_vl_options(app, a->vl);
   app.add_flag("--json", a->json, "Print {tokens, n_vocab, logits: [[...]]} as JSON");
   return [a] { return run_logits(*a); };
 }

@@ -33,11 +33,15 @@ Status fit_vocab(Tokenizer::Vocab& v, ModelConfig& c, bool vocab_in_dims) {
 }
 
 int run_make_model(const MakeModelArgs& a) {
+  if (a.arch.ends_with("-mmproj"))
+    return run_make_mmproj(a.arch, a.preset, a.type, a.seed, a.out, a.json);
   const std::string preset = a.preset.empty() ? "tiny" : a.preset;
   const std::optional<Arch> arch = arch_from_name(a.arch);
   if (!arch)
-    return fail(fmt::format("unknown --arch '{}' (architectures: {})", a.arch, arch_names()),
-                a.json);
+    return fail(
+        fmt::format("unknown --arch '{}' (architectures: {}, qwen2vl-mmproj, qwen25vl-mmproj)",
+                    a.arch, arch_names()),
+        a.json);
   auto cfg = synthetic_preset(*arch, preset);
   if (!cfg)
     return fail(fmt::format("--arch {} has no preset '{}' (its presets: {})", a.arch, preset,
@@ -92,12 +96,14 @@ int run_make_model(const MakeModelArgs& a) {
 Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
   app.add_option("--arch", a->arch,
-                 "Architecture: llama, qwen2, qwen2vl (M-RoPE) or deepseek2 (MLA)")
+                 "Architecture: llama, qwen2, qwen2vl (M-RoPE) or deepseek2 (MLA) decoders, or "
+                 "qwen2vl-mmproj, qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
                  "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
-                 "qwen2: Qwen2.5-0.5B's text decoder); 3b (qwen2vl: Qwen2.5-VL-3B's text "
-                 "decoder); deepseek2: tiny-moe (tiny MLA with 1 dense and 2 MoE layers of 8 "
+                 "qwen2: Qwen2.5-0.5B's text decoder); 2b (Qwen2-VL-2B: qwen2vl decoder, "
+                 "qwen2vl-mmproj tower); 3b (Qwen2.5-VL-3B: qwen2vl decoder, qwen25vl-mmproj "
+                 "tower); deepseek2: tiny-moe (tiny MLA with 1 dense and 2 MoE layers of 8 "
                  "experts, 2 used, 1 shared, YaRN factor 4 over 256), lite (DeepSeek-V2-Lite as "
                  "released: 27 layers, 1 dense, 64 experts of 1408, 6 used, 2 shared, YaRN 40 "
                  "over 4096; 15.7 B weights), lite-attn (V2-Lite's attention with a dense FFN of "

@@ -150,6 +150,13 @@ int main(int argc, char** argv) {
   reg("tokenize", "Text -> token ids with the model's vocabulary (SentencePiece or byte-level BPE)",
       add_tokenize);
   reg("detokenize", "Token ids -> text with the model's vocabulary", add_detokenize);
+  reg("vision-embed",
+      "Qwen2-VL / Qwen2.5-VL vision tower (llama.cpp mmproj): an image's embeddings, as JSON",
+      add_vision_embed);
+  reg("vlm-bench",
+      "Time to first token of a question about a video window: re-encode, cached embeddings, "
+      "relocated + patched image chunks",
+      add_vlm_bench);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,79 @@
+#include "media/image.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace kamera {
+
+ImageFormat sniff_image_format(std::span<const uint8_t> b) {
+  static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (b.size() >= 8 && std::memcmp(b.data(), png_sig, 8) == 0) return ImageFormat::Png;
+  if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) return ImageFormat::Jpeg;
+  return ImageFormat::Unknown;
+}
+
+const char* image_format_name(ImageFormat f) {
+  switch (f) {
+    case ImageFormat::Png:
+      return "png";
+    case ImageFormat::Jpeg:
+      return "jpeg";
+    default:
+      return "unknown";
+  }
+}
+
+Status check_image_dims(int64_t width, int64_t height, std::string_view name,
+                        const DecodeLimits& limits) {
+  if (width <= 0 || height <= 0)
+    return make_error(ErrorCode::CorruptData, "{}: image declares {} x {} pixels", name, width,
+                      height);
+  if (width > limits.max_side || height > limits.max_side)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: image of {} x {} pixels is over the limit of {} pixels a side", name,
+                      width, height, limits.max_side);
+  if (width * height > limits.max_pixels)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: image of {} x {} = {} pixels is over the limit of {} pixels", name,
+                      width, height, width * height, limits.max_pixels);
+  return Status::Ok();
+}
+
+Result<Image> decode_image(std::span<const uint8_t> bytes, std::string_view name,
+                           const DecodeLimits& limits) {
+  if (int64_t(bytes.size()) > limits.max_bytes)
+    return make_error(ErrorCode::InvalidArgument, "{}: {} bytes is over the limit of {} bytes",
+                      name, bytes.size(), limits.max_bytes);
+  switch (sniff_image_format(bytes)) {
+    case ImageFormat::Png:
+      return media_detail::decode_png(bytes, name, limits);
+    case ImageFormat::Jpeg:
+      return media_detail::decode_jpeg(bytes, name, limits);
+    default:
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}: not a PNG or JPEG image (unknown signature, {} bytes)", name,
+                        bytes.size());
+  }
+}
+
+Result<Image> load_image(const std::string& path, const DecodeLimits& limits) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return make_error(ErrorCode::NotFound, "{}: no such image file", path);
+  if (!S_ISREG(st.st_mode))
+    return make_error(ErrorCode::InvalidArgument, "{}: not a regular file", path);
+  if (int64_t(st.st_size) > limits.max_bytes)
+    return make_error(ErrorCode::InvalidArgument, "{}: {} bytes is over the limit of {} bytes",
+                      path, int64_t(st.st_size), limits.max_bytes);
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return make_error(ErrorCode::Io, "{}: cannot open: {}", path, std::strerror(errno));
+  std::vector<uint8_t> bytes(size_t(st.st_size));
+  if (!bytes.empty() && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
+    return make_error(ErrorCode::Io, "{}: short read", path);
+  return decode_image(bytes, path, limits);
+}
+
+}  // namespace kamera

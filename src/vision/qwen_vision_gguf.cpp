@@ -1,0 +1,251 @@
+// Qwen2-VL / Qwen2.5-VL mmproj GGUF: the tensor table, the loader and the writer (qwen_vision.h
+// lists the keys and tensor names).
+#include <cstring>
+
+#include "model/gguf.h"
+#include "vision/qwen_vision.h"
+
+namespace kamera {
+
+namespace {
+
+struct Spec {
+  std::string name;
+  std::vector<int64_t> ne;  // GGUF order, ne[0] contiguous
+  const std::vector<float>* data;
+  bool weight;  // a 2-D (or 4-D) weight: written in the file's weight type
+};
+
+// Sizes the layer list and the products' shapes to the config (before loading into w).
+void shape_weights(const QwenVisionConfig& c, QwenVisionWeights& w) {
+  const int d = c.dim, f = c.ffn_dim, mw = c.merged_width();
+  w.layers.resize(size_t(c.n_layers));
+  for (auto& L : w.layers) {
+    for (QwenLinear* l : {&L.q, &L.k, &L.v, &L.o}) *l = QwenLinear{d, d, {}, {}};
+    L.gate = QwenLinear{d, f, {}, {}};
+    L.up = QwenLinear{d, f, {}, {}};
+    L.down = QwenLinear{f, d, {}, {}};
+  }
+  w.mm0 = QwenLinear{mw, mw, {}, {}};
+  w.mm2 = QwenLinear{mw, c.out_dim, {}, {}};
+}
+
+// Every tensor of a file of this config (w's layer list already sized). legacy_ffn: the FFN's
+// input side is named ffn_down and its output side ffn_up (llama.cpp's Qwen2-VL surgery);
+// otherwise the reverse.
+std::vector<Spec> tensor_specs(const QwenVisionConfig& c, const QwenVisionWeights& w,
+                               bool legacy_ffn) {
+  const int64_t d = c.dim, f = c.ffn_dim, p = c.patch, mw = c.merged_width();
+  const bool rms = c.rms_norm();
+  std::vector<Spec> s = {{"v.patch_embd.weight", {p, p, 3, d}, &w.patch0, true},
+                         {"v.patch_embd.weight.1", {p, p, 3, d}, &w.patch1, true}};
+  if (c.patch_bias) s.push_back({"v.patch_embd.bias", {d}, &w.patch_b, false});
+  auto linear = [&s](const std::string& name, const QwenLinear& l, int64_t in, int64_t out) {
+    s.push_back({name + ".weight", {in, out}, &l.w, true});
+    s.push_back({name + ".bias", {out}, &l.b, false});
+  };
+  const std::string in_name = legacy_ffn ? "ffn_down" : "ffn_up";
+  const std::string out_name = legacy_ffn ? "ffn_up" : "ffn_down";
+  for (int i = 0; i < c.n_layers; ++i) {
+    auto& L = w.layers[size_t(i)];
+    const std::string b = "v.blk." + std::to_string(i) + ".";
+    s.push_back({b + "ln1.weight", {d}, &L.ln1_w, false});
+    if (!rms) s.push_back({b + "ln1.bias", {d}, &L.ln1_b, false});
+    linear(b + "attn_q", L.q, d, d);
+    linear(b + "attn_k", L.k, d, d);
+    linear(b + "attn_v", L.v, d, d);
+    linear(b + "attn_out", L.o, d, d);
+    s.push_back({b + "ln2.weight", {d}, &L.ln2_w, false});
+    if (!rms) s.push_back({b + "ln2.bias", {d}, &L.ln2_b, false});
+    if (c.act == QwenVisionAct::SiluGated) linear(b + "ffn_gate", L.gate, d, f);
+    linear(b + in_name, L.up, d, f);
+    linear(b + out_name, L.down, f, d);
+  }
+  s.push_back({"v.post_ln.weight", {d}, &w.post_ln_w, false});
+  if (!rms) s.push_back({"v.post_ln.bias", {d}, &w.post_ln_b, false});
+  linear("mm.0", w.mm0, mw, mw);
+  linear("mm.2", w.mm2, mw, c.out_dim);
+  return s;
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  return fmt::format("[{}]", fmt::join(ne, ", "));
+}
+
+// Reads the config keys (qwen_vision.h). The FFN width comes from the tensors.
+Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig* c,
+                   bool* legacy_ffn) {
+  const std::string proj = g.get_string("clip.projector_type").value_or("");
+  if (proj == "qwen2vl_merger") {
+    c->variant = QwenVisionVariant::Qwen2VL;
+    c->act = g.get_bool("clip.use_gelu").value_or(false) ? QwenVisionAct::Gelu
+                                                         : QwenVisionAct::QuickGelu;
+    if (g.get_bool("clip.use_silu").value_or(false))
+      return make_error(ErrorCode::Unsupported, "{}: a Qwen2-VL tower with a SiLU FFN", path);
+  } else if (proj == "qwen2.5vl_merger") {
+    c->variant = QwenVisionVariant::Qwen25VL;
+    c->act = QwenVisionAct::SiluGated;
+  } else {
+    return make_error(ErrorCode::Unsupported,
+                      "{}: projector type '{}' is not a Qwen2-VL family tower (qwen2vl_merger, "
+                      "qwen2.5vl_merger)",
+                      path, proj);
+  }
+  auto need = [&](const std::string& key, int* out, int lo, int hi) -> Status {
+    auto v = g.get_int(key);
+    if (!v) return make_error(ErrorCode::CorruptData, "{}: missing key {}", path, key);
+    if (*v < lo || *v > hi)
+      return make_error(ErrorCode::CorruptData, "{}: {} is {}, outside [{}, {}]", path, key, *v, lo,
+                        hi);
+    *out = int(*v);
+    return Status::Ok();
+  };
+  KAMERA_TRY(need("clip.vision.embedding_length", &c->dim, 1, 16384));
+  KAMERA_TRY(need("clip.vision.block_count", &c->n_layers, 0, 256));
+  KAMERA_TRY(need("clip.vision.attention.head_count", &c->n_heads, 1, 1024));
+  KAMERA_TRY(need("clip.vision.patch_size", &c->patch, 1, 64));
+  KAMERA_TRY(need("clip.vision.projection_dim", &c->out_dim, 1, 65536));
+  c->merge = 2;
+  if (g.has("clip.vision.spatial_merge_size"))
+    KAMERA_TRY(need("clip.vision.spatial_merge_size", &c->merge, 1, 8));
+  c->eps = float(g.get_float("clip.vision.attention.layer_norm_epsilon").value_or(1e-6));
+  for (const char* key : {"clip.vision.image_mean", "clip.vision.image_std"}) {
+    const std::vector<double>* a = g.get_float_array(key);
+    if (!a) continue;
+    if (a->size() != 3)
+      return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
+                        a->size());
+    auto& dst = std::strcmp(key, "clip.vision.image_mean") == 0 ? c->image_mean : c->image_std;
+    for (int i = 0; i < 3; ++i) dst[size_t(i)] = float((*a)[size_t(i)]);
+  }
+  c->min_pixels = g.get_int("clip.vision.image_min_pixels").value_or(c->min_pixels);
+  c->max_pixels = g.get_int("clip.vision.image_max_pixels").value_or(c->max_pixels);
+  if (c->variant == QwenVisionVariant::Qwen25VL) {
+    c->window = int(g.get_int("clip.vision.window_size").value_or(112));
+    c->full_attention_layers.clear();
+    if (const std::vector<int64_t>* idx = g.get_int_array("clip.vision.wa_layer_indexes")) {
+      for (int64_t l : *idx) c->full_attention_layers.push_back(int(l));
+    } else {
+      const int64_t n = g.get_int("clip.vision.n_wa_pattern").value_or(0);
+      if (n <= 0)
+        return make_error(ErrorCode::CorruptData,
+                          "{}: a Qwen2.5-VL tower needs clip.vision.n_wa_pattern or "
+                          "clip.vision.wa_layer_indexes",
+                          path);
+      for (int l = 0; l < c->n_layers; ++l)
+        if ((l + 1) % n == 0) c->full_attention_layers.push_back(l);
+    }
+  }
+  // The FFN width and which of ffn_down / ffn_up is the input side, from block 0's tensors.
+  c->ffn_dim = 1;
+  *legacy_ffn = c->variant == QwenVisionVariant::Qwen2VL;
+  if (c->n_layers == 0) return Status::Ok();
+  const GgufTensor* dn = g.find_tensor("v.blk.0.ffn_down.weight");
+  const GgufTensor* up = g.find_tensor("v.blk.0.ffn_up.weight");
+  if (!dn || !up || dn->ne.size() != 2 || up->ne.size() != 2)
+    return make_error(ErrorCode::CorruptData,
+                      "{}: v.blk.0.ffn_down / ffn_up are missing or not matrices", path);
+  const bool dn_in = dn->ne[0] == c->dim, up_in = up->ne[0] == c->dim;
+  if (dn_in && up_in) {  // ffn == dim: names alone decide
+    *legacy_ffn = c->variant == QwenVisionVariant::Qwen2VL &&
+                  g.get_int("clip.vision.feed_forward_length").value_or(0) == 0;
+  } else if (dn_in || up_in) {
+    *legacy_ffn = dn_in;
+  } else {
+    return make_error(ErrorCode::CorruptData,
+                      "{}: neither ffn_down {} nor ffn_up {} of block 0 reads the width {}", path,
+                      shape_str(dn->ne), shape_str(up->ne), c->dim);
+  }
+  c->ffn_dim = int((*legacy_ffn ? dn : up)->ne[1]);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
+  const GgufFile& g = *file;
+  if (g.get_string("general.architecture").value_or("") != "clip")
+    return make_error(ErrorCode::CorruptData,
+                      "{}: not an mmproj file (general.architecture is not 'clip')", path);
+  if (!g.get_bool("clip.has_vision_encoder").value_or(true))
+    return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
+  QwenVisionModel m;
+  m.source = path;
+  bool legacy_ffn = true;
+  KAMERA_TRY(read_config(g, path, &m.cfg, &legacy_ffn));
+  m.cfg.patch_bias = g.find_tensor("v.patch_embd.bias") != nullptr;
+  if (Status s = m.cfg.validate(); !s.ok())
+    return make_error(ErrorCode::CorruptData, "{}: {}", path, s.message());
+  shape_weights(m.cfg, m.w);
+  for (const Spec& t : tensor_specs(m.cfg, m.w, legacy_ffn)) {
+    const GgufTensor* gt = g.find_tensor(t.name);
+    if (!gt) return make_error(ErrorCode::CorruptData, "{}: tensor {} is missing", path, t.name);
+    if (gt->ne != t.ne)
+      return make_error(ErrorCode::CorruptData, "{}: tensor {} has shape {}, this config needs {}",
+                        path, t.name, shape_str(gt->ne), shape_str(t.ne));
+    // the specs point into m.w, which this function owns
+    KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.data), g.read_f32(*gt));
+  }
+  m.finish();
+  return m;
+}
+
+Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) const {
+  KAMERA_TRY(check_shapes());
+  if (weight_type != DType::F32 && weight_type != DType::F16)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: mmproj weights are written as f32 or f16 (the patch kernels' rows of "
+                      "14 do not fit Q8_0 blocks)",
+                      path);
+  const bool v25 = cfg.variant == QwenVisionVariant::Qwen25VL;
+  GgufWriter g;
+  g.set_string("general.architecture", "clip");
+  g.set_string("general.name",
+               v25 ? "kamera-synthetic-qwen2.5-vl-vision" : "kamera-synthetic-qwen2-vl-vision");
+  g.set_string("general.description",
+               v25 ? "image encoder for Qwen2.5VL" : "image encoder for Qwen2VL");
+  g.set_u32("general.file_type", weight_type == DType::F16 ? 1 : 0);
+  g.set_bool("clip.has_text_encoder", false);
+  g.set_bool("clip.has_vision_encoder", true);
+  if (!v25) g.set_bool("clip.has_qwen2vl_merger", true);
+  g.set_string("clip.projector_type", v25 ? "qwen2.5vl_merger" : "qwen2vl_merger");
+  g.set_bool("clip.use_silu", v25);
+  g.set_bool("clip.use_gelu", cfg.act == QwenVisionAct::Gelu);
+  g.set_u32("clip.vision.patch_size", uint32_t(cfg.patch));
+  g.set_u32("clip.vision.image_size", 560);  // what llama.cpp's converters write
+  g.set_u32("clip.vision.embedding_length", uint32_t(cfg.dim));
+  g.set_u32("clip.vision.projection_dim", uint32_t(cfg.out_dim));
+  g.set_u32("clip.vision.attention.head_count", uint32_t(cfg.n_heads));
+  g.set_f32("clip.vision.attention.layer_norm_epsilon", cfg.eps);
+  g.set_u32("clip.vision.block_count", uint32_t(cfg.n_layers));
+  g.set_u32("clip.vision.feed_forward_length", v25 ? uint32_t(cfg.ffn_dim) : 0u);
+  if (cfg.merge != 2) g.set_u32("clip.vision.spatial_merge_size", uint32_t(cfg.merge));
+  g.set_f32_array("clip.vision.image_mean", {cfg.image_mean.begin(), cfg.image_mean.end()});
+  g.set_f32_array("clip.vision.image_std", {cfg.image_std.begin(), cfg.image_std.end()});
+  if (v25) {
+    g.set_u32("clip.vision.window_size", uint32_t(cfg.window));
+    // n_wa_pattern when the full-attention layers are every n-th, else the explicit list
+    const auto& fl = cfg.full_attention_layers;
+    const int n = fl.empty() ? 0 : fl[0] + 1;
+    bool regular = n > 0;
+    for (int l = 0; l < cfg.n_layers && regular; ++l)
+      regular = cfg.full_attention(l) == ((l + 1) % n == 0);
+    if (regular)
+      g.set_u32("clip.vision.n_wa_pattern", uint32_t(n));
+    else
+      g.set_i32_array("clip.vision.wa_layer_indexes", {fl.begin(), fl.end()});
+  }
+  for (const Spec& t : tensor_specs(cfg, w, !v25)) {
+    const std::vector<float>* src = t.data;
+    if (!t.weight && src->empty()) continue;
+    g.add_tensor(t.name, t.ne, t.weight ? weight_type : DType::F32,
+                 [src](float* dst) { std::memcpy(dst, src->data(), src->size() * sizeof(float)); });
+  }
+  if (!v25)  // the placeholder llama.cpp's Qwen2-VL surgery adds
+    g.add_tensor("v.position_embd.weight", {10, 10}, DType::F32,
+                 [](float* dst) { std::memset(dst, 0, 100 * sizeof(float)); });
+  return g.write(path);
+}
+
+}  // namespace kamera
