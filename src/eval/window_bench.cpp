@@ -264,9 +264,11 @@ Status Bench::reorder(const std::vector<ReuseItem>& items, const std::vector<Chu
       if (!canon.ok()) return canon.error();
       std::vector<ChunkKV> conds(orderings.size());
       std::vector<std::vector<float>> refs(orderings.size());
-      std::vector<std::vector<ChunkContent>> prefixes(orderings.size());
+      std::vector<std::vector<ChunkContent>> prefixes;
+      prefixes.reserve(orderings.size());
       for (size_t o = 0; o < orderings.size(); ++o) {
-        for (int j : orderings[o]) prefixes[o].push_back(P[j]);
+        prefixes.emplace_back();
+        for (int j : orderings[o]) prefixes.back().push_back(P[j]);
         std::vector<ChunkContent> all = prefixes[o];
         all.push_back(B);
         auto r = reprefill(all, q, K, &conds[o]);

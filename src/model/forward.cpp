@@ -175,7 +175,8 @@ void Engine::qkv_projections(const LayerWeights& L, int n) {
 void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, hid = c.ffn_dim, ow = c.attn_out_width();
-  KAMERA_ASSERT(L.wo.cols() == ow && L.w_up.rows() == hid && L.w_down.cols() == hid);
+  KAMERA_ASSERT(L.wo.cols() == ow &&
+                (L.moe.routed() || (L.w_up.rows() == hid && L.w_down.cols() == hid)));
   linear(L.wo, att_.data(), n, nullptr, tmp_.data(), pool_);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
   rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);

@@ -20,7 +20,7 @@
 
 namespace kamera {
 
-// How attention caches its keys and values (DESIGN.md §2: content | rope channels).
+// How attention caches its keys and values (docs/DESIGN.md §2: content | rope channels).
 //   Gqa (MHA = GQA with one query head per KV head): channels k (rope) and v (content).
 //   Mla (DeepSeek-V2): channels c_kv (the kv_lora_rank latent, content, shared by K and V) and
 //     k_pe (qk_rope_head_dim, rope, shared by all heads).

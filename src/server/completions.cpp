@@ -54,7 +54,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
   auto body = parse_body(req.body);
   if (!body.ok()) return respond_error(out, http_error(body.error()));
-  auto r = gen_request(*body, chat, opts, model.cfg);
+  auto r = gen_request(*body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
   Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
   if (!r.ok()) return respond_error(out, http_error(r.error()));
   if (!size.ok())

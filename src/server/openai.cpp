@@ -139,9 +139,60 @@ Status add_messages(std::vector<PromptPart>& parts, const json& body) {
   return Status::Ok();
 }
 
-Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat) {
+// A chunk part inside rendered template text: a marker no template or user text writes.
+constexpr std::string_view kChunkMark =
+    "\x1e"
+    "kamera-chunk:";
+
+// A message's content as template text: text parts joined, each chunk part a marker with its id.
+Result<std::string> templated_content(const json& content) {
   std::vector<PromptPart> parts;
-  if (chat) {
+  KAMERA_TRY(add_items(parts, content));
+  std::string out;
+  for (const PromptPart& p : parts) {
+    if (p.text.find(kChunkMark) != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "message text holds a reserved byte (0x1e)");
+    out += p.is_chunk ? fmt::format("{}{}\x1e", kChunkMark, p.id.hex()) : p.text;
+  }
+  return out;
+}
+
+// Chat messages rendered by the model's chat template (with the generation prompt), then cut
+// into text and chunk parts at the markers.
+Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
+    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
+    msgs.push_back({{"role", m["role"].get<std::string>()}, {"content", content}});
+  }
+  ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
+  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
+  for (size_t at = 0;;) {
+    const size_t mark = text.find(kChunkMark, at);
+    add_text(parts, text.substr(at, mark == std::string::npos ? std::string::npos : mark - at));
+    if (mark == std::string::npos) break;
+    const size_t id_at = mark + kChunkMark.size(), end = text.find('\x1e', id_at);
+    auto id = end == std::string::npos ? std::nullopt
+                                       : ChunkId::from_hex(text.substr(id_at, end - id_at));
+    if (!id) return make_error(ErrorCode::Internal, "the chat template broke a chunk marker");
+    parts.push_back({true, "", *id});
+    at = end + 1;
+  }
+  if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
+    parts.erase(parts.begin());
+  return Status::Ok();
+}
+
+Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat,
+                                             const ChatTemplate* tmpl) {
+  std::vector<PromptPart> parts;
+  if (chat && tmpl) {
+    KAMERA_TRY(add_templated(parts, body, *tmpl));
+  } else if (chat) {
     KAMERA_TRY(add_messages(parts, body));
   } else {
     if (!body.contains("prompt"))
@@ -178,9 +229,9 @@ Result<ServePolicy> reuse_policy(const json& body) {
 }  // namespace
 
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
-                               const ModelConfig& cfg) {
+                               const ModelConfig& cfg, const ChatTemplate* tmpl) {
   GenRequest r;
-  KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat));
+  KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat, tmpl));
   if (auto n = int_field(body, "n", 1, 1, INT64_MAX); !n.ok() || *n != 1)
     return make_error(ErrorCode::InvalidArgument,
                       "\"n\" must be 1: one choice per request (send n requests for n choices)");

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "model/chat_template.h"
 #include "model/model.h"
 #include "reuse/store.h"
 #include "server/generation.h"
@@ -44,9 +45,10 @@ Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, in
 Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi);
 
 // "prompt" of /v1/completions (a string or an array of parts), or "messages" of chat, with the
-// sampling and reuse fields.
+// sampling and reuse fields. Chat messages are rendered by `tmpl` when given (chunk parts stay
+// chunks at their place in the rendered text), else laid out as "role: content" lines.
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
-                               const ModelConfig& cfg);
+                               const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr);
 
 // A chunk's content from {"text"}, {"tokens"} or {"embeddings", "positions"}. Text longer than
 // max_text_bytes is refused before it is tokenized (0: no limit).

@@ -40,6 +40,12 @@ Status Server::Impl::open_context() {
   const ModelConfig& c = model.cfg;
   if (!model.tokenizer)
     log().warn("serve: the model has no tokenizer; prompts must use token chunks");
+  if (!opts.chat_template.empty()) {
+    KAMERA_ASSIGN_OR_RETURN(chat_template, ChatTemplate::from_arg(opts.chat_template));
+  } else if (model.tokenizer && !model.tokenizer->vocab().chat_template.empty()) {
+    KAMERA_ASSIGN_OR_RETURN(chat_template,
+                            ChatTemplate::from_gguf(model.tokenizer->vocab().chat_template));
+  }
   ContextOptions co;
   co.n_threads = opts.threads;
   const int64_t tokens = opts.pool_tokens > 0 ? opts.pool_tokens : 8 * int64_t(c.ctx_len);

@@ -32,6 +32,9 @@ struct ServerOptions {
   std::string api_key;
   std::vector<std::string> api_keys;
   std::string model_name = "kamera";
+  // Chat messages: this template (a built-in's name or a Jinja file); empty: the GGUF's
+  // tokenizer.chat_template when it has one, else "role: content" lines.
+  std::string chat_template;
   int threads = 2;       // engine threads
   int http_threads = 8;  // workers parsing and validating requests
   int max_queue = 64;    // requests waiting for the scheduler before 429

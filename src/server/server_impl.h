@@ -47,6 +47,7 @@ struct Server::Impl {
   std::mutex inflight_mu;
   std::map<std::string, int> inflight;  // completions queued or decoding, per client
   std::vector<Route> routes;
+  std::optional<ChatTemplate> chat_template;  // renders chat messages; none: "role: content"
   std::unique_ptr<Context> ctx;
   std::unique_ptr<WindowRegistry> windows;
   std::unique_ptr<Scheduler> scheduler;

@@ -182,6 +182,10 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--name", a->opts.model_name,
                  "Model name reported by the API (default: the file name)");
+  app.add_option("--chat-template", a->opts.chat_template,
+                 "Template of /v1/chat/completions: a built-in (chatml, llama3, deepseek2, "
+                 "deepseek3) or a Jinja file (default: the GGUF's tokenizer.chat_template; a model "
+                 "without one gets 'role: content' lines)");
   add_threads_option(app, a->opts.threads);
   return [a] { return run_serve(*a); };
 }

@@ -230,11 +230,14 @@ TEST(Deepseek2Gguf, MoeFileRoundTrips) {
   EXPECT_EQ(m->cfg.rope.yarn.orig_ctx, 256);
   EXPECT_DOUBLE_EQ(m->cfg.rope.freq_scale, 0.25);
   EXPECT_NEAR(m->cfg.yarn_log_mul, 0.0707, 1e-7);
-  int64_t held = int64_t(m->tok_embd.size() + m->out_norm.size() + m->output.size());
+  auto n = [](const Weight& w) { return w.rows() * w.cols(); };
+  int64_t held = n(m->tok_embd) + int64_t(m->out_norm.size()) + n(m->output);
   for (const LayerWeights& l : m->layers) {
-    for (const auto* v : {&l.attn_norm, &l.wq, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_down, &l.w_up,
-                          &l.wq_a, &l.q_a_norm, &l.wq_b, &l.wkv_a, &l.kv_a_norm, &l.wkv_b})
+    for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.q_a_norm, &l.kv_a_norm})
       held += int64_t(v->size());
+    for (const Weight* w :
+         {&l.wq, &l.wo, &l.w_gate, &l.w_down, &l.w_up, &l.wq_a, &l.wq_b, &l.wkv_a, &l.wkv_b})
+      held += n(*w);
     for (const auto* v : {&l.moe.router, &l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps,
                           &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp})
       held += int64_t(v->size());

@@ -159,9 +159,10 @@ TEST(VlPlacement, PiecewisePrefillEqualsOneForward) {
   const auto as_image = tiny::random_tokens(24, m->cfg.n_vocab, 2);
   const auto after = tiny::random_tokens(3, m->cfg.n_vocab, 3);
   QwenVisionEmbeddings e{2, 3, 4, D, {}};
-  for (int32_t id : as_image)
-    e.rows.insert(e.rows.end(), m->tok_embd.begin() + int64_t(id) * D,
-                  m->tok_embd.begin() + int64_t(id + 1) * D);
+  for (int32_t id : as_image) {
+    e.rows.resize(e.rows.size() + size_t(D));
+    m->tok_embd.rows_f32(id, 1, e.rows.data() + e.rows.size() - size_t(D));
+  }
   const std::vector<ChunkContent> pieces{ChunkContent::from_tokens(before), place_image(e),
                                          ChunkContent::from_tokens(after)};
   auto pool = tiny::pool_for(*m, 64);
