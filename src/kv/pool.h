@@ -3,10 +3,10 @@
 //
 // Storage (docs/DESIGN.md §2): for every (layer, channel) one arena of n_pages * page_tokens
 // rows of `width` floats. A token lives in one slot (slot = page * page_tokens + offset) and has
-// one row in every (layer, channel) arena. A sequence is an ordered list of slots plus one position per token;
-// causal order is the order of the list, never the position, so a token's position can change
-// (relocation) without touching its bytes. Rope channels are stored pre-rotation (position-free):
-// attention rotates them on the fly from the token's position.
+// one row in every (layer, channel) arena. A sequence is an ordered list of slots plus one position
+// per token; causal order is the order of the list, never the position, so a token's position can
+// change (relocation) without touching its bytes. Rope channels are stored pre-rotation
+// (position-free): attention rotates them on the fly from the token's position.
 //
 // Pages are reference counted by sequences. fork() shares every page; a page shared by several
 // sequences is copied before it is written (make_writable). New tokens go to the tail page of the

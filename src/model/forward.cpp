@@ -386,9 +386,8 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
     attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.f32(), c_arena,
-                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
-                  mla_kq_scale(c), att_.data() + size_t(g.row0) * ow, pool_, mla_ws_,
-                  ex);
+                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask, mla_kq_scale(c),
+                  att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);
   }
 }
 
