@@ -68,26 +68,8 @@ class Params {
 
 // Elements of a list, a dict's keys, a string's characters; undefined is empty.
 Result<Array> elements(const Value& v, std::string_view fn) {
-  switch (v.kind()) {
-    case Value::Kind::Undefined:
-      return Array{};
-    case Value::Kind::Array:
-      return v.array_ref();
-    case Value::Kind::Object: {
-      Array keys;
-      for (const auto& kv : v.object_ref().items) keys.push_back(Value::string(kv.first));
-      return keys;
-    }
-    case Value::Kind::String: {
-      Array chars;
-      for (char32_t c : utf8_decode(v.as_string())) {
-        chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
-      }
-      return chars;
-    }
-    default:
-      return bad("{}: '{}' object is not iterable", fn, v.type_name());
-  }
+  if (auto items = iteration_items(v)) return std::move(*items);
+  return bad("{}: '{}' object is not iterable", fn, v.type_name());
 }
 
 // Jinja's attribute lookup for filters (map, selectattr, sort, ...): "a.b" walks dict keys.

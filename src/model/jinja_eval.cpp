@@ -168,26 +168,8 @@ class Evaluator {
 
   // The items a for loop walks: a list's items, a dict's keys, a string's characters.
   Result<Array> iterate(const Value& v, int line, int col) const {
-    switch (v.kind()) {
-      case Value::Kind::Undefined:
-        return Array{};
-      case Value::Kind::Array:
-        return v.array_ref();
-      case Value::Kind::Object: {
-        Array keys;
-        for (const auto& kv : v.object_ref().items) keys.push_back(Value::string(kv.first));
-        return keys;
-      }
-      case Value::Kind::String: {
-        Array chars;
-        for (char32_t c : utf8_decode(v.as_string())) {
-          chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
-        }
-        return chars;
-      }
-      default:
-        return fail(line, col, "'{}' object is not iterable", v.type_name());
-    }
+    if (auto items = iteration_items(v)) return std::move(*items);
+    return fail(line, col, "'{}' object is not iterable", v.type_name());
   }
 
   Status bind_targets(const std::vector<std::string>& targets, const Value& item, int line,

@@ -498,6 +498,28 @@ Value from_json(const nlohmann::ordered_json& j) {
   }
 }
 
+std::optional<Array> iteration_items(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined:
+      return Array{};
+    case Value::Kind::Array:
+      return v.array_ref();
+    case Value::Kind::Object: {
+      Array keys;
+      for (const auto& kv : v.object_ref().items) keys.push_back(Value::string(kv.first));
+      return keys;
+    }
+    case Value::Kind::String: {
+      Array chars;
+      for (char32_t c : utf8_decode(v.as_string()))
+        chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
+      return chars;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 std::u32string utf8_decode(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());

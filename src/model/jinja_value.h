@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -141,6 +142,10 @@ bool reaches(const Value& v, const Object* target);
 
 // A JSON document as a value (objects keep their order; integers stay integers).
 Value from_json(const nlohmann::ordered_json& j);
+
+// What iterating v yields, as Python does: a list's items, a dict's keys, a string's characters;
+// undefined is empty. nullopt: v is not iterable.
+std::optional<Array> iteration_items(const Value& v);
 
 // UTF-8 code points of a string (invalid bytes map to U+FFFD), and back.
 std::u32string utf8_decode(std::string_view s);
