@@ -21,28 +21,27 @@ const char* kSetUnlessTombstoned =
 
 Result<std::shared_ptr<RedisTier>> RedisTier::open(const std::string& url, const Fingerprint& model,
                                                    const KvLayout& layout, const Options& opts) {
-  if (url.rfind("rediss://", 0) == 0)
-    return make_error(ErrorCode::Unsupported,
-                      "--redis '{}': TLS needs hiredis_ssl (hiredis >= 1.0); this build has "
-                      "Debian bookworm's hiredis 0.14",
-                      url);
   static const std::regex re(
-      R"(^redis://(?:([^:@/]*):([^@/]*)@)?([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
+      R"(^redis(s?)://(?:([^:@/]*):([^@/]*)@)?([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
   std::smatch m;
   if (!std::regex_match(url, m, re))
     return make_error(ErrorCode::InvalidArgument,
-                      "--redis: expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
-  const int port = m[4].matched ? std::stoi(m[4].str()) : 6379;
-  const int db = m[5].matched ? std::stoi(m[5].str()) : 0;
+                      "--redis: expected redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
+  const int port = m[5].matched ? std::stoi(m[5].str()) : 6379;
+  const int db = m[6].matched ? std::stoi(m[6].str()) : 0;
   if (port <= 0 || port > 65535)
     return make_error(ErrorCode::InvalidArgument, "--redis: bad port {}", port);
   if (opts.key.size() < 16)
     return make_error(ErrorCode::InvalidArgument,
                       "--redis needs a store key of at least 16 bytes (--store-key-file): entries "
                       "shared through Redis are authenticated");
-  std::shared_ptr<RedisTier> t(new RedisTier(m[3].str(), port, db, model, layout, opts));
-  t->user_ = m[1].str();
-  t->password_ = m[2].str();
+  if (!opts.tls.cert_file.empty() && opts.tls.key_file.empty())
+    return make_error(ErrorCode::InvalidArgument, "--redis-cert needs --redis-key");
+  if (!m[1].str().empty()) KAMERA_TRY(TlsTunnel::check(opts.tls));
+  std::shared_ptr<RedisTier> t(new RedisTier(m[4].str(), port, db, model, layout, opts));
+  t->tls_ = !m[1].str().empty();
+  t->user_ = m[2].str();
+  t->password_ = m[3].str();
   {
     std::lock_guard<std::mutex> lock(t->mu_);
     if (!t->ensure_connected())
@@ -62,7 +61,7 @@ RedisTier::RedisTier(std::string host, int port, int db, const Fingerprint& fp, 
       opts_(std::move(o)) {}
 
 RedisTier::~RedisTier() {
-  if (ctx_) redisFree(ctx_);
+  if (ctx_) redisFree(ctx_);  // closes hiredis's end of the tunnel first
 }
 
 std::string RedisTier::key_prefix() const {
@@ -107,7 +106,8 @@ bool RedisTier::ensure_connected() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_attempt_) return false;
   timeval tv{opts_.timeout_ms / 1000, (opts_.timeout_ms % 1000) * 1000};
-  ctx_ = redisConnectWithTimeout(host_.c_str(), port_, tv);
+  if (tls_ && !connect_tls()) return false;
+  if (!tls_) ctx_ = redisConnectWithTimeout(host_.c_str(), port_, tv);
   if (!ctx_ || ctx_->err) {
     fail("connect");
     return false;
@@ -116,6 +116,18 @@ bool RedisTier::ensure_connected() {
   if (!handshake()) return false;
   if (warned_) log().info("redis {}:{}: reconnected", host_, port_);
   warned_ = false;
+  return true;
+}
+
+bool RedisTier::connect_tls() {
+  auto tunnel = TlsTunnel::open(host_, port_, opts_.tls, opts_.timeout_ms);
+  if (!tunnel.ok()) {
+    if (!warned_) log().warn("redis: {}", tunnel.message());
+    fail("TLS connect");
+    return false;
+  }
+  tunnel_ = std::move(*tunnel);
+  ctx_ = redisConnectFd(tunnel_->release_plain_fd());
   return true;
 }
 
@@ -129,6 +141,7 @@ void RedisTier::fail(const char* what) {
     redisFree(ctx_);
     ctx_ = nullptr;
   }
+  tunnel_.reset();
   next_attempt_ =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.retry_after_ms);
 }

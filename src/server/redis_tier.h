@@ -7,7 +7,8 @@
 // for that key (and is deleted), not an outage. A delete leaves a tombstone key, so a server
 // still holding the chunk does not write it back (until an explicit upload revives it).
 //
-// TLS (rediss://) is not available: Debian bookworm's hiredis is 0.14, without hiredis_ssl.
+// TLS (rediss://): Debian bookworm's hiredis is 0.14, without hiredis_ssl, so the tier runs the
+// TLS session itself (server/tls_tunnel.h) and gives hiredis a plain socket into it.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "reuse/disk_tier.h"
+#include "server/tls_tunnel.h"
 
 struct redisContext;
 struct redisReply;
@@ -29,9 +31,10 @@ class RedisTier : public StoreTier {
     std::string key;  // the store key (required: at least 16 bytes)
     int ttl_s = 0;    // expiry of entries (0: none)
     int tombstone_ttl_s = 7 * 24 * 3600;
+    TlsOptions tls;  // used with rediss:// URLs
   };
-  // url: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (AUTH on connect). Never fails for an
-  // unreachable server (it is retried later); fails for a malformed URL or a missing key.
+  // url: redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB] (AUTH on connect; rediss: TLS). Never fails
+  // for an unreachable server (it is retried later); fails for a malformed URL or a missing key.
   static Result<std::shared_ptr<RedisTier>> open(const std::string& url, const Fingerprint& model,
                                                  const KvLayout& layout, const Options& opts);
   ~RedisTier() override;
@@ -49,6 +52,7 @@ class RedisTier : public StoreTier {
  private:
   RedisTier(std::string host, int port, int db, const Fingerprint& fp, KvLayout layout, Options o);
   bool ensure_connected();      // under mu_
+  bool connect_tls();           // under mu_: ctx_ over a TLS tunnel
   bool handshake();             // under mu_: AUTH and SELECT
   void fail(const char* what);  // under mu_: count, warn once per outage, drop the connection
   // Runs a command (argv form); null on a transport failure (then the tier is in outage).
@@ -66,6 +70,8 @@ class RedisTier : public StoreTier {
   KvLayout layout_;
   Options opts_;
   mutable std::mutex mu_;
+  bool tls_ = false;
+  std::unique_ptr<TlsTunnel> tunnel_;  // with tls_, while ctx_ is open
   redisContext* ctx_ = nullptr;
   std::chrono::steady_clock::time_point next_attempt_{};
   bool warned_ = false;

@@ -85,6 +85,7 @@ Result<std::vector<std::shared_ptr<StoreTier>>> Server::Impl::open_tiers() {
     RedisTier::Options r;
     r.key = opts.store_key;
     r.ttl_s = opts.redis_ttl_s;
+    r.tls = opts.redis_tls;
     KAMERA_ASSIGN_OR_RETURN(
         auto redis, RedisTier::open(opts.redis_url, model.fingerprint, model.kv_layout(), r));
     tiers.push_back(redis);

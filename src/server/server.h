@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "server/tls_tunnel.h"
 
 namespace kamera {
 
@@ -26,7 +27,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;        // 0: any free port (see Server::port())
   std::string store_dir;  // disk tier; empty: none
-  std::string redis_url;  // redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]; empty: none
+  std::string redis_url;  // redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]; empty: none
   // When set, /v1/* and /metrics require "Authorization: Bearer KEY" with one of these keys;
   // each key is its own client for the quotas. api_key is one more key (kept for callers).
   std::string api_key;
@@ -67,6 +68,7 @@ struct ServerOptions {
   std::string store_key;
   size_t store_dir_bytes = 0;  // disk tier cap, least recently used files go first (0: none)
   int redis_ttl_s = 0;         // expiry of Redis entries (0: none)
+  TlsOptions redis_tls;        // CA / client certificate for rediss:// URLs
 };
 
 class Server {

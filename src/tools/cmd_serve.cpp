@@ -120,7 +120,17 @@ Runner add_serve(CLI::App& app) {
                  "checksummed, tied to this model)");
   app.add_option(
       "--redis", a->opts.redis_url,
-      "Shared tier: redis://HOST[:PORT][/DB]; servers sharing it reuse each other's chunks");
+      "Shared tier: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://... over TLS; "
+      "servers sharing it reuse each other's chunks");
+  app.add_option("--redis-ca", a->opts.redis_tls.ca_file,
+                 "PEM CA bundle the rediss:// server's certificate must chain to (default: the "
+                 "system store); the host name is checked")
+      ->check(CLI::ExistingFile);
+  app.add_option("--redis-cert", a->opts.redis_tls.cert_file,
+                 "Client certificate (PEM) for a rediss:// server that requires one")
+      ->check(CLI::ExistingFile);
+  app.add_option("--redis-key", a->opts.redis_tls.key_file, "Private key of --redis-cert (PEM)")
+      ->check(CLI::ExistingFile);
   app.add_option("--api-key", a->api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/* and /metrics (visible in the "
                  "process list: prefer --api-key-file or KAMERA_API_KEY)");
