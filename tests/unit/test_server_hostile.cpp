@@ -259,6 +259,10 @@ TEST(ServerHostile, BoundaryValuesGetTheir4xx) {
        400,
        "invalid_argument"},
       {"/v1/chunks",
+       {{"embeddings", {row}}, {"positions", {{2147483647, 0, 0}}}},  // max + 1 wrapped
+       400,
+       "invalid_argument"},
+      {"/v1/chunks",
        {{"embeddings", {row}}, {"positions", {{4294967299ull, 0, 0}}}},
        400,
        "invalid_argument"},
@@ -280,6 +284,9 @@ TEST(ServerHostile, BoundaryValuesGetTheir4xx) {
     EXPECT_EQ(st, c.status) << c.path << " " << c.body.dump().substr(0, 120);
     EXPECT_EQ(code_of(body), c.code) << body.dump();
   }
+  // the refusal names the value sent, not its 32-bit wrap
+  auto [st, big] = s.post("/v1/chunks", {{"tokens", {18446744073709551615ull}}});
+  EXPECT_NE(big.dump().find("18446744073709551615"), std::string::npos) << big.dump();
   auto c = s.client();
   auto r = c.Post("/v1/completions", kCompletion.dump(), "text/plain");
   ASSERT_TRUE(r);

@@ -38,12 +38,13 @@ ChunkContent tokens(std::vector<int32_t> ids) {
   return ChunkContent::from_tokens(std::move(ids));
 }
 
-// A blob rewritten by someone without the key: a payload byte changed and the XXH3 checksum
-// recomputed, the MAC left as it was (version 2), or dropped (version 1).
+// A blob rewritten by someone without the key: a byte of the last KV value changed (the entry
+// still parses, so a checksum-only reader would serve it, as the finding saw) and the XXH3
+// checksum recomputed, the MAC left as it was (version 2), or dropped (version 1).
 std::string tamper(std::string blob, bool keep_mac) {
   const size_t header = 4 + 4 + 4 + 16 + 8 + 8, mac = 32;
   const size_t payload_end = blob.size() - mac;
-  blob[header + 20] ^= 0x01;
+  blob[payload_end - 2] ^= 0x01;
   const uint64_t sum = XXH3_64bits(blob.data() + header, payload_end - header);
   std::memcpy(blob.data() + header - 8, &sum, 8);
   if (keep_mac) return blob;
