@@ -104,6 +104,14 @@ DIM = 64  # the width of the model main() makes
 COMPLETION = {"prompt": "Once upon a time", "max_tokens": 4}
 
 
+def concurrently(n, fn):
+    th = [threading.Thread(target=fn) for _ in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+
+
 def expect(cond, what):
     if not cond:
         raise Fail(what)
@@ -565,11 +573,7 @@ def unique_ids(x):
                                    {"prompt": "Once", "max_tokens": 1})
                 with lock:
                     ids.append(b.get("id") if st == 200 and b else None)
-        th = [threading.Thread(target=one) for _ in range(16)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
+        concurrently(16, one)
         expect(None not in ids and len(set(ids)) == len(ids),
                f"{len(set(ids))} distinct ids of {len(ids)}")
     finally:
@@ -600,11 +604,7 @@ def default_queue(x):
                 st = 0
             with lock:
                 got.append(st)
-        th = [threading.Thread(target=one) for _ in range(90)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
+        concurrently(90, one)
         expect(got.count(429) >= 1, f"90 requests past the queue: {got.count(429)} got 429")
     finally:
         srv.stop()
