@@ -80,9 +80,11 @@ const std::vector<Entry>& table() {
   return t;
 }
 
-// Appends the Isolated split of `piece` by `re`: matches and the gaps between them.
-void split_isolated(const pcre2_code* re, pcre2_match_data* md, pcre2_match_context* mctx,
-                    std::string_view piece, std::vector<std::string_view>& out) {
+// The Isolated split of `piece` by `re`: fn(sub) for every match and every gap between matches,
+// in order, until fn returns false (then false).
+template <class F>
+bool split_isolated(const pcre2_code* re, pcre2_match_data* md, pcre2_match_context* mctx,
+                    std::string_view piece, const F& fn) {
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   size_t start = 0, last = 0;
   while (start < piece.size()) {
@@ -102,11 +104,25 @@ void split_isolated(const pcre2_code* re, pcre2_match_data* md, pcre2_match_cont
       while (start < piece.size() && (uint8_t(piece[start]) & 0xC0) == 0x80) ++start;
       continue;
     }
-    if (ms > last) out.push_back(piece.substr(last, ms - last));
-    out.push_back(piece.substr(ms, me - ms));
+    if (ms > last && !fn(piece.substr(last, ms - last))) return false;
+    if (!fn(piece.substr(ms, me - ms))) return false;
     last = start = me;
   }
-  if (last < piece.size()) out.push_back(piece.substr(last));
+  return last >= piece.size() || fn(piece.substr(last));
+}
+
+struct Stage {
+  const pcre2_code* re;
+  pcre2_match_data* md;  // one per stage: the stages run nested
+};
+
+// Depth first: each piece of stage r is cut by the stages after it before the next piece is
+// looked at, so nothing but the current path is held.
+bool visit(const std::vector<Stage>& stages, size_t r, pcre2_match_context* mctx,
+           std::string_view piece, const std::function<bool(std::string_view)>& fn) {
+  if (r == stages.size()) return fn(piece);
+  return split_isolated(stages[r].re, stages[r].md, mctx, piece,
+                        [&](std::string_view sub) { return visit(stages, r + 1, mctx, sub, fn); });
 }
 
 }  // namespace
@@ -158,27 +174,30 @@ PreTokenizer::~PreTokenizer() {
 }
 
 void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out) const {
-  if (text.empty()) return;
-  if (codes_.empty()) {
-    out.push_back(text);
-    return;
-  }
-  // One match block and JIT stack per call: split() is const and may run on many threads.
+  for_each_word(text, [&](std::string_view w) {
+    out.push_back(w);
+    return true;
+  });
+}
+
+bool PreTokenizer::for_each_word(std::string_view text,
+                                 const std::function<bool(std::string_view)>& fn) const {
+  if (text.empty()) return true;
+  if (codes_.empty()) return fn(text);
+  // Match blocks and a JIT stack per call: the pre-tokenizer is const and may run on many threads.
   pcre2_match_context* mctx = pcre2_match_context_create(nullptr);
   pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 1024 * 1024, nullptr);
   pcre2_jit_stack_assign(mctx, nullptr, stack);
-  std::vector<std::string_view> cur{text}, next;
-  for (size_t r = 0; r < codes_.size(); ++r) {
-    const auto* re = static_cast<const pcre2_code*>(codes_[r]);
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(re, nullptr);
-    std::vector<std::string_view>& dst = r + 1 == codes_.size() ? out : next;
-    if (&dst == &next) next.clear();
-    for (std::string_view piece : cur) split_isolated(re, md, mctx, piece, dst);
-    pcre2_match_data_free(md);
-    if (&dst == &next) std::swap(cur, next);
+  std::vector<Stage> stages;
+  for (void* c : codes_) {
+    const auto* re = static_cast<const pcre2_code*>(c);
+    stages.push_back({re, pcre2_match_data_create_from_pattern(re, nullptr)});
   }
+  const bool done = visit(stages, 0, mctx, text, fn);
+  for (const Stage& st : stages) pcre2_match_data_free(st.md);
   pcre2_jit_stack_free(stack);
   pcre2_match_context_free(mctx);
+  return done;
 }
 
 std::string nfc_normalize(std::string_view text) {

@@ -8,6 +8,7 @@
 // (?i:...) follow the Unicode tables of the library, as Hugging Face's Oniguruma does.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,6 +40,9 @@ class PreTokenizer {
   const PreTokenizerInfo& info() const { return info_; }
   // Cuts valid UTF-8 `text` into words; the views point into `text`. Appends to `out`.
   void split(std::string_view text, std::vector<std::string_view>& out) const;
+  // The same words, one call each, in order, until fn returns false (then false). Memory does
+  // not grow with the text: each piece goes through every expression before the next is cut.
+  bool for_each_word(std::string_view text, const std::function<bool(std::string_view)>& fn) const;
 
  private:
   PreTokenizer() = default;

@@ -257,13 +257,13 @@ Result<Tokenizer> Tokenizer::from_llama2c_file(const std::string& path, int voca
   return from_llama2c_bytes(bytes, vocab_size, path);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-  if (bpe_) return encode_bpe(text, add_bos, true, false);
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, size_t limit) const {
+  if (bpe_) return encode_bpe(text, add_bos, true, false, limit);
   return encode_with(text, add_bos, vocab_.add_space_prefix);
 }
 
-std::vector<int32_t> Tokenizer::encode_raw(std::string_view text) const {
-  if (bpe_) return encode_bpe(text, false, true, false);
+std::vector<int32_t> Tokenizer::encode_raw(std::string_view text, size_t limit) const {
+  if (bpe_) return encode_bpe(text, false, true, false, limit);
   return encode_with(text, false, false);
 }
 
@@ -361,11 +361,11 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
 }
 
 std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, bool bos, bool parse_special,
-                                           bool eos) const {
+                                           bool eos, size_t limit) const {
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
+  out.reserve(std::min(text.size() / 3, limit) + 2);
   if (bos) out.push_back(vocab_.bos);
-  bpe_->encode(text, parse_special, out);
+  bpe_->encode(text, parse_special, out, limit);
   if (eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
   return out;
 }

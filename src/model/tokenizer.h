@@ -85,10 +85,12 @@ class Tokenizer {
   // SentencePiece ignores parse_special (its vocabularies here have no inline control tokens).
   std::vector<int32_t> tokenize(std::string_view text, const EncodeOptions& opts) const;
   // BPE: control tokens in the text are parsed; BOS when add_bos, never EOS.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // `limit`: BPE stops cutting words once more than `limit` ids are made (the server passes the
+  // context it has left: a prompt that cannot fit costs no more than the context to refuse).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, size_t limit = SIZE_MAX) const;
   // No BOS and no dummy space prefix: the text is taken as it is (a chunk in the middle of a
   // context carries its own leading space where it needs one).
-  std::vector<int32_t> encode_raw(std::string_view text) const;
+  std::vector<int32_t> encode_raw(std::string_view text, size_t limit = SIZE_MAX) const;
   // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
   // (as llama2.c prints), byte pieces become their byte, control tokens print nothing. BPE: the
   // token's bytes (a multi-byte character may be split across tokens: see Utf8Stream).
@@ -99,8 +101,8 @@ class Tokenizer {
 
  private:
   std::vector<int32_t> encode_with(std::string_view text, bool add_bos, bool space_prefix) const;
-  std::vector<int32_t> encode_bpe(std::string_view text, bool bos, bool parse_special,
-                                  bool eos) const;
+  std::vector<int32_t> encode_bpe(std::string_view text, bool bos, bool parse_special, bool eos,
+                                  size_t limit = SIZE_MAX) const;
   Status init_bpe();
   void init_eog();
 

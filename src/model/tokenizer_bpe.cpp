@@ -225,7 +225,8 @@ std::pair<int32_t, size_t> BpeModel::match_added(std::string_view text, size_t p
   return best;
 }
 
-void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int32_t>& out) const {
+void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int32_t>& out,
+                      size_t limit) const {
   std::string repaired;
   std::string_view text = raw;
   if (!utf8_is_valid(raw)) {
@@ -235,16 +236,16 @@ void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int3
   WordCache cache;
   std::deque<std::string> normalized;  // keeps the cache's keys alive
   const auto segment = [&](std::string_view seg) {
-    if (seg.empty()) return;
+    if (seg.empty() || out.size() > limit) return;
     if (pre_->info().nfc) {
       normalized.push_back(nfc_normalize(seg));
       seg = normalized.back();
     }
-    encode_segment(seg, cache, out);
+    encode_segment(seg, cache, out, limit);
   };
   size_t start = 0;
   if (trie_.size() > 1) {
-    for (size_t i = 0; i < text.size(); ++i) {
+    for (size_t i = 0; i < text.size() && out.size() <= limit; ++i) {
       if (!first_byte_[uint8_t(text[i])]) continue;
       const auto [id, len] = match_added(text, i, parse_special);
       if (id < 0) continue;
@@ -257,22 +258,20 @@ void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int3
   segment(text.substr(start));
 }
 
-void BpeModel::encode_segment(std::string_view seg, WordCache& cache,
-                              std::vector<int32_t>& out) const {
-  std::vector<std::string_view> words;
-  words.reserve(seg.size() / 4 + 1);
-  pre_->split(seg, words);
+void BpeModel::encode_segment(std::string_view seg, WordCache& cache, std::vector<int32_t>& out,
+                              size_t limit) const {
   std::vector<int32_t> scratch;
-  for (std::string_view w : words) {
+  pre_->for_each_word(seg, [&](std::string_view w) {
     size_t n = 0;
     if (const int32_t* ids = cache.find(w, n)) {
       out.insert(out.end(), ids, ids + n);
-      continue;
+    } else {
+      const size_t before = out.size();
+      encode_word(w, scratch, out);
+      if (w.size() <= kCacheWord) cache.add(w, out.data() + before, out.size() - before);
     }
-    const size_t before = out.size();
-    encode_word(w, scratch, out);
-    if (w.size() <= kCacheWord) cache.add(w, out.data() + before, out.size() - before);
-  }
+    return out.size() <= limit;
+  });
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& ids,

@@ -9,6 +9,8 @@
 // (control and user-defined) tokens are plain UTF-8 text.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,7 +36,10 @@ class BpeModel {
   static Result<std::shared_ptr<const BpeModel>> create(const Tokenizer::Vocab& vocab);
 
   // Appends the ids of `text` (any bytes: ill-formed UTF-8 is read as U+FFFD, as llama.cpp does).
-  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
+  // Stops once `out` holds more than `limit` ids (a word's ids are appended whole), so a text too
+  // long for a context costs no more than the context: the words are cut one at a time.
+  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out,
+              size_t limit = SIZE_MAX) const;
   // Bytes a token stands for: normal tokens through the byte map, added tokens as written.
   const std::string& token_bytes(int32_t id) const { return bytes_[size_t(id)]; }
   const PreTokenizerInfo& pre() const { return pre_->info(); }
@@ -58,7 +63,8 @@ class BpeModel {
   // Longest added token at text[pos..]: its id and length, or {-1, 0}.
   std::pair<int32_t, size_t> match_added(std::string_view text, size_t pos,
                                          bool parse_special) const;
-  void encode_segment(std::string_view seg, WordCache& cache, std::vector<int32_t>& out) const;
+  void encode_segment(std::string_view seg, WordCache& cache, std::vector<int32_t>& out,
+                      size_t limit) const;
   // scratch: reused symbol buffer (one allocation per call, not per word)
   void encode_word(std::string_view word, std::vector<int32_t>& scratch,
                    std::vector<int32_t>& out) const;

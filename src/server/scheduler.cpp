@@ -166,11 +166,14 @@ const char* policy_name(ServePolicy p) {
 Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(const GenRequest& r) {
   const Model& model = ctx_.model();
   const Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
+  // Text is cut against the context: past it the prompt is refused anyway (admit_chunks), so
+  // tokenizing stops there.
+  const size_t limit = size_t(model.cfg.ctx_len);
   auto text_content = [&](const std::string& text, bool first) -> Result<ChunkContent> {
     if (!tok)
       return make_error(ErrorCode::InvalidArgument,
                         "this model has no tokenizer: send token chunks");
-    auto ids = first ? tok->encode(text, false) : tok->encode_raw(text);
+    auto ids = first ? tok->encode(text, false, limit) : tok->encode_raw(text, limit);
     if (ids.empty())
       return make_error(ErrorCode::InvalidArgument, "a text part is empty after tokenization");
     return ChunkContent::from_tokens(std::move(ids));
@@ -212,7 +215,7 @@ Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, i
   pos = g.window_fork->next_position();
   const auto& tok = ctx_.model().tokenizer;
   if (!tok) return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer");
-  auto ids = tok->encode_raw(g.req.parts.back().text);
+  auto ids = tok->encode_raw(g.req.parts.back().text, size_t(ctx_.model().cfg.ctx_len));
   if (ids.empty())
     return make_error(ErrorCode::InvalidArgument, "the prompt is empty after tokenization");
   query = ChunkContent::from_tokens(std::move(ids));

@@ -225,6 +225,47 @@ TEST(BpeNormalization, QwenIsNfcLlama3IsNot) {
   EXPECT_NE(llama3->encode_raw("cafe\xCC\x81"), llama3->encode_raw("caf\xC3\xA9"));
 }
 
+// Words are cut one at a time: a callback that stops is not called again.
+TEST(BpePreTokenizer, ForEachWordStopsWhenAsked) {
+  auto pre = PreTokenizer::create(*pre_tokenizer_info("qwen2"));
+  ASSERT_TRUE(pre.ok());
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += " word" + std::to_string(i % 7) + "\n";
+  std::vector<std::string_view> all;
+  (*pre)->split(text, all);
+  std::vector<std::string_view> seen;
+  const bool finished = (*pre)->for_each_word(text, [&](std::string_view w) {
+    seen.push_back(w);
+    return seen.size() < 5;
+  });
+  EXPECT_FALSE(finished);
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_TRUE(std::equal(seen.begin(), seen.end(), all.begin()));
+}
+
+// With a limit, encoding stops after the first word past it, and what it made is the start of
+// the whole encoding: the server refuses a prompt too long for the context after cutting about a
+// context of it, not the whole text.
+TEST(BpeEncode, LimitGivesAPrefixJustPastIt) {
+  ToyBpe t;
+  t.merge("w", "o");
+  t.merge("wo", "r");
+  t.merge(" ", "wor");
+  t.merge("d", "\n");
+  auto tok = Tokenizer::from_vocab(t.v);
+  ASSERT_TRUE(tok.ok());
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += " word" + std::to_string(i % 10) + "d\n";
+  const std::vector<int32_t> all = tok->encode_raw(text);
+  for (size_t limit : {size_t(0), size_t(1), size_t(99), size_t(1000)}) {
+    const std::vector<int32_t> cut = tok->encode_raw(text, limit);
+    EXPECT_GT(cut.size(), limit);
+    EXPECT_LE(cut.size(), limit + 8) << "more than one word past the limit";
+    EXPECT_TRUE(std::equal(cut.begin(), cut.end(), all.begin())) << limit;
+  }
+  EXPECT_EQ(tok->encode_raw(text, all.size()), all);  // a limit it does not pass changes nothing
+}
+
 TEST(BpeEncode, IllFormedUtf8IsReadAsReplacementCharacters) {
   ToyBpe t;
   auto tok = Tokenizer::from_vocab(t.v);
