@@ -209,6 +209,7 @@ int run_bench_serve(const BenchArgs& a) {
   };
   const ChunkContent A = random_chunk(a.antecedent), B = random_chunk(a.tokens);
   ContextOptions co;
+  co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = 6 * (1 + a.antecedent + a.tokens + 32);
   co.store_bytes = size_t(1) << 36;
