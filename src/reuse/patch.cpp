@@ -314,18 +314,21 @@ void write_patched_rows(const ChunkKV& canon, const Patch* patch, KvPool& pool, 
 }
 
 void apply_patch(const Patch& patch, ChunkKV& kv) {
-  std::vector<float> us, vt, d;
+  std::vector<float> us, vt, d, row;
   for (const PatchFactor& f : patch.factors) {
     ChannelMatrix& m = kv.at(f.layer, f.channel);
-    KAMERA_ASSERT(m.dtype() == DType::F32);
     factor_f32(f, us, vt);
     d.resize(size_t(f.rows) * f.cols);
-    // same arithmetic as write_patched_rows: the product first, then one add per element
+    // same arithmetic as write_patched_rows: the product first, then one add per element (and,
+    // for f16/bf16 storage, one rounding of the sum)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, f.rows, f.cols, f.rank, 1.0f, us.data(),
                 f.rank, vt.data(), f.cols, 0.0f, d.data(), f.cols);
+    row.resize(size_t(m.cols()));
     for (int i = 0; i < f.rows; ++i) {
-      float* dst = m.f32_data() + size_t(i) * m.cols() + f.col_begin;
-      for (int j = 0; j < f.cols; ++j) dst[j] += d[size_t(i) * f.cols + j];
+      float* dst = m.dtype() == DType::F32 ? m.f32_data() + size_t(i) * m.cols() : row.data();
+      if (m.dtype() != DType::F32) m.get_row(i, dst);
+      for (int j = 0; j < f.cols; ++j) dst[f.col_begin + j] += d[size_t(i) * f.cols + j];
+      if (m.dtype() != DType::F32) m.set_row(i, dst);
     }
   }
 }
