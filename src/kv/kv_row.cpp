@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -67,8 +68,7 @@ __attribute__((target("avx512f,avx512bf16"))) void bf16_store_avx512(const float
 
 // bf16 -> f32 is a shift; the compiler vectorises this loop at any ISA level.
 void bf16_load(const uint16_t* s, float* d, int64_t n) {
-  auto* u = reinterpret_cast<uint32_t*>(d);
-  for (int64_t i = 0; i < n; ++i) u[i] = uint32_t(s[i]) << 16;
+  for (int64_t i = 0; i < n; ++i) d[i] = std::bit_cast<float>(uint32_t(s[i]) << 16);
 }
 
 bool have_f16c() {
