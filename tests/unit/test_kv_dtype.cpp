@@ -6,7 +6,9 @@
 #include <cstring>
 #include <random>
 
+#include "api/handles.h"
 #include "core/thread_pool.h"
+#include "kamera.h"
 #include "kv/kv_row.h"
 #include "ops/attention.h"
 #include "reuse/chunk_cache.h"
@@ -327,4 +329,29 @@ TEST(StoreDtype, CanonicalsAndPatchesFollowThePool) {
         }
       }
   }
+}
+
+// The C API takes the KV dtype in kamera_context_params.kv_type and refuses unknown values.
+TEST(CApiKvType, ContextParamsSelectThePoolDtype) {
+  kamera_model* model = nullptr;
+  ASSERT_EQ(kamera_model_load(tiny::model_path("llama").c_str(), nullptr, &model), KAMERA_OK)
+      << kamera_last_error();
+  kamera_context_params p = kamera_context_default_params();
+  EXPECT_EQ(p.kv_type, KAMERA_DTYPE_F32);
+  for (auto [t, want] : {std::pair{KAMERA_DTYPE_F16, DType::F16},
+                         {KAMERA_DTYPE_BF16, DType::BF16},
+                         {KAMERA_DTYPE_F32, DType::F32}}) {
+    p.kv_type = t;
+    kamera_context* ctx = nullptr;
+    ASSERT_EQ(kamera_context_new(model, &p, &ctx), KAMERA_OK) << kamera_last_error();
+    EXPECT_EQ(ctx->box->ctx->pool().dtype(), want);
+    kamera_context_free(ctx);
+  }
+  p.kv_type = 7;
+  kamera_context* bad = nullptr;
+  EXPECT_EQ(kamera_context_new(model, &p, &bad), KAMERA_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_NE(std::string(kamera_last_error()).find("kv_type 7"), std::string::npos)
+      << kamera_last_error();
+  kamera_model_free(model);
 }
