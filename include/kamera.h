@@ -151,6 +151,7 @@ typedef struct kamera_context_params {
   const char* disk_dir;  /* a disk tier of the store in this directory, or NULL */
   const int32_t* anchor; /* the prefix every canonical is formed behind (NULL: BOS) */
   int32_t n_anchor;
+  int32_t kv_type; /* KV pool storage, a kamera_dtype: KAMERA_DTYPE_F32 (default), _F16, _BF16 */
 } kamera_context_params;
 
 /* The defaults above. Thread-safe. */
@@ -252,7 +253,11 @@ typedef enum kamera_policy {
   KAMERA_POLICY_REPREFILL = 2 /* every chunk through the forward (the exact reference) */
 } kamera_policy;
 
-typedef enum kamera_dtype { KAMERA_DTYPE_F32 = 0, KAMERA_DTYPE_BF16 = 1 } kamera_dtype;
+typedef enum kamera_dtype {
+  KAMERA_DTYPE_F32 = 0,
+  KAMERA_DTYPE_BF16 = 1,
+  KAMERA_DTYPE_F16 = 2 /* KV pool storage only (kamera_context_params.kv_type) */
+} kamera_dtype;
 
 typedef struct kamera_serve_options {
   kamera_policy policy;     /* default KAMERA_POLICY_PATCH */

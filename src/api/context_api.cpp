@@ -27,6 +27,13 @@ Result<ContextOptions> context_options(const Model& m, const kamera_context_para
   o.kv_tokens = p.kv_tokens;
   o.page_tokens = p.page_tokens;
   o.store_bytes = size_t(p.store_bytes);
+  if (p.kv_type != KAMERA_DTYPE_F32 && p.kv_type != KAMERA_DTYPE_F16 &&
+      p.kv_type != KAMERA_DTYPE_BF16)
+    return make_error(ErrorCode::InvalidArgument, "kv_type {} is not f32 (0), bf16 (1) or f16 (2)",
+                      p.kv_type);
+  o.kv_type = p.kv_type == KAMERA_DTYPE_F16    ? DType::F16
+              : p.kv_type == KAMERA_DTYPE_BF16 ? DType::BF16
+                                               : DType::F32;
   for (int32_t i = 0; i < p.n_anchor; ++i) {
     if (p.anchor[i] < 0 || p.anchor[i] >= m.cfg.n_vocab)
       return make_error(ErrorCode::InvalidArgument,

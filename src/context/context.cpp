@@ -4,8 +4,9 @@
 
 namespace kamera {
 
-KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_tokens) {
+KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_tokens, DType kv_type) {
   KvPool::Params p;
+  p.dtype = kv_type;
   p.layout = model.kv_layout();
   p.page_tokens = std::max(1, page_tokens);
   if (kv_tokens <= 0) kv_tokens = std::min<int64_t>(4 * int64_t(model.cfg.ctx_len), 1 << 20);
@@ -31,8 +32,8 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   std::unique_ptr<Context> c(new Context());
   c->opts_ = opts;
   c->model_ = std::move(model);
-  KAMERA_ASSIGN_OR_RETURN(
-      c->pool_, KvPool::create(pool_params(*c->model_, opts.kv_tokens, opts.page_tokens)));
+  KAMERA_ASSIGN_OR_RETURN(c->pool_, KvPool::create(pool_params(*c->model_, opts.kv_tokens,
+                                                               opts.page_tokens, opts.kv_type)));
   c->engine_ = std::make_unique<Engine>(*c->model_, opts.n_threads);
   c->store_ = std::make_unique<ChunkStore>(opts.store_bytes);
   for (const auto& tier : opts.tiers) c->store_->add_tier(tier);

@@ -28,6 +28,9 @@ struct ContextOptions {
   // at most 1 << 20), in pages of page_tokens.
   int64_t kv_tokens = 0;
   int page_tokens = 16;
+  // Storage of the KV pool's rows: f32, f16 or bf16 (kamera --kv-type). Narrower pools also store
+  // their canonicals and patch factors at that width (docs/KV_DTYPE.md).
+  DType kv_type = DType::F32;
   // Chunk store: bytes of canonicals and patches kept in memory (LRU beyond it), and slower tiers
   // asked on a memory miss (disk, Redis).
   size_t store_bytes = size_t(1) << 30;
@@ -77,6 +80,7 @@ class Context {
 };
 
 // The pool parameters a Context builds: capacity for `kv_tokens` tokens of this model.
-KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_tokens = 16);
+KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_tokens = 16,
+                           DType kv_type = DType::F32);
 
 }  // namespace kamera

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "eval/metrics.h"
+#include "kv/kv_row.h"
 #include "model/sampler.h"
 #include "reuse/chunk_cache.h"
 #include "window/window.h"
@@ -77,15 +78,16 @@ RowsSnapshot snapshot(const KvPool& pool, SeqId seq, int begin, int end) {
     s.positions.push_back(pool.positions(seq)[size_t(t)]);
     for (int l = 0; l < lay.n_layers; ++l)
       for (int c = 0; c < int(lay.channels.size()); ++c) {
-        const float* r = pool.row(seq, l, c, t);
-        s.rows.insert(s.rows.end(), r, r + lay.channels[size_t(c)].width);
+        const size_t at = s.rows.size();
+        s.rows.resize(at + size_t(lay.channels[size_t(c)].width));
+        pool.read_row(seq, l, c, t, s.rows.data() + at);
       }
   }
   return s;
 }
 
 int64_t kv_bytes_per_token(const KvPool& pool) {
-  return int64_t(pool.layout().floats_per_token() * sizeof(float));
+  return int64_t(pool.layout().floats_per_token() * kv_elem_bytes(pool.dtype()));
 }
 
 int32_t argmax_id(const std::vector<float>& logits) {

@@ -33,8 +33,10 @@ Result<ArmBuild> BlindArm::build(const PreparedItem& it, SeqId seq) {
 
 Result<bool> PatchArm::prepare(const PreparedItem& it) {
   patches_.clear();
+  PatchOptions o = opts_;  // factors no wider than the pool (as ChunkCache stores them)
+  if (o.dtype == DType::F32) o.dtype = it.ctx->pool().dtype();
   for (const ReusedChunk& r : it.reused) {
-    KAMERA_ASSIGN_OR_RETURN(Patch p, form_patch(r.cond, r.canon->kv, opts_));
+    KAMERA_ASSIGN_OR_RETURN(Patch p, form_patch(r.cond, r.canon->kv, o));
     patches_.push_back(std::move(p));
   }
   return true;
@@ -42,11 +44,11 @@ Result<bool> PatchArm::prepare(const PreparedItem& it) {
 
 namespace {
 
-// Bytes of a chunk's KV stored at dtype t (f32 or bf16).
+// Bytes of a chunk's KV stored at dtype t (f32, f16 or bf16).
 double kv_bytes_at(const ChunkKV& kv, DType t) {
   double floats = 0;
   for (const auto& b : kv.blocks) floats += double(b.rows()) * b.cols();
-  return floats * (t == DType::BF16 ? 2 : 4);
+  return floats * (t == DType::F32 ? 4 : 2);
 }
 
 }  // namespace
@@ -57,7 +59,7 @@ Result<ArmBuild> PatchArm::build(const PreparedItem& it, SeqId seq) {
   double full_bytes = 0;
   for (size_t i = 0; i < patches_.size(); ++i) {
     const Patch& p = patches_[i];
-    full_bytes += kv_bytes_at(it.reused[i].canon->kv, opts_.dtype);
+    full_bytes += kv_bytes_at(it.reused[i].canon->kv, p.options.dtype);
     b.cost.kv_bytes += double(p.bytes());
     for (const PatchFactor& f : p.factors) b.cost.flops += 2.0 * f.rows * f.rank * f.cols;
     ChunkKV served = it.reused[i].canon->kv;

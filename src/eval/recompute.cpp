@@ -57,11 +57,10 @@ std::vector<int> top_deviation(const KvPool& kv, SeqId seq, int layer, int chann
                                const std::vector<int>& set, const std::vector<float>& fresh,
                                int keep) {
   const int w = kv.layout().channels[channel].width, n = int(set.size());
-  const float* arena = kv.arena(layer, channel);
-  const auto slots = kv.slots(seq);
   std::vector<std::pair<double, int>> dev(n);
+  std::vector<float> reused(w);
   for (int t = 0; t < n; ++t) {
-    const float* reused = arena + size_t(slots[set[t]]) * w;
+    kv.read_row(seq, layer, channel, set[t], reused.data());
     double s = 0;
     for (int j = 0; j < w; ++j) {
       const double e = double(fresh[size_t(t) * w + j]) - reused[j];

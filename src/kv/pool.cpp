@@ -1,13 +1,16 @@
 // Paged KV pool, see pool.h for the model. Implementation notes:
 //
 // - Arenas: one 64-byte aligned block per (layer, channel), index layer * n_channels + channel,
-//   n_pages * page_tokens rows of `width` f32 each. Contents are not initialised.
+//   n_pages * page_tokens rows of `width` values of the pool's dtype each. Contents are not
+//   initialised.
 // - Pages: refcount (number of sequences with at least one token in the page), fill (next unused
 //   offset, monotonic until the page returns to the free list) and a LIFO free list.
 // - Sequences: slots (token order) + positions + a per-sequence page -> token-count map, so that
 //   erase/truncate learn in O(removed) whether the sequence still references a page.
 // - Every mutating call validates and counts the pages it needs before it changes anything.
 #include "kv/pool.h"
+
+#include "kv/kv_row.h"
 
 #include <algorithm>
 #include <climits>
@@ -56,9 +59,9 @@ constexpr uint64_t kMaxPoolBytes = uint64_t{1} << 40;  // 1 TiB over all arenas:
 constexpr int kMaxWidth = 1 << 20;                     // floats per token per layer per channel
 
 struct AlignedFree {
-  void operator()(float* p) const { ::operator delete (p, std::align_val_t{kArenaAlign}); }
+  void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{kArenaAlign}); }
 };
-using ArenaPtr = std::unique_ptr<float, AlignedFree>;
+using ArenaPtr = std::unique_ptr<uint8_t, AlignedFree>;
 
 }  // namespace
 
@@ -73,7 +76,10 @@ struct KvPool::Impl {
   int page_tokens = 0;
   int n_pages = 0;
   int n_channels = 0;
-  std::vector<int> widths;         // [n_channels] floats per row
+  DType dtype = DType::F32;
+  size_t elem = 4;                 // bytes per value
+  size_t total_bytes = 0;          // all arenas
+  std::vector<int> widths;         // [n_channels] values per row
   std::vector<ArenaPtr> arenas;    // [n_layers * n_channels]
   std::vector<int32_t> refcount;   // [n_pages]
   std::vector<int32_t> fill;       // [n_pages] next unused offset, 0..page_tokens
@@ -105,7 +111,7 @@ struct KvPool::Impl {
     return *s;
   }
 
-  float* arena_ptr(int layer, int channel) const {
+  uint8_t* arena_ptr(int layer, int channel) const {
     KAMERA_ASSERT(layer >= 0 && layer < layout.n_layers);
     KAMERA_ASSERT(channel >= 0 && channel < n_channels);
     return arenas[static_cast<size_t>(layer) * n_channels + channel].get();
@@ -142,10 +148,10 @@ struct KvPool::Impl {
     const size_t rows = static_cast<size_t>(fill[src]);
     for (int l = 0; l < layout.n_layers; ++l) {
       for (int c = 0; c < n_channels; ++c) {
-        float* base = arena_ptr(l, c);
-        const size_t w = static_cast<size_t>(widths[c]);
+        uint8_t* base = arena_ptr(l, c);
+        const size_t w = static_cast<size_t>(widths[c]) * elem;  // bytes per row
         std::memcpy(base + static_cast<size_t>(dst) * page_tokens * w,
-                    base + static_cast<size_t>(src) * page_tokens * w, rows * w * sizeof(float));
+                    base + static_cast<size_t>(src) * page_tokens * w, rows * w);
       }
     }
   }
@@ -168,6 +174,10 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   if (params.n_pages <= 0)
     return make_error(ErrorCode::InvalidArgument, "kv pool: n_pages must be > 0 (got {})",
                       params.n_pages);
+  if (!is_kv_dtype(params.dtype))
+    return make_error(ErrorCode::InvalidArgument, "kv pool: dtype {} is not f32, f16 or bf16",
+                      dtype_name(params.dtype));
+  const size_t elem = kv_elem_bytes(params.dtype);
   for (size_t i = 0; i < lay.channels.size(); ++i) {
     const ChannelDesc& c = lay.channels[i];
     if (c.name.empty())
@@ -195,8 +205,7 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   uint64_t total_bytes = 0;
   for (const ChannelDesc& c : lay.channels) {
     uint64_t arena_bytes = 0, all_layers = 0;
-    if (__builtin_mul_overflow(slots, static_cast<uint64_t>(c.width) * sizeof(float),
-                               &arena_bytes) ||
+    if (__builtin_mul_overflow(slots, static_cast<uint64_t>(c.width) * elem, &arena_bytes) ||
         __builtin_mul_overflow(arena_bytes, static_cast<uint64_t>(lay.n_layers), &all_layers) ||
         __builtin_add_overflow(total_bytes, all_layers, &total_bytes)) {
       return make_error(ErrorCode::InvalidArgument, "kv pool: size overflows ({} slots, {} layers)",
@@ -216,19 +225,22 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   impl->page_tokens = params.page_tokens;
   impl->n_pages = params.n_pages;
   impl->n_channels = static_cast<int>(lay.channels.size());
+  impl->dtype = params.dtype;
+  impl->elem = elem;
   for (const ChannelDesc& c : lay.channels) impl->widths.push_back(c.width);
   impl->arenas.reserve(static_cast<size_t>(lay.n_layers) * impl->n_channels);
   for (int l = 0; l < lay.n_layers; ++l) {
     for (int c = 0; c < impl->n_channels; ++c) {
-      size_t bytes = static_cast<size_t>(slots) * impl->widths[c] * sizeof(float);
+      size_t bytes = static_cast<size_t>(slots) * impl->widths[c] * elem;
       bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      impl->total_bytes += bytes;
       void* p = ::operator new (bytes, std::align_val_t{kArenaAlign}, std::nothrow);
       if (p == nullptr) {
         return make_error(ErrorCode::OutOfMemory,
                           "kv pool: cannot allocate {} bytes for layer {} channel '{}'", bytes, l,
                           lay.channels[c].name);
       }
-      impl->arenas.emplace_back(static_cast<float*>(p));
+      impl->arenas.emplace_back(static_cast<uint8_t*>(p));
     }
   }
   impl->refcount.assign(params.n_pages, 0);
@@ -254,6 +266,12 @@ int KvPool::n_pages() const {
 }
 int KvPool::n_free_pages() const {
   return static_cast<int>(impl_->free_list.size());
+}
+DType KvPool::dtype() const {
+  return impl_->dtype;
+}
+size_t KvPool::arena_bytes() const {
+  return impl_->total_bytes;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -471,27 +489,58 @@ Status KvPool::make_writable(SeqId seq, int begin, int end) {
 // Rows and metadata
 
 float* KvPool::row(SeqId seq, int layer, int channel, int token) {
+  KAMERA_ASSERT(impl_->dtype == DType::F32);  // other dtypes: read_row / write_row
   Impl& m = *impl_;
   const Impl::Sequence& s = m.get(seq);
   KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
-  float* base = m.arena_ptr(layer, channel);
+  auto* base = reinterpret_cast<float*>(m.arena_ptr(layer, channel));
   const int32_t slot = s.slots[token];
   KAMERA_ASSERT(m.refcount[m.page_of(slot)] == 1);  // shared page: call make_writable first
   return base + static_cast<size_t>(slot) * m.widths[channel];
 }
 
 const float* KvPool::row(SeqId seq, int layer, int channel, int token) const {
+  KAMERA_ASSERT(impl_->dtype == DType::F32);  // other dtypes: read_row
   const Impl& m = *impl_;
   const Impl::Sequence& s = m.get(seq);
   KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
-  const float* base = m.arena_ptr(layer, channel);
+  const auto* base = reinterpret_cast<const float*>(m.arena_ptr(layer, channel));
   return base + static_cast<size_t>(s.slots[token]) * m.widths[channel];
 }
 
+void KvPool::read_row(SeqId seq, int layer, int channel, int token, float* dst) const {
+  const Impl& m = *impl_;
+  const Impl::Sequence& s = m.get(seq);
+  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
+  const size_t w = static_cast<size_t>(m.widths[channel]);
+  kv_load_row(m.dtype,
+              m.arena_ptr(layer, channel) + static_cast<size_t>(s.slots[token]) * w * m.elem, dst,
+              int64_t(w));
+}
+
+void KvPool::write_row(SeqId seq, int layer, int channel, int token, const float* src) {
+  Impl& m = *impl_;
+  const Impl::Sequence& s = m.get(seq);
+  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
+  const int32_t slot = s.slots[token];
+  KAMERA_ASSERT(m.refcount[m.page_of(slot)] == 1);  // shared page: call make_writable first
+  const size_t w = static_cast<size_t>(m.widths[channel]);
+  kv_store_row(m.dtype, src, m.arena_ptr(layer, channel) + static_cast<size_t>(slot) * w * m.elem,
+               int64_t(w));
+}
+
 const float* KvPool::arena(int layer, int channel) const {
-  return impl_->arena_ptr(layer, channel);
+  KAMERA_ASSERT(impl_->dtype == DType::F32);
+  return reinterpret_cast<const float*>(impl_->arena_ptr(layer, channel));
 }
 float* KvPool::arena(int layer, int channel) {
+  KAMERA_ASSERT(impl_->dtype == DType::F32);
+  return reinterpret_cast<float*>(impl_->arena_ptr(layer, channel));
+}
+const void* KvPool::arena_data(int layer, int channel) const {
+  return impl_->arena_ptr(layer, channel);
+}
+void* KvPool::arena_data(int layer, int channel) {
   return impl_->arena_ptr(layer, channel);
 }
 

@@ -2,11 +2,12 @@
 // forks.
 //
 // Storage (docs/DESIGN.md §2): for every (layer, channel) one arena of n_pages * page_tokens
-// rows of `width` floats. A token lives in one slot (slot = page * page_tokens + offset) and has
-// one row in every (layer, channel) arena. A sequence is an ordered list of slots plus one position
-// per token; causal order is the order of the list, never the position, so a token's position can
-// change (relocation) without touching its bytes. Rope channels are stored pre-rotation
-// (position-free): attention rotates them on the fly from the token's position.
+// rows of `width` values in the pool's dtype (f32, f16 or bf16; kv/kv_row.h converts). A token
+// lives in one slot (slot = page * page_tokens + offset) and has one row in every (layer, channel)
+// arena. A sequence is an ordered list of slots plus one position per token; causal order is the
+// order of the list, never the position, so a token's position can change (relocation) without
+// touching its bytes. Rope channels are stored pre-rotation (position-free): attention rotates them
+// on the fly from the token's position.
 //
 // Pages are reference counted by sequences. fork() shares every page; a page shared by several
 // sequences is copied before it is written (make_writable). New tokens go to the tail page of the
@@ -25,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/pos.h"
 #include "core/status.h"
 
@@ -62,8 +64,9 @@ class KvPool {
  public:
   struct Params {
     KvLayout layout;
-    int page_tokens = 16;  // tokens per page
-    int n_pages = 0;       // capacity in pages
+    int page_tokens = 16;      // tokens per page
+    int n_pages = 0;           // capacity in pages
+    DType dtype = DType::F32;  // storage of every row: f32, f16 or bf16
   };
 
   struct Stats {
@@ -81,6 +84,8 @@ class KvPool {
   int page_tokens() const;
   int n_pages() const;
   int n_free_pages() const;
+  DType dtype() const;
+  size_t arena_bytes() const;  // bytes of all arenas (the KV memory)
 
   // --- sequences -------------------------------------------------------------------------
   SeqId create_sequence();
@@ -109,15 +114,23 @@ class KvPool {
   Status make_writable(SeqId seq, int begin, int end);
 
   // --- rows and metadata -------------------------------------------------------------------
-  // One token's row (width floats) of one (layer, channel). The mutable overload asserts that the
-  // token's page is exclusively owned (call make_writable / insert first).
+  // One token's row (width floats) of one (layer, channel), for f32 pools only (asserted). The
+  // mutable overload asserts that the token's page is exclusively owned (call make_writable /
+  // insert first).
   float* row(SeqId seq, int layer, int channel, int token);
   const float* row(SeqId seq, int layer, int channel, int token) const;
 
+  // Any dtype: the row converted to f32 (width floats), or written from f32 (rounded once).
+  void read_row(SeqId seq, int layer, int channel, int token, float* dst) const;
+  void write_row(SeqId seq, int layer, int channel, int token, const float* src);
+
   // Kernel view (FlashInfer / vLLM style): arena base of (layer, channel) and the slots of a
-  // sequence in token order; row of slot s is base + s * width.
+  // sequence in token order; row of slot s is base + s * width (f32 pools only, asserted).
   const float* arena(int layer, int channel) const;
   float* arena(int layer, int channel);
+  // The same in any dtype: row of slot s starts at byte s * width * element size.
+  const void* arena_data(int layer, int channel) const;
+  void* arena_data(int layer, int channel);
   std::span<const int32_t> slots(SeqId seq) const;
 
   std::span<const Pos> positions(SeqId seq) const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kv/kv_row.h"
 #include "model/deepseek2.h"
 #include "ops/attention_mla.h"
 #include "ops/gemm.h"
@@ -257,14 +258,16 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
   const int qw = c.q_width(), kvw = c.kv_width(), ow = c.attn_out_width();
   const int half = c.rope.n_pairs();
   qkv_projections(model_.layers[li], n);
-  float* k_arena = kv.arena(li, channel::kGqaKey);
-  float* v_arena = kv.arena(li, channel::kGqaValue);
-  for (const RowGroup& g : groups) {  // KV rows into the pool; keys pre-rotation
+  const DType dt = kv.dtype();
+  const size_t row_bytes = size_t(kvw) * kv_elem_bytes(dt);
+  auto* k_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kGqaKey));
+  auto* v_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kGqaValue));
+  for (const RowGroup& g : groups) {  // KV rows into the pool (rounded once); keys pre-rotation
     const auto slots = kv.slots(g.seq);
     for (int t = 0; t < g.n; ++t) {
       const size_t slot = size_t(slots[g.token(t)]), row = size_t(g.row0 + t);
-      std::memcpy(k_arena + slot * kvw, k_.data() + row * kvw, sizeof(float) * kvw);
-      std::memcpy(v_arena + slot * kvw, v_.data() + row * kvw, sizeof(float) * kvw);
+      kv_store_row(dt, k_.data() + row * kvw, k_arena + slot * row_bytes, kvw);
+      kv_store_row(dt, v_.data() + row * kvw, v_arena + slot * row_bytes, kvw);
     }
   }
   pool_.parallel_for(n, [&](int64_t a, int64_t b) {
@@ -277,6 +280,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     AttentionExtras ex;
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
+    ex.kv_dtype = dt;
     attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
                     kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
                     att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, ex);
@@ -365,15 +369,17 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     linear(L.wq, xb_.data(), n, nullptr, q_.data(), pool_);
   }
   mla_latent_rows(L, n);
-  float* c_arena = kv.arena(li, channel::kMlaLatent);
-  float* kpe_arena = kv.arena(li, channel::kMlaRope);
+  const DType dt = kv.dtype();
+  const size_t eb = kv_elem_bytes(dt);
+  auto* c_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kMlaLatent));
+  auto* kpe_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kMlaRope));
   for (const RowGroup& g : groups) {
     const auto slots = kv.slots(g.seq);
     for (int t = 0; t < g.n; ++t) {
       const size_t slot = size_t(slots[g.token(t)]), row = size_t(g.row0 + t);
-      std::memcpy(c_arena + slot * lat, v_.data() + row * lat, sizeof(float) * lat);
-      std::memcpy(kpe_arena + slot * R, k_.data() + row * (lat + R) + lat,
-                  sizeof(float) * R);  // pre-rotation
+      kv_store_row(dt, v_.data() + row * lat, c_arena + slot * lat * eb, lat);
+      kv_store_row(dt, k_.data() + row * (lat + R) + lat, kpe_arena + slot * R * eb,
+                   R);  // pre-rotation
     }
   }
   for (int t = 0; t < n; ++t)
@@ -385,6 +391,7 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     AttentionExtras ex;
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
+    ex.kv_dtype = dt;
     attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.f32(), c_arena,
                   kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask, mla_kq_scale(c),
                   att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kv/kv_row.h"
 #include "ops/kernels.h"
 
 namespace kamera {
@@ -46,19 +47,23 @@ KAMERA_CLONES void weighted_sum(const float* row, const float* V, int n, int str
   }
 }
 
-// Gathers N keys (rotated to their positions) and values into contiguous N x kv_width buffers.
-void gather_kv(const AttentionShape& s, const float* k_arena, const float* v_arena,
+// Gathers N keys (rotated to their positions) and values into contiguous N x kv_width f32
+// buffers, widening rows stored as dt on the way.
+void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena, DType dt,
                std::span<const int32_t> slots, std::span<const Pos> positions,
                const RopeCache& rope, int N, float* k_out, float* v_out, ThreadPool& pool) {
   const int width = s.n_kv_heads * s.head_dim;
+  const size_t row_bytes = size_t(width) * kv_elem_bytes(dt);
+  const auto* kb = static_cast<const uint8_t*>(k_arena);
+  const auto* vb = static_cast<const uint8_t*>(v_arena);
   const int half = rope.desc().n_pairs();
   auto gather = [&](int64_t j0, int64_t j1) {
     float scratch[2 * 512];
     for (int64_t j = j0; j < j1; ++j) {
-      const size_t src = size_t(slots[j]) * width;
+      const size_t src = size_t(slots[j]) * row_bytes;
       float* kd = k_out + size_t(j) * width;
-      std::memcpy(kd, k_arena + src, sizeof(float) * width);
-      std::memcpy(v_out + size_t(j) * width, v_arena + src, sizeof(float) * width);
+      kv_load_row(dt, kb + src, kd, width);
+      kv_load_row(dt, vb + src, v_out + size_t(j) * width, width);
       const float *c, *sn;
       rope_angles_for(rope, positions[j], scratch, &c, &sn);
       rope_apply(rope.desc(), c, sn, kd, s.n_kv_heads);
@@ -91,8 +96,8 @@ void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
   softmax(row, last + 1);
 }
 
-void attention_paged(const AttentionShape& s, const float* q, int T, int first,
-                     const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
+void attention_paged(const AttentionShape& s, const float* q, int T, int first, const void* k_arena,
+                     const void* v_arena, std::span<const int32_t> slots,
                      std::span<const Pos> positions, const RopeCache& rope,
                      const AttentionMask* mask, float* out, ThreadPool& pool,
                      AttentionWorkspace& ws, const AttentionExtras& extras) {
@@ -111,7 +116,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first,
     ws.k.resize(size_t(N) * kvw);
     ws.v.resize(size_t(N) * kvw);
   }
-  gather_kv(s, k_arena, v_arena, slots, positions, rope, N, ws.k.data(), ws.v.data(), pool);
+  gather_kv(s, k_arena, v_arena, extras.kv_dtype, slots, positions, rope, N, ws.k.data(),
+            ws.v.data(), pool);
   const bool has_mask = mask && !mask->blocks.empty();
 
   // Masks, scales and normalizes one score row of query t over keys [0, n_keys).

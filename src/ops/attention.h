@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/pos.h"
 #include "ops/rope.h"
 
@@ -53,14 +54,16 @@ struct AttentionExtras {
   // When set: += the attention weight each key receives, summed over heads and queries
   // (n_keys floats; an oracle's view of which tokens the queries read).
   float* key_mass = nullptr;
+  // Storage of the cached rows the arenas hold (f32, f16 or bf16): converted to f32 on read.
+  DType kv_dtype = DType::F32;
 };
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
 // T tokens of the sequence: query t is token first + t and sees tokens [0, first + t].
-// k_arena / v_arena + slots[j] * (n_kv_heads * head_dim): token j's pre-rotation key and value.
-// out: T x n_heads x head_dim.
+// k_arena / v_arena row slots[j] (n_kv_heads * head_dim values of extras.kv_dtype): token j's
+// pre-rotation key and value. out: T x n_heads x head_dim.
 void attention_paged(const AttentionShape& shape, const float* q, int T, int first,
-                     const float* k_arena, const float* v_arena, std::span<const int32_t> slots,
+                     const void* k_arena, const void* v_arena, std::span<const int32_t> slots,
                      std::span<const Pos> positions, const RopeCache& rope,
                      const AttentionMask* mask, float* out, ThreadPool& pool,
                      AttentionWorkspace& ws, const AttentionExtras& extras = {});

@@ -7,11 +7,12 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kv/kv_row.h"
 
 namespace kamera {
 
 void attention_mla(const MlaShape& s, const float* q, int T, int first, const float* wkv_b,
-                   const float* c_arena, const float* kpe_arena, std::span<const int32_t> slots,
+                   const void* c_arena, const void* kpe_arena, std::span<const int32_t> slots,
                    std::span<const Pos> positions, const RopeCache& rope, const AttentionMask* mask,
                    float scale, float* out, ThreadPool& pool, MlaWorkspace& ws,
                    const AttentionExtras& extras) {
@@ -26,12 +27,16 @@ void attention_mla(const MlaShape& s, const float* q, int T, int first, const fl
   if (ws.kpe.size() < size_t(N) * R) ws.kpe.resize(size_t(N) * R);
   // Gather the latents and the rotated k_pe of every visible token.
   const int half = rope.desc().n_pairs();
+  const DType dt = extras.kv_dtype;
+  const size_t eb = kv_elem_bytes(dt);
+  const auto* cb = static_cast<const uint8_t*>(c_arena);
+  const auto* kb = static_cast<const uint8_t*>(kpe_arena);
   pool.parallel_for(N, [&](int64_t j0, int64_t j1) {
     std::vector<float> scratch(2 * size_t(half));
     for (int64_t j = j0; j < j1; ++j) {
-      std::memcpy(ws.c.data() + size_t(j) * L, c_arena + size_t(slots[j]) * L, sizeof(float) * L);
+      kv_load_row(dt, cb + size_t(slots[j]) * L * eb, ws.c.data() + size_t(j) * L, L);
       float* kd = ws.kpe.data() + size_t(j) * R;
-      std::memcpy(kd, kpe_arena + size_t(slots[j]) * R, sizeof(float) * R);
+      kv_load_row(dt, kb + size_t(slots[j]) * R * eb, kd, R);
       const float *c, *sn;
       rope_angles_for(rope, positions[j], scratch.data(), &c, &sn);
       rope_apply(rope.desc(), c, sn, kd, 1);

@@ -25,10 +25,10 @@ struct MlaWorkspace {
 
 // q: T x n_heads x (qk_nope + qk_rope), the rope part already rotated; queries are the last T
 // tokens (query t = token first + t), or the tokens extras.query_index names. wkv_b:
-// n_heads*(qk_nope+v_head) x kv_lora.
+// n_heads*(qk_nope+v_head) x kv_lora. c_arena / kpe_arena hold rows of extras.kv_dtype.
 // out: T x n_heads x v_head.
 void attention_mla(const MlaShape& s, const float* q, int T, int first, const float* wkv_b,
-                   const float* c_arena, const float* kpe_arena, std::span<const int32_t> slots,
+                   const void* c_arena, const void* kpe_arena, std::span<const int32_t> slots,
                    std::span<const Pos> positions, const RopeCache& rope, const AttentionMask* mask,
                    float scale, float* out, ThreadPool& pool, MlaWorkspace& ws,
                    const AttentionExtras& extras = {});

@@ -4,6 +4,24 @@
 
 namespace kamera {
 
+namespace {
+
+// What is stored is never wider than what the pool holds: an f32 request (the default) in an f16
+// or bf16 pool stores canonicals and patch factors in the pool's dtype, so store, serve bytes and
+// tier bytes shrink with the KV memory. An explicitly narrower request is kept.
+DType stored_dtype(DType requested, DType pool) {
+  return requested == DType::F32 ? pool : requested;
+}
+
+PatchOptions stored_options(const PatchOptions& opts, DType pool, int head_dim) {
+  PatchOptions o = opts;
+  o.dtype = stored_dtype(o.dtype, pool);
+  o.head_dim = head_dim;
+  return o;
+}
+
+}  // namespace
+
 const char* segment_source_name(SegmentSource s) {
   switch (s) {
     case SegmentSource::Canonical:
@@ -80,6 +98,7 @@ Status ChunkCache::place_anchor(SeqId seq) {
 Result<std::shared_ptr<const CanonicalEntry>> ChunkCache::canonical(const ChunkContent& c,
                                                                     DType dtype, bool* formed) {
   if (formed) *formed = false;
+  dtype = stored_dtype(dtype, pool_.dtype());
   KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.dim));
   const ChunkId id = id_of(c);
   if (auto hit = store_.find_canonical(id)) return hit;
@@ -136,7 +155,8 @@ Result<std::shared_ptr<const PatchEntry>> ChunkCache::patch(
     bool form_on_miss, std::vector<DeltaStats>* stats) {
   std::vector<ChunkId> ante_ids;
   for (const auto& a : antecedents) ante_ids.push_back(id_of(a));
-  const PatchKey key = PatchKey::make(id_of(chunk), ante_ids, opts);
+  const PatchOptions o = stored_options(opts, pool_.dtype(), model_.cfg.head_dim);
+  const PatchKey key = PatchKey::make(id_of(chunk), ante_ids, o);
   if (auto hit = store_.find_patch(key)) return hit;
   if (!form_on_miss) return std::shared_ptr<const PatchEntry>();
   auto canon = canonical(chunk);
@@ -145,8 +165,6 @@ Result<std::shared_ptr<const PatchEntry>> ChunkCache::patch(
   all.push_back(chunk);
   auto cond = conditioned(all);
   if (!cond.ok()) return cond.error();
-  PatchOptions o = opts;
-  o.head_dim = model_.cfg.head_dim;
   auto p = form_patch(cond->back(), (*canon)->kv, o, stats);
   if (!p.ok()) return p.error();
   auto e = std::make_shared<PatchEntry>();
@@ -197,8 +215,7 @@ Result<ServeReport> ChunkCache::assemble(SeqId seq, std::span<const ChunkContent
   std::vector<std::shared_ptr<const PatchEntry>> patches(chunks.size());
   std::vector<bool> formed(chunks.size(), false);
   if (opts.policy == ServePolicy::Patch) {
-    PatchOptions po = opts.patch;
-    po.head_dim = model_.cfg.head_dim;
+    const PatchOptions po = stored_options(opts.patch, pool_.dtype(), model_.cfg.head_dim);
     size_t last_missing = 0;
     bool any_missing = false;
     for (size_t i = 1; i < chunks.size(); ++i) {
@@ -299,8 +316,7 @@ Result<std::shared_ptr<const PatchEntry>> ChunkCache::orbit_patch(std::span<cons
   std::sort(sorted.begin(), sorted.end(), [](const ChunkId& a, const ChunkId& b) {
     return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
   });
-  PatchOptions o = opts;
-  o.head_dim = model_.cfg.head_dim;
+  const PatchOptions o = stored_options(opts, pool_.dtype(), model_.cfg.head_dim);
   PatchKey key = PatchKey::make(id_of(chunk), sorted, o);
   key.orbit = true;
   if (auto hit = store_.find_patch(key)) return hit;

@@ -2,11 +2,13 @@
 
 #include <cstring>
 
+#include "kv/kv_row.h"
+
 namespace kamera {
 
 ChannelMatrix::ChannelMatrix(int rows, int cols, DType dtype)
     : rows_(rows), cols_(cols), dtype_(dtype) {
-  KAMERA_ASSERT(dtype == DType::F32 || dtype == DType::BF16);
+  KAMERA_ASSERT(is_kv_dtype(dtype));
   if (dtype == DType::F32) {
     f32_.resize(size_t(rows) * cols);
   } else {
@@ -18,7 +20,7 @@ void ChannelMatrix::set_row(int r, const float* src) {
   if (dtype_ == DType::F32) {
     std::memcpy(f32_.data() + size_t(r) * cols_, src, sizeof(float) * cols_);
   } else {
-    quantize_row(DType::BF16, src, b16_.data() + size_t(r) * cols_, cols_);
+    kv_store_row(dtype_, src, b16_.data() + size_t(r) * cols_, cols_);
   }
 }
 
@@ -26,7 +28,7 @@ void ChannelMatrix::get_row(int r, float* dst) const {
   if (dtype_ == DType::F32) {
     std::memcpy(dst, f32_.data() + size_t(r) * cols_, sizeof(float) * cols_);
   } else {
-    dequantize_row(DType::BF16, b16_.data() + size_t(r) * cols_, dst, cols_);
+    kv_load_row(dtype_, b16_.data() + size_t(r) * cols_, dst, cols_);
   }
 }
 
@@ -45,10 +47,15 @@ size_t ChunkKV::bytes() const {
 ChunkKV read_chunk_kv(const KvPool& pool, SeqId seq, int begin, int n, DType dtype) {
   const KvLayout& l = pool.layout();
   ChunkKV kv(l, n, dtype);
+  std::vector<float> row;
   for (int layer = 0; layer < l.n_layers; ++layer)
     for (int ch = 0; ch < int(l.channels.size()); ++ch) {
       ChannelMatrix& m = kv.at(layer, ch);
-      for (int i = 0; i < n; ++i) m.set_row(i, pool.row(seq, layer, ch, begin + i));
+      row.resize(size_t(m.cols()));
+      for (int i = 0; i < n; ++i) {
+        pool.read_row(seq, layer, ch, begin + i, row.data());
+        m.set_row(i, row.data());
+      }
     }
   return kv;
 }
@@ -56,10 +63,15 @@ ChunkKV read_chunk_kv(const KvPool& pool, SeqId seq, int begin, int n, DType dty
 void write_chunk_kv(const ChunkKV& kv, KvPool& pool, SeqId seq, int begin) {
   const KvLayout& l = pool.layout();
   KAMERA_ASSERT(kv.layout.n_layers == l.n_layers && kv.layout.channels.size() == l.channels.size());
+  std::vector<float> row;
   for (int layer = 0; layer < l.n_layers; ++layer)
     for (int ch = 0; ch < int(l.channels.size()); ++ch) {
       const ChannelMatrix& m = kv.at(layer, ch);
-      for (int i = 0; i < kv.n_tokens; ++i) m.get_row(i, pool.row(seq, layer, ch, begin + i));
+      row.resize(size_t(m.cols()));
+      for (int i = 0; i < kv.n_tokens; ++i) {
+        m.get_row(i, row.data());
+        pool.write_row(seq, layer, ch, begin + i, row.data());
+      }
     }
 }
 

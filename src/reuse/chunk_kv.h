@@ -1,5 +1,5 @@
 // Position-free KV of one chunk: for every (layer, channel) an n_tokens x width matrix, rope
-// channels pre-rotation. Stored in f32 or bf16.
+// channels pre-rotation. Stored in f32, f16 or bf16 (kv/kv_row.h).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ class ChannelMatrix {
 
   void set_row(int r, const float* src);
   void get_row(int r, float* dst) const;
-  // Stored bytes (rows x cols of f32 or bf16), for serialization.
+  // Stored bytes (rows x cols of f32, f16 or bf16), for serialization.
   const void* raw() const {
     return dtype_ == DType::F32 ? (const void*)f32_.data() : (const void*)b16_.data();
   }
@@ -55,11 +55,13 @@ struct ChunkKV {
   size_t bytes() const;
 };
 
-// Copies rows of tokens [begin, begin + n) of a sequence out of the pool (pre-rotation keys).
+// Copies rows of tokens [begin, begin + n) of a sequence out of the pool (pre-rotation keys),
+// converted from the pool's dtype to `dtype` (exact when `dtype` is as wide as the pool's).
 ChunkKV read_chunk_kv(const KvPool& pool, SeqId seq, int begin, int n, DType dtype = DType::F32);
 
 // Writes the chunk's rows into tokens [begin, begin + kv.n_tokens) of a sequence. The tokens must
-// exist and be writable (KvPool::insert / make_writable).
+// exist and be writable (KvPool::insert / make_writable). Rows of another dtype than the pool's are
+// converted: widened exactly, or rounded once to the pool's dtype.
 void write_chunk_kv(const ChunkKV& kv, KvPool& pool, SeqId seq, int begin);
 
 }  // namespace kamera

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "kv/kv_row.h"
+
 namespace kamera {
 
 std::vector<int> LayerSet::resolve(int n_layers) const {
@@ -175,8 +177,8 @@ Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const Chu
   const float inv_k = 1.0f / float(targets.size());
   if (opts.rank != kFullRank && opts.rank < 1)
     return make_error(ErrorCode::InvalidArgument, "patch rank {} must be >= 1 or full", opts.rank);
-  if (opts.dtype != DType::F32 && opts.dtype != DType::BF16)
-    return make_error(ErrorCode::InvalidArgument, "patch factors are stored in f32 or bf16");
+  if (!is_kv_dtype(opts.dtype))
+    return make_error(ErrorCode::InvalidArgument, "patch factors are stored in f32, f16 or bf16");
   if (opts.per_head && opts.head_dim <= 0)
     return make_error(ErrorCode::InvalidArgument, "per-head patches need the head dim");
   Patch p;
@@ -272,57 +274,61 @@ void factor_f32(const PatchFactor& f, std::vector<float>& us, std::vector<float>
 
 }  // namespace
 
+// Per (layer, channel): the canonical rows widened to f32, + U S V^T of every factor in f32, then
+// each row rounded once into the pool's dtype (f32: copied; the same arithmetic as before).
 void write_patched_rows(const ChunkKV& canon, const Patch* patch, KvPool& pool, SeqId seq,
                         int begin, std::vector<float>& scratch) {
   const KvLayout& l = pool.layout();
   const int n = canon.n_tokens;
   const auto slots = pool.slots(seq);
   KAMERA_ASSERT(begin >= 0 && begin + n <= int(slots.size()));
-  std::vector<float> us, vt;
+  const DType dt = pool.dtype();
+  const size_t eb = kv_elem_bytes(dt);
+  std::vector<float> us, vt, rows;
+  static const std::vector<PatchFactor> kNone;
+  const std::vector<PatchFactor>& factors = patch ? patch->factors : kNone;
   for (int layer = 0; layer < l.n_layers; ++layer)
     for (int ch = 0; ch < int(l.channels.size()); ++ch) {
       const int width = l.channels[ch].width;
-      float* arena = pool.arena(layer, ch);
+      auto* arena = static_cast<uint8_t*>(pool.arena_data(layer, ch));
       const ChannelMatrix& cm = canon.at(layer, ch);
-      // canonical rows
-      if (cm.dtype() == DType::F32) {
-        const float* src = cm.f32_data();
-        for (int i = 0; i < n; ++i)
-          std::memcpy(arena + size_t(slots[begin + i]) * width, src + size_t(i) * width,
-                      sizeof(float) * width);
-      } else {
-        for (int i = 0; i < n; ++i) cm.get_row(i, arena + size_t(slots[begin + i]) * width);
-      }
-      if (!patch) continue;
+      rows.resize(size_t(n) * width);  // n x width, f32
+      for (int i = 0; i < n; ++i) cm.get_row(i, rows.data() + size_t(i) * width);
       // + U S V^T of every factor on this (layer, channel)
-      for (const PatchFactor& f : patch->factors) {
+      for (const PatchFactor& f : factors) {
         if (f.layer != layer || f.channel != ch) continue;
         factor_f32(f, us, vt);
         if (scratch.size() < size_t(n) * f.cols) scratch.resize(size_t(n) * f.cols);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, f.cols, f.rank, 1.0f, us.data(),
                     f.rank, vt.data(), f.cols, 0.0f, scratch.data(), f.cols);
         for (int i = 0; i < n; ++i) {
-          float* dst = arena + size_t(slots[begin + i]) * width + f.col_begin;
+          float* dst = rows.data() + size_t(i) * width + f.col_begin;
           const float* d = scratch.data() + size_t(i) * f.cols;
           for (int j = 0; j < f.cols; ++j) dst[j] += d[j];
         }
       }
+      for (int i = 0; i < n; ++i)
+        kv_store_row(dt, rows.data() + size_t(i) * width,
+                     arena + size_t(slots[begin + i]) * width * eb, width);
     }
 }
 
 void apply_patch(const Patch& patch, ChunkKV& kv) {
-  std::vector<float> us, vt, d;
+  std::vector<float> us, vt, d, row;
   for (const PatchFactor& f : patch.factors) {
     ChannelMatrix& m = kv.at(f.layer, f.channel);
-    KAMERA_ASSERT(m.dtype() == DType::F32);
     factor_f32(f, us, vt);
     d.resize(size_t(f.rows) * f.cols);
-    // same arithmetic as write_patched_rows: the product first, then one add per element
+    // same arithmetic as write_patched_rows: the product first, then one add per element (and,
+    // for f16/bf16 storage, one rounding of the sum)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, f.rows, f.cols, f.rank, 1.0f, us.data(),
                 f.rank, vt.data(), f.cols, 0.0f, d.data(), f.cols);
+    row.resize(size_t(m.cols()));
     for (int i = 0; i < f.rows; ++i) {
-      float* dst = m.f32_data() + size_t(i) * m.cols() + f.col_begin;
-      for (int j = 0; j < f.cols; ++j) dst[j] += d[size_t(i) * f.cols + j];
+      float* dst = m.dtype() == DType::F32 ? m.f32_data() + size_t(i) * m.cols() : row.data();
+      if (m.dtype() != DType::F32) m.get_row(i, dst);
+      for (int j = 0; j < f.cols; ++j) dst[f.col_begin + j] += d[size_t(i) * f.cols + j];
+      if (m.dtype() != DType::F32) m.set_row(i, dst);
     }
   }
 }

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "kv/kv_row.h"
+
 namespace kamera {
 
 namespace {
@@ -78,9 +80,8 @@ bool get_matrix(Reader& r, ChannelMatrix& m) {
   int32_t rows, cols;
   uint8_t dt;
   if (!r.get(rows) || !r.get(cols) || !r.get(dt)) return false;
-  if (rows < 0 || cols < 0 || (dt != uint8_t(DType::F32) && dt != uint8_t(DType::BF16)))
-    return false;
-  const size_t elem = dt == uint8_t(DType::F32) ? 4 : 2;
+  if (rows < 0 || cols < 0 || dt > uint8_t(DType::Q8_0) || !is_kv_dtype(DType(dt))) return false;
+  const size_t elem = kv_elem_bytes(DType(dt));
   if (cols > 0 && size_t(rows) > r.left() / (size_t(cols) * elem))
     return false;  // before allocating
   m = ChannelMatrix(rows, cols, DType(dt));
@@ -154,6 +155,7 @@ bool get_key(Reader& r, PatchKey& k) {
   if (!r.get(k.chunk) || !r.get(k.antecedents) || !r.get(rank) || !r.str(k.layers, 4096) ||
       !r.get(ph) || !r.get(dt) || !r.get(orbit))
     return false;
+  if (dt > uint8_t(DType::Q8_0) || !is_kv_dtype(DType(dt))) return false;
   k.rank = rank;
   k.per_head = ph != 0;
   k.dtype = DType(dt);
@@ -319,6 +321,8 @@ Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
     return make_error(ErrorCode::CorruptData, "malformed patch entry (layers '{}')", layers);
   p.options.layers = *ls;
   p.options.per_head = ph != 0;
+  if (dt > uint8_t(DType::Q8_0) || !is_kv_dtype(DType(dt)))
+    return make_error(ErrorCode::CorruptData, "malformed patch entry (factor dtype {})", dt);
   p.options.dtype = DType(dt);
   for (uint32_t i = 0; i < nf; ++i) {
     PatchFactor f;

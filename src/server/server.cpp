@@ -48,6 +48,7 @@ Status Server::Impl::open_context() {
   }
   ContextOptions co;
   co.n_threads = opts.threads;
+  co.kv_type = opts.kv_type;
   const int64_t tokens = opts.pool_tokens > 0 ? opts.pool_tokens : 8 * int64_t(c.ctx_len);
   co.kv_tokens = tokens + 16 * int64_t(opts.max_active + 8);  // a partial page per sequence
   co.store_bytes = opts.store_bytes;

@@ -46,6 +46,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t(32) << 20;
   size_t store_bytes = size_t(1) << 30;  // memory tier budget
   int pool_tokens = 0;                   // KV pool capacity in tokens; 0: 8 x the model's context
+  DType kv_type = DType::F32;            // KV pool storage: f32, f16 or bf16
   int default_max_tokens = 64;
   int max_chunk_tokens = 0;  // 0: the model's context
 

@@ -67,6 +67,10 @@ Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
 Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model, int threads,
                                              int64_t kv_tokens);
 
+// --kv-type (cli_kv_type.cpp) on the subcommands that build a Context, and its value.
+void add_kv_type_option(CLI::App& app);
+DType kv_type_option();
+
 // The -m/--model, -t/--threads and --json options every subcommand shares.
 void add_model_option(CLI::App& app, std::string& model);
 void add_threads_option(CLI::App& app, int& threads);

@@ -209,6 +209,7 @@ int run_bench_serve(const BenchArgs& a) {
   };
   const ChunkContent A = random_chunk(a.antecedent), B = random_chunk(a.tokens);
   ContextOptions co;
+  co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = 6 * (1 + a.antecedent + a.tokens + 32);
   co.store_bytes = size_t(1) << 36;
@@ -229,6 +230,7 @@ int run_bench_serve(const BenchArgs& a) {
   po.rank = a.rank;
   po.cap_rank = true;  // capped at min(tokens, width) of each (layer, channel)
   po.head_dim = c.head_dim;
+  po.dtype = co.kv_type;  // factors stored at the pool's width, as ChunkCache stores them
   po.method = a.svd == "gesdd"        ? SvdMethod::Gesdd
               : a.svd == "randomized" ? SvdMethod::Randomized
                                       : SvdMethod::Auto;
@@ -267,15 +269,23 @@ int run_bench_serve(const BenchArgs& a) {
     const double blind = now_ms() - t0;
     kv.free_sequence(*f3);
     // floor: memcpy of the same bytes + the patch GEMMs alone, at BLAS speed
+    // (stored bytes in the pool's dtype; factors widened to f32 beforehand, outside the timing)
     const ChunkKV& ck = (*canon)->kv;
     std::vector<float> dst(size_t(B.n()) * c.kv_width()), prod(size_t(B.n()) * c.kv_width());
-    std::vector<float> us, vt;
+    std::vector<std::vector<float>> fus, fvt;
+    for (const auto& f : patch->factors) {
+      fus.emplace_back(size_t(f.rows) * f.rank);
+      fvt.emplace_back(size_t(f.rank) * f.cols);
+      for (int i = 0; i < f.rows; ++i) f.us.get_row(i, fus.back().data() + size_t(i) * f.rank);
+      for (int j = 0; j < f.rank; ++j) f.vt.get_row(j, fvt.back().data() + size_t(j) * f.cols);
+    }
     t0 = now_ms();
-    for (const auto& blk : ck.blocks)
-      std::memcpy(dst.data(), blk.f32_data(), sizeof(float) * size_t(blk.rows()) * blk.cols());
-    for (const auto& f : patch->factors)
+    for (const auto& blk : ck.blocks) std::memcpy(dst.data(), blk.raw(), blk.bytes());
+    for (size_t i = 0; i < patch->factors.size(); ++i) {
+      const auto& f = patch->factors[i];
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, f.rows, f.cols, f.rank, 1.0f,
-                  f.us.f32_data(), f.rank, f.vt.f32_data(), f.cols, 0.0f, prod.data(), f.cols);
+                  fus[i].data(), f.rank, fvt[i].data(), f.cols, 0.0f, prod.data(), f.cols);
+    }
     const double floor = now_ms() - t0;
     if (rep == 0) continue;
     t_reprefill.push_back(reprefill);
@@ -301,6 +311,7 @@ int run_bench_serve(const BenchArgs& a) {
          {"chunk_tokens", a.tokens},
          {"antecedent_tokens", a.antecedent},
          {"rank", po.rank},
+         {"kv_type", dtype_name(co.kv_type)},
          {"svd", a.svd},
          {"reps", a.reps},
          {"chunk_kv_bytes", kv_bytes},

@@ -246,7 +246,9 @@ int run(const DemoArgs& a) {
     o.png_path = a.png;
   }
 
-  auto ctx = Context::create(m->decoder, agent_demo_context(o, a.threads));
+  ContextOptions co = agent_demo_context(o, a.threads);
+  co.kv_type = kv_type_option();
+  auto ctx = Context::create(m->decoder, co);
   if (!ctx.ok()) return fail(ctx.error(), a.json);
   auto r = run_agent_demo(*m, **ctx, o);
   if (!r.ok()) return fail(r.message(), a.json);

@@ -41,7 +41,9 @@ int run_minivl_suite(const EvalArgs& a) {
   if (!mv.ok()) return fail(mv.message(), a.json);
   MiniVlEvalOptions o;
   o.n_clips = a.clips;
-  auto ctx = Context::create(mv->decoder, minivl_eval_context(*mv, o, a.threads));
+  ContextOptions co = minivl_eval_context(*mv, o, a.threads);
+  co.kv_type = kv_type_option();
+  auto ctx = Context::create(mv->decoder, co);
   if (!ctx.ok()) return fail(ctx.error(), a.json);
   const double t0 = now_ms();
   if (!a.quiet)
@@ -136,6 +138,7 @@ int run_eval_cmd(const EvalArgs& a) {
                    s.items.size(), s.source.c_str(), s.role.c_str());
   }
   ContextOptions co;
+  co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = suite_kv_tokens(splits, so);
   co.store_bytes = size_t(1) << 34;

@@ -87,6 +87,7 @@ int run_serve(ServeArgs a) {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   }
+  a.opts.kv_type = kv_type_option();
   Server server(*loaded, a.opts);
   Status st = server.start();
   if (!st.ok()) return fail(st.message(), false);

@@ -69,6 +69,7 @@ int run(const WindowBenchArgs& a) {
                    tty && done != total ? "   " : "\n");
     };
   ContextOptions co;
+  co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = window_bench_kv_tokens(m);
   co.store_bytes = size_t(1) << 34;

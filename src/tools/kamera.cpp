@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "core/log.h"
@@ -40,6 +41,7 @@ Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model,
   ContextOptions o;
   o.n_threads = threads;
   o.kv_tokens = kv_tokens;
+  o.kv_type = kv_type_option();
   return Context::create(std::move(model), o);
 }
 
@@ -119,6 +121,10 @@ int main(int argc, char** argv) {
   auto reg = [&](const char* name, const char* help, Runner (*add)(CLI::App&)) {
     CLI::App* sub = app.add_subcommand(name, help);
     runners[sub] = add(*sub);
+    static const std::set<std::string> with_context = {
+        "generate",     "chat", "logits", "bench",     "reuse-bench",
+        "window-bench", "eval", "demo",   "vlm-bench", "serve"};
+    if (with_context.count(name)) add_kv_type_option(*sub);
   };
   reg("generate", "Generate text from a prompt (BOS first, as llama2.c does)", add_generate);
   reg("chat", "Multi-turn chat with the model's chat template; the conversation stays cached",

@@ -1,0 +1,30 @@
+// --kv-type f32|f16|bf16: the KV pool's storage dtype, one option shared by every subcommand that
+// builds a Context (registered in kamera.cpp; read by context_for and the subcommands that fill
+// ContextOptions themselves).
+#include "kv/kv_row.h"
+#include "tools/cli_common.h"
+
+namespace kamera::cli {
+
+namespace {
+std::string& kv_type_text() {
+  static std::string s = "f32";
+  return s;
+}
+}  // namespace
+
+void add_kv_type_option(CLI::App& app) {
+  app.add_option("--kv-type", kv_type_text(),
+                 "KV cache storage: f32, f16 or bf16 (canonicals and patches follow; "
+                 "docs/KV_DTYPE.md)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+}
+
+DType kv_type_option() {
+  auto t = kv_dtype_from_name(kv_type_text());
+  KAMERA_ASSERT(t.has_value());  // CLI::IsMember checked it
+  return *t;
+}
+
+}  // namespace kamera::cli
