@@ -173,10 +173,6 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   } else {
     return refusal(400, "invalid_media_part", "a video part needs \"frames\": [url, ...]");
   }
-  if (out.frames + int64_t(refs.size()) > opts_.max_images)
-    return refusal(400, "too_many_images",
-                   fmt::format("the request has more than {} pictures (images and video frames)",
-                               opts_.max_images));
   std::vector<Image> pictures(refs.size());
   for (size_t i = 0; i < refs.size(); ++i)
     if (auto e = load_picture(refs[i], pictures[i])) return e;
@@ -208,6 +204,23 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
 std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out,
                                               ServerMetrics& metrics) {
   if (!body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
+  // the pictures of the whole request are counted before any is decoded
+  int64_t pictures = 0;
+  for (const json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (const json& p : m["content"]) {
+      const std::string kind = media_kind(p);
+      if (kind == "image") {
+        ++pictures;
+      } else if (kind == "video" && p.contains("frames") && p["frames"].is_array()) {
+        pictures += int64_t(p["frames"].size());
+      }
+    }
+  }
+  if (pictures > opts_.max_images)
+    return refusal(400, "too_many_images",
+                   fmt::format("the request has {} pictures (images and video frames); at most {}",
+                               pictures, opts_.max_images));
   for (json& m : body["messages"]) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     json parts = json::array();

@@ -123,6 +123,7 @@ Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
 // images); logits of the last token.
 Status VlChatSession::prefill(const std::vector<Unit>& units, TurnStats& st,
                               std::vector<float>& logits) {
+  if (units.empty()) return make_error(ErrorCode::InvalidArgument, "chat: the prompt is empty");
   size_t keep = 0;
   if (opts_.reuse_cache)
     while (keep < cached_.size() && keep < units.size() && cached_[keep].unit == units[keep])

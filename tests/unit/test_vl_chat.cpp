@@ -33,15 +33,15 @@ std::string tower_file() {
   return path;
 }
 
-struct Run {
+struct Conversation {
   std::vector<std::string> replies;
   std::vector<TurnStats> stats;
   int64_t encodes = 0;
 };
 
 // Two turns about one image (and a second image in turn 2), greedy.
-Run converse(bool reuse) {
-  Run r;
+Conversation converse(bool reuse) {
+  Conversation r;
   auto ctx = tiny::context(tiny::model_path("qwen2vl"), 2000, 16, size_t(1) << 26);
   auto tower = QwenVisionModel::load(tower_file());
   EXPECT_TRUE(tower.ok()) << tower.message();
@@ -77,7 +77,7 @@ Run converse(bool reuse) {
 }  // namespace
 
 TEST(VlChat, FollowUpKeepsTheImageAndAnswersAsAFullPrefill) {
-  const Run cached = converse(true), full = converse(false);
+  const Conversation cached = converse(true), full = converse(false);
   ASSERT_EQ(cached.replies.size(), 2u);
   ASSERT_EQ(full.replies.size(), 2u);
   EXPECT_EQ(cached.encodes, 2);  // two distinct pictures
