@@ -54,6 +54,8 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
   auto body = parse_body(req.body);
   if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto images = std::make_shared<RequestMedia>();
+  if (auto refused = prepare_media(*body, chat, *images)) return respond_error(out, *refused);
   auto r = gen_request(*body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
   Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
   if (!r.ok()) return respond_error(out, http_error(r.error()));
@@ -61,6 +63,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
     return respond_error(out,
                          {400, size.message(), "invalid_request_error", "context_length_exceeded"});
   r->window_id = window;
+  if (images->images > 0) r->media = std::move(images);
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {
     ++metrics.rejected_quota;
@@ -83,6 +86,19 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   if (!scheduler->submit(std::move(g)))
     respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
                         "queue_full"});
+}
+
+// Image and video parts of chat messages become chunk parts (server/media_parts.h); refused
+// without a vision tower, and outside chat.
+std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out) {
+  if (!has_media_parts(body)) return std::nullopt;
+  if (!chat)
+    return HttpError{400, "image and video parts are taken in /v1/chat/completions messages",
+                     "invalid_request_error", "invalid_media_part"};
+  if (!media)
+    return HttpError{400, "this server has no vision model: start it with --mmproj",
+                     "invalid_request_error", "vision_not_enabled"};
+  return media->prepare(body, out, metrics);
 }
 
 EventSink Server::Impl::whole_sink(const Out& out, const CompletionMeta& meta) {

@@ -12,6 +12,7 @@
 
 #include "model/sampler.h"
 #include "reuse/chunk_cache.h"
+#include "server/request_media.h"
 #include "window/window.h"
 
 namespace kamera {
@@ -31,6 +32,7 @@ struct GenRequest {
   int rank = 32;
   bool deep_half = false;
   std::string window_id;  // non-empty: generate after this window's content (on a fork)
+  std::shared_ptr<RequestMedia> media;  // images of a chat request (their chunk parts' content)
 };
 
 // What the HTTP side learns about a generation, event by event.

@@ -87,6 +87,19 @@ void render_generation(std::string& out, const ServerMetrics& m) {
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
 }
 
+void render_images(std::string& out, const ServerMetrics& m) {
+  counter(out, "kamera_images_encoded_total", "image and video parts the vision tower encoded",
+          double(m.images_encoded));
+  counter(out, "kamera_image_embedding_hits_total",
+          "image and video parts whose embeddings came from the image cache (no encode)",
+          double(m.image_embedding_hits));
+  counter(out, "kamera_image_chunk_hits_total",
+          "image segments served from KV already in the store (relocated, patched)",
+          double(m.image_chunk_hits));
+  out += m.vision_encode_seconds.render("kamera_vision_encode_seconds",
+                                        "vision tower time per encoded part (preprocessing too)");
+}
+
 void render_store(std::string& out, const ChunkStore::Stats& s) {
   out += "# HELP kamera_store_lookups_total memory-tier lookups\n";
   out += "# TYPE kamera_store_lookups_total counter\n";
@@ -132,6 +145,7 @@ std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int6
   std::string out;
   render_requests(out, m);
   render_generation(out, m);
+  render_images(out, m);
   const ChunkStore::Stats s = store.stats();
   render_store(out, s);
   render_tiers(out, store, s);

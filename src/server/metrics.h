@@ -38,6 +38,10 @@ struct ServerMetrics {
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
   std::atomic<double> decode_tokens_per_s{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  // images and video parts (server/media_parts.h): tower runs, embeddings found in the image
+  // cache, image segments served from stored KV, and the tower's time per encode
+  std::atomic<int64_t> images_encoded{0}, image_embedding_hits{0}, image_chunk_hits{0};
+  Histogram vision_encode_seconds{{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
 };
 
 // The Prometheus text of /metrics: the server's counters, the store's and its tiers'.

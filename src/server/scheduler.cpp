@@ -173,7 +173,9 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
     if (!tok)
       return make_error(ErrorCode::InvalidArgument,
                         "this model has no tokenizer: send token chunks");
-    auto ids = first ? tok->encode(text, false, limit) : tok->encode_raw(text, limit);
+    auto ids = r.media ? vision_text_ids(*tok, text, first, limit)
+               : first ? tok->encode(text, false, limit)
+                       : tok->encode_raw(text, limit);
     if (ids.empty())
       return make_error(ErrorCode::InvalidArgument, "a text part is empty after tokenization");
     return ChunkContent::from_tokens(std::move(ids));
@@ -181,7 +183,9 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
   std::vector<ChunkContent> chunks;
   for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
     const PromptPart& p = r.parts[i];
-    if (p.is_chunk) {
+    if (const ChunkContent* img = r.media ? r.media->find(p.id) : nullptr; p.is_chunk && img) {
+      chunks.push_back(*img);  // an image of the request: its KV is the cache's, like any chunk's
+    } else if (p.is_chunk) {
       auto e = ctx_.store().find_canonical(p.id);
       if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", p.id.hex());
       chunks.push_back(e->content);
@@ -261,6 +265,8 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
   so.patch.rank = g.req.rank;
   so.patch.cap_rank = true;
   if (g.req.deep_half) so.patch.layers.kind = LayerSet::Kind::DeepHalf;
+  if (g.req.media && so.policy != ServePolicy::Reprefill)
+    g.req.media->reused_chunks = g.req.media->already_stored(ctx_.store());
   auto rep = ctx_.cache().assemble(g.seq, chunks, so);
   if (!rep.ok()) return capacity_error(rep.error());
   for (const SegmentReport& s : rep->segments) {
@@ -308,6 +314,10 @@ void Scheduler::admit(std::unique_ptr<Generation> gp) {
                {"recomputed_tokens", recomputed},
                {"policy", policy_name(g.req.policy)},
                {"segments", segments}}}};
+  if (g.req.media) {
+    g.usage["images"] = g.req.media->usage();
+    metrics_.image_chunk_hits += g.req.media->reused_chunks;
+  }
   metrics_.prompt_tokens += prompt_tokens;
   metrics_.tokens_reused += reused;
   metrics_.tokens_recomputed += recomputed;

@@ -54,6 +54,11 @@ Status Server::Impl::open_context() {
   co.store_bytes = opts.store_bytes;
   KAMERA_ASSIGN_OR_RETURN(co.tiers, open_tiers());
   KAMERA_ASSIGN_OR_RETURN(ctx, Context::create(model_ptr, co));
+  if (!opts.mmproj.empty()) {
+    const MediaOptions mo{opts.allow_local_media, opts.max_image_bytes, opts.max_image_pixels,
+                          opts.max_images};
+    KAMERA_ASSIGN_OR_RETURN(media, ServerMedia::load(opts.mmproj, model, mo, opts.threads));
+  }
   const int64_t pages = ctx->pool().n_pages();
   WindowQuota q;
   q.max_windows = opts.max_windows;

@@ -70,6 +70,15 @@ struct ServerOptions {
   size_t store_dir_bytes = 0;  // disk tier cap, least recently used files go first (0: none)
   int redis_ttl_s = 0;         // expiry of Redis entries (0: none)
   TlsOptions redis_tls;        // CA / client certificate for rediss:// URLs
+
+  // Images in chat messages (server/media_parts.h): the vision tower (llama.cpp's mmproj GGUF;
+  // empty: image parts are refused), the directory local paths are confined to (empty: refused),
+  // and the limits checked before decoding.
+  std::string mmproj;
+  std::string allow_local_media;
+  size_t max_image_bytes = size_t(20) << 20;  // encoded bytes of one picture
+  int64_t max_image_pixels = 16'000'000;      // declared width x height of one picture
+  int max_images = 16;                        // pictures per request, video frames included
 };
 
 class Server {

@@ -16,6 +16,7 @@
 
 #include "context/context.h"
 #include "server/http_front.h"
+#include "server/media_parts.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/scheduler.h"
@@ -49,6 +50,7 @@ struct Server::Impl {
   std::vector<Route> routes;
   std::optional<ChatTemplate> chat_template;  // renders chat messages; none: "role: content"
   std::unique_ptr<Context> ctx;
+  std::unique_ptr<ServerMedia> media;  // --mmproj: images in chat messages
   std::unique_ptr<WindowRegistry> windows;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HttpFront> front;
@@ -88,6 +90,7 @@ struct Server::Impl {
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
+  std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out);
   // A hold on one of the client's request slots (released when dropped), or none past its cap.
   std::shared_ptr<void> client_slot(const std::string& client);
   EventSink whole_sink(const Out& out, const CompletionMeta& meta);

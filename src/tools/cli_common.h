@@ -13,6 +13,10 @@
 #include "model/model.h"
 #include "reuse/chunk.h"
 
+namespace kamera {
+struct ServerOptions;
+}
+
 namespace kamera::cli {
 
 using json = nlohmann::json;
@@ -51,6 +55,9 @@ void add_vl_options(CLI::App& app, VlArgs& a);
 // The prompt's pieces: text token runs and encoded images (vision/vl_prompt.h).
 Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decoder,
                                             const std::string& prompt, int threads);
+
+// serve's --mmproj, --allow-local-media and image limits (serve_media_cli.cpp).
+void add_serve_media_options(CLI::App& app, ServerOptions& o);
 
 int default_threads();
 

@@ -7,7 +7,9 @@
 #include <iostream>
 
 #include "context/chat_session.h"
+#include "core/thread_pool.h"
 #include "tools/cli_common.h"
+#include "vision/vl_chat_session.h"
 
 namespace kamera::cli {
 
@@ -23,11 +25,32 @@ struct ChatArgs {
   int threads = default_threads();
   int64_t ctx = 0;
   bool verbose = false, no_reuse = false;
+  std::string mmproj;               // vision tower: images in the chat
+  std::vector<std::string> images;  // with the first user message
 };
+
+// What the loop drives: a text chat (ChatSession) or a chat with images (VlChatSession).
+struct ChatDriver {
+  std::function<Result<std::string>(std::string, const std::function<void(std::string_view)>&,
+                                    TurnStats*)>
+      reply;
+  std::function<void(std::string)> set_system;
+  std::function<void()> reset;
+  std::function<Status(const std::string&)> attach_image;
+};
+
+template <class Session>
+ChatDriver driver_of(Session& s) {
+  return {[&s](std::string u, const std::function<void(std::string_view)>& f, TurnStats* st) {
+            return s.reply(std::move(u), f, st);
+          },
+          [&s](std::string t) { s.set_system(std::move(t)); }, [&s] { s.reset(); }, nullptr};
+}
 
 constexpr const char* kCommands =
     "commands: /system TEXT (set the system message; empty removes it), /reset (forget the "
-    "turns), /image PATH (attach an image: needs a vision model), /quit, /help; a line that ends "
+    "turns), /image PATH (attach a PNG or JPEG to the next message: needs --mmproj), /quit, /help; "
+    "a line that ends "
     "with '\\' continues on the next; start a message with '//' to send a leading '/'";
 
 // The template: --chat-template, else the GGUF's tokenizer.chat_template, else the built-in that
@@ -44,14 +67,10 @@ Result<ChatTemplate> pick_template(const ChatArgs& a, const Model& m) {
   return ChatTemplate::named(name);
 }
 
-// The hook for /image PATH: images become embedding chunks of the conversation once a vision
-// encoder is wired into the chat (the VLM issue); until then it says so.
-Status attach_image(ChatSession& chat, const std::string& path) {
-  (void)chat;
-  return make_error(ErrorCode::Unsupported,
-                    "/image {}: images in chat need a vision model, which kamera chat does not "
-                    "load yet",
-                    path);
+// /image PATH without a vision tower.
+Status no_images(const std::string& path) {
+  return make_error(ErrorCode::InvalidArgument,
+                    "/image {}: images need a vision tower: start kamera chat with --mmproj", path);
 }
 
 // One input line, with '\' continuations joined by newlines; false at the end of input.
@@ -74,7 +93,7 @@ bool read_message(std::string& out) {
 }
 
 // Runs a /command; false on /quit.
-bool run_command(const std::string& line, ChatSession& chat) {
+bool run_command(const std::string& line, ChatDriver& chat) {
   const size_t sp = line.find(' ');
   const std::string cmd = line.substr(0, sp);
   const std::string arg = sp == std::string::npos ? "" : line.substr(sp + 1);
@@ -86,8 +105,9 @@ bool run_command(const std::string& line, ChatSession& chat) {
     chat.set_system(arg);
     std::fprintf(stderr, "kamera: system message %s\n", arg.empty() ? "removed" : "set");
   } else if (cmd == "/image") {
-    Status st = attach_image(chat, arg);
+    Status st = chat.attach_image(arg);
     if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
+    if (st.ok()) std::fprintf(stderr, "kamera: image attached to the next message\n");
   } else if (cmd == "/help") {
     std::fprintf(stderr, "%s\n", kCommands);
   } else {
@@ -96,30 +116,13 @@ bool run_command(const std::string& line, ChatSession& chat) {
   return true;
 }
 
-int run_chat(const ChatArgs& a) {
-  auto loaded = load_for_cli(a.model, a.tokenizer);
-  if (!loaded.ok()) return fail(loaded.error(), false);
-  const Model& m = **loaded;
-  if (!m.tokenizer) return fail(fmt::format("{} has no vocabulary: pass -z", a.model), false);
-  auto tmpl = pick_template(a, m);
-  if (!tmpl.ok()) return fail(tmpl.error(), false);
-  const int64_t kv = a.ctx > 0 ? a.ctx : std::min<int64_t>(m.cfg.ctx_len, 8192);
-  auto ctx = context_for(*loaded, a.threads, kv);
-  if (!ctx.ok()) return fail(ctx.error(), false);
-  ChatOptions o;
-  o.max_tokens = a.n;
-  o.sampling = {
-      a.temp, a.top_k, a.top_p,
-      a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count())};
-  o.reuse_cache = !a.no_reuse;
-  auto chat = ChatSession::create(**ctx, std::move(tmpl.value()), std::move(o));
-  if (!chat.ok()) return fail(chat.error(), false);
-  if (!a.system.empty()) (*chat)->set_system(a.system);
+// Reads messages until the end of input or /quit, printing each reply.
+void chat_loop(const ChatArgs& a, ChatDriver& chat) {
   std::string line;
   for (int turn = 1; read_message(line);) {
     if (line.empty()) continue;
     if (line[0] == '/' && line.compare(0, 2, "//") != 0) {
-      if (!run_command(line, **chat)) break;
+      if (!run_command(line, chat)) break;
       continue;
     }
     if (line[0] == '/') line.erase(0, 1);
@@ -128,7 +131,7 @@ int run_chat(const ChatArgs& a) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
-    auto reply = (*chat)->reply(line, print, &st);
+    auto reply = chat.reply(line, print, &st);
     std::printf("\n");
     std::fflush(stdout);
     if (!reply.ok()) {
@@ -144,6 +147,55 @@ int run_chat(const ChatArgs& a) {
                    st.stopped_at_eog ? " (end of generation)" : "");
     ++turn;
   }
+}
+
+// kamera chat --mmproj: the chat with images; --image files go with the first message.
+int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o) {
+  auto tower = QwenVisionModel::load(a.mmproj);
+  if (!tower.ok()) return fail(tower.error(), false);
+  ThreadPool threads(std::max(1, a.threads));
+  auto chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *tower, &threads);
+  if (!chat.ok()) return fail(chat.error(), false);
+  VlChatSession& c = **chat;
+  if (!a.system.empty()) c.set_system(a.system);
+  for (const std::string& path : a.images) {
+    Status st = c.attach_image(path);
+    if (!st.ok()) return fail(st.error(), false);
+  }
+  ChatDriver d = driver_of(c);
+  d.attach_image = [&c](const std::string& path) { return c.attach_image(path); };
+  chat_loop(a, d);
+  if (a.verbose)
+    std::fprintf(stderr, "kamera: %lld image(s) encoded, %lld found in the session's cache\n",
+                 (long long)c.image_stats().encodes, (long long)c.image_stats().hits);
+  return 0;
+}
+
+int run_chat(const ChatArgs& a) {
+  if (!a.images.empty() && a.mmproj.empty())
+    return fail("--image needs --mmproj (the vision tower)", false);
+  auto loaded = load_for_cli(a.model, a.tokenizer);
+  if (!loaded.ok()) return fail(loaded.error(), false);
+  const Model& m = **loaded;
+  if (!m.tokenizer) return fail(fmt::format("{} has no vocabulary: pass -z", a.model), false);
+  auto tmpl = pick_template(a, m);
+  if (!tmpl.ok()) return fail(tmpl.error(), false);
+  const int64_t kv = a.ctx > 0 ? a.ctx : std::min<int64_t>(m.cfg.ctx_len, 8192);
+  auto ctx = context_for(*loaded, a.threads, kv);
+  if (!ctx.ok()) return fail(ctx.error(), false);
+  ChatOptions o;
+  o.max_tokens = a.n;
+  o.sampling = {
+      a.temp, a.top_k, a.top_p,
+      a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count())};
+  o.reuse_cache = !a.no_reuse;
+  if (!a.mmproj.empty()) return run_vl_chat(a, **ctx, std::move(tmpl.value()), std::move(o));
+  auto chat = ChatSession::create(**ctx, std::move(tmpl.value()), std::move(o));
+  if (!chat.ok()) return fail(chat.error(), false);
+  if (!a.system.empty()) (*chat)->set_system(a.system);
+  ChatDriver d = driver_of(**chat);
+  d.attach_image = no_images;
+  chat_loop(a, d);
   return 0;
 }
 
@@ -160,7 +212,10 @@ Runner add_chat(CLI::App& app) {
           "departs from the cached tokens earlier (the template rewrites past turns, /system\n"
           "changed, or a reply re-tokenizes differently), the cache is cut at the first\n"
           "differing token and prefilled from there, so the model always sees exactly the\n"
-          "rendered conversation. Generation stops at the vocabulary's end-of-generation tokens\n"
+          "rendered conversation. With --mmproj (a Qwen2-VL / Qwen2.5-VL tower), --image and\n"
+          "/image attach pictures to the next message, each written as <|vision_start|> image\n"
+          "<|vision_end|> before its text; a picture is encoded once and stays in the cache\n"
+          "with the conversation. Generation stops at the vocabulary's end-of-generation tokens\n"
           "(EOS, EOT, <|im_end|>, <|eot_id|>, ...) or after -n tokens.\n") +
       kCommands);
   add_model_option(app, a->model);
@@ -188,6 +243,13 @@ Runner add_chat(CLI::App& app) {
                "After each reply, print to stderr how many prompt tokens came from the cache");
   app.add_flag("--no-cache-reuse", a->no_reuse,
                "Prefill the whole conversation every turn (for comparison)");
+  app.add_option("--mmproj", a->mmproj,
+                 "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL; -m a qwen2vl "
+                 "decoder): enables --image and /image")
+      ->check(CLI::ExistingFile);
+  app.add_option("--image", a->images,
+                 "PNG or JPEG image sent with the first message (repeatable; needs --mmproj)")
+      ->check(CLI::ExistingFile);
   return [a] { return run_chat(*a); };
 }
 

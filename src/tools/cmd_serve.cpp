@@ -197,6 +197,7 @@ Runner add_serve(CLI::App& app) {
                  "Template of /v1/chat/completions: a built-in (chatml, llama3, deepseek2, "
                  "deepseek3) or a Jinja file (default: the GGUF's tokenizer.chat_template; a model "
                  "without one gets 'role: content' lines)");
+  add_serve_media_options(app, a->opts);
   add_threads_option(app, a->opts.threads);
   return [a] { return run_serve(*a); };
 }

@@ -161,7 +161,9 @@ TEST(ChatCli, PipedConversation) {
   EXPECT_EQ(std::count(a.out.begin(), a.out.end(), '\n'), 3) << a.out;
   EXPECT_NE(a.err.find("turn 3:"), std::string::npos) << a.err;
   EXPECT_EQ(a.err.find("turn 4:"), std::string::npos) << a.err;
-  EXPECT_NE(a.err.find("/image cat.png: images in chat need a vision model"), std::string::npos)
+  EXPECT_NE(
+      a.err.find("/image cat.png: images need a vision tower: start kamera chat with --mmproj"),
+      std::string::npos)
       << a.err;
   EXPECT_NE(a.err.find("unknown command /bogus"), std::string::npos) << a.err;
   EXPECT_NE(a.err.find("system message set"), std::string::npos) << a.err;

@@ -1,0 +1,80 @@
+// Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
+// read, checked against the limits before decoding, decoded, encoded by the vision tower once per
+// distinct picture (vision/image_chunks.h: keyed by pixels, preprocessing and both models), and
+// put back into the message as a chunk part between the vision delimiters:
+//
+//   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
+//   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...]}
+//     -> {"type": "text", "text": "<|vision_start|>"}, {"type": "chunk", "id": ID},
+//        {"type": "text", "text": "<|vision_end|>"}
+//
+// A video is one chunk whose frames pair in time (t advances per pair). The chunk's KV is then the
+// chunk cache's, as for any chunk: formed once, relocated and patched wherever it appears.
+// Every refusal is a 4xx with a stable code:
+//   vision_not_enabled (400)       an image part, but the server has no --mmproj
+//   too_many_images (400)          more pictures (images + video frames) than max_images
+//   invalid_media_part (400)       a part without its URL, or a video without frames
+//   remote_media_unsupported (400) http(s) URLs (the server makes no network requests)
+//   unsupported_url (400)          any other URL scheme
+//   local_media_disabled (403)     a path or file: URL without --allow-local-media
+//   media_path_forbidden (403)     a path outside that directory (after "..", symlinks)
+//   media_not_found (404)          no such file inside it
+//   invalid_data_url (400), invalid_base64 (400)
+//   unsupported_media_type (415)   not image/png or image/jpeg (by MIME type and by content)
+//   image_too_large (413)          over max_image_bytes (encoded) or max_image_pixels (declared
+//                                  width x height, read from the header before any pixel)
+//   invalid_image (400)            truncated or malformed image, or one the tower cannot take
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+#include "server/request_media.h"
+#include "vision/image_chunks.h"
+
+namespace kamera {
+
+struct MediaOptions {
+  std::string allow_local_dir;  // empty: local paths and file: URLs are refused
+  size_t max_image_bytes = size_t(20) << 20;
+  int64_t max_image_pixels = 16'000'000;
+  int max_images = 16;  // pictures per request, video frames included
+};
+
+class ServerMedia {
+ public:
+  // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder with the
+  // vision delimiters in its vocabulary, projected width = decoder width).
+  static Result<std::unique_ptr<ServerMedia>> load(const std::string& mmproj, const Model& decoder,
+                                                   const MediaOptions& opts, int threads);
+
+  // Replaces the media parts of body["messages"] (see above), filling `out`; a refusal otherwise.
+  // Thread-safe: decoding runs in the caller's thread, the tower one request at a time.
+  std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics);
+
+  const MediaOptions& options() const { return opts_; }
+
+ private:
+  ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts, int threads);
+  std::optional<HttpError> load_picture(const json& ref, Image& img) const;
+  std::optional<HttpError> add_part(const json& part, json& parts, RequestMedia& out,
+                                    ServerMetrics& metrics);
+
+  QwenVisionModel tower_;
+  const Model& decoder_;
+  MediaOptions opts_;
+  ThreadPool pool_;
+  std::mutex mu_;  // guards images_ (and the tower's scratch)
+  ImageChunks images_;
+};
+
+// Whether a chat body has image or video parts (to refuse them when no tower is loaded).
+bool has_media_parts(const json& body);
+
+}  // namespace kamera

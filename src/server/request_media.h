@@ -1,0 +1,45 @@
+// The images of one chat request as the scheduler sees them: their placed chunks (embedding rows
+// with the (t, h, w) layout of vision/placement.h), named in the prompt by chunk parts between
+// the vision delimiters, and what the request's usage reports about them. Filled on the HTTP
+// side (server/media_parts.h); read and completed on the scheduler thread.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "model/tokenizer.h"
+#include "reuse/chunk.h"
+
+namespace kamera {
+
+class ChunkStore;
+
+struct RequestMedia {
+  // chunk id (chunk_id(decoder fingerprint, content)) -> the placed image or video
+  std::vector<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> chunks;
+  int images = 0;             // image and video parts of the request
+  int frames = 0;             // decoded pictures (an image is one, a video its frames)
+  int encoded = 0;            // parts this request ran the vision tower for
+  int cached_embeddings = 0;  // parts whose embeddings came from the server's image cache
+  int reused_chunks = 0;      // image segments served from KV already in the store (scheduler)
+  int64_t image_tokens = 0;   // embedding rows of the prompt's images
+
+  const ChunkContent* find(const ChunkId& id) const;
+  // Image chunks of `ids` (the prompt's chunk parts) whose canonical KV the store's memory tier
+  // already holds: served relocated, never recomputed (unless the policy re-prefills).
+  int already_stored(const ChunkStore& store) const;
+  // The "images" object of the usage.
+  nlohmann::json usage() const;
+};
+
+// Prompt text of a request with images to token ids: the vision delimiters (<|vision_start|>,
+// <|vision_end|>) become their ids whatever the vocabulary kind (SentencePiece vocabularies do
+// not parse control tokens in text); the runs between are tokenized as the scheduler tokenizes
+// text parts (`first`: the prompt's first part, encode without BOS; else encode_raw).
+std::vector<int32_t> vision_text_ids(const Tokenizer& tok, std::string_view text, bool first,
+                                     size_t limit = SIZE_MAX);
+
+}  // namespace kamera

@@ -1,0 +1,234 @@
+#include "vision/vl_chat_session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "model/utf8.h"
+#include "vision/placement.h"
+#include "vision/vl_prompt.h"
+
+namespace kamera {
+
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Where an image sits in a message's template text: a byte no template or user text writes.
+constexpr std::string_view kImageMark = "\x1e";
+
+}  // namespace
+
+Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatTemplate tmpl,
+                                                             ChatOptions opts,
+                                                             const QwenVisionModel& tower,
+                                                             ThreadPool* pool) {
+  const Model& m = ctx.model();
+  if (!m.tokenizer)
+    return make_error(ErrorCode::InvalidArgument, "{}: chat needs a model with a vocabulary",
+                      m.source);
+  if (m.cfg.arch != Arch::Qwen2Vl)
+    return make_error(ErrorCode::InvalidArgument,
+                      "images need a qwen2vl (M-RoPE) decoder; {} is '{}'", m.source,
+                      arch_name(m.cfg.arch));
+  if (tower.cfg.out_dim != m.cfg.dim)
+    return make_error(ErrorCode::InvalidArgument,
+                      "the vision tower projects to width {}, but the decoder is {} wide (not a "
+                      "pair)",
+                      tower.cfg.out_dim, m.cfg.dim);
+  const Tokenizer& tok = *m.tokenizer;
+  if (find_piece(tok, kVisionStart) < 0 || find_piece(tok, kVisionEnd) < 0)
+    return make_error(ErrorCode::InvalidArgument, "{} has no {} / {} tokens in its vocabulary",
+                      m.source, kVisionStart, kVisionEnd);
+  if (opts.max_tokens < 0)
+    return make_error(ErrorCode::InvalidArgument, "chat: max_tokens {} must be >= 0",
+                      opts.max_tokens);
+  if (opts.render.bos_token.empty() && tok.bos() >= 0) opts.render.bos_token = tok.piece(tok.bos());
+  if (opts.render.eos_token.empty() && tok.eos() >= 0) opts.render.eos_token = tok.piece(tok.eos());
+  opts.render.add_generation_prompt = true;
+  return std::unique_ptr<VlChatSession>(
+      new VlChatSession(ctx, std::move(tmpl), std::move(opts), tower, pool));
+}
+
+VlChatSession::VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts,
+                             const QwenVisionModel& tower, ThreadPool* pool)
+    : ctx_(ctx),
+      tmpl_(std::move(tmpl)),
+      opts_(std::move(opts)),
+      sampler_(opts_.sampling),
+      images_(tower, ctx.model().fingerprint, pool),
+      seq_(ctx.pool().create_sequence()) {
+  vision_start_ = find_piece(*ctx.model().tokenizer, kVisionStart);
+  vision_end_ = find_piece(*ctx.model().tokenizer, kVisionEnd);
+}
+
+VlChatSession::~VlChatSession() {
+  ctx_.pool().free_sequence(seq_);
+}
+
+void VlChatSession::reset() {
+  turns_.clear();
+  pending_.clear();
+}
+
+Status VlChatSession::attach_image(const std::string& path, bool* encoded) {
+  KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
+  KAMERA_ASSIGN_OR_RETURN(ImagePtr chunk, images_.image(img, encoded));
+  pending_.push_back(std::move(chunk));
+  return Status::Ok();
+}
+
+// The conversation rendered with the generation prompt, as units: the template's text tokenized
+// (control tokens parsed, BOS as the vocabulary wants), each image mark replaced by
+// <|vision_start|> image <|vision_end|>.
+Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
+  std::vector<ChatMessage> msgs;
+  std::vector<ImagePtr> order;  // images in the order their marks appear
+  if (!system_.empty()) msgs.push_back({"system", system_});
+  for (const Turn& t : turns_) {
+    if (t.text.find(kImageMark) != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "chat: a message holds a reserved byte (0x1e)");
+    std::string content;
+    for (const ImagePtr& img : t.images) content += kImageMark, order.push_back(img);
+    msgs.push_back({t.role, content + t.text});
+  }
+  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl_.render(msgs, opts_.render));
+  const Tokenizer& tok = *ctx_.model().tokenizer;
+  std::vector<Unit> units;
+  size_t at = 0, next_image = 0;
+  for (;;) {
+    const size_t mark = text.find(kImageMark, at);
+    const auto ids = tok.tokenize(
+        std::string_view(text).substr(at, mark == std::string::npos ? mark : mark - at),
+        {.add_special = false, .parse_special = true});
+    for (int32_t id : ids) units.push_back({id, nullptr});
+    if (mark == std::string::npos) break;
+    if (next_image == order.size())
+      return make_error(ErrorCode::InvalidArgument, "chat: the template repeated an image");
+    units.push_back({vision_start_, nullptr});
+    units.push_back({-1, order[next_image++]});
+    units.push_back({vision_end_, nullptr});
+    at = mark + kImageMark.size();
+  }
+  if (next_image != order.size())
+    return make_error(ErrorCode::InvalidArgument, "chat: the template dropped an image");
+  if (tok.add_bos() && (units.empty() || units.front().token != tok.bos()))
+    units.insert(units.begin(), Unit{tok.bos(), nullptr});
+  return units;
+}
+
+// Keeps the cached units the new rendering shares, prefills the rest as pieces (token runs and
+// images); logits of the last token.
+Status VlChatSession::prefill(const std::vector<Unit>& units, TurnStats& st,
+                              std::vector<float>& logits) {
+  if (units.empty()) return make_error(ErrorCode::InvalidArgument, "chat: the prompt is empty");
+  size_t keep = 0;
+  if (opts_.reuse_cache)
+    while (keep < cached_.size() && keep < units.size() && cached_[keep].unit == units[keep])
+      ++keep;
+  keep = std::min(keep, units.size() - 1);  // the last unit (text) is forwarded for the logits
+  const int32_t rows = keep ? cached_[keep - 1].rows_after : 0;
+  const int32_t start = keep ? cached_[keep - 1].next_pos : 0;
+  KAMERA_TRY(ctx_.pool().truncate(seq_, rows));
+  cached_.resize(keep);
+  std::vector<ChunkContent> pieces;
+  for (size_t i = keep; i < units.size(); ++i) {
+    if (units[i].image) {
+      pieces.push_back(*units[i].image);
+    } else if (pieces.empty() || !pieces.back().is_tokens() || (i > keep && units[i - 1].image)) {
+      pieces.push_back(ChunkContent::from_tokens({units[i].token}));
+    } else {
+      pieces.back().tokens.push_back(units[i].token);
+      pieces.back().layout.push_back(Pos::linear(int32_t(pieces.back().tokens.size() - 1)));
+    }
+  }
+  const double t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(
+      logits, prefill_pieces(ctx_.engine(), ctx_.pool(), seq_, pieces, start, LogitsMode::Last));
+  st.prefill_ms = now_ms() - t0;
+  int32_t r = rows, p = start;
+  for (size_t i = keep; i < units.size(); ++i) {
+    const ChunkContent* img = units[i].image.get();
+    r += img ? img->n() : 1;
+    p += img ? img->extent() : 1;
+    cached_.push_back({units[i], r, p});
+  }
+  st.prompt_tokens = r;
+  st.reused_tokens = rows;
+  return Status::Ok();
+}
+
+// Samples until the end-of-generation set, max_tokens or the model's context.
+Result<std::string> VlChatSession::generate(std::vector<float> logits,
+                                            const std::function<void(std::string_view)>& on_text,
+                                            TurnStats& st) {
+  const Tokenizer& tok = *ctx_.model().tokenizer;
+  const int ctx_len = ctx_.model().cfg.ctx_len;
+  std::string text;
+  Utf8Stream stream;
+  auto emit = [&](const std::string& piece) {
+    if (on_text && !piece.empty()) on_text(piece);
+  };
+  const double t0 = now_ms();
+  int32_t prev = cached_.empty() ? -1 : cached_.back().unit.token;
+  for (int i = 0; i < opts_.max_tokens && cached_.back().next_pos < ctx_len; ++i) {
+    const int32_t next = sampler_.sample(logits);
+    if (tok.is_eog(next)) {
+      st.stopped_at_eog = true;
+      break;
+    }
+    const std::string bytes = tok.decode(prev, next);
+    text += bytes;
+    emit(stream.push(bytes));
+    prev = next;
+    ++st.generated_tokens;
+    if (i + 1 == opts_.max_tokens) break;
+    const Pos p = Pos::linear(cached_.back().next_pos);
+    KAMERA_ASSIGN_OR_RETURN(
+        logits,
+        ctx_.engine().forward(ctx_.pool(), seq_, ForwardInput::from_tokens({&next, 1}, {&p, 1})));
+    cached_.push_back({{next, nullptr}, cached_.back().rows_after + 1, p.t + 1});
+  }
+  emit(stream.flush());
+  st.decode_ms = now_ms() - t0;
+  return utf8_repair(std::move(text));
+}
+
+Result<std::string> VlChatSession::reply(std::string user,
+                                         const std::function<void(std::string_view)>& on_text,
+                                         TurnStats* stats) {
+  TurnStats st;
+  turns_.push_back({"user", std::move(user), pending_});
+  auto undo = [&](const Error& e) -> Result<std::string> {
+    pending_ = std::move(turns_.back().images);
+    turns_.pop_back();
+    return e;
+  };
+  auto units = render_units();
+  if (!units.ok()) return undo(units.error());
+  int64_t extent = 0;
+  for (const Unit& u : *units) extent += u.image ? u.image->extent() : 1;
+  const int ctx_len = ctx_.model().cfg.ctx_len;
+  if (extent >= ctx_len)
+    return undo(make_error(ErrorCode::InvalidArgument,
+                           "chat: the conversation takes {} positions, the model's context {}: "
+                           "reset it",
+                           extent, ctx_len));
+  std::vector<float> logits;
+  Status pre = prefill(*units, st, logits);
+  if (!pre.ok()) {
+    cached_.clear();  // a failed forward may leave rows behind: start over next turn
+    (void)ctx_.pool().truncate(seq_, 0);
+    return undo(pre.error());
+  }
+  pending_.clear();
+  auto text = generate(std::move(logits), on_text, st);
+  if (!text.ok()) return undo(text.error());
+  turns_.push_back({"assistant", *text, {}});
+  if (stats) *stats = st;
+  return text;
+}
+
+}  // namespace kamera

@@ -1,0 +1,93 @@
+// A multi-turn chat with images (Qwen2-VL / Qwen2.5-VL) over one KV sequence of a Context, as
+// ChatSession (context/chat_session.h) does for text: every turn renders the whole conversation
+// with the chat template, and the cached prefix it shares with what the sequence holds is kept;
+// only the rest is prefilled. Here the prefix is compared in units of tokens and whole images (an
+// image is equal when its image key is: same pixels, preprocessing and models), so a follow-up
+// question about a picture forwards neither the picture nor the tower again.
+//
+// Images attached before a user message (attach_image) go with it, before its text, each as
+// <|vision_start|> image <|vision_end|> (ids written around the image rows, whatever the
+// vocabulary kind), placed as get_rope_index places them (vision/placement.h). Each distinct
+// picture is encoded once per session (vision/image_chunks.h).
+//
+//   auto chat = VlChatSession::create(ctx, tmpl, opts, tower, &threads);
+//   chat->attach_image("cat.png");
+//   auto reply = chat->reply("What is this?", print);
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "context/chat_session.h"
+#include "vision/image_chunks.h"
+
+namespace kamera {
+
+class VlChatSession {
+ public:
+  // The decoder must be qwen2vl with the vision delimiters in its vocabulary, and the tower's
+  // projection as wide as the decoder. Takes one sequence of ctx's pool for its lifetime.
+  static Result<std::unique_ptr<VlChatSession>> create(Context& ctx, ChatTemplate tmpl,
+                                                       ChatOptions opts,
+                                                       const QwenVisionModel& tower,
+                                                       ThreadPool* pool);
+  ~VlChatSession();
+  VlChatSession(const VlChatSession&) = delete;
+  VlChatSession& operator=(const VlChatSession&) = delete;
+
+  void set_system(std::string text) { system_ = std::move(text); }
+  // Forgets the turns and any attached image; the system message stays.
+  void reset();
+  // Decodes and encodes the image now (errors now); it goes with the next user message.
+  // encoded (optional): whether the tower ran (false: the session had seen this picture).
+  Status attach_image(const std::string& path, bool* encoded = nullptr);
+  size_t pending_images() const { return pending_.size(); }
+
+  // As ChatSession::reply; the attached images go with `user`. On failure the conversation and
+  // the attached images are as before the call.
+  Result<std::string> reply(std::string user,
+                            const std::function<void(std::string_view)>& on_text = {},
+                            TurnStats* stats = nullptr);
+
+  const ImageChunks::Stats& image_stats() const { return images_.stats(); }
+
+ private:
+  using ImagePtr = std::shared_ptr<const ChunkContent>;
+  struct Turn {
+    std::string role, text;
+    std::vector<ImagePtr> images;
+  };
+  // One unit of the prompt: a token, or a whole image.
+  struct Unit {
+    int32_t token = -1;
+    ImagePtr image;
+    bool operator==(const Unit& o) const { return token == o.token && image == o.image; }
+  };
+  struct Cached {
+    Unit unit;
+    int32_t rows_after = 0, next_pos = 0;  // KV rows and next position once this unit is in
+  };
+
+  VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts, const QwenVisionModel& tower,
+                ThreadPool* pool);
+  Result<std::vector<Unit>> render_units() const;
+  Status prefill(const std::vector<Unit>& units, TurnStats& st, std::vector<float>& logits);
+  Result<std::string> generate(std::vector<float> logits,
+                               const std::function<void(std::string_view)>& on_text, TurnStats& st);
+
+  Context& ctx_;
+  ChatTemplate tmpl_;
+  ChatOptions opts_;
+  Sampler sampler_;
+  ImageChunks images_;
+  SeqId seq_;
+  int32_t vision_start_ = -1, vision_end_ = -1;
+  std::string system_;
+  std::vector<Turn> turns_;
+  std::vector<ImagePtr> pending_;
+  std::vector<Cached> cached_;
+};
+
+}  // namespace kamera
