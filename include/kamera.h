@@ -472,7 +472,10 @@ KAMERA_API kamera_status kamera_vision_encode(kamera_vision* vision, const kamer
  * chunk like any other (sequences, windows, the store; relocation shifts t, h and w alike).
  * An image is encoded once per vision handle and decoder: its key is a hash of the decoded
  * pixels, the preprocessing parameters and both models' fingerprints, and a second call with the
- * same picture returns the cached rows. Bad input (not an image, truncated, over the size limits)
+ * same picture returns the cached rows. The rows are also kept in the context's store under that
+ * key and written through to its tiers (a disk tier: <dir>/image/), so a restarted process or
+ * another context on the same directory reads them back instead of running the tower; a
+ * corrupt or forged entry is a miss. Bad input (not an image, truncated, over the size limits)
  * fails with a message naming it. Not thread-safe per vision handle or context. */
 KAMERA_API kamera_status kamera_chunk_from_image(kamera_context* ctx, kamera_vision* vision,
                                                  const char* path, kamera_chunk** out);
@@ -489,8 +492,9 @@ KAMERA_API kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vi
 
 typedef struct kamera_vision_stats {
   int64_t encodes;    /* images (or frame sets) run through the tower */
-  int64_t hits;       /* served from the handle's in-memory cache */
-  int64_t store_hits; /* embeddings read back from a context's store (memory or disk tier) */
+  int64_t hits;       /* served from memory (the handle's cache or the context's store) */
+  int64_t store_hits; /* embeddings read back from a slower tier of the context's store (disk):
+                         written there by another process or context, not re-encoded */
   double encode_ms;   /* wall time in the tower, preprocessing included */
 } kamera_vision_stats;
 

@@ -39,10 +39,19 @@ kamera_status check_pair(const char* fn, kamera_context* ctx, kamera_vision* vis
 kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* vision,
                            const std::vector<Image>& frames, kamera_chunk** out) {
   Context& c = *ctx->box->ctx;
-  ImageChunks& cache =
-      vision->qwen->for_decoder(c.model().fingerprint, c.engine().threads().size());
+  QwenVisionHandle& q = *vision->qwen;
+  ImageChunks& cache = q.for_decoder(c.model().fingerprint, c.engine().threads().size());
+  // The context's store first (its memory, then its tiers: another process may have encoded it)
+  const ChunkId key =
+      image_key(frames, cache.options(), q.tower.fingerprint, c.model().fingerprint);
+  const int64_t tier_hits = c.store().stats().image_tier_hits;
+  if (auto e = c.store().find_image(key)) {
+    ++(c.store().stats().image_tier_hits > tier_hits ? q.store_hits : q.memory_hits);
+    return make_chunk(fn, c.model(), e->placed, out);
+  }
   auto placed = cache.frames(frames);
   if (!placed.ok()) return set_error(with_context(placed.error(), fn));
+  c.store().put_image(std::make_shared<const ImageEntry>(ImageEntry{key, **placed}));
   return make_chunk(fn, c.model(), **placed, out);
 }
 
@@ -112,6 +121,7 @@ kamera_status kamera_vision_get_stats(const kamera_vision* vision, kamera_vision
       out->hits += c->stats().hits;
       out->encode_ms += c->stats().encode_ms;
     }
+    out->hits += vision->qwen->memory_hits;
     out->store_hits = vision->qwen->store_hits;
     return KAMERA_OK;
   });

@@ -19,7 +19,8 @@ struct QwenVisionHandle {
   QwenVisionModel tower;
   std::unique_ptr<ThreadPool> threads;  // made on first use, as many as that context's engine
   std::vector<std::pair<std::array<uint64_t, 2>, std::unique_ptr<ImageChunks>>> caches;
-  int64_t store_hits = 0;  // embeddings read back from a context's store (not re-encoded)
+  int64_t memory_hits = 0;  // embeddings found in a context's store memory (not re-encoded)
+  int64_t store_hits = 0;   // read back from a slower tier of a context's store (disk)
 
   // The cache for a decoder (by fingerprint); n_threads sizes the tower's pool on first use.
   ImageChunks& for_decoder(const std::array<uint64_t, 2>& decoder_fp, int n_threads) {

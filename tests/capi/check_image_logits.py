@@ -13,6 +13,7 @@ logits. Its exit status is returned.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -45,6 +46,7 @@ def main():
     p.add_argument("program", nargs=argparse.REMAINDER)
     a = p.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
+    shutil.rmtree(os.path.join(a.scratch, "image-store"), ignore_errors=True)
     dec, mm = make_pair(a.kamera, a.scratch)
     before, after, logits = cli_reference(a.kamera, dec, mm, a.image)
     ref = os.path.join(a.scratch, "capi-image-reference.txt")

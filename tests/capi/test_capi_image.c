@@ -7,7 +7,11 @@
  * Checks: the image chunk evaluated after the prompt's text gives the CLI's next-token logits
  * within 1e-5 of their scale; the bytes path gives the same chunk id without a second encode; the
  * image relocated behind other chunks with a full-rank patch, and in a window, equals re-prefill;
- * video frames pair in time; bad images are errors. Exit status: the number of failed checks. */
+ * video frames pair in time; bad images are errors; the embeddings written to a disk tier are read
+ * back by a fresh vision handle and context without encoding, and a corrupted entry is a miss.
+ * Exit status: the number of failed checks. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -180,6 +184,70 @@ static void test_bad_images(kamera_context* ctx, kamera_vision* vision, const ch
   CHECK(v == NULL);
 }
 
+/* A fresh vision handle and context on the store directory: the chunk's id and its encoder runs
+ * and tier hits. */
+static void image_via_store(kamera_model* m, const char* mmproj, const char* dir, const char* image,
+                            char id[KAMERA_ID_HEX_SIZE], kamera_vision_stats* vs) {
+  kamera_context_params p = kamera_context_default_params();
+  p.disk_dir = dir;
+  kamera_context* ctx = NULL;
+  kamera_vision* v = NULL;
+  kamera_chunk* c = NULL;
+  id[0] = 0;
+  memset(vs, 0, sizeof *vs);
+  if (CHECK_OK(kamera_vision_load(mmproj, &v)) && CHECK_OK(kamera_context_new(m, &p, &ctx)) &&
+      CHECK_OK(kamera_chunk_from_image(ctx, v, image, &c))) {
+    CHECK_OK(kamera_chunk_id(c, id));
+    CHECK_OK(kamera_vision_get_stats(v, vs));
+  }
+  kamera_chunk_free(c);
+  kamera_context_free(ctx);
+  kamera_vision_free(v);
+}
+
+/* Flips one byte in the middle of every file under dir; returns how many. */
+static int corrupt_files(const char* dir) {
+  DIR* d = opendir(dir);
+  int n = 0;
+  for (struct dirent* e; d && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "r+b");
+    if (!f) continue;
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    const int ch = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    ++n;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_store_tier(kamera_model* m, const char* mmproj, const char* image,
+                            const char* scratch) {
+  char dir[4096], image_dir[4200], a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE],
+      c[KAMERA_ID_HEX_SIZE];
+  snprintf(dir, sizeof dir, "%s/image-store", scratch); /* emptied by check_image_logits.py */
+  snprintf(image_dir, sizeof image_dir, "%s/image", dir);
+  kamera_vision_stats s1, s2, s3;
+  image_via_store(m, mmproj, dir, image, a, &s1); /* encodes, writes through to the disk tier */
+  CHECK(s1.encodes == 1 && s1.store_hits == 0);
+  image_via_store(m, mmproj, dir, image, b, &s2); /* a "restart": new handle, new context */
+  CHECK(s2.encodes == 0 && s2.store_hits == 1);
+  CHECK(a[0] && strcmp(a, b) == 0); /* the id hashes every row and position: bit-identical */
+  CHECK(corrupt_files(image_dir) == 1);
+  image_via_store(m, mmproj, dir, image, c, &s3); /* a corrupt entry is a miss: encoded again */
+  CHECK(s3.encodes == 1 && s3.store_hits == 0);
+  CHECK(strcmp(a, c) == 0);
+  printf("image embeddings via a disk tier: encodes %lld, %lld, %lld (after corruption)\n",
+         (long long)s1.encodes, (long long)s2.encodes, (long long)s3.encodes);
+}
+
 int main(int argc, char** argv) {
   if (argc != 6) {
     fprintf(stderr, "usage: %s <decoder> <mmproj> <image> <reference> <scratch>\n", argv[0]);
@@ -236,6 +304,7 @@ int main(int argc, char** argv) {
     kamera_chunk_free(video);
   }
   test_bad_images(ctx, vision, image, scratch);
+  test_store_tier(m, argv[2], image, scratch);
   kamera_chunk_free(img);
   kamera_chunk_free(again);
   kamera_context_free(ctx);
