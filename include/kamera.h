@@ -448,13 +448,16 @@ KAMERA_API kamera_status kamera_window_check(const kamera_window* window);
 typedef struct kamera_vision kamera_vision;
 
 typedef struct kamera_vision_info {
-  int32_t image_size; /* square RGB frames of image_size x image_size x 3 bytes */
-  int32_t token_grid; /* output tokens per side */
-  int32_t n_tokens;   /* token_grid^2 rows per frame */
+  int32_t image_size; /* square RGB frames of image_size x image_size x 3 bytes (0: any size) */
+  int32_t token_grid; /* output tokens per side (0: per image) */
+  int32_t n_tokens;   /* token_grid^2 rows per frame (0: per image) */
   int32_t out_dim;    /* width of the rows (the decoder's dim) */
 } kamera_vision_info;
 
-/* Loads a vision encoder (an mmproj-style GGUF, general.architecture "clip"). */
+/* Loads a vision encoder (an mmproj-style GGUF, general.architecture "clip"): llama.cpp's
+ * mmproj of a Qwen2-VL or Qwen2.5-VL model (clip.projector_type "qwen2vl_merger" or
+ * "qwen2.5vl_merger"; images of any size through kamera_chunk_from_image), or the mini-VL's
+ * fixed-size encoder (kamera_vision_encode). */
 KAMERA_API kamera_status kamera_vision_load(const char* path, kamera_vision** out);
 KAMERA_API void kamera_vision_free(kamera_vision* vision);
 KAMERA_API kamera_status kamera_vision_get_info(const kamera_vision* vision,
@@ -464,6 +467,45 @@ KAMERA_API kamera_status kamera_vision_get_info(const kamera_vision* vision,
 KAMERA_API kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* decoder,
                                               const uint8_t* rgb, size_t n_bytes,
                                               kamera_chunk** out);
+
+/* Images through a Qwen2-VL / Qwen2.5-VL tower, for the context's decoder (a qwen2vl model whose
+ * width is the tower's output width). The image (PNG or JPEG) is decoded, resized and normalised
+ * as Hugging Face's Qwen2-VL processor does and encoded into one row per merged 2 x 2 patch block,
+ * with the relative layout (0, row, col) over its grid: extent max(rows, cols). Write the vision
+ * delimiters around it yourself, as the chat template does: a token chunk ending in
+ * <|vision_start|>, the image chunk, a token chunk starting with <|vision_end|>. The result is a
+ * chunk like any other (sequences, windows, the store; relocation shifts t, h and w alike).
+ * An image is encoded once per vision handle and decoder: its key is a hash of the decoded
+ * pixels, the preprocessing parameters and both models' fingerprints, and a second call with the
+ * same picture returns the cached rows. The rows are also kept in the context's store under that
+ * key and written through to its tiers (a disk tier: <dir>/image/), so a restarted process or
+ * another context on the same directory reads them back instead of running the tower; a
+ * corrupt or forged entry is a miss. Bad input (not an image, truncated, over the size limits)
+ * fails with a message naming it. Not thread-safe per vision handle or context. */
+KAMERA_API kamera_status kamera_chunk_from_image(kamera_context* ctx, kamera_vision* vision,
+                                                 const char* path, kamera_chunk** out);
+/* The same from encoded bytes (a PNG or JPEG file's contents) in memory. */
+KAMERA_API kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kamera_vision* vision,
+                                                       const uint8_t* bytes, size_t n_bytes,
+                                                       kamera_chunk** out);
+/* Video: frames (image files, already sampled) paired in time as the processor pairs them (an
+ * odd count repeats the last frame), all resized to the first frame's size; layout (t, row, col)
+ * with t advancing per pair. */
+KAMERA_API kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
+                                                  const char* const* paths, int32_t n_paths,
+                                                  kamera_chunk** out);
+
+typedef struct kamera_vision_stats {
+  int64_t encodes;    /* images (or frame sets) run through the tower */
+  int64_t hits;       /* served from memory (the handle's cache or the context's store) */
+  int64_t store_hits; /* embeddings read back from a slower tier of the context's store (disk):
+                         written there by another process or context, not re-encoded */
+  double encode_ms;   /* wall time in the tower, preprocessing included */
+} kamera_vision_stats;
+
+/* Counters of a Qwen2-VL vision handle (all zero for the mini-VL's encoder). */
+KAMERA_API kamera_status kamera_vision_get_stats(const kamera_vision* vision,
+                                                 kamera_vision_stats* out);
 
 #ifdef __cplusplus
 }

@@ -112,6 +112,48 @@ std::shared_ptr<Chunk> vision_encode(Vision& v, const std::shared_ptr<Model>& mo
   return wrap_chunk(model, raw);
 }
 
+// Chunk.from_image: a path (str, os.PathLike) or the encoded bytes of a PNG or JPEG.
+std::shared_ptr<Chunk> chunk_from_image(const std::shared_ptr<Context>& ctx, Vision& v,
+                                        py::object image) {
+  kamera_chunk* raw = nullptr;
+  if (py::isinstance<py::bytes>(image) || py::isinstance<py::bytearray>(image) ||
+      py::isinstance<py::memoryview>(image)) {
+    const std::string bytes = py::bytes(py::module_::import("builtins").attr("bytes")(image));
+    py::gil_scoped_release nogil;
+    check(kamera_chunk_from_image_bytes(ctx->h.get(), v.h.get(),
+                                        reinterpret_cast<const uint8_t*>(bytes.data()),
+                                        bytes.size(), &raw));
+  } else {
+    const std::string path = py::str(py::module_::import("os").attr("fspath")(image));
+    py::gil_scoped_release nogil;
+    check(kamera_chunk_from_image(ctx->h.get(), v.h.get(), path.c_str(), &raw));
+  }
+  return wrap_chunk(ctx->model, raw);
+}
+
+std::shared_ptr<Chunk> chunk_from_frames(const std::shared_ptr<Context>& ctx, Vision& v,
+                                         const std::vector<std::string>& paths) {
+  std::vector<const char*> p;
+  for (const auto& s : paths) p.push_back(s.c_str());
+  kamera_chunk* raw = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(kamera_chunk_from_frames(ctx->h.get(), v.h.get(), p.data(), int32_t(p.size()), &raw));
+  }
+  return wrap_chunk(ctx->model, raw);
+}
+
+py::dict vision_stats(const Vision& v) {
+  kamera_vision_stats s{};
+  check(kamera_vision_get_stats(v.h.get(), &s));
+  py::dict d;
+  d["encodes"] = s.encodes;
+  d["hits"] = s.hits;
+  d["store_hits"] = s.store_hits;
+  d["encode_ms"] = s.encode_ms;
+  return d;
+}
+
 struct Sampler {
   std::unique_ptr<kamera_sampler, Deleter<kamera_sampler, kamera_sampler_free>> h;
 };
@@ -152,6 +194,11 @@ void bind_chunk_class(py::module_& m) {
       .def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
       .def_static("from_embeddings", &chunk_from_embeddings, py::arg("model"), py::arg("rows"),
                   py::arg("layout") = py::none())
+      .def_static("from_image", &chunk_from_image, py::arg("ctx"), py::arg("vision"),
+                  py::arg("image"),
+                  "An image chunk (Qwen2-VL mmproj): image is a PNG/JPEG path or its bytes")
+      .def_static("from_frames", &chunk_from_frames, py::arg("ctx"), py::arg("vision"),
+                  py::arg("paths"), "Video frames (image paths), paired in time")
       .def_property_readonly("id", &chunk_id)
       .def_property_readonly("n_tokens",
                              [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); })
@@ -177,6 +224,9 @@ void bind_vision_and_sampler(py::module_& m) {
       .def_property_readonly("image_size", [](const Vision& v) { return v.info.image_size; })
       .def_property_readonly("token_grid", [](const Vision& v) { return v.info.token_grid; })
       .def_property_readonly("n_tokens", [](const Vision& v) { return v.info.n_tokens; })
+      .def_property_readonly("out_dim", [](const Vision& v) { return v.info.out_dim; })
+      .def_property_readonly("stats", &vision_stats,
+                             "{encodes, hits, store_hits, encode_ms} of a Qwen2-VL tower")
       .def("encode", &vision_encode, py::arg("model"), py::arg("rgb"),
            "An embedding chunk (layout (0, row, col)) of one RGB frame (size, size, 3) uint8");
 

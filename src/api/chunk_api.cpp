@@ -2,6 +2,7 @@
 // their canonical KV viewed read-only (include/kamera.h).
 #include "api/handles.h"
 #include "minivl/minivl.h"
+#include "model/gguf.h"
 
 using namespace kamera;
 using namespace kamera::api;
@@ -10,8 +11,10 @@ namespace {
 
 constexpr int32_t kMaxRelativePosition = 1 << 24;  // keeps extents and shifts far from overflow
 
-// Validates the content for the model and wraps it in a new handle.
-kamera_status make_chunk(const char* fn, const Model& m, ChunkContent content, kamera_chunk** out) {
+}  // namespace
+
+kamera_status kamera::api::make_chunk(const char* fn, const Model& m, ChunkContent content,
+                                      kamera_chunk** out) {
   if (auto st = content.validate(m.cfg.n_vocab, m.cfg.dim); !st.ok())
     return set_error(with_context(st.error(), fn));
   for (const Pos& p : content.layout)
@@ -24,6 +27,15 @@ kamera_status make_chunk(const char* fn, const Model& m, ChunkContent content, k
   h->content = std::move(content);
   *out = h.release();
   return KAMERA_OK;
+}
+
+namespace {
+
+// Whether an mmproj GGUF holds a Qwen2-VL / Qwen2.5-VL tower (by clip.projector_type).
+Result<bool> is_qwen_mmproj(const char* path) {
+  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
+  const std::string type = f->get_string("clip.projector_type").value_or("");
+  return type == "qwen2vl_merger" || type == "qwen2.5vl_merger";
 }
 
 }  // namespace
@@ -142,9 +154,19 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
   return guarded("kamera_vision_load", [&] {
     KAMERA_API_REQUIRE("kamera_vision_load", path);
     KAMERA_API_REQUIRE("kamera_vision_load", out);
+    auto h = std::make_unique<kamera_vision>();
+    auto qwen = is_qwen_mmproj(path);
+    if (!qwen.ok()) return set_error(with_context(qwen.error(), "kamera_vision_load"));
+    if (*qwen) {
+      auto tower = QwenVisionModel::load(path);
+      if (!tower.ok()) return set_error(tower.error());
+      h->qwen = std::make_unique<QwenVisionHandle>();
+      h->qwen->tower = std::move(tower.value());
+      *out = h.release();
+      return KAMERA_OK;
+    }
     auto vm = VisionModel::load(path);
     if (!vm.ok()) return set_error(vm.error());
-    auto h = std::make_unique<kamera_vision>();
     h->model = std::move(vm.value());
     h->encoder = std::make_unique<VisionEncoder>(h->model);
     *out = h.release();
@@ -160,6 +182,10 @@ kamera_status kamera_vision_get_info(const kamera_vision* vision, kamera_vision_
   return guarded("kamera_vision_get_info", [&] {
     KAMERA_API_REQUIRE("kamera_vision_get_info", vision);
     KAMERA_API_REQUIRE("kamera_vision_get_info", out);
+    if (vision->qwen) {  // any image size: rows per image follow its resized grid
+      *out = kamera_vision_info{0, 0, 0, vision->qwen->tower.cfg.out_dim};
+      return KAMERA_OK;
+    }
     const VisionConfig& c = vision->model.cfg;
     *out = kamera_vision_info{c.image_size, c.token_grid(), c.n_tokens(), c.out_dim};
     return KAMERA_OK;
@@ -174,6 +200,10 @@ kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* de
     KAMERA_API_REQUIRE("kamera_vision_encode", decoder);
     KAMERA_API_REQUIRE("kamera_vision_encode", rgb);
     KAMERA_API_REQUIRE("kamera_vision_encode", out);
+    if (vision->qwen)
+      return fail(KAMERA_ERR_UNSUPPORTED,
+                  "kamera_vision_encode: a Qwen2-VL tower takes images of any size "
+                  "(kamera_chunk_from_image)");
     const VisionConfig& vc = vision->model.cfg;
     if (vc.out_dim != decoder->model->cfg.dim)
       return fail(KAMERA_ERR_INVALID_ARGUMENT,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api/qwen_vision_handle.h"
 #include "context/context.h"
 #include "kamera.h"
 #include "model/sampler.h"
@@ -75,8 +76,9 @@ struct kamera_sampler {
 };
 
 struct kamera_vision {
-  kamera::VisionModel model;
+  kamera::VisionModel model;  // the mini-VL's encoder (fixed-size frames), or
   std::unique_ptr<kamera::VisionEncoder> encoder;
+  std::unique_ptr<kamera::api::QwenVisionHandle> qwen;  // a Qwen2-VL / 2.5-VL mmproj
 };
 
 namespace kamera::api {
@@ -124,6 +126,9 @@ kamera_status null_argument(const char* fn, const char* name);
 kamera_status check_chunk_model(const char* fn, const kamera_chunk* chunk, const Model& model);
 
 void write_hex(const ChunkId& id, char out[KAMERA_ID_HEX_SIZE]);
+
+// Validates the content for the model and wraps it in a new chunk handle (*out).
+kamera_status make_chunk(const char* fn, const Model& m, ChunkContent content, kamera_chunk** out);
 
 }  // namespace kamera::api
 

@@ -88,7 +88,7 @@ Result<std::string> directory_store_key(const std::string& dir) {
 Result<std::shared_ptr<DiskTier>> DiskTier::open(const std::string& dir, const Fingerprint& model,
                                                  const KvLayout& layout, Options opts) {
   std::error_code ec;
-  for (const char* sub : {"canonical", "patch"}) {
+  for (const char* sub : {"canonical", "patch", "image"}) {
     std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
     if (ec)
       return make_error(ErrorCode::Io, "{}: cannot create the store directory: {}", dir,
@@ -125,7 +125,7 @@ bool stale_temporary(const std::string& name) {
 void DiskTier::scan() {
   std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
   std::error_code ec;
-  for (const char* sub : {"canonical", "patch"}) {
+  for (const char* sub : {"canonical", "patch", "image"}) {
     for (const auto& d : std::filesystem::directory_iterator(dir_ + "/" + sub, ec)) {
       const std::string path = d.path().string(), name = d.path().filename().string();
       if (name.find(".tmp.") != std::string::npos) {
@@ -273,6 +273,25 @@ void DiskTier::save_blob(const std::string& path, const std::string& blob) {
     ++stats_.errors;
     log().warn("store: cannot write {}: {}", path, std::strerror(errno));
   }
+}
+
+std::string DiskTier::image_path(const ChunkId& key) const {
+  return fmt::format("{}/image/{}.kie", dir_, key.hex());
+}
+
+std::shared_ptr<const ImageEntry> DiskTier::load_image(const ChunkId& key) {
+  return load_entry<ImageEntry>(
+      image_path(key),
+      [&](std::string_view b, bool* forged) -> Result<std::shared_ptr<ImageEntry>> {
+        auto e = deserialize_image(b, fp_, opts_.key, forged);
+        if (e.ok() && !((*e)->key == key))
+          return make_error(ErrorCode::CorruptData, "entry holds image {}", (*e)->key.hex());
+        return e;
+      });
+}
+
+void DiskTier::save_image(const ImageEntry& e) {
+  save_blob(image_path(e.key), serialize_image(e, fp_, opts_.key));
 }
 
 void DiskTier::save_canonical(const CanonicalEntry& e) {

@@ -35,10 +35,13 @@ class DiskTier : public StoreTier {
   void save_canonical(const CanonicalEntry& e) override;
   void save_patch(const PatchEntry& e) override;
   void erase_canonical(const ChunkId& id) override;
+  std::shared_ptr<const ImageEntry> load_image(const ChunkId& key) override;
+  void save_image(const ImageEntry& e) override;
   Stats stats() const override;
 
   std::string canonical_path(const ChunkId& id) const;
   std::string patch_path(const PatchKey& key) const;
+  std::string image_path(const ChunkId& key) const;
   int64_t swept_temporaries() const { return swept_; }
 
  private:

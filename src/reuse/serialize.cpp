@@ -16,7 +16,7 @@ namespace {
 
 constexpr uint32_t kVersion = 1, kVersionKeyed = 2;
 constexpr size_t kMacBytes = 32;
-constexpr uint32_t kKindCanonical = 1, kKindPatch = 2;
+constexpr uint32_t kKindCanonical = 1, kKindPatch = 2, kKindImage = 3;
 constexpr size_t kHeaderBytes = 4 + 4 + 4 + 16 + 8 + 8;
 
 class Writer {
@@ -351,6 +351,28 @@ std::string random_store_key(size_t bytes) {
   std::string k(bytes, '\0');
   KAMERA_ASSERT(RAND_bytes(reinterpret_cast<unsigned char*>(k.data()), int(bytes)) == 1);
   return k;
+}
+
+std::string serialize_image(const ImageEntry& e, const Fingerprint& model, std::string_view key) {
+  Writer w;
+  w.put(e.key);
+  put_content(w, e.placed);
+  return seal(kKindImage, model, std::move(w.out()), key);
+}
+
+Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
+                                                      const Fingerprint& model,
+                                                      std::string_view key, bool* forged) {
+  auto payload = open_blob(blob, kKindImage, model, key, forged);
+  if (!payload.ok()) return payload.error();
+  Reader r(*payload);
+  auto e = std::make_shared<ImageEntry>();
+  if (!r.get(e->key) || !get_content(r, e->placed) || !e->placed.tokens.empty() ||
+      e->placed.n() < 1)
+    return make_error(ErrorCode::CorruptData, "malformed image entry");
+  if (r.left() != 0)
+    return make_error(ErrorCode::CorruptData, "image entry has {} trailing bytes", r.left());
+  return e;
 }
 
 }  // namespace kamera

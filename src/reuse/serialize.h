@@ -40,6 +40,14 @@ Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
                                                       std::string_view key = {},
                                                       bool* forged = nullptr);
 
+// An image's placed embedding rows (kind 3), sealed and opened like the entries above.
+std::string serialize_image(const ImageEntry& e, const Fingerprint& model,
+                            std::string_view key = {});
+Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
+                                                      const Fingerprint& model,
+                                                      std::string_view key = {},
+                                                      bool* forged = nullptr);
+
 // Random bytes for a new store key (from the OS's generator).
 std::string random_store_key(size_t bytes = 32);
 

@@ -213,6 +213,7 @@ void ChunkStore::clear() {
   canon_.clear();
   patches_.clear();
   lru_.clear();
+  images_.clear();
   stats_.canonical_bytes = stats_.patch_bytes = 0;
   stats_.canonical_entries = stats_.patch_entries = 0;
 }
@@ -235,6 +236,33 @@ ChunkStore::Stats ChunkStore::stats() const {
   s.byte_budget = budget_;
   s.patch_byte_budget = patch_budget_;
   return s;
+}
+
+std::shared_ptr<const ImageEntry> ChunkStore::find_image(const ChunkId& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = images_.begin(); it != images_.end(); ++it)
+    if ((*it)->key == key) {
+      images_.splice(images_.begin(), images_, it);
+      ++stats_.image_hits;
+      return images_.front();
+    }
+  for (const auto& t : tiers_)
+    if (auto e = t->load_image(key)) {
+      ++stats_.image_tier_hits;
+      images_.push_front(e);
+      if (images_.size() > kMaxImages) images_.pop_back();
+      return e;
+    }
+  ++stats_.image_misses;
+  return nullptr;
+}
+
+void ChunkStore::put_image(std::shared_ptr<const ImageEntry> e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  images_.remove_if([&](const auto& x) { return x->key == e->key; });
+  images_.push_front(e);
+  if (images_.size() > kMaxImages) images_.pop_back();
+  for (const auto& t : tiers_) t->save_image(*e);
 }
 
 }  // namespace kamera

@@ -51,6 +51,14 @@ struct PatchEntry {
   size_t bytes() const { return patch.bytes() + sizeof(PatchEntry); }
 };
 
+// An image's placed embedding rows (vision/image_chunks.h) under its image key (a hash of the
+// pixels, the preprocessing and both models' fingerprints): a restart, or another server on the
+// same tiers, reads them back instead of running the vision tower again.
+struct ImageEntry {
+  ChunkId key;
+  ChunkContent placed;
+};
+
 // A slower tier behind the in-memory store (disk, Redis). Loads return nullptr on a miss, on an
 // unreachable backend, and on a corrupt or foreign entry (which the tier discards and counts).
 class StoreTier {
@@ -71,6 +79,9 @@ class StoreTier {
   // again until revive_canonical (an explicit upload).
   virtual void erase_canonical(const ChunkId& id) = 0;
   virtual void revive_canonical(const ChunkId&) {}
+  // Image embeddings (tiers that do not keep them miss and drop the write).
+  virtual std::shared_ptr<const ImageEntry> load_image(const ChunkId&) { return nullptr; }
+  virtual void save_image(const ImageEntry&) {}
   virtual Stats stats() const = 0;
 };
 
@@ -85,6 +96,7 @@ class ChunkStore {
     int64_t canonical_entries = 0, patch_entries = 0;
     // KV bytes served from stored entries instead of being recomputed by a forward.
     size_t bytes_saved = 0;
+    int64_t image_hits = 0, image_tier_hits = 0, image_misses = 0;
     size_t bytes_held() const { return canonical_bytes + patch_bytes; }
   };
 
@@ -112,6 +124,12 @@ class ChunkStore {
   bool tombstoned(const ChunkId& id) const;
   // Drops every entry of the memory tier (counters and slower tiers are kept).
   void clear();
+
+  // Image embeddings: memory (the most recent kMaxImages, outside the byte budget), then the
+  // tiers; a put writes through to every tier. find_image counts image_hits / image_tier_hits.
+  static constexpr size_t kMaxImages = 64;
+  std::shared_ptr<const ImageEntry> find_image(const ChunkId& key);
+  void put_image(std::shared_ptr<const ImageEntry> e);
 
   void note_bytes_saved(size_t bytes);
   void set_budget(size_t bytes);
@@ -145,6 +163,7 @@ class ChunkStore {
   std::unordered_map<PatchKey, PatchSlot, PatchKeyHash> patches_;
   std::vector<std::shared_ptr<StoreTier>> tiers_;
   std::unordered_set<ChunkId, ChunkIdHash> tombstones_;
+  std::list<std::shared_ptr<const ImageEntry>> images_;  // front = most recent
   void insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e);
   void insert_patch_locked(std::shared_ptr<const PatchEntry> e);
 };

@@ -8,6 +8,7 @@
 #include "eval/agent_demo.h"
 #include "reuse/patch.h"
 #include "tools/cli_common.h"
+#include "tools/cmd_demo_frames.h"
 
 namespace kamera::cli {
 
@@ -23,7 +24,35 @@ struct DemoArgs {
   int frames = 24, window = 6, reps = 5, recall_every = 4, threads = 1;
   uint64_t clip = 0;
   bool random_weights = false, json = false, quiet = false;
+  // --frames DIR: a user's Qwen2-VL model on a folder of frames (cmd_demo_frames.h)
+  std::string frames_arg = "24", question;
+  int reorder_every = 4;
+  bool decoder_given = false, vision_given = false, window_given = false, recall_given = false,
+       reps_given = false;
 };
+
+// --frames: a stream length (the mini-VL demo) or a folder (the frames demo).
+int run_frames(const DemoArgs& a) {
+  if (!a.decoder_given || !a.vision_given || a.random_weights)
+    return fail(
+        "--frames DIR runs the demo on your Qwen2-VL model: give --decoder (the decoder GGUF) "
+        "and --vision (its mmproj GGUF)",
+        a.json);
+  FramesDemoArgs f;
+  f.decoder = a.decoder;
+  f.vision = a.vision;
+  f.dir = a.frames_arg;
+  f.rank = a.rank;
+  f.question = a.question;
+  f.window = a.window_given ? a.window : 0;
+  f.reps = a.reps_given ? a.reps : 3;
+  f.recall_every = a.recall_given ? a.recall_every : 3;
+  f.reorder_every = a.reorder_every;
+  f.threads = a.threads;
+  f.json = a.json;
+  f.quiet = a.quiet;
+  return run_frames_demo_cli(f);
+}
 
 const char* kDescription =
     "\nThe agent demo on the mini vision-language model (a vision encoder + a Qwen2-VL-style\n"
@@ -193,7 +222,15 @@ void print_human(const AgentDemoResult& r, bool quiet) {
         r.png_written.c_str(), r.png_width, r.png_height);
 }
 
-int run(const DemoArgs& a) {
+int run(DemoArgs a) {
+  if (a.frames_arg.empty() || a.frames_arg.find_first_not_of("0123456789") != std::string::npos)
+    return run_frames(a);
+  if (a.frames_arg.size() > 6 || std::stoi(a.frames_arg) < 2 ||
+      std::stoi(a.frames_arg) > minivl::kMaxStreamFrames)
+    return fail(fmt::format("--frames: {} not in [2 - {}] (or a folder of frames)", a.frames_arg,
+                            minivl::kMaxStreamFrames),
+                a.json);
+  a.frames = std::stoi(a.frames_arg);
   std::string decoder = a.decoder, vision = a.vision;
   std::string tmpdir;
   if (a.random_weights) {
@@ -273,20 +310,34 @@ int run(const DemoArgs& a) {
 Runner add_demo(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
   app.footer(kDescription);
-  app.add_option("--decoder", a->decoder,
-                 "Decoder GGUF (qwen2vl, the word vocabulary), relative to the current folder")
-      ->capture_default_str();
-  app.add_option("--vision", a->vision, "Vision encoder GGUF (mmproj-style)")
-      ->capture_default_str();
+  auto* dec = app.add_option("--decoder", a->decoder,
+                             "Decoder GGUF (qwen2vl, the word vocabulary), relative to the "
+                             "current folder; with --frames DIR: your Qwen2-VL decoder")
+                  ->capture_default_str();
+  auto* vis = app.add_option("--vision", a->vision,
+                             "Vision encoder GGUF (mmproj-style); with --frames DIR: your "
+                             "Qwen2-VL / Qwen2.5-VL mmproj")
+                  ->capture_default_str();
   app.add_flag("--random-weights", a->random_weights,
                "Use seeded random weights of the same shapes instead of the files (answers are "
                "noise; shows the mechanics)");
-  app.add_option("--frames", a->frames, "Stream length N (frames)")
+  app.add_option("--frames", a->frames_arg,
+                 fmt::format("Stream length N (frames, 2 - {}), or a folder of PNG / JPEG frames "
+                             "(sorted by name) watched by your --decoder / --vision pair",
+                             minivl::kMaxStreamFrames))
+      ->capture_default_str();
+  auto* win = app.add_option("--window", a->window,
+                             "Frames in the window W (the model was trained on 6; --frames DIR: "
+                             "default min(4, frames))")
+                  ->capture_default_str()
+                  ->check(CLI::Range(2, minivl::kMaxFrames));
+  app.add_option("--question", a->question,
+                 "--frames DIR: the question asked after the window (default: \"What changed "
+                 "between the frames?\")");
+  app.add_option("--reorder-every", a->reorder_every,
+                 "--frames DIR: every k-th question is asked on the reversed window (0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(2, minivl::kMaxStreamFrames));
-  app.add_option("--window", a->window, "Frames in the window W (the model was trained on 6)")
-      ->capture_default_str()
-      ->check(CLI::Range(2, minivl::kMaxFrames));
+      ->check(CLI::Range(0, 1000));
   app.add_option("--clip", a->clip, "Which Test-split stream (seed index)")->capture_default_str();
   app.add_option("--rank", a->rank,
                  "Patch rank R, or 'full' (capped at a frame's token count, where it is full)")
@@ -295,13 +346,16 @@ Runner add_demo(CLI::App& app) {
                  fmt::format("Picture of the run (default {} when that folder exists; 'none': "
                              "no picture; streams of up to {} frames)",
                              kDefaultPng, kAgentDemoPngMaxFrames));
-  app.add_option("--reps", a->reps, "Timed runs of each arm per question (the median is shown)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-  app.add_option("--recall-every", a->recall_every,
-                 "Every k-th question is a recall question (0: none)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000));
+  auto* reps =
+      app.add_option("--reps", a->reps,
+                     "Timed runs of each arm per question (the median is shown; --frames DIR: 3)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 100));
+  auto* recall = app.add_option("--recall-every", a->recall_every,
+                                "Every k-th question is a recall question (0: none; --frames "
+                                "DIR: 3)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(0, 1000));
   app.add_option("-t,--threads", a->threads,
                  "Threads (the model is tiny: one thread is the fastest for both arms, and keeps "
                  "the timings steady on a busy machine)")
@@ -309,7 +363,14 @@ Runner add_demo(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   app.add_flag("-q,--quiet", a->quiet, "Only the summary (no per-step lines)");
   app.add_flag("--json", a->json, "Print everything (steps and summary) as one JSON object");
-  return [a] { return run(*a); };
+  return [a, dec, vis, win, reps, recall] {
+    a->decoder_given = dec->count() > 0;
+    a->vision_given = vis->count() > 0;
+    a->window_given = win->count() > 0;
+    a->reps_given = reps->count() > 0;
+    a->recall_given = recall->count() > 0;
+    return run(*a);
+  };
 }
 
 }  // namespace kamera::cli

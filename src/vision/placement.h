@@ -7,9 +7,9 @@
 //   text  "<|vision_end|>..."   : continues at s + max(T, H, W) (max component + 1)
 //
 // An image has T = 1 (its frame fills both halves of the temporal patch); a video of 2k frames has
-// T = k, so its t advances once per temporal patch (Qwen2-VL; Qwen2.5-VL's time scaling is not
-// modelled). The layout of a piece is position-free (relative to its start): a placed image is a
-// ChunkContent, the unit the reuse layer caches and relocates.
+// T = k, so its t advances once per temporal patch (Qwen2-VL; Qwen2.5-VL scales t by
+// seconds: vision/video_time.h). The layout of a piece is position-free (relative to its start): a
+// placed image is a ChunkContent, the unit the reuse layer caches and relocates.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,130 @@
+// Image and video chunks through a Qwen2-VL / Qwen2.5-VL tower (include/kamera.h): PNG or JPEG
+// (a file or bytes in memory) -> decoded, preprocessed as Hugging Face's processor does, encoded
+// once per image key (vision/image_chunks.h) -> a chunk of embedding rows with the (t, h, w)
+// layout of vision/placement.h, made for the context's decoder and usable wherever a text chunk
+// is (sequences, windows, relocation, the store).
+#include <string>
+#include <vector>
+
+#include "api/handles.h"
+#include "media/image.h"
+
+using namespace kamera;
+using namespace kamera::api;
+
+namespace {
+
+// The checks every image entry point shares; *qwen receives the tower side of the handle.
+kamera_status check_pair(const char* fn, kamera_context* ctx, kamera_vision* vision) {
+  KAMERA_API_REQUIRE(fn, ctx);
+  KAMERA_API_REQUIRE(fn, vision);
+  if (!vision->qwen)
+    return fail(KAMERA_ERR_INVALID_ARGUMENT,
+                "{}: the vision handle is the mini-VL's fixed-size encoder, not a Qwen2-VL "
+                "mmproj (use kamera_vision_encode)",
+                fn);
+  const Model& m = ctx->box->ctx->model();
+  if (m.cfg.arch != Arch::Qwen2Vl)
+    return fail(KAMERA_ERR_INVALID_ARGUMENT,
+                "{}: images need a qwen2vl (M-RoPE) decoder; the context's is '{}'", fn,
+                arch_name(m.cfg.arch));
+  if (vision->qwen->tower.cfg.out_dim != m.cfg.dim)
+    return fail(KAMERA_ERR_INVALID_ARGUMENT,
+                "{}: {} projects images to width {}, but the decoder is {} wide (not a pair)", fn,
+                vision->qwen->tower.source, vision->qwen->tower.cfg.out_dim, m.cfg.dim);
+  return KAMERA_OK;
+}
+
+// Decoded frames (one: an image; several: video frames paired in time) -> a new chunk handle.
+kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* vision,
+                           const std::vector<Image>& frames, kamera_chunk** out) {
+  Context& c = *ctx->box->ctx;
+  QwenVisionHandle& q = *vision->qwen;
+  ImageChunks& cache = q.for_decoder(c.model().fingerprint, c.engine().threads().size());
+  // The context's store first (its memory, then its tiers: another process may have encoded it)
+  const ChunkId key =
+      image_key(frames, cache.options(), q.tower.fingerprint, c.model().fingerprint);
+  const int64_t tier_hits = c.store().stats().image_tier_hits;
+  if (auto e = c.store().find_image(key)) {
+    ++(c.store().stats().image_tier_hits > tier_hits ? q.store_hits : q.memory_hits);
+    return make_chunk(fn, c.model(), e->placed, out);
+  }
+  auto placed = cache.frames(frames);
+  if (!placed.ok()) return set_error(with_context(placed.error(), fn));
+  c.store().put_image(std::make_shared<const ImageEntry>(ImageEntry{key, **placed}));
+  return make_chunk(fn, c.model(), **placed, out);
+}
+
+}  // namespace
+
+extern "C" {
+
+kamera_status kamera_chunk_from_image(kamera_context* ctx, kamera_vision* vision, const char* path,
+                                      kamera_chunk** out) {
+  clear_out(out);
+  constexpr const char* fn = "kamera_chunk_from_image";
+  return guarded(fn, [&] {
+    if (auto st = check_pair(fn, ctx, vision); st != KAMERA_OK) return st;
+    KAMERA_API_REQUIRE(fn, path);
+    KAMERA_API_REQUIRE(fn, out);
+    auto img = load_image(path);
+    if (!img.ok()) return set_error(with_context(img.error(), fn));
+    return frames_chunk(fn, ctx, vision, {std::move(img.value())}, out);
+  });
+}
+
+kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kamera_vision* vision,
+                                            const uint8_t* bytes, size_t n_bytes,
+                                            kamera_chunk** out) {
+  clear_out(out);
+  constexpr const char* fn = "kamera_chunk_from_image_bytes";
+  return guarded(fn, [&] {
+    if (auto st = check_pair(fn, ctx, vision); st != KAMERA_OK) return st;
+    KAMERA_API_REQUIRE(fn, bytes);
+    KAMERA_API_REQUIRE(fn, out);
+    auto img = decode_image(std::span<const uint8_t>(bytes, n_bytes), "image bytes");
+    if (!img.ok()) return set_error(with_context(img.error(), fn));
+    return frames_chunk(fn, ctx, vision, {std::move(img.value())}, out);
+  });
+}
+
+kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
+                                       const char* const* paths, int32_t n_paths,
+                                       kamera_chunk** out) {
+  clear_out(out);
+  constexpr const char* fn = "kamera_chunk_from_frames";
+  return guarded(fn, [&] {
+    if (auto st = check_pair(fn, ctx, vision); st != KAMERA_OK) return st;
+    KAMERA_API_REQUIRE(fn, paths);
+    KAMERA_API_REQUIRE(fn, out);
+    if (n_paths < 1 || n_paths > 4096)
+      return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {} frames (need 1 .. 4096)", fn, n_paths);
+    std::vector<Image> frames;
+    for (int32_t i = 0; i < n_paths; ++i) {
+      if (!paths[i]) return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: frame path {} is null", fn, i);
+      auto img = load_image(paths[i]);
+      if (!img.ok()) return set_error(with_context(img.error(), fn));
+      frames.push_back(std::move(img.value()));
+    }
+    return frames_chunk(fn, ctx, vision, frames, out);
+  });
+}
+
+kamera_status kamera_vision_get_stats(const kamera_vision* vision, kamera_vision_stats* out) {
+  return guarded("kamera_vision_get_stats", [&] {
+    KAMERA_API_REQUIRE("kamera_vision_get_stats", vision);
+    KAMERA_API_REQUIRE("kamera_vision_get_stats", out);
+    *out = kamera_vision_stats{};
+    if (!vision->qwen) return KAMERA_OK;
+    for (const auto& [fp, c] : vision->qwen->caches) {
+      out->encodes += c->stats().encodes;
+      out->hits += c->stats().hits;
+      out->encode_ms += c->stats().encode_ms;
+    }
+    out->hits += vision->qwen->memory_hits;
+    out->store_hits = vision->qwen->store_hits;
+    return KAMERA_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Writes a tiny random-weight Qwen2-VL decoder and mmproj with `kamera make-model`, takes the
+next-token logits after "look <|vision_start|><image><|vision_end|> now" from `kamera logits
+--mmproj --image --json` (the CLI's own path: decode, preprocess, encode, place, prefill), and runs
+a public-API program that must reproduce them through kamera_chunk_from_image.
+
+  check_image_logits.py --kamera build/bin/kamera --image img.png --scratch DIR -- <program>
+
+The program is called as `<program> <decoder> <mmproj> <image> <reference file> <scratch>`; the
+reference file holds three lines: the token ids before the image, those after it, and the
+logits. Its exit status is returned.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+PROMPT = "look <|vision_start|><image><|vision_end|> now"
+
+
+def make_pair(kamera, scratch):
+    dec = os.path.join(scratch, "capi-image-dec.gguf")
+    mm = os.path.join(scratch, "capi-image-mmproj.gguf")
+    subprocess.run([kamera, "make-model", "--arch", "qwen2vl", "--preset", "tiny", "--seed", "3",
+                    "-o", dec], check=True, capture_output=True)
+    subprocess.run([kamera, "make-model", "--arch", "qwen2vl-mmproj", "--preset", "tiny",
+                    "--seed", "4", "-o", mm], check=True, capture_output=True)
+    return dec, mm
+
+
+def cli_reference(kamera, dec, mm, image):
+    out = subprocess.run([kamera, "logits", "-m", dec, "--mmproj", mm, "--image", image, "-t", "1",
+                          "--json", "-p", PROMPT], check=True, capture_output=True, text=True)
+    j = json.loads(out.stdout)
+    pieces = j["pieces"]
+    assert len(pieces) == 3 and "image_rows" in pieces[1], f"unexpected pieces {pieces}"
+    return pieces[0]["tokens"], pieces[2]["tokens"], j["logits"][0]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for opt in ("--kamera", "--image", "--scratch"):
+        p.add_argument(opt, required=True)
+    p.add_argument("program", nargs=argparse.REMAINDER)
+    a = p.parse_args()
+    os.makedirs(a.scratch, exist_ok=True)
+    shutil.rmtree(os.path.join(a.scratch, "image-store"), ignore_errors=True)
+    dec, mm = make_pair(a.kamera, a.scratch)
+    before, after, logits = cli_reference(a.kamera, dec, mm, a.image)
+    ref = os.path.join(a.scratch, "capi-image-reference.txt")
+    with open(ref, "w") as f:
+        f.write(" ".join(map(str, before)) + "\n")
+        f.write(" ".join(map(str, after)) + "\n")
+        f.write(" ".join(repr(float(x)) for x in logits) + "\n")
+    prog = [x for x in a.program if x != "--"]
+    return subprocess.run(prog + [dec, mm, a.image, ref, a.scratch]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

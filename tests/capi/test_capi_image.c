@@ -1,0 +1,316 @@
+/* Images through the public C API (kamera_chunk_from_image) on tiny random-weight Qwen2-VL files,
+ * against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
+ * path), compiled as C11 against kamera.h alone. Run by check_image_logits.py:
+ *
+ *   test_capi_image <decoder> <mmproj> <image> <reference file> <scratch directory>
+ *
+ * Checks: the image chunk evaluated after the prompt's text gives the CLI's next-token logits
+ * within 1e-5 of their scale; the bytes path gives the same chunk id without a second encode; the
+ * image relocated behind other chunks with a full-rank patch, and in a window, equals re-prefill;
+ * video frames pair in time; bad images are errors; the embeddings written to a disk tier are read
+ * back by a fresh vision handle and context without encoding, and a corrupted entry is a miss.
+ * Exit status: the number of failed checks. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "capi_check.h"
+
+enum { kMaxTokens = 256 };
+
+typedef struct reference {
+  int32_t before[kMaxTokens], after[kMaxTokens];
+  int n_before, n_after;
+  float* logits;
+  int n_vocab;
+} reference;
+
+/* Reads one line of whitespace-separated numbers; returns how many. */
+static int read_line_ints(FILE* f, int32_t* out, int cap) {
+  char line[8192];
+  if (!fgets(line, sizeof line, f)) return -1;
+  int n = 0;
+  for (char *p = line, *end; n < cap; p = end) {
+    const long v = strtol(p, &end, 10);
+    if (end == p) break;
+    out[n++] = (int32_t)v;
+  }
+  return n;
+}
+
+static int read_reference(const char* path, reference* r) {
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  r->n_before = read_line_ints(f, r->before, kMaxTokens);
+  r->n_after = read_line_ints(f, r->after, kMaxTokens);
+  r->logits = malloc(sizeof(float) * 1 << 20);
+  r->n_vocab = 0;
+  float v;
+  while (r->logits && r->n_vocab < (1 << 20) && fscanf(f, "%f", &v) == 1)
+    r->logits[r->n_vocab++] = v;
+  fclose(f);
+  return r->n_before > 0 && r->n_after > 0 && r->n_vocab > 0;
+}
+
+static double scale_of(const float* x, int n) {
+  double m = 1;
+  for (int i = 0; i < n; ++i)
+    if (fabs(x[i]) > m) m = fabs(x[i]);
+  return m;
+}
+
+static double max_diff(const float* a, const float* b, int n) {
+  double m = 0;
+  for (int i = 0; i < n; ++i)
+    if (!(fabs((double)a[i] - b[i]) <= m)) m = fabs((double)a[i] - b[i]);
+  return m;
+}
+
+static unsigned char* read_file(const char* path, size_t* n) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char* b = malloc(*n ? *n : 1);
+  if (b && fread(b, 1, *n, f) != *n) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  return b;
+}
+
+/* Next-token logits of text + image + text on a fresh sequence (one forward per piece). */
+static kamera_logits* exact_logits(kamera_context* ctx, const reference* r, kamera_chunk* img) {
+  kamera_seq* seq = NULL;
+  kamera_logits* l = NULL;
+  if (CHECK_OK(kamera_seq_new(ctx, &seq)) &&
+      CHECK_OK(kamera_seq_eval_tokens(seq, r->before, r->n_before, KAMERA_LOGITS_NONE, NULL)) &&
+      CHECK_OK(kamera_seq_eval_chunk(seq, img, KAMERA_LOGITS_NONE, NULL)))
+    CHECK_OK(kamera_seq_eval_tokens(seq, r->after, r->n_after, KAMERA_LOGITS_LAST, &l));
+  kamera_seq_free(seq);
+  return l;
+}
+
+/* [pad][text][image] assembled under `options`, then the text after the image evaluated. */
+static kamera_logits* assembled_logits(kamera_context* ctx, kamera_chunk* const* chunks, int n,
+                                       const kamera_serve_options* o, const reference* r) {
+  kamera_seq* seq = NULL;
+  kamera_logits* l = NULL;
+  if (CHECK_OK(kamera_seq_assemble(ctx, (const kamera_chunk* const*)chunks, n, o, &seq)))
+    CHECK_OK(kamera_seq_eval_tokens(seq, r->after, r->n_after, KAMERA_LOGITS_LAST, &l));
+  kamera_seq_free(seq);
+  return l;
+}
+
+static void test_reuse(kamera_model* m, kamera_context* ctx, const reference* r,
+                       kamera_chunk* img) {
+  const int32_t pad_ids[] = {5, 9, 17, 3, 11, 30, 2};
+  kamera_chunk *pad = NULL, *text = NULL;
+  CHECK_OK(kamera_chunk_from_tokens(m, pad_ids, 7, &pad));
+  CHECK_OK(kamera_chunk_from_tokens(m, r->before, r->n_before, &text));
+  kamera_chunk* chunks[] = {pad, text, img};
+  kamera_serve_options ref_o = kamera_serve_default_options(), full = ref_o, blind = ref_o;
+  ref_o.policy = KAMERA_POLICY_REPREFILL;
+  full.rank = KAMERA_FULL_RANK;
+  blind.policy = KAMERA_POLICY_BLIND;
+  kamera_logits* ref = assembled_logits(ctx, chunks, 3, &ref_o, r);
+  kamera_logits* patched = assembled_logits(ctx, chunks, 3, &full, r);
+  kamera_logits* bl = assembled_logits(ctx, chunks, 3, &blind, r);
+  if (ref && patched && bl) {
+    const int v = kamera_logits_n_vocab(ref);
+    const double s = scale_of(kamera_logits_data(ref), v);
+    const double d_patch = capi_max_abs_diff(ref, patched), d_blind = capi_max_abs_diff(ref, bl);
+    printf("relocated image: full-rank patch |d| %.3g, blind |d| %.3g (scale %.3g)\n", d_patch,
+           d_blind, s);
+    CHECK(d_patch <= 1e-4 * s);
+    CHECK(d_blind > d_patch); /* the patch carries conditioning the canonical lacks */
+  }
+  /* the window: [text][image] admitted at the back with full-rank patches, then queried */
+  kamera_window_policy wp = kamera_window_default_policy();
+  wp.rank = KAMERA_FULL_RANK;
+  kamera_window* w = NULL;
+  kamera_chunk *after = NULL, *two[] = {text, img};
+  kamera_logits *wq = NULL, *wref = assembled_logits(ctx, two, 2, &ref_o, r);
+  CHECK_OK(kamera_chunk_from_tokens(m, r->after, r->n_after, &after));
+  if (CHECK_OK(kamera_window_new(ctx, &wp, &w)) && CHECK_OK(kamera_window_admit_back(w, text)) &&
+      CHECK_OK(kamera_window_admit_back(w, img)) &&
+      CHECK_OK(kamera_window_query(w, after, KAMERA_LOGITS_LAST, &wq)) && wref) {
+    const double d = capi_max_abs_diff(wref, wq);
+    printf("image in a window: |d| %.3g to re-prefill\n", d);
+    CHECK(d <= 1e-4 * scale_of(kamera_logits_data(wref), kamera_logits_n_vocab(wref)));
+    CHECK_OK(kamera_window_evict(w, 0)); /* the image moves back by the text's extent */
+    CHECK(kamera_window_n_slots(w) == 1);
+    CHECK_OK(kamera_window_check(w));
+  }
+  kamera_logits_free(ref);
+  kamera_logits_free(patched);
+  kamera_logits_free(bl);
+  kamera_logits_free(wq);
+  kamera_logits_free(wref);
+  kamera_window_free(w);
+  kamera_chunk_free(pad);
+  kamera_chunk_free(text);
+  kamera_chunk_free(after);
+}
+
+static void test_bad_images(kamera_context* ctx, kamera_vision* vision, const char* image,
+                            const char* scratch) {
+  kamera_chunk* c = (kamera_chunk*)1;
+  char missing[4096];
+  snprintf(missing, sizeof missing, "%s/no-such-image.png", scratch);
+  const kamera_status st = kamera_chunk_from_image(ctx, vision, missing, &c);
+  CHECK(st == KAMERA_ERR_IO || st == KAMERA_ERR_NOT_FOUND);
+  CHECK(c == NULL && strstr(kamera_last_error(), "no-such-image.png") != NULL);
+  const uint8_t junk[] = "this is not an image at all";
+  CHECK(kamera_chunk_from_image_bytes(ctx, vision, junk, sizeof junk, &c) ==
+        KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(c == NULL && strstr(kamera_last_error(), "kamera_chunk_from_image_bytes") != NULL);
+  size_t n = 0;
+  unsigned char* bytes = read_file(image, &n);
+  CHECK(bytes != NULL && n > 64);
+  if (bytes) { /* a truncated PNG: an error, never a partly decoded image */
+    CHECK(kamera_chunk_from_image_bytes(ctx, vision, bytes, n / 2, &c) == KAMERA_ERR_CORRUPT_DATA);
+    CHECK(c == NULL);
+  }
+  free(bytes);
+  CHECK(kamera_chunk_from_image(ctx, NULL, image, &c) == KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(kamera_chunk_from_image(NULL, vision, image, &c) == KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(kamera_chunk_from_frames(ctx, vision, NULL, 2, &c) == KAMERA_ERR_INVALID_ARGUMENT);
+  kamera_vision* v = NULL;
+  CHECK(kamera_vision_load(image, &v) == KAMERA_ERR_CORRUPT_DATA); /* a PNG is not a GGUF */
+  CHECK(v == NULL);
+}
+
+/* A fresh vision handle and context on the store directory: the chunk's id and its encoder runs
+ * and tier hits. */
+static void image_via_store(kamera_model* m, const char* mmproj, const char* dir, const char* image,
+                            char id[KAMERA_ID_HEX_SIZE], kamera_vision_stats* vs) {
+  kamera_context_params p = kamera_context_default_params();
+  p.disk_dir = dir;
+  kamera_context* ctx = NULL;
+  kamera_vision* v = NULL;
+  kamera_chunk* c = NULL;
+  id[0] = 0;
+  memset(vs, 0, sizeof *vs);
+  if (CHECK_OK(kamera_vision_load(mmproj, &v)) && CHECK_OK(kamera_context_new(m, &p, &ctx)) &&
+      CHECK_OK(kamera_chunk_from_image(ctx, v, image, &c))) {
+    CHECK_OK(kamera_chunk_id(c, id));
+    CHECK_OK(kamera_vision_get_stats(v, vs));
+  }
+  kamera_chunk_free(c);
+  kamera_context_free(ctx);
+  kamera_vision_free(v);
+}
+
+/* Flips one byte in the middle of every file under dir; returns how many. */
+static int corrupt_files(const char* dir) {
+  DIR* d = opendir(dir);
+  int n = 0;
+  for (struct dirent* e; d && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "r+b");
+    if (!f) continue;
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    const int ch = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+    ++n;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_store_tier(kamera_model* m, const char* mmproj, const char* image,
+                            const char* scratch) {
+  char dir[4096], image_dir[4200], a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE],
+      c[KAMERA_ID_HEX_SIZE];
+  snprintf(dir, sizeof dir, "%s/image-store", scratch); /* emptied by check_image_logits.py */
+  snprintf(image_dir, sizeof image_dir, "%s/image", dir);
+  kamera_vision_stats s1, s2, s3;
+  image_via_store(m, mmproj, dir, image, a, &s1); /* encodes, writes through to the disk tier */
+  CHECK(s1.encodes == 1 && s1.store_hits == 0);
+  image_via_store(m, mmproj, dir, image, b, &s2); /* a "restart": new handle, new context */
+  CHECK(s2.encodes == 0 && s2.store_hits == 1);
+  CHECK(a[0] && strcmp(a, b) == 0); /* the id hashes every row and position: bit-identical */
+  CHECK(corrupt_files(image_dir) == 1);
+  image_via_store(m, mmproj, dir, image, c, &s3); /* a corrupt entry is a miss: encoded again */
+  CHECK(s3.encodes == 1 && s3.store_hits == 0);
+  CHECK(strcmp(a, c) == 0);
+  printf("image embeddings via a disk tier: encodes %lld, %lld, %lld (after corruption)\n",
+         (long long)s1.encodes, (long long)s2.encodes, (long long)s3.encodes);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    fprintf(stderr, "usage: %s <decoder> <mmproj> <image> <reference> <scratch>\n", argv[0]);
+    return 2;
+  }
+  const char *image = argv[3], *scratch = argv[5];
+  reference r;
+  if (!read_reference(argv[4], &r)) {
+    fprintf(stderr, "cannot read the reference %s\n", argv[4]);
+    return 2;
+  }
+  kamera_model* m = NULL;
+  kamera_vision* vision = NULL;
+  kamera_context* ctx = NULL;
+  if (!CHECK_OK(kamera_model_load(argv[1], NULL, &m)) ||
+      !CHECK_OK(kamera_vision_load(argv[2], &vision)) ||
+      !CHECK_OK(kamera_context_new(m, NULL, &ctx)))
+    return capi_failures;
+  kamera_model_info mi;
+  kamera_vision_info vi;
+  CHECK_OK(kamera_model_get_info(m, &mi));
+  CHECK_OK(kamera_vision_get_info(vision, &vi));
+  CHECK(vi.out_dim == mi.dim && vi.image_size == 0 && mi.n_vocab == r.n_vocab);
+
+  kamera_chunk *img = NULL, *again = NULL;
+  if (CHECK_OK(kamera_chunk_from_image(ctx, vision, image, &img))) {
+    kamera_logits* l = exact_logits(ctx, &r, img);
+    if (l) {
+      const double d = max_diff(kamera_logits_data(l), r.logits, r.n_vocab);
+      const double s = scale_of(r.logits, r.n_vocab);
+      printf("image chunk via the C API vs kamera logits --image: max |d| %.3g (scale %.3g)\n", d,
+             s);
+      CHECK(d <= 1e-5 * s);
+    }
+    kamera_logits_free(l);
+    size_t n = 0;
+    unsigned char* bytes = read_file(image, &n);
+    if (CHECK_OK(kamera_chunk_from_image_bytes(ctx, vision, bytes, n, &again))) {
+      char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
+      CHECK_OK(kamera_chunk_id(img, a));
+      CHECK_OK(kamera_chunk_id(again, b));
+      CHECK(strcmp(a, b) == 0);
+    }
+    free(bytes);
+    kamera_vision_stats vs;
+    CHECK_OK(kamera_vision_get_stats(vision, &vs));
+    CHECK(vs.encodes == 1 && vs.hits == 1); /* the same pixels are encoded once */
+    test_reuse(m, ctx, &r, img);
+    /* video: 3 frames pair into 2 temporal slices (the last repeated), t advancing per pair */
+    const char* paths[] = {image, image, image};
+    kamera_chunk* video = NULL;
+    if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
+      CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
+    kamera_chunk_free(video);
+  }
+  test_bad_images(ctx, vision, image, scratch);
+  test_store_tier(m, argv[2], image, scratch);
+  kamera_chunk_free(img);
+  kamera_chunk_free(again);
+  kamera_context_free(ctx);
+  kamera_vision_free(vision);
+  kamera_model_free(m);
+  free(r.logits);
+  printf("%d failed checks\n", capi_failures);
+  return capi_failures;
+}

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""kamera.Chunk.from_image on tiny random-weight Qwen2-VL files written by `kamera make-model`,
+against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
+path): the image chunk evaluated after the prompt's text gives the CLI's next-token logits within
+1e-5 of their scale, a path and the same file's bytes are one chunk encoded once, and bad images
+raise kamera.Error with a code and a message.
+
+  PYTHONPATH=build/python KAMERA_BIN=build/bin/kamera /usr/bin/python3 tests/python/test_image.py
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import kamera
+
+ROOT = os.environ.get("KAMERA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+KAMERA = os.environ.get("KAMERA_BIN", os.path.join(ROOT, "build", "bin", "kamera"))
+IMAGE = os.path.join(ROOT, "tests", "data", "qwen_vision", "img_140x112.png")
+PROMPT = "look <|vision_start|><image><|vision_end|> now"
+
+
+class Image(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dec = os.path.join(cls.tmp.name, "dec.gguf")
+        cls.mm = os.path.join(cls.tmp.name, "mmproj.gguf")
+        for arch, seed, path in (("qwen2vl", 3, cls.dec), ("qwen2vl-mmproj", 4, cls.mm)):
+            subprocess.run([KAMERA, "make-model", "--arch", arch, "--preset", "tiny", "--seed",
+                            str(seed), "-o", path], check=True, capture_output=True)
+        out = subprocess.run([KAMERA, "logits", "-m", cls.dec, "--mmproj", cls.mm, "--image",
+                              IMAGE, "-t", "1", "--json", "-p", PROMPT],
+                             check=True, capture_output=True, text=True).stdout
+        j = json.loads(out)
+        cls.before, cls.after = j["pieces"][0]["tokens"], j["pieces"][2]["tokens"]
+        cls.reference = np.asarray(j["logits"][0], np.float32)
+        cls.model = kamera.Model(cls.dec)
+        cls.vision = kamera.Vision(cls.mm)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_logits_match_the_cli(self):
+        ctx = kamera.Context(self.model, n_threads=1)
+        img = kamera.Chunk.from_image(ctx, self.vision, IMAGE)
+        self.assertGreater(len(img), 0)
+        seq = ctx.sequence()
+        seq.eval(self.before, logits="none")
+        seq.eval(img, logits="none")
+        got = seq.eval(self.after)
+        scale = max(1.0, float(np.abs(self.reference).max()))
+        self.assertLessEqual(float(np.abs(got - self.reference).max()), 1e-5 * scale)
+
+    def test_path_and_bytes_are_one_chunk(self):
+        ctx = kamera.Context(self.model, n_threads=1)
+        vision = kamera.Vision(self.mm)
+        a = kamera.Chunk.from_image(ctx, vision, IMAGE)
+        with open(IMAGE, "rb") as f:
+            b = kamera.Chunk.from_image(ctx, vision, f.read())
+        self.assertEqual(a.id, b.id)
+        self.assertEqual((vision.stats["encodes"], vision.stats["hits"]), (1, 1))
+        self.assertEqual(vision.out_dim, self.model.dim)
+        video = kamera.Chunk.from_frames(ctx, vision, [IMAGE] * 4)
+        self.assertEqual(len(video), 2 * len(a))  # 4 frames: 2 temporal slices
+
+    def test_bad_images_raise(self):
+        ctx = kamera.Context(self.model, n_threads=1)
+        with self.assertRaises(kamera.Error) as e:
+            kamera.Chunk.from_image(ctx, self.vision, b"not an image")
+        self.assertEqual(e.exception.name, "invalid_argument")
+        with open(IMAGE, "rb") as f:
+            data = f.read()
+        with self.assertRaises(kamera.Error) as e:
+            kamera.Chunk.from_image(ctx, self.vision, data[: len(data) // 2])
+        self.assertEqual(e.exception.name, "corrupt_data")
+        with self.assertRaises(kamera.Error) as e:
+            kamera.Chunk.from_image(ctx, self.vision, os.path.join(self.tmp.name, "absent.png"))
+        self.assertIn("absent.png", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
