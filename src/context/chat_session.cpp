@@ -3,18 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "model/utf8.h"
 
 namespace kamera {
-
-namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<ChatSession>> ChatSession::create(Context& ctx, ChatTemplate tmpl,
                                                          ChatOptions opts) {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/clock.h"
 #include "eval/metrics.h"
 #include "kv/kv_row.h"
 #include "model/sampler.h"
@@ -19,11 +20,6 @@ namespace kamera {
 namespace {
 
 using json = nlohmann::json;
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 // splitmix64: the demo's own choices (which question, which frame to recall) are fixed by the
 // stream's seed alone.

@@ -2,18 +2,10 @@
 
 #include <chrono>
 
+#include "core/clock.h"
 #include "model/sampler.h"
 
 namespace kamera {
-
-namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 int PreparedItem::reused_tokens() const {
   int n = 0;

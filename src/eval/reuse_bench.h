@@ -22,6 +22,9 @@ struct ReuseItem {
 // without BOS and without a dummy space prefix) or an array of token ids. Errors name the line.
 Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const Model& model);
 
+// The first `cap` tokens of a token chunk (the chunk itself when it is no longer).
+ChunkContent truncated(const ChunkContent& c, int cap);
+
 struct ReuseBenchOptions {
   std::vector<int> ranks = {1, 2, 4, 8, 16, 32, kFullRank};
   bool deep_half = true;  // also a patch_deep_half arm at every rank

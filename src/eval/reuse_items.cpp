@@ -93,4 +93,9 @@ int64_t harness_kv_tokens(const std::vector<ReuseItem>& items) {
   return 8 * (int64_t(max_tokens) + 32);  // a few live sequences (forks) at a time
 }
 
+ChunkContent truncated(const ChunkContent& c, int cap) {
+  if (c.n() <= cap) return c;
+  return ChunkContent::from_tokens(std::vector<int32_t>(c.tokens.begin(), c.tokens.begin() + cap));
+}
+
 }  // namespace kamera

@@ -4,16 +4,12 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/clock.h"
 #include "reuse/relocate.h"
 
 namespace kamera {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 // max |a - b| / max |b| over a (layer, channel) of two ChunkKVs.
 double max_rel_err(const ChannelMatrix& a, const ChannelMatrix& b) {

@@ -4,17 +4,13 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "eval/items.h"
 #include "eval/metrics.h"
 
 namespace kamera {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 std::string stem_of(const std::string& path) {
   return std::filesystem::path(path).stem().string();

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "core/clock.h"
 #include "eval/metrics.h"
 #include "eval/scoreboard.h"
 #include "model/sampler.h"
@@ -16,16 +17,6 @@
 namespace kamera {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-ChunkContent truncated(const ChunkContent& c, int cap) {
-  if (c.n() <= cap) return c;
-  return ChunkContent::from_tokens(std::vector<int32_t>(c.tokens.begin(), c.tokens.begin() + cap));
-}
 
 // One table of a scenario (e.g. recall at tau=0.6): a scoreboard of its arms against re-prefill.
 struct Group {

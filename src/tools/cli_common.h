@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "context/context.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "model/model.h"
 #include "reuse/chunk.h"
@@ -84,11 +85,6 @@ void add_threads_option(CLI::App& app, int& threads);
 
 // "1,2,3" -> ids
 Result<std::vector<int32_t>> parse_token_list(const std::string& s);
-
-inline double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 json model_summary(const Model& m);
 

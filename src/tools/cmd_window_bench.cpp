@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "eval/placement_bench.h"
 #include "eval/window_bench.h"
 #include "tools/cli_common.h"
 
@@ -14,6 +15,8 @@ namespace {
 struct WindowBenchArgs {
   std::string model, tokenizer, items, scenario = "all", removal_ranks = "4,16,full", ks = "3,4,6";
   int rank = 8, samples = 24, window_chunks = 5, limit = 12, threads = default_threads();
+  int steps = 24, set_size = 4, pool_chunks = 10;
+  size_t patch_budget = 0;
   uint64_t seed = 1;
   bool json = false, quiet = false;
 };
@@ -38,12 +41,60 @@ Result<std::vector<int>> int_list(const std::string& s, const char* what, bool a
   return out;
 }
 
+// --scenario placement: the placement policies over the synthetic agent traces.
+int run_placement(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
+                  const std::vector<ReuseItem>& items) {
+  const Model& m = *loaded;
+  PlacementOptions o;
+  o.steps = a.steps;
+  o.set_size = a.set_size;
+  o.pool_chunks = a.pool_chunks;
+  o.rank = a.rank == 0 ? kFullRank : a.rank;
+  o.patch_budget = a.patch_budget;
+  o.seed = a.seed;
+  const double t0 = now_ms();
+  if (!a.quiet)
+    o.progress = [&](const std::string& t, const std::string& p, int done, int total) {
+      if (done == total)
+        std::fprintf(stderr, "kamera: window-bench placement %s/%s %d questions, %.1f s elapsed\n",
+                     t.c_str(), p.c_str(), total, (now_ms() - t0) / 1e3);
+    };
+  ContextOptions co;
+  co.kv_type = kv_type_option();
+  co.n_threads = a.threads;
+  co.kv_tokens = placement_bench_kv_tokens(m);
+  co.store_bytes = size_t(1) << 34;
+  auto ctx = Context::create(loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_placement_bench(**ctx, items, o);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json j = placement_bench_json(*r);
+  j["model"] = model_summary(m);
+  j["items_file"] = a.items;
+  j["threads"] = a.threads;
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("%-8s %-8s %6s %9s %6s %10s %8s %8s %10s %10s %10s %7s %7s\n", "trace", "policy",
+              "forms", "form_tok", "hits", "patch_B", "ttft_ms", "pp_ms", "kl_same", "kl_blind",
+              "kl_arrival", "agr_sm", "agr_arr");
+  for (const auto& w : r->rows)
+    std::printf("%-8s %-8s %6.2f %9.1f %6.2f %10.0f %8.2f %8.2f %10.3e %10.3e %10.3e %7.2f %7.2f\n",
+                w.trace.c_str(), w.policy.c_str(), w.forms_per_question, w.form_tokens_per_question,
+                w.hit_rate, w.patch_bytes, w.ttft_ms, w.reprefill_ms, w.kl_same, w.kl_blind,
+                w.kl_arrival, w.agree_same, w.agree_arrival);
+  for (const auto& n : r->notes) std::printf("note: %s\n", n.c_str());
+  return 0;
+}
+
 int run(const WindowBenchArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
   auto items = load_reuse_items(a.items, m);
   if (!items.ok()) return fail(items.message(), a.json);
+  if (a.scenario == "placement") return run_placement(a, *loaded, *items);
   WindowBenchOptions o;
   if (a.scenario != "all") o.scenarios = {a.scenario};
   o.rank = a.rank == 0 ? kFullRank : a.rank;
@@ -115,9 +166,11 @@ Runner add_window_bench(CLI::App& app) {
                  "their queries the probes")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--scenario", a->scenario, "slide, reorder, recall or all")
+  app.add_option("--scenario", a->scenario,
+                 "slide, reorder, recall, all (the three), or placement (chunk order as a "
+                 "scheduling variable over synthetic agent traces: reread, rerank, revisit)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"slide", "reorder", "recall", "all"}));
+      ->check(CLI::IsMember({"slide", "reorder", "recall", "all", "placement"}));
   app.add_option(
          "--rank", a->rank,
          "Patch rank of the reorder and recall arms (0 = full; capped at min(tokens, KV width))")
@@ -131,6 +184,19 @@ Runner add_window_bench(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--window-chunks", a->window_chunks,
                  "recall: chunks in the window; turnover tau steps by 1/window-chunks")
+      ->capture_default_str();
+  app.add_option("--steps", a->steps, "placement: questions per trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--set-size", a->set_size, "placement: chunks shown per question")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
+  app.add_option("--pool-chunks", a->pool_chunks, "placement: distinct chunks of a trace")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 4096));
+  app.add_option("--patch-budget", a->patch_budget,
+                 "placement: bytes of patches the store keeps, least recently used dropped first "
+                 "(0 = no cap)")
       ->capture_default_str();
   app.add_option("--limit", a->limit, "Items used per scenario (0 = all)")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the chunk choices")->capture_default_str();
