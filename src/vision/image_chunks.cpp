@@ -104,23 +104,32 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const 
   const VideoTime vt = VideoTime::from_fps(fps > 0 ? fps : kDefaultVideoFps, opt_.temporal_patch,
                                            tokens_per_second_);
   const ChunkId slot = timed ? timed_key(key, vt) : key;
-  if (auto it = map_.find(slot); it != map_.end()) {
+  auto lru_get = [&](const ChunkId& k) -> std::shared_ptr<const ChunkContent> {
+    auto it = map_.find(k);
+    if (it == map_.end()) return nullptr;
     lru_.splice(lru_.begin(), lru_, it->second);
     ++stats_.hits;
     return it->second->second;
+  };
+  auto lru_put = [&](const ChunkId& k, std::shared_ptr<const ChunkContent> c) {
+    lru_.emplace_front(k, std::move(c));
+    map_[k] = lru_.begin();
+    while (lru_.size() > max_entries_) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+  };
+  if (auto hit = lru_get(slot)) return hit;
+  // the rows placed with t = slice index: this LRU (another rate), the store, or the tower
+  std::shared_ptr<const ChunkContent> base = timed ? lru_get(key) : nullptr;
+  if (!base) {
+    KAMERA_ASSIGN_OR_RETURN(base, slice_placed(frames, key, encoded));
+    lru_put(key, base);
   }
-  KAMERA_ASSIGN_OR_RETURN(std::shared_ptr<const ChunkContent> chunk,
-                          slice_placed(frames, key, encoded));
-  if (timed) {
-    KAMERA_ASSIGN_OR_RETURN(ChunkContent retimed, retime_video(*chunk, vt));
-    chunk = std::make_shared<const ChunkContent>(std::move(retimed));
-  }
-  lru_.emplace_front(slot, chunk);
-  map_[slot] = lru_.begin();
-  while (lru_.size() > max_entries_) {
-    map_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
+  if (!timed) return base;
+  KAMERA_ASSIGN_OR_RETURN(ChunkContent retimed, retime_video(*base, vt));
+  auto chunk = std::make_shared<const ChunkContent>(std::move(retimed));
+  lru_put(slot, chunk);
   return chunk;
 }
 
