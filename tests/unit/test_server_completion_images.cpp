@@ -42,7 +42,7 @@ json image_part() {
   std::ifstream f(std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_preprocess/rgb_61x47.png",
                   std::ios::binary);
   const std::string url =
-      "data:image/png;base64," + base64({std::istreambuf_iterator<char>(f), {}});
+      "data:image/png;base64," + base64(std::string(std::istreambuf_iterator<char>(f), {}));
   return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
 }
 

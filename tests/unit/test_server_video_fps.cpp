@@ -44,7 +44,7 @@ std::string base64(std::string_view in) {
 std::string url_of(const std::string& name) {
   std::ifstream f(kDir + name, std::ios::binary);
   const std::string mime = name.ends_with(".png") ? "image/png" : "image/jpeg";
-  return "data:" + mime + ";base64," + base64({std::istreambuf_iterator<char>(f), {}});
+  return "data:" + mime + ";base64," + base64(std::string(std::istreambuf_iterator<char>(f), {}));
 }
 
 std::string tower(const std::string& arch) {

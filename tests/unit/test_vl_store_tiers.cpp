@@ -169,7 +169,7 @@ std::string base64(std::string_view in) {
 
 std::string png_url() {
   std::ifstream f(kPng, std::ios::binary);
-  return "data:image/png;base64," + base64({std::istreambuf_iterator<char>(f), {}});
+  return "data:image/png;base64," + base64(std::string(std::istreambuf_iterator<char>(f), {}));
 }
 
 // Random weights seeded by the process id: the image key (and every chunk id after it) is this
