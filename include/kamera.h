@@ -489,11 +489,18 @@ KAMERA_API kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kame
                                                        const uint8_t* bytes, size_t n_bytes,
                                                        kamera_chunk** out);
 /* Video: frames (image files, already sampled) paired in time as the processor pairs them (an
- * odd count repeats the last frame), all resized to the first frame's size; layout (t, row, col)
- * with t advancing per pair. */
+ * odd count repeats the last frame), all resized to the first frame's size; layout (t, row, col).
+ * A Qwen2-VL tower's t is the pair index k; a Qwen2.5-VL tower's is scaled by seconds,
+ * t = trunc(k * 2 / fps * 2) (transformers' get_rope_index with second_per_grid_t = 2 / fps and
+ * tokens_per_second = 2), at the processor's default of 2 frames per second here. */
 KAMERA_API kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
                                                   const char* const* paths, int32_t n_paths,
                                                   kamera_chunk** out);
+/* The same at the frames' rate fps (frames per second; 0: the default, 2). Qwen2-VL towers ignore
+ * it. fps must be 0 or in (0, 1000]. The embeddings are shared between rates (encoded once). */
+KAMERA_API kamera_status kamera_chunk_from_frames_at(kamera_context* ctx, kamera_vision* vision,
+                                                     const char* const* paths, int32_t n_paths,
+                                                     double fps, kamera_chunk** out);
 
 typedef struct kamera_vision_stats {
   int64_t encodes;    /* images (or frame sets) run through the tower */

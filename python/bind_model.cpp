@@ -132,13 +132,14 @@ std::shared_ptr<Chunk> chunk_from_image(const std::shared_ptr<Context>& ctx, Vis
 }
 
 std::shared_ptr<Chunk> chunk_from_frames(const std::shared_ptr<Context>& ctx, Vision& v,
-                                         const std::vector<std::string>& paths) {
+                                         const std::vector<std::string>& paths, double fps) {
   std::vector<const char*> p;
   for (const auto& s : paths) p.push_back(s.c_str());
   kamera_chunk* raw = nullptr;
   {
     py::gil_scoped_release nogil;
-    check(kamera_chunk_from_frames(ctx->h.get(), v.h.get(), p.data(), int32_t(p.size()), &raw));
+    check(kamera_chunk_from_frames_at(ctx->h.get(), v.h.get(), p.data(), int32_t(p.size()), fps,
+                                      &raw));
   }
   return wrap_chunk(ctx->model, raw);
 }
@@ -198,7 +199,9 @@ void bind_chunk_class(py::module_& m) {
                   py::arg("image"),
                   "An image chunk (Qwen2-VL mmproj): image is a PNG/JPEG path or its bytes")
       .def_static("from_frames", &chunk_from_frames, py::arg("ctx"), py::arg("vision"),
-                  py::arg("paths"), "Video frames (image paths), paired in time")
+                  py::arg("paths"), py::arg("fps") = 0.0,
+                  "Video frames (image paths), paired in time; fps: their rate (Qwen2.5-VL "
+                  "scales t by seconds; 0: 2 fps)")
       .def_property_readonly("id", &chunk_id)
       .def_property_readonly("n_tokens",
                              [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); })

@@ -36,22 +36,21 @@ kamera_status check_pair(const char* fn, kamera_context* ctx, kamera_vision* vis
 }
 
 // Decoded frames (one: an image; several: video frames paired in time) -> a new chunk handle.
+// The handle's cache, then the context's store (its memory, then its tiers: another process may
+// have encoded it), then the tower; fps as ImageChunks::frames (0: the default rate).
 kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* vision,
-                           const std::vector<Image>& frames, kamera_chunk** out) {
+                           const std::vector<Image>& frames, kamera_chunk** out, double fps = 0) {
   Context& c = *ctx->box->ctx;
   QwenVisionHandle& q = *vision->qwen;
   ImageChunks& cache = q.for_decoder(c.model().fingerprint, c.engine().threads().size());
-  // The context's store first (its memory, then its tiers: another process may have encoded it)
-  const ChunkId key =
-      image_key(frames, cache.options(), q.tower.fingerprint, c.model().fingerprint);
+  cache.set_store(&c.store());  // a handle may serve several contexts of one decoder
   const int64_t tier_hits = c.store().stats().image_tier_hits;
-  if (auto e = c.store().find_image(key)) {
-    ++(c.store().stats().image_tier_hits > tier_hits ? q.store_hits : q.memory_hits);
-    return make_chunk(fn, c.model(), e->placed, out);
-  }
-  auto placed = cache.frames(frames);
+  const int64_t store_hits = cache.stats().store_hits;
+  auto placed = cache.frames(frames, nullptr, fps);
+  cache.set_store(nullptr);
   if (!placed.ok()) return set_error(with_context(placed.error(), fn));
-  c.store().put_image(std::make_shared<const ImageEntry>(ImageEntry{key, **placed}));
+  if (cache.stats().store_hits > store_hits)
+    ++(c.store().stats().image_tier_hits > tier_hits ? q.store_hits : q.memory_hits);
   return make_chunk(fn, c.model(), **placed, out);
 }
 
@@ -88,17 +87,20 @@ kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kamera_vision* 
   });
 }
 
-kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
-                                       const char* const* paths, int32_t n_paths,
-                                       kamera_chunk** out) {
+kamera_status kamera_chunk_from_frames_at(kamera_context* ctx, kamera_vision* vision,
+                                          const char* const* paths, int32_t n_paths, double fps,
+                                          kamera_chunk** out) {
   clear_out(out);
-  constexpr const char* fn = "kamera_chunk_from_frames";
+  constexpr const char* fn = "kamera_chunk_from_frames_at";
   return guarded(fn, [&] {
     if (auto st = check_pair(fn, ctx, vision); st != KAMERA_OK) return st;
     KAMERA_API_REQUIRE(fn, paths);
     KAMERA_API_REQUIRE(fn, out);
     if (n_paths < 1 || n_paths > 4096)
       return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {} frames (need 1 .. 4096)", fn, n_paths);
+    if (!(fps >= 0) || !(fps <= 1000))
+      return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: fps {} (need 0 for the default, or (0, 1000])",
+                  fn, fps);
     std::vector<Image> frames;
     for (int32_t i = 0; i < n_paths; ++i) {
       if (!paths[i]) return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: frame path {} is null", fn, i);
@@ -106,8 +108,14 @@ kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* visio
       if (!img.ok()) return set_error(with_context(img.error(), fn));
       frames.push_back(std::move(img.value()));
     }
-    return frames_chunk(fn, ctx, vision, frames, out);
+    return frames_chunk(fn, ctx, vision, frames, out, fps);
   });
+}
+
+kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
+                                       const char* const* paths, int32_t n_paths,
+                                       kamera_chunk** out) {
+  return kamera_chunk_from_frames_at(ctx, vision, paths, n_paths, 0, out);
 }
 
 kamera_status kamera_vision_get_stats(const kamera_vision* vision, kamera_vision_stats* out) {

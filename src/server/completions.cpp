@@ -7,6 +7,18 @@
 
 namespace kamera {
 
+namespace {
+
+// A /v1/completions prompt given as an array of parts, as the content of one user message: its
+// media parts are read exactly as a chat message's (server/media_parts.h); null for any other
+// prompt.
+json prompt_as_message(const json& body) {
+  if (!body.contains("prompt") || !body["prompt"].is_array()) return nullptr;
+  return {{"messages", json::array({{{"role", "user"}, {"content", body["prompt"]}}})}};
+}
+
+}  // namespace
+
 void Server::Impl::completions(const HttpRequest& r, const std::smatch&, const std::string& c,
                                Out o) {
   ++metrics.requests_completions;
@@ -55,6 +67,12 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   auto body = parse_body(req.body);
   if (!body.ok()) return respond_error(out, http_error(body.error()));
   auto images = std::make_shared<RequestMedia>();
+  const json as_message = window.empty() ? json(nullptr) : prompt_as_message(*body);
+  if (!as_message.is_null() && has_media_parts(as_message))
+    return respond_error(out, {400,
+                               "image and video parts are taken in /v1/chat/completions messages "
+                               "and /v1/completions prompts, not in window completions",
+                               "invalid_request_error", "invalid_media_part"});
   if (auto refused = prepare_media(*body, chat, *images)) return respond_error(out, *refused);
   auto r = gen_request(*body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
   Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
@@ -88,17 +106,18 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                         "queue_full"});
 }
 
-// Image and video parts of chat messages become chunk parts (server/media_parts.h); refused
-// without a vision tower, and outside chat.
+// Image and video parts of chat messages, or of a /v1/completions prompt's parts, become chunk
+// parts (server/media_parts.h); refused without a vision tower, and in window completions.
 std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out) {
-  if (!has_media_parts(body)) return std::nullopt;
-  if (!chat)
-    return HttpError{400, "image and video parts are taken in /v1/chat/completions messages",
-                     "invalid_request_error", "invalid_media_part"};
+  json prompt = chat ? json(nullptr) : prompt_as_message(body);
+  json& holder = chat ? body : prompt;
+  if (holder.is_null() || !has_media_parts(holder)) return std::nullopt;
   if (!media)
     return HttpError{400, "this server has no vision model: start it with --mmproj",
                      "invalid_request_error", "vision_not_enabled"};
-  return media->prepare(body, out, metrics);
+  if (auto refused = media->prepare(holder, out, metrics)) return refused;
+  if (!chat) body["prompt"] = std::move(prompt["messages"][0]["content"]);
+  return std::nullopt;
 }
 
 EventSink Server::Impl::whole_sink(const Out& out, const CompletionMeta& meta) {

@@ -92,7 +92,8 @@ bool has_media_parts(const json& body) {
 
 Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj,
                                                        const Model& decoder,
-                                                       const MediaOptions& opts, int threads) {
+                                                       const MediaOptions& opts, int threads,
+                                                       ChunkStore* store) {
   if (decoder.cfg.arch != Arch::Qwen2Vl)
     return make_error(ErrorCode::InvalidArgument,
                       "--mmproj needs a qwen2vl (M-RoPE) decoder; {} is '{}'", decoder.source,
@@ -110,16 +111,18 @@ Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj
                       "{} projects images to width {}, but the decoder is {} wide (not a pair)",
                       mmproj, tower.cfg.out_dim, decoder.cfg.dim);
   return std::unique_ptr<ServerMedia>(
-      new ServerMedia(std::move(tower), decoder, opts, std::max(1, threads)));
+      new ServerMedia(std::move(tower), decoder, opts, std::max(1, threads), store));
 }
 
 ServerMedia::ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts,
-                         int threads)
+                         int threads, ChunkStore* store)
     : tower_(std::move(tower)),
       decoder_(decoder),
       opts_(opts),
       pool_(threads),
-      images_(tower_, decoder.fingerprint, &pool_) {}
+      images_(tower_, decoder.fingerprint, &pool_) {
+  images_.set_store(store);
+}
 
 // One picture: its bytes by URL kind, its format sniffed, decoded within the pixel limit.
 std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) const {
@@ -166,6 +169,15 @@ std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) 
 std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, RequestMedia& out,
                                                ServerMetrics& metrics) {
   std::vector<json> refs;
+  double fps = 0;  // 0: the default rate
+  if (part.contains("fps")) {
+    const json& f = part["fps"];
+    if (media_kind(part) != "video" || !f.is_number() || !(f.get<double>() > 0) ||
+        !(f.get<double>() <= 1000))
+      return refusal(400, "invalid_media_part",
+                     "\"fps\" goes on a video part and must be a number in (0, 1000]");
+    fps = f.get<double>();
+  }
   if (media_kind(part) == "image") {
     refs.push_back(part.contains("image_url") ? part["image_url"] : json());
   } else if (part.contains("frames") && part["frames"].is_array() && !part["frames"].empty()) {
@@ -181,7 +193,7 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto t0 = std::chrono::steady_clock::now();
-    chunk = images_.frames(pictures, &encoded);
+    chunk = images_.frames(pictures, &encoded, fps);
     if (encoded)
       metrics.vision_encode_seconds.observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

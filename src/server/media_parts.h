@@ -4,16 +4,20 @@
 // put back into the message as a chunk part between the vision delimiters:
 //
 //   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
-//   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...]}
+//   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...], "fps": 2}
 //     -> {"type": "text", "text": "<|vision_start|>"}, {"type": "chunk", "id": ID},
 //        {"type": "text", "text": "<|vision_end|>"}
 //
-// A video is one chunk whose frames pair in time (t advances per pair). The chunk's KV is then the
-// chunk cache's, as for any chunk: formed once, relocated and patched wherever it appears.
+// A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
+// (Qwen2.5-VL: t = trunc(k * 2 / fps * tokens_per_second), fps from the optional "fps" field,
+// default 2; vision/video_time.h). The chunk's KV is then the chunk cache's, as for any chunk:
+// formed once, relocated and patched wherever it appears. With a store (the server's), the
+// embeddings are looked up in its tiers too and written through to them, so a restarted server
+// on the same --store-dir / --redis does not run the tower for a picture it has seen.
 // Every refusal is a 4xx with a stable code:
 //   vision_not_enabled (400)       an image part, but the server has no --mmproj
 //   too_many_images (400)          more pictures (images + video frames) than max_images
-//   invalid_media_part (400)       a part without its URL, or a video without frames
+//   invalid_media_part (400)       a part without its URL, a video without frames, a bad fps
 //   remote_media_unsupported (400) http(s) URLs (the server makes no network requests)
 //   unsupported_url (400)          any other URL scheme
 //   local_media_disabled (403)     a path or file: URL without --allow-local-media
@@ -51,8 +55,10 @@ class ServerMedia {
  public:
   // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder with the
   // vision delimiters in its vocabulary, projected width = decoder width).
+  // store (optional): embeddings are looked up in it and written through to it.
   static Result<std::unique_ptr<ServerMedia>> load(const std::string& mmproj, const Model& decoder,
-                                                   const MediaOptions& opts, int threads);
+                                                   const MediaOptions& opts, int threads,
+                                                   ChunkStore* store = nullptr);
 
   // Replaces the media parts of body["messages"] (see above), filling `out`; a refusal otherwise.
   // Thread-safe: decoding runs in the caller's thread, the tower one request at a time.
@@ -61,7 +67,8 @@ class ServerMedia {
   const MediaOptions& options() const { return opts_; }
 
  private:
-  ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts, int threads);
+  ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts, int threads,
+              ChunkStore* store);
   std::optional<HttpError> load_picture(const json& ref, Image& img) const;
   std::optional<HttpError> add_part(const json& part, json& parts, RequestMedia& out,
                                     ServerMetrics& metrics);

@@ -90,9 +90,10 @@ void render_generation(std::string& out, const ServerMetrics& m) {
 void render_images(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_images_encoded_total", "image and video parts the vision tower encoded",
           double(m.images_encoded));
-  counter(out, "kamera_image_embedding_hits_total",
-          "image and video parts whose embeddings came from the image cache (no encode)",
-          double(m.image_embedding_hits));
+  counter(
+      out, "kamera_image_embedding_hits_total",
+      "image and video parts whose embeddings came from the image cache or the store (no encode)",
+      double(m.image_embedding_hits));
   counter(out, "kamera_image_chunk_hits_total",
           "image segments served from KV already in the store (relocated, patched)",
           double(m.image_chunk_hits));

@@ -252,6 +252,27 @@ void RedisTier::save_patch(const PatchEntry& e) {
   }
 }
 
+std::shared_ptr<const ImageEntry> RedisTier::load_image(const ChunkId& key) {
+  return load<ImageEntry>(key_prefix() + "i:" + key.hex(),
+                          [&](std::string_view b, bool* f) -> Result<std::shared_ptr<ImageEntry>> {
+                            auto e = deserialize_image(b, fp_, opts_.key, f);
+                            if (e.ok() && !((*e)->key == key))
+                              return make_error(ErrorCode::CorruptData, "entry holds image {}",
+                                                (*e)->key.hex());
+                            return e;
+                          });
+}
+
+// Images are never deleted through the API, so their tombstone key is one no delete writes.
+void RedisTier::save_image(const ImageEntry& e) {
+  const std::string blob = serialize_image(e, fp_, opts_.key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (set(key_prefix() + "i:" + e.key.hex(), blob, key_prefix() + "ti:" + e.key.hex())) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  }
+}
+
 void RedisTier::erase_canonical(const ChunkId& id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ensure_connected()) return;

@@ -7,6 +7,9 @@
 // for that key (and is deleted), not an outage. A delete leaves a tombstone key, so a server
 // still holding the chunk does not write it back (until an explicit upload revives it).
 //
+// Image embeddings (reuse/store.h ImageEntry) are kept too, under kamera:<model>:i:<image key>,
+// sealed and expiring like the chunk entries.
+//
 // TLS (rediss://): Debian bookworm's hiredis is 0.14, without hiredis_ssl, so the tier runs the
 // TLS session itself (server/tls_tunnel.h) and gives hiredis a plain socket into it.
 #pragma once
@@ -46,6 +49,8 @@ class RedisTier : public StoreTier {
   void save_patch(const PatchEntry& e) override;
   void erase_canonical(const ChunkId& id) override;
   void revive_canonical(const ChunkId& id) override;
+  std::shared_ptr<const ImageEntry> load_image(const ChunkId& key) override;
+  void save_image(const ImageEntry& e) override;
   Stats stats() const override;
   bool connected() const;
 

@@ -57,7 +57,8 @@ Status Server::Impl::open_context() {
   if (!opts.mmproj.empty()) {
     const MediaOptions mo{opts.allow_local_media, opts.max_image_bytes, opts.max_image_pixels,
                           opts.max_images};
-    KAMERA_ASSIGN_OR_RETURN(media, ServerMedia::load(opts.mmproj, model, mo, opts.threads));
+    KAMERA_ASSIGN_OR_RETURN(media,
+                            ServerMedia::load(opts.mmproj, model, mo, opts.threads, &ctx->store()));
   }
   const int64_t pages = ctx->pool().n_pages();
   WindowQuota q;

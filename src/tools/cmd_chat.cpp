@@ -8,6 +8,7 @@
 
 #include "context/chat_session.h"
 #include "core/thread_pool.h"
+#include "reuse/disk_tier.h"
 #include "tools/cli_common.h"
 #include "vision/vl_chat_session.h"
 
@@ -27,6 +28,7 @@ struct ChatArgs {
   bool verbose = false, no_reuse = false;
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
+  std::string store_dir;            // disk tier: image embeddings (and chunks) across runs
 };
 
 // What the loop drives: a text chat (ChatSession) or a chat with images (VlChatSession).
@@ -166,8 +168,11 @@ int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions 
   d.attach_image = [&c](const std::string& path) { return c.attach_image(path); };
   chat_loop(a, d);
   if (a.verbose)
-    std::fprintf(stderr, "kamera: %lld image(s) encoded, %lld found in the session's cache\n",
-                 (long long)c.image_stats().encodes, (long long)c.image_stats().hits);
+    std::fprintf(stderr,
+                 "kamera: %lld image(s) encoded, %lld found in the session's cache, %lld read "
+                 "from the store\n",
+                 (long long)c.image_stats().encodes, (long long)c.image_stats().hits,
+                 (long long)c.image_stats().store_hits);
   return 0;
 }
 
@@ -183,6 +188,11 @@ int run_chat(const ChatArgs& a) {
   const int64_t kv = a.ctx > 0 ? a.ctx : std::min<int64_t>(m.cfg.ctx_len, 8192);
   auto ctx = context_for(*loaded, a.threads, kv);
   if (!ctx.ok()) return fail(ctx.error(), false);
+  if (!a.store_dir.empty()) {  // its key is made in the directory (store.key, mode 0600)
+    auto disk = DiskTier::open(a.store_dir, m.fingerprint, m.kv_layout());
+    if (!disk.ok()) return fail(disk.error(), false);
+    (*ctx)->store().add_tier(*disk);
+  }
   ChatOptions o;
   o.max_tokens = a.n;
   o.sampling = {
@@ -250,6 +260,9 @@ Runner add_chat(CLI::App& app) {
   app.add_option("--image", a->images,
                  "PNG or JPEG image sent with the first message (repeatable; needs --mmproj)")
       ->check(CLI::ExistingFile);
+  app.add_option("--store-dir", a->store_dir,
+                 "Disk tier of the chunk store (as kamera serve's): image embeddings kept there "
+                 "are read back instead of running the vision tower again");
   return [a] { return run_chat(*a); };
 }
 

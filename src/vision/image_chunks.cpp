@@ -4,7 +4,11 @@
 
 #include <chrono>
 
+#include <cmath>
+
+#include "reuse/store.h"
 #include "vision/placement.h"
+#include "vision/video_time.h"
 
 namespace kamera {
 
@@ -37,6 +41,7 @@ ChunkId image_key(std::span<const Image> frames, const QwenImageOptions& opt,
 ImageChunks::ImageChunks(const QwenVisionModel& tower, const std::array<uint64_t, 2>& decoder_fp,
                          ThreadPool* pool, size_t max_entries)
     : tower_(tower),
+      tokens_per_second_(kDefaultTokensPerSecond),
       decoder_fp_(decoder_fp),
       opt_(QwenImageOptions::from(tower.cfg)),
       enc_(tower, pool),
@@ -46,15 +51,34 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::image(const Image& img,
   return frames(std::span<const Image>(&img, 1), encoded);
 }
 
-Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const Image> frames,
-                                                                bool* encoded) {
-  if (encoded) *encoded = false;
-  if (frames.empty()) return make_error(ErrorCode::InvalidArgument, "image chunk: no frames");
-  const ChunkId key = image_key(frames, opt_, tower_.fingerprint, decoder_fp_);
-  if (auto it = map_.find(key); it != map_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    ++stats_.hits;
-    return it->second->second;
+bool ImageChunks::time_scaled() const {
+  return tower_.cfg.variant == QwenVisionVariant::Qwen25VL;
+}
+
+namespace {
+
+// The LRU's key of a retimed video: the image key with the time scale mixed in.
+ChunkId timed_key(const ChunkId& key, const VideoTime& vt) {
+  struct {
+    uint64_t hi, lo;
+    double spg, tps;
+  } v{key.hi, key.lo, vt.second_per_grid_t, vt.tokens_per_second};
+  const XXH128_hash_t h = XXH3_128bits(&v, sizeof(v));
+  return {h.high64, h.low64};
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const ChunkContent>> ImageChunks::slice_placed(std::span<const Image> frames,
+                                                                      const ChunkId& key,
+                                                                      bool* encoded) {
+  if (store_) {
+    auto e = store_->find_image(key);
+    // a stored entry is sealed with the store key; its shape is checked all the same
+    if (e && e->placed.dim == tower_.cfg.out_dim && e->placed.n() == int(e->placed.layout.size())) {
+      ++stats_.store_hits;
+      return std::shared_ptr<const ChunkContent>(e, &e->placed);
+    }
   }
   const auto t0 = std::chrono::steady_clock::now();
   KAMERA_ASSIGN_OR_RETURN(const QwenPatches patches, qwen_preprocess_frames(frames, opt_));
@@ -63,13 +87,49 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const 
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.encodes;
   if (encoded) *encoded = true;
-  auto chunk = std::make_shared<const ChunkContent>(place_image(std::move(e)));
-  lru_.emplace_front(key, chunk);
-  map_[key] = lru_.begin();
-  while (lru_.size() > max_entries_) {
-    map_.erase(lru_.back().first);
-    lru_.pop_back();
+  auto entry = std::make_shared<const ImageEntry>(ImageEntry{key, place_image(std::move(e))});
+  if (store_) store_->put_image(entry);
+  return std::shared_ptr<const ChunkContent>(entry, &entry->placed);
+}
+
+Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const Image> frames,
+                                                                bool* encoded, double fps) {
+  if (encoded) *encoded = false;
+  if (frames.empty()) return make_error(ErrorCode::InvalidArgument, "image chunk: no frames");
+  if (!(fps >= 0) || !std::isfinite(fps))
+    return make_error(ErrorCode::InvalidArgument, "video: fps {} must be positive", fps);
+  const ChunkId key = image_key(frames, opt_, tower_.fingerprint, decoder_fp_);
+  // a Qwen2.5-VL video of more than one temporal slice: t scaled by seconds
+  const bool timed = time_scaled() && frames.size() > size_t(opt_.temporal_patch);
+  const VideoTime vt = VideoTime::from_fps(fps > 0 ? fps : kDefaultVideoFps, opt_.temporal_patch,
+                                           tokens_per_second_);
+  const ChunkId slot = timed ? timed_key(key, vt) : key;
+  auto lru_get = [&](const ChunkId& k) -> std::shared_ptr<const ChunkContent> {
+    auto it = map_.find(k);
+    if (it == map_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    ++stats_.hits;
+    return it->second->second;
+  };
+  auto lru_put = [&](const ChunkId& k, std::shared_ptr<const ChunkContent> c) {
+    lru_.emplace_front(k, std::move(c));
+    map_[k] = lru_.begin();
+    while (lru_.size() > max_entries_) {
+      map_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+  };
+  if (auto hit = lru_get(slot)) return hit;
+  // the rows placed with t = slice index: this LRU (another rate), the store, or the tower
+  std::shared_ptr<const ChunkContent> base = timed ? lru_get(key) : nullptr;
+  if (!base) {
+    KAMERA_ASSIGN_OR_RETURN(base, slice_placed(frames, key, encoded));
+    lru_put(key, base);
   }
+  if (!timed) return base;
+  KAMERA_ASSIGN_OR_RETURN(ChunkContent retimed, retime_video(*base, vt));
+  auto chunk = std::make_shared<const ChunkContent>(std::move(retimed));
+  lru_put(slot, chunk);
   return chunk;
 }
 

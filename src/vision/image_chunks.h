@@ -7,6 +7,13 @@
 // (t, h, w) layout of placement.h), kept here so that a second use never re-encodes; the chunk's
 // canonical KV and patches are then the ChunkCache's, keyed by the chunk's content id, and are
 // relocated like any chunk's: placing it at p shifts t, h and w by p alike.
+//
+// With a store (set_store), a miss of the in-memory LRU asks the store for the key (its memory,
+// then its tiers: disk, Redis), and a fresh encode is written through to it, so a restarted
+// process or another server on the same tiers does not run the tower for a picture it has seen.
+// The store keeps the rows placed with Qwen2-VL's rule (t = slice index); a Qwen2.5-VL tower's
+// video is retimed from them (vision/video_time.h) for the frame rate asked, so one encode serves
+// every fps.
 #pragma once
 
 #include <array>
@@ -24,6 +31,7 @@
 namespace kamera {
 
 class ThreadPool;
+class ChunkStore;
 
 ChunkId image_key(std::span<const Image> frames, const QwenImageOptions& opt,
                   const std::array<uint64_t, 2>& tower_fingerprint,
@@ -37,23 +45,39 @@ class ImageChunks {
               ThreadPool* pool, size_t max_entries = 64);
 
   const QwenImageOptions& options() const { return opt_; }
+  // Embeddings are also looked up in, and written to, this store (nullptr: none). The store must
+  // outlive its use here; it is thread-safe, this class is not.
+  void set_store(ChunkStore* store) { store_ = store; }
+  // Whether a video's t is scaled by seconds (a Qwen2.5-VL tower) or is the slice index
+  // (Qwen2-VL).
+  bool time_scaled() const;
+  void set_tokens_per_second(double tps) { tokens_per_second_ = tps; }
 
-  // One image (its frame fills the temporal patch) or video frames (paired in time, t advancing
-  // per pair). encoded (optional) tells whether this call ran the tower.
+  // One image (its frame fills the temporal patch) or video frames (paired in time). encoded
+  // (optional) tells whether this call ran the tower. fps: the frames' rate, for a Qwen2.5-VL
+  // tower's t = trunc(k * temporal_patch / fps * tokens_per_second) of slice k (0: the
+  // processor's default, kDefaultVideoFps); a Qwen2-VL tower ignores it (t = k). Errors: no
+  // frames, an fps that is negative or not finite, a picture the tower cannot take.
   Result<std::shared_ptr<const ChunkContent>> image(const Image& img, bool* encoded = nullptr);
   Result<std::shared_ptr<const ChunkContent>> frames(std::span<const Image> frames,
-                                                     bool* encoded = nullptr);
+                                                     bool* encoded = nullptr, double fps = 0);
 
   struct Stats {
     int64_t hits = 0, encodes = 0;
-    double encode_ms = 0;  // wall time in the tower (preprocessing included)
+    int64_t store_hits = 0;  // LRU misses found in the store (its memory or a tier)
+    double encode_ms = 0;    // wall time in the tower (preprocessing included)
   };
   const Stats& stats() const { return stats_; }
   size_t size() const { return map_.size(); }
 
  private:
   using Entry = std::pair<ChunkId, std::shared_ptr<const ChunkContent>>;
+  // The rows placed with t = slice index: the store's, or encoded now (and stored).
+  Result<std::shared_ptr<const ChunkContent>> slice_placed(std::span<const Image> frames,
+                                                           const ChunkId& key, bool* encoded);
   const QwenVisionModel& tower_;
+  ChunkStore* store_ = nullptr;
+  double tokens_per_second_;
   std::array<uint64_t, 2> decoder_fp_;
   QwenImageOptions opt_;
   QwenVisionEncoder enc_;

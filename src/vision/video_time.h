@@ -25,6 +25,9 @@
 namespace kamera {
 
 inline constexpr double kDefaultTokensPerSecond = 2.0;
+// The processor's frame rate when the caller names none (Qwen2_5_VLProcessor's fps = 2.0):
+// second_per_grid_t = temporal_patch / 2 = 1 second per temporal patch.
+inline constexpr double kDefaultVideoFps = 2.0;
 
 struct VideoTime {
   double second_per_grid_t = 1.0;  // temporal_patch / fps
@@ -41,5 +44,9 @@ int32_t video_t(int k, const VideoTime& vt);
 // A video's rows (grid_t x grid_h x grid_w, raster order per slice) placed for Qwen2.5-VL:
 // layout (t_k, row, col). Errors: a non-positive or non-finite scale, a t beyond 2^24.
 Result<ChunkContent> place_video(const QwenVisionEmbeddings& e, const VideoTime& vt);
+
+// The same from a video placed with Qwen2-VL's rule (place_image: t = slice index k): every row's
+// t becomes video_t(k); rows, h and w are kept. place_video(e, vt) == retime_video(place_image(e)).
+Result<ChunkContent> retime_video(const ChunkContent& placed, const VideoTime& vt);
 
 }  // namespace kamera

@@ -60,6 +60,7 @@ VlChatSession::VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts,
       sampler_(opts_.sampling),
       images_(tower, ctx.model().fingerprint, pool),
       seq_(ctx.pool().create_sequence()) {
+  images_.set_store(&ctx.store());  // the context's tiers may hold the picture already
   vision_start_ = find_piece(*ctx.model().tokenizer, kVisionStart);
   vision_end_ = find_piece(*ctx.model().tokenizer, kVisionEnd);
 }

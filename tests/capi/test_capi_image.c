@@ -179,6 +179,9 @@ static void test_bad_images(kamera_context* ctx, kamera_vision* vision, const ch
   CHECK(kamera_chunk_from_image(ctx, NULL, image, &c) == KAMERA_ERR_INVALID_ARGUMENT);
   CHECK(kamera_chunk_from_image(NULL, vision, image, &c) == KAMERA_ERR_INVALID_ARGUMENT);
   CHECK(kamera_chunk_from_frames(ctx, vision, NULL, 2, &c) == KAMERA_ERR_INVALID_ARGUMENT);
+  const char* two[] = {image, image};
+  CHECK(kamera_chunk_from_frames_at(ctx, vision, two, 2, -1.0, &c) == KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(c == NULL && strstr(kamera_last_error(), "fps") != NULL);
   kamera_vision* v = NULL;
   CHECK(kamera_vision_load(image, &v) == KAMERA_ERR_CORRUPT_DATA); /* a PNG is not a GGUF */
   CHECK(v == NULL);
@@ -301,6 +304,15 @@ int main(int argc, char** argv) {
     kamera_chunk* video = NULL;
     if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
       CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
+    /* the rate: a Qwen2-VL tower keeps t = pair index, so the same chunk */
+    kamera_chunk* at1 = NULL;
+    if (CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
+      char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
+      CHECK_OK(kamera_chunk_id(video, a));
+      CHECK_OK(kamera_chunk_id(at1, b));
+      CHECK(strcmp(a, b) == 0); /* the tower here is Qwen2-VL's (check_image_logits.py) */
+    }
+    kamera_chunk_free(at1);
     kamera_chunk_free(video);
   }
   test_bad_images(ctx, vision, image, scratch);

@@ -3,9 +3,11 @@
 // prefilled) and answers exactly as a session that prefills everything every turn; the picture is
 // encoded once; the CLI drives it from a stdin script.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -111,9 +113,10 @@ struct Output {
   int rc = -1;
 };
 
-Output kamera_cli(const std::string& args, const std::string& stdin_text = "") {
+Output kamera_cli(const std::string& args, const std::string& stdin_text = "",
+                  const std::string& tag = "kamera-vl-chat") {
   const std::string dir = testing::TempDir();
-  const std::string in = dir + "kamera-vl-chat.stdin", err = dir + "kamera-vl-chat.stderr";
+  const std::string in = dir + tag + ".stdin", err = dir + tag + ".stderr";
   std::ofstream(in) << stdin_text;
   const std::string cmd =
       std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " <" + in + " 2>" + err;
@@ -164,4 +167,33 @@ TEST(VlChat, CliChatWithImages) {
   const Output help = kamera_cli("chat --help");
   EXPECT_NE(help.out.find("--mmproj"), std::string::npos);
   EXPECT_NE(help.out.find("/image"), std::string::npos);
+}
+
+// kamera chat --store-dir: a second run on the same directory reads the picture's embeddings back
+// from the disk tier instead of running the tower, and answers the same.
+TEST(VlChat, CliStoreDirKeepsImageEmbeddings) {
+  const std::string tag = "kamera-vl-chat-store-" + std::to_string(::getpid());
+  const std::string dec = testing::TempDir() + tag + "-dec.gguf", dir = testing::TempDir() + tag;
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(kamera_cli("make-model --arch qwen2vl --preset tiny --seed 3 -o " + dec, "", tag).rc,
+            0);
+  const std::string args = "chat -m " + dec + " --mmproj " + tower_file() +
+                           " --temp 0 -n 4 -t 1 -v --chat-template chatml --store-dir " + dir +
+                           " --image " + kImage;
+  const Output first = kamera_cli(args, "What is it?\n/quit\n", tag);
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_NE(first.err.find("1 image(s) encoded, 0 found in the session's cache, 0 read from the "
+                           "store"),
+            std::string::npos)
+      << first.err;
+  const Output second = kamera_cli(args, "What is it?\n/quit\n", tag);
+  ASSERT_EQ(second.rc, 0) << second.err;
+  EXPECT_NE(second.err.find("0 image(s) encoded, 0 found in the session's cache, 1 read from the "
+                            "store"),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/image"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dec);
 }
