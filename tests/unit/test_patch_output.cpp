@@ -232,7 +232,7 @@ TEST(PatchOutput, FormOutputPatchOnChunkKv) {
   for (int l = 0; l < layout.n_layers; ++l)
     for (int ch = 0; ch < n_ch; ++ch) {
       const int width = layout.channels[size_t(ch)].width;
-      std::vector<float> a(size_t(width)), b(static_cast<size_t>(width));
+      std::vector<float> a(static_cast<size_t>(width)), b(static_cast<size_t>(width));
       double emax = 0, amax = 0;
       for (int i = 0; i < n; ++i) {
         patched.at(l, ch).get_row(i, a.data());
@@ -255,7 +255,8 @@ TEST(PatchOutput, FormOutputPatchOnChunkKv) {
   for (int l = 0; l < layout.n_layers; ++l)
     for (int ch = 0; ch < n_ch; ++ch) {
       const int width = layout.channels[size_t(ch)].width;
-      std::vector<float> eo(size_t(n) * width), es(size_t(n) * width), t(static_cast<size_t>(width));
+      std::vector<float> eo(size_t(n) * width), es(size_t(n) * width),
+          t(static_cast<size_t>(width));
       for (int i = 0; i < n; ++i) {
         target.at(l, ch).get_row(i, t.data());
         po1.at(l, ch).get_row(i, &eo[size_t(i) * width]);
