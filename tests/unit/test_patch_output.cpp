@@ -7,6 +7,8 @@
 
 #include <random>
 
+#include "eval/items.h"
+#include "eval/reuse_bench.h"
 #include "ops/rope.h"
 #include "reuse/output_stats.h"
 #include "reuse/patch_output.h"
@@ -270,4 +272,49 @@ TEST(PatchOutput, FormOutputPatchOnChunkKv) {
       EXPECT_LT(weighted_error(eo.data(), n, width, cw.rows, cw.gram, w.lambda),
                 weighted_error(es.data(), n, width, cw.rows, cw.gram, w.lambda));
     }
+}
+
+// The eval arms on tiny models (GQA, GQA + biases, M-RoPE): the full-rank output-aware patch is
+// re-prefill (KL ~ 0), and at rank m its bytes equal the SVD patch's.
+TEST(PatchOutput, EvalArmsFullRankIsReprefillAndBytesMatch) {
+  for (const char* arch : {"llama", "qwen2", "qwen2vl"}) {
+    auto ctx = tiny::context(tiny::model_path(arch), 8000);
+    ASSERT_TRUE(ctx);
+    const Model& m = ctx->model();
+    std::vector<ReuseItem> items;
+    if (m.cfg.rope.mrope != MropeMode::None) {
+      FrameItemSpec fs;
+      fs.n_items = 2;
+      fs.grid_h = 3;
+      fs.grid_w = 5;
+      fs.seed = 3;
+      items = frame_items(m, fs);
+    } else {
+      TokenItemSpec ts;
+      ts.n_items = 2;
+      ts.antecedent_tokens = 12;
+      ts.chunk_tokens = 14;
+      ts.query_tokens = 4;
+      ts.seed = 3;
+      items = random_token_items(m, ts);
+    }
+    ReuseBenchOptions o;
+    o.ranks = {2, kFullRank};
+    o.deep_half = false;
+    o.output_patches = true;
+    auto r = run_reuse_bench(*ctx, items, o);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const ArmSummary *blind = nullptr, *svd2 = nullptr, *out2 = nullptr, *outf = nullptr;
+    for (const auto& a : r->arms) {
+      if (a.name == "blind") blind = &a;
+      if (a.name == "patch" && a.rank == 2) svd2 = &a;
+      if (a.name == "patch_output" && a.rank == 2) out2 = &a;
+      if (a.name == "patch_output" && a.rank == kFullRank) outf = &a;
+    }
+    ASSERT_TRUE(blind && svd2 && out2 && outf) << arch;
+    ASSERT_GT(blind->kl, 1e-6) << arch;
+    EXPECT_LT(outf->kl, 1e-6 * blind->kl) << arch;
+    EXPECT_DOUBLE_EQ(out2->extra_kv_bytes, svd2->extra_kv_bytes) << arch;
+    EXPECT_LT(out2->kl, blind->kl) << arch;
+  }
 }
