@@ -4,6 +4,7 @@
 
 #include "eval/arm.h"
 #include "eval/arms.h"
+#include "eval/arms_output.h"
 #include "eval/baselines.h"
 
 namespace kamera {
@@ -32,6 +33,17 @@ std::vector<std::unique_ptr<Arm>> minivl_arms(const Model& m, const MiniVlEvalOp
                                             r < 0 ? "rank=full" : fmt::format("rank={}", r)},
                                      harness_patch_options(m, r < 0 ? kFullRank : r, layers)));
     }
+  if (o.output_patches) {
+    for (bool oracle : {false, true}) {
+      auto cache = std::make_shared<OutputWeightsCache>();
+      cache->with_query = oracle;
+      for (int r : o.ranks)
+        arms.push_back(std::make_unique<OutputPatchArm>(
+            ArmKey{oracle ? "patch_output_qoracle" : "patch_output", 0,
+                   r < 0 ? "rank=full" : fmt::format("rank={}", r)},
+            harness_patch_options(m, r < 0 ? kFullRank : r, LayerSet{}), cache));
+    }
+  }
   if (!o.baselines) return arms;
   BaselineOptions b;
   b.cacheblend_share = {0.15, 0.5};

@@ -28,6 +28,7 @@ struct MiniVlEvalOptions {
   int n_frames = 6;
   std::vector<int> ranks = {1, 2, 4, 16, 64, -1};  // -1: full; capped at each frame's rank
   bool baselines = true;
+  bool output_patches = false;  // also "patch_output" arms at every rank (all layers)
   std::function<void(int done, int total)> progress;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "eval/arms.h"
+#include "eval/arms_output.h"
 #include "eval/baselines.h"
 #include "eval/metrics.h"
 #include "eval/reuse_probes.h"
@@ -49,6 +50,16 @@ std::vector<std::unique_ptr<Arm>> reuse_arms(const Model& m, const ReuseBenchOpt
     for (int rank : o.ranks)
       arms.push_back(std::make_unique<PatchArm>(
           ArmKey{deep ? "patch_deep_half" : "patch", rank, ""}, rank_options(m, o, rank, deep)));
+  }
+  if (o.output_patches) {
+    for (bool oracle : {false, true}) {
+      auto cache = std::make_shared<OutputWeightsCache>();
+      cache->with_query = oracle;
+      for (int rank : o.ranks)
+        arms.push_back(std::make_unique<OutputPatchArm>(
+            ArmKey{oracle ? "patch_output_qoracle" : "patch_output", rank, ""},
+            rank_options(m, o, rank, false), cache));
+    }
   }
   if (o.baselines)
     for (auto& a : make_baseline_arms(m, baseline_options(o))) arms.push_back(std::move(a));

@@ -30,7 +30,8 @@ struct ReuseBenchOptions {
   bool deep_half = true;  // also a patch_deep_half arm at every rank
   DType patch_dtype = DType::F32;
   bool per_head = false;
-  LayerSet layers;  // layers the `patch` arms cover (deep-half arms: deepest half)
+  bool output_patches = false;  // also "patch_output" arms at every rank (reuse/patch_output.h)
+  LayerSet layers;              // layers the `patch` arms cover (deep-half arms: deepest half)
   SvdMethod svd = SvdMethod::Auto;
   int timing_rank = 32;  // the rank whose serve and compile times are reported
   std::function<void(int done, int total)> progress;

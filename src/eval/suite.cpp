@@ -149,6 +149,7 @@ Result<nlohmann::json> run_eval_suite(Context& ctx, const std::vector<EvalSplit>
   json js = json::array();
   for (const EvalSplit& s : splits) {
     ReuseBenchOptions o = base;
+    o.output_patches = opts.output_patches;
     if (opts.progress)
       o.progress = [&](int done, int total) { opts.progress(s.name, done, total); };
     auto r = run_reuse_bench(ctx, s.items, o);

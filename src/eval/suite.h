@@ -20,7 +20,8 @@ struct EvalSplit {
 };
 
 struct SuiteOptions {
-  bool smoke = false;  // a few items and a short sweep of every arm (CI)
+  bool smoke = false;           // a few items and a short sweep of every arm (CI)
+  bool output_patches = false;  // also output-aware patch arms (ReuseBenchOptions)
   std::vector<int> timing_lengths = {16, 32, 64, 128, 256};
   int timing_rank = 16;
   int timing_reps = 3;

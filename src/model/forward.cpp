@@ -246,6 +246,7 @@ void Engine::run_layer(KvPool& kv, int li, int n, std::span<const RowGroup> grou
     mla_attention_block(kv, li, n, groups, key_mass);
   } else {
     gqa_attention_block(kv, li, n, groups, key_mass);
+    if (observer) observer->layer_queries(li, q_.data(), n, c.q_width());
   }
   output_and_ffn(L, x, n);
 }

@@ -45,6 +45,11 @@ class ForwardObserver {
     (void)layer, (void)n_keys;
     return nullptr;
   }
+  // The n query rows (n x n_heads*head_dim) of a GQA `layer` as attention read them: rotated
+  // to their tokens' positions (reuse/output_stats.h gathers them for output-aware patches).
+  virtual void layer_queries(int layer, const float* q, int n, int width) {
+    (void)layer, (void)q, (void)n, (void)width;
+  }
 };
 
 struct ForwardOptions {

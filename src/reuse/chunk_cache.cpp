@@ -60,12 +60,14 @@ ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions
 
 Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkContent& c,
                                                      int32_t position, LogitsMode logits,
-                                                     const AttentionMask* mask) {
+                                                     const AttentionMask* mask,
+                                                     ForwardObserver* observer) {
   const std::vector<Pos> pos = c.positions_at(position);
   const ForwardInput in = forward_input(c, pos);
   ForwardOptions fo;
   fo.logits = logits;
   fo.mask = mask;
+  fo.observer = observer;
   return engine_.forward(pool_, seq, in, fo);
 }
 

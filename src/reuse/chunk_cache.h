@@ -113,7 +113,8 @@ class ChunkCache {
   // Runs a forward of the chunk's tokens/rows at `position` appended to `seq`.
   Result<std::vector<float>> forward_chunk(SeqId seq, const ChunkContent& c, int32_t position,
                                            LogitsMode logits = LogitsMode::None,
-                                           const AttentionMask* mask = nullptr);
+                                           const AttentionMask* mask = nullptr,
+                                           ForwardObserver* observer = nullptr);
 
  private:
   Status check_positions(std::span<const ChunkContent> chunks) const;

@@ -19,6 +19,7 @@ struct EvalArgs {
   std::string model, tokenizer, suite = "smoke", items, data_dir = "data", out, mmproj;
   int threads = default_threads();
   int clips = 100;
+  std::string patch_kind = "svd";
   bool json = false, quiet = false;
 };
 
@@ -41,6 +42,7 @@ int run_minivl_suite(const EvalArgs& a) {
   if (!mv.ok()) return fail(mv.message(), a.json);
   MiniVlEvalOptions o;
   o.n_clips = a.clips;
+  o.output_patches = a.patch_kind == "both";
   ContextOptions co = minivl_eval_context(*mv, o, a.threads);
   co.kv_type = kv_type_option();
   auto ctx = Context::create(mv->decoder, co);
@@ -114,6 +116,7 @@ int run_eval_cmd(const EvalArgs& a) {
   }
   SuiteOptions so;
   so.smoke = smoke;
+  so.output_patches = a.patch_kind == "both";
   if (smoke) so.timing_lengths = {16, 64};
   const double t0 = now_ms();
   const bool tty = isatty(2);
@@ -220,6 +223,11 @@ Runner add_eval(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--items", a->items, "Use this JSONL file as the only split")
       ->check(CLI::ExistingFile);
+  app.add_option("--patch-kind", a->patch_kind,
+                 "svd: the rank-m SVD patch arms; both: also output-aware patch arms "
+                 "(patch_output) at the same ranks and bytes (docs/PATCHES.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"svd", "both"}));
   app.add_option("--data-dir", a->data_dir, "Where the default item files are")
       ->capture_default_str();
   app.add_option("-o,--out", a->out, "Write the result JSON here (for kamera report)");
