@@ -52,7 +52,7 @@
 //   v.position_embd.weight                       a 10 x 10 placeholder llama.cpp's surgery adds;
 //                                                ignored
 // The attention, FFN and merger matrices stay in their file's type (F32, F16, BF16, Q8_0, the
-// k-quants, ...: model/weight.h), one owned copy of the file's bytes, and every product goes
+// k-quants, ...: model/weight.h), pointing into the mapped file, and every product goes
 // through QwenLinear::apply, i.e. linear() and the quantized kernels of ops/quant.h. The patch
 // kernels (3 x 14 x 14 per output, rows no quant block fits), the norms and the biases are held
 // in f32.
@@ -60,6 +60,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,7 @@
 
 namespace kamera {
 
+class GgufFile;
 class ThreadPool;
 
 enum class QwenVisionVariant : uint8_t { Qwen2VL, Qwen25VL };
@@ -145,6 +147,9 @@ struct QwenVisionModel {
   QwenVisionWeights w;
   std::string source;
   std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of the config and every weight
+  // The mapped file the matrices of a loaded tower point into (shared by copies); null for a
+  // tower built in memory, whose matrices own their bytes.
+  std::shared_ptr<const GgufFile> mapping;
 
   // Loads an mmproj GGUF (llama.cpp's layout above). Errors name the file and the problem.
   static Result<QwenVisionModel> load(const std::string& path);

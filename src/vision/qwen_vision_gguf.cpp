@@ -186,16 +186,15 @@ Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
       return make_error(ErrorCode::CorruptData, "{}: tensor {} has shape {}, this config needs {}",
                         path, t.name, shape_str(gt->ne), shape_str(t.ne));
     // the specs point into m.w, which this function owns
-    if (t.matrix) {
-      // the file's bytes in its type, copied out of the mapping (which closes on return)
+    if (t.matrix) {  // the file's bytes in its type, in the mapping the model keeps
       auto b = Weight::borrow(gt->type, gt->data, t.ne[1], t.ne[0]);
       if (!b.ok()) return make_error(b.code(), "{}: tensor {}: {}", path, t.name, b.message());
-      *const_cast<Weight*>(t.matrix) =
-          b->owned() ? std::move(b.value()) : Weight::copy_of(b->view());
+      *const_cast<Weight*>(t.matrix) = std::move(b.value());
       continue;
     }
     KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.data), g.read_f32(*gt));
   }
+  m.mapping = file;  // the matrices point into it
   m.finish();
   return m;
 }

@@ -335,8 +335,8 @@ INSTANTIATE_TEST_SUITE_P(Types, QwenVisionWeightTypes, testing::ValuesIn(kTypes)
                            return std::string(ggml_type_name(i.param.type));
                          });
 
-// An mmproj written in F16 / Q8_0 loads with each product's matrix in the file's type and bytes
-// (the patch kernels, norms and biases in f32), so the tower holds about the file's size.
+// An mmproj written in F16 / Q8_0 loads with each product's matrix in the file's type and bytes,
+// in place in the mapping (the patch kernels, norms and biases in f32).
 TEST(QwenVisionWeightTypesGguf, MatricesKeepTheFileTypeAndBytes) {
   const QwenVisionModel m = QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 4);
   const std::string path = testing::TempDir() + "kamera-wtype-tower.gguf";
@@ -355,6 +355,7 @@ TEST(QwenVisionWeightTypesGguf, MatricesKeepTheFileTypeAndBytes) {
       EXPECT_EQ(l.w.type(), want) << name;
       EXPECT_EQ(g->type, want) << name;
       EXPECT_EQ(l.w.bytes(), g->nbytes) << name;
+      EXPECT_FALSE(l.w.owned()) << name << " was copied out of the mapping";
       held += l.w.bytes();
       file += g->nbytes;
     };
