@@ -133,8 +133,8 @@ Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const 
     return make_error(ErrorCode::Unsupported,
                       "{}: tensor '{}' (the expert-selection bias of DeepSeek-V3) is not supported",
                       f.name(), bias);
-  std::vector<float>* dst[] = {&w.router,     &w.gate_exps,  &w.down_exps, &w.up_exps,
-                               &w.gate_shexp, &w.down_shexp, &w.up_shexp};
+  Weight* dst[] = {&w.router,     &w.gate_exps,  &w.down_exps, &w.up_exps,
+                   &w.gate_shexp, &w.down_shexp, &w.up_shexp};
   const auto specs = moe_layer_tensors(c, layer);
   for (size_t i = 0; i < specs.size(); ++i) KAMERA_TRY(read(specs[i].name, specs[i].ne, *dst[i]));
   return Status::Ok();
@@ -264,12 +264,18 @@ void fingerprint_deepseek2(XXH3_state_s* st, const Model& m) {
                           c.rope.yarn.beta_slow, c.yarn_log_mul,         c.yarn_attn_factor};
   XXH3_128bits_update(st, ints, sizeof(ints));
   XXH3_128bits_update(st, reals, sizeof(reals));
+  // as model.cpp's weights: an F32 matrix hashes as the f32 values it was once held as, another
+  // type adds its type id and hashes its raw bytes
   for (const LayerWeights& l : m.layers)
-    for (const auto* v : {&l.moe.router, &l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps,
-                          &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp}) {
-      const uint64_t n = v->size();
+    for (const Weight* w : {&l.moe.router, &l.moe.gate_exps, &l.moe.up_exps, &l.moe.down_exps,
+                            &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp}) {
+      const uint64_t n = uint64_t(w->rows() * w->cols());
       XXH3_128bits_update(st, &n, sizeof(n));
-      XXH3_128bits_update(st, v->data(), v->size() * sizeof(float));
+      if (!w->is_f32()) {
+        const uint32_t type = uint32_t(w->type());
+        XXH3_128bits_update(st, &type, sizeof(type));
+      }
+      if (w->bytes() > 0) XXH3_128bits_update(st, w->raw(), w->bytes());
     }
 }
 

@@ -42,9 +42,10 @@ class GgufWriter;
 // MoE and rope-scaling keys of a deepseek2 file into c (after its layer count and context).
 Status read_deepseek2_hparams(const GgufFile& f, ModelConfig& c);
 
-// Reads tensor `name` with GGUF shape ne (ne[0] contiguous) into dst, or fails naming it.
-using TensorReader = std::function<Status(const std::string& name, std::vector<int64_t> ne,
-                                          std::vector<float>& dst)>;
+// Reads tensor `name` with GGUF shape ne (ne[0] contiguous) into dst in its file type, or fails
+// naming it; a 3-D tensor {cols, rows, n} is one Weight of n * rows rows.
+using TensorReader =
+    std::function<Status(const std::string& name, std::vector<int64_t> ne, Weight& dst)>;
 // The MoE tensors of layer `layer` (c.moe.is_moe_layer(layer)).
 Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const TensorReader& read,
                       MoeWeights& w);

@@ -59,10 +59,11 @@ class GgufModelReader {
     return Status::Ok();
   }
 
-  // A weight matrix {cols, rows} in its file type, pointing into the mapped file.
+  // A weight matrix {cols, rows} in its file type, pointing into the mapped file; a stack of
+  // matrices {cols, rows, n} is one matrix of n * rows rows.
   Status weight(const std::string& name, std::vector<int64_t> ne, Weight& dst) {
     KAMERA_ASSIGN_OR_RETURN(const GgufTensor* t, find(name, ne, false));
-    auto w = Weight::borrow(t->type, t->data, ne[1], ne[0]);
+    auto w = Weight::borrow(t->type, t->data, ne[1] * (ne.size() > 2 ? ne[2] : 1), ne[0]);
     if (!w.ok()) return make_error(w.code(), "{}: tensor '{}': {}", f_.name(), name, w.message());
     dst = std::move(w.value());
     return Status::Ok();
@@ -206,8 +207,9 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
       KAMERA_TRY(r.weight(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
       KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
       if (c.moe.is_moe_layer(i)) {
-        auto read = [&r](const std::string& name, std::vector<int64_t> ne,
-                         std::vector<float>& dst) { return r.tensor(name, std::move(ne), dst); };
+        auto read = [&r](const std::string& name, std::vector<int64_t> ne, Weight& dst) {
+          return r.weight(name, std::move(ne), dst);
+        };
         KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
         continue;
       }

@@ -26,6 +26,7 @@ void Model::for_each_weight(
     visit(p + "ffn_gate.weight", l.w_gate);
     visit(p + "ffn_down.weight", l.w_down);
     visit(p + "ffn_up.weight", l.w_up);
+    l.moe.for_each([&](const char* name, const Weight& w) { visit(p + name + ".weight", w); });
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
+#include "ops/quant.h"
 
 namespace kamera {
 
@@ -17,17 +18,36 @@ void grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// y (m x w.rows) = x (m x w.cols) W^T in the weight's type: F32 through OpenBLAS, every other
+// type through the quantized kernels (the same paths as linear() for a whole Weight).
+void product(const WeightView& w, const float* x, int m, float* y, ThreadPool& pool) {
+  if (w.type == GgmlType::F32) {
+    matmul_wt(x, reinterpret_cast<const float*>(w.data), nullptr, y, m, int(w.cols), int(w.rows));
+  } else {
+    matmul(w, x, m, nullptr, y, pool);
+  }
+}
+
 // y (m x dim) = W_down (silu(W_gate x) * W_up x) for m rows x (m x dim); hidden width ffn.
 // gate and up are scratch of at least m x ffn.
-void swiglu(const float* x, int m, int dim, int ffn, const float* w_gate, const float* w_up,
-            const float* w_down, float* gate, float* up, float* y, ThreadPool& pool) {
-  matmul_wt(x, w_gate, nullptr, gate, m, dim, ffn);
-  matmul_wt(x, w_up, nullptr, up, m, dim, ffn);
-  silu_mul(gate, up, int64_t(m) * ffn, &pool);
-  matmul_wt(gate, w_down, nullptr, y, m, ffn, dim);
+void swiglu(const float* x, int m, const WeightView& w_gate, const WeightView& w_up,
+            const WeightView& w_down, float* gate, float* up, float* y, ThreadPool& pool) {
+  const int64_t ffn = w_gate.rows;
+  product(w_gate, x, m, gate, pool);
+  product(w_up, x, m, up, pool);
+  silu_mul(gate, up, m * ffn, &pool);
+  product(w_down, gate, m, y, pool);
 }
 
 }  // namespace
+
+WeightView expert_view(const Weight& w, int n_experts, int e) {
+  KAMERA_ASSERT(n_experts > 0 && e >= 0 && e < n_experts && w.rows() % n_experts == 0);
+  WeightView v = w.view();
+  v.rows = w.rows() / n_experts;
+  v.data = w.view().row(int64_t(e) * v.rows);
+  return v;
+}
 
 Status validate_moe(const MoeConfig& c, int n_layers, const std::string& src) {
   if (!c.enabled()) return Status::Ok();
@@ -77,7 +97,7 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
   grow(ws.probs, size_t(n) * E);
   ws.chosen.resize(size_t(n) * k);
   grow(ws.weights, size_t(n) * k);
-  matmul_wt(x, w.router.data(), nullptr, ws.probs.data(), n, dim, E);
+  linear(w.router, x, n, nullptr, ws.probs.data(), pool);
   for (int t = 0; t < n; ++t) {
     float* p = ws.probs.data() + size_t(t) * E;
     softmax(p, E);
@@ -97,10 +117,10 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
     for (int r = 0; r < m; ++r)
       std::memcpy(ws.xe.data() + size_t(r) * dim, x + size_t(ws.rows[r] / k) * dim,
                   sizeof(float) * dim);
-    const size_t wsz = size_t(F) * dim;
-    float* y = ws.xe.data();  // the gathered rows are dead once gate/up are computed
-    swiglu(ws.xe.data(), m, dim, F, w.gate_exps.data() + e * wsz, w.up_exps.data() + e * wsz,
-           w.down_exps.data() + e * wsz, ws.gate.data(), ws.up.data(), y, pool);
+    // the gathered rows are dead once gate/up are computed; down's (m x dim) output reuses them
+    float* y = ws.xe.data();
+    swiglu(ws.xe.data(), m, expert_view(w.gate_exps, E, e), expert_view(w.up_exps, E, e),
+           expert_view(w.down_exps, E, e), ws.gate.data(), ws.up.data(), y, pool);
     for (int r = 0; r < m; ++r) {
       const int i = ws.rows[r];
       const float wt = ws.weights[size_t(i)];
@@ -120,7 +140,7 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
   grow(ws.gate, size_t(n) * S);
   grow(ws.up, size_t(n) * S);
   grow(ws.xe, size_t(n) * dim);
-  swiglu(x, n, dim, S, w.gate_shexp.data(), w.up_shexp.data(), w.down_shexp.data(), ws.gate.data(),
+  swiglu(x, n, w.gate_shexp.view(), w.up_shexp.view(), w.down_shexp.view(), ws.gate.data(),
          ws.up.data(), ws.xe.data(), pool);
   add_inplace(out, ws.xe.data(), int64_t(n) * dim);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/weight.h"
 
 namespace kamera {
 
@@ -39,18 +40,37 @@ struct MoeConfig {
   int shared_ffn() const { return n_shared * expert_ffn; }
 };
 
-// Shapes (rows, cols) of row-major f32 data, as the GGUF stores them (ne reversed).
+// The matrices in their file's type (model/weight.h), shapes (rows, cols) as the GGUF stores them
+// (ne reversed). A 3-D expert tensor is one Weight of n_experts * rows rows: expert e's matrix is
+// the contiguous run of rows [e * rows, (e + 1) * rows), used in place (expert_view), so decode
+// reads only the bytes of the experts it routes to. The router is held in its file's type too
+// (llama.cpp's converter writes it F32).
 struct MoeWeights {
-  std::vector<float> router;      // (n_experts, dim)                 ffn_gate_inp
-  std::vector<float> gate_exps;   // (n_experts, expert_ffn, dim)     ffn_gate_exps
-  std::vector<float> up_exps;     // (n_experts, expert_ffn, dim)     ffn_up_exps
-  std::vector<float> down_exps;   // (n_experts, dim, expert_ffn)     ffn_down_exps
-  std::vector<float> gate_shexp;  // (n_shared * expert_ffn, dim)     ffn_gate_shexp
-  std::vector<float> up_shexp;    // (n_shared * expert_ffn, dim)     ffn_up_shexp
-  std::vector<float> down_shexp;  // (dim, n_shared * expert_ffn)     ffn_down_shexp
+  Weight router;      // (n_experts, dim)                 ffn_gate_inp
+  Weight gate_exps;   // (n_experts * expert_ffn, dim)    ffn_gate_exps
+  Weight up_exps;     // (n_experts * expert_ffn, dim)    ffn_up_exps
+  Weight down_exps;   // (n_experts * dim, expert_ffn)    ffn_down_exps
+  Weight gate_shexp;  // (n_shared * expert_ffn, dim)     ffn_gate_shexp
+  Weight up_shexp;    // (n_shared * expert_ffn, dim)     ffn_up_shexp
+  Weight down_shexp;  // (dim, n_shared * expert_ffn)     ffn_down_shexp
 
   bool routed() const { return !router.empty(); }
+  // Every matrix with its GGUF tensor suffix ("ffn_gate_inp"), empty ones included.
+  template <class F>
+  void for_each(F&& fn) const {
+    fn("ffn_gate_inp", router);
+    fn("ffn_gate_exps", gate_exps);
+    fn("ffn_down_exps", down_exps);
+    fn("ffn_up_exps", up_exps);
+    fn("ffn_gate_shexp", gate_shexp);
+    fn("ffn_down_shexp", down_shexp);
+    fn("ffn_up_shexp", up_shexp);
+  }
 };
+
+// Expert e's matrix of a 3-D expert weight holding n_experts stacked matrices: a view of its rows
+// in the file's type (not owning; w must outlive it).
+WeightView expert_view(const Weight& w, int n_experts, int e);
 
 // Scratch of moe_ffn, grown on demand (one per engine).
 struct MoeWorkspace {

@@ -20,8 +20,9 @@ int run_make_mmproj(const std::string& arch, const std::string& preset_in,
                             arch, preset),
                 as_json);
   auto type = dtype_from_name(type_name);
-  if (!type || (*type != DType::F32 && *type != DType::F16))
-    return fail(fmt::format("--type '{}': an mmproj is written as f32 or f16", type_name), as_json);
+  if (!type || *type == DType::BF16)
+    return fail(fmt::format("--type '{}': an mmproj is written as f32, f16 or q8_0", type_name),
+                as_json);
   const double t0 = now_ms();
   const QwenVisionModel m = QwenVisionModel::random(*cfg, seed);
   Status st = m.write_gguf(out, *type);
@@ -31,10 +32,11 @@ int run_make_mmproj(const std::string& arch, const std::string& preset_in,
   for (const auto& L : m.w.layers) {
     params += int64_t(L.ln1_w.size() + L.ln1_b.size() + L.ln2_w.size() + L.ln2_b.size());
     for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
-      params += int64_t(l->w.size() + l->b.size());
+      params += int64_t(l->w.rows() * l->w.cols()) + int64_t(l->b.size());
   }
-  params += int64_t(m.w.post_ln_w.size() + m.w.post_ln_b.size() + m.w.mm0.w.size() +
-                    m.w.mm0.b.size() + m.w.mm2.w.size() + m.w.mm2.b.size());
+  params +=
+      int64_t(m.w.post_ln_w.size() + m.w.post_ln_b.size() + m.w.mm0.b.size() + m.w.mm2.b.size());
+  for (const QwenLinear* l : {&m.w.mm0, &m.w.mm2}) params += l->w.rows() * l->w.cols();
   if (as_json) {
     print_json(json{{"path", out},
                     {"arch", arch},

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/thread_pool.h"
 #include "ops/gemm.h"
+#include "ops/quant.h"
 
 namespace kamera {
 
@@ -87,8 +89,25 @@ std::optional<QwenVisionConfig> qwen_vision_preset(const std::string& arch,
   return c;
 }
 
-void QwenLinear::apply(const float* x, int n, float* y) const {
-  matmul_wt(x, w.data(), b.empty() ? nullptr : b.data(), y, n, in, out);
+void QwenLinear::apply(const float* x, int n, float* y, ThreadPool* pool) const {
+  const float* bias = b.empty() ? nullptr : b.data();
+  if (w.is_f32()) {  // what linear() does for F32, without a pool
+    matmul_wt(x, w.f32(), bias, y, n, in, out);
+    return;
+  }
+  if (pool == nullptr) {
+    thread_local ThreadPool single(1);
+    pool = &single;
+  }
+  if (w.type() == GgmlType::F16 || w.type() == GgmlType::BF16) {
+    // f32 panels on prefill too: bf16 panels round the activations to 8 bits of mantissa, 8x
+    // coarser than the f16 activations llama.cpp's clip multiplies F16 weights with (the
+    // F16 tower would drift from it past 1e-3: QwenVisionLlamaCpp.EmbeddingsMatchLlamaCppClip)
+    const quant::QuantKernels& f32_panels = quant::decode_kernels();
+    quant::matmul_with(f32_panels, f32_panels, w.view(), x, n, bias, y, *pool);
+    return;
+  }
+  linear(w, x, n, bias, y, *pool);
 }
 
 namespace {
@@ -120,7 +139,9 @@ void fill_linear(QwenLinear& l, int in, int out, bool bias, uint64_t seed,
                  const std::string& name) {
   l.in = in;
   l.out = out;
-  fill(l.w, size_t(in) * out, seed, name + ".weight", in, 'w');
+  std::vector<float> v;
+  fill(v, size_t(in) * out, seed, name + ".weight", in, 'w');
+  l.w = Weight::from_f32(std::move(v), out, in);
   if (bias)
     fill(l.b, size_t(out), seed, name + ".bias", in, 'b');
   else
@@ -171,16 +192,17 @@ void QwenVisionModel::finish() {
   // Conv3d weight [dim][c][frame][py][px] from the two per-frame kernels [dim][c][py][px].
   w.patch.in = cfg.patch_values();
   w.patch.out = d;
-  w.patch.w.assign(size_t(d) * w.patch.in, 0.0f);
+  std::vector<float> pw(size_t(d) * w.patch.in, 0.0f);
   w.patch.b = w.patch_b;
   for (int o = 0; o < d; ++o)
     for (int c = 0; c < 3; ++c)
       for (int fr = 0; fr < 2; ++fr) {
         const std::vector<float>& src = fr == 0 ? w.patch0 : w.patch1;
         const float* s = src.data() + size_t(o) * kp + size_t(c) * p * p;
-        float* dst = w.patch.w.data() + size_t(o) * w.patch.in + size_t(c * 2 + fr) * p * p;
+        float* dst = pw.data() + size_t(o) * w.patch.in + size_t(c * 2 + fr) * p * p;
         std::copy(s, s + p * p, dst);
       }
+  w.patch.w = Weight::from_f32(std::move(pw), d, w.patch.in);
   XXH3_state_t* st = XXH3_createState();
   XXH3_128bits_reset(st);
   const int ints[] = {int(cfg.variant), cfg.patch,    cfg.temporal_patch, cfg.merge,
@@ -197,17 +219,32 @@ void QwenVisionModel::finish() {
     XXH3_128bits_update(st, &n, sizeof(n));
     XXH3_128bits_update(st, v.data(), v.size() * sizeof(float));
   };
-  add(w.patch.w);
+  // an F32 matrix hashes as the f32 values it was once held as; another type adds its type id
+  // and hashes its raw bytes (as model.cpp's fingerprint does)
+  auto add_w = [&](const Weight& m) {
+    const uint64_t n = uint64_t(m.rows() * m.cols());
+    XXH3_128bits_update(st, &n, sizeof(n));
+    if (!m.is_f32()) {
+      const uint32_t type = uint32_t(m.type());
+      XXH3_128bits_update(st, &type, sizeof(type));
+    }
+    if (m.bytes() > 0) XXH3_128bits_update(st, m.raw(), m.bytes());
+  };
+  add_w(w.patch.w);
   add(w.patch_b);
   for (const auto& L : w.layers) {
     for (const auto* v : {&L.ln1_w, &L.ln1_b, &L.ln2_w, &L.ln2_b}) add(*v);
     for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
-      add(l->w);
+      add_w(l->w);
       add(l->b);
     }
   }
-  for (const auto* v : {&w.post_ln_w, &w.post_ln_b, &w.mm0.w, &w.mm0.b, &w.mm2.w, &w.mm2.b})
-    add(*v);
+  add(w.post_ln_w);
+  add(w.post_ln_b);
+  for (const QwenLinear* l : {&w.mm0, &w.mm2}) {
+    add_w(l->w);
+    add(l->b);
+  }
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   fingerprint = {h.high64, h.low64};
@@ -223,7 +260,10 @@ Status QwenVisionModel::check_shapes() const {
     return Status::Ok();
   };
   auto lin = [&](const char* what, const QwenLinear& l, size_t in, size_t out) -> Status {
-    KAMERA_TRY(need(what, l.w.size(), in * out));
+    KAMERA_TRY(need(what, size_t(l.w.rows() * l.w.cols()), in * out));
+    if (!l.w.empty() && (size_t(l.w.rows()) != out || size_t(l.w.cols()) != in))
+      return make_error(ErrorCode::InvalidArgument, "qwen vision: {} holds {} x {}, want {} x {}",
+                        what, l.w.rows(), l.w.cols(), out, in);
     if (size_t(l.in) != in || size_t(l.out) != out)
       return make_error(ErrorCode::InvalidArgument, "qwen vision: {} is {} -> {}, want {} -> {}",
                         what, l.in, l.out, in, out);
@@ -250,6 +290,13 @@ Status QwenVisionModel::check_shapes() const {
   KAMERA_TRY(lin("mm.0", w.mm0, mw, mw));
   KAMERA_TRY(lin("mm.2", w.mm2, mw, size_t(cfg.out_dim)));
   return Status::Ok();
+}
+
+size_t QwenVisionModel::weight_bytes() const {
+  size_t n = w.patch.w.bytes();
+  for (const auto& L : w.layers)
+    for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += l->w.bytes();
+  return n + w.mm0.w.bytes() + w.mm2.w.bytes();
 }
 
 }  // namespace kamera

@@ -51,21 +51,27 @@
 //   mm.2.{weight,bias}                           [4 dim, out], [out]
 //   v.position_embd.weight                       a 10 x 10 placeholder llama.cpp's surgery adds;
 //                                                ignored
-// Weights of any dtype the GGUF reader dequantizes (F32, F16, BF16, Q8_0) are held in f32; every
-// weight product goes through QwenLinear (one place to swap in quantized kernels).
+// The attention, FFN and merger matrices stay in their file's type (F32, F16, BF16, Q8_0, the
+// k-quants, ...: model/weight.h), pointing into the mapped file, and every product goes
+// through QwenLinear::apply, i.e. linear() and the quantized kernels of ops/quant.h. The patch
+// kernels (3 x 14 x 14 per output, rows no quant block fits), the norms and the biases are held
+// in f32.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/weight.h"
 
 namespace kamera {
 
+class GgufFile;
 class ThreadPool;
 
 enum class QwenVisionVariant : uint8_t { Qwen2VL, Qwen25VL };
@@ -111,12 +117,15 @@ struct QwenVisionConfig {
 std::optional<QwenVisionConfig> qwen_vision_preset(const std::string& arch,
                                                    const std::string& preset);
 
-// A weight product y = W x + b: W is out rows of in values (PyTorch's Linear), b empty or out.
+// A weight product y = W x + b: W is out rows of in values (PyTorch's Linear) in its file's type,
+// b empty or out.
 struct QwenLinear {
   int in = 0, out = 0;
-  std::vector<float> w, b;
-  // y[n x out] = x[n x in] W^T + b
-  void apply(const float* x, int n, float* y) const;
+  Weight w;
+  std::vector<float> b;
+  // y[n x out] = x[n x in] W^T + b; pool null: the calling thread alone runs the quantized
+  // kernels (F32 goes through OpenBLAS, which keeps its own threads)
+  void apply(const float* x, int n, float* y, ThreadPool* pool) const;
 };
 
 struct QwenVisionWeights {
@@ -138,19 +147,25 @@ struct QwenVisionModel {
   QwenVisionWeights w;
   std::string source;
   std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of the config and every weight
+  // The mapped file the matrices of a loaded tower point into (shared by copies); null for a
+  // tower built in memory, whose matrices own their bytes.
+  std::shared_ptr<const GgufFile> mapping;
 
   // Loads an mmproj GGUF (llama.cpp's layout above). Errors name the file and the problem.
   static Result<QwenVisionModel> load(const std::string& path);
   // Writes the file in llama.cpp's conventions: Qwen2-VL as c392e50's qwen2_vl_surgery.py does
   // (ffn_down = input side, feed_forward_length 0, a position_embd placeholder), Qwen2.5-VL as
   // later convert_hf_to_gguf.py does. 2-D weights in weight_type (F32, F16; the patch kernels
-  // too), norms and biases F32.
+  // too), norms and biases F32. Q8_0: the matrices in Q8_0, the patch kernels in F16 (their rows
+  // of 14 fit no block), norms and biases F32.
   Status write_gguf(const std::string& path, DType weight_type) const;
   // Seeded random weights of the given shape (tests and benchmarks).
   static QwenVisionModel random(const QwenVisionConfig& cfg, uint64_t seed);
   // Builds the derived tensors (the combined patch matrix) and the fingerprint.
   void finish();
   Status check_shapes() const;
+  // Bytes of the weight matrices as held (QwenLinear::w, the patch matrix in f32 included).
+  size_t weight_bytes() const;
 };
 
 }  // namespace kamera

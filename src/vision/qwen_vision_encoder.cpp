@@ -61,31 +61,31 @@ void QwenVisionEncoder::block(const QwenVisionWeights::Layer& L, bool full, int 
   const int64_t nd = int64_t(n) * d, nf = int64_t(n) * f;
   // attention: x += W_o attn(rope(W_q n1), rope(W_k n1), W_v n1),  n1 = Norm1(x)
   norm(c, L.ln1_w, L.ln1_b, x_.data(), nrm_.data(), n, pool_);
-  L.q.apply(nrm_.data(), n, q_.data());  // [n x dim] = [n x H x hd]
-  L.k.apply(nrm_.data(), n, k_.data());
-  L.v.apply(nrm_.data(), n, v_.data());
+  L.q.apply(nrm_.data(), n, q_.data(), pool_);  // [n x dim] = [n x H x hd]
+  L.k.apply(nrm_.data(), n, k_.data(), pool_);
+  L.v.apply(nrm_.data(), n, v_.data(), pool_);
   vision_rope(q_.data(), n, H, hd, row_, col_, c.rope_theta, pool_);
   vision_rope(k_.data(), n, H, hd, row_, col_, c.rope_theta, pool_);
   const AttentionGroups groups = full ? AttentionGroups{all_members_, all_offsets_}
                                       : AttentionGroups{win_members_, win_offsets_};
   grouped_attention(q_.data(), k_.data(), v_.data(), att_.data(), n, H, hd, groups, attn_scratch_,
                     pool_);
-  L.o.apply(att_.data(), n, nrm_.data());
+  L.o.apply(att_.data(), n, nrm_.data(), pool_);
   add_inplace(x_.data(), nrm_.data(), nd);
   // FFN: x += FFN(Norm2(x))
   norm(c, L.ln2_w, L.ln2_b, x_.data(), nrm_.data(), n, pool_);
   if (c.act == QwenVisionAct::SiluGated) {
-    L.gate.apply(nrm_.data(), n, h1_.data());  // [n x ffn]
-    L.up.apply(nrm_.data(), n, h2_.data());
+    L.gate.apply(nrm_.data(), n, h1_.data(), pool_);  // [n x ffn]
+    L.up.apply(nrm_.data(), n, h2_.data(), pool_);
     silu_mul(h1_.data(), h2_.data(), nf, pool_);
   } else {
-    L.up.apply(nrm_.data(), n, h1_.data());  // fc1: [n x ffn]
+    L.up.apply(nrm_.data(), n, h1_.data(), pool_);  // fc1: [n x ffn]
     if (c.act == QwenVisionAct::Gelu)
       gelu_erf_inplace(h1_.data(), nf, pool_);
     else
       quick_gelu_inplace(h1_.data(), nf, pool_);
   }
-  L.down.apply(h1_.data(), n, att_.data());  // [n x dim]
+  L.down.apply(h1_.data(), n, att_.data(), pool_);  // [n x dim]
   add_inplace(x_.data(), att_.data(), nd);
 }
 
@@ -103,14 +103,14 @@ void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_
   if (c.variant == QwenVisionVariant::Qwen25VL)
     window_groups(c, grid_h, grid_w, &win_members_, &win_offsets_);
 
-  m_.w.patch.apply(patches, n, x_.data());  // x = W_pe p: [n x dim]
+  m_.w.patch.apply(patches, n, x_.data(), pool_);  // x = W_pe p: [n x dim]
   for (int l = 0; l < c.n_layers; ++l) block(m_.w.layers[size_t(l)], c.full_attention(l), n);
   // merger: Norm(x), each merged token = its `unit` consecutive patches side by side
   norm(c, m_.w.post_ln_w, m_.w.post_ln_b, x_.data(), nrm_.data(), n, pool_);
   const int nt = n / unit;
-  m_.w.mm0.apply(nrm_.data(), nt, h1_.data());  // [nt x unit*dim]
+  m_.w.mm0.apply(nrm_.data(), nt, h1_.data(), pool_);  // [nt x unit*dim]
   gelu_erf_inplace(h1_.data(), int64_t(nt) * c.merged_width(), pool_);
-  m_.w.mm2.apply(h1_.data(), nt, out);  // [nt x out_dim]
+  m_.w.mm2.apply(h1_.data(), nt, out, pool_);  // [nt x out_dim]
 }
 
 Result<QwenVisionEmbeddings> QwenVisionEncoder::encode(const QwenPatches& in) {

@@ -11,9 +11,10 @@ namespace {
 
 struct Spec {
   std::string name;
-  std::vector<int64_t> ne;  // GGUF order, ne[0] contiguous
-  const std::vector<float>* data;
-  bool weight;  // a 2-D (or 4-D) weight: written in the file's weight type
+  std::vector<int64_t> ne;         // GGUF order, ne[0] contiguous
+  const std::vector<float>* data;  // held in f32 (norms, biases, the patch kernels), or null
+  bool weight;                     // a 2-D (or 4-D) weight: written in the file's weight type
+  const Weight* matrix = nullptr;  // a product's matrix, held in the file's type (data null)
 };
 
 // Sizes the layer list and the products' shapes to the config (before loading into w).
@@ -21,13 +22,13 @@ void shape_weights(const QwenVisionConfig& c, QwenVisionWeights& w) {
   const int d = c.dim, f = c.ffn_dim, mw = c.merged_width();
   w.layers.resize(size_t(c.n_layers));
   for (auto& L : w.layers) {
-    for (QwenLinear* l : {&L.q, &L.k, &L.v, &L.o}) *l = QwenLinear{d, d, {}, {}};
-    L.gate = QwenLinear{d, f, {}, {}};
-    L.up = QwenLinear{d, f, {}, {}};
-    L.down = QwenLinear{f, d, {}, {}};
+    for (QwenLinear* l : {&L.q, &L.k, &L.v, &L.o}) *l = QwenLinear{d, d, Weight(), {}};
+    L.gate = QwenLinear{d, f, Weight(), {}};
+    L.up = QwenLinear{d, f, Weight(), {}};
+    L.down = QwenLinear{f, d, Weight(), {}};
   }
-  w.mm0 = QwenLinear{mw, mw, {}, {}};
-  w.mm2 = QwenLinear{mw, c.out_dim, {}, {}};
+  w.mm0 = QwenLinear{mw, mw, Weight(), {}};
+  w.mm2 = QwenLinear{mw, c.out_dim, Weight(), {}};
 }
 
 // Every tensor of a file of this config (w's layer list already sized). legacy_ffn: the FFN's
@@ -41,7 +42,7 @@ std::vector<Spec> tensor_specs(const QwenVisionConfig& c, const QwenVisionWeight
                          {"v.patch_embd.weight.1", {p, p, 3, d}, &w.patch1, true}};
   if (c.patch_bias) s.push_back({"v.patch_embd.bias", {d}, &w.patch_b, false});
   auto linear = [&s](const std::string& name, const QwenLinear& l, int64_t in, int64_t out) {
-    s.push_back({name + ".weight", {in, out}, &l.w, true});
+    s.push_back({name + ".weight", {in, out}, nullptr, true, &l.w});
     s.push_back({name + ".bias", {out}, &l.b, false});
   };
   const std::string in_name = legacy_ffn ? "ffn_down" : "ffn_up";
@@ -185,19 +186,28 @@ Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
       return make_error(ErrorCode::CorruptData, "{}: tensor {} has shape {}, this config needs {}",
                         path, t.name, shape_str(gt->ne), shape_str(t.ne));
     // the specs point into m.w, which this function owns
+    if (t.matrix) {  // the file's bytes in its type, in the mapping the model keeps
+      auto b = Weight::borrow(gt->type, gt->data, t.ne[1], t.ne[0]);
+      if (!b.ok()) return make_error(b.code(), "{}: tensor {}: {}", path, t.name, b.message());
+      *const_cast<Weight*>(t.matrix) = std::move(b.value());
+      continue;
+    }
     KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.data), g.read_f32(*gt));
   }
+  m.mapping = file;  // the matrices point into it
   m.finish();
   return m;
 }
 
 Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) const {
   KAMERA_TRY(check_shapes());
-  if (weight_type != DType::F32 && weight_type != DType::F16)
+  if (weight_type == DType::BF16)
     return make_error(ErrorCode::InvalidArgument,
-                      "{}: mmproj weights are written as f32 or f16 (the patch kernels' rows of "
-                      "14 do not fit Q8_0 blocks)",
+                      "{}: mmproj weights are written as f32, f16 or q8_0 (llama.cpp's clip reads "
+                      "no bf16 tower)",
                       path);
+  // the patch kernels' rows of 14 fit no Q8_0 block: F16 beside Q8_0 matrices
+  const DType patch_type = weight_type == DType::Q8_0 ? DType::F16 : weight_type;
   const bool v25 = cfg.variant == QwenVisionVariant::Qwen25VL;
   GgufWriter g;
   g.set_string("general.architecture", "clip");
@@ -205,7 +215,9 @@ Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) c
                v25 ? "kamera-synthetic-qwen2.5-vl-vision" : "kamera-synthetic-qwen2-vl-vision");
   g.set_string("general.description",
                v25 ? "image encoder for Qwen2.5VL" : "image encoder for Qwen2VL");
-  g.set_u32("general.file_type", weight_type == DType::F16 ? 1 : 0);
+  g.set_u32("general.file_type", weight_type == DType::F16    ? 1
+                                 : weight_type == DType::Q8_0 ? 7
+                                                              : 0);
   g.set_bool("clip.has_text_encoder", false);
   g.set_bool("clip.has_vision_encoder", true);
   if (!v25) g.set_bool("clip.has_qwen2vl_merger", true);
@@ -237,9 +249,14 @@ Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) c
       g.set_i32_array("clip.vision.wa_layer_indexes", {fl.begin(), fl.end()});
   }
   for (const Spec& t : tensor_specs(cfg, w, !v25)) {
+    if (t.matrix) {
+      const Weight* m = t.matrix;
+      g.add_tensor(t.name, t.ne, weight_type, [m](float* dst) { m->rows_f32(0, m->rows(), dst); });
+      continue;
+    }
     const std::vector<float>* src = t.data;
     if (!t.weight && src->empty()) continue;
-    g.add_tensor(t.name, t.ne, t.weight ? weight_type : DType::F32,
+    g.add_tensor(t.name, t.ne, t.weight ? patch_type : DType::F32,
                  [src](float* dst) { std::memcpy(dst, src->data(), src->size() * sizeof(float)); });
   }
   if (!v25)  // the placeholder llama.cpp's Qwen2-VL surgery adds

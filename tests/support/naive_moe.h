@@ -68,11 +68,16 @@ inline std::vector<double> moe(const kamera::ModelConfig& c, const kamera::MoeWe
                                const std::vector<double>& x) {
   const kamera::MoeConfig& m = c.moe;
   const int d = c.dim, E = m.n_experts, F = m.expert_ffn;
+  // the file's values, dequantized
+  const std::vector<float> router = w.router.to_f32(), gate_exps = w.gate_exps.to_f32(),
+                           up_exps = w.up_exps.to_f32(), down_exps = w.down_exps.to_f32(),
+                           gate_shexp = w.gate_shexp.to_f32(), up_shexp = w.up_shexp.to_f32(),
+                           down_shexp = w.down_shexp.to_f32();
   std::vector<double> p(E);
   double mx = -INFINITY, sum = 0;
   for (int e = 0; e < E; ++e) {
     p[e] = 0;
-    for (int i = 0; i < d; ++i) p[e] += x[i] * w.router[size_t(e) * d + i];
+    for (int i = 0; i < d; ++i) p[e] += x[i] * router[size_t(e) * d + i];
     mx = std::max(mx, p[e]);
   }
   for (double& v : p) sum += v = std::exp(v - mx);
@@ -88,13 +93,11 @@ inline std::vector<double> moe(const kamera::ModelConfig& c, const kamera::MoeWe
     double wt = m.norm_weights ? p[e] / top_sum : p[e];
     wt *= m.weights_scale;
     const size_t off = size_t(e) * F * d;
-    auto ye =
-        swiglu(x, w.gate_exps.data() + off, w.up_exps.data() + off, w.down_exps.data() + off, F);
+    auto ye = swiglu(x, gate_exps.data() + off, up_exps.data() + off, down_exps.data() + off, F);
     for (int i = 0; i < d; ++i) y[i] += wt * ye[i];
   }
   if (m.n_shared > 0) {
-    auto ys =
-        swiglu(x, w.gate_shexp.data(), w.up_shexp.data(), w.down_shexp.data(), m.shared_ffn());
+    auto ys = swiglu(x, gate_shexp.data(), up_shexp.data(), down_shexp.data(), m.shared_ffn());
     for (int i = 0; i < d; ++i) y[i] += ys[i];
   }
   return y;

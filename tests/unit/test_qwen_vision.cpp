@@ -49,11 +49,12 @@ QwenPatches patches_of(const std::vector<Image>& frames) {
 using Mat = std::vector<double>;  // row-major
 
 Mat linear(const Mat& x, int n, const QwenLinear& l) {
+  const std::vector<float> w = l.w.to_f32();  // the file's values, widened
   Mat y(size_t(n) * l.out);
   for (int i = 0; i < n; ++i)
     for (int o = 0; o < l.out; ++o) {
       double s = l.b.empty() ? 0.0 : l.b[size_t(o)];
-      for (int k = 0; k < l.in; ++k) s += x[size_t(i) * l.in + k] * l.w[size_t(o) * l.in + k];
+      for (int k = 0; k < l.in; ++k) s += x[size_t(i) * l.in + k] * w[size_t(o) * l.in + k];
       y[size_t(i) * l.out + o] = s;
     }
   return y;
@@ -386,7 +387,7 @@ TEST(QwenVision, GgufRoundTripAndBothFfnNamings) {
     EXPECT_EQ(back->fingerprint, m.fingerprint);
     EXPECT_EQ(back->cfg.full_attention_layers, m.cfg.full_attention_layers);
     EXPECT_EQ(back->cfg.ffn_dim, m.cfg.ffn_dim);
-    EXPECT_EQ(back->w.layers[1].up.w, m.w.layers[1].up.w);
+    EXPECT_TRUE(back->w.layers[1].up.w.same_as(m.w.layers[1].up.w));
     // The other naming of the FFN's two sides (later llama.cpp converters for Qwen2-VL; the
     // legacy one for Qwen2.5-VL) is recognised by shape.
     const std::string swapped = dir + "kamera-qwen-vision-swapped.gguf";
@@ -400,7 +401,9 @@ TEST(QwenVision, GgufRoundTripAndBothFfnNamings) {
     ASSERT_TRUE(m.write_gguf(path, DType::F16).ok());
     auto half = QwenVisionModel::load(path);
     ASSERT_TRUE(half.ok()) << half.message();
-    EXPECT_EQ(half->w.layers[0].q.w[3], f16_to_f32(f32_to_f16(m.w.layers[0].q.w[3])));
+    EXPECT_EQ(half->w.layers[0].q.w.type(), GgmlType::F16);  // held in the file's type
+    EXPECT_EQ(half->w.layers[0].q.w.to_f32()[3],
+              f16_to_f32(f32_to_f16(m.w.layers[0].q.w.to_f32()[3])));
     EXPECT_EQ(half->w.layers[0].q.b, m.w.layers[0].q.b);  // biases stay f32
     EXPECT_NE(half->fingerprint, m.fingerprint);
     std::filesystem::remove(path);
