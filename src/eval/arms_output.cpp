@@ -4,19 +4,11 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/clock.h"
 #include "eval/arms.h"
 #include "reuse/output_stats.h"
 
 namespace kamera {
-
-namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 OutputWeightsCache::~OutputWeightsCache() {
   const OutputCompileCost& c = cost;

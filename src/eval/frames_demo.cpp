@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "eval/metrics.h"
 #include "media/image.h"
 #include "reuse/patch.h"
@@ -17,11 +18,6 @@ namespace kamera {
 namespace {
 
 namespace fs = std::filesystem;
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 int32_t argmax_id(const std::vector<float>& l) {
   return int32_t(std::max_element(l.begin(), l.end()) - l.begin());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/clock.h"
 #include "model/utf8.h"
 #include "vision/placement.h"
 #include "vision/vl_prompt.h"
@@ -10,11 +11,6 @@
 namespace kamera {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 // Where an image sits in a message's template text: a byte no template or user text writes.
 constexpr std::string_view kImageMark = "\x1e";
