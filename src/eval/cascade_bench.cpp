@@ -110,6 +110,7 @@ class Runner {
   Tally never_, always_;
   std::vector<Tally> probe_, share_, random_;
   int recalls_ = 0;
+  double reprefill_tokens_ = 0;
 };
 
 Status Runner::advance(Window& w) {
@@ -182,6 +183,9 @@ Status Runner::question(Window& base, const ChunkContent& q) {
     cost[j] = base.token_index(stale[j]) + base.slots()[stale[j]].n_tokens();
   }
   const double probe_cost = double(n) * o_.probe_tokens;
+  if (!base.slots().empty())
+    reprefill_tokens_ +=
+        base.token_index(int(base.slots().size()) - 1) + base.slots().back().n_tokens();
   auto ref = reference(base, q);
   if (!ref.ok()) return ref.error();
   std::map<std::vector<bool>, double> memo;  // subset -> KL
@@ -252,6 +256,7 @@ Result<CascadeResult> Runner::run() {
     r.stale_per_question = t.stale / q;
     r.refreshes_per_question = t.refreshes / q;
     r.forward_tokens_per_question = t.tokens / q;
+    r.reprefill_tokens_per_question = reprefill_tokens_ / q;
     r.kl = t.kl / q;
     r.eta = never_.kl > 0 ? 1 - t.kl / never_.kl : NAN;
     res.rows.push_back(r);
@@ -327,6 +332,7 @@ nlohmann::json cascade_bench_json(const CascadeResult& r) {
                     {"stale_per_question", w.stale_per_question},
                     {"refreshes_per_question", w.refreshes_per_question},
                     {"forward_tokens_per_question", w.forward_tokens_per_question},
+                    {"reprefill_tokens_per_question", w.reprefill_tokens_per_question},
                     {"kl", w.kl},
                     {"eta", num(w.eta)}});
   return {{"scenario", "cascade"}, {"rows", rows}, {"notes", r.notes}};

@@ -52,11 +52,12 @@ struct CascadeRow {
   std::string policy;    // never, always, probe, share, random
   double threshold = 0;  // probe/share/random: the threshold (random: the probe's it matches)
   int questions = 0;
-  double stale_per_question = 0;           // dependents that were stale
-  double refreshes_per_question = 0;       // refresh forwards
-  double forward_tokens_per_question = 0;  // refresh forwards' tokens + probe tokens
-  double kl = 0;                           // mean KL(re-prefill || policy), nats
-  double eta = 0;                          // 1 - kl / kl(never)
+  double stale_per_question = 0;             // dependents that were stale
+  double refreshes_per_question = 0;         // refresh forwards
+  double forward_tokens_per_question = 0;    // refresh forwards' tokens + probe tokens
+  double reprefill_tokens_per_question = 0;  // one forward over [anchor · window] (every row)
+  double kl = 0;                             // mean KL(re-prefill || policy), nats
+  double eta = 0;                            // 1 - kl / kl(never)
 };
 
 struct CascadeResult {

@@ -146,6 +146,9 @@ int run_cascade_scenario(const WindowBenchArgs& a, std::shared_ptr<const Model> 
                 std::isnan(w.threshold) ? "-" : fmt::format("{:g}", w.threshold).c_str(),
                 w.stale_per_question, w.refreshes_per_question, w.forward_tokens_per_question, w.kl,
                 w.eta);
+  if (!r->rows.empty())
+    std::printf("re-prefill of the window: %.1f forward tokens per question\n",
+                r->rows[0].reprefill_tokens_per_question);
   for (const auto& n : r->notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }
