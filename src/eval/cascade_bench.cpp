@@ -85,7 +85,12 @@ class Runner {
  public:
   Runner(Context& ctx, const std::vector<ChunkContent>& chunks,
          const std::vector<ChunkContent>& queries, const CascadeOptions& o)
-      : ctx_(ctx), chunks_(chunks), queries_(queries), o_(o), rng_(uint32_t(o.seed)) {}
+      : ctx_(ctx),
+        chunks_(chunks),
+        queries_(queries),
+        o_(o),
+        rng_(uint32_t(o.seed)),
+        pick_rng_(uint32_t(o.seed) + 1) {}
   Result<CascadeResult> run();
 
  private:
@@ -102,7 +107,8 @@ class Runner {
   const std::vector<ChunkContent>& chunks_;
   const std::vector<ChunkContent>& queries_;
   const CascadeOptions& o_;
-  std::mt19937 rng_;
+  std::mt19937 rng_;          // the trace
+  std::mt19937 pick_rng_;     // the random baseline's picks (the trace is the same for any sweep)
   std::vector<ChunkId> ids_;  // chunk index -> id
   std::vector<int> in_window_, evicted_;
   int next_ = 0;
@@ -215,7 +221,7 @@ Status Runner::question(Window& base, const ChunkContent& q) {
     KAMERA_TRY(score(pick, probe_[k], probe_cost));
     std::vector<int> idx(n);
     for (size_t j = 0; j < n; ++j) idx[j] = int(j);
-    std::shuffle(idx.begin(), idx.end(), rng_);
+    std::shuffle(idx.begin(), idx.end(), pick_rng_);
     std::vector<bool> rnd(n, false);
     for (int j = 0; j < count; ++j) rnd[idx[j]] = true;
     KAMERA_TRY(score(rnd, random_[k], 0));
