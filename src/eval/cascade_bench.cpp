@@ -98,6 +98,9 @@ class Runner {
   Result<std::vector<float>> reference(const Window& w, const ChunkContent& q);
   Result<double> kl_with(Window& base, const std::vector<int>& stale, const std::vector<bool>& pick,
                          const ChunkContent& q, const std::vector<float>& ref);
+  Result<double> kl_inplace(Window& base, const std::vector<int>& stale,
+                            const std::vector<bool>& pick, const ChunkContent& q,
+                            const std::vector<float>& ref);
   Status question(Window& base, const ChunkContent& q);
   static std::vector<float> last(const std::vector<float>& l, int V) {
     return std::vector<float>(l.end() - V, l.end());
@@ -113,8 +116,8 @@ class Runner {
   std::vector<int> in_window_, evicted_;
   int next_ = 0;
   // never, always, probe[t], share[t], random[t]
-  Tally never_, always_;
-  std::vector<Tally> probe_, share_, random_;
+  Tally never_, always_, inplace_;
+  std::vector<Tally> probe_, share_, random_, inplace_share_;
   int recalls_ = 0;
   double reprefill_tokens_ = 0;
 };
@@ -176,6 +179,43 @@ Result<double> Runner::kl_with(Window& base, const std::vector<int>& stale,
   return kl_from_logits(ref, last(*l, ctx_.model().cfg.n_vocab));
 }
 
+// In-place refresh: every picked dependent, front to back, re-forwards its own tokens behind the
+// rows now in front of it (held or already re-forwarded) and its rows are overwritten with the
+// result (no patch, n tokens instead of its whole prefix). On a fork of base's sequence.
+Result<double> Runner::kl_inplace(Window& base, const std::vector<int>& stale,
+                                  const std::vector<bool>& pick, const ChunkContent& q,
+                                  const std::vector<float>& ref) {
+  KvPool& pool = ctx_.pool();
+  auto f = pool.fork(base.sequence());
+  if (!f.ok()) return f.error();
+  ScopedSequence work(pool, *f);
+  const KvLayout& lay = pool.layout();
+  std::vector<float> row;
+  for (size_t j = 0; j < stale.size(); ++j) {
+    if (!pick[j]) continue;
+    const WindowSlot& s = base.slots()[stale[j]];
+    const int begin = base.token_index(stale[j]), n = s.n_tokens();
+    auto g = pool.fork(work.id());
+    if (!g.ok()) return g.error();
+    ScopedSequence scratch(pool, *g);
+    KAMERA_TRY(pool.truncate(scratch.id(), begin));
+    auto r = ctx_.cache().forward_chunk(scratch.id(), s.canonical->content, s.position);
+    if (!r.ok()) return r.error();
+    KAMERA_TRY(pool.make_writable(work.id(), begin, begin + n));
+    for (int l = 0; l < lay.n_layers; ++l)
+      for (int ch = 0; ch < int(lay.channels.size()); ++ch) {
+        row.resize(lay.channels[ch].width);
+        for (int t = begin; t < begin + n; ++t) {
+          pool.read_row(scratch.id(), l, ch, t, row.data());
+          pool.write_row(work.id(), l, ch, t, row.data());
+        }
+      }
+  }
+  auto l = ctx_.cache().forward_chunk(work.id(), q, base.next_position(), LogitsMode::Last);
+  if (!l.ok()) return l.error();
+  return kl_from_logits(ref, last(*l, ctx_.model().cfg.n_vocab));
+}
+
 Status Runner::question(Window& base, const ChunkContent& q) {
   const std::vector<int> stale = base.stale_slots();
   const size_t n = stale.size();
@@ -231,6 +271,24 @@ Status Runner::question(Window& base, const ChunkContent& q) {
     for (size_t j = 0; j < n; ++j) pick[j] = share[j] > o_.share_thresholds[k];
     KAMERA_TRY(score(pick, share_[k], 0));
   }
+  auto inplace = [&](const std::vector<bool>& pick, Tally& t) -> Status {
+    auto kl = kl_inplace(base, stale, pick, q, *ref);
+    if (!kl.ok()) return kl.error();
+    t.stale += double(n);
+    t.kl += *kl;
+    for (size_t j = 0; j < n; ++j)
+      if (pick[j]) {
+        t.refreshes += 1;
+        t.tokens += base.slots()[stale[j]].n_tokens();
+      }
+    return Status::Ok();
+  };
+  KAMERA_TRY(inplace(std::vector<bool>(n, true), inplace_));
+  for (size_t k = 0; k < o_.share_thresholds.size(); ++k) {
+    std::vector<bool> pick(n);
+    for (size_t j = 0; j < n; ++j) pick[j] = share[j] > o_.share_thresholds[k];
+    KAMERA_TRY(inplace(pick, inplace_share_[k]));
+  }
   // The next step starts from a fully refreshed window.
   for (int s : stale) KAMERA_TRY(base.refresh(s));
   return Status::Ok();
@@ -246,6 +304,7 @@ Result<CascadeResult> Runner::run() {
   probe_.assign(o_.probe_thresholds.size(), {});
   random_.assign(o_.probe_thresholds.size(), {});
   share_.assign(o_.share_thresholds.size(), {});
+  inplace_share_.assign(o_.share_thresholds.size(), {});
   for (int i = 0; i < o_.window_chunks; ++i) KAMERA_TRY(advance(**w));
   for (int s = 0; s < o_.steps; ++s) {
     KAMERA_TRY(advance(**w));
@@ -274,6 +333,9 @@ Result<CascadeResult> Runner::run() {
     row("random", o_.probe_thresholds[k], random_[k]);
   }
   for (size_t k = 0; k < share_.size(); ++k) row("share", o_.share_thresholds[k], share_[k]);
+  row("inplace", NAN, inplace_);
+  for (size_t k = 0; k < share_.size(); ++k)
+    row("inplace-share", o_.share_thresholds[k], inplace_share_[k]);
   res.notes.push_back(fmt::format(
       "{} questions, window {} chunks, {} recalls, rank {}, probe {} token(s) per dependent",
       o_.steps, o_.window_chunks, recalls_, o_.rank == kFullRank ? "full" : std::to_string(o_.rank),

@@ -20,7 +20,10 @@
 // the same stale set; each policy then refreshes its chosen subset on a fork and is asked the
 // step's question.
 // Policies: never, always, probe>t and share>t for each threshold, and random@t (per question,
-// as many random dependents as probe>t refreshed: whether the probe ranks better than chance).
+// as many random dependents as probe>t refreshed: whether the probe ranks better than chance),
+// and inplace / inplace-share>t: the picked dependents, front to back, re-forward only their own
+// tokens behind the rows in front of them and their rows are overwritten (n tokens each instead
+// of the whole prefix; exact rows, no patch; measured on a fork, the Window has no such op yet).
 // Per policy: refresh forwards and forward tokens per question (probe tokens counted for probe
 // policies), mean KL to a re-prefill of the window, and eta = 1 - KL / KL(never).
 #pragma once

@@ -77,7 +77,7 @@ TEST(Cascade, AlwaysRefreshEqualsReprefillAtFullRank) {
   auto res = run_cascade(*r.ctx, chunks, queries, o);
   ASSERT_TRUE(res.ok()) << res.message();
   const std::vector<CascadeRow> rows = res->rows;
-  ASSERT_EQ(rows.size(), 7u);  // never, always, probe/random x2, share
+  ASSERT_EQ(rows.size(), 9u);  // never, always, probe/random x2, share, inplace, inplace-share
   EXPECT_EQ(rows[0].policy, "never");
   EXPECT_EQ(rows[1].policy, "always");
   EXPECT_LT(rows[1].kl, 1e-4);
@@ -102,4 +102,12 @@ TEST(Cascade, AlwaysRefreshEqualsReprefillAtFullRank) {
   EXPECT_LE(rows[6].refreshes_per_question, rows[1].refreshes_per_question);
   EXPECT_GT(rows[6].refreshes_per_question, 0.0);
   EXPECT_LT(rows[6].kl, rows[0].kl);
+  // In-place refresh of every dependent (its own tokens re-forwarded behind exact rows) is exact
+  // too, for fewer forward tokens than refreshing each over its whole prefix.
+  EXPECT_EQ(rows[7].policy, "inplace");
+  EXPECT_LT(rows[7].kl, 1e-4);
+  EXPECT_DOUBLE_EQ(rows[7].refreshes_per_question, rows[1].refreshes_per_question);
+  EXPECT_LT(rows[7].forward_tokens_per_question, rows[1].forward_tokens_per_question);
+  EXPECT_EQ(rows[8].policy, "inplace-share");
+  EXPECT_DOUBLE_EQ(rows[8].refreshes_per_question, rows[6].refreshes_per_question);
 }
