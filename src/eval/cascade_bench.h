@@ -52,7 +52,7 @@ struct CascadeOptions {
 };
 
 struct CascadeRow {
-  std::string policy;    // never, always, probe, share, random
+  std::string policy;    // never, always, probe, share, random, inplace, inplace-share
   double threshold = 0;  // probe/share/random: the threshold (random: the probe's it matches)
   int questions = 0;
   double stale_per_question = 0;             // dependents that were stale
