@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "eval/cascade_bench.h"
 #include "eval/placement_bench.h"
 #include "eval/window_bench.h"
 #include "tools/cli_common.h"
@@ -17,6 +18,10 @@ struct WindowBenchArgs {
   int rank = 8, samples = 24, window_chunks = 5, limit = 12, threads = default_threads();
   int steps = 24, set_size = 4, pool_chunks = 10;
   size_t patch_budget = 0;
+  int probe_tokens = 1;
+  double recall_share = 0.5;
+  std::string thresholds = "0.01,0.015,0.02,0.025,0.03,0.04,0.05",
+              share_thresholds = "0.05,0.1,0.2,0.4";
   uint64_t seed = 1;
   bool json = false, quiet = false;
 };
@@ -88,6 +93,66 @@ int run_placement(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
   return 0;
 }
 
+// --scenario cascade: refresh policies for the stale dependents of a recall (or a slide).
+Result<std::vector<double>> double_list(const std::string& s, const char* what) {
+  std::vector<double> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !(v >= 0))
+      return make_error(ErrorCode::InvalidArgument, "{}: '{}' is not a number >= 0", what, item);
+    out.push_back(v);
+  }
+  return out;
+}
+
+int run_cascade_scenario(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
+                         const std::vector<ReuseItem>& items) {
+  CascadeOptions o;
+  o.steps = a.steps;
+  o.window_chunks = a.window_chunks;
+  o.pool_chunks = a.pool_chunks;
+  o.recall_share = a.recall_share;
+  o.rank = a.rank == 0 ? kFullRank : a.rank;
+  o.probe_tokens = a.probe_tokens;
+  o.seed = a.seed;
+  auto th = double_list(a.thresholds, "--thresholds");
+  auto sh = double_list(a.share_thresholds, "--share-thresholds");
+  if (!th.ok() || !sh.ok()) return fail(th.ok() ? sh.message() : th.message(), a.json);
+  o.probe_thresholds = *th;
+  o.share_thresholds = *sh;
+  ContextOptions co;
+  co.kv_type = kv_type_option();
+  co.n_threads = a.threads;
+  co.kv_tokens = cascade_bench_kv_tokens(*loaded);
+  co.store_bytes = size_t(1) << 34;
+  auto ctx = Context::create(loaded, co);
+  if (!ctx.ok()) return fail(ctx.error(), a.json);
+  auto r = run_cascade_bench(**ctx, items, o);
+  if (!r.ok()) return fail(r.message(), a.json);
+  json j = cascade_bench_json(*r);
+  j["model"] = model_summary(*loaded);
+  j["items_file"] = a.items;
+  if (a.json) {
+    print_json(j, 2);
+    return 0;
+  }
+  std::printf("%-8s %9s %7s %9s %10s %11s %8s\n", "policy", "threshold", "stale", "refreshes",
+              "fwd_tokens", "kl", "eta");
+  for (const auto& w : r->rows)
+    std::printf("%-8s %9s %7.2f %9.2f %10.1f %11.3e %8.3f\n", w.policy.c_str(),
+                std::isnan(w.threshold) ? "-" : fmt::format("{:g}", w.threshold).c_str(),
+                w.stale_per_question, w.refreshes_per_question, w.forward_tokens_per_question, w.kl,
+                w.eta);
+  if (!r->rows.empty())
+    std::printf("re-prefill of the window: %.1f forward tokens per question\n",
+                r->rows[0].reprefill_tokens_per_question);
+  for (const auto& n : r->notes) std::printf("note: %s\n", n.c_str());
+  return 0;
+}
+
 int run(const WindowBenchArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.message(), a.json);
@@ -95,6 +160,7 @@ int run(const WindowBenchArgs& a) {
   auto items = load_reuse_items(a.items, m);
   if (!items.ok()) return fail(items.message(), a.json);
   if (a.scenario == "placement") return run_placement(a, *loaded, *items);
+  if (a.scenario == "cascade") return run_cascade_scenario(a, *loaded, *items);
   WindowBenchOptions o;
   if (a.scenario != "all") o.scenarios = {a.scenario};
   o.rank = a.rank == 0 ? kFullRank : a.rank;
@@ -166,11 +232,13 @@ Runner add_window_bench(CLI::App& app) {
                  "their queries the probes")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--scenario", a->scenario,
-                 "slide, reorder, recall, all (the three), or placement (chunk order as a "
-                 "scheduling variable over synthetic agent traces: reread, rerank, revisit)")
+  app.add_option(
+         "--scenario", a->scenario,
+         "slide, reorder, recall, all (the three), or placement (chunk order as a "
+         "scheduling variable over synthetic agent traces: reread, rerank, revisit), or cascade "
+         "(refresh policies for the stale dependents of recalls)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"slide", "reorder", "recall", "all", "placement"}));
+      ->check(CLI::IsMember({"slide", "reorder", "recall", "all", "placement", "cascade"}));
   app.add_option(
          "--rank", a->rank,
          "Patch rank of the reorder and recall arms (0 = full; capped at min(tokens, KV width))")
@@ -182,21 +250,36 @@ Runner add_window_bench(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--samples", a->samples, "reorder: orderings sampled when K! is larger")
       ->capture_default_str();
-  app.add_option("--window-chunks", a->window_chunks,
-                 "recall: chunks in the window; turnover tau steps by 1/window-chunks")
+  app.add_option(
+         "--window-chunks", a->window_chunks,
+         "recall, cascade: chunks in the window (recall: turnover tau steps by 1/window-chunks)")
       ->capture_default_str();
-  app.add_option("--steps", a->steps, "placement: questions per trace")
+  app.add_option("--steps", a->steps, "placement, cascade: questions per trace")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   app.add_option("--set-size", a->set_size, "placement: chunks shown per question")
       ->capture_default_str()
       ->check(CLI::Range(2, 64));
-  app.add_option("--pool-chunks", a->pool_chunks, "placement: distinct chunks of a trace")
+  app.add_option("--pool-chunks", a->pool_chunks, "placement, cascade: distinct chunks of a trace")
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
   app.add_option("--patch-budget", a->patch_budget,
                  "placement: bytes of patches the store keeps, least recently used dropped first "
                  "(0 = no cap)")
+      ->capture_default_str();
+  app.add_option("--probe-tokens", a->probe_tokens,
+                 "cascade: tokens the staleness probe re-forwards per dependent")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--recall-share", a->recall_share,
+                 "cascade: share of steps that recall an evicted chunk")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--thresholds", a->thresholds,
+                 "cascade: probe thresholds (relative row error) of the refresh policy")
+      ->capture_default_str();
+  app.add_option("--share-thresholds", a->share_thresholds,
+                 "cascade: thresholds of the free signal (changed antecedent token share)")
       ->capture_default_str();
   app.add_option("--limit", a->limit, "Items used per scenario (0 = all)")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the chunk choices")->capture_default_str();
