@@ -22,15 +22,17 @@ build: deps
 demo: build
 	@bash scripts/demo.sh $(BUILD)
 
-# Every test label in the release build, then the unit label under ASan+UBSan, then a short
-# run of each libFuzzer target over its seed corpus.
+# Every test label in the release build, then the unit label under ASan+UBSan (-O0 with line
+# tables only: reports keep file:line, the build skips full debug info), then a short run of each
+# libFuzzer target over its seed corpus.
 test: build test-main test-asan fuzz-smoke
 
 test-main: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DKAMERA_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DKAMERA_SANITIZE=ON \
+	  -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -L unit -j $(JOBS)
