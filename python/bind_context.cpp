@@ -12,8 +12,17 @@ struct Sequence {
 
 std::shared_ptr<Context> make_context(const std::shared_ptr<Model>& model, int n_threads,
                                       int64_t kv_tokens, int page_tokens, uint64_t store_bytes,
-                                      py::object disk_dir, std::vector<int32_t> anchor) {
+                                      py::object disk_dir, std::vector<int32_t> anchor,
+                                      const std::string& kv_type) {
   kamera_context_params p = kamera_context_default_params();
+  if (kv_type == "f32")
+    p.kv_type = KAMERA_DTYPE_F32;
+  else if (kv_type == "f16")
+    p.kv_type = KAMERA_DTYPE_F16;
+  else if (kv_type == "bf16")
+    p.kv_type = KAMERA_DTYPE_BF16;
+  else
+    throw py::value_error("kv_type must be 'f32', 'f16' or 'bf16', not '" + kv_type + "'");
   p.n_threads = n_threads;
   p.kv_tokens = kv_tokens;
   p.page_tokens = page_tokens;
@@ -170,7 +179,9 @@ void bind_context_class(py::module_& m) {
       .def(py::init(&make_context), py::arg("model"), py::arg("n_threads") = 2,
            py::arg("kv_tokens") = 0, py::arg("page_tokens") = 16,
            py::arg("store_bytes") = uint64_t(1) << 30, py::arg("disk_dir") = py::none(),
-           py::arg("anchor") = std::vector<int32_t>{})
+           py::arg("anchor") = std::vector<int32_t>{}, py::arg("kv_type") = "f32",
+           "kv_type: element type of the KV pool, canonicals, patches and store tiers (f32, f16 "
+           "or bf16; docs/KV_DTYPE.md)")
       .def_property_readonly("model", [](const Context& c) { return c.model; })
       .def(
           "cache",

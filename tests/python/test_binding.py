@@ -107,6 +107,22 @@ class Binding(unittest.TestCase):
         self.assertLess(kl_full, 1e-8)
         self.assertLess(kl_1, kl_blind)
 
+    def test_kv_type(self):
+        with self.assertRaises(ValueError):
+            kamera.Context(self.model, kv_type="f8")
+        self.ctx = kamera.Context(self.model, kv_type="bf16")
+        _, ref = self.serve("reprefill")
+        _, blind = self.serve("blind")
+        _, full = self.serve("patch", rank="full")
+        kl_blind, kl_full = mean_kl(ref, blind), mean_kl(ref, full)
+        print(f"bf16 KV, KL to a bf16 re-prefill: blind {kl_blind:.3e}, full rank {kl_full:.3e}")
+        self.assertLess(kl_full, 0.05 * kl_blind)  # rounding once to bf16, not the deficit
+        chunk = self.vision.encode(self.model, self.stream[4].rgb)
+        self.ctx.cache(chunk)
+        with self.assertRaises(kamera.Error) as e:
+            chunk.kv(0, 0)  # stored as bf16: no float32 view
+        self.assertEqual(e.exception.name, "unsupported")
+
     def test_window(self):
         w = kamera.Window(self.ctx, rank=2)
         for f in self.frames[:4]:
