@@ -289,6 +289,32 @@ Status Window::refresh(int slot) {
   return write_rows(slot);
 }
 
+Status Window::refresh_in_place(int slot) {
+  if (slot < 0 || slot >= int(slots_.size()))
+    return make_error(ErrorCode::InvalidArgument, "window: no slot {}", slot);
+  WindowSlot& s = slots_[slot];
+  const int begin = token_index(slot), n = s.n_tokens();
+  // The slot's tokens re-forwarded behind the rows in front of it, on a scratch fork.
+  auto f = pool_.fork(seq_);
+  if (!f.ok()) return f.error();
+  ScopedSequence scratch(pool_, *f);
+  KAMERA_TRY(pool_.truncate(scratch.id(), begin));
+  if (auto r = cache_.forward_chunk(scratch.id(), s.canonical->content, s.position); !r.ok())
+    return r.error();
+  const ChunkKV fresh = read_chunk_kv(pool_, scratch.id(), begin, n);  // position-free rows
+  auto p = form_patch(fresh, s.canonical->kv, patch_options());
+  if (!p.ok()) return p.error();
+  auto e = std::make_shared<PatchEntry>();
+  e->key = PatchKey::make(s.id, ids(0, slot), patch_options());
+  e->patch = std::move(*p);
+  s.patch = std::move(e);  // the slot's own: not stored, it was formed on the rows held in front
+  s.orbit = false;
+  s.clean = false;
+  s.conditioned = true;
+  s.conditioned_on = ids(0, slot);
+  return write_rows(slot);
+}
+
 Result<std::unique_ptr<Window>> Window::fork() const {
   auto f = pool_.fork(seq_);
   if (!f.ok()) return f.error();

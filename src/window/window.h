@@ -97,6 +97,11 @@ class Window {
   std::vector<int> stale_slots() const;
   // Re-forms the slot's patch on its current antecedents and rewrites its rows.
   Status refresh(int slot);
+  // Cheaper refresh: re-forwards only the slot's own tokens behind the rows now in front of it
+  // (n tokens instead of antecedents + chunk) and keeps canonical + the rank-m factors of the
+  // result as its rows (exactly the result at full rank). The patch is the slot's own, not stored:
+  // it was conditioned on the rows held in front, so refresh stale slots front to back.
+  Status refresh_in_place(int slot);
 
   // Copy-on-write fork: the branch shares every page until it writes.
   Result<std::unique_ptr<Window>> fork() const;

@@ -187,6 +187,41 @@ TEST(Window, RecallCascadeReportsAndRefreshesDependents) {
   ASSERT_TRUE(w->check_invariants().ok());
 }
 
+// In-place refresh: each stale slot re-forwards only its own tokens behind the rows in front; front
+// to back at full rank the window equals a re-prefill, with no patch formed in the store, and a
+// clean view / recondition of a refreshed slot still round-trips.
+TEST(Window, InPlaceRefreshFrontToBackEqualsReprefill) {
+  Rig rig;
+  auto w = rig.window(full_rank());
+  const std::vector<ChunkContent> cs = {rig.chunk(12, 20), rig.chunk(13, 21), rig.chunk(14, 22)};
+  for (const auto& c : cs) ASSERT_TRUE(w->admit_back(c).ok());
+  const auto extra = rig.chunk(9, 23);
+  ASSERT_TRUE(w->admit_front(extra).ok());
+  ASSERT_EQ(w->stale_slots(), (std::vector<int>{1, 2, 3}));
+  auto q = rig.chunk(4, 24);
+  const std::vector<ChunkContent> now = {extra, cs[0], cs[1], cs[2]};
+  const auto ref = rig.reprefill(now, q);
+  auto stale = w->query(q);
+  ASSERT_TRUE(stale.ok());
+  const double kl_stale = mean_kl_rows(ref, *stale, rig.model->cfg.n_vocab);
+  const int64_t patches = rig.ctx->store().stats().patch_entries;
+  for (int s : w->stale_slots()) ASSERT_TRUE(w->refresh_in_place(s).ok());
+  EXPECT_TRUE(w->stale_slots().empty());
+  EXPECT_EQ(rig.ctx->store().stats().patch_entries, patches);  // the slots' own, not stored
+  auto got = w->query(q);
+  ASSERT_TRUE(got.ok());
+  const double kl = mean_kl_rows(ref, *got, rig.model->cfg.n_vocab);
+  EXPECT_GT(kl_stale, 1e-6);
+  EXPECT_LE(kl, 1e-6) << "stale " << kl_stale;
+  ASSERT_TRUE(w->clean_view(2).ok());
+  ASSERT_TRUE(w->recondition(2).ok());
+  auto again = w->query(q);
+  ASSERT_TRUE(again.ok());
+  EXPECT_LE(mean_kl_rows(ref, *again, rig.model->cfg.n_vocab), 1e-6);
+  EXPECT_FALSE(w->refresh_in_place(4).ok());
+  ASSERT_TRUE(w->check_invariants().ok());
+}
+
 // Reorder with exact full-rank patches serves the permutation as re-prefill would; the orbit
 // patch is one per chunk and is not stale under another order of the same set.
 TEST(Window, ReorderExactMatchesReprefillAndOrbitServesTheSet) {
