@@ -5,7 +5,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 8
 CMAKE_GEN  := -G Ninja
 
 .PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval train-minivl format clean

@@ -27,6 +27,7 @@ class Reader {
  public:
   Reader(const uint8_t* data, size_t size, size_t pos) : data_(data), size_(size), pos_(pos) {}
   void read(std::vector<float>& dst, size_t n) {
+    KAMERA_ASSERT(pos_ <= size_ && n <= (size_ - pos_) / sizeof(float));  // size checked at load
     dst.resize(n);
     if (n) std::memcpy(dst.data(), data_ + pos_, n * sizeof(float));
     pos_ += n * sizeof(float);
