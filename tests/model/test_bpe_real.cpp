@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "support/paths.h"
+#include "support/temp_path.h"
 
 namespace kamera {
 namespace {
@@ -59,7 +60,7 @@ TEST_P(BpeReal, GgufFromImporterGivesHuggingFaceIds) {
   ASSERT_TRUE(apply_dims(spec.cfg, "dim=16,layers=1,heads=2,kv_heads=1,head_dim=8,ffn=16").ok());
   spec.cfg.n_vocab = int(vocab->pieces.size());
   spec.vocab = *vocab;
-  const std::string path = testing::TempDir() + "/kamera_bpe_" + c.name + ".gguf";
+  const std::string path = unique_temp("kamera_bpe_") + c.name + ".gguf";
   ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
   auto model = load_model(path, {});
   std::remove(path.c_str());

@@ -8,6 +8,7 @@
 #include "model/hf_tokenizer.h"
 #include "model/synthetic.h"
 #include "support/paths.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 namespace kamera {
@@ -30,7 +31,7 @@ TEST(ChatBpe, Qwen3TemplateTurnsReuseTheCacheAndMatchAFullPrefill) {
   ASSERT_TRUE(apply_dims(spec.cfg, "dim=32,layers=2,heads=2,kv_heads=1,head_dim=16,ffn=32").ok());
   spec.cfg.n_vocab = int(vocab->pieces.size());
   spec.vocab = *vocab;
-  const std::string path = testing::TempDir() + "kamera-chat-qwen3.gguf";
+  const std::string path = unique_temp("kamera-chat-qwen3.gguf");
   ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
 
   struct Side {

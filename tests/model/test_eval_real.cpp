@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/paths.h"
+#include "support/temp_path.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ const nlohmann::json* arm(const nlohmann::json& arms, const std::string& name,
 
 void check(const std::string& dir, const std::string& stem) {
   const std::string model = dir + "/" + stem + ".bin", tok = dir + "/tok512.bin";
-  const std::string out = testing::TempDir() + "kamera-eval-" + stem + ".json";
+  const std::string out = unique_temp("kamera-eval-") + stem + ".json";
   int rc = 0;
   run("eval -m " + model + " -z " + tok + " --suite smoke -q -t 2 --data-dir " +
           std::string(KAMERA_SOURCE_DIR) + "/data -o " + out + " >/dev/null",
@@ -78,7 +79,7 @@ void check(const std::string& dir, const std::string& stem) {
     EXPECT_EQ(r["relocation_max_ulp_layer0"], 0) << where;
   }
   EXPECT_FALSE(doc["timing_by_length"].empty());
-  const std::string rep = testing::TempDir() + "kamera-report-" + stem;
+  const std::string rep = unique_temp("kamera-report-") + stem;
   std::filesystem::remove_all(rep);
   run("report --in " + out + " --out " + rep + " >/dev/null", &rc);
   ASSERT_EQ(rc, 0);

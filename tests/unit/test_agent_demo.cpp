@@ -14,6 +14,7 @@
 #include "eval/agent_demo.h"
 #include "minivl/minivl.h"
 #include "reuse/chunk_cache.h"
+#include "support/temp_path.h"
 #include "window/window.h"
 
 using namespace kamera;
@@ -27,7 +28,7 @@ struct RandomMiniVl {
   std::string dir, decoder, vision;
   minivl::MiniVl model;
   RandomMiniVl() {
-    dir = testing::TempDir() + "/kamera_agent_demo_" + std::to_string(::getpid());
+    dir = unique_temp("kamera_agent_demo_") + std::to_string(::getpid());
     fs::create_directories(dir);
     decoder = dir + "/minivl.gguf";
     vision = dir + "/minivl-mmproj.gguf";

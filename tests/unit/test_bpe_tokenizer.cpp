@@ -16,6 +16,7 @@
 #include "model/tokenizer_bpe.h"
 #include "model/tokenizer_gguf.h"
 #include "model/utf8.h"
+#include "support/temp_path.h"
 
 namespace kamera {
 namespace {
@@ -288,7 +289,7 @@ TEST(TokenizerGguf, BpeRoundTrip) {
   t.v.chat_template = "{{ messages }}";
   GgufWriter w;
   write_tokenizer_gguf(w, t.v);
-  const std::string path = testing::TempDir() + "/kamera_bpe_roundtrip.gguf";
+  const std::string path = unique_temp("kamera_bpe_roundtrip.gguf");
   ASSERT_TRUE(w.write(path).ok());
   auto f = GgufFile::open(path);
   ASSERT_TRUE(f.ok()) << f.message();

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "context/chat_session.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -128,7 +129,7 @@ struct CliRun {
 };
 
 CliRun run_chat(const std::string& input, const std::string& args) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   const std::string in = dir + "kamera-chat.in", err = dir + "kamera-chat.err";
   std::ofstream(in) << input;
   const std::string cmd =

@@ -1,4 +1,5 @@
 // Every subcommand's --json output is machine-readable: stdout parses as one JSON document even
+#include "support/temp_path.h"
 // when the command warns (messages go to stderr). Runs the built `kamera` binary on tiny files.
 #include <gtest/gtest.h>
 
@@ -17,7 +18,7 @@ struct Output {
 };
 
 Output run(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "kamera-cli-json.stderr";
+  const std::string err_path = unique_temp("kamera-cli-json.stderr");
   const std::string cmd = std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
   Output o;
   FILE* f = popen(cmd.c_str(), "r");
@@ -52,7 +53,7 @@ void patch_bytes(const std::string& path, const std::string& from, const std::st
 }
 
 TEST(CliJson, EverySubcommandPrintsPureJson) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   const std::string model = dir + "kamera-cli-json.gguf", odd = dir + "kamera-cli-json-odd.gguf";
   const std::string items = dir + "kamera-cli-json-items.jsonl";
   // make-model: llama.cpp incompatibility notes go to stderr.

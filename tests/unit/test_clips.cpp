@@ -13,6 +13,7 @@
 #include <string>
 
 #include "minivl/clips.h"
+#include "support/temp_path.h"
 
 using namespace kamera;
 using namespace kamera::minivl;
@@ -350,8 +351,7 @@ TEST(Clips, Png) {
   const Clip c = make_clip(Split::Test, 3);
   const std::vector<Frame> frames(c.frames.begin(), c.frames.begin() + 3);
   const int scale = 3;
-  const std::string dir = testing::TempDir();
-  const std::string path = dir + "/kamera_clips_" + std::to_string(::getpid()) + ".png";
+  const std::string path = unique_temp("kamera_clips.png");
   ASSERT_TRUE(write_frames_png(path, frames, scale).ok());
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 
@@ -379,7 +379,7 @@ TEST(Clips, Png) {
   EXPECT_EQ(at(0, 0), (std::array<uint8_t, 3>{0, 0, 0}));  // a cell margin
 
   // Errors name the path and leave nothing behind.
-  const std::string bad = dir + "/no_such_dir_kamera/x.png";
+  const std::string bad = unique_temp("no_such_dir_kamera/x.png");
   const Status st = write_frames_png(bad, frames, scale);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find(bad), std::string::npos) << st.message();

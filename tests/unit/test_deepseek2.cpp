@@ -13,6 +13,7 @@
 #include "model/deepseek2.h"
 #include "model/gguf.h"
 #include "support/naive_forward.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -214,7 +215,7 @@ TEST(Deepseek2Gguf, MoeFileRoundTrips) {
   SyntheticSpec spec;
   spec.cfg = *synthetic_preset(Arch::Deepseek2, "tiny-moe");
   ASSERT_TRUE(apply_dims(spec.cfg, "moe_norm=1,moe_scale=1.5").ok());
-  const std::string path = testing::TempDir() + "kamera-moe-roundtrip.gguf";
+  const std::string path = unique_temp("kamera-moe-roundtrip.gguf");
   ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
   auto m = tiny::load(path);
   ASSERT_TRUE(m);
@@ -247,7 +248,7 @@ TEST(Deepseek2Gguf, MoeFileRoundTrips) {
   // another MoE setting is another model
   SyntheticSpec other = spec;
   other.cfg.moe.weights_scale = 1.25f;
-  const std::string path2 = testing::TempDir() + "kamera-moe-roundtrip2.gguf";
+  const std::string path2 = unique_temp("kamera-moe-roundtrip2.gguf");
   ASSERT_TRUE(write_synthetic_gguf(other, path2).ok());
   auto m2 = tiny::load(path2);
   ASSERT_TRUE(m2);
@@ -256,7 +257,7 @@ TEST(Deepseek2Gguf, MoeFileRoundTrips) {
 
 TEST(Deepseek2Gguf, RefusesWhatItDoesNotRun) {
   const std::string src = tiny::model_path(kMoe);
-  const std::string dst = testing::TempDir() + "kamera-moe-refused.gguf";
+  const std::string dst = unique_temp("kamera-moe-refused.gguf");
   struct Case {
     const char* what;
     std::function<void(GgufWriter&)> set;
@@ -310,7 +311,7 @@ TEST(Deepseek2Gguf, LogitsMatchLlamaCpp) {
     ASSERT_TRUE(apply_dims(spec.cfg, c["dims"].get<std::string>()).ok());
     spec.seed = c["seed"];
     spec.name = fmt::format("kamera-synthetic-deepseek2-tiny-moe-seed{}", spec.seed);
-    const std::string path = testing::TempDir() + "kamera-moe-llama-cpp.gguf";
+    const std::string path = unique_temp("kamera-moe-llama-cpp.gguf");
     ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
     auto m = tiny::load(path);
     ASSERT_TRUE(m);

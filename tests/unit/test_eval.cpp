@@ -12,6 +12,7 @@
 #include "eval/recompute.h"
 #include "eval/report.h"
 #include "eval/suite.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -330,7 +331,7 @@ TEST(EvalReport, ProducesEveryFigureFromASmallFixture) {
   auto doc = run_eval_suite(*ctx, *splits, so);
   ASSERT_TRUE(doc.ok()) << doc.message();
   (*doc)["model_name"] = "tiny-qwen2vl";
-  const std::string dir = testing::TempDir() + "kamera-report-test";
+  const std::string dir = unique_temp("kamera-report-test");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string in = dir + "/fixture.json";

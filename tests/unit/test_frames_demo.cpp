@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "minivl/clips.h"
+#include "support/temp_path.h"
 
 namespace {
 
@@ -22,7 +23,7 @@ struct Output {
 };
 
 Output kamera_cli(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "kamera-frames-demo.stderr";
+  const std::string err_path = unique_temp("kamera-frames-demo.stderr");
   const std::string cmd = std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
   Output o;
   FILE* f = popen(cmd.c_str(), "r");
@@ -37,7 +38,7 @@ Output kamera_cli(const std::string& args) {
 class FramesDemo : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TempDir() + "kamera-frames-demo/";
+    dir_ = unique_temp("kamera-frames-demo/");
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ + "frames");
     dec_ = dir_ + "dec.gguf";

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "reuse/disk_tier.h"
+#include "support/temp_path.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ std::shared_ptr<const ImageEntry> entry() {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const std::string dir = testing::TempDir() + "kamera-image-store-" + name;
+  const std::string dir = unique_temp("kamera-image-store-") + name;
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -10,6 +10,7 @@
 
 #include "core/cpu_features.h"
 #include "core/ggml_type.h"
+#include "support/temp_path.h"
 
 namespace {
 
@@ -60,7 +61,7 @@ TEST(Info, KameraIsaCapIsVisibleInEveryPath) {
 }
 
 TEST(Info, ModelWeightTypesAndBytes) {
-  const std::string model = testing::TempDir() + "kamera-info-q8.gguf";
+  const std::string model = unique_temp("kamera-info-q8.gguf");
   const std::string mk = std::string(KAMERA_BINARY_DIR) +
                          "/bin/kamera make-model --arch llama --preset tiny --type q8_0 -o " +
                          model + " >/dev/null 2>&1";

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "model/gguf.h"
 #include "ops/vision_ops.h"
+#include "support/temp_path.h"
 #include "vision/qwen_vision_encoder.h"
 
 namespace {
@@ -376,7 +377,7 @@ void rewrite(const std::string& from, const std::string& to,
 }
 
 TEST(QwenVision, GgufRoundTripAndBothFfnNamings) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   for (const char* arch : {"qwen2vl", "qwen25vl"}) {
     SCOPED_TRACE(arch);
     const QwenVisionModel m = QwenVisionModel::random(tiny(arch), 9);
@@ -413,7 +414,7 @@ TEST(QwenVision, GgufRoundTripAndBothFfnNamings) {
 }
 
 TEST(QwenVision, BadFilesAreRefusedNamingTheProblem) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   const QwenVisionModel m = QwenVisionModel::random(tiny("qwen2vl"), 9);
   const std::string path = dir + "kamera-qwen-vision-bad.gguf";
   ASSERT_TRUE(m.write_gguf(path, DType::F32).ok());

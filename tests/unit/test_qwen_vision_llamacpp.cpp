@@ -26,6 +26,7 @@
 
 #include "core/thread_pool.h"
 #include "media/image.h"
+#include "support/temp_path.h"
 #include "vision/qwen_vision_encoder.h"
 
 namespace {
@@ -51,7 +52,7 @@ TEST(QwenVisionLlamaCpp, EmbeddingsMatchLlamaCppClip) {
        {std::pair{DType::F32, "llamacpp-c392e50-tiny-seed1-f32.f32"},
         std::pair{DType::F16, "llamacpp-c392e50-tiny-seed1-f16.f32"}}) {
     SCOPED_TRACE(fixture);
-    const std::string path = testing::TempDir() + "kamera-qwen2vl-tiny-seed1.gguf";
+    const std::string path = unique_temp("kamera-qwen2vl-tiny-seed1.gguf");
     ASSERT_TRUE(QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 1)
                     .write_gguf(path, type)
                     .ok());

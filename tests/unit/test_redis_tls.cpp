@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "server/redis_tier.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -28,7 +29,7 @@ bool have(const char* tool) {
 class TlsRedis {
  public:
   explicit TlsRedis(const std::string& san) {
-    dir_ = testing::TempDir() + "kamera-rediss-" + std::to_string(::getpid());
+    dir_ = unique_temp("kamera-rediss-") + std::to_string(::getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     port_ = 20000 + ::getpid() % 20000;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -332,7 +333,7 @@ TEST(Server, WindowsThroughHttp) {
 
 // The disk tier: a second server over the same directory serves the first one's chunks.
 TEST(Server, StoreDirSurvivesRestart) {
-  const std::string dir = testing::TempDir() + "kamera-serve-store-" + std::to_string(::getpid());
+  const std::string dir = unique_temp("kamera-serve-store-") + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ServerOptions o;
   o.store_dir = dir;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
 
@@ -52,7 +53,7 @@ json text_part(const std::string& t) {
 
 TEST(ServerCompletionImages, PromptPartsTakeImages) {
   const std::string mm =
-      testing::TempDir() + "kamera-completion-images-" + std::to_string(::getpid()) + ".gguf";
+      unique_temp("kamera-completion-images-") + std::to_string(::getpid()) + ".gguf";
   ASSERT_TRUE(QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 4)
                   .write_gguf(mm, DType::F32)
                   .ok());

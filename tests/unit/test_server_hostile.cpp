@@ -22,6 +22,7 @@
 
 #include "server/server.h"
 #include "support/raw_http.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -381,7 +382,7 @@ TEST(ServerHostile, HugePromptIsRefusedBeforeTokenizing) {
 // Finding 6: a DELETE racing with completions that use the chunk answered deleted, yet the chunk
 // was served again and its file came back. Over 100 rounds, with the disk tier, it never does.
 TEST(ServerHostile, DeletedChunkNeverComesBack) {
-  const std::string dir = testing::TempDir() + "kamera-delete-race-" + std::to_string(::getpid());
+  const std::string dir = unique_temp("kamera-delete-race-") + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ServerOptions o;
   o.store_dir = dir;
@@ -518,7 +519,7 @@ TEST(ServerHostile, EmptyApiKeyIsRefused) {
   const std::string bin = std::string(KAMERA_BINARY_DIR) + "/bin/kamera";
   if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " is not built";
   const std::string model = tiny::model_path("qwen2");
-  const std::string err = testing::TempDir() + "kamera-empty-key.stderr";
+  const std::string err = unique_temp("kamera-empty-key.stderr");
   auto rc = [&](const std::string& cmd) { return std::system((cmd + " 2>" + err).c_str()); };
   EXPECT_NE(rc(bin + " serve -m " + model + " --port 0 --api-key ''"), 0);
   std::ifstream e(err);
@@ -606,7 +607,7 @@ TEST(ServerHostile, ApiKeysFromFileAndEnvironment) {
   const std::string bin = std::string(KAMERA_BINARY_DIR) + "/bin/kamera";
   if (!std::filesystem::exists(bin)) GTEST_SKIP() << bin << " is not built";
   const std::string model = tiny::model_path("qwen2");
-  const std::string keys = testing::TempDir() + "kamera-keys-" + std::to_string(::getpid());
+  const std::string keys = unique_temp("kamera-keys-") + std::to_string(::getpid());
   std::ofstream(keys) << "file-key-one-0123\r\nfile-key-two-0123\n";
   int port = 0;
   {  // a free port, as the kernel hands them out

@@ -13,6 +13,7 @@
 
 #include "media/data_url.h"
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
 
@@ -67,7 +68,7 @@ json chat_body(json content, int max_tokens = 8) {
 // The tiny tower, written once per process.
 std::string tower_path() {
   static const std::string path = [] {
-    const std::string p = testing::TempDir() + "kamera-server-images-mmproj.gguf";
+    const std::string p = unique_temp("kamera-server-images-mmproj.gguf");
     auto st = QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 5)
                   .write_gguf(p, DType::F32);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -301,7 +302,7 @@ TEST(ServerImages, BadMediaGets4xxWithAStableCode) {
 // --allow-local-media: paths and file: URLs inside the directory are read; "..", absolute paths
 // outside it and a symlink that leads out are refused.
 TEST(ServerImages, LocalMediaIsConfinedToItsDirectory) {
-  const fs::path root = fs::path(testing::TempDir()) / "kamera-local-media";
+  const fs::path root = fs::path(unique_temp("kamera-local-media"));
   fs::remove_all(root);
   fs::create_directories(root / "allowed" / "sub");
   fs::copy_file(kPrep + "color_70x50.jpg", root / "allowed" / "sub" / "in.jpg");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
 
@@ -49,7 +50,7 @@ std::string url_of(const std::string& name) {
 
 std::string tower(const std::string& arch) {
   const std::string p =
-      testing::TempDir() + "kamera-video-fps-" + arch + "-" + std::to_string(::getpid()) + ".gguf";
+      unique_temp("kamera-video-fps-") + arch + "-" + std::to_string(::getpid()) + ".gguf";
   EXPECT_TRUE(
       QwenVisionModel::random(*qwen_vision_preset(arch, "tiny"), 3).write_gguf(p, DType::F32).ok());
   return p;

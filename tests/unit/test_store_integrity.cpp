@@ -17,6 +17,7 @@
 #include "reuse/disk_tier.h"
 #include "server/redis_tier.h"
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -28,8 +29,7 @@ const std::string kKey = "the server's store key, 32 bytes";
 const std::string kOtherKey = "an attacker's key of 32 bytes...";
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d =
-      testing::TempDir() + "kamera-integrity-" + name + "-" + std::to_string(::getpid());
+  const std::string d = unique_temp("kamera-integrity-") + name + "-" + std::to_string(::getpid());
   std::filesystem::remove_all(d);
   return d;
 }

@@ -7,6 +7,7 @@
 
 #include "reuse/chunk_cache.h"
 #include "reuse/disk_tier.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -14,8 +15,7 @@ using namespace kamera;
 namespace {
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d =
-      testing::TempDir() + "kamera-store-" + name + "-" + std::to_string(::getpid());
+  const std::string d = unique_temp("kamera-store-") + name + "-" + std::to_string(::getpid());
   std::filesystem::remove_all(d);
   return d;
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "minivl/minivl.h"
+#include "support/temp_path.h"
 #include "vision/encoder.h"
 
 namespace {
@@ -15,7 +16,7 @@ using namespace kamera;
 
 TEST(Vision, GgufRoundTripIsExactAndEncodingDeterministic) {
   const VisionModel m = VisionModel::random(minivl::vision_config(), 3);
-  const std::string path = testing::TempDir() + "kamera-vision-rt.gguf";
+  const std::string path = unique_temp("kamera-vision-rt.gguf");
   ASSERT_TRUE(m.write_gguf(path).ok());
   auto back = VisionModel::load(path);
   ASSERT_TRUE(back.ok()) << back.message();
@@ -40,8 +41,8 @@ TEST(Vision, GgufRoundTripIsExactAndEncodingDeterministic) {
 }
 
 TEST(Vision, RefusesFilesThatAreNotAnEncoderNamingThem) {
-  const std::string dec = testing::TempDir() + "kamera-vision-dec.gguf";
-  const std::string vis = testing::TempDir() + "kamera-vision-vis.gguf";
+  const std::string dec = unique_temp("kamera-vision-dec.gguf");
+  const std::string vis = unique_temp("kamera-vision-vis.gguf");
   ASSERT_TRUE(minivl::write_random_minivl(dec, vis, 1).ok());
   auto r = VisionModel::load(dec);  // a decoder, not an encoder
   ASSERT_FALSE(r.ok());
@@ -109,8 +110,8 @@ constexpr auto find_arm = testing_support::minivl_arm;
 // On random weights (exactness, not accuracy): the full-rank patch equals re-prefill, blind does
 // not, every arm answers every question, and the rank-capped arms agree with full rank.
 TEST(MiniVlEval, FullRankPatchEqualsReprefillOnEveryQuestion) {
-  const std::string dec = testing::TempDir() + "kamera-mve-dec.gguf";
-  const std::string vis = testing::TempDir() + "kamera-mve-vis.gguf";
+  const std::string dec = unique_temp("kamera-mve-dec.gguf");
+  const std::string vis = unique_temp("kamera-mve-vis.gguf");
   ASSERT_TRUE(minivl::write_random_minivl(dec, vis, 9).ok());
   auto mv = minivl::MiniVl::load(dec, vis);
   ASSERT_TRUE(mv.ok()) << mv.message();

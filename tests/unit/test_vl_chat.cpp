@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "core/thread_pool.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/vl_chat_session.h"
 
@@ -26,7 +27,7 @@ const std::string kJpeg =
 
 std::string tower_file() {
   static const std::string path = [] {
-    const std::string p = testing::TempDir() + "kamera-vl-chat-mmproj.gguf";
+    const std::string p = unique_temp("kamera-vl-chat-mmproj.gguf");
     auto st = QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 2)
                   .write_gguf(p, DType::F32);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -115,7 +116,7 @@ struct Output {
 
 Output kamera_cli(const std::string& args, const std::string& stdin_text = "",
                   const std::string& tag = "kamera-vl-chat") {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   const std::string in = dir + tag + ".stdin", err = dir + tag + ".stderr";
   std::ofstream(in) << stdin_text;
   const std::string cmd =
@@ -135,7 +136,7 @@ Output kamera_cli(const std::string& args, const std::string& stdin_text = "",
 // kamera chat --mmproj --image, and /image in the script: replies on stdout, the verbose lines
 // say the second turn reused the first's prompt and that each picture was encoded once.
 TEST(VlChat, CliChatWithImages) {
-  const std::string dec = testing::TempDir() + "kamera-vl-chat-dec.gguf";
+  const std::string dec = unique_temp("kamera-vl-chat-dec.gguf");
   ASSERT_EQ(kamera_cli("make-model --arch qwen2vl --preset tiny --seed 3 -o " + dec).rc, 0);
   const std::string base = "chat -m " + dec + " --mmproj " + tower_file() +
                            " --temp 0 -n 5 -t 1 -v --chat-template chatml ";
@@ -173,7 +174,7 @@ TEST(VlChat, CliChatWithImages) {
 // from the disk tier instead of running the tower, and answers the same.
 TEST(VlChat, CliStoreDirKeepsImageEmbeddings) {
   const std::string tag = "kamera-vl-chat-store-" + std::to_string(::getpid());
-  const std::string dec = testing::TempDir() + tag + "-dec.gguf", dir = testing::TempDir() + tag;
+  const std::string dec = unique_temp(tag) + "-dec.gguf", dir = unique_temp(tag);
   std::filesystem::remove_all(dir);
   ASSERT_EQ(kamera_cli("make-model --arch qwen2vl --preset tiny --seed 3 -o " + dec, "", tag).rc,
             0);

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "reuse/chunk_cache.h"
 #include "reuse/patch.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/image_chunks.h"
 #include "window/window.h"
@@ -36,7 +37,7 @@ struct VlRig {
 
   VlRig() {
     ctx = tiny::context(tiny::model_path("qwen2vl"), 2000, 16, size_t(1) << 28);
-    const std::string path = testing::TempDir() + "kamera-vl-chunks-tower.gguf";
+    const std::string path = unique_temp("kamera-vl-chunks-tower.gguf");
     EXPECT_TRUE(QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 1)
                     .write_gguf(path, DType::F32)
                     .ok());

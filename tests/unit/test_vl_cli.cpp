@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/placement.h"
 #include "vision/vl_prompt.h"
@@ -24,7 +25,7 @@ struct Output {
 };
 
 Output kamera_cli(const std::string& args) {
-  const std::string err_path = testing::TempDir() + "kamera-vl-cli.stderr";
+  const std::string err_path = unique_temp("kamera-vl-cli.stderr");
   const std::string cmd = std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
   Output o;
   FILE* f = popen(cmd.c_str(), "r");
@@ -40,7 +41,7 @@ const std::string kImage =
     std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_vision/img_140x112.png";
 
 TEST(VlCli, LogitsWithImagesEqualTheLibrary) {
-  const std::string dir = testing::TempDir();
+  const std::string dir = unique_temp("");
   const std::string dec = dir + "kamera-vl-cli-dec.gguf", mm = dir + "kamera-vl-cli-mmproj.gguf";
   ASSERT_EQ(kamera_cli("make-model --arch qwen2vl --preset tiny --seed 3 -o " + dec).rc, 0);
   ASSERT_EQ(kamera_cli("make-model --arch qwen2vl-mmproj --preset tiny --seed 4 -o " + mm).rc, 0);

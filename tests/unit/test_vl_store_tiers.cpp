@@ -19,6 +19,7 @@
 
 #include "server/redis_tier.h"
 #include "server/server.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
 
@@ -177,7 +178,7 @@ std::string png_url() {
 std::string tower_path() {
   static const std::string path = [] {
     const std::string p =
-        testing::TempDir() + "kamera-vl-store-tiers-mmproj-" + std::to_string(::getpid()) + ".gguf";
+        unique_temp("kamera-vl-store-tiers-mmproj-") + std::to_string(::getpid()) + ".gguf";
     EXPECT_TRUE(
         QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), uint64_t(::getpid()))
             .write_gguf(p, DType::F32)
@@ -245,8 +246,7 @@ void expect_restart_reads_back(std::shared_ptr<const Model> model, const ServerO
 
 TEST(VlStoreTiers, RestartedServerReadsImageEmbeddingsFromDisk) {
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2vl"));
-  const std::string dir =
-      testing::TempDir() + "kamera-vl-store-tiers-" + std::to_string(::getpid());
+  const std::string dir = unique_temp("kamera-vl-store-tiers-") + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ServerOptions o;
   o.store_dir = dir;

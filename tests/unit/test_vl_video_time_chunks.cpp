@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "reuse/chunk_cache.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/image_chunks.h"
 
@@ -30,7 +31,7 @@ Image frame(int w, int h, int seed) {
 }
 
 QwenVisionModel tower(const std::string& arch, uint64_t seed) {
-  const std::string path = testing::TempDir() + "kamera-vl-video-time-" + arch + ".gguf";
+  const std::string path = unique_temp("kamera-vl-video-time-") + arch + ".gguf";
   EXPECT_TRUE(QwenVisionModel::random(*qwen_vision_preset(arch, "tiny"), seed)
                   .write_gguf(path, DType::F32)
                   .ok());

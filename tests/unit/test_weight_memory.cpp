@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -33,7 +34,7 @@ constexpr bool kAsan = false;
 TEST(WeightMemory, Q8FileGrowsRssByAboutItsSize) {
   if (vm_rss() == 0) GTEST_SKIP() << "no /proc/self/status";
   if (kAsan) GTEST_SKIP() << "AddressSanitizer build: RSS includes its shadow memory";
-  const std::string path = testing::TempDir() + "kamera-weight-memory-q8.gguf";
+  const std::string path = unique_temp("kamera-weight-memory-q8.gguf");
   const std::string mk = std::string(KAMERA_BINARY_DIR) +
                          "/bin/kamera make-model --arch llama --preset tiny --dims "
                          "dim=512,layers=4,heads=8,kv_heads=4,head_dim=64,ffn=2048,vocab=4096 "

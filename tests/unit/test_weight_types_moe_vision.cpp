@@ -17,6 +17,7 @@
 #include "model/moe.h"
 #include "support/naive_forward.h"
 #include "support/quant_data.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision_encoder.h"
 
@@ -339,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(Types, QwenVisionWeightTypes, testing::ValuesIn(kTypes)
 // in place in the mapping (the patch kernels, norms and biases in f32).
 TEST(QwenVisionWeightTypesGguf, MatricesKeepTheFileTypeAndBytes) {
   const QwenVisionModel m = QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 4);
-  const std::string path = testing::TempDir() + "kamera-wtype-tower.gguf";
+  const std::string path = unique_temp("kamera-wtype-tower.gguf");
   for (DType type : {DType::F16, DType::Q8_0}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     ASSERT_TRUE(m.write_gguf(path, type).ok());
