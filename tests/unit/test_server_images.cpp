@@ -13,6 +13,7 @@
 
 #include "media/data_url.h"
 #include "server/server.h"
+#include "support/base64.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
@@ -25,30 +26,6 @@ namespace {
 
 const std::string kVision = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_vision/";
 const std::string kPrep = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_preprocess/";
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-std::string base64(std::string_view in) {
-  static const char* A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = uint8_t(in[i]) << 16 | uint8_t(in[i + 1]) << 8 | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += A[(v >> s) & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
-    out += A[v >> 18];
-    out += A[(v >> 12) & 63];
-    out += i + 1 < in.size() ? A[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 std::string data_url(const std::string& path, const std::string& mime = "") {
   const std::string m = !mime.empty() ? mime : path.ends_with(".png") ? "image/png" : "image/jpeg";

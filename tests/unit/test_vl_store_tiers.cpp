@@ -19,6 +19,7 @@
 
 #include "server/redis_tier.h"
 #include "server/server.h"
+#include "support/base64.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "vision/qwen_vision.h"
@@ -148,25 +149,6 @@ TEST(VlStoreTiers, RedisKeepsImageEntriesSealed) {
 
 const std::string kPng =
     std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_preprocess/rgb_61x47.png";
-
-std::string base64(std::string_view in) {
-  static const char* A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = uint8_t(in[i]) << 16 | uint8_t(in[i + 1]) << 8 | uint8_t(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += A[(v >> s) & 63];
-  }
-  if (i < in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
-    out += A[v >> 18];
-    out += A[(v >> 12) & 63];
-    out += i + 1 < in.size() ? A[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 std::string png_url() {
   std::ifstream f(kPng, std::ios::binary);
