@@ -444,17 +444,8 @@ Result<bool> PooledBasisArm::prepare(const PreparedItem& it) {
         KAMERA_TRY(truncated_svd(d.data(), n, w, ko, SvdMethod::Gesdd, us, vt));
         err_pooled_ += residual2(d, coef.data(), vp.data(), n, w, k);
         err_own_ += residual2(d, us.data(), vt.data(), n, w, ko);
-        PatchFactor f;
-        f.layer = layer;
-        f.channel = ch;
-        f.cols = w;
-        f.rows = n;
-        f.rank = k;
-        f.us = ChannelMatrix(n, k, DType::F32);
-        f.vt = ChannelMatrix(k, w, DType::F32);
-        for (int r = 0; r < n; ++r) f.us.set_row(r, &coef[size_t(r) * k]);
-        for (int q = 0; q < k; ++q) f.vt.set_row(q, &vp[size_t(q) * w]);
-        patch.factors.push_back(std::move(f));
+        patch.factors.push_back(
+            PatchFactor::from_f32(layer, ch, 0, n, w, k, coef.data(), vp.data(), DType::F32));
       }
     patches_.push_back(std::move(patch));
   }

@@ -14,6 +14,22 @@
 
 namespace kamera {
 
+PatchFactor PatchFactor::from_f32(int layer, int channel, int col_begin, int rows, int cols,
+                                  int rank, const float* us, const float* vt, DType dtype) {
+  PatchFactor f;
+  f.layer = layer;
+  f.channel = channel;
+  f.col_begin = col_begin;
+  f.cols = cols;
+  f.rows = rows;
+  f.rank = rank;
+  f.us = ChannelMatrix(rows, rank, dtype);
+  f.vt = ChannelMatrix(rank, cols, dtype);
+  for (int i = 0; i < rows; ++i) f.us.set_row(i, us + size_t(i) * rank);
+  for (int j = 0; j < rank; ++j) f.vt.set_row(j, vt + size_t(j) * cols);
+  return f;
+}
+
 std::vector<int> LayerSet::resolve(int n_layers) const {
   std::vector<int> out;
   switch (kind) {
@@ -244,18 +260,8 @@ Result<Patch> form_patch_mean(std::span<const ChunkKV* const> targets, const Chu
               layer, cond.layout.channels[ch].name);
         std::vector<float> us, vt;
         KAMERA_TRY(truncated_svd(block.data(), n, cols, m, opts.method, us, vt));
-        PatchFactor f;
-        f.layer = layer;
-        f.channel = ch;
-        f.col_begin = h * cols;
-        f.cols = cols;
-        f.rows = n;
-        f.rank = m;
-        f.us = ChannelMatrix(n, m, opts.dtype);
-        f.vt = ChannelMatrix(m, cols, opts.dtype);
-        for (int i = 0; i < n; ++i) f.us.set_row(i, &us[size_t(i) * m]);
-        for (int j = 0; j < m; ++j) f.vt.set_row(j, &vt[size_t(j) * cols]);
-        p.factors.push_back(std::move(f));
+        p.factors.push_back(PatchFactor::from_f32(layer, ch, h * cols, n, cols, m, us.data(),
+                                                  vt.data(), opts.dtype));
       }
     }
   }

@@ -43,6 +43,11 @@ struct PatchFactor {
   int layer = 0, channel = 0, col_begin = 0, cols = 0, rows = 0, rank = 0;
   ChannelMatrix us;  // rows x rank: U_m S_m
   ChannelMatrix vt;  // rank x cols: V_m^T
+
+  // The factor of columns [col_begin, col_begin + cols) of (layer, channel) from row-major f32
+  // us (rows x rank) and vt (rank x cols), stored as `dtype`.
+  static PatchFactor from_f32(int layer, int channel, int col_begin, int rows, int cols, int rank,
+                              const float* us, const float* vt, DType dtype);
 };
 
 struct Patch {

@@ -189,18 +189,8 @@ Result<Patch> form_output_patch(const ChunkKV& target, const ChunkKV& base,
         std::vector<float> us, vt;
         KAMERA_TRY(
             weighted_truncated_svd(block.data(), n, cols, m, w.rows, g, weights.lambda, us, vt));
-        PatchFactor f;
-        f.layer = layer;
-        f.channel = ch;
-        f.col_begin = h * cols;
-        f.cols = cols;
-        f.rows = n;
-        f.rank = m;
-        f.us = ChannelMatrix(n, m, opts.dtype);
-        f.vt = ChannelMatrix(m, cols, opts.dtype);
-        for (int i = 0; i < n; ++i) f.us.set_row(i, &us[size_t(i) * m]);
-        for (int j = 0; j < m; ++j) f.vt.set_row(j, &vt[size_t(j) * cols]);
-        p.factors.push_back(std::move(f));
+        p.factors.push_back(PatchFactor::from_f32(layer, ch, h * cols, n, cols, m, us.data(),
+                                                  vt.data(), opts.dtype));
       }
     }
   return p;
