@@ -54,8 +54,15 @@ void bind_minivl(py::module_& root) {
   py::class_<mv::Question>(m, "Question", "A question (word ids) and its one-word answer.")
       .def_property_readonly("family",
                              [](const mv::Question& q) {
-                               return q.family == mv::Family::SingleHop ? "single-hop"
-                                                                        : "cross-frame";
+                               switch (q.family) {
+                                 case mv::Family::SingleHop:
+                                   return "single-hop";
+                                 case mv::Family::CrossFrame:
+                                   return "cross-frame";
+                                 case mv::Family::TwoFrame:
+                                   return "two-frame";
+                               }
+                               return "?";
                              })
       .def_readonly("kind", &mv::Question::kind)
       .def_readonly("tokens", &mv::Question::tokens)

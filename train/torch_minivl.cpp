@@ -1,7 +1,9 @@
 #include "train/torch_minivl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace kamera::train {
 
@@ -152,7 +154,19 @@ torch::Tensor sequence_positions(int n_frames, int token_grid, int n_text) {
   return torch::from_blob(v.data(), {int64_t(v.size() / 3), 3}, torch::kInt64).clone();
 }
 
-torch::Tensor TorchMiniVl::decode(torch::Tensor x, const torch::Tensor& pos) {
+torch::Tensor packed_mask(int64_t prefix, int64_t seg, int64_t n_segments) {
+  const int64_t T = prefix + seg * n_segments;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> m(size_t(T * T), -inf);
+  for (int64_t r = 0; r < T; ++r) {
+    const int64_t own = r < prefix ? 0 : prefix + (r - prefix) / seg * seg;  // segment start
+    for (int64_t c = 0; c <= r; ++c)
+      if (c < prefix || c >= own) m[size_t(r * T + c)] = 0.0f;
+  }
+  return torch::from_blob(m.data(), {T, T}, torch::kFloat32).clone();
+}
+
+torch::Tensor TorchMiniVl::decode(torch::Tensor x, const torch::Tensor& pos, torch::Tensor mask) {
   const ModelConfig& c = dc_;
   const int64_t B = x.size(0), T = x.size(1), H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim;
   const int half = c.rope.n_pairs();
@@ -165,7 +179,7 @@ torch::Tensor TorchMiniVl::decode(torch::Tensor x, const torch::Tensor& pos) {
   }
   auto ang = torch::stack(cols, 1);  // [T, half]
   auto cos = torch::cos(ang).to(torch::kFloat32), sin = torch::sin(ang).to(torch::kFloat32);
-  auto mask = torch::full({T, T}, -std::numeric_limits<float>::infinity()).triu(1);
+  if (!mask.defined()) mask = torch::full({T, T}, -std::numeric_limits<float>::infinity()).triu(1);
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string pf = "blk." + std::to_string(i) + ".";
     auto h = rms(x, at(pf + "attn_norm.weight"), c.rms_eps);
@@ -198,37 +212,42 @@ torch::Tensor frames_tensor(const minivl::Clip& clip) {
 }  // namespace
 
 torch::Tensor TorchMiniVl::answer_logits(const std::vector<Example>& batch) {
-  // Encode each distinct clip once.
+  // One sequence per distinct clip: [<bos>][frames][q_0 padded][q_1 padded]..., each question in
+  // a segment of the longest question's length, at the text positions it would have alone.
   std::vector<const minivl::Clip*> clips;
-  std::vector<int64_t> clip_of;
+  std::vector<int64_t> clip_of, seg_of, n_seg;
   for (const Example& e : batch) {
     auto it = std::find(clips.begin(), clips.end(), e.clip);
     clip_of.push_back(it - clips.begin());
-    if (it == clips.end()) clips.push_back(e.clip);
+    if (it == clips.end()) clips.push_back(e.clip), n_seg.push_back(0);
+    seg_of.push_back(n_seg[size_t(clip_of.back())]++);
   }
-  const int64_t F = int64_t(batch[0].clip->frames.size());
+  const int64_t F = int64_t(batch[0].clip->frames.size()), C = int64_t(clips.size());
   std::vector<torch::Tensor> fr;
   for (auto* c : clips) fr.push_back(frames_tensor(*c));
-  auto vis = encode(torch::cat(fr, 0));  // [clips*F, tokens, D]
+  auto vis = encode(torch::cat(fr, 0));  // [C*F, tokens, D]
   const int64_t nt = vis.size(1), D = vis.size(2);
-  vis = vis.view({int64_t(clips.size()), F * nt, D});
+  vis = vis.view({C, F * nt, D});
   int64_t qmax = 0;
   for (const Example& e : batch) qmax = std::max<int64_t>(qmax, int64_t(e.question->tokens.size()));
-  std::vector<int64_t> ids(batch.size() * size_t(1 + qmax), 0), last;
+  const int64_t S = *std::max_element(n_seg.begin(), n_seg.end()), P = 1 + F * nt;
+  std::vector<int64_t> ids(size_t(C * (1 + S * qmax)), 0), last;  // 0: <pad>
+  for (int64_t c = 0; c < C; ++c) ids[size_t(c * (1 + S * qmax))] = minivl::bos_id();
   for (size_t b = 0; b < batch.size(); ++b) {
-    ids[b * size_t(1 + qmax)] = minivl::bos_id();
     const auto& q = batch[b].question->tokens;
-    for (size_t i = 0; i < q.size(); ++i) ids[b * size_t(1 + qmax) + 1 + i] = q[i];
-    last.push_back(1 + F * nt + int64_t(q.size()) - 1);
+    const int64_t at0 = clip_of[b] * (1 + S * qmax) + 1 + seg_of[b] * qmax;
+    for (size_t i = 0; i < q.size(); ++i) ids[size_t(at0) + i] = q[i];
+    last.push_back(P + seg_of[b] * qmax + int64_t(q.size()) - 1);
   }
-  auto tok = torch::from_blob(ids.data(), {int64_t(batch.size()), 1 + qmax}, torch::kInt64).clone();
-  auto emb = torch::nn::functional::embedding(tok, at("token_embd.weight"));  // [B, 1+q, D]
-  auto idx = torch::from_blob(clip_of.data(), {int64_t(batch.size())}, torch::kInt64).clone();
-  auto x = torch::cat({emb.slice(1, 0, 1), vis.index_select(0, idx), emb.slice(1, 1, 1 + qmax)}, 1);
-  auto pos = sequence_positions(int(F), vc_.token_grid(), int(qmax));
-  auto logits = decode(x, pos);  // [B, T, V]
+  auto tok = torch::from_blob(ids.data(), {C, 1 + S * qmax}, torch::kInt64).clone();
+  auto emb = torch::nn::functional::embedding(tok, at("token_embd.weight"));  // [C, 1+S*q, D]
+  auto x = torch::cat({emb.slice(1, 0, 1), vis, emb.slice(1, 1)}, 1);         // [C, T, D]
+  auto alone = sequence_positions(int(F), vc_.token_grid(), int(qmax));       // [P + q, 3]
+  auto pos = torch::cat({alone.slice(0, 0, P), alone.slice(0, P).repeat({S, 1})}, 0);
+  auto logits = decode(x, pos, packed_mask(P, qmax, S));  // [C, T, V]
+  auto ci = torch::from_blob(clip_of.data(), {int64_t(batch.size())}, torch::kInt64).clone();
   auto li = torch::from_blob(last.data(), {int64_t(batch.size())}, torch::kInt64).clone();
-  return logits.index({torch::arange(int64_t(batch.size())), li});
+  return logits.index({ci, li});
 }
 
 torch::Tensor TorchMiniVl::sequence_logits(const Example& e) {

@@ -26,9 +26,12 @@ class TorchMiniVl : public torch::nn::Module {
 
   // Vision tokens of n frames: uint8 [n, S, S, 3] -> float [n, tokens, dim].
   torch::Tensor encode(const torch::Tensor& frames_u8);
-  // Decoder logits [B, T, V] for input embeddings x [B, T, D] at (t, h, w) positions [T, 3].
-  torch::Tensor decode(torch::Tensor x, const torch::Tensor& pos);
-  // Logits at each example's last question token [B, V] (frames of the examples' clips).
+  // Decoder logits [B, T, V] for input embeddings x [B, T, D] at (t, h, w) positions [T, 3];
+  // `mask` [T, T] is added to the attention scores (undefined: causal).
+  torch::Tensor decode(torch::Tensor x, const torch::Tensor& pos, torch::Tensor mask = {});
+  // Logits at each example's last question token [B, V] (frames of the examples' clips). The
+  // questions of one clip share one packed sequence (see packed_mask); each answer's logits are
+  // those of the question's own sequence [<bos>][frames][question].
   torch::Tensor answer_logits(const std::vector<Example>& batch);
   // All-position logits [T, V] of one example (the cross-check).
   torch::Tensor sequence_logits(const Example& e);
@@ -59,5 +62,10 @@ class TorchMiniVl : public torch::nn::Module {
 
 // Positions (t, h, w) of [<bos>, F frames, q question tokens] as the engine lays them out.
 torch::Tensor sequence_positions(int n_frames, int token_grid, int n_text);
+
+// The attention mask of a packed sequence [prefix][segment 0]...[segment S-1], segments `seg`
+// long: prefix rows are causal; a segment's rows see the prefix and their own segment's earlier
+// rows (0 where seen, -inf elsewhere), so each segment reads as if it followed the prefix alone.
+torch::Tensor packed_mask(int64_t prefix, int64_t seg, int64_t n_segments);
 
 }  // namespace kamera::train

@@ -58,7 +58,7 @@ std::vector<std::unique_ptr<Arm>> minivl_arms(const Model& m, const MiniVlEvalOp
 }
 
 // A clip as an item: the frames (the first one exact), its questions answered at the last
-// position; family 1 for cross-frame questions.
+// position; the family is minivl::Family's value.
 Result<EvalItem> clip_item(VisionEncoder& enc, const minivl::Clip& clip, int index) {
   EvalItem it;
   it.name = fmt::format("clip{}", index);
@@ -67,8 +67,7 @@ Result<EvalItem> clip_item(VisionEncoder& enc, const minivl::Clip& clip, int ind
     it.chunks.push_back(std::move(c));
   }
   for (const auto& q : clip.questions)
-    it.queries.push_back({minivl::text_chunk(q.tokens), LogitsMode::Last,
-                          q.family == minivl::Family::CrossFrame ? 1 : 0, q.answer});
+    it.queries.push_back({minivl::text_chunk(q.tokens), LogitsMode::Last, int(q.family), q.answer});
   return it;
 }
 
@@ -88,15 +87,15 @@ nlohmann::json family_json(const Scoreboard& board, const ArmRecord& a, const Ar
           {"agree_reprefill", s.argmax_agree}};
 }
 
-nlohmann::json arms_json(const Scoreboard& board, double frame_bytes, int n_clips) {
+nlohmann::json arms_json(const Scoreboard& board, double frame_bytes, int n_clips, int n_families) {
   using nlohmann::json;
   const ArmRecord& blind = *board.find({"blind", 0, ""});
   json out = json::array();
   for (const ArmRecord& a : board.arms()) {
     json fam = json::object();
     fam["all"] = family_json(board, a, blind, -1);
-    fam["single_hop"] = family_json(board, a, blind, 0);
-    fam["cross_frame"] = family_json(board, a, blind, 1);
+    for (int f = 0; f < n_families; ++f)
+      fam[minivl::family_name(minivl::Family(f))] = family_json(board, a, blind, f);
     out.push_back({{"arm", a.key.name},
                    {"knob", a.key.param},
                    {"extra_bytes_fraction", a.cost.kv_bytes / (frame_bytes * n_clips)},
@@ -122,6 +121,7 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
   auto arms = minivl_arms(model, o);
   minivl::ClipSpec spec;
   spec.n_frames = o.n_frames;
+  spec.two_frame = o.two_frame;
   for (int ci = 0; ci < o.n_clips; ++ci) {
     const minivl::Clip clip = minivl::make_clip(minivl::Split::Test, uint64_t(ci), spec);
     KAMERA_ASSIGN_OR_RETURN(const EvalItem item, clip_item(enc, clip, ci));
@@ -135,7 +135,8 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
                         {"questions", int(board.measurements().size())},
                         {"tokens_per_frame", per_frame},
                         {"split", "test (held out: never trained on)"},
-                        {"arms", arms_json(board, frame_bytes, o.n_clips)}};
+                        {"two_frame_family", o.two_frame},
+                        {"arms", arms_json(board, frame_bytes, o.n_clips, o.two_frame ? 3 : 2)}};
 }
 
 }  // namespace kamera

@@ -8,7 +8,8 @@
 //   patch deep half  the same, deepest half of the layers only
 //   cacheblend, epic, vlcache   token recompute in context on top of blind (eval/baselines.h)
 //
-// Reported per arm and question family: accuracy against the gold answer, KL(p_reprefill || p_arm)
+// Reported per arm and question family (single_hop, cross_frame, and two_frame with
+// opts.two_frame): accuracy against the gold answer, KL(p_reprefill || p_arm)
 // at the answer, eta = 1 - KL/KL_blind, flip-recover on the questions whose answer blind reuse
 // changes (relative to re-prefill), and the extra bytes / FLOPs of the arm.
 #pragma once
@@ -29,6 +30,7 @@ struct MiniVlEvalOptions {
   std::vector<int> ranks = {1, 2, 4, 16, 64, -1};  // -1: full; capped at each frame's rank
   bool baselines = true;
   bool output_patches = false;  // also "patch_output" arms at every rank (all layers)
+  bool two_frame = false;       // clips with the two-frame family too (mini-VL v2)
   std::function<void(int done, int total)> progress;
 };
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <random>
+#include <unordered_map>
 
 #include "core/clock.h"
 #include "eval/metrics.h"
@@ -17,8 +19,65 @@ namespace {
 // Sums of one (trace, policy) run; divided by the questions at the end.
 struct Tally {
   double forms = 0, form_tokens = 0, hits = 0, patched = 0, ttft = 0, reprefill = 0;
+  double planned_blind = 0, rank_sum = 0;
   double kl_same = 0, kl_blind = 0, kl_arrival = 0, agree_same = 0, agree_arrival = 0;
   double reordered = 0;
+};
+
+// Squared Frobenius norm of a chunk's KV (every layer and channel).
+double sq_norm(const ChunkKV& kv) {
+  double s = 0;
+  std::vector<float> row;
+  for (const auto& b : kv.blocks) {
+    row.resize(size_t(b.cols()));
+    for (int i = 0; i < b.rows(); ++i) {
+      b.get_row(i, row.data());
+      for (float x : row) s += double(x) * x;
+    }
+  }
+  return s;
+}
+
+// A patch's energy ||U_m S_m V_m^T||^2 = sum of sigma_i^2, read off the stored factors (column i of
+// U_m S_m has norm sigma_i), and the smallest rank r whose first r components over all factors
+// hold `share` of it.
+struct PatchEnergy {
+  double total = 0;
+  int rank_for_share = 0;
+};
+PatchEnergy patch_energy(const Patch& p, double share) {
+  int max_rank = 0;
+  for (const auto& f : p.factors) max_rank = std::max(max_rank, f.rank);
+  std::vector<double> by_rank(size_t(max_rank), 0.0);
+  std::vector<float> row;
+  for (const auto& f : p.factors) {
+    row.resize(size_t(f.rank));
+    for (int i = 0; i < f.rows; ++i) {
+      f.us.get_row(i, row.data());
+      for (int j = 0; j < f.rank; ++j)
+        by_rank[size_t(j)] += double(row[size_t(j)]) * row[size_t(j)];
+    }
+  }
+  PatchEnergy e;
+  for (double x : by_rank) e.total += x;
+  double kept = 0;
+  for (double x : by_rank) {
+    if (e.rank_for_share > 0 && kept >= share * e.total) break;
+    kept += x;
+    ++e.rank_for_share;
+  }
+  return e;
+}
+
+// What the adaptive plan learned about one chunk from the patches formed for it.
+struct ChunkProfile {
+  std::vector<double> rel_energy;  // ||patch||^2 / ||canonical||^2 of each formed patch
+  int rank = 0;                    // planned rank (0: not yet planned)
+  double median() const {
+    std::vector<double> v = rel_energy;
+    std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  }
 };
 
 class Runner {
@@ -33,7 +92,7 @@ class Runner {
         o_(o) {}
 
   Result<PlacementRow> run(const std::string& trace_name, const Trace& trace,
-                           const std::string& policy);
+                           const std::string& policy, const std::string& plan);
 
  private:
   std::vector<ChunkContent> contents(const std::vector<int>& order) const {
@@ -66,23 +125,34 @@ class Runner {
     po.head_dim = ctx_.model().cfg.head_dim;
     return po;
   }
+  using PatchResult = Result<std::shared_ptr<const PatchEntry>>;
+  using SlotPatch = std::function<PatchResult(size_t, const CanonicalEntry&, int)>;
+  Result<std::vector<float>> serve_by_slot(const std::vector<ChunkContent>& cs,
+                                           const ChunkContent& q, const SlotPatch& pick);
   Result<std::vector<float>> orbit_answer(const std::vector<ChunkContent>& cs,
                                           const ChunkContent& q, Tally& t);
+  PatchKey fixed_key(const std::vector<ChunkContent>& cs, size_t i) const {
+    std::vector<ChunkId> ids;
+    for (size_t j = 0; j < i; ++j) ids.push_back(cc_.id_of(cs[j]));
+    return PatchKey::make(cc_.id_of(cs[i]), ids, patch_options());
+  }
+  Result<std::vector<float>> planned_answer(const std::vector<ChunkContent>& cs,
+                                            const ChunkContent& q, Tally& t);
   Status step(const std::vector<int>& arrival, const std::vector<int>& order, const ChunkContent& q,
-              bool orbit, Tally& t);
+              const std::string& mode, Tally& t);
 
   Context& ctx_;
   ChunkCache& cc_;
   KvPool& pool_;
   std::vector<ChunkContent> chunks_, queries_;
   const PlacementOptions& o_;
+  std::unordered_map<ChunkId, ChunkProfile, ChunkIdHash> profiles_;  // adaptive plan, per run
 };
 
-// The trace's order, each chunk with the orbit patch of the set in front of it (one patch per
-// (chunk, antecedent set), whatever their order; forming it runs one forward per averaged
-// ordering). Counts forms, hits and forward tokens into t.
-Result<std::vector<float>> Runner::orbit_answer(const std::vector<ChunkContent>& cs,
-                                                const ChunkContent& q, Tally& t) {
+// Serves [anchor][cs...][q] chunk by chunk: each chunk's canonical, with the patch that
+// `pick(i, canonical, tokens in front)` returns for slot i > 0 (null: blind).
+Result<std::vector<float>> Runner::serve_by_slot(const std::vector<ChunkContent>& cs,
+                                                 const ChunkContent& q, const SlotPatch& pick) {
   ScopedSequence s(pool_);
   KAMERA_TRY(cc_.place_anchor(s.id()));
   int32_t pos = cc_.anchor_extent();
@@ -92,20 +162,9 @@ Result<std::vector<float>> Runner::orbit_answer(const std::vector<ChunkContent>&
     if (!canon.ok()) return canon.error();
     std::shared_ptr<const PatchEntry> patch;
     if (i > 0) {
-      const int64_t misses = ctx_.store().stats().patch_misses;
-      auto p = cc_.orbit_patch(std::span(cs).first(i), cs[i], patch_options(), o_.orbit_orderings);
+      auto p = pick(i, **canon, tokens);
       if (!p.ok()) return p.error();
       patch = *p;
-      t.patched += 1;
-      if (ctx_.store().stats().patch_misses == misses) {
-        t.hits += 1;
-      } else {
-        double orderings = 1;
-        for (size_t j = 2; j <= i; ++j) orderings *= double(j);
-        orderings = std::min(orderings, double(o_.orbit_orderings));
-        t.forms += orderings;
-        t.form_tokens += orderings * (tokens + cs[i].n());
-      }
     }
     KAMERA_TRY(cc_.place(s.id(), **canon, patch ? &patch->patch : nullptr, pos));
     pos += cs[i].extent();
@@ -114,14 +173,81 @@ Result<std::vector<float>> Runner::orbit_answer(const std::vector<ChunkContent>&
   return last_logits(s.id(), q, pos);
 }
 
+// The trace's order, each chunk with the orbit patch of the set in front of it (one patch per
+// (chunk, antecedent set), whatever their order; forming it runs one forward per averaged
+// ordering). Counts forms, hits and forward tokens into t.
+Result<std::vector<float>> Runner::orbit_answer(const std::vector<ChunkContent>& cs,
+                                                const ChunkContent& q, Tally& t) {
+  return serve_by_slot(cs, q, [&](size_t i, const CanonicalEntry&, int tokens) -> PatchResult {
+    const int64_t misses = ctx_.store().stats().patch_misses;
+    auto p = cc_.orbit_patch(std::span(cs).first(i), cs[i], patch_options(), o_.orbit_orderings);
+    if (!p.ok()) return p.error();
+    t.patched += 1;
+    if (ctx_.store().stats().patch_misses == misses) {
+      t.hits += 1;
+    } else {
+      double orderings = 1;
+      for (size_t j = 2; j <= i; ++j) orderings *= double(j);
+      orderings = std::min(orderings, double(o_.orbit_orderings));
+      t.forms += orderings;
+      t.form_tokens += orderings * (tokens + cs[i].n());
+    }
+    return *p;
+  });
+}
+
+// The adaptive plan (see placement_bench.h): blind when the chunk's patches have carried little
+// energy, else its stored patch at the planned rank (formed on a miss, and then learned from).
+Result<std::vector<float>> Runner::planned_answer(const std::vector<ChunkContent>& cs,
+                                                  const ChunkContent& q, Tally& t) {
+  return serve_by_slot(cs, q,
+                       [&](size_t i, const CanonicalEntry& canon, int tokens) -> PatchResult {
+                         ChunkProfile& prof = profiles_[canon.id];
+                         if (!prof.rel_energy.empty() && prof.median() < o_.plan_blind) {
+                           t.planned_blind += 1;
+                           return std::shared_ptr<const PatchEntry>();
+                         }
+                         PatchOptions po = patch_options();
+                         std::shared_ptr<const PatchEntry> patch;
+                         if (prof.rank > 0) {
+                           po.rank = prof.rank;
+                           // The chunk's first patch behind this very prefix was formed at the
+                           // fixed rank: reuse it.
+                           patch = ctx_.store().find_patch(fixed_key(cs, i));
+                         }
+                         const int64_t misses = ctx_.store().stats().patch_misses;
+                         if (!patch) {
+                           auto p = cc_.patch(std::span(cs).first(i), cs[i], po);
+                           if (!p.ok()) return p.error();
+                           patch = *p;
+                         }
+                         t.patched += 1;
+                         if (ctx_.store().stats().patch_misses == misses) {
+                           t.hits += 1;
+                         } else {
+                           t.forms += 1;
+                           t.form_tokens += tokens + cs[i].n();
+                           const PatchEnergy e = patch_energy(patch->patch, o_.plan_energy);
+                           prof.rel_energy.push_back(e.total / std::max(sq_norm(canon.kv), 1e-30));
+                           if (prof.rank == 0) prof.rank = std::max(1, e.rank_for_share);
+                         }
+                         int rank = 0;
+                         for (const auto& f : patch->patch.factors) rank = std::max(rank, f.rank);
+                         t.rank_sum += rank;
+                         return patch;
+                       });
+}
+
 // One question: served in `order` (patches formed on a miss), scored against re-prefills of the
 // served order and of the trace's order, and against canonicals only (blind) in the served order.
 Status Runner::step(const std::vector<int>& arrival, const std::vector<int>& order,
-                    const ChunkContent& q, bool orbit, Tally& t) {
+                    const ChunkContent& q, const std::string& mode, Tally& t) {
   const auto cs = contents(order);
   ServeReport rep;
   double t0 = now_ms();
-  auto served = orbit ? orbit_answer(cs, q, t) : answer(cs, q, ServePolicy::Patch, &rep);
+  auto served = mode == "orbit"      ? orbit_answer(cs, q, t)
+                : mode == "adaptive" ? planned_answer(cs, q, t)
+                                     : answer(cs, q, ServePolicy::Patch, &rep);
   if (!served.ok()) return served.error();
   t.ttft += now_ms() - t0;
   for (const auto& seg : rep.segments) {
@@ -130,7 +256,7 @@ Status Runner::step(const std::vector<int>& arrival, const std::vector<int>& ord
       t.form_tokens += seg.first_token + seg.n_tokens;  // anchor + antecedents + the chunk
     }
     if (seg.source == SegmentSource::PatchFormed || seg.source == SegmentSource::PatchHit)
-      t.patched += 1;
+      t.patched += 1, t.rank_sum += patch_options().rank;
     if (seg.source == SegmentSource::PatchHit) t.hits += 1;
   }
   t0 = now_ms();
@@ -152,8 +278,9 @@ Status Runner::step(const std::vector<int>& arrival, const std::vector<int>& ord
 }
 
 Result<PlacementRow> Runner::run(const std::string& trace_name, const Trace& trace,
-                                 const std::string& policy) {
+                                 const std::string& policy, const std::string& plan) {
   ctx_.clear_store();
+  profiles_.clear();
   ctx_.store().set_patch_budget(o_.patch_budget ? o_.patch_budget : SIZE_MAX);
   // Canonicals are formed once per chunk whatever the policy: form them before timing anything.
   for (const auto& c : chunks_)
@@ -163,7 +290,7 @@ Result<PlacementRow> Runner::run(const std::string& trace_name, const Trace& tra
   Tally t;
   for (size_t s = 0; s < trace.size(); ++s) {
     const auto order = placer.order(trace[s]);
-    KAMERA_TRY(step(trace[s], order, queries_[s % queries_.size()], orbit, t));
+    KAMERA_TRY(step(trace[s], order, queries_[s % queries_.size()], orbit ? "orbit" : plan, t));
     placer.served(order);
     if (o_.progress) o_.progress(trace_name, policy, int(s + 1), int(trace.size()));
   }
@@ -171,7 +298,11 @@ Result<PlacementRow> Runner::run(const std::string& trace_name, const Trace& tra
   PlacementRow r;
   r.trace = trace_name;
   r.policy = policy;
+  r.plan = orbit ? "orbit" : plan;
   r.questions = int(trace.size());
+  const double behind = n * double(o_.set_size - 1);  // chunks with another in front
+  r.blind_share = t.planned_blind / behind;
+  r.mean_rank = t.patched > 0 ? t.rank_sum / t.patched : NAN;
   r.forms_per_question = t.forms / n;
   r.form_tokens_per_question = t.form_tokens / n;
   r.hit_rate = t.patched > 0 ? t.hits / t.patched : NAN;
@@ -194,6 +325,13 @@ Status check(const PlacementOptions& o) {
   for (const auto& p : o.policies)
     if (p != "arrival" && p != "lru" && p != "online" && p != "offline" && p != "orbit")
       return make_error(ErrorCode::InvalidArgument, "placement: unknown policy '{}'", p);
+  for (const auto& p : o.plans)
+    if (p != "fixed" && p != "adaptive")
+      return make_error(ErrorCode::InvalidArgument, "placement: unknown plan '{}'", p);
+  if (o.plans.empty() || o.plan_energy <= 0 || o.plan_energy > 1 || o.plan_blind < 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "placement: need a plan, 0 < plan energy ({}) <= 1 and plan blind ({}) >= 0",
+                      o.plan_energy, o.plan_blind);
   if (o.set_size < 2 || o.set_size > o.pool_chunks || o.steps < 1)
     return make_error(ErrorCode::InvalidArgument,
                       "placement: need 2 <= set size ({}) <= pool chunks ({}) and steps >= 1",
@@ -239,13 +377,21 @@ Result<PlacementResult> run_placement_bench(Context& ctx, const std::vector<Reus
   for (const auto& tname : o.traces) {
     const Trace trace = make_trace(tname, o.steps, o.set_size, o.pool_chunks, rng);
     for (const auto& p : o.policies) {
-      auto row = runner.run(tname, trace, p);
-      if (!row.ok()) return row.error();
-      res.rows.push_back(*row);
+      for (const auto& plan : o.plans) {
+        if (p == "orbit" && plan != o.plans.front()) continue;  // orbit has its own plan
+        auto row = runner.run(tname, trace, p, plan);
+        if (!row.ok()) return row.error();
+        res.rows.push_back(*row);
+      }
     }
   }
   res.notes.push_back(fmt::format("{} chunks of at most {} tokens, {} per question, rank {}",
                                   o.pool_chunks, cap, o.set_size, o.rank));
+  if (std::find(o.plans.begin(), o.plans.end(), "adaptive") != o.plans.end())
+    res.notes.push_back(
+        fmt::format("adaptive plan: blind below {} relative patch energy, rank "
+                    "keeping {} of the first patch's energy",
+                    o.plan_blind, o.plan_energy));
   return res;
 }
 
@@ -255,7 +401,10 @@ nlohmann::json placement_bench_json(const PlacementResult& r) {
   for (const auto& w : r.rows)
     rows.push_back({{"trace", w.trace},
                     {"policy", w.policy},
+                    {"plan", w.plan},
                     {"questions", w.questions},
+                    {"blind_share", w.blind_share},
+                    {"mean_rank", num(w.mean_rank)},
                     {"forms_per_question", w.forms_per_question},
                     {"form_tokens_per_question", w.form_tokens_per_question},
                     {"hit_rate", num(w.hit_rate)},

@@ -24,7 +24,14 @@
 //             *set* in front of it (paper §4: the mean deficit over orderings of the set), so any
 //             order of a set seen before hits; forming one averages up to orbit_orderings
 //             forwards, counted as that many forms.
-// The patch store is shared by the steps of one (trace, policy) run and starts empty; with
+// Patch plans (which chunks get a patch, at what rank), crossed with every policy but orbit:
+//   fixed    - every chunk behind another gets a patch of the fixed rank;
+//   adaptive - learned per chunk from the patches formed for it so far: a chunk whose patches
+//              carried less than plan_blind of its canonical's energy (median, ||patch||^2 /
+//              ||canonical||^2) is served blind, with no lookup and no forward; otherwise its
+//              patches after the first are formed at the smallest rank that held plan_energy of
+//              the first one's energy. The first time a chunk is seen it gets the fixed plan.
+// The patch store is shared by the steps of one (trace, policy, plan) run and starts empty; with
 // --patch-budget its least recently used patches are dropped past the budget.
 #pragma once
 
@@ -45,7 +52,10 @@ struct PlacementOptions {
   int set_size = 4;         // chunks shown per question (k)
   int pool_chunks = 10;     // distinct chunks a trace draws from
   int rank = 8;             // patch rank of every policy (kFullRank for full)
-  size_t patch_budget = 0;  // bytes of patches the store keeps (0: no cap)
+  std::vector<std::string> plans = {"fixed"};
+  double plan_blind = 0.01;  // adaptive: blind below this relative patch energy
+  double plan_energy = 0.9;  // adaptive: energy share the planned rank keeps
+  size_t patch_budget = 0;   // bytes of patches the store keeps (0: no cap)
   uint64_t seed = 1;
   std::function<void(const std::string& trace, const std::string& policy, int done, int total)>
       progress;
@@ -53,8 +63,10 @@ struct PlacementOptions {
 
 // One (trace, policy) run, means over its questions.
 struct PlacementRow {
-  std::string trace, policy;
+  std::string trace, policy, plan;
   int questions = 0;
+  double blind_share = 0;               // chunks behind another served blind by the plan
+  double mean_rank = 0;                 // rank of the patches served (mean over patched chunks)
   double forms_per_question = 0;        // patches formed (one forward each)
   double form_tokens_per_question = 0;  // tokens those forwards ran
   double hit_rate = 0;       // patched chunks served from a stored patch / all patched chunks

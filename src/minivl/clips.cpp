@@ -255,6 +255,7 @@ struct Candidate {
 // Every valid question of each kind, in a fixed order.
 struct Candidates {
   std::vector<Candidate> colour_of, shape_of, appeared_after, took_cell;
+  std::vector<Candidate> shape_in_cell, colour_in_cell;  // the two-frame family
 };
 
 const Object* find_pair(const std::vector<Object>& objs, int pair) {
@@ -287,6 +288,39 @@ Transition transition(const std::vector<Object>& before, const std::vector<Objec
   for (const auto& o : before)
     if (!find_pair(after, pair_of(o))) ++tr.removed;
   return tr;
+}
+
+// Two-frame lookups: X sits in cell c in frame a; in frame b (before or after a) another object Y
+// sits in c. "shape in frame f_b in cell of X in frame f_a ?" -> Y's shape (and the colour
+// variant). The question names both frames; neither alone answers it (X is not in c in f_b).
+void add_two_frame(const std::vector<std::vector<Object>>& frames, Candidates& out) {
+  const int n = std::min(int(frames.size()), kMaxFrames);
+  for (int a = 0; a < n; ++a) {
+    for (const Object& x : frames[size_t(a)]) {
+      for (int b = 0; b < n; ++b) {
+        const Object* y = b == a ? nullptr : find_cell(frames[size_t(b)], cell_of(x));
+        if (!y || pair_of(*y) == pair_of(x)) continue;
+        auto tokens = [&](const char* what) {
+          return std::vector<int32_t>{wid(what),
+                                      wid("in"),
+                                      wid("frame"),
+                                      frame_word(b),
+                                      wid("in"),
+                                      wid("cell"),
+                                      wid("of"),
+                                      colour_word(x.colour),
+                                      shape_word(x.shape),
+                                      wid("in"),
+                                      wid("frame"),
+                                      frame_word(a),
+                                      wid("?")};
+        };
+        const std::vector<int> fr = {std::min(a, b), std::max(a, b)};
+        out.shape_in_cell.push_back({tokens("shape"), shape_word(y->shape), fr});
+        out.colour_in_cell.push_back({tokens("colour"), colour_word(y->colour), fr});
+      }
+    }
+  }
 }
 
 // The candidates of any frame sequence, from the frames' objects alone (so a window of a longer
@@ -372,6 +406,7 @@ Candidates enumerate(const std::vector<std::vector<Object>>& frames) {
       break;
     }
   }
+  add_two_frame(frames, out);
   return out;
 }
 
@@ -438,6 +473,18 @@ int32_t word_id(std::string_view w) {
   return -1;
 }
 
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::SingleHop:
+      return "single_hop";
+    case Family::CrossFrame:
+      return "cross_frame";
+    case Family::TwoFrame:
+      return "two_frame";
+  }
+  return "?";
+}
+
 int32_t bos_id() {
   return 1;
 }
@@ -469,13 +516,16 @@ std::vector<std::vector<Object>> objects_of(const std::vector<Frame>& frames) {
 }
 
 std::vector<Question> derive_questions(Candidates c, uint64_t rng_seed, uint64_t rotation,
-                                       int per_family) {
+                                       int per_family, bool two_frame) {
   std::vector<Question> out;
   Rng rng(rng_seed);
   add_questions(out, rng, rotation, Family::SingleHop, per_family, "colour_of",
                 std::move(c.colour_of), "shape_of", std::move(c.shape_of));
   add_questions(out, rng, rotation, Family::CrossFrame, per_family, "appeared_after",
                 std::move(c.appeared_after), "took_cell", std::move(c.took_cell));
+  if (two_frame)  // last, so the first two families draw exactly as without it
+    add_questions(out, rng, rotation, Family::TwoFrame, per_family, "shape_in_cell",
+                  std::move(c.shape_in_cell), "colour_in_cell", std::move(c.colour_in_cell));
   return out;
 }
 
@@ -495,16 +545,19 @@ Clip make_stream(Split split, uint64_t index, const ClipSpec& spec) {
   clip.seed = clip_seed(split, index);
 
   // Rejection sampling over sub-streams of the seed: the first timeline that offers both
-  // cross-frame kinds wins; if none does within the budget, the one offering the most kinds.
+  // cross-frame kinds (and, with spec.two_frame, a two-frame lookup) wins; if none does within the
+  // budget, the one offering the most kinds.
   constexpr int kAttempts = 256;
+  const int full_score = spec.two_frame ? 3 : 2;
   Timeline best;
   Candidates best_cands;
   int best_score = -1;
-  for (int attempt = 0; attempt < kAttempts && best_score < 2; ++attempt) {
+  for (int attempt = 0; attempt < kAttempts && best_score < full_score; ++attempt) {
     Rng rng(mix64(clip.seed ^ mix64(uint64_t(attempt) + 0x7A11ull)));
     Timeline tl = simulate(rng, spec);
     Candidates c = enumerate(tl.frames);
-    const int score = int(!c.appeared_after.empty()) + int(!c.took_cell.empty());
+    const int score = int(!c.appeared_after.empty()) + int(!c.took_cell.empty()) +
+                      int(spec.two_frame && !c.shape_in_cell.empty());
     if (score > best_score) best_score = score, best = std::move(tl), best_cands = std::move(c);
   }
 
@@ -519,7 +572,7 @@ Clip make_stream(Split split, uint64_t index, const ClipSpec& spec) {
 
   if (spec.n_frames <= kMaxFrames)
     clip.questions = derive_questions(std::move(best_cands), question_seed(clip.seed), index,
-                                      spec.questions_per_family);
+                                      spec.questions_per_family, spec.two_frame);
   return clip;
 }
 
@@ -552,7 +605,8 @@ std::vector<Question> all_questions(const std::vector<Frame>& frames) {
 std::vector<Question> make_questions(const std::vector<Frame>& frames, uint64_t seed,
                                      int per_family) {
   KAMERA_ASSERT(per_family >= 0);
-  return derive_questions(enumerate(objects_of(frames)), question_seed(seed), seed, per_family);
+  return derive_questions(enumerate(objects_of(frames)), question_seed(seed), seed, per_family,
+                          false);
 }
 
 namespace {

@@ -1,8 +1,10 @@
 // Synthetic clips for the mini vision-language model: short sequences of small RGB frames with a
 // few coloured shapes on a grid that appear, move and vanish, and question/answer pairs over a
-// small word vocabulary. Two question families: single-hop readouts (a fact inside one frame) and
-// cross-frame bindings (the answer needs two frames bound together). Seeded and deterministic;
-// the train and test splits draw from disjoint seed streams.
+// small word vocabulary. Question families: single-hop readouts (a fact inside one frame),
+// cross-frame bindings (the answer needs two frames bound together, found through an event) and,
+// for mini-VL v2, two-frame lookups (two frames named in the question: a cell found in one, read
+// in the other). Seeded and deterministic; the train and test splits draw from disjoint seed
+// streams.
 #pragma once
 
 #include <array>
@@ -21,7 +23,9 @@ constexpr int kCellPixels = kFramePixels / kGrid;  // 8 x 8 pixels per cell
 constexpr int kMaxFrames = 16;          // frame words f0 .. f15 (clips, question windows)
 constexpr int kMaxStreamFrames = 4096;  // make_stream's limit
 
-enum class Family : uint8_t { SingleHop, CrossFrame };
+enum class Family : uint8_t { SingleHop, CrossFrame, TwoFrame };
+constexpr int kNumFamilies = 3;
+const char* family_name(Family f);  // "single_hop", "cross_frame", "two_frame"
 enum class Split : uint8_t { Train, Test };
 
 // The word vocabulary shared by the generator, the trainer and the engine (token ids). Fixed
@@ -45,7 +49,8 @@ struct Frame {
 
 struct Question {
   Family family = Family::SingleHop;
-  std::string kind;             // e.g. "colour_of", "shape_of", "appeared_after", "took_cell"
+  std::string kind;             // "colour_of", "shape_of", "appeared_after", "took_cell",
+                                // "shape_in_cell", "colour_in_cell"
   std::vector<int32_t> tokens;  // the question's word ids (no <bos>, no answer)
   int32_t answer = 0;           // the answer word id
   std::vector<int> frames;      // frames the answer depends on (ascending)
@@ -57,6 +62,9 @@ struct ClipSpec {
   int n_frames = 6;
   int min_objects = 1, max_objects = 3;  // present per frame
   int questions_per_family = 3;
+  // mini-VL v2: also questions_per_family two-frame questions, and timelines are drawn until they
+  // offer one. Off, clips are exactly the v1 generator's (same frames, same questions).
+  bool two_frame = false;
 };
 
 struct Clip {
@@ -86,6 +94,8 @@ Clip make_stream(Split split, uint64_t index, const ClipSpec& spec = {});
 // by a single appearance; took_cell needs X to leave one cell exactly once, re-occupied within
 // two frames by another object. On a generated clip this is the event-based derivation that
 // make_clip uses.
+// The two-frame family is drawn by make_clip only (spec.two_frame); these two keep to the first
+// two.
 //   all_questions:  every valid question, in a fixed order (colour_of, shape_of, appeared_after,
 //                   took_cell; by frame, then key)
 //   make_questions: up to per_family of each family, drawn as make_clip draws them (kinds in

@@ -31,6 +31,9 @@ Tokenizer::Vocab word_vocab();
 // Where the committed weights live, relative to the repository root.
 inline constexpr const char* kDecoderFile = "models/minivl/minivl.gguf";
 inline constexpr const char* kVisionFile = "models/minivl/minivl-mmproj.gguf";
+// mini-VL v2 (docs/MINIVL.md): 16 tokens per frame, 6 decoder layers, two-frame family.
+inline constexpr const char* kV2DecoderFile = "models/minivl-v2/minivl.gguf";
+inline constexpr const char* kV2VisionFile = "models/minivl-v2/minivl-mmproj.gguf";
 
 struct MiniVl {
   std::shared_ptr<const Model> decoder;

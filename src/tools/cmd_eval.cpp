@@ -20,7 +20,8 @@ struct EvalArgs {
   int threads = default_threads();
   int clips = 100;
   std::string patch_kind = "svd";
-  bool json = false, quiet = false;
+  std::vector<int> ranks;  // mini-vl: empty = MiniVlEvalOptions' default
+  bool json = false, quiet = false, two_frame = false;
 };
 
 std::string pct(const json& x) {
@@ -43,6 +44,8 @@ int run_minivl_suite(const EvalArgs& a) {
   MiniVlEvalOptions o;
   o.n_clips = a.clips;
   o.output_patches = a.patch_kind == "both";
+  o.two_frame = a.two_frame;
+  if (!a.ranks.empty()) o.ranks = a.ranks;
   ContextOptions co = minivl_eval_context(*mv, o, a.threads);
   co.kv_type = kv_type_option();
   auto ctx = Context::create(mv->decoder, co);
@@ -74,17 +77,20 @@ int run_minivl_suite(const EvalArgs& a) {
   }
   std::printf("mini-vl: %d held-out clips, %d questions, %.1f s\n", j["clips"].get<int>(),
               j["questions"].get<int>(), j["seconds"].get<double>());
-  std::printf("  %-16s %-10s %9s %9s %9s %9s %8s %8s %9s\n", "arm", "knob", "acc single",
-              "acc cross", "KL", "eta", "flips", "flip_rec", "bytes");
+  std::printf("  %-16s %-10s %9s %9s %9s %9s %9s %8s %8s %9s\n", "arm", "knob", "acc single",
+              "acc cross", "acc two", "KL", "eta", "flips", "flip_rec", "bytes");
   for (const auto& arm : j["arms"]) {
-    const auto& s = arm["by_family"]["single_hop"];
-    const auto& c = arm["by_family"]["cross_frame"];
-    const auto& all = arm["by_family"]["all"];
-    std::printf("  %-16s %-10s %9.3f %9.3f %9.2e %9s %8d %8s %9.3f\n",
+    const auto& fam = arm["by_family"];
+    const auto& all = fam["all"];
+    auto acc = [&](const char* f) {
+      return fam.contains(f) ? fmt::format("{:.3f}", fam[f]["accuracy"].get<double>())
+                             : std::string("-");
+    };
+    std::printf("  %-16s %-10s %9s %9s %9s %9.2e %9s %8d %8s %9.3f\n",
                 arm["arm"].get<std::string>().c_str(), arm["knob"].get<std::string>().c_str(),
-                s["accuracy"].get<double>(), c["accuracy"].get<double>(), all["kl"].get<double>(),
-                pct(all["eta"]).c_str(), all["flips"].get<int>(), pct(all["flip_recover"]).c_str(),
-                arm["extra_bytes_fraction"].get<double>());
+                acc("single_hop").c_str(), acc("cross_frame").c_str(), acc("two_frame").c_str(),
+                all["kl"].get<double>(), pct(all["eta"]).c_str(), all["flips"].get<int>(),
+                pct(all["flip_recover"]).c_str(), arm["extra_bytes_fraction"].get<double>());
   }
   if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
   return 0;
@@ -221,6 +227,12 @@ Runner add_eval(CLI::App& app) {
   app.add_option("--mmproj", a->mmproj, "mini-vl: the vision encoder GGUF (mmproj-style)");
   app.add_option("--clips", a->clips, "mini-vl: held-out clips (all their questions)")
       ->capture_default_str();
+  app.add_flag("--two-frame", a->two_frame,
+               "mini-vl: clips with the two-frame question family too (mini-VL v2, "
+               "models/minivl-v2/)");
+  app.add_option("--ranks", a->ranks,
+                 "mini-vl: patch ranks, e.g. 1,2,4,8,16 (-1: full; default 1,2,4,16,64,-1)")
+      ->delimiter(',');
   app.add_option("--items", a->items, "Use this JSONL file as the only split")
       ->check(CLI::ExistingFile);
   app.add_option("--patch-kind", a->patch_kind,

@@ -18,6 +18,8 @@ struct WindowBenchArgs {
   int rank = 8, samples = 24, window_chunks = 5, limit = 12, threads = default_threads();
   int steps = 24, set_size = 4, pool_chunks = 10;
   size_t patch_budget = 0;
+  std::vector<std::string> plans = {"fixed"};
+  double plan_blind = 0.01, plan_energy = 0.9;
   int probe_tokens = 1;
   double recall_share = 0.5;
   std::string thresholds = "0.01,0.015,0.02,0.025,0.03,0.04,0.05",
@@ -56,6 +58,9 @@ int run_placement(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
   o.pool_chunks = a.pool_chunks;
   o.rank = a.rank == 0 ? kFullRank : a.rank;
   o.patch_budget = a.patch_budget;
+  o.plans = a.plans;
+  o.plan_blind = a.plan_blind;
+  o.plan_energy = a.plan_energy;
   o.seed = a.seed;
   const double t0 = now_ms();
   if (!a.quiet)
@@ -81,14 +86,17 @@ int run_placement(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
     print_json(j, 2);
     return 0;
   }
-  std::printf("%-8s %-8s %6s %9s %6s %10s %8s %8s %10s %10s %10s %7s %7s\n", "trace", "policy",
-              "forms", "form_tok", "hits", "patch_B", "ttft_ms", "pp_ms", "kl_same", "kl_blind",
-              "kl_arrival", "agr_sm", "agr_arr");
+  std::printf("%-8s %-8s %-8s %6s %9s %6s %6s %5s %10s %8s %8s %10s %10s %10s %7s %7s\n", "trace",
+              "policy", "plan", "forms", "form_tok", "hits", "blind", "rank", "patch_B", "ttft_ms",
+              "pp_ms", "kl_same", "kl_blind", "kl_arrival", "agr_sm", "agr_arr");
   for (const auto& w : r->rows)
-    std::printf("%-8s %-8s %6.2f %9.1f %6.2f %10.0f %8.2f %8.2f %10.3e %10.3e %10.3e %7.2f %7.2f\n",
-                w.trace.c_str(), w.policy.c_str(), w.forms_per_question, w.form_tokens_per_question,
-                w.hit_rate, w.patch_bytes, w.ttft_ms, w.reprefill_ms, w.kl_same, w.kl_blind,
-                w.kl_arrival, w.agree_same, w.agree_arrival);
+    std::printf(
+        "%-8s %-8s %-8s %6.2f %9.1f %6.2f %6.2f %5.1f %10.0f %8.2f %8.2f %10.3e %10.3e %10.3e "
+        "%7.2f %7.2f\n",
+        w.trace.c_str(), w.policy.c_str(), w.plan.c_str(), w.forms_per_question,
+        w.form_tokens_per_question, w.hit_rate, w.blind_share, w.mean_rank, w.patch_bytes,
+        w.ttft_ms, w.reprefill_ms, w.kl_same, w.kl_blind, w.kl_arrival, w.agree_same,
+        w.agree_arrival);
   for (const auto& n : r->notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }
@@ -263,6 +271,24 @@ Runner add_window_bench(CLI::App& app) {
   app.add_option("--pool-chunks", a->pool_chunks, "placement, cascade: distinct chunks of a trace")
       ->capture_default_str()
       ->check(CLI::Range(2, 4096));
+  app.add_option(
+         "--plans", a->plans,
+         "placement: patch plans, comma-separated: fixed (every chunk behind another, the "
+         "fixed rank), adaptive (blind or a smaller rank, learned per chunk from its formed "
+         "patches)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fixed", "adaptive"}));
+  app.add_option("--plan-blind", a->plan_blind,
+                 "placement, adaptive plan: serve a chunk blind when its patches carried less than "
+                 "this share of its canonical's energy (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--plan-energy", a->plan_energy,
+                 "placement, adaptive plan: the planned rank keeps this share of the first "
+                 "patch's energy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   app.add_option("--patch-budget", a->patch_budget,
                  "placement: bytes of patches the store keeps, least recently used dropped first "
                  "(0 = no cap)")

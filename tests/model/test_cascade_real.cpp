@@ -6,29 +6,19 @@
 #include <gtest/gtest.h>
 
 #include "eval/cascade_bench.h"
-#include "support/paths.h"
+#include "support/stories_bench.h"
 
 using namespace kamera;
 
 TEST(CascadeReal, Stories260KShareThresholdKeepsEtaWithFewerRefreshes) {
-  const std::string p = test_paths::stories_dir() + "/stories260K.bin";
-  REQUIRE_MODEL_FILE(p);
-  auto m = load_model(p);
-  ASSERT_TRUE(m.ok()) << m.message();
-  auto items =
-      load_reuse_items(std::string(KAMERA_SOURCE_DIR) + "/data/reuse-stories260K.jsonl", **m);
-  ASSERT_TRUE(items.ok()) << items.message();
-  ContextOptions co;
-  co.kv_tokens = cascade_bench_kv_tokens(**m);
-  auto ctx = Context::create(std::move(*m), co);
-  ASSERT_TRUE(ctx.ok()) << ctx.message();
+  LOAD_STORIES_BENCH(b, cascade_bench_kv_tokens);
   CascadeOptions o;
   o.steps = 32;
   o.window_chunks = 4;
   o.rank = 8;
   o.probe_thresholds = {0.02};
   o.share_thresholds = {0.4};
-  auto r = run_cascade_bench(**ctx, *items, o);
+  auto r = run_cascade_bench(*b.ctx, b.items, o);
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->rows.size(), 7u);
   const std::vector<CascadeRow> rows = r->rows;

@@ -387,3 +387,90 @@ TEST(Clips, Png) {
   EXPECT_FALSE(write_frames_png(path, {}, scale).ok());
   EXPECT_FALSE(std::filesystem::exists(path));
 }
+
+// The v1 clips (the committed mini-VL's data) are pinned: an FNV-1a hash of the frames, question
+// texts, families and kinds of train and test clips 0..99, taken from the generator before the
+// two-frame family was added. Adding a family must not move a single v1 clip.
+TEST(Clips, V1ClipsPinned) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint8_t b) { h = (h ^ b) * 1099511628211ull; };
+  for (Split s : {Split::Train, Split::Test}) {
+    for (uint64_t i = 0; i < 100; ++i) {
+      const Clip c = make_clip(s, i);
+      for (const auto& f : c.frames)
+        for (uint8_t b : f.rgb) mix(b);
+      for (const auto& q : c.questions) {
+        for (char ch : q.text()) mix(uint8_t(ch));
+        mix(uint8_t(q.family));
+        for (char ch : q.kind) mix(uint8_t(ch));
+      }
+    }
+  }
+  EXPECT_EQ(h, 0xa71a65d285fc5bcfull);
+}
+
+namespace {
+
+// Two-frame lookups, re-derived from the objects: "shape|colour in frame f_b in cell of X in
+// frame f_a ?" -> the object in X's frame-a cell in frame b, which is not X.
+std::string check_two_frame(const Clip& clip, const Question& q) {
+  std::vector<std::string> w;
+  for (int32_t t : q.tokens) w.push_back(word(t));
+  if (q.family != Family::TwoFrame || w.size() != 13) return "bad two-frame form";
+  const bool shape = q.kind == "shape_in_cell";
+  if (!shape && q.kind != "colour_in_cell") return "bad kind " + q.kind;
+  if (w[0] != (shape ? "shape" : "colour") || w[1] != "in" || w[2] != "frame" || w[4] != "in" ||
+      w[5] != "cell" || w[6] != "of" || w[9] != "in" || w[10] != "frame" || w[12] != "?")
+    return "bad two-frame words";
+  const int b = std::stoi(w[3].substr(1)), a = std::stoi(w[11].substr(1));
+  const int n = int(clip.frames.size());
+  if (a < 0 || a >= n || b < 0 || b >= n || a == b) return "bad frames";
+  const Object* x = with_pair(clip.frames[size_t(a)], colour_index(w[7]), shape_index(w[8]));
+  if (!x) return "X not in frame a";
+  const Object* y = at_cell(clip.frames[size_t(b)], x->row, x->col);
+  if (!y) return "cell empty in frame b";
+  if (y->colour == x->colour && y->shape == x->shape) return "X itself in frame b";
+  const std::string want =
+      shape ? shape_names()[size_t(y->shape)] : colour_names()[size_t(y->colour)];
+  if (word(q.answer) != want) return "wrong answer " + word(q.answer) + ", want " + want;
+  if (q.frames != std::vector<int>{std::min(a, b), std::max(a, b)}) return "wrong frames";
+  return {};
+}
+
+}  // namespace
+
+TEST(Clips, TwoFrameFamily) {
+  ClipSpec spec;
+  spec.two_frame = true;
+  std::map<std::string, int> kinds;
+  std::map<int32_t, int> answers;
+  int with_two = 0, n_two = 0;
+  const int n = 300;
+  for (uint64_t i = 0; i < n; ++i) {
+    const Clip c = make_clip(Split::Train, i, spec);
+    int here = 0;
+    for (const auto& q : c.questions) {
+      if (q.family != Family::TwoFrame) {
+        EXPECT_EQ(check_question(c, q), "") << q.text();
+        continue;
+      }
+      EXPECT_EQ(check_two_frame(c, q), "") << "clip " << i << ": " << q.text();
+      ++kinds[q.kind];
+      ++answers[q.answer];
+      ++here;
+    }
+    EXPECT_LE(here, spec.questions_per_family);
+    with_two += here > 0;
+    n_two += here;
+  }
+  EXPECT_GE(with_two * 100, n * 90) << "clips with a two-frame question";
+  ASSERT_EQ(kinds.size(), 2u);
+  for (const auto& [k, v] : kinds) EXPECT_GE(v * 100, n_two * 30) << k;
+  int top = 0;
+  for (const auto& [a, m] : answers) top = std::max(top, m);
+  EXPECT_LE(top * 100, n_two * 30) << "one answer dominates the two-frame family";
+  // Off (the default), no clip has one.
+  for (uint64_t i = 0; i < 50; ++i)
+    for (const auto& q : make_clip(Split::Train, i).questions)
+      EXPECT_NE(q.family, Family::TwoFrame);
+}
