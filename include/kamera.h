@@ -66,7 +66,8 @@ typedef enum kamera_status {
   KAMERA_ERR_CORRUPT_DATA = 4,     /* a file or stored entry is malformed or fails its checksum */
   KAMERA_ERR_UNSUPPORTED = 5,      /* well-formed but not implemented (tensor type, arch) */
   KAMERA_ERR_INTERNAL = 6,         /* a numerical or library failure, not the caller's fault */
-  KAMERA_ERR_IO = 7                /* the operating system refused a read or write */
+  KAMERA_ERR_IO = 7,               /* the operating system refused a read or write */
+  KAMERA_STATUS_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_status;
 
 /* "ok", "invalid_argument", "not_found", "out_of_memory", "corrupt_data", "unsupported",
@@ -248,15 +249,17 @@ typedef struct kamera_seq kamera_seq;
 typedef struct kamera_logits kamera_logits;
 
 typedef enum kamera_policy {
-  KAMERA_POLICY_BLIND = 0,    /* canonical rows relocated; zero forwards */
-  KAMERA_POLICY_PATCH = 1,    /* canonical + the low-rank patch of its antecedents */
-  KAMERA_POLICY_REPREFILL = 2 /* every chunk through the forward (the exact reference) */
+  KAMERA_POLICY_BLIND = 0,               /* canonical rows relocated; zero forwards */
+  KAMERA_POLICY_PATCH = 1,               /* canonical + the low-rank patch of its antecedents */
+  KAMERA_POLICY_REPREFILL = 2,           /* every chunk through the forward (the exact reference) */
+  KAMERA_POLICY_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_policy;
 
 typedef enum kamera_dtype {
   KAMERA_DTYPE_F32 = 0,
   KAMERA_DTYPE_BF16 = 1,
-  KAMERA_DTYPE_F16 = 2 /* KV pool storage only (kamera_context_params.kv_type) */
+  KAMERA_DTYPE_F16 = 2,                 /* KV pool storage only (kamera_context_params.kv_type) */
+  KAMERA_DTYPE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_dtype;
 
 typedef struct kamera_serve_options {
@@ -295,11 +298,12 @@ typedef struct kamera_serve_report {
 } kamera_serve_report;
 
 typedef enum kamera_segment_source {
-  KAMERA_SOURCE_CANONICAL = 0,    /* exact: no antecedent */
-  KAMERA_SOURCE_PATCH_HIT = 1,    /* canonical + a stored patch */
-  KAMERA_SOURCE_PATCH_FORMED = 2, /* canonical + a patch formed by this assembly */
-  KAMERA_SOURCE_BLIND = 3,        /* canonical only */
-  KAMERA_SOURCE_REPREFILLED = 4   /* computed by the forward */
+  KAMERA_SOURCE_CANONICAL = 0,                   /* exact: no antecedent */
+  KAMERA_SOURCE_PATCH_HIT = 1,                   /* canonical + a stored patch */
+  KAMERA_SOURCE_PATCH_FORMED = 2,                /* canonical + a patch formed by this assembly */
+  KAMERA_SOURCE_BLIND = 3,                       /* canonical only */
+  KAMERA_SOURCE_REPREFILLED = 4,                 /* computed by the forward */
+  KAMERA_SEGMENT_SOURCE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_segment_source;
 
 typedef struct kamera_segment {
@@ -317,8 +321,9 @@ KAMERA_API kamera_status kamera_seq_get_segment(const kamera_seq* seq, int32_t i
 
 typedef enum kamera_logits_mode {
   KAMERA_LOGITS_NONE = 0,
-  KAMERA_LOGITS_LAST = 1, /* the last input row */
-  KAMERA_LOGITS_ALL = 2   /* every input row */
+  KAMERA_LOGITS_LAST = 1,                     /* the last input row */
+  KAMERA_LOGITS_ALL = 2,                      /* every input row */
+  KAMERA_LOGITS_MODE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_logits_mode;
 
 /* Appends n_tokens ids at the next positions (t = h = w) and runs the forward. With mode NONE
@@ -371,16 +376,18 @@ typedef struct kamera_window_policy {
 } kamera_window_policy;
 
 typedef enum kamera_recall_mode {
-  KAMERA_RECALL_FRESH = 0, /* a patch formed on its new antecedents */
-  KAMERA_RECALL_STALE = 1, /* the patch it carried when evicted */
-  KAMERA_RECALL_BLIND = 2  /* canonical only */
+  KAMERA_RECALL_FRESH = 0,                    /* a patch formed on its new antecedents */
+  KAMERA_RECALL_STALE = 1,                    /* the patch it carried when evicted */
+  KAMERA_RECALL_BLIND = 2,                    /* canonical only */
+  KAMERA_RECALL_MODE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_recall_mode;
 
 typedef enum kamera_reorder_mode {
   KAMERA_REORDER_TRANSFER = 0, /* every chunk keeps its rows */
   KAMERA_REORDER_EXACT = 1,    /* each ordering's own patches */
   KAMERA_REORDER_ORBIT = 2,    /* one orbit patch per chunk, valid for any order of its set */
-  KAMERA_REORDER_BLIND = 3     /* canonicals */
+  KAMERA_REORDER_BLIND = 3,    /* canonicals */
+  KAMERA_REORDER_MODE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_reorder_mode;
 
 KAMERA_API kamera_window_policy kamera_window_default_policy(void);

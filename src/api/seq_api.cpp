@@ -56,6 +56,8 @@ Result<LogitsMode> logits_mode(kamera_logits_mode m) {
       return LogitsMode::Last;
     case KAMERA_LOGITS_ALL:
       return LogitsMode::All;
+    default:
+      break;
   }
   return make_error(ErrorCode::InvalidArgument, "unknown logits mode {}", int(m));
 }

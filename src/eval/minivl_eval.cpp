@@ -123,7 +123,8 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
   spec.n_frames = o.n_frames;
   spec.two_frame = o.two_frame;
   for (int ci = 0; ci < o.n_clips; ++ci) {
-    const minivl::Clip clip = minivl::make_clip(minivl::Split::Test, uint64_t(ci), spec);
+    const minivl::Clip clip =
+        minivl::make_clip(minivl::Split::Test, uint64_t(o.first_clip + ci), spec);
     KAMERA_ASSIGN_OR_RETURN(const EvalItem item, clip_item(enc, clip, ci));
     KAMERA_ASSIGN_OR_RETURN(PreparedItem it, driver.prepare(item, ci, true));
     for (auto& arm : arms) KAMERA_TRY(driver.run(*arm, it));
@@ -131,6 +132,7 @@ Result<nlohmann::json> run_minivl_eval(const minivl::MiniVl& mv, Context& ctx,
   }
   return nlohmann::json{{"kind", "kamera-eval-minivl"},
                         {"clips", o.n_clips},
+                        {"first_clip", o.first_clip},
                         {"frames", o.n_frames},
                         {"questions", int(board.measurements().size())},
                         {"tokens_per_frame", per_frame},

@@ -24,8 +24,14 @@
 
 namespace kamera {
 
+// The first test-split clip of the mini-VL "dev" range: disjoint from the reported range
+// [0, n_clips), so a setting chosen on one is checked on the other.
+inline constexpr int kMiniVlDevFirstClip = 100000;
+
 struct MiniVlEvalOptions {
-  int n_clips = 100;  // held-out (Test split) clips, all their questions
+  int n_clips = 100;   // held-out (Test split) clips, all their questions
+  int first_clip = 0;  // their first index: 0 is the reported held-out range; the dev range is
+                       // kMiniVlDevFirstClip (both never trained on)
   int n_frames = 6;
   std::vector<int> ranks = {1, 2, 4, 16, 64, -1};  // -1: full; capped at each frame's rank
   bool baselines = true;

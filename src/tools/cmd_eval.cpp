@@ -19,6 +19,7 @@ struct EvalArgs {
   std::string model, tokenizer, suite = "smoke", items, data_dir = "data", out, mmproj;
   int threads = default_threads();
   int clips = 100;
+  std::string clip_range = "heldout";
   std::string patch_kind = "svd";
   std::vector<int> ranks;  // mini-vl: empty = MiniVlEvalOptions' default
   bool json = false, quiet = false, two_frame = false;
@@ -43,6 +44,7 @@ int run_minivl_suite(const EvalArgs& a) {
   if (!mv.ok()) return fail(mv.message(), a.json);
   MiniVlEvalOptions o;
   o.n_clips = a.clips;
+  o.first_clip = a.clip_range == "dev" ? kMiniVlDevFirstClip : 0;
   o.output_patches = a.patch_kind == "both";
   o.two_frame = a.two_frame;
   if (!a.ranks.empty()) o.ranks = a.ranks;
@@ -227,6 +229,11 @@ Runner add_eval(CLI::App& app) {
   app.add_option("--mmproj", a->mmproj, "mini-vl: the vision encoder GGUF (mmproj-style)");
   app.add_option("--clips", a->clips, "mini-vl: held-out clips (all their questions)")
       ->capture_default_str();
+  app.add_option("--clip-range", a->clip_range,
+                 "mini-vl: heldout (test clips from 0, the reported range) or dev (test clips "
+                 "from 100000); neither is trained on")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"heldout", "dev"}));
   app.add_flag("--two-frame", a->two_frame,
                "mini-vl: clips with the two-frame question family too (mini-VL v2, "
                "models/minivl-v2/)");

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <string>
 
+#include "support/sanitizer.h"
+
 namespace rawhttp {
 
 // A connected socket to 127.0.0.1:port (-1 on failure), with send/recv timeouts.
@@ -79,11 +81,7 @@ inline int64_t proc_kb(const std::string& field) {
 }
 
 // Memory measurements mean nothing under AddressSanitizer (its quarantine keeps freed memory).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kRssMeaningful = false;
-#else
-constexpr bool kRssMeaningful = true;
-#endif
+constexpr bool kRssMeaningful = !test_sanitizer::kAsan;
 
 // Resets VmHWM to the current RSS (Linux >= 4.0), so that the next peak is this test's.
 inline void reset_peak_rss() {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 
 using namespace kamera;
@@ -20,7 +21,7 @@ __attribute__((target("f16c"))) uint16_t hw_f32_to_f16(float f) {
   return uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
 }
 bool have_f16c() {
-  return __builtin_cpu_supports("f16c");
+  return kamera::cpu_features().f16c;  // cpuid, with the OS's AVX state check
 }
 
 uint32_t bits(float f) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "support/sanitizer.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 
@@ -25,11 +26,8 @@ size_t vm_rss() {
 
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;  // shadow memory and quarantine make RSS no measure of the weights
-#else
-constexpr bool kAsan = false;
-#endif
+// Shadow memory and quarantine make RSS no measure of the weights under ASan.
+constexpr bool kAsan = test_sanitizer::kAsan;
 
 TEST(WeightMemory, Q8FileGrowsRssByAboutItsSize) {
   if (vm_rss() == 0) GTEST_SKIP() << "no /proc/self/status";
