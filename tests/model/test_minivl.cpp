@@ -94,10 +94,11 @@ TEST(MiniVl, BlindReuseLosesCrossFrameBindingAndAPatchRestoresIt) {
 }
 
 // mini-VL v2 (models/minivl-v2/): 16 tokens per frame, so a frame's deficit has rank up to 16 and
-// the patch ranks differ. Floors well below its measured held-out accuracy (docs/MINIVL.md).
-constexpr double kV2MinSingleHop = 0.3;
-constexpr double kV2MinCrossFrame = 0.3;
-constexpr double kV2MinTwoFrame = 0.3;
+// the patch ranks differ. Floors well below its measured held-out accuracy (docs/MINIVL.md, 200
+// clips: 0.790 single-hop, 0.702 cross-frame, 0.687 two-frame) and well above chance (1/6 to 1/4).
+constexpr double kV2MinSingleHop = 0.6;
+constexpr double kV2MinCrossFrame = 0.5;
+constexpr double kV2MinTwoFrame = 0.45;
 
 Loaded load_v2() {
   return load_committed(minivl::kV2DecoderFile, minivl::kV2VisionFile);
