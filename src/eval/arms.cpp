@@ -53,12 +53,11 @@ double kv_bytes_at(const ChunkKV& kv, DType t) {
 
 }  // namespace
 
-Result<ArmBuild> PatchArm::build(const PreparedItem& it, SeqId seq) {
-  KAMERA_TRY(place_reused(it, seq, &patches_));
+ArmBuild patched_build(const PreparedItem& it, const std::vector<Patch>& patches) {
   ArmBuild b;
   double full_bytes = 0;
-  for (size_t i = 0; i < patches_.size(); ++i) {
-    const Patch& p = patches_[i];
+  for (size_t i = 0; i < patches.size(); ++i) {
+    const Patch& p = patches[i];
     full_bytes += kv_bytes_at(it.reused[i].canon->kv, p.options.dtype);
     b.cost.kv_bytes += double(p.bytes());
     for (const PatchFactor& f : p.factors) b.cost.flops += 2.0 * f.rows * f.rank * f.cols;
@@ -68,6 +67,11 @@ Result<ArmBuild> PatchArm::build(const PreparedItem& it, SeqId seq) {
   }
   b.cost.bytes_fraction = full_bytes > 0 ? b.cost.kv_bytes / full_bytes : 0;
   return b;
+}
+
+Result<ArmBuild> PatchArm::build(const PreparedItem& it, SeqId seq) {
+  KAMERA_TRY(place_reused(it, seq, &patches_));
+  return patched_build(it, patches_);
 }
 
 Result<ArmBuild> OracleMaskArm::build(const PreparedItem& it, SeqId seq) {

@@ -49,4 +49,8 @@ PatchOptions harness_patch_options(const Model& model, int rank, const LayerSet&
 // Places every reused chunk's canonical (+ patch i when given) at its position (zero forwards).
 Status place_reused(const PreparedItem& it, SeqId seq, const std::vector<Patch>* patches);
 
+// What a patch arm serves and costs: each reused canonical plus its patch (patches[i] for
+// it.reused[i]), the patches' bytes and GEMM FLOPs, and their bytes as a share of the chunks' KV.
+ArmBuild patched_build(const PreparedItem& it, const std::vector<Patch>& patches);
+
 }  // namespace kamera

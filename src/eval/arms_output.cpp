@@ -79,21 +79,7 @@ Result<bool> OutputPatchArm::prepare(const PreparedItem& it) {
 
 Result<ArmBuild> OutputPatchArm::build(const PreparedItem& it, SeqId seq) {
   KAMERA_TRY(place_reused(it, seq, &patches_));
-  ArmBuild b;
-  double full_bytes = 0;
-  for (size_t i = 0; i < patches_.size(); ++i) {
-    const Patch& p = patches_[i];
-    const double per = p.options.dtype == DType::F32 ? 4 : 2;
-    for (const auto& blk : it.reused[i].canon->kv.blocks)
-      full_bytes += double(blk.rows()) * blk.cols() * per;
-    b.cost.kv_bytes += double(p.bytes());
-    for (const PatchFactor& f : p.factors) b.cost.flops += 2.0 * f.rows * f.rank * f.cols;
-    ChunkKV served = it.reused[i].canon->kv;
-    apply_patch(p, served);
-    b.served.push_back(std::move(served));
-  }
-  b.cost.bytes_fraction = full_bytes > 0 ? b.cost.kv_bytes / full_bytes : 0;
-  return b;
+  return patched_build(it, patches_);  // the same bytes and FLOPs as SVD's at the same rank
 }
 
 }  // namespace kamera
