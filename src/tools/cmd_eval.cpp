@@ -47,6 +47,9 @@ int run_minivl_suite(const EvalArgs& a) {
   o.first_clip = a.clip_range == "dev" ? kMiniVlDevFirstClip : 0;
   o.output_patches = a.patch_kind == "both";
   o.two_frame = a.two_frame;
+  for (int r : a.ranks)
+    if (r < 1 && r != kFullRank)
+      return fail(fmt::format("--ranks: {} is not a rank (>= 1, or -1 for full)", r), a.json);
   if (!a.ranks.empty()) o.ranks = a.ranks;
   ContextOptions co = minivl_eval_context(*mv, o, a.threads);
   co.kv_type = kv_type_option();
