@@ -19,7 +19,7 @@ namespace {
 // Sums of one (trace, policy) run; divided by the questions at the end.
 struct Tally {
   double forms = 0, form_tokens = 0, hits = 0, patched = 0, ttft = 0, reprefill = 0;
-  double planned_blind = 0, rank_sum = 0;
+  double planned_blind = 0, rank_sum = 0, ranked = 0;  // ranked: patches whose rank is known
   double kl_same = 0, kl_blind = 0, kl_arrival = 0, agree_same = 0, agree_arrival = 0;
   double reordered = 0;
 };
@@ -233,7 +233,7 @@ Result<std::vector<float>> Runner::planned_answer(const std::vector<ChunkContent
                          }
                          int rank = 0;
                          for (const auto& f : patch->patch.factors) rank = std::max(rank, f.rank);
-                         t.rank_sum += rank;
+                         t.rank_sum += rank, t.ranked += 1;
                          return patch;
                        });
 }
@@ -255,8 +255,11 @@ Status Runner::step(const std::vector<int>& arrival, const std::vector<int>& ord
       t.forms += 1;
       t.form_tokens += seg.first_token + seg.n_tokens;  // anchor + antecedents + the chunk
     }
-    if (seg.source == SegmentSource::PatchFormed || seg.source == SegmentSource::PatchHit)
-      t.patched += 1, t.rank_sum += patch_options().rank;
+    if (seg.source == SegmentSource::PatchFormed || seg.source == SegmentSource::PatchHit) {
+      t.patched += 1;
+      // A full-rank patch's rank is each block's own (not reported): left out of mean_rank.
+      if (o_.rank != kFullRank) t.rank_sum += o_.rank, t.ranked += 1;
+    }
     if (seg.source == SegmentSource::PatchHit) t.hits += 1;
   }
   t0 = now_ms();
@@ -302,7 +305,7 @@ Result<PlacementRow> Runner::run(const std::string& trace_name, const Trace& tra
   r.questions = int(trace.size());
   const double behind = n * double(o_.set_size - 1);  // chunks with another in front
   r.blind_share = t.planned_blind / behind;
-  r.mean_rank = t.patched > 0 ? t.rank_sum / t.patched : NAN;
+  r.mean_rank = t.ranked > 0 ? t.rank_sum / t.ranked : NAN;
   r.forms_per_question = t.forms / n;
   r.form_tokens_per_question = t.form_tokens / n;
   r.hit_rate = t.patched > 0 ? t.hits / t.patched : NAN;
