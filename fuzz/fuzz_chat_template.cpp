@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "jinja/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view src(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto f = kamera::GgufFile::parse(std::span<const uint8_t>(data, size), "fuzz.gguf");

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "reuse/disk_tier.h"
-#include "reuse/serialize.h"
+#include "store/disk_tier.h"
+#include "store/entry_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const kamera::Fingerprint fp = {0x1234, 0x5678};

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

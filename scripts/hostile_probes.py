@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Black-box probes of `kamera serve` against the hostile-client findings of issue 16.
+"""Black-box probes of `kamera serve` against the hostile-client findings listed in docs/SERVER.md ("Hostile clients").
 
 Each probe starts the server binary it is given, attacks it on loopback as the finding describes,
 and says whether the server held (PASS) or not (FAIL). The same probes run against any build, so

@@ -10,6 +10,7 @@
 #include "context/context.h"
 #include "minivl/minivl.h"
 #include "train/torch_minivl.h"
+#include "vision/frame_chunk.h"
 
 using namespace kamera;
 using nlohmann::json;
@@ -217,7 +218,7 @@ int run_check(const CheckArgs& a) {
   for (int i = 0; i < a.clips; ++i) {
     const auto clip = minivl::make_clip(minivl::Split::Test, uint64_t(i), spec);
     std::vector<ChunkContent> frames;
-    for (const auto& f : clip.frames) frames.push_back(*minivl::frame_chunk(enc, f));
+    for (const auto& f : clip.frames) frames.push_back(*frame_chunk(enc, f.rgb));
     // The trainer's packed forward (all questions in one sequence) against each question alone.
     std::vector<train::Example> ex;
     for (const auto& q : clip.questions) ex.push_back({&clip, &q});

@@ -20,8 +20,8 @@
 #include <sstream>
 
 #include "core/thread_pool.h"
+#include "gguf/gguf.h"
 #include "media/image.h"
-#include "model/gguf.h"
 #include "ops/gemm.h"
 #include "vision/qwen_vision_encoder.h"
 

@@ -1,8 +1,8 @@
 // Chunks: made from token ids, embedding rows or a vision frame; cached in a context's store;
 // their canonical KV viewed read-only (include/kamera.h).
 #include "api/handles.h"
-#include "minivl/minivl.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "vision/frame_chunk.h"
 
 using namespace kamera;
 using namespace kamera::api;
@@ -209,9 +209,7 @@ kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* de
       return fail(KAMERA_ERR_INVALID_ARGUMENT,
                   "kamera_vision_encode: the encoder's rows have width {}, the decoder's {}",
                   vc.out_dim, decoder->model->cfg.dim);
-    minivl::Frame frame;
-    frame.rgb.assign(rgb, rgb + n_bytes);
-    auto c = minivl::frame_chunk(*vision->encoder, frame);
+    auto c = frame_chunk(*vision->encoder, std::span<const uint8_t>(rgb, n_bytes));
     if (!c.ok()) return set_error(with_context(c.error(), "kamera_vision_encode"));
     return make_chunk("kamera_vision_encode", *decoder->model, std::move(c.value()), out);
   });

@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "api/handles.h"
-#include "reuse/disk_tier.h"
+#include "store/disk_tier.h"
 
 using namespace kamera;
 using namespace kamera::api;

@@ -1,7 +1,7 @@
 // Image and video chunks through a Qwen2-VL / Qwen2.5-VL tower (include/kamera.h): PNG or JPEG
 // (a file or bytes in memory) -> decoded, preprocessed as Hugging Face's processor does, encoded
 // once per image key (vision/image_chunks.h) -> a chunk of embedding rows with the (t, h, w)
-// layout of vision/placement.h, made for the context's decoder and usable wherever a text chunk
+// layout of vision/rope_index.h, made for the context's decoder and usable wherever a text chunk
 // is (sequences, windows, relocation, the store).
 #include <string>
 #include <vector>

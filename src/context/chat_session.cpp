@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/clock.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace kamera {
 

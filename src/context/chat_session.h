@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "context/context.h"
-#include "model/chat_template.h"
+#include "jinja/chat_template.h"
 #include "model/sampler.h"
 
 namespace kamera {

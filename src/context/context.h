@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "cache/chunk_cache.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "reuse/chunk_cache.h"
-#include "reuse/store.h"
+#include "store/store.h"
 
 namespace kamera {
 

@@ -41,7 +41,7 @@ Result<PreparedItem> ArmDriver::prepare(const EvalItem& item, int index, bool sc
   it.item = &item;
   it.index = index;
   it.prefix = std::make_unique<ScopedSequence>(pool);
-  KAMERA_TRY(cc.place_anchor(it.prefix->id()));
+  KAMERA_TRY(cc.append_anchor(it.prefix->id()));
   it.anchor_tokens = pool.n_tokens(it.prefix->id());
   int32_t pos = cc.anchor_extent();
   for (int i = 0; i < item.n_exact; ++i) {

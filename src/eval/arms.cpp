@@ -19,7 +19,7 @@ Status place_reused(const PreparedItem& it, SeqId seq, const std::vector<Patch>*
   ChunkCache& cc = it.ctx->cache();
   for (size_t i = 0; i < it.reused.size(); ++i) {
     const ReusedChunk& r = it.reused[i];
-    KAMERA_TRY(cc.place(seq, *r.canon, patches ? &(*patches)[i] : nullptr, r.position));
+    KAMERA_TRY(cc.append_chunk(seq, *r.canon, patches ? &(*patches)[i] : nullptr, r.position));
   }
   return Status::Ok();
 }

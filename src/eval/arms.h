@@ -1,4 +1,4 @@
-// The reuse protocol's own arms (../shared/docs/METHOD.md): blind reuse, the rank-m patch (all
+// The reuse protocol's own arms (docs/METHOD.md): blind reuse, the rank-m patch (all
 // layers, the deepest half, or listed layers), the "B may not attend to A" mask oracle, and a
 // patch from a fixed per-layer basis. The literature's baselines are in eval/baselines.h.
 #pragma once

@@ -213,7 +213,7 @@ class PartialReprefillArm : public RecomputeArm {
     ChunkCache& cc = it.ctx->cache();
     for (const ReusedChunk& r : it.reused) {
       ScopedSequence s(it.ctx->pool());
-      KAMERA_TRY(cc.place_anchor(s.id()));
+      KAMERA_TRY(cc.append_anchor(s.id()));
       CaptureLayerInput capture(layer_);
       ForwardOptions fo;
       fo.logits = LogitsMode::None;
@@ -327,7 +327,7 @@ Result<bool> ShadowKvArm::prepare(const PreparedItem& it) {
 
 Result<ArmBuild> ShadowKvArm::build(const PreparedItem& it, SeqId seq) {
   for (size_t i = 0; i < it.reused.size(); ++i)
-    KAMERA_TRY(it.ctx->cache().place(seq, lowk_[i], nullptr, it.reused[i].position));
+    KAMERA_TRY(it.ctx->cache().append_chunk(seq, lowk_[i], nullptr, it.reused[i].position));
   const KvLayout& layout = it.ctx->pool().layout();
   const int wk = layout.channels[channel::kGqaKey].width, L = layout.n_layers;
   const int nB = it.reused_tokens();

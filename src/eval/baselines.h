@@ -1,4 +1,4 @@
-// The literature's repair methods as arms of the harness (../shared/docs/BASELINES.md), all on
+// The literature's repair methods as arms of the harness (docs/METHOD.md, baselines), all on
 // the same relocated canonicals of the reused chunks:
 //   token recompute: cacheblend (top-p by V deviation at an early layer), epic (first k tokens of
 //     each chunk), sink (first k), vlcache (a uniform share), oracle_delta_tokens (top-p by the

@@ -1,4 +1,4 @@
-// Fidelity metrics of the measurement protocol (../shared/docs/METHOD.md): next-token KL to the
+// Fidelity metrics of the measurement protocol (docs/METHOD.md): next-token KL to the
 // re-prefill reference, eta, flip-recover, argmax agreement.
 #pragma once
 

@@ -6,6 +6,7 @@
 #include "eval/arms.h"
 #include "eval/arms_output.h"
 #include "eval/baselines.h"
+#include "vision/frame_chunk.h"
 
 namespace kamera {
 
@@ -63,7 +64,7 @@ Result<EvalItem> clip_item(VisionEncoder& enc, const minivl::Clip& clip, int ind
   EvalItem it;
   it.name = fmt::format("clip{}", index);
   for (const auto& f : clip.frames) {
-    KAMERA_ASSIGN_OR_RETURN(ChunkContent c, minivl::frame_chunk(enc, f));
+    KAMERA_ASSIGN_OR_RETURN(ChunkContent c, frame_chunk(enc, f.rgb));
     it.chunks.push_back(std::move(c));
   }
   for (const auto& q : clip.questions)

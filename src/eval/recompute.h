@@ -1,6 +1,6 @@
 // In-context recompute of chosen tokens already in a sequence: the primitive of the
 // token-selection baselines (CacheBlend, EPIC, VLCache, attention sink, partial re-prefill, the
-// oracle selectors; ../shared/docs/BASELINES.md), written on the engine's layer steps. From layer
+// oracle selectors; docs/METHOD.md, baselines), written on the engine's layer steps. From layer
 // `from_layer` up, the chosen tokens' cached rows are recomputed from their hidden states and
 // overwrite the pool rows, and their queries attend to the sequence as it stands (reused rows of
 // the others, recomputed rows of the chosen).

@@ -1,4 +1,4 @@
-// The reuse harness of the measurement protocol (../shared/docs/METHOD.md): for each item
+// The reuse harness of the measurement protocol (docs/METHOD.md): for each item
 // {antecedent A, chunk B, query Q} every arm starts from the same exact prefix [BOS · A] and the
 // same relocated canonical of B, and is scored by next-token KL to the re-prefill at every query
 // position.
@@ -36,7 +36,7 @@ struct ReuseBenchOptions {
   int timing_rank = 32;  // the rank whose serve and compile times are reported
   std::function<void(int done, int total)> progress;
 
-  // The literature's repair methods as arms (../shared/docs/BASELINES.md), all on the same
+  // The literature's repair methods as arms (docs/METHOD.md, baselines), all on the same
   // relocated canonical of B:
   bool baselines = false;
   std::vector<double> cacheblend_share = {0.05, 0.15, 0.3, 0.5};  // recompute share p

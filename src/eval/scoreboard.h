@@ -1,4 +1,4 @@
-// Scores of arms against the re-prefill reference (../shared/docs/METHOD.md), shared by every
+// Scores of arms against the re-prefill reference (docs/METHOD.md), shared by every
 // harness: the reuse bench and the evaluation suite, the window bench and the mini-VL evaluation.
 // A measurement is one query answered once per arm (an item's query, a clip's question, a window
 // operation's query); each arm's record holds its KL to the reference and its last-position argmax

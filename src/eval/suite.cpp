@@ -100,7 +100,7 @@ Result<nlohmann::json> time_serve(Context& ctx, int len, const SuiteOptions& opt
   ChunkCache& cc = ctx.cache();
   const int32_t pB = cc.anchor_extent() + it.antecedent.extent();
   ScopedSequence prefix(pool);
-  KAMERA_TRY(cc.place_anchor(prefix.id()));
+  KAMERA_TRY(cc.append_anchor(prefix.id()));
   if (auto r = cc.forward_chunk(prefix.id(), it.antecedent, cc.anchor_extent()); !r.ok())
     return r.error();
   KAMERA_ASSIGN_OR_RETURN(auto canon, cc.canonical(it.chunk));
@@ -121,7 +121,7 @@ Result<nlohmann::json> time_serve(Context& ctx, int len, const SuiteOptions& opt
         auto r = cc.forward_chunk(fork, it.chunk, pB, LogitsMode::None);
         if (!r.ok()) st = r.error();
       } else {
-        st = cc.place(fork, *canon, arm == 2 ? &patch : nullptr, pB);
+        st = cc.append_chunk(fork, *canon, arm == 2 ? &patch : nullptr, pB);
       }
       const double ms = now_ms() - t0;
       pool.free_sequence(fork);

@@ -1,7 +1,7 @@
 #include "minivl/minivl.h"
 
-#include "model/synthetic.h"
-#include "reuse/chunk_cache.h"
+#include "cache/chunk_cache.h"
+#include "synthetic/synthetic_model.h"
 
 namespace kamera::minivl {
 
@@ -95,20 +95,6 @@ Status write_random_minivl(const std::string& decoder_path, const std::string& v
   spec.vocab = word_vocab();
   KAMERA_TRY(write_synthetic_gguf(spec, decoder_path));
   return VisionModel::random(vision_config(), seed ^ 0x5eed).write_gguf(vision_path);
-}
-
-Result<ChunkContent> frame_chunk(VisionEncoder& enc, const Frame& frame) {
-  const VisionConfig& vc = enc.model().cfg;
-  if (frame.rgb.size() != size_t(vc.image_size) * vc.image_size * 3)
-    return make_error(ErrorCode::InvalidArgument, "frame: {} bytes, the encoder takes {} x {} RGB",
-                      frame.rgb.size(), vc.image_size, vc.image_size);
-  ChunkContent c;
-  KAMERA_TRY(enc.encode(frame.rgb.data(), &c.embeddings));
-  c.dim = vc.out_dim;
-  const int g = vc.token_grid();
-  for (int r = 0; r < g; ++r)
-    for (int col = 0; col < g; ++col) c.layout.push_back(Pos{0, r, col});
-  return c;
 }
 
 ChunkContent text_chunk(const std::vector<int32_t>& ids) {

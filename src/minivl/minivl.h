@@ -15,8 +15,8 @@
 #include "minivl/clips.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "model/synthetic.h"
 #include "reuse/chunk.h"
+#include "synthetic/synthetic_model.h"
 #include "vision/encoder.h"
 
 namespace kamera::minivl {
@@ -48,8 +48,6 @@ struct MiniVl {
 Status write_random_minivl(const std::string& decoder_path, const std::string& vision_path,
                            uint64_t seed);
 
-// A frame's chunk: the encoder's rows with layout (0, row, col) over the token grid.
-Result<ChunkContent> frame_chunk(VisionEncoder& enc, const Frame& frame);
 // A run of word ids as a text chunk (layout 0..n-1).
 ChunkContent text_chunk(const std::vector<int32_t>& ids);
 

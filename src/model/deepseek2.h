@@ -1,5 +1,6 @@
 // DeepSeek-V2 beyond its MLA attention: the mixture-of-experts FFN's GGUF keys and tensors, YaRN
-// rope scaling and its attention scale, the V2-Lite and tiny MoE shapes of make-model. Keys,
+// rope scaling and its attention scale, and the tensor names the
+// loader reads (make-model's shapes of it: synthetic/deepseek2_shapes.h). Keys,
 // tensor names and the arithmetic follow llama.cpp (checked at commit c392e50):
 //
 //   {arch}.leading_dense_block_count        dense FFN layers before the MoE layers
@@ -30,9 +31,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/model.h"
-
-struct XXH3_state_s;
+#include "model/config.h"
+#include "model/moe.h"
 
 namespace kamera {
 
@@ -50,9 +50,6 @@ using TensorReader =
 Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const TensorReader& read,
                       MoeWeights& w);
 
-// The deepseek2 keys llama.cpp reads for every file (MoE or dense), and the rope scaling.
-void write_deepseek2_keys(GgufWriter& w, const ModelConfig& c);
-
 struct MoeTensorSpec {
   std::string name;
   std::vector<int64_t> ne;
@@ -62,24 +59,5 @@ std::vector<MoeTensorSpec> moe_layer_tensors(const ModelConfig& c, int layer);
 
 // Score scale of MLA attention: 1 / sqrt(head_dim), times mscale^2 under YaRN (see above).
 float mla_kq_scale(const ModelConfig& c);
-
-// make-model shapes: "tiny-moe" (tiny MLA plus 1 dense and 2 MoE layers of 8 experts, 2 used,
-// 1 shared, YaRN factor 4 on 256), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (V2-Lite's
-// attention with one dense FFN of width 1408 per layer). False for another name.
-bool deepseek2_preset(const std::string& preset, ModelConfig& c);
-
-// --dims keys: experts, experts_used, shared_experts, expert_ffn, dense_lead, moe_norm, moe_scale,
-// yarn (the factor; 1 turns YaRN off), yarn_orig, yarn_log_mul. False for another key.
-bool apply_deepseek2_dim(ModelConfig& c, const std::string& key, double value);
-
-// Shapes kamera runs that llama.cpp refuses, appended to `out`.
-void deepseek2_llama_cpp_notes(const ModelConfig& c, std::vector<std::string>& out);
-
-// Weights of the MoE layers beyond the dense FFN each would otherwise hold.
-int64_t moe_extra_parameters(const ModelConfig& c);
-
-// Adds the MoE config, the YaRN parameters and the MoE weights to a model fingerprint (nothing
-// for a model without either, so older fingerprints stay valid).
-void fingerprint_deepseek2(XXH3_state_s* st, const Model& m);
 
 }  // namespace kamera

@@ -1,5 +1,5 @@
 // A decoder-only transformer with its weights in their file's type (model/weight.h), its
-// configuration, and the loaders of the formats kamera reads.
+// configuration (model/config.h), and the loaders of the formats kamera reads.
 #pragma once
 
 #include <array>
@@ -13,64 +13,12 @@
 
 #include "core/status.h"
 #include "kv/pool.h"
+#include "model/config.h"
 #include "model/moe.h"
-#include "model/tokenizer.h"
 #include "model/weight.h"
-#include "ops/rope.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kamera {
-
-// How attention caches its keys and values (docs/DESIGN.md §2: content | rope channels).
-//   Gqa (MHA = GQA with one query head per KV head): channels k (rope) and v (content).
-//   Mla (DeepSeek-V2): channels c_kv (the kv_lora_rank latent, content, shared by K and V) and
-//     k_pe (qk_rope_head_dim, rope, shared by all heads).
-enum class AttentionKind : uint8_t { Gqa, Mla };
-
-// The decoder architectures kamera runs (GGUF general.architecture).
-enum class Arch : uint8_t { Llama, Qwen2, Qwen2Vl, Deepseek2 };
-const char* arch_name(Arch a);  // "llama", "qwen2", "qwen2vl", "deepseek2"
-std::optional<Arch> arch_from_name(std::string_view name);
-std::string arch_names();  // "llama, qwen2, qwen2vl, deepseek2"
-inline bool is_qwen(Arch a) {
-  return a == Arch::Qwen2 || a == Arch::Qwen2Vl;
-}
-
-struct MlaConfig {
-  int q_lora_rank = 0;  // 0: plain q projection
-  int kv_lora_rank = 0;
-  int qk_nope_dim = 0;  // per head
-  int qk_rope_dim = 0;  // per head, and the width of the shared k_pe
-  int v_head_dim = 0;
-};
-
-struct ModelConfig {
-  Arch arch = Arch::Llama;
-  AttentionKind attention = AttentionKind::Gqa;
-  MlaConfig mla;
-  int n_vocab = 0;
-  int dim = 0;  // residual width (embedding_length)
-  int n_layers = 0;
-  int n_heads = 0;
-  int n_kv_heads = 0;  // == n_heads for MHA, fewer for GQA
-  int head_dim = 0;
-  int ffn_dim = 0;  // SwiGLU hidden width (feed_forward_length)
-  int ctx_len = 0;  // trained context (positions past it are allowed but flagged by the CLI)
-  float rms_eps = 1e-5f;
-  RopeDesc rope;
-  bool qkv_bias = false;    // qwen2
-  bool tied_output = true;  // output head shares the token embedding
-  MoeConfig moe;            // deepseek2: routed and shared experts (model/moe.h)
-  double yarn_log_mul = 0;  // deepseek2 YaRN: attention mscale (model/deepseek2.h)
-  double yarn_attn_factor = 1;
-
-  // head_dim is the query/key head width: for MLA qk_nope_dim + qk_rope_dim.
-  int q_width() const { return n_heads * head_dim; }
-  int kv_width() const { return n_kv_heads * head_dim; }  // GQA only
-  int attn_out_width() const {  // width of the concatenated head outputs (input of wo)
-    return attention == AttentionKind::Mla ? n_heads * mla.v_head_dim : n_heads * head_dim;
-  }
-  Status validate(const std::string& source) const;
-};
 
 // Shapes in comments are (rows, cols); a weight (out, in) maps in -> out. Matrices are Weights
 // in the file's type (model/weight.h); norms and biases are f32.

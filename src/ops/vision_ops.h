@@ -1,6 +1,6 @@
 // Kernels the Qwen2-VL family's vision tower needs beyond the decoder's (ops/kernels.h): LayerNorm,
 // the two GELUs, 2-D vision RoPE, and bidirectional attention over groups of tokens through
-// OpenBLAS. Each has a scalar reference in tests (tests/unit/test_qwen_vision.cpp).
+// OpenBLAS. Each has a scalar reference in tests (tests/unit/vision/test_qwen_vision.cpp).
 #pragma once
 
 #include <cstdint>

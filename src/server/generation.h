@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/chunk_cache.h"
 #include "model/sampler.h"
-#include "reuse/chunk_cache.h"
 #include "server/request_media.h"
 #include "window/window.h"
 

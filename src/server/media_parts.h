@@ -37,8 +37,8 @@
 
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "server/metrics.h"
 #include "server/openai.h"
+#include "server/prometheus.h"
 #include "server/request_media.h"
 #include "vision/image_chunks.h"
 

@@ -8,11 +8,11 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "model/chat_template.h"
+#include "jinja/chat_template.h"
 #include "model/model.h"
-#include "reuse/store.h"
 #include "server/generation.h"
 #include "server/server.h"
+#include "store/store.h"
 
 namespace kamera {
 

@@ -1,6 +1,6 @@
 #include "server/request_media.h"
 
-#include "reuse/store.h"
+#include "store/store.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {

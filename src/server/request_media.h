@@ -1,5 +1,5 @@
 // The images of one chat request as the scheduler sees them: their placed chunks (embedding rows
-// with the (t, h, w) layout of vision/placement.h), named in the prompt by chunk parts between
+// with the (t, h, w) layout of vision/rope_index.h), named in the prompt by chunk parts between
 // the vision delimiters, and what the request's usage reports about them. Filled on the HTTP
 // side (server/media_parts.h); read and completed on the scheduler thread.
 #pragma once
@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/tokenizer.h"
 #include "reuse/chunk.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kamera {
 

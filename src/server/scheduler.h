@@ -14,7 +14,7 @@
 
 #include "context/context.h"
 #include "server/generation.h"
-#include "server/metrics.h"
+#include "server/prometheus.h"
 #include "server/window_ops.h"
 
 namespace kamera {

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "core/log.h"
-#include "reuse/disk_tier.h"
-#include "server/redis_tier.h"
 #include "server/server_impl.h"
+#include "store/disk_tier.h"
+#include "store/redis_tier.h"
 
 namespace kamera {
 

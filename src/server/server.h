@@ -19,7 +19,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
-#include "server/tls_tunnel.h"
+#include "store/tls_tunnel.h"
 
 namespace kamera {
 
@@ -64,7 +64,7 @@ struct ServerOptions {
   double window_pool_share = 0.5;   // of the KV pool, held by all windows: the rest is reserved
                                     // for completions
 
-  // Shared and persistent tiers: the MAC key of their entries (see reuse/serialize.h). Required
+  // Shared and persistent tiers: the MAC key of their entries (see store/entry_codec.h). Required
   // with redis_url; with store_dir alone, a key is made once and kept in the directory.
   std::string store_key;
   size_t store_dir_bytes = 0;  // disk tier cap, least recently used files go first (0: none)

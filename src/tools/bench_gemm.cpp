@@ -8,9 +8,9 @@
 
 #include "core/cpu_features.h"
 #include "eval/metrics.h"
-#include "model/synthetic.h"
 #include "ops/blas_select.h"
 #include "ops/gemm.h"
+#include "synthetic/synthetic_model.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {

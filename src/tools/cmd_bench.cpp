@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <random>
 
+#include "cache/chunk_cache.h"
 #include "core/thread_pool.h"
 #include "eval/metrics.h"
 #include "model/forward.h"
 #include "ops/gemm.h"
-#include "reuse/chunk_cache.h"
 #include "tools/bench_gemm.h"
 #include "tools/cli_common.h"
 
@@ -235,7 +235,7 @@ int run_bench_serve(const BenchArgs& a) {
   const int32_t pB = 1 + A.extent();
 
   ScopedSequence prefix(kv);
-  if (auto st = cc.place_anchor(prefix.id()); !st.ok()) return fail(st.message(), a.json);
+  if (auto st = cc.append_anchor(prefix.id()); !st.ok()) return fail(st.message(), a.json);
   if (auto r = cc.forward_chunk(prefix.id(), A, 1); !r.ok()) return fail(r.message(), a.json);
   const double tc0 = now_ms();
   auto canon = cc.canonical(B);
@@ -274,13 +274,14 @@ int run_bench_serve(const BenchArgs& a) {
     // serve: canonical + patch written into the pool, zero forwards
     auto f2 = kv.fork(prefix.id());
     t0 = now_ms();
-    if (auto st = cc.place(*f2, **canon, patch.get(), pB); !st.ok())
+    if (auto st = cc.append_chunk(*f2, **canon, patch.get(), pB); !st.ok())
       return fail(st.message(), a.json);
     const double serve = now_ms() - t0;
     kv.free_sequence(*f2);
     auto f3 = kv.fork(prefix.id());
     t0 = now_ms();
-    if (auto st = cc.place(*f3, **canon, nullptr, pB); !st.ok()) return fail(st.message(), a.json);
+    if (auto st = cc.append_chunk(*f3, **canon, nullptr, pB); !st.ok())
+      return fail(st.message(), a.json);
     const double blind = now_ms() - t0;
     kv.free_sequence(*f3);
     // floor: memcpy of the same bytes + the patch GEMMs alone, at BLAS speed

@@ -8,7 +8,7 @@
 
 #include "context/chat_session.h"
 #include "core/thread_pool.h"
-#include "reuse/disk_tier.h"
+#include "store/disk_tier.h"
 #include "tools/cli_common.h"
 #include "vision/vl_chat_session.h"
 

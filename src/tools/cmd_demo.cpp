@@ -1,11 +1,11 @@
-// kamera demo: the agent demo on the mini vision-language model (eval/agent_demo.h).
+// kamera demo: the agent demo on the mini vision-language model (demo/agent_demo.h).
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-#include "eval/agent_demo.h"
+#include "demo/agent_demo.h"
 #include "reuse/patch.h"
 #include "tools/cli_common.h"
 #include "tools/cmd_demo_frames.h"

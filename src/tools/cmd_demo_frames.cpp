@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "eval/frames_demo.h"
+#include "demo/frames_demo.h"
 #include "media/image.h"
 #include "reuse/patch.h"
 #include "tools/cli_common.h"

@@ -1,5 +1,5 @@
 // `kamera demo --decoder D --vision V --frames DIR`: the agent demo on a user's Qwen2-VL /
-// Qwen2.5-VL model and a folder of frames (eval/frames_demo.h).
+// Qwen2.5-VL model and a folder of frames (demo/frames_demo.h).
 #pragma once
 
 #include <string>

@@ -3,9 +3,9 @@
 
 #include "model/forward.h"
 #include "model/sampler.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 #include "tools/cli_common.h"
-#include "vision/placement.h"
+#include "vision/rope_index.h"
 
 namespace kamera::cli {
 

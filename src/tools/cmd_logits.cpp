@@ -5,7 +5,7 @@
 
 #include "model/forward.h"
 #include "tools/cli_common.h"
-#include "vision/placement.h"
+#include "vision/rope_index.h"
 
 namespace kamera::cli {
 

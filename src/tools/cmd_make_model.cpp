@@ -1,8 +1,8 @@
 // kamera make-model: seeded random-weight GGUF files with real shapes.
 #include <cstdio>
 
-#include "model/hf_tokenizer.h"
-#include "model/synthetic.h"
+#include "synthetic/synthetic_model.h"
+#include "tokenizer/hf_import.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {

@@ -14,7 +14,7 @@
 #include "../tests/support/quant_data.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "ops/quant.h"
 #include "ops/quant_kernels.h"
 #include "tools/cli_common.h"

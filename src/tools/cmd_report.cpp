@@ -1,8 +1,8 @@
 // kamera report: Markdown plus SVG figures from `kamera eval` result files.
 #include <cstdio>
 
-#include "eval/report.h"
 #include "tools/cli_common.h"
+#include "tools/report.h"
 
 namespace kamera::cli {
 

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "model/gguf.h"
-#include "model/tokenizer_gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_import.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {

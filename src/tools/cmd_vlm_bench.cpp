@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cache/chunk_cache.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-#include "reuse/chunk_cache.h"
 #include "tools/cli_common.h"
 #include "vision/image_chunks.h"
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "eval/cascade_bench.h"
-#include "eval/placement_bench.h"
-#include "eval/window_bench.h"
+#include "bench/cascade_bench.h"
+#include "bench/placement_bench.h"
+#include "bench/window_bench.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {

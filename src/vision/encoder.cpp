@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
 

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "reuse/store.h"
-#include "vision/placement.h"
+#include "store/store.h"
+#include "vision/rope_index.h"
 #include "vision/video_time.h"
 
 namespace kamera {
@@ -87,7 +87,7 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::slice_placed(std::span<
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.encodes;
   if (encoded) *encoded = true;
-  auto entry = std::make_shared<const ImageEntry>(ImageEntry{key, place_image(std::move(e))});
+  auto entry = std::make_shared<const ImageEntry>(ImageEntry{key, image_chunk(std::move(e))});
   if (store_) store_->put_image(entry);
   return std::shared_ptr<const ChunkContent>(entry, &entry->placed);
 }

@@ -1,10 +1,10 @@
-// Images and video frames as position-free chunks of the reuse layer (reuse/chunk_cache.h).
+// Images and video frames as position-free chunks of the reuse layer (cache/chunk_cache.h).
 //
 // An image's key is XXH3-128 of its decoded pixels (each frame's width, height and RGB bytes), the
 // preprocessing parameters (patch, merge, temporal patch, pixel bounds, mean, std) and both
 // models' fingerprints (the tower's and the decoder's): the same picture under the same pair is
 // the same key wherever it appears. The key names the placed chunk (embedding rows with the
-// (t, h, w) layout of placement.h), kept here so that a second use never re-encodes; the chunk's
+// (t, h, w) layout of rope_index.h), kept here so that a second use never re-encodes; the chunk's
 // canonical KV and patches are then the ChunkCache's, keyed by the chunk's content id, and are
 // relocated like any chunk's: placing it at p shifts t, h and w by p alike.
 //

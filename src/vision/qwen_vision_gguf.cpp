@@ -2,7 +2,7 @@
 // lists the keys and tensor names).
 #include <cstring>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "vision/qwen_vision.h"
 
 namespace kamera {

@@ -28,7 +28,7 @@ Status check_video_time(int grid_t, const VideoTime& vt) {
 
 }  // namespace
 
-Result<ChunkContent> place_video(const QwenVisionEmbeddings& e, const VideoTime& vt) {
+Result<ChunkContent> video_chunk(const QwenVisionEmbeddings& e, const VideoTime& vt) {
   KAMERA_TRY(check_video_time(e.grid_t, vt));
   ChunkContent c;
   c.dim = e.dim;

@@ -1,6 +1,6 @@
 // Qwen2.5-VL's time scaling of video positions (transformers' Qwen2_5_VLForConditionalGeneration
 // get_rope_index): the M-RoPE t of a video's temporal slice k is not k (as in Qwen2-VL,
-// placement.h) but
+// rope_index.h) but
 //
 //   t_k = (int64) trunc( f32( f32(k * second_per_grid_t) * tokens_per_second ) )
 //
@@ -43,10 +43,10 @@ int32_t video_t(int k, const VideoTime& vt);
 
 // A video's rows (grid_t x grid_h x grid_w, raster order per slice) placed for Qwen2.5-VL:
 // layout (t_k, row, col). Errors: a non-positive or non-finite scale, a t beyond 2^24.
-Result<ChunkContent> place_video(const QwenVisionEmbeddings& e, const VideoTime& vt);
+Result<ChunkContent> video_chunk(const QwenVisionEmbeddings& e, const VideoTime& vt);
 
-// The same from a video placed with Qwen2-VL's rule (place_image: t = slice index k): every row's
-// t becomes video_t(k); rows, h and w are kept. place_video(e, vt) == retime_video(place_image(e)).
+// The same from a video placed with Qwen2-VL's rule (image_chunk: t = slice index k): every row's
+// t becomes video_t(k); rows, h and w are kept. video_chunk(e, vt) == retime_video(image_chunk(e)).
 Result<ChunkContent> retime_video(const ChunkContent& placed, const VideoTime& vt);
 
 }  // namespace kamera

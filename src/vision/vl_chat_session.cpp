@@ -4,8 +4,8 @@
 #include <chrono>
 
 #include "core/clock.h"
-#include "model/utf8.h"
-#include "vision/placement.h"
+#include "tokenizer/utf8.h"
+#include "vision/rope_index.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {

@@ -7,7 +7,7 @@
 //
 // Images attached before a user message (attach_image) go with it, before its text, each as
 // <|vision_start|> image <|vision_end|> (ids written around the image rows, whatever the
-// vocabulary kind), placed as get_rope_index places them (vision/placement.h). Each distinct
+// vocabulary kind), placed as get_rope_index places them (vision/rope_index.h). Each distinct
 // picture is encoded once per session (vision/image_chunks.h).
 //
 //   auto chat = VlChatSession::create(ctx, tmpl, opts, tower, &threads);

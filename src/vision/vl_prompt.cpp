@@ -1,6 +1,6 @@
 #include "vision/vl_prompt.h"
 
-#include "vision/placement.h"
+#include "vision/rope_index.h"
 
 namespace kamera {
 
@@ -83,7 +83,7 @@ Result<std::vector<ChunkContent>> vl_prompt_pieces(const Tokenizer& tok, std::st
   for (size_t i = 0; i < images.size(); ++i) {
     text.push_back(start);
     pieces.push_back(ChunkContent::from_tokens(std::exchange(text, {})));
-    pieces.push_back(place_image(std::move(images[i])));
+    pieces.push_back(image_chunk(std::move(images[i])));
     text.push_back(end);
     const auto more = tok.encode_raw(runs[i + 1]);
     text.insert(text.end(), more.begin(), more.end());

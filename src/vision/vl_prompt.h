@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
 #include "reuse/chunk.h"
+#include "tokenizer/tokenizer.h"
 #include "vision/qwen_vision_encoder.h"
 
 namespace kamera {
@@ -32,7 +32,7 @@ int count_image_markers(std::string_view prompt);
 // encoding images).
 Status check_vl_prompt(std::string_view prompt, size_t n_images);
 
-// The pieces (text token runs and placed images, see placement.h) of the prompt. Errors: marker
+// The pieces (text token runs and placed images, see rope_index.h) of the prompt. Errors: marker
 // and image counts differ, a marker without the delimiters right around it, a vocabulary without
 // the delimiter tokens, an image whose width is not decoder_dim.
 Result<std::vector<ChunkContent>> vl_prompt_pieces(const Tokenizer& tok, std::string_view prompt,

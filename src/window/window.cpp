@@ -29,7 +29,7 @@ Window::~Window() {
 Result<std::unique_ptr<Window>> Window::create(Context& ctx, const WindowPolicy& policy) {
   const SeqId seq = ctx.pool().create_sequence();
   std::unique_ptr<Window> w(new Window(ctx, policy, seq));
-  KAMERA_TRY(ctx.cache().place_anchor(seq));
+  KAMERA_TRY(ctx.cache().append_anchor(seq));
   w->set_policy(policy);
   return w;
 }

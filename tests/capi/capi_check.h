@@ -32,7 +32,7 @@ static inline int capi_check_ok(kamera_status st, const char* what, const char* 
 }
 
 /* KL(p || q) in nats of softmax(p_logits) and softmax(q_logits), in double
- * (../shared/docs/METHOD.md: the next-token KL to re-prefill). */
+ * (docs/METHOD.md: the next-token KL to re-prefill). */
 static inline double capi_kl(const float* p_logits, const float* q_logits, int n) {
   double pm = -INFINITY, qm = -INFINITY, ps = 0, qs = 0, kl = 0;
   for (int i = 0; i < n; ++i) {

@@ -7,7 +7,7 @@
  *
  * The item is the bench's: texts tokenized without BOS and without a space prefix; the sequence
  * is [BOS][A][B][Q]; KL(p_reprefill || p_arm) is averaged over Q's positions
- * (../shared/docs/METHOD.md). The two KLs must agree to 1e-6 relative. */
+ * (docs/METHOD.md). The two KLs must agree to 1e-6 relative. */
 #include <stdlib.h>
 
 #include "capi_check.h"

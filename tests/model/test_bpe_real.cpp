@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "model/bpe_pretokenizer.h"
-#include "model/hf_tokenizer.h"
 #include "model/model.h"
-#include "model/synthetic.h"
 #include "support/paths.h"
 #include "support/temp_path.h"
+#include "synthetic/synthetic_model.h"
+#include "tokenizer/hf_import.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace kamera {
 namespace {

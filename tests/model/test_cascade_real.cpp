@@ -5,7 +5,7 @@
 // docs/RESULTS.md, "The recall cascade".)
 #include <gtest/gtest.h>
 
-#include "eval/cascade_bench.h"
+#include "bench/cascade_bench.h"
 #include "support/stories_bench.h"
 
 using namespace kamera;

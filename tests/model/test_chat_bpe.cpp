@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "context/chat_session.h"
-#include "model/hf_tokenizer.h"
-#include "model/synthetic.h"
 #include "support/paths.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
+#include "synthetic/synthetic_model.h"
+#include "tokenizer/hf_import.h"
 
 namespace kamera {
 namespace {

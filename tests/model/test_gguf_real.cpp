@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace kamera {
 namespace {

@@ -3,7 +3,7 @@
 // reordering costs against the trace's own order.
 #include <gtest/gtest.h>
 
-#include "eval/placement_bench.h"
+#include "bench/placement_bench.h"
 #include "support/stories_bench.h"
 
 using namespace kamera;

@@ -3,7 +3,7 @@
 // removal patch exact), plus what the measurement shows, with thresholds.
 #include <gtest/gtest.h>
 
-#include "eval/window_bench.h"
+#include "bench/window_bench.h"
 #include "support/paths.h"
 
 using namespace kamera;

@@ -3,7 +3,7 @@
 a chunk, reuse it at another position with a rank-8 patch, and reproduce `kamera reuse-bench`'s
 per-item KL of the patch arm and of blind reuse on the first item of
 data/reuse-stories260K.jsonl (KL(p_reprefill || p_arm) averaged over the query's positions,
-../shared/docs/METHOD.md). Exits 77 (skipped) when the model file is absent.
+docs/METHOD.md). Exits 77 (skipped) when the model file is absent.
 
   PYTHONPATH=build/python KAMERA_BIN=build/bin/kamera \
       KAMERA_STORIES=../shared/models/stories260K/stories260K.gguf tests/python/test_stories.py

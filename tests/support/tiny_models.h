@@ -11,8 +11,8 @@
 
 #include "context/context.h"
 #include "model/forward.h"
-#include "model/synthetic.h"
 #include "reuse/chunk.h"
+#include "synthetic/synthetic_model.h"
 
 namespace tiny {
 

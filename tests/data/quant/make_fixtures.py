@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Writes the dequantization fixtures of tests/unit/test_quant_fixtures.cpp: for each weight type,
+# Writes the dequantization fixtures of tests/unit/ops/test_quant_ref.cpp: for each weight type,
 # <type>.blocks holds random blocks (the scale fields set to finite f16 values) and <type>.f32 the
 # values llama.cpp's gguf-py (an implementation independent of kamera's) dequantizes them to.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Independent reference for kamera's Qwen2-VL preprocessing (tests/unit/test_qwen_preprocess.cpp),
+# Independent reference for kamera's Qwen2-VL preprocessing (tests/unit/vision/test_qwen_preprocess.cpp),
 # written from Hugging Face's Qwen2VLImageProcessor (transformers, image_processing_qwen2_vl.py)
 # with Debian's python3-pil and python3-numpy only. Run by hand, never by CI:
 #

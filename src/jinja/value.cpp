@@ -1,0 +1,571 @@
+#include "jinja/value.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+namespace kamera::jinja {
+namespace {
+
+constexpr int kMaxDepth = 512;                      // nesting of lists/dicts printed
+constexpr size_t kMaxText = size_t(16) << 20;       // text one str(), repr() or json may make
+constexpr size_t kCompareBudget = size_t(1) << 20;  // nodes one == or < may visit
+
+Error too_deep() {
+  return make_error(ErrorCode::InvalidArgument, "value nested deeper than {} levels", kMaxDepth);
+}
+Error too_big() {
+  return make_error(ErrorCode::InvalidArgument, "value prints to more than {} bytes", kMaxText);
+}
+
+void append_repr_string(std::string& out, const std::string& s) {
+  const bool has_single = s.find('\'') != std::string::npos;
+  const bool has_double = s.find('"') != std::string::npos;
+  const char q = (has_single && !has_double) ? '"' : '\'';
+  out += q;
+  for (unsigned char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == q) {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  out += q;
+}
+
+void append_json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+Status append_repr(std::string& out, const Value& v, int depth) {
+  if (depth > kMaxDepth) return too_deep();
+  if (out.size() > kMaxText) return too_big();
+  if (v.is_string()) {
+    append_repr_string(out, v.as_string());
+    return Status::Ok();
+  }
+  if (v.is_array()) {
+    const Array& a = v.array_ref();
+    out += v.is_tuple() ? '(' : '[';
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (i) out += ", ";
+      KAMERA_TRY(append_repr(out, a[i], depth + 1));
+    }
+    if (v.is_tuple() && a.size() == 1) out += ',';
+    out += v.is_tuple() ? ')' : ']';
+    return Status::Ok();
+  }
+  if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, e] : v.object_ref().items) {
+      if (!first) out += ", ";
+      first = false;
+      append_repr_string(out, k);
+      out += ": ";
+      KAMERA_TRY(append_repr(out, e, depth + 1));
+    }
+    out += '}';
+    return Status::Ok();
+  }
+  KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
+  out += s;
+  return Status::Ok();
+}
+
+void json_newline(std::string& out, const JsonStyle& st, int level) {
+  out += '\n';
+  out.append(size_t(st.indent) * size_t(level), ' ');
+}
+
+Status append_json(std::string& out, const Value& v, const JsonStyle& st, int depth) {
+  if (depth > kMaxDepth) return too_deep();
+  if (out.size() > kMaxText) return too_big();
+  const bool pretty = st.indent >= 0;
+  switch (v.kind()) {
+    case Value::Kind::None:
+      out += "null";
+      return Status::Ok();
+    case Value::Kind::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return Status::Ok();
+    case Value::Kind::Int:
+      out += std::to_string(v.as_int());
+      return Status::Ok();
+    case Value::Kind::Float: {
+      const double d = v.as_double();
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : python_float_repr(d);
+      return Status::Ok();
+    }
+    case Value::Kind::String:
+      append_json_string(out, v.as_string());
+      return Status::Ok();
+    case Value::Kind::Array: {
+      const Array& a = v.array_ref();
+      if (a.empty()) {
+        out += "[]";
+        return Status::Ok();
+      }
+      out += '[';
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (i) out += st.item_sep;
+        if (pretty) json_newline(out, st, depth + 1);
+        KAMERA_TRY(append_json(out, a[i], st, depth + 1));
+      }
+      if (pretty) json_newline(out, st, depth);
+      out += ']';
+      return Status::Ok();
+    }
+    case Value::Kind::Object: {
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : v.object_ref().items) items.push_back(&kv);
+      if (st.sort_keys) {
+        std::stable_sort(items.begin(), items.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
+      if (items.empty()) {
+        out += "{}";
+        return Status::Ok();
+      }
+      out += '{';
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += st.item_sep;
+        if (pretty) json_newline(out, st, depth + 1);
+        append_json_string(out, items[i]->first);
+        out += st.key_sep;
+        KAMERA_TRY(append_json(out, items[i]->second, st, depth + 1));
+      }
+      if (pretty) json_newline(out, st, depth);
+      out += '}';
+      return Status::Ok();
+    }
+    case Value::Kind::Undefined:
+    case Value::Kind::Callable:
+      break;
+  }
+  return make_error(ErrorCode::InvalidArgument, "object of type '{}' is not JSON serializable",
+                    v.is_undefined() ? "Undefined" : v.type_name());
+}
+
+}  // namespace
+
+Value Value::array(Array a) {
+  return Value(std::make_shared<Array>(std::move(a)));
+}
+Value Value::tuple(Array a) {
+  Value v = array(std::move(a));
+  v.tuple_ = true;
+  return v;
+}
+Value Value::object(Object o) {
+  return Value(std::make_shared<Object>(std::move(o)));
+}
+Value Value::empty_object() {
+  return Value(std::make_shared<Object>());
+}
+Value Value::callable(std::string name, Function fn, bool is_macro) {
+  return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn), is_macro}));
+}
+
+bool Value::truthy() const {
+  switch (kind()) {
+    case Kind::Undefined:
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return as_bool();
+    case Kind::Int:
+      return as_int() != 0;
+    case Kind::Float:
+      return as_double() != 0.0;
+    case Kind::String:
+      return !as_string().empty();
+    case Kind::Array:
+      return !array_ref().empty();
+    case Kind::Object:
+      return !object_ref().items.empty();
+    case Kind::Callable:
+      return true;
+  }
+  return false;
+}
+
+const char* Value::type_name() const {
+  switch (kind()) {
+    case Kind::Undefined:
+      return "undefined";
+    case Kind::None:
+      return "NoneType";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::String:
+      return "str";
+    case Kind::Array:
+      return "list";
+    case Kind::Object:
+      return object_ref().is_namespace ? "Namespace" : "dict";
+    case Kind::Callable:
+      return "function";
+  }
+  return "?";
+}
+
+const Value* Object::find(std::string_view key) const {
+  for (const auto& [k, v] : items) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void Object::set(std::string_view key, Value v) {
+  for (auto& [k, old] : items) {
+    if (k == key) {
+      old = std::move(v);
+      return;
+    }
+  }
+  items.emplace_back(std::string(key), std::move(v));
+}
+
+std::string python_float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+  // Shortest round-trip digits, in scientific form: [-]D[.DDD]e(+|-)XX.
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  const size_t e = sci.find('e');
+  std::string mant = sci.substr(0, e);
+  const int exp = std::stoi(sci.substr(e + 1));
+  const bool neg = !mant.empty() && mant[0] == '-';
+  if (neg) mant.erase(0, 1);
+  std::string digits;
+  for (char c : mant) {
+    if (c != '.') digits += c;
+  }
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {  // positional, as Python's repr chooses
+    if (exp < 0) {
+      out += "0.";
+      out.append(size_t(-exp - 1), '0');
+      out += digits;
+    } else if (size_t(exp) + 1 >= digits.size()) {
+      out += digits + std::string(size_t(exp) + 1 - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, size_t(exp) + 1) + "." + digits.substr(size_t(exp) + 1);
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1);
+  }
+  char ebuf[16];
+  std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+  return out + ebuf;
+}
+
+Result<std::string> to_str(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined:
+      return std::string();
+    case Value::Kind::None:
+      return std::string("None");
+    case Value::Kind::Bool:
+      return std::string(v.as_bool() ? "True" : "False");
+    case Value::Kind::Int:
+      return std::to_string(v.as_int());
+    case Value::Kind::Float:
+      return python_float_repr(v.as_double());
+    case Value::Kind::String:
+      return v.as_string();
+    case Value::Kind::Array:
+    case Value::Kind::Object:
+      return to_repr(v);
+    case Value::Kind::Callable:
+      return "<function " + v.callable_ref().name + ">";
+  }
+  return std::string();
+}
+
+Result<std::string> to_repr(const Value& v) {
+  std::string out;
+  KAMERA_TRY(append_repr(out, v, 0));
+  return out;
+}
+
+Result<std::string> to_json(const Value& v, const JsonStyle& style) {
+  std::string out;
+  KAMERA_TRY(append_json(out, v, style, 0));
+  return out;
+}
+
+namespace {
+
+// == with a bound on the nodes visited (shared sublists can make a small value a huge tree);
+// past it the values compare unequal.
+bool equals_within(const Value& a, const Value& b, size_t& budget) {
+  if (budget == 0) return false;
+  --budget;
+  using K = Value::Kind;
+  const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
+  if (an && bn) {
+    if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case K::Undefined:
+    case K::None:
+      return true;
+    case K::String:
+      return a.as_string() == b.as_string();
+    case K::Array: {
+      const Array &x = a.array_ref(), &y = b.array_ref();
+      if (a.is_tuple() != b.is_tuple()) return false;
+      if (&x == &y) return true;
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!equals_within(x[i], y[i], budget)) return false;
+      }
+      return true;
+    }
+    case K::Object: {
+      const Object &x = a.object_ref(), &y = b.object_ref();
+      if (&x == &y) return true;
+      if (x.is_namespace || y.is_namespace || x.items.size() != y.items.size()) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* w = y.find(k);
+        if (!w || !equals_within(v, *w, budget)) return false;
+      }
+      return true;
+    }
+    case K::Callable:
+      return &a.callable_ref() == &b.callable_ref();
+    default:
+      return false;
+  }
+}
+
+Result<int> compare_within(const Value& a, const Value& b, size_t& budget) {
+  if (budget == 0) {
+    return make_error(ErrorCode::InvalidArgument, "comparison visited over {} values",
+                      kCompareBudget);
+  }
+  --budget;
+  const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();
+  if (an && bn) {
+    if (a.is_float() || b.is_float()) {
+      const double x = a.as_double(), y = b.as_double();
+      return x < y ? -1 : (x > y ? 1 : 0);
+    }
+    const int64_t x = a.as_int(), y = b.as_int();
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  if (a.is_string() && b.is_string()) {
+    const int c = a.as_string().compare(b.as_string());  // UTF-8 bytes order as code points
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if (a.is_array() && b.is_array()) {
+    const Array &x = a.array_ref(), &y = b.array_ref();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (equals_within(x[i], y[i], budget)) continue;
+      return compare_within(x[i], y[i], budget);
+    }
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  }
+  return make_error(ErrorCode::InvalidArgument,
+                    "'<' not supported between instances of '{}' and '{}'", a.type_name(),
+                    b.type_name());
+}
+
+}  // namespace
+
+bool equals(const Value& a, const Value& b) {
+  size_t budget = kCompareBudget;
+  return equals_within(a, b, budget);
+}
+
+Result<int> compare(const Value& a, const Value& b) {
+  size_t budget = kCompareBudget;
+  return compare_within(a, b, budget);
+}
+
+bool reaches(const Value& v, const Object* target) {
+  std::vector<const Value*> todo = {&v};
+  std::unordered_set<const void*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (x->is_array()) {
+      if (!seen.insert(&x->array_ref()).second) continue;
+      for (const Value& e : x->array_ref()) todo.push_back(&e);
+    } else if (x->is_object()) {
+      if (&x->object_ref() == target) return true;
+      if (!seen.insert(&x->object_ref()).second) continue;
+      for (const auto& kv : x->object_ref().items) todo.push_back(&kv.second);
+    }
+  }
+  return false;
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  using J = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case J::null:
+      return Value::none();
+    case J::boolean:
+      return Value::boolean(j.get<bool>());
+    case J::number_integer:
+      return Value::integer(j.get<int64_t>());
+    case J::number_unsigned: {
+      const uint64_t u = j.get<uint64_t>();
+      return u > uint64_t(INT64_MAX) ? Value::number(double(u)) : Value::integer(int64_t(u));
+    }
+    case J::number_float:
+      return Value::number(j.get<double>());
+    case J::string:
+      return Value::string(j.get<std::string>());
+    case J::array: {
+      Array a;
+      a.reserve(j.size());
+      for (const auto& e : j) a.push_back(from_json(e));
+      return Value::array(std::move(a));
+    }
+    case J::object: {
+      Object o;
+      for (const auto& [k, e] : j.items()) o.items.emplace_back(k, from_json(e));
+      return Value::object(std::move(o));
+    }
+    default:
+      return Value::none();  // binary and discarded: not produced by parsing JSON text
+  }
+}
+
+std::optional<Array> iteration_items(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::Undefined:
+      return Array{};
+    case Value::Kind::Array:
+      return v.array_ref();
+    case Value::Kind::Object: {
+      Array keys;
+      for (const auto& kv : v.object_ref().items) keys.push_back(Value::string(kv.first));
+      return keys;
+    }
+    case Value::Kind::String: {
+      Array chars;
+      for (char32_t c : utf8_decode(v.as_string()))
+        chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
+      return chars;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+std::u32string utf8_decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = s[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    bool ok = len > 0 && i + size_t(len) <= s.size();
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char d = s[i + size_t(k)];
+      ok = (d & 0xc0) == 0x80;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if (!ok) {
+      out += char32_t(0xfffd);
+      ++i;
+      continue;
+    }
+    out += cp;
+    i += size_t(len);
+  }
+  return out;
+}
+
+std::string utf8_encode(std::u32string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t cp : s) {
+    if (cp < 0x80) {
+      out += char(cp);
+    } else if (cp < 0x800) {
+      out += char(0xc0 | (cp >> 6));
+      out += char(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += char(0xe0 | (cp >> 12));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    } else {
+      out += char(0xf0 | (cp >> 18));
+      out += char(0x80 | ((cp >> 12) & 0x3f));
+      out += char(0x80 | ((cp >> 6) & 0x3f));
+      out += char(0x80 | (cp & 0x3f));
+    }
+  }
+  return out;
+}
+
+}  // namespace kamera::jinja

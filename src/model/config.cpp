@@ -1,0 +1,84 @@
+#include "model/config.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace kamera {
+
+namespace {
+constexpr std::pair<Arch, const char*> kArchNames[] = {
+    {Arch::Llama, "llama"},
+    {Arch::Qwen2, "qwen2"},
+    {Arch::Qwen2Vl, "qwen2vl"},
+    {Arch::Deepseek2, "deepseek2"},
+};
+}  // namespace
+
+const char* arch_name(Arch a) {
+  for (const auto& [arch, name] : kArchNames)
+    if (arch == a) return name;
+  return "unknown";
+}
+
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (const auto& [arch, n] : kArchNames)
+    if (name == n) return arch;
+  return std::nullopt;
+}
+
+std::string arch_names() {
+  std::string s;
+  for (const auto& [arch, name] : kArchNames) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+Status ModelConfig::validate(const std::string& src) const {
+  auto bad = [&](const std::string& what) {
+    return make_error(ErrorCode::InvalidArgument, "{}: invalid model config: {}", src, what);
+  };
+  constexpr int kMax = 1 << 20;
+  if (n_vocab <= 0 || n_vocab > 4 * kMax) return bad(fmt::format("vocab size {}", n_vocab));
+  if (dim <= 0 || dim > kMax) return bad(fmt::format("dim {}", dim));
+  if (n_layers <= 0 || n_layers > 4096) return bad(fmt::format("{} layers", n_layers));
+  if (n_heads <= 0 || n_heads > 4096) return bad(fmt::format("{} heads", n_heads));
+  if (n_kv_heads <= 0 || n_kv_heads > n_heads || n_heads % n_kv_heads != 0)
+    return bad(fmt::format("{} kv heads for {} heads (must divide)", n_kv_heads, n_heads));
+  if (head_dim <= 0 || head_dim > 4096) return bad(fmt::format("head dim {}", head_dim));
+  if (ffn_dim <= 0 || ffn_dim > 4 * kMax) return bad(fmt::format("ffn dim {}", ffn_dim));
+  if (ctx_len <= 0) return bad(fmt::format("context length {}", ctx_len));
+  if (rope.n_rot <= 0 || rope.n_rot > head_dim || rope.n_rot % 2 != 0)
+    return bad(fmt::format("rope dims {} for head dim {}", rope.n_rot, head_dim));
+  if (!(rope.theta > 0) || !(rope.freq_scale > 0)) return bad("rope theta / scale must be > 0");
+  if (!(rms_eps > 0) || !(rms_eps < 1)) return bad(fmt::format("rms eps {}", rms_eps));
+  if (attention == AttentionKind::Mla) {
+    const MlaConfig& m = mla;
+    if (m.kv_lora_rank <= 0 || m.qk_nope_dim < 0 || m.qk_rope_dim <= 0 || m.v_head_dim <= 0 ||
+        m.q_lora_rank < 0 || m.kv_lora_rank > kMax || m.qk_rope_dim % 2 != 0)
+      return bad(fmt::format("MLA dims q_lora {} kv_lora {} nope {} rope {} v {}", m.q_lora_rank,
+                             m.kv_lora_rank, m.qk_nope_dim, m.qk_rope_dim, m.v_head_dim));
+    if (head_dim != m.qk_nope_dim + m.qk_rope_dim || rope.n_rot != m.qk_rope_dim ||
+        rope.head_dim != m.qk_rope_dim)
+      return bad("MLA head dim must be qk_nope + qk_rope, and the rope acts on the qk_rope dims");
+    if (n_kv_heads != n_heads) return bad("MLA has one KV head per query head");
+  }
+  if (rope.yarn.ext_factor != 0 &&
+      (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
+    return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
+  if (moe.enabled() && attention != AttentionKind::Mla)
+    return bad("mixture-of-experts layers are deepseek2's (MLA)");
+  KAMERA_TRY(validate_moe(moe, n_layers, src));
+  if (rope.mrope != MropeMode::None) {
+    int total = 0;
+    for (int s : rope.sections) {
+      if (s < 0) return bad("negative rope section");
+      total += s;
+    }
+    if (total != rope.n_pairs())
+      return bad(
+          fmt::format("rope sections sum to {} pairs, the rope has {}", total, rope.n_pairs()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kamera

@@ -1,0 +1,155 @@
+#include "server/prometheus.h"
+
+#include <fmt/format.h>
+
+#include <tuple>
+
+#include "store/store.h"
+
+namespace kamera {
+
+void Histogram::observe(double v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++n_;
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+  }
+  cum += counts_.back();
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cum, name, sum_,
+                     name, n_);
+  return out;
+}
+
+namespace {
+
+void counter(std::string& out, const std::string& name, const std::string& help, double v) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
+}
+
+void gauge(std::string& out, const std::string& name, const std::string& help, double v) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{} {}\n", name, help, name, name, v);
+}
+
+void render_requests(std::string& out, const ServerMetrics& m) {
+  out += "# HELP kamera_requests_total HTTP requests by endpoint\n";
+  out += "# TYPE kamera_requests_total counter\n";
+  for (auto [k, v] : {std::pair{"completions", &m.requests_completions},
+                      {"chat", &m.requests_chat},
+                      {"chunks", &m.requests_chunks},
+                      {"windows", &m.requests_windows}})
+    out += fmt::format("kamera_requests_total{{endpoint=\"{}\"}} {}\n", k, v->load());
+  counter(out, "kamera_responses_4xx_total", "client errors answered", double(m.responses_4xx));
+  counter(out, "kamera_responses_5xx_total", "server errors answered", double(m.responses_5xx));
+  counter(out, "kamera_rejected_busy_total", "requests refused with 429 (queue full)",
+          double(m.rejected_busy));
+  counter(out, "kamera_rejected_quota_total",
+          "window operations refused by a quota (429) or the windows' share of the pool (503)",
+          double(m.rejected_quota));
+}
+
+void render_generation(std::string& out, const ServerMetrics& m) {
+  out += m.ttft_seconds.render("kamera_ttft_seconds", "time to first token");
+  counter(out, "kamera_tokens_generated_total", "completion tokens", double(m.tokens_generated));
+  counter(out, "kamera_prompt_tokens_total", "prompt tokens", double(m.prompt_tokens));
+  counter(out, "kamera_tokens_reused_total", "prompt tokens served from the chunk store",
+          double(m.tokens_reused));
+  counter(out, "kamera_tokens_recomputed_total", "prompt tokens that went through a forward",
+          double(m.tokens_recomputed));
+  gauge(out, "kamera_decode_tokens_per_second", "tokens per second of the last batched decode step",
+        m.decode_tokens_per_s.load());
+  counter(out, "kamera_decode_steps_total", "batched decode steps", double(m.decode_steps));
+  counter(out, "kamera_decode_rows_total",
+          "sequences decoded, summed over steps (rows / steps = batch size)",
+          double(m.decode_rows));
+  out += "# HELP kamera_segments_total chunk segments served, by source\n";
+  out += "# TYPE kamera_segments_total counter\n";
+  for (auto [k, v] : {std::pair{"canonical", &m.seg_canonical},
+                      {"patch_exact", &m.seg_patch_exact},
+                      {"patch_orbit", &m.seg_patch_orbit},
+                      {"patch_formed", &m.seg_patch_formed},
+                      {"blind", &m.seg_blind},
+                      {"reprefilled", &m.seg_reprefilled}})
+    out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
+}
+
+void render_images(std::string& out, const ServerMetrics& m) {
+  counter(out, "kamera_images_encoded_total", "image and video parts the vision tower encoded",
+          double(m.images_encoded));
+  counter(
+      out, "kamera_image_embedding_hits_total",
+      "image and video parts whose embeddings came from the image cache or the store (no encode)",
+      double(m.image_embedding_hits));
+  counter(out, "kamera_image_chunk_hits_total",
+          "image segments served from KV already in the store (relocated, patched)",
+          double(m.image_chunk_hits));
+  out += m.vision_encode_seconds.render("kamera_vision_encode_seconds",
+                                        "vision tower time per encoded part (preprocessing too)");
+}
+
+void render_store(std::string& out, const ChunkStore::Stats& s) {
+  out += "# HELP kamera_store_lookups_total memory-tier lookups\n";
+  out += "# TYPE kamera_store_lookups_total counter\n";
+  for (auto [kind, result, v] : {std::tuple{"canonical", "hit", s.canonical_hits},
+                                 {"canonical", "miss", s.canonical_misses},
+                                 {"patch", "hit", s.patch_hits},
+                                 {"patch", "miss", s.patch_misses}})
+    out += fmt::format("kamera_store_lookups_total{{kind=\"{}\",result=\"{}\"}} {}\n", kind, result,
+                       v);
+  out += "# HELP kamera_store_evictions_total memory-tier evictions\n";
+  out += "# TYPE kamera_store_evictions_total counter\n";
+  out +=
+      fmt::format("kamera_store_evictions_total{{kind=\"canonical\"}} {}\n", s.canonical_evictions);
+  out += fmt::format("kamera_store_evictions_total{{kind=\"patch\"}} {}\n", s.patch_evictions);
+}
+
+void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::Stats& s) {
+  out += "# HELP kamera_store_bytes bytes held per tier\n# TYPE kamera_store_bytes gauge\n";
+  out += fmt::format("kamera_store_bytes{{tier=\"memory\"}} {}\n", s.bytes_held());
+  std::string lines;
+  for (const auto& t : store.tiers()) {
+    const StoreTier::Stats ts = t->stats();
+    const std::string n = t->name();
+    out += fmt::format("kamera_store_bytes{{tier=\"{}\"}} {}\n", n, ts.bytes);
+    for (auto [what, v] : {std::pair{"hits", ts.hits},
+                           {"misses", ts.misses},
+                           {"errors", ts.errors},
+                           {"discarded", ts.discarded},
+                           {"forged", ts.forged},
+                           {"evictions", ts.evictions}})
+      lines += fmt::format("kamera_tier_{}_total{{tier=\"{}\"}} {}\n", what, n, v);
+  }
+  if (!lines.empty())
+    out +=
+        "# HELP kamera_tier_hits_total slower-tier lookups (disk, redis)\n# TYPE "
+        "kamera_tier_hits_total counter\n" +
+        lines;
+}
+
+}  // namespace
+
+std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int64_t queued) {
+  std::string out;
+  render_requests(out, m);
+  render_generation(out, m);
+  render_images(out, m);
+  const ChunkStore::Stats s = store.stats();
+  render_store(out, s);
+  render_tiers(out, store, s);
+  counter(out, "kamera_store_bytes_saved_total",
+          "KV bytes served from the store instead of a forward", double(s.bytes_saved));
+  gauge(out, "kamera_queue_depth", "requests waiting for the scheduler", double(queued));
+  return out;
+}
+
+}  // namespace kamera

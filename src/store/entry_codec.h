@@ -1,0 +1,57 @@
+// Binary form of store entries, for the disk and Redis tiers. Every blob carries a header that
+// names the model it belongs to and a checksum of its payload, so a corrupt or foreign entry is
+// detected and discarded, never served:
+//   "KMRA" | u32 version | u32 kind (1 canonical, 2 patch) | u64 model fingerprint hi, lo |
+//   u64 payload bytes | u64 XXH3-64 of the payload | payload [| 32-byte MAC]
+// Version 1 has no MAC. Version 2, written under a store key (a server secret), ends with
+// HMAC-SHA256(key, header | payload): a tier shared with others (Redis) or writable by others
+// (a directory) cannot be fed an entry that was not written under the key, since the XXH3
+// checksum alone can be recomputed by anyone. A reader with a key accepts only version 2 with a
+// valid MAC; a reader without one only version 1.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "store/store.h"
+
+namespace kamera {
+
+using Fingerprint = std::array<uint64_t, 2>;
+
+// `key`: the store key (empty: version 1, no MAC).
+std::string serialize_canonical(const CanonicalEntry& e, const Fingerprint& model,
+                                std::string_view key = {});
+std::string serialize_patch(const PatchEntry& e, const Fingerprint& model,
+                            std::string_view key = {});
+
+// Fail (with a message saying why) on a wrong magic/version/kind, another model's fingerprint, a
+// missing or wrong MAC (then *forged is set, when given), a checksum mismatch, or a malformed
+// payload. Never reads out of bounds.
+Result<std::shared_ptr<CanonicalEntry>> deserialize_canonical(std::string_view blob,
+                                                              const Fingerprint& model,
+                                                              std::string_view key = {},
+                                                              bool* forged = nullptr);
+Result<std::shared_ptr<PatchEntry>> deserialize_patch(std::string_view blob,
+                                                      const Fingerprint& model,
+                                                      std::string_view key = {},
+                                                      bool* forged = nullptr);
+
+// An image's placed embedding rows (kind 3), sealed and opened like the entries above.
+std::string serialize_image(const ImageEntry& e, const Fingerprint& model,
+                            std::string_view key = {});
+Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
+                                                      const Fingerprint& model,
+                                                      std::string_view key = {},
+                                                      bool* forged = nullptr);
+
+// Random bytes for a new store key (from the OS's generator).
+std::string random_store_key(size_t bytes = 32);
+
+// A stable name for a patch key (hex of a 128-bit hash of all its fields).
+std::string patch_key_name(const PatchKey& k);
+
+}  // namespace kamera

@@ -1,0 +1,295 @@
+#include "store/redis_tier.h"
+
+#include <hiredis/hiredis.h>
+
+#include <regex>
+
+#include "core/log.h"
+
+namespace kamera {
+
+namespace {
+
+// SET KEYS[1] = ARGV[1] (expiring after ARGV[2] seconds unless 0), unless the tombstone KEYS[2]
+// exists: one round trip, and no write-back can slip between the check and the write.
+const char* kSetUnlessTombstoned =
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end "
+    "if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) "
+    "else redis.call('SET', KEYS[1], ARGV[1]) end return 1";
+
+}  // namespace
+
+Result<std::shared_ptr<RedisTier>> RedisTier::open(const std::string& url, const Fingerprint& model,
+                                                   const KvLayout& layout, const Options& opts) {
+  static const std::regex re(
+      R"(^redis(s?)://(?:([^:@/]*):([^@/]*)@)?([A-Za-z0-9.\-_]+)(?::([0-9]{1,5}))?(?:/([0-9]{1,3}))?/?$)");
+  std::smatch m;
+  if (!std::regex_match(url, m, re))
+    return make_error(ErrorCode::InvalidArgument,
+                      "--redis: expected redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]");
+  const int port = m[5].matched ? std::stoi(m[5].str()) : 6379;
+  const int db = m[6].matched ? std::stoi(m[6].str()) : 0;
+  if (port <= 0 || port > 65535)
+    return make_error(ErrorCode::InvalidArgument, "--redis: bad port {}", port);
+  if (opts.key.size() < 16)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--redis needs a store key of at least 16 bytes (--store-key-file): entries "
+                      "shared through Redis are authenticated");
+  if (!opts.tls.cert_file.empty() && opts.tls.key_file.empty())
+    return make_error(ErrorCode::InvalidArgument, "--redis-cert needs --redis-key");
+  if (!m[1].str().empty()) KAMERA_TRY(TlsTunnel::check(opts.tls));
+  std::shared_ptr<RedisTier> t(new RedisTier(m[4].str(), port, db, model, layout, opts));
+  t->tls_ = !m[1].str().empty();
+  t->user_ = m[2].str();
+  t->password_ = m[3].str();
+  {
+    std::lock_guard<std::mutex> lock(t->mu_);
+    if (!t->ensure_connected())
+      log().warn("redis {}:{}: not reachable now; serving from local tiers, will retry", t->host_,
+                 port);
+  }
+  return t;
+}
+
+RedisTier::RedisTier(std::string host, int port, int db, const Fingerprint& fp, KvLayout layout,
+                     Options o)
+    : host_(std::move(host)),
+      port_(port),
+      db_(db),
+      fp_(fp),
+      layout_(std::move(layout)),
+      opts_(std::move(o)) {}
+
+RedisTier::~RedisTier() {
+  if (ctx_) redisFree(ctx_);  // closes hiredis's end of the tunnel first
+}
+
+std::string RedisTier::key_prefix() const {
+  return fmt::format("kamera:{:016x}{:016x}:", fp_[0], fp_[1]);
+}
+
+redisReply* RedisTier::command(const char* what, std::initializer_list<std::string_view> args) {
+  if (!ctx_) return nullptr;
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (auto a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r =
+      static_cast<redisReply*>(redisCommandArgv(ctx_, int(argv.size()), argv.data(), lens.data()));
+  if (!r) fail(what);
+  return r;
+}
+
+bool RedisTier::handshake() {
+  auto ok = [&](const char* what, std::initializer_list<std::string_view> args) {
+    redisReply* r = command(what, args);
+    if (!r) return false;
+    const bool good = r->type != REDIS_REPLY_ERROR;
+    if (!good) log().warn("redis {}:{}: {} refused: {}", host_, port_, what, r->str);
+    freeReplyObject(r);
+    if (!good) fail(what);
+    return good;
+  };
+  if (!password_.empty()) {
+    const bool auth =
+        user_.empty() ? ok("AUTH", {"AUTH", password_}) : ok("AUTH", {"AUTH", user_, password_});
+    if (!auth) return false;
+  }
+  const std::string db = std::to_string(db_);
+  return db_ == 0 || ok("SELECT", {"SELECT", db});
+}
+
+bool RedisTier::ensure_connected() {
+  if (ctx_) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_attempt_) return false;
+  timeval tv{opts_.timeout_ms / 1000, (opts_.timeout_ms % 1000) * 1000};
+  if (tls_ && !connect_tls()) return false;
+  if (!tls_) ctx_ = redisConnectWithTimeout(host_.c_str(), port_, tv);
+  if (!ctx_ || ctx_->err) {
+    fail("connect");
+    return false;
+  }
+  redisSetTimeout(ctx_, tv);
+  if (!handshake()) return false;
+  if (warned_) log().info("redis {}:{}: reconnected", host_, port_);
+  warned_ = false;
+  return true;
+}
+
+bool RedisTier::connect_tls() {
+  auto tunnel = TlsTunnel::open(host_, port_, opts_.tls, opts_.timeout_ms);
+  if (!tunnel.ok()) {
+    if (!warned_) log().warn("redis: {}", tunnel.message());
+    fail("TLS connect");
+    return false;
+  }
+  tunnel_ = std::move(*tunnel);
+  ctx_ = redisConnectFd(tunnel_->release_plain_fd());
+  return true;
+}
+
+void RedisTier::fail(const char* what) {
+  ++stats_.errors;
+  if (!warned_)
+    log().warn("redis {}:{}: {} failed ({}); serving from local tiers", host_, port_, what,
+               ctx_ && ctx_->errstr[0] ? ctx_->errstr : "unreachable");
+  warned_ = true;
+  if (ctx_) {
+    redisFree(ctx_);
+    ctx_ = nullptr;
+  }
+  tunnel_.reset();
+  next_attempt_ =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.retry_after_ms);
+}
+
+bool RedisTier::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ctx_ != nullptr;
+}
+
+void RedisTier::drop(const std::string& key) {
+  if (redisReply* r = command("DEL", {"DEL", key})) freeReplyObject(r);
+}
+
+// GET: a string is found; nil a miss; a key of another type (WRONGTYPE) is a miss for this key
+// and is deleted; anything else is an outage.
+bool RedisTier::get(const std::string& key, std::string& out, bool* found) {
+  *found = false;
+  if (!ensure_connected()) return false;
+  redisReply* r = command("GET", {"GET", key});
+  if (!r) return false;
+  const int type = r->type;
+  const bool wrong_type =
+      type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).rfind("WRONGTYPE", 0) == 0;
+  if (type == REDIS_REPLY_STRING) {
+    out.assign(r->str, r->len);
+    *found = true;
+  }
+  freeReplyObject(r);
+  if (wrong_type) {
+    log().warn("redis: {} holds a value of another type; deleting it", key);
+    ++stats_.discarded;
+    drop(key);
+    return true;
+  }
+  if (type != REDIS_REPLY_STRING && type != REDIS_REPLY_NIL) {
+    fail("GET");
+    return false;
+  }
+  return true;
+}
+
+bool RedisTier::set(const std::string& key, const std::string& value,
+                    const std::string& tombstone) {
+  if (!ensure_connected()) return false;
+  const std::string ttl = std::to_string(std::max(0, opts_.ttl_s));
+  redisReply* r = command("EVAL", {"EVAL", kSetUnlessTombstoned, "2", key, tombstone, value, ttl});
+  if (!r) return false;
+  const bool ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+  const bool err = r->type == REDIS_REPLY_ERROR;
+  freeReplyObject(r);
+  if (err) fail("SET");
+  return ok;
+}
+
+template <class Entry, class Decode>
+std::shared_ptr<const Entry> RedisTier::load(const std::string& key, const Decode& decode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string blob;
+  bool found = false;
+  get(key, blob, &found);
+  if (!found) {
+    ++stats_.misses;
+    return nullptr;
+  }
+  bool forged = false;
+  auto e = decode(blob, &forged);
+  if (!e.ok()) {
+    log().warn("redis: discarding {}: {}", key, e.message());
+    ++stats_.discarded;
+    stats_.forged += forged;
+    ++stats_.misses;
+    drop(key);
+    return nullptr;
+  }
+  ++stats_.hits;
+  return *e;
+}
+
+std::shared_ptr<const CanonicalEntry> RedisTier::load_canonical(const ChunkId& id) {
+  return load<CanonicalEntry>(key_prefix() + "c:" + id.hex(), [&](std::string_view b, bool* f) {
+    return decode_canonical(b, fp_, layout_, id, opts_.key, f);
+  });
+}
+
+std::shared_ptr<const PatchEntry> RedisTier::load_patch(const PatchKey& key) {
+  return load<PatchEntry>(key_prefix() + "p:" + patch_key_name(key),
+                          [&](std::string_view b, bool* f) {
+                            return decode_patch(b, fp_, layout_, key, opts_.key, f);
+                          });
+}
+
+void RedisTier::save_canonical(const CanonicalEntry& e) {
+  const std::string blob = serialize_canonical(e, fp_, opts_.key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (set(key_prefix() + "c:" + e.id.hex(), blob, key_prefix() + "t:" + e.id.hex())) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  }
+}
+
+void RedisTier::save_patch(const PatchEntry& e) {
+  const std::string blob = serialize_patch(e, fp_, opts_.key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (set(key_prefix() + "p:" + patch_key_name(e.key), blob,
+          key_prefix() + "t:" + e.key.chunk.hex())) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  }
+}
+
+std::shared_ptr<const ImageEntry> RedisTier::load_image(const ChunkId& key) {
+  return load<ImageEntry>(key_prefix() + "i:" + key.hex(),
+                          [&](std::string_view b, bool* f) -> Result<std::shared_ptr<ImageEntry>> {
+                            auto e = deserialize_image(b, fp_, opts_.key, f);
+                            if (e.ok() && !((*e)->key == key))
+                              return make_error(ErrorCode::CorruptData, "entry holds image {}",
+                                                (*e)->key.hex());
+                            return e;
+                          });
+}
+
+// Images are never deleted through the API, so their tombstone key is one no delete writes.
+void RedisTier::save_image(const ImageEntry& e) {
+  const std::string blob = serialize_image(e, fp_, opts_.key);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (set(key_prefix() + "i:" + e.key.hex(), blob, key_prefix() + "ti:" + e.key.hex())) {
+    ++stats_.writes;
+    stats_.bytes += int64_t(blob.size());
+  }
+}
+
+void RedisTier::erase_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ensure_connected()) return;
+  const std::string ttl = std::to_string(std::max(1, opts_.tombstone_ttl_s));
+  if (redisReply* r = command("SET", {"SET", key_prefix() + "t:" + id.hex(), "1", "EX", ttl}))
+    freeReplyObject(r);
+  if (ctx_) drop(key_prefix() + "c:" + id.hex());
+}
+
+void RedisTier::revive_canonical(const ChunkId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ensure_connected()) drop(key_prefix() + "t:" + id.hex());
+}
+
+StoreTier::Stats RedisTier::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace kamera

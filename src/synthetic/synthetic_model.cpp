@@ -1,0 +1,450 @@
+#include "synthetic/synthetic_model.h"
+
+#include <xxhash.h>
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "gguf/gguf.h"
+#include "model/deepseek2.h"
+#include "synthetic/corpus.h"
+#include "synthetic/deepseek2_shapes.h"
+#include "synthetic/vocab.h"
+#include "tokenizer/gguf_import.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kamera {
+
+namespace {
+
+// splitmix64: a tiny deterministic generator, the same on every platform.
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
+};
+
+// Fills n values uniformly in [-a, a), a = sqrt(3) * stddev, seeded by (seed, tensor name).
+void fill_uniform(float* dst, int64_t n, uint64_t seed, const std::string& name, float stddev) {
+  SplitMix rng{seed ^ XXH3_64bits(name.data(), name.size())};
+  const float a = std::sqrt(3.0f) * stddev;
+  for (int64_t i = 0; i < n; ++i) dst[i] = (2.0f * rng.uniform() - 1.0f) * a;
+}
+
+void fill_norm(float* dst, int64_t n, uint64_t seed, const std::string& name) {
+  SplitMix rng{seed ^ XXH3_64bits(name.data(), name.size())};
+  for (int64_t i = 0; i < n; ++i) dst[i] = 1.0f + 0.1f * (2.0f * rng.uniform() - 1.0f);
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_preset_names(Arch arch) {
+  switch (arch) {
+    case Arch::Llama:
+    case Arch::Qwen2:
+      return {"tiny", "0.5b"};
+    case Arch::Qwen2Vl:
+      return {"tiny", "2b", "3b"};
+    case Arch::Deepseek2:
+      return {"tiny", "tiny-moe", "lite", "lite-attn"};
+  }
+  return {"tiny"};
+}
+
+namespace {
+
+// Keeps the rope description consistent with the attention shape.
+void finish_rope(ModelConfig& c) {
+  if (c.attention == AttentionKind::Mla) {
+    c.head_dim = c.mla.qk_nope_dim + c.mla.qk_rope_dim;
+    c.rope.n_rot = c.mla.qk_rope_dim;
+    c.rope.head_dim = c.mla.qk_rope_dim;
+    c.n_kv_heads = c.n_heads;
+  } else {
+    c.rope.head_dim = c.head_dim;
+  }
+}
+
+}  // namespace
+
+std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset) {
+  ModelConfig c;
+  c.arch = arch;
+  c.tied_output = true;
+  c.rope.theta = 10000.0;
+  c.rms_eps = 1e-5f;
+  const bool qwen = is_qwen(arch);
+  if (preset == "tiny") {
+    c.dim = 64;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 16;
+    c.ffn_dim = 128;
+    c.n_vocab = 512;
+    c.ctx_len = 1024;
+    if (arch == Arch::Qwen2Vl) c.rope.sections = {2, 3, 3, 0};  // 8 pairs of the 16-dim head
+    if (arch == Arch::Deepseek2) {
+      c.mla = {32, 32, 16, 8, 16};  // q_lora, kv_lora, qk_nope, qk_rope, v_head
+      c.tied_output = false;        // llama.cpp's deepseek2 loader requires output.weight
+    }
+  } else if (preset == "0.5b" && (arch == Arch::Llama || arch == Arch::Qwen2)) {
+    // Qwen2.5-0.5B's text decoder
+    c.dim = 896;
+    c.n_layers = 24;
+    c.n_heads = 14;
+    c.n_kv_heads = 2;
+    c.head_dim = 64;
+    c.ffn_dim = 4864;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+  } else if (preset == "2b" && arch == Arch::Qwen2Vl) {
+    // Qwen2-VL-2B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
+    c.dim = 1536;
+    c.n_layers = 28;
+    c.n_heads = 12;
+    c.n_kv_heads = 2;
+    c.head_dim = 128;
+    c.ffn_dim = 8960;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+    c.rope.sections = {16, 24, 24, 0};
+  } else if (preset == "3b" && arch == Arch::Qwen2Vl) {
+    // Qwen2.5-VL-3B's text decoder: M-RoPE sections [16, 24, 24] over the 64 pairs of a 128 head
+    c.dim = 2048;
+    c.n_layers = 36;
+    c.n_heads = 16;
+    c.n_kv_heads = 2;
+    c.head_dim = 128;
+    c.ffn_dim = 11008;
+    c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+    c.rope.sections = {16, 24, 24, 0};
+  } else if (arch == Arch::Deepseek2 && preset == "tiny-moe") {
+    c = *synthetic_preset(arch, "tiny");
+    deepseek2_preset(preset, c);  // synthetic/deepseek2_shapes.h: MoE layers and YaRN
+  } else if (arch == Arch::Deepseek2 && deepseek2_preset(preset, c)) {
+    // lite (DeepSeek-V2-Lite), lite-attn (its attention, a dense FFN): synthetic/deepseek2_shapes.h
+  } else {
+    return std::nullopt;
+  }
+  c.qkv_bias = qwen;
+  c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.n_rot = c.head_dim;
+  if (arch == Arch::Qwen2Vl) c.rope.mrope = MropeMode::Blocked;
+  if (arch == Arch::Deepseek2) c.attention = AttentionKind::Mla;
+  finish_rope(c);
+  return c;
+}
+
+Status apply_dims(ModelConfig& c, const std::string& dims) {
+  std::stringstream ss(dims);
+  std::string item;
+  const bool rot_follows_head = c.rope.n_rot == c.head_dim;
+  bool rot_set = false;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not key=value", item);
+    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (key == "sections") {  // t:h:w[:extra] rotary pairs per M-RoPE component
+      std::stringstream vs(val);
+      std::string part;
+      int i = 0;
+      c.rope.sections = {0, 0, 0, 0};
+      while (std::getline(vs, part, ':')) {
+        if (i == 4)
+          return make_error(ErrorCode::InvalidArgument, "--dims: sections takes at most 4 values");
+        char* end = nullptr;
+        const long v = std::strtol(part.c_str(), &end, 10);
+        if (part.empty() || *end != '\0' || v < 0 || v > 4096)
+          return make_error(ErrorCode::InvalidArgument,
+                            "--dims: '{}' in sections={} is not a count", part, val);
+        c.rope.sections[i++] = int(v);
+      }
+      continue;
+    }
+    if (key == "mrope") {
+      if (val == "blocked")
+        c.rope.mrope = MropeMode::Blocked;
+      else if (val == "interleaved")
+        c.rope.mrope = MropeMode::Interleaved;
+      else
+        return make_error(ErrorCode::InvalidArgument, "--dims: mrope={} (blocked or interleaved)",
+                          val);
+      continue;
+    }
+    double x = 0;
+    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
+    if (ec != std::errc() || p != val.data() + val.size())
+      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not a number in '{}'", val,
+                        item);
+    const int i = int(x);
+    if (key == "dim")
+      c.dim = i;
+    else if (key == "layers")
+      c.n_layers = i;
+    else if (key == "heads")
+      c.n_heads = i;
+    else if (key == "kv_heads")
+      c.n_kv_heads = i;
+    else if (key == "head_dim")
+      c.head_dim = i;
+    else if (key == "ffn")
+      c.ffn_dim = i;
+    else if (key == "vocab")
+      c.n_vocab = i;
+    else if (key == "ctx")
+      c.ctx_len = i;
+    else if (key == "rope_dims") {
+      c.rope.n_rot = i;
+      rot_set = true;
+    } else if (key == "theta")
+      c.rope.theta = x;
+    else if (key == "eps")
+      c.rms_eps = float(x);
+    else if (key == "bias")
+      c.qkv_bias = i != 0;
+    else if (key == "tied")
+      c.tied_output = i != 0;
+    else if (key == "q_lora")
+      c.mla.q_lora_rank = i;
+    else if (key == "kv_lora")
+      c.mla.kv_lora_rank = i;
+    else if (key == "qk_nope")
+      c.mla.qk_nope_dim = i;
+    else if (key == "qk_rope")
+      c.mla.qk_rope_dim = i;
+    else if (key == "v_head")
+      c.mla.v_head_dim = i;
+    else if (apply_deepseek2_dim(c, key, x))
+      continue;
+    else
+      return make_error(ErrorCode::InvalidArgument,
+                        "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
+                        "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
+                        "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
+                        "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
+                        "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
+                        key);
+  }
+  if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
+  finish_rope(c);
+  return c.validate("--dims");
+}
+
+std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
+  std::vector<std::string> out;
+  if (c.attention != AttentionKind::Mla && c.rope.n_rot != c.head_dim)
+    out.push_back(
+        "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
+        "rope.dimension_count == head_dim");
+  if (is_qwen(c.arch) && !c.qkv_bias)
+    out.push_back("qwen2 without attn_q/k/v biases: llama.cpp requires them for this architecture");
+  if (is_qwen(c.arch) && c.head_dim * c.n_heads != c.dim)
+    out.push_back(
+        "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
+  if (c.rope.mrope == MropeMode::Interleaved)
+    out.push_back(
+        "interleaved M-RoPE is a kamera key (qwen2vl.rope.mrope_interleaved) that "
+        "llama.cpp's qwen2vl ignores: it would rotate blocked sections");
+  if (c.attention == AttentionKind::Mla && (c.n_layers == 27) != (c.mla.q_lora_rank == 0))
+    out.push_back(
+        "deepseek2: llama.cpp (Feb 2025) infers 'no q low-rank' from 27 layers (V2-Lite): "
+        "use q_lora = 0 exactly when layers = 27");
+  if (c.attention == AttentionKind::Mla && c.tied_output)
+    out.push_back("deepseek2 with a tied output head: llama.cpp requires output.weight");
+  deepseek2_llama_cpp_notes(c, out);
+  return out;
+}
+
+int64_t count_parameters(const ModelConfig& c) {
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim;
+  int64_t layer = 2 * d + 3 * d * h;  // norms, SwiGLU
+  if (c.attention == AttentionKind::Mla) {
+    const MlaConfig& m = c.mla;
+    layer +=
+        m.q_lora_rank > 0 ? d * m.q_lora_rank + m.q_lora_rank + int64_t(m.q_lora_rank) * q : d * q;
+    layer += d * (m.kv_lora_rank + m.qk_rope_dim) + m.kv_lora_rank +
+             int64_t(m.kv_lora_rank) * c.n_heads * (m.qk_nope_dim + m.v_head_dim) +
+             int64_t(c.n_heads) * m.v_head_dim * d;
+  } else {
+    layer += d * q + 2 * d * kv + q * d + (c.qkv_bias ? q + 2 * kv : 0);
+  }
+  return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
+         moe_extra_parameters(c);
+}
+
+namespace {
+
+// A qwen2vl decoder's vocabulary holds Qwen2-VL's vision control tokens (the last four pieces
+// of a synthetic vocabulary become them), so that prompts with images can be written for it.
+void add_vision_tokens(Tokenizer::Vocab& v) {
+  const char* names[] = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
+  const size_t n = v.pieces.size();
+  if (n < 300) return;  // keep the byte pieces of very small vocabularies
+  for (size_t i = 0; i < 4; ++i) {
+    v.pieces[n - 4 + i] = names[i];
+    v.types[n - 4 + i] = TokenType::Control;
+    if (!v.scores.empty()) v.scores[n - 4 + i] = 0.0f;
+  }
+}
+
+}  // namespace
+
+Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) {
+  Result<Tokenizer::Vocab> vocab =
+      spec.vocab ? Result<Tokenizer::Vocab>(*spec.vocab)
+                 : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
+  if (!vocab.ok())
+    return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
+  if (!spec.vocab && spec.cfg.arch == Arch::Qwen2Vl) add_vision_tokens(*vocab);
+  const uint64_t seed = spec.seed;
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
+  auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
+                                 float* dst) {
+    int64_t n = 1;
+    for (int64_t e : ne) n *= e;
+    const bool is_norm = name.find("norm") != std::string::npos;
+    if (ne.size() == 1 && is_norm) {
+      fill_norm(dst, n, seed, name);
+    } else if (ne.size() == 1) {
+      fill_uniform(dst, n, seed, name, 0.1f);  // biases
+    } else if (name == "token_embd.weight") {
+      fill_uniform(dst, n, seed, name, inv_sqrt_d);
+    } else {
+      // Uniform with the variance of N(0, 1/in): activations keep unit scale through the layers.
+      fill_uniform(dst, n, seed, name, 1.0f / std::sqrt(float(ne[0])));
+    }
+  };
+  return write_decoder_gguf(spec.cfg, spec.name, spec.weight_type, *vocab, fill, path);
+}
+
+Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
+                          const Tokenizer::Vocab& v, const TensorFill& fill,
+                          const std::string& path) {
+  KAMERA_TRY(c.validate(path));
+  const bool qwen = is_qwen(c.arch);
+  const bool mla = c.arch == Arch::Deepseek2;
+  if (qwen && c.rope.layout != RopeLayout::Neox)
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen2 and qwen2vl use the NeoX rope layout");
+  if (!qwen && c.rope.layout != RopeLayout::Normal)
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: {} uses the normal (interleaved pair) rope layout",
+                      arch_name(c.arch));
+  if (mla != (c.attention == AttentionKind::Mla))
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: deepseek2 and only deepseek2 uses MLA");
+  if ((c.arch == Arch::Qwen2Vl) != (c.rope.mrope != MropeMode::None))
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
+  if (int(v.pieces.size()) != c.n_vocab)
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
+                      c.n_vocab);
+  GgufWriter w;
+  const std::string a = arch_name(c.arch);
+  w.set_string("general.architecture", a);
+  w.set_string("general.name", model_name);
+  const uint32_t file_type = weight_type == DType::F32    ? 0
+                             : weight_type == DType::F16  ? 1
+                             : weight_type == DType::Q8_0 ? 7
+                                                          : 32;
+  w.set_u32("general.file_type", file_type);
+  w.set_u32(a + ".context_length", uint32_t(c.ctx_len));
+  w.set_u32(a + ".embedding_length", uint32_t(c.dim));
+  w.set_u32(a + ".block_count", uint32_t(c.n_layers));
+  w.set_u32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
+  w.set_u32(a + ".attention.head_count", uint32_t(c.n_heads));
+  w.set_u32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
+  if (mla) {
+    w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
+    w.set_u32(a + ".attention.value_length", uint32_t(c.mla.v_head_dim));
+    if (c.mla.q_lora_rank > 0) w.set_u32(a + ".attention.q_lora_rank", uint32_t(c.mla.q_lora_rank));
+    w.set_u32(a + ".attention.kv_lora_rank", uint32_t(c.mla.kv_lora_rank));
+    write_deepseek2_keys(w, c);  // MoE and YaRN keys (synthetic/deepseek2_shapes.h)
+  } else if (c.head_dim * c.n_heads != c.dim) {
+    w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
+    w.set_u32(a + ".attention.value_length", uint32_t(c.head_dim));
+  }
+  w.set_u32(a + ".rope.dimension_count", uint32_t(c.rope.n_rot));
+  if (c.rope.mrope != MropeMode::None) {
+    w.set_i32_array(a + ".rope.dimension_sections", {c.rope.sections[0], c.rope.sections[1],
+                                                     c.rope.sections[2], c.rope.sections[3]});
+    if (c.rope.mrope == MropeMode::Interleaved) w.set_bool(a + ".rope.mrope_interleaved", true);
+  }
+  w.set_f32(a + ".rope.freq_base", float(c.rope.theta));
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
+
+  write_tokenizer_gguf(w, v);
+
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
+  const DType wt = weight_type;
+  auto weight = [&](const std::string& name, int64_t in, int64_t out) {
+    w.add_tensor(name, {in, out}, wt, [=, &fill](float* dst) { fill(name, {in, out}, dst); });
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    w.add_tensor(name, {n}, DType::F32, [=, &fill](float* dst) { fill(name, {n}, dst); });
+  };
+  auto bias = norm;
+  weight("token_embd.weight", d, V);
+  norm("output_norm.weight", d);
+  if (!c.tied_output) weight("output.weight", d, V);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm.weight", d);
+    if (mla) {
+      const MlaConfig& m = c.mla;
+      if (m.q_lora_rank > 0) {
+        weight(p + "attn_q_a.weight", d, m.q_lora_rank);
+        norm(p + "attn_q_a_norm.weight", m.q_lora_rank);
+        weight(p + "attn_q_b.weight", m.q_lora_rank, q);
+      } else {
+        weight(p + "attn_q.weight", d, q);
+      }
+      weight(p + "attn_kv_a_mqa.weight", d, m.kv_lora_rank + m.qk_rope_dim);
+      norm(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
+      weight(p + "attn_kv_b.weight", m.kv_lora_rank,
+             int64_t(c.n_heads) * (m.qk_nope_dim + m.v_head_dim));
+      weight(p + "attn_output.weight", int64_t(c.n_heads) * m.v_head_dim, d);
+    } else {
+      weight(p + "attn_q.weight", d, q);
+      weight(p + "attn_k.weight", d, kv);
+      weight(p + "attn_v.weight", d, kv);
+      if (c.qkv_bias) {
+        bias(p + "attn_q.bias", q);
+        bias(p + "attn_k.bias", kv);
+        bias(p + "attn_v.bias", kv);
+      }
+      weight(p + "attn_output.weight", q, d);
+    }
+    norm(p + "ffn_norm.weight", d);
+    if (c.moe.is_moe_layer(i)) {
+      for (const MoeTensorSpec& t : moe_layer_tensors(c, i))
+        w.add_tensor(t.name, t.ne, t.keep_f32 ? DType::F32 : wt,
+                     [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
+      continue;
+    }
+    weight(p + "ffn_gate.weight", d, h);
+    weight(p + "ffn_up.weight", d, h);
+    weight(p + "ffn_down.weight", h, d);
+  }
+  return w.write(path);
+}
+
+}  // namespace kamera

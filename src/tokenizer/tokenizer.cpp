@@ -1,0 +1,169 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "tokenizer/bpe.h"
+#include "tokenizer/spm.h"
+
+namespace kamera {
+
+using spm::byte_piece_value;
+using spm::unescape_spaces;
+
+Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
+  const size_t n = vocab.pieces.size();
+  if (n == 0) return make_error(ErrorCode::CorruptData, "tokenizer: empty vocabulary");
+  if (vocab.kind == VocabKind::Bpe) {
+    if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
+    if (vocab.types.empty()) vocab.types.assign(n, TokenType::Normal);
+  }
+  if (vocab.scores.size() != n || vocab.types.size() != n) {
+    return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces but {} scores and {} types", n,
+                      vocab.scores.size(), vocab.types.size());
+  }
+  if (n > size_t(INT32_MAX))
+    return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces is too many", n);
+  const auto check_id = [&](const char* what, int32_t id) -> Status {
+    if (id < 0 || size_t(id) >= n) {
+      return make_error(ErrorCode::CorruptData, "tokenizer: {} id {} out of range [0, {})", what,
+                        id, n);
+    }
+    return Status::Ok();
+  };
+  if (vocab.kind == VocabKind::Bpe) {
+    // Byte-level vocabularies may lack any of these (Qwen has no BOS, none has UNK).
+    for (auto [what, id] : {std::pair{"eos", vocab.eos},
+                            {"unk", vocab.unk},
+                            {"eot", vocab.eot},
+                            {"eom", vocab.eom},
+                            {"pad", vocab.pad}})
+      if (id != -1) KAMERA_TRY(check_id(what, id));
+    if (vocab.bos != -1) KAMERA_TRY(check_id("bos", vocab.bos));
+    if (vocab.bos == -1) vocab.bos = vocab.pad >= 0 ? vocab.pad : vocab.eos >= 0 ? vocab.eos : 0;
+    Tokenizer tok;
+    tok.vocab_ = std::move(vocab);
+    KAMERA_TRY(tok.init_bpe());
+    tok.init_eog();
+    return tok;
+  }
+  KAMERA_TRY(check_id("bos", vocab.bos));
+  KAMERA_TRY(check_id("eos", vocab.eos));
+  KAMERA_TRY(check_id("unk", vocab.unk));
+
+  Tokenizer tok;
+  tok.index_.reserve(n);
+  std::fill(std::begin(tok.byte_token_), std::end(tok.byte_token_), -1);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& piece = vocab.pieces[i];
+    tok.index_.emplace(piece, int32_t(i));  // keeps the first id of a duplicated piece
+    const int b = byte_piece_value(piece);
+    if (b >= 0 && tok.byte_token_[b] < 0) tok.byte_token_[b] = int32_t(i);
+  }
+  tok.vocab_ = std::move(vocab);
+  tok.init_eog();
+  return tok;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, size_t limit) const {
+  if (bpe_) return encode_bpe(text, add_bos, true, false, limit);
+  return encode_with(text, add_bos, vocab_.add_space_prefix);
+}
+
+std::vector<int32_t> Tokenizer::encode_raw(std::string_view text, size_t limit) const {
+  if (bpe_) return encode_bpe(text, false, true, false, limit);
+  return encode_with(text, false, false);
+}
+
+std::string Tokenizer::decode(int32_t prev, int32_t token) const {
+  if (token < 0 || token >= n_vocab()) return {};
+  const std::string& piece = vocab_.pieces[size_t(token)];
+  switch (vocab_.types[size_t(token)]) {
+    case TokenType::Control:
+    case TokenType::Unknown:
+    case TokenType::Unused:
+      return {};
+    case TokenType::Byte: {
+      if (bpe_) break;
+      const int b = byte_piece_value(piece);
+      if (b >= 0) return std::string(1, char(b));
+      break;  // a Byte-typed piece of another spelling prints as text
+    }
+    default:
+      break;
+  }
+  if (bpe_) return bpe_->token_bytes(token);
+  std::string text = unescape_spaces(piece);
+  if (prev == vocab_.bos && !text.empty() && text[0] == ' ') text.erase(0, 1);
+  return text;
+}
+
+std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, bool bos, bool parse_special,
+                                           bool eos, size_t limit) const {
+  std::vector<int32_t> out;
+  out.reserve(std::min(text.size() / 3, limit) + 2);
+  if (bos) out.push_back(vocab_.bos);
+  bpe_->encode(text, parse_special, out, limit);
+  if (eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::tokenize(std::string_view text, const EncodeOptions& o) const {
+  if (bpe_) {
+    return encode_bpe(text, o.add_special && vocab_.add_bos, o.parse_special,
+                      o.add_special && vocab_.add_eos);
+  }
+  std::vector<int32_t> out =
+      encode_with(text, o.add_special && vocab_.add_bos, vocab_.add_space_prefix);
+  if (o.add_special && vocab_.add_eos) out.push_back(vocab_.eos);
+  return out;
+}
+
+std::string Tokenizer::piece(int32_t token) const {
+  if (token < 0 || token >= n_vocab()) return {};
+  if (bpe_) return bpe_->token_bytes(token);
+  const std::string& p = vocab_.pieces[size_t(token)];
+  const TokenType type = vocab_.types[size_t(token)];
+  if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::Unused)
+    return p;
+  return decode(-1, token);
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+  return std::binary_search(eog_.begin(), eog_.end(), id);
+}
+
+Status Tokenizer::init_bpe() {
+  auto m = BpeModel::create(vocab_);
+  if (!m.ok()) return m.error();
+  bpe_ = std::move(m.value());
+  return Status::Ok();
+}
+
+void Tokenizer::init_eog() {
+  // Texts llama.cpp also ends generation on (turn ends, end of text, Qwen's FIM stops).
+  static const std::unordered_set<std::string_view> kStops = {
+      "<|eot_id|>",    "<|im_end|>",    "<|end|>",      "<end_of_turn>",
+      "<|endoftext|>", "<|eom_id|>",    "<EOT>",        "<｜end▁of▁sentence｜>",
+      "<|fim_pad|>",   "<|repo_name|>", "<|file_sep|>",
+  };
+  eog_.clear();
+  for (int32_t id : {vocab_.eos, vocab_.eot, vocab_.eom})
+    if (id >= 0) eog_.push_back(id);
+  for (size_t i = 0; i < vocab_.pieces.size(); ++i)
+    if (kStops.count(vocab_.pieces[i])) eog_.push_back(int32_t(i));
+  std::sort(eog_.begin(), eog_.end());
+  eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
+}
+
+std::string Tokenizer::decode_all(const std::vector<int32_t>& tokens) const {
+  std::string out;
+  int32_t prev = -1;
+  for (int32_t t : tokens) {
+    out += decode(prev, t);
+    prev = t;
+  }
+  return out;
+}
+
+}  // namespace kamera

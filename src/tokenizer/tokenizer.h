@@ -1,0 +1,90 @@
+// The tokenizer of a model: SentencePiece-style (llama.cpp's "llama" vocab, llama2.c's
+// tokenizer.bin) or byte-level BPE (llama.cpp's "gpt2" vocab: Qwen, Llama-3, DeepSeek; see
+// tokenizer_bpe.h), behind one interface.
+//
+// SentencePiece:
+// Pieces are held in SentencePiece form: a space is U+2581 ("▁"); llama2.c files store ' ' and
+// are converted on load. Byte-fallback pieces are "<0xXX>". Encoding: replace ' ' by "▁", prepend
+// "▁" when add_space_prefix, split into UTF-8 characters, then repeatedly merge the adjacent pair
+// whose concatenation is a vocabulary piece of the highest score (leftmost on ties); symbols left
+// outside the vocabulary become their byte pieces.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "tokenizer/vocab.h"
+
+namespace kamera {
+
+class BpeModel;
+
+class Tokenizer {
+ public:
+  using Vocab = ::kamera::Vocab;
+
+  struct EncodeOptions {
+    bool add_special = true;    // BOS / EOS as the vocabulary's add_bos / add_eos flags say
+    bool parse_special = true;  // control tokens written in the text become their ids (BPE;
+                                // user-defined tokens always do)
+  };
+
+  // Validates sizes and special ids; builds the piece index.
+  static Result<Tokenizer> from_vocab(Vocab vocab);
+  // llama2.c tokenizer.bin: i32 max_token_length, then vocab_size x (f32 score, i32 len, bytes).
+  // Types are inferred (0 unknown, 1/2 control, "<0xXX>" byte, others normal).
+  static Result<Tokenizer> from_llama2c_file(const std::string& path, int vocab_size);
+  static Result<Tokenizer> from_llama2c_bytes(std::string_view bytes, int vocab_size,
+                                              const std::string& name);
+
+  int n_vocab() const { return int(vocab_.pieces.size()); }
+  // BOS; for a BPE vocabulary without one (Qwen), its padding token, else its EOS.
+  int32_t bos() const { return vocab_.bos; }
+  int32_t eos() const { return vocab_.eos; }
+  VocabKind kind() const { return vocab_.kind; }
+  bool add_bos() const { return vocab_.add_bos; }
+  bool add_eos() const { return vocab_.add_eos; }
+  const Vocab& vocab() const { return vocab_; }
+  // End of generation: EOS, EOT, EOM and the tokens llama.cpp stops on by their text
+  // (<|im_end|>, <|eot_id|>, <|endoftext|>, <｜end▁of▁sentence｜>, ...).
+  bool is_eog(int32_t id) const;
+  const std::vector<int32_t>& eog_ids() const { return eog_; }
+
+  // Text -> ids with explicit options (the `kamera tokenize` and server path).
+  // SentencePiece ignores parse_special (its vocabularies here have no inline control tokens).
+  std::vector<int32_t> tokenize(std::string_view text, const EncodeOptions& opts) const;
+  // BPE: control tokens in the text are parsed; BOS when add_bos, never EOS.
+  // `limit`: BPE stops cutting words once more than `limit` ids are made (the server passes the
+  // context it has left: a prompt that cannot fit costs no more than the context to refuse).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, size_t limit = SIZE_MAX) const;
+  // No BOS and no dummy space prefix: the text is taken as it is (a chunk in the middle of a
+  // context carries its own leading space where it needs one).
+  std::vector<int32_t> encode_raw(std::string_view text, size_t limit = SIZE_MAX) const;
+  // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
+  // (as llama2.c prints), byte pieces become their byte, control tokens print nothing. BPE: the
+  // token's bytes (a multi-byte character may be split across tokens: see Utf8Stream).
+  std::string decode(int32_t prev, int32_t token) const;
+  std::string decode_all(const std::vector<int32_t>& tokens) const;
+  // The token as a piece of text for display: like decode, but control tokens show their text.
+  std::string piece(int32_t token) const;
+
+ private:
+  std::vector<int32_t> encode_with(std::string_view text, bool add_bos, bool space_prefix) const;
+  std::vector<int32_t> encode_bpe(std::string_view text, bool bos, bool parse_special, bool eos,
+                                  size_t limit = SIZE_MAX) const;
+  Status init_bpe();
+  void init_eog();
+
+  Vocab vocab_;
+  std::unordered_map<std::string, int32_t> index_;  // SPM
+  int32_t byte_token_[256] = {};                    // SPM: id of "<0xXX>" or -1
+  std::shared_ptr<const BpeModel> bpe_;             // BPE
+  std::vector<int32_t> eog_;                        // sorted
+};
+
+}  // namespace kamera
