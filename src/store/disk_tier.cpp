@@ -16,50 +16,6 @@
 
 namespace kamera {
 
-Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout) {
-  const KvLayout& l = e.kv.layout;
-  if (l.n_layers != layout.n_layers || l.channels.size() != layout.channels.size())
-    return make_error(ErrorCode::CorruptData, "entry layout does not match the model");
-  for (size_t i = 0; i < l.channels.size(); ++i)
-    if (l.channels[i].width != layout.channels[i].width ||
-        l.channels[i].rotated != layout.channels[i].rotated)
-      return make_error(ErrorCode::CorruptData, "entry channel {} does not match the model", i);
-  return Status::Ok();
-}
-
-Result<std::shared_ptr<CanonicalEntry>> decode_canonical(std::string_view blob,
-                                                         const Fingerprint& fp,
-                                                         const KvLayout& layout, const ChunkId& id,
-                                                         std::string_view store_key, bool* forged) {
-  auto e = deserialize_canonical(blob, fp, store_key, forged);
-  if (!e.ok()) return e.error();
-  KAMERA_TRY(check_canonical_fits(**e, layout));
-  if (!((*e)->id == id))
-    return make_error(ErrorCode::CorruptData, "entry holds chunk {}", (*e)->id.hex());
-  return e;
-}
-
-Result<std::shared_ptr<PatchEntry>> decode_patch(std::string_view blob, const Fingerprint& fp,
-                                                 const KvLayout& layout, const PatchKey& key,
-                                                 std::string_view store_key, bool* forged) {
-  auto e = deserialize_patch(blob, fp, store_key, forged);
-  if (!e.ok()) return e.error();
-  KAMERA_TRY(check_patch_fits(**e, layout));
-  if (!((*e)->key == key))
-    return make_error(ErrorCode::CorruptData, "entry holds another patch key");
-  return e;
-}
-
-Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
-  for (const PatchFactor& f : e.patch.factors) {
-    if (f.layer >= layout.n_layers || f.channel >= int(layout.channels.size()))
-      return make_error(ErrorCode::CorruptData, "patch factor outside the model's layers/channels");
-    if (int64_t(f.col_begin) + f.cols > layout.channels[f.channel].width)
-      return make_error(ErrorCode::CorruptData, "patch factor columns outside the channel");
-  }
-  return Status::Ok();
-}
-
 Result<std::string> directory_store_key(const std::string& dir) {
   const std::string path = dir + "/store.key";
   std::ifstream in(path, std::ios::binary);
@@ -214,53 +170,38 @@ bool DiskTier::write_atomic(const std::string& path, const std::string& blob) {
   return true;
 }
 
-std::string DiskTier::read_file(const std::string& path, bool* found) {
+Fetched DiskTier::read_file(const std::string& path) {
+  Fetched got;
   std::ifstream f(path, std::ios::binary);
-  *found = bool(f);
-  if (!f) return {};
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f) return got;
+  got.blob.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  got.state = Fetched::State::Found;
+  return got;
 }
 
-void DiskTier::discard(const std::string& path, const std::string& why) {
-  log().warn("store: discarding {}: {}", path, why);
+void DiskTier::discard(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
   index_drop(path);
-  ++stats_.discarded;
 }
 
-template <class Entry, class Decode>
-std::shared_ptr<const Entry> DiskTier::load_entry(const std::string& path, const Decode& decode) {
+template <class Entry>
+std::shared_ptr<const Entry> DiskTier::load(const std::string& path,
+                                            const typename Sealed<Entry>::Key& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  bool found = false;
-  const std::string blob = read_file(path, &found);
-  if (!found) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  bool forged = false;
-  auto e = decode(blob, &forged);
-  if (!e.ok()) {
-    stats_.forged += forged;
-    discard(path, e.message());
-    ++stats_.misses;
-    return nullptr;
-  }
-  ++stats_.hits;
-  index_touch(path);
-  return *e;
+  auto got = load_sealed<Entry>(
+      codec_, key, "disk", path, [&] { return read_file(path); }, [&] { discard(path); });
+  got.count(stats_);
+  if (got.entry) index_touch(path);
+  return got.entry;
 }
 
 std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id) {
-  return load_entry<CanonicalEntry>(canonical_path(id), [&](std::string_view b, bool* forged) {
-    return decode_canonical(b, fp_, layout_, id, opts_.key, forged);
-  });
+  return load<CanonicalEntry>(canonical_path(id), id);
 }
 
 std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
-  return load_entry<PatchEntry>(patch_path(key), [&](std::string_view b, bool* forged) {
-    return decode_patch(b, fp_, layout_, key, opts_.key, forged);
-  });
+  return load<PatchEntry>(patch_path(key), key);
 }
 
 void DiskTier::save_blob(const std::string& path, const std::string& blob) {
@@ -280,26 +221,19 @@ std::string DiskTier::image_path(const ChunkId& key) const {
 }
 
 std::shared_ptr<const ImageEntry> DiskTier::load_image(const ChunkId& key) {
-  return load_entry<ImageEntry>(
-      image_path(key),
-      [&](std::string_view b, bool* forged) -> Result<std::shared_ptr<ImageEntry>> {
-        auto e = deserialize_image(b, fp_, opts_.key, forged);
-        if (e.ok() && !((*e)->key == key))
-          return make_error(ErrorCode::CorruptData, "entry holds image {}", (*e)->key.hex());
-        return e;
-      });
+  return load<ImageEntry>(image_path(key), key);
 }
 
 void DiskTier::save_image(const ImageEntry& e) {
-  save_blob(image_path(e.key), serialize_image(e, fp_, opts_.key));
+  save_blob(image_path(e.key), codec_.seal(e));
 }
 
 void DiskTier::save_canonical(const CanonicalEntry& e) {
-  save_blob(canonical_path(e.id), serialize_canonical(e, fp_, opts_.key));
+  save_blob(canonical_path(e.id), codec_.seal(e));
 }
 
 void DiskTier::save_patch(const PatchEntry& e) {
-  save_blob(patch_path(e.key), serialize_patch(e, fp_, opts_.key));
+  save_blob(patch_path(e.key), codec_.seal(e));
 }
 
 void DiskTier::erase_canonical(const ChunkId& id) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "store/entry_codec.h"
+#include "store/tier_load.h"
 
 namespace kamera {
 
@@ -46,15 +47,16 @@ class DiskTier : public StoreTier {
 
  private:
   DiskTier(std::string dir, const Fingerprint& fp, KvLayout layout, Options o)
-      : dir_(std::move(dir)), fp_(fp), layout_(std::move(layout)), opts_(std::move(o)) {}
+      : dir_(std::move(dir)), codec_(fp, std::move(layout), o.key), opts_(std::move(o)) {}
   void scan();  // at open: sweeps temporaries, indexes the entries, oldest last
   bool write_atomic(const std::string& path, const std::string& blob);
   void save_blob(const std::string& path, const std::string& blob);  // counts writes / errors
-  // Reads, decodes and validates one entry; a corrupt, foreign or forged file is discarded.
-  template <class Entry, class Decode>
-  std::shared_ptr<const Entry> load_entry(const std::string& path, const Decode& decode);
-  std::string read_file(const std::string& path, bool* found);
-  void discard(const std::string& path, const std::string& why);
+  // One entry through the shared load path (store/tier_load.h), under mu_.
+  template <class Entry>
+  std::shared_ptr<const Entry> load(const std::string& path,
+                                    const typename Sealed<Entry>::Key& key);
+  Fetched read_file(const std::string& path);
+  void discard(const std::string& path);
   // The index of files (under mu_): recency and bytes, for the cap and the bytes metric.
   void index_put(const std::string& path, int64_t bytes);
   void index_drop(const std::string& path);
@@ -62,8 +64,7 @@ class DiskTier : public StoreTier {
   void evict_to_cap();
 
   std::string dir_;
-  Fingerprint fp_;
-  KvLayout layout_;
+  TierCodec codec_;
   Options opts_;
   mutable std::mutex mu_;
   Stats stats_;
@@ -78,23 +79,5 @@ class DiskTier : public StoreTier {
 
 // Reads the store key of a directory, making one when absent.
 Result<std::string> directory_store_key(const std::string& dir);
-
-// Shape checks of entries against the model's KV layout (a valid checksum does not make a file
-// trustworthy: the layout decides what may be written into the pool).
-Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout);
-Status check_patch_fits(const PatchEntry& e, const KvLayout& layout);
-
-// A stored blob back to an entry that every tier may serve: deserialized (fingerprint and
-// checksum), shaped for `layout`, and holding the id / key it was looked up under.
-// `store_key` and `forged` as in deserialize_canonical.
-Result<std::shared_ptr<CanonicalEntry>> decode_canonical(std::string_view blob,
-                                                         const Fingerprint& fp,
-                                                         const KvLayout& layout, const ChunkId& id,
-                                                         std::string_view store_key = {},
-                                                         bool* forged = nullptr);
-Result<std::shared_ptr<PatchEntry>> decode_patch(std::string_view blob, const Fingerprint& fp,
-                                                 const KvLayout& layout, const PatchKey& key,
-                                                 std::string_view store_key = {},
-                                                 bool* forged = nullptr);
 
 }  // namespace kamera

@@ -375,4 +375,69 @@ Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
   return e;
 }
 
+Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout) {
+  const KvLayout& l = e.kv.layout;
+  if (l.n_layers != layout.n_layers || l.channels.size() != layout.channels.size())
+    return make_error(ErrorCode::CorruptData, "entry layout does not match the model");
+  for (size_t i = 0; i < l.channels.size(); ++i)
+    if (l.channels[i].width != layout.channels[i].width ||
+        l.channels[i].rotated != layout.channels[i].rotated)
+      return make_error(ErrorCode::CorruptData, "entry channel {} does not match the model", i);
+  return Status::Ok();
+}
+
+Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
+  for (const PatchFactor& f : e.patch.factors) {
+    if (f.layer >= layout.n_layers || f.channel >= int(layout.channels.size()))
+      return make_error(ErrorCode::CorruptData, "patch factor outside the model's layers/channels");
+    if (int64_t(f.col_begin) + f.cols > layout.channels[f.channel].width)
+      return make_error(ErrorCode::CorruptData, "patch factor columns outside the channel");
+  }
+  return Status::Ok();
+}
+
+TierCodec::TierCodec(const Fingerprint& fp, KvLayout layout, std::string key)
+    : fp_(fp), layout_(std::move(layout)), key_(std::move(key)) {}
+
+std::string TierCodec::seal(const CanonicalEntry& e) const {
+  return serialize_canonical(e, fp_, key_);
+}
+
+std::string TierCodec::seal(const PatchEntry& e) const {
+  return serialize_patch(e, fp_, key_);
+}
+
+std::string TierCodec::seal(const ImageEntry& e) const {
+  return serialize_image(e, fp_, key_);
+}
+
+Result<std::shared_ptr<CanonicalEntry>> TierCodec::open_canonical(std::string_view blob,
+                                                                  const ChunkId& id,
+                                                                  bool* forged) const {
+  auto e = deserialize_canonical(blob, fp_, key_, forged);
+  if (!e.ok()) return e.error();
+  KAMERA_TRY(check_canonical_fits(**e, layout_));
+  if (!((*e)->id == id))
+    return make_error(ErrorCode::CorruptData, "entry holds chunk {}", (*e)->id.hex());
+  return e;
+}
+
+Result<std::shared_ptr<PatchEntry>> TierCodec::open_patch(std::string_view blob,
+                                                          const PatchKey& key, bool* forged) const {
+  auto e = deserialize_patch(blob, fp_, key_, forged);
+  if (!e.ok()) return e.error();
+  KAMERA_TRY(check_patch_fits(**e, layout_));
+  if (!((*e)->key == key))
+    return make_error(ErrorCode::CorruptData, "entry holds another patch key");
+  return e;
+}
+
+Result<std::shared_ptr<ImageEntry>> TierCodec::open_image(std::string_view blob, const ChunkId& key,
+                                                          bool* forged) const {
+  auto e = deserialize_image(blob, fp_, key_, forged);
+  if (e.ok() && !((*e)->key == key))
+    return make_error(ErrorCode::CorruptData, "entry holds image {}", (*e)->key.hex());
+  return e;
+}
+
 }  // namespace kamera

@@ -48,6 +48,38 @@ Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
                                                       std::string_view key = {},
                                                       bool* forged = nullptr);
 
+// Shape checks of entries against the model's KV layout (a valid checksum does not make an entry
+// trustworthy: the layout decides what may be written into the pool).
+Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout);
+Status check_patch_fits(const PatchEntry& e, const KvLayout& layout);
+
+// Sealing and opening the entries of one model under one store key: what every tier writes, and
+// the one way a blob read back becomes an entry a tier may serve (opened: magic, version, kind,
+// fingerprint, MAC, checksum; shaped for the layout; holding the id or key it was looked up under).
+class TierCodec {
+ public:
+  TierCodec(const Fingerprint& fp, KvLayout layout, std::string key);
+
+  std::string seal(const CanonicalEntry& e) const;
+  std::string seal(const PatchEntry& e) const;
+  std::string seal(const ImageEntry& e) const;
+  // `forged` (optional) as in deserialize_canonical.
+  Result<std::shared_ptr<CanonicalEntry>> open_canonical(std::string_view blob, const ChunkId& id,
+                                                         bool* forged = nullptr) const;
+  Result<std::shared_ptr<PatchEntry>> open_patch(std::string_view blob, const PatchKey& key,
+                                                 bool* forged = nullptr) const;
+  Result<std::shared_ptr<ImageEntry>> open_image(std::string_view blob, const ChunkId& key,
+                                                 bool* forged = nullptr) const;
+
+  const Fingerprint& fingerprint() const { return fp_; }
+  const std::string& key() const { return key_; }
+
+ private:
+  Fingerprint fp_;
+  KvLayout layout_;
+  std::string key_;
+};
+
 // Random bytes for a new store key (from the OS's generator).
 std::string random_store_key(size_t bytes = 32);
 

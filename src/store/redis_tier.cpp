@@ -57,7 +57,7 @@ RedisTier::RedisTier(std::string host, int port, int db, const Fingerprint& fp, 
       port_(port),
       db_(db),
       fp_(fp),
-      layout_(std::move(layout)),
+      codec_(fp, std::move(layout), o.key),
       opts_(std::move(o)) {}
 
 RedisTier::~RedisTier() {
@@ -196,45 +196,34 @@ bool RedisTier::set(const std::string& key, const std::string& value,
   return ok;
 }
 
-template <class Entry, class Decode>
-std::shared_ptr<const Entry> RedisTier::load(const std::string& key, const Decode& decode) {
+template <class Entry>
+std::shared_ptr<const Entry> RedisTier::load(const std::string& key,
+                                             const typename Sealed<Entry>::Key& k) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::string blob;
-  bool found = false;
-  get(key, blob, &found);
-  if (!found) {
-    ++stats_.misses;
-    return nullptr;
-  }
-  bool forged = false;
-  auto e = decode(blob, &forged);
-  if (!e.ok()) {
-    log().warn("redis: discarding {}: {}", key, e.message());
-    ++stats_.discarded;
-    stats_.forged += forged;
-    ++stats_.misses;
-    drop(key);
-    return nullptr;
-  }
-  ++stats_.hits;
-  return *e;
+  auto got = load_sealed<Entry>(
+      codec_, k, "redis", key,
+      [&] {
+        Fetched f;
+        bool found = false;
+        get(key, f.blob, &found);
+        if (found) f.state = Fetched::State::Found;
+        return f;
+      },
+      [&] { drop(key); });
+  got.count(stats_);
+  return got.entry;
 }
 
 std::shared_ptr<const CanonicalEntry> RedisTier::load_canonical(const ChunkId& id) {
-  return load<CanonicalEntry>(key_prefix() + "c:" + id.hex(), [&](std::string_view b, bool* f) {
-    return decode_canonical(b, fp_, layout_, id, opts_.key, f);
-  });
+  return load<CanonicalEntry>(key_prefix() + "c:" + id.hex(), id);
 }
 
 std::shared_ptr<const PatchEntry> RedisTier::load_patch(const PatchKey& key) {
-  return load<PatchEntry>(key_prefix() + "p:" + patch_key_name(key),
-                          [&](std::string_view b, bool* f) {
-                            return decode_patch(b, fp_, layout_, key, opts_.key, f);
-                          });
+  return load<PatchEntry>(key_prefix() + "p:" + patch_key_name(key), key);
 }
 
 void RedisTier::save_canonical(const CanonicalEntry& e) {
-  const std::string blob = serialize_canonical(e, fp_, opts_.key);
+  const std::string blob = codec_.seal(e);
   std::lock_guard<std::mutex> lock(mu_);
   if (set(key_prefix() + "c:" + e.id.hex(), blob, key_prefix() + "t:" + e.id.hex())) {
     ++stats_.writes;
@@ -243,7 +232,7 @@ void RedisTier::save_canonical(const CanonicalEntry& e) {
 }
 
 void RedisTier::save_patch(const PatchEntry& e) {
-  const std::string blob = serialize_patch(e, fp_, opts_.key);
+  const std::string blob = codec_.seal(e);
   std::lock_guard<std::mutex> lock(mu_);
   if (set(key_prefix() + "p:" + patch_key_name(e.key), blob,
           key_prefix() + "t:" + e.key.chunk.hex())) {
@@ -253,19 +242,12 @@ void RedisTier::save_patch(const PatchEntry& e) {
 }
 
 std::shared_ptr<const ImageEntry> RedisTier::load_image(const ChunkId& key) {
-  return load<ImageEntry>(key_prefix() + "i:" + key.hex(),
-                          [&](std::string_view b, bool* f) -> Result<std::shared_ptr<ImageEntry>> {
-                            auto e = deserialize_image(b, fp_, opts_.key, f);
-                            if (e.ok() && !((*e)->key == key))
-                              return make_error(ErrorCode::CorruptData, "entry holds image {}",
-                                                (*e)->key.hex());
-                            return e;
-                          });
+  return load<ImageEntry>(key_prefix() + "i:" + key.hex(), key);
 }
 
 // Images are never deleted through the API, so their tombstone key is one no delete writes.
 void RedisTier::save_image(const ImageEntry& e) {
-  const std::string blob = serialize_image(e, fp_, opts_.key);
+  const std::string blob = codec_.seal(e);
   std::lock_guard<std::mutex> lock(mu_);
   if (set(key_prefix() + "i:" + e.key.hex(), blob, key_prefix() + "ti:" + e.key.hex())) {
     ++stats_.writes;

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <string>
 
-#include "store/disk_tier.h"
+#include "store/tier_load.h"
 #include "store/tls_tunnel.h"
 
 struct redisContext;
@@ -65,14 +65,14 @@ class RedisTier : public StoreTier {
   bool get(const std::string& key, std::string& out, bool* found);
   bool set(const std::string& key, const std::string& value, const std::string& tombstone);
   void drop(const std::string& key);  // under mu_: a bad value goes
-  template <class Entry, class Decode>
-  std::shared_ptr<const Entry> load(const std::string& key, const Decode& decode);
+  template <class Entry>
+  std::shared_ptr<const Entry> load(const std::string& key, const typename Sealed<Entry>::Key& k);
   std::string key_prefix() const;
 
   std::string host_, user_, password_;
   int port_ = 6379, db_ = 0;
   Fingerprint fp_;
-  KvLayout layout_;
+  TierCodec codec_;
   Options opts_;
   mutable std::mutex mu_;
   bool tls_ = false;
