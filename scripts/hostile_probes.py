@@ -610,6 +610,58 @@ def default_queue(x):
         srv.stop()
 
 
+# ---- issue 24, 2. files in --store-dir that are not entries -------------------------------------
+@probe("24.2 non-files and sparse files in --store-dir")
+def store_dir_non_files(x):
+    d = os.path.join(x.tmp, "non-files")
+    srv = x.serve("--store-dir", d)
+    try:
+        ids = [request(srv.port, "POST", "/v1/chunks", {"tokens": [5 + i, 6, 7, 8]})[1]["id"]
+               for i in range(3)]
+    finally:
+        srv.stop()
+    path = [os.path.join(d, "canonical", f"{i}.kce") for i in ids]
+    for p in path:
+        os.remove(p)
+    os.mkdir(path[0])
+    os.mkfifo(path[1])
+    with open(path[2], "wb") as f:
+        f.truncate(2 << 30)  # 2 GiB of holes
+    srv = x.serve("--store-dir", d)
+    failed = []
+    try:
+        rss0 = srv.kb("VmRSS")
+        srv.reset_peak()
+        st = request(srv.port, "GET", f"/v1/chunks/{ids[2]}", timeout=300)[0]
+        grown = (srv.kb("VmHWM") - rss0) / 1024
+        if st != 404 or grown > 100:
+            failed.append(f"sparse 2 GiB entry: {st}, peak RSS +{grown:.0f} MB")
+        try:
+            st = request(srv.port, "GET", f"/v1/chunks/{ids[1]}", timeout=5)[0]
+            if st != 404:
+                failed.append(f"FIFO lookup {st}")
+        except OSError:
+            failed.append("FIFO lookup: no answer in 5 s")
+        finally:
+            try:  # a writer lets a blocked reader go
+                os.close(os.open(path[1], os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        st = request(srv.port, "GET", f"/v1/chunks/{ids[0]}")[0]
+        if st != 404:
+            failed.append(f"directory lookup {st}")
+        try:
+            st = request(srv.port, "POST", "/v1/completions",
+                         {"prompt": [{"type": "chunk", "id": ids[0]}, " x"], "max_tokens": 1})[0]
+            if st != 404:
+                failed.append(f"completion on the directory {st}")
+        except OSError:
+            failed.append("a completion on the directory killed the server")
+        expect(not failed, "; ".join(failed))
+    finally:
+        srv.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kamera", required=True, help="the kamera binary to probe")

@@ -2,6 +2,7 @@
 // HTTP front, started and stopped in order.
 #include "server/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -82,8 +83,11 @@ Result<std::vector<std::shared_ptr<StoreTier>>> Server::Impl::open_tiers() {
   if (!opts.store_key.empty() && opts.store_key.size() < 16)
     return make_error(ErrorCode::InvalidArgument, "the store key has {} bytes; at least 16",
                       opts.store_key.size());
+  // the largest entry this model can produce: a file or value past it is refused unread
+  const size_t entry_limit = entry_size_limit(
+      model.kv_layout(), std::max(model.cfg.ctx_len, opts.max_chunk_tokens), model.cfg.dim);
   if (!opts.store_dir.empty()) {
-    DiskTier::Options d{opts.store_key, opts.store_dir_bytes};
+    DiskTier::Options d{opts.store_key, opts.store_dir_bytes, entry_limit};
     KAMERA_ASSIGN_OR_RETURN(
         auto disk, DiskTier::open(opts.store_dir, model.fingerprint, model.kv_layout(), d));
     tiers.push_back(disk);
@@ -92,6 +96,7 @@ Result<std::vector<std::shared_ptr<StoreTier>>> Server::Impl::open_tiers() {
     RedisTier::Options r;
     r.key = opts.store_key;
     r.ttl_s = opts.redis_ttl_s;
+    r.max_entry_bytes = entry_limit;
     r.tls = opts.redis_tls;
     KAMERA_ASSIGN_OR_RETURN(
         auto redis, RedisTier::open(opts.redis_url, model.fingerprint, model.kv_layout(), r));

@@ -10,139 +10,94 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/log.h"
 
 namespace kamera {
 
-Result<std::string> directory_store_key(const std::string& dir) {
-  const std::string path = dir + "/store.key";
-  std::ifstream in(path, std::ios::binary);
-  if (in) {
-    std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (key.size() < 16)
-      return make_error(ErrorCode::CorruptData, "{}: a store key has at least 16 bytes", path);
-    return key;
-  }
-  const std::string key = random_store_key();
-  const std::string tmp = path + ".new";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const bool ok =
-      fd >= 0 && ::write(fd, key.data(), key.size()) == ssize_t(key.size()) && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  // link() fails when another process made the key first: then that one is read.
-  if (!ok || (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST)) {
-    ::unlink(tmp.c_str());
-    return make_error(ErrorCode::Io, "{}: cannot write the store key: {}", path,
-                      std::strerror(errno));
-  }
-  ::unlink(tmp.c_str());
-  return directory_store_key(dir);
-}
-
-Result<std::shared_ptr<DiskTier>> DiskTier::open(const std::string& dir, const Fingerprint& model,
-                                                 const KvLayout& layout, Options opts) {
-  std::error_code ec;
-  for (const char* sub : {"canonical", "patch", "image"}) {
-    std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
-    if (ec)
-      return make_error(ErrorCode::Io, "{}: cannot create the store directory: {}", dir,
-                        ec.message());
-  }
-  // A probe write tells a read-only or full directory now rather than at the first entry.
-  const std::string probe = dir + "/.kamera-probe";
-  {
-    std::ofstream f(probe);
-    if (!f || !(f << "ok"))
-      return make_error(ErrorCode::Io, "{}: the store directory is not writable", dir);
-  }
-  std::filesystem::remove(probe, ec);
-  if (opts.key.empty()) {
-    KAMERA_ASSIGN_OR_RETURN(opts.key, directory_store_key(dir));
-  }
-  std::shared_ptr<DiskTier> t(new DiskTier(dir, model, layout, std::move(opts)));
-  t->scan();
-  return t;
-}
-
 namespace {
 
-// "<entry>.tmp.<pid>.<n>" of a process that is gone.
-bool stale_temporary(const std::string& name) {
-  const size_t at = name.find(".tmp.");
-  if (at == std::string::npos) return false;
-  const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
-  return pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
+const char* not_a_file(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  return "not a regular file";
+}
+
+// Whether a regular file has a hole before its end (this tier never writes one). Moves the file
+// offset: read with pread.
+bool has_holes(int fd, off_t size) {
+  const off_t hole = ::lseek(fd, 0, SEEK_HOLE);
+  return hole >= 0 && hole < size;
+}
+
+bool read_all(int fd, std::string& out, size_t n) {
+  out.resize(n);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, out.data() + done, n - done, off_t(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return false;
+    if (r == 0) break;  // shorter than fstat said: the codec tells
+    done += size_t(r);
+  }
+  out.resize(done);
+  return true;
+}
+
+Fetched refused(std::string why) {
+  Fetched f;
+  f.state = Fetched::State::Refused;
+  f.why = std::move(why);
+  return f;
+}
+
+Fetched io_error(const char* what) {
+  Fetched f;
+  f.error = true;
+  f.why = fmt::format("{}: {}", what, std::strerror(errno));
+  return f;
 }
 
 }  // namespace
 
-void DiskTier::scan() {
-  std::vector<std::pair<std::filesystem::file_time_type, std::string>> found;
-  std::error_code ec;
-  for (const char* sub : {"canonical", "patch", "image"}) {
-    for (const auto& d : std::filesystem::directory_iterator(dir_ + "/" + sub, ec)) {
-      const std::string path = d.path().string(), name = d.path().filename().string();
-      if (name.find(".tmp.") != std::string::npos) {
-        if (stale_temporary(name) && std::filesystem::remove(path, ec)) ++swept_;
-        continue;
-      }
-      if (d.is_regular_file(ec)) found.emplace_back(d.last_write_time(ec), path);
-    }
+Fetched read_untrusted(const std::string& path, size_t limit, bool follow_links) {
+  const int fd = ::open(
+      path.c_str(), O_RDONLY | (follow_links ? 0 : O_NOFOLLOW) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    if (errno == ELOOP) return refused("a symbolic link, not an entry");
+    if (errno == ENXIO) return refused("a socket, not an entry");
+    return io_error("open");
   }
-  std::sort(found.begin(), found.end());  // oldest first: pushed to the front, ends at the back
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [t, path] : found)
-    index_put(path, int64_t(std::filesystem::file_size(path, ec)));
-  if (swept_) log().info("store: swept {} temporary files left by a crash in {}", swept_, dir_);
-  evict_to_cap();
-}
-
-void DiskTier::index_put(const std::string& path, int64_t bytes) {
-  index_drop(path);
-  lru_.push_front(path);
-  files_[path] = FileInfo{bytes, lru_.begin()};
-  stats_.bytes += bytes;
-}
-
-void DiskTier::index_drop(const std::string& path) {
-  auto it = files_.find(path);
-  if (it == files_.end()) return;
-  stats_.bytes -= it->second.bytes;
-  lru_.erase(it->second.lru);
-  files_.erase(it);
-}
-
-void DiskTier::index_touch(const std::string& path) {
-  auto it = files_.find(path);
-  if (it == files_.end()) return;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recency survives a restart
-}
-
-void DiskTier::evict_to_cap() {
-  while (opts_.max_bytes > 0 && stats_.bytes > int64_t(opts_.max_bytes) && !lru_.empty()) {
-    const std::string victim = lru_.back();
-    std::error_code ec;
-    std::filesystem::remove(victim, ec);
-    index_drop(victim);
-    ++stats_.evictions;
+  struct stat st {};
+  Fetched f;
+  if (::fstat(fd, &st) != 0) {
+    f = io_error("fstat");
+  } else if (!S_ISREG(st.st_mode)) {
+    f = refused(fmt::format("{}, not an entry", not_a_file(st.st_mode)));
+  } else if (uint64_t(st.st_size) > limit) {
+    f = refused(fmt::format("{} bytes, over the entry size limit of {}", st.st_size, limit));
+  } else if (has_holes(fd, st.st_size)) {
+    f = refused(
+        fmt::format("a sparse file ({} bytes with holes), not written by this tier", st.st_size));
+  } else if (!read_all(fd, f.blob, size_t(st.st_size))) {
+    f = io_error("read");
+  } else {
+    f.state = Fetched::State::Found;
   }
+  ::close(fd);
+  return f;
 }
 
-std::string DiskTier::canonical_path(const ChunkId& id) const {
-  return fmt::format("{}/canonical/{}.kce", dir_, id.hex());
-}
+namespace {
 
-std::string DiskTier::patch_path(const PatchKey& key) const {
-  return fmt::format("{}/patch/{}.kpe", dir_, patch_key_name(key));
-}
-
-bool DiskTier::write_atomic(const std::string& path, const std::string& blob) {
+// Temporary file, fsync, rename, fsync of the directory; the temporary never follows a link.
+bool write_atomic(const std::string& path, const std::string& blob) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   size_t done = 0;
   while (done < blob.size()) {
@@ -170,29 +125,171 @@ bool DiskTier::write_atomic(const std::string& path, const std::string& blob) {
   return true;
 }
 
-Fetched DiskTier::read_file(const std::string& path) {
-  Fetched got;
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return got;
-  got.blob.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  got.state = Fetched::State::Found;
-  return got;
+// "<entry>.tmp.<pid>.<n>" of a process that is gone.
+bool stale_temporary(const std::string& name) {
+  const size_t at = name.find(".tmp.");
+  if (at == std::string::npos) return false;
+  const long pid = std::strtol(name.c_str() + at + 5, nullptr, 10);
+  return pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
+}
+
+constexpr const char* kFolders[] = {"canonical", "patch", "image"};
+
+}  // namespace
+
+Result<std::string> directory_store_key(const std::string& dir) {
+  const std::string path = dir + "/store.key";
+  const Fetched got = read_untrusted(path, 4096, true);  // a key may be linked from elsewhere
+  if (got.state == Fetched::State::Refused || got.error)
+    return make_error(ErrorCode::Io, "{}: cannot read the store key: {}", path, got.why);
+  if (got.state == Fetched::State::Found) {
+    if (got.blob.size() < 16)
+      return make_error(ErrorCode::CorruptData, "{}: a store key has at least 16 bytes", path);
+    return got.blob;
+  }
+  const std::string key = random_store_key();
+  const std::string tmp = path + ".new";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const bool ok =
+      fd >= 0 && ::write(fd, key.data(), key.size()) == ssize_t(key.size()) && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  // link() fails when another process made the key first: then that one is read.
+  if (!ok || (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST)) {
+    ::unlink(tmp.c_str());
+    return make_error(ErrorCode::Io, "{}: cannot write the store key: {}", path,
+                      std::strerror(errno));
+  }
+  ::unlink(tmp.c_str());
+  return directory_store_key(dir);
+}
+
+Result<std::shared_ptr<DiskTier>> DiskTier::open(const std::string& dir, const Fingerprint& model,
+                                                 const KvLayout& layout, Options opts) {
+  std::error_code ec;
+  for (const char* sub : kFolders) {
+    std::filesystem::create_directories(std::filesystem::path(dir) / sub, ec);
+    if (ec)
+      return make_error(ErrorCode::Io, "{}: cannot create the store directory: {}", dir,
+                        ec.message());
+  }
+  // A probe write tells a read-only or full directory now rather than at the first entry.
+  if (!write_atomic(fmt::format("{}/.kamera-probe.{}", dir, ::getpid()), "ok"))
+    return make_error(ErrorCode::Io, "{}: the store directory is not writable: {}", dir,
+                      std::strerror(errno));
+  std::filesystem::remove(fmt::format("{}/.kamera-probe.{}", dir, ::getpid()), ec);
+  if (opts.key.empty()) {
+    KAMERA_ASSIGN_OR_RETURN(opts.key, directory_store_key(dir));
+  }
+  std::shared_ptr<DiskTier> t(new DiskTier(dir, model, layout, std::move(opts)));
+  t->scan();
+  return t;
+}
+
+void DiskTier::scan_folder(const char* sub, std::vector<std::pair<int64_t, std::string>>* found) {
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(dir_ + "/" + sub, ec)) {
+    std::string path = d.path().string();
+    const std::string name = d.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) {
+      if (stale_temporary(name) && std::filesystem::remove(path, ec)) ++swept_;
+      continue;
+    }
+    // anything that is not a regular file is discarded on use
+    if (!std::filesystem::is_regular_file(d.symlink_status(ec))) continue;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    found->emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, path);
+  }
+}
+
+void DiskTier::scan() {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const char* sub : kFolders) scan_folder(sub, &found);
+  std::sort(found.begin(), found.end());  // oldest first: pushed to the front, ends at the back
+  std::vector<std::string> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::error_code ec;
+    for (const auto& [t, path] : found)
+      index_put(path, int64_t(std::filesystem::file_size(path, ec)));
+    victims = evict_to_cap();
+  }
+  remove_files(victims);
+  if (swept_) log().info("store: swept {} temporary files left by a crash in {}", swept_, dir_);
+}
+
+void DiskTier::index_put(const std::string& path, int64_t bytes) {
+  index_drop(path);
+  lru_.push_front(path);
+  files_[path] = FileInfo{bytes, lru_.begin()};
+  stats_.bytes += bytes;
+}
+
+void DiskTier::index_drop(const std::string& path) {
+  auto it = files_.find(path);
+  if (it == files_.end()) return;
+  stats_.bytes -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  files_.erase(it);
+}
+
+bool DiskTier::index_touch(const std::string& path) {
+  auto it = files_.find(path);
+  if (it == files_.end()) return false;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return true;
+}
+
+std::vector<std::string> DiskTier::evict_to_cap() {
+  std::vector<std::string> victims;
+  while (opts_.max_bytes > 0 && stats_.bytes > int64_t(opts_.max_bytes) && !lru_.empty()) {
+    victims.push_back(lru_.back());
+    index_drop(lru_.back());
+    ++stats_.evictions;
+  }
+  return victims;
+}
+
+void DiskTier::remove_files(const std::vector<std::string>& paths) {
+  std::error_code ec;
+  for (const std::string& p : paths) std::filesystem::remove(p, ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& p : paths) index_drop(p);
+}
+
+std::string DiskTier::canonical_path(const ChunkId& id) const {
+  return fmt::format("{}/canonical/{}.kce", dir_, id.hex());
+}
+
+std::string DiskTier::patch_path(const PatchKey& key) const {
+  return fmt::format("{}/patch/{}.kpe", dir_, patch_key_name(key));
+}
+
+std::string DiskTier::image_path(const ChunkId& key) const {
+  return fmt::format("{}/image/{}.kie", dir_, key.hex());
 }
 
 void DiskTier::discard(const std::string& path) {
   std::error_code ec;
-  std::filesystem::remove(path, ec);
+  std::filesystem::remove(path, ec);  // a file, a link or an empty directory
+  if (ec) log().warn("store: cannot remove {}: {}", path, ec.message());
+  std::lock_guard<std::mutex> lock(mu_);
   index_drop(path);
 }
 
 template <class Entry>
 std::shared_ptr<const Entry> DiskTier::load(const std::string& path,
                                             const typename Sealed<Entry>::Key& key) {
-  std::lock_guard<std::mutex> lock(mu_);
   auto got = load_sealed<Entry>(
-      codec_, key, "disk", path, [&] { return read_file(path); }, [&] { discard(path); });
-  got.count(stats_);
-  if (got.entry) index_touch(path);
+      codec_, key, "disk", path, [&] { return read_untrusted(path, codec_.max_entry_bytes()); },
+      [&] { discard(path); });
+  bool touch = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    got.count(stats_);
+    touch = got.entry && index_touch(path);
+  }
+  if (touch) ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // for a restart
   return got.entry;
 }
 
@@ -204,28 +301,25 @@ std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
   return load<PatchEntry>(patch_path(key), key);
 }
 
-void DiskTier::save_blob(const std::string& path, const std::string& blob) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (write_atomic(path, blob)) {
-    ++stats_.writes;
-    index_put(path, int64_t(blob.size()));
-    evict_to_cap();
-  } else {
-    ++stats_.errors;
-    log().warn("store: cannot write {}: {}", path, std::strerror(errno));
-  }
-}
-
-std::string DiskTier::image_path(const ChunkId& key) const {
-  return fmt::format("{}/image/{}.kie", dir_, key.hex());
-}
-
 std::shared_ptr<const ImageEntry> DiskTier::load_image(const ChunkId& key) {
   return load<ImageEntry>(image_path(key), key);
 }
 
-void DiskTier::save_image(const ImageEntry& e) {
-  save_blob(image_path(e.key), codec_.seal(e));
+void DiskTier::save_blob(const std::string& path, const std::string& blob) {
+  if (!write_atomic(path, blob)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.errors;
+    log().warn("store: cannot write {}: {}", path, std::strerror(errno));
+    return;
+  }
+  std::vector<std::string> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.writes;
+    index_put(path, int64_t(blob.size()));
+    victims = evict_to_cap();
+  }
+  remove_files(victims);
 }
 
 void DiskTier::save_canonical(const CanonicalEntry& e) {
@@ -236,12 +330,12 @@ void DiskTier::save_patch(const PatchEntry& e) {
   save_blob(patch_path(e.key), codec_.seal(e));
 }
 
+void DiskTier::save_image(const ImageEntry& e) {
+  save_blob(image_path(e.key), codec_.seal(e));
+}
+
 void DiskTier::erase_canonical(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::error_code ec;
-  const std::string path = canonical_path(id);
-  std::filesystem::remove(path, ec);
-  index_drop(path);
+  remove_files({canonical_path(id)});
 }
 
 StoreTier::Stats DiskTier::stats() const {

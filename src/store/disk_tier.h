@@ -4,12 +4,19 @@
 // or forged files are detected, deleted and counted, and the entry is recomputed by the caller,
 // never served. Temporary files left by a crashed writer are swept at open; an optional byte cap
 // evicts the least recently used files; the byte count is rebuilt from the directory at open.
+//
+// Nothing on disk is trusted: an entry is opened with O_NOFOLLOW | O_NONBLOCK and read only when
+// fstat says it is a regular file within the entry size limit and without holes, and then with a
+// bound; a directory, FIFO, device or symbolic link named like an entry, or an oversized or sparse
+// file, is discarded and counted like a corrupt one, never fatal and never blocking. The tier's
+// lock guards only its index: no file is opened, read, written or removed under it.
 #pragma once
 
 #include <list>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "store/entry_codec.h"
 #include "store/tier_load.h"
@@ -19,14 +26,15 @@ namespace kamera {
 struct DiskTierOptions {
   // MAC key of the entries; empty: <dir>/store.key, made (32 random bytes, mode 0600) when absent.
   std::string key;
-  size_t max_bytes = 0;  // 0: no cap
+  size_t max_bytes = 0;        // 0: no cap
+  size_t max_entry_bytes = 0;  // a larger file is discarded unread (0: default_entry_size_limit)
 };
 
 class DiskTier : public StoreTier {
  public:
   using Options = DiskTierOptions;
-  // Creates <dir>/canonical and <dir>/patch as needed. `layout` is the model's KV layout: an entry
-  // whose shapes do not fit it is discarded like a corrupt one.
+  // Creates <dir>/canonical, <dir>/patch and <dir>/image as needed. `layout` is the model's KV
+  // layout: an entry whose shapes do not fit it is discarded like a corrupt one.
   static Result<std::shared_ptr<DiskTier>> open(const std::string& dir, const Fingerprint& model,
                                                 const KvLayout& layout, Options opts = {});
 
@@ -46,22 +54,22 @@ class DiskTier : public StoreTier {
   int64_t swept_temporaries() const { return swept_; }
 
  private:
-  DiskTier(std::string dir, const Fingerprint& fp, KvLayout layout, Options o)
-      : dir_(std::move(dir)), codec_(fp, std::move(layout), o.key), opts_(std::move(o)) {}
+  DiskTier(std::string dir, const Fingerprint& fp, const KvLayout& layout, Options o)
+      : dir_(std::move(dir)), codec_(fp, layout, o.key, o.max_entry_bytes), opts_(std::move(o)) {}
   void scan();  // at open: sweeps temporaries, indexes the entries, oldest last
-  bool write_atomic(const std::string& path, const std::string& blob);
+  // Sweeps a folder's dead temporaries; indexes its entry files into `found`.
+  void scan_folder(const char* sub, std::vector<std::pair<int64_t, std::string>>* found);
   void save_blob(const std::string& path, const std::string& blob);  // counts writes / errors
-  // One entry through the shared load path (store/tier_load.h), under mu_.
   template <class Entry>
   std::shared_ptr<const Entry> load(const std::string& path,
                                     const typename Sealed<Entry>::Key& key);
-  Fetched read_file(const std::string& path);
   void discard(const std::string& path);
+  void remove_files(const std::vector<std::string>& paths);  // and from the index
   // The index of files (under mu_): recency and bytes, for the cap and the bytes metric.
   void index_put(const std::string& path, int64_t bytes);
   void index_drop(const std::string& path);
-  void index_touch(const std::string& path);
-  void evict_to_cap();
+  bool index_touch(const std::string& path);
+  std::vector<std::string> evict_to_cap();  // the victims, dropped from the index
 
   std::string dir_;
   TierCodec codec_;
@@ -79,5 +87,10 @@ class DiskTier : public StoreTier {
 
 // Reads the store key of a directory, making one when absent.
 Result<std::string> directory_store_key(const std::string& dir);
+
+// Reads a file that nothing vouches for: opened with O_NOFOLLOW (unless `follow_links`) and
+// O_NONBLOCK, read only when it is a regular file of at most `limit` bytes without holes. Missing:
+// state Missing; anything else that is not such a file: Refused, with why.
+Fetched read_untrusted(const std::string& path, size_t limit, bool follow_links = false);
 
 }  // namespace kamera

@@ -6,6 +6,7 @@
 #include <openssl/rand.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kv/kv_row.h"
@@ -396,8 +397,28 @@ Status check_patch_fits(const PatchEntry& e, const KvLayout& layout) {
   return Status::Ok();
 }
 
-TierCodec::TierCodec(const Fingerprint& fp, KvLayout layout, std::string key)
-    : fp_(fp), layout_(std::move(layout)), key_(std::move(key)) {}
+size_t entry_size_limit(const KvLayout& layout, int64_t max_tokens, int64_t embed_dim) {
+  int64_t width = 0;  // values of one token over every layer and channel
+  for (const auto& ch : layout.channels) width += ch.width;
+  width *= layout.n_layers;
+  const int64_t blocks = int64_t(layout.n_layers) * int64_t(layout.channels.size());
+  // per token: a full-rank patch's two factors (<= 2 values per KV value) at f32, or the token's
+  // id, position and embedding row; per block and per entry: headers, names, factor shapes
+  const int64_t per_token = 2 * width * 4 + 4 + int64_t(sizeof(Pos)) + 4 * embed_dim;
+  return size_t((int64_t(64) << 10) + blocks * (int64_t(16) << 10) +
+                std::max<int64_t>(1, max_tokens) * per_token);
+}
+
+size_t default_entry_size_limit(const KvLayout& layout) {
+  return entry_size_limit(layout, 32768, 8192);
+}
+
+TierCodec::TierCodec(const Fingerprint& fp, KvLayout layout, std::string key,
+                     size_t max_entry_bytes)
+    : fp_(fp),
+      layout_(std::move(layout)),
+      key_(std::move(key)),
+      max_bytes_(max_entry_bytes ? max_entry_bytes : default_entry_size_limit(layout_)) {}
 
 std::string TierCodec::seal(const CanonicalEntry& e) const {
   return serialize_canonical(e, fp_, key_);

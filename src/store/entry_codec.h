@@ -53,12 +53,22 @@ Result<std::shared_ptr<ImageEntry>> deserialize_image(std::string_view blob,
 Status check_canonical_fits(const CanonicalEntry& e, const KvLayout& layout);
 Status check_patch_fits(const PatchEntry& e, const KvLayout& layout);
 
+// The largest blob a valid entry can be for a model of `layout` whose chunks hold at most
+// `max_tokens` tokens (or embedding rows `embed_dim` wide): a canonical at f32, a full-rank patch
+// (its factors hold at most twice a canonical's values), an image's rows, plus headers. A tier
+// refuses a larger one unread.
+size_t entry_size_limit(const KvLayout& layout, int64_t max_tokens, int64_t embed_dim);
+// The limit a tier applies when it is given none: chunks of up to 32,768 tokens, rows up to 8,192
+// wide.
+size_t default_entry_size_limit(const KvLayout& layout);
+
 // Sealing and opening the entries of one model under one store key: what every tier writes, and
 // the one way a blob read back becomes an entry a tier may serve (opened: magic, version, kind,
 // fingerprint, MAC, checksum; shaped for the layout; holding the id or key it was looked up under).
 class TierCodec {
  public:
-  TierCodec(const Fingerprint& fp, KvLayout layout, std::string key);
+  // max_entry_bytes 0: default_entry_size_limit(layout).
+  TierCodec(const Fingerprint& fp, KvLayout layout, std::string key, size_t max_entry_bytes = 0);
 
   std::string seal(const CanonicalEntry& e) const;
   std::string seal(const PatchEntry& e) const;
@@ -73,11 +83,13 @@ class TierCodec {
 
   const Fingerprint& fingerprint() const { return fp_; }
   const std::string& key() const { return key_; }
+  size_t max_entry_bytes() const { return max_bytes_; }
 
  private:
   Fingerprint fp_;
   KvLayout layout_;
   std::string key_;
+  size_t max_bytes_;
 };
 
 // Random bytes for a new store key (from the OS's generator).

@@ -57,7 +57,7 @@ RedisTier::RedisTier(std::string host, int port, int db, const Fingerprint& fp, 
       port_(port),
       db_(db),
       fp_(fp),
-      codec_(fp, std::move(layout), o.key),
+      codec_(fp, std::move(layout), o.key, o.max_entry_bytes),
       opts_(std::move(o)) {}
 
 RedisTier::~RedisTier() {

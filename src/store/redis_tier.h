@@ -34,7 +34,8 @@ class RedisTier : public StoreTier {
     std::string key;  // the store key (required: at least 16 bytes)
     int ttl_s = 0;    // expiry of entries (0: none)
     int tombstone_ttl_s = 7 * 24 * 3600;
-    TlsOptions tls;  // used with rediss:// URLs
+    size_t max_entry_bytes = 0;  // a larger value is discarded (0: default_entry_size_limit)
+    TlsOptions tls;              // used with rediss:// URLs
   };
   // url: redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB] (AUTH on connect; rediss: TLS). Never fails
   // for an unreachable server (it is retried later); fails for a malformed URL or a missing key.

@@ -44,22 +44,26 @@ void ChunkStore::add_tier(std::shared_ptr<StoreTier> tier) {
 }
 
 std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = canon_.find(id);
-  if (it == canon_.end()) {
-    ++stats_.canonical_misses;
-    if (tombstones_.count(id)) return nullptr;
-    for (const auto& t : tiers_)
-      if (auto e = t->load_canonical(id)) {
-        ++stats_.tier_canonical_hits;
-        insert_canonical_locked(e);
-        return e;
-      }
-    return nullptr;
+  if (it != canon_.end()) {
+    ++stats_.canonical_hits;
+    touch(it->second.lru);
+    return it->second.entry;
   }
-  ++stats_.canonical_hits;
-  touch(it->second.lru);
-  return it->second.entry;
+  ++stats_.canonical_misses;
+  if (tombstones_.count(id)) return nullptr;
+  const auto tiers = tiers_;
+  lock.unlock();  // tiers do I/O: never under the store's lock
+  for (const auto& t : tiers)
+    if (auto e = t->load_canonical(id)) {
+      lock.lock();
+      if (tombstones_.count(id)) return nullptr;  // deleted while it was read
+      ++stats_.tier_canonical_hits;
+      insert_canonical_locked(e);
+      return e;
+    }
+  return nullptr;
 }
 
 bool ChunkStore::contains_canonical(const ChunkId& id) const {
@@ -68,28 +72,36 @@ bool ChunkStore::contains_canonical(const ChunkId& id) const {
 }
 
 std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = patches_.find(key);
-  if (it == patches_.end()) {
-    ++stats_.patch_misses;
-    for (const auto& t : tiers_)
-      if (auto e = t->load_patch(key)) {
-        ++stats_.tier_patch_hits;
-        insert_patch_locked(e);
-        return e;
-      }
-    return nullptr;
+  if (it != patches_.end()) {
+    ++stats_.patch_hits;
+    touch(it->second.lru);
+    return it->second.entry;
   }
-  ++stats_.patch_hits;
-  touch(it->second.lru);
-  return it->second.entry;
+  ++stats_.patch_misses;
+  if (tombstones_.count(key.chunk)) return nullptr;
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers)
+    if (auto e = t->load_patch(key)) {
+      lock.lock();
+      if (tombstones_.count(key.chunk)) return nullptr;
+      ++stats_.tier_patch_hits;
+      insert_patch_locked(e);
+      return e;
+    }
+  return nullptr;
 }
 
 void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (tombstones_.count(e->id)) return;  // deleted while this entry was being formed
-  for (const auto& t : tiers_) t->save_canonical(*e);
-  insert_canonical_locked(std::move(e));
+  insert_canonical_locked(e);
+  const auto tiers = tiers_;
+  lock.unlock();
+  // a delete from here on is ordered by each tier's own tombstone
+  for (const auto& t : tiers) t->save_canonical(*e);
 }
 
 void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e) {
@@ -111,10 +123,12 @@ void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e
 }
 
 void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (tombstones_.count(e->key.chunk)) return;
-  for (const auto& t : tiers_) t->save_patch(*e);
-  insert_patch_locked(std::move(e));
+  insert_patch_locked(e);
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers) t->save_patch(*e);
 }
 
 void ChunkStore::insert_patch_locked(std::shared_ptr<const PatchEntry> e) {
@@ -136,11 +150,17 @@ void ChunkStore::insert_patch_locked(std::shared_ptr<const PatchEntry> e) {
 }
 
 bool ChunkStore::erase_canonical(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  bool had = canon_.count(id) != 0;
-  for (const auto& t : tiers_) had = had || t->load_canonical(id) != nullptr;
-  for (const auto& t : tiers_) t->erase_canonical(id);
+  std::unique_lock<std::mutex> lock(mu_);
   tombstones_.insert(id);
+  bool had = forget_locked(id);
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers) had = had || t->load_canonical(id) != nullptr;
+  for (const auto& t : tiers) t->erase_canonical(id);
+  return had;
+}
+
+bool ChunkStore::forget_locked(const ChunkId& id) {
   for (auto it = patches_.begin(); it != patches_.end();) {
     if (it->second.entry->key.chunk == id) {
       stats_.patch_bytes -= it->second.entry->bytes();
@@ -152,7 +172,7 @@ bool ChunkStore::erase_canonical(const ChunkId& id) {
     }
   }
   auto it = canon_.find(id);
-  if (it == canon_.end()) return had;
+  if (it == canon_.end()) return false;
   stats_.canonical_bytes -= it->second.entry->bytes();
   --stats_.canonical_entries;
   lru_.erase(it->second.lru);
@@ -161,10 +181,12 @@ bool ChunkStore::erase_canonical(const ChunkId& id) {
 }
 
 void ChunkStore::revive_canonical(const ChunkId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   tombstones_.erase(id);
+  const auto tiers = tiers_;
+  lock.unlock();
   // also when this store has no tombstone: another server sharing a tier may have left one
-  for (const auto& t : tiers_) t->revive_canonical(id);
+  for (const auto& t : tiers) t->revive_canonical(id);
 }
 
 bool ChunkStore::tombstoned(const ChunkId& id) const {
@@ -239,30 +261,39 @@ ChunkStore::Stats ChunkStore::stats() const {
 }
 
 std::shared_ptr<const ImageEntry> ChunkStore::find_image(const ChunkId& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (auto it = images_.begin(); it != images_.end(); ++it)
     if ((*it)->key == key) {
       images_.splice(images_.begin(), images_, it);
       ++stats_.image_hits;
       return images_.front();
     }
-  for (const auto& t : tiers_)
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers)
     if (auto e = t->load_image(key)) {
+      lock.lock();
       ++stats_.image_tier_hits;
-      images_.push_front(e);
-      if (images_.size() > kMaxImages) images_.pop_back();
+      remember_image_locked(e);
       return e;
     }
+  lock.lock();
   ++stats_.image_misses;
   return nullptr;
 }
 
-void ChunkStore::put_image(std::shared_ptr<const ImageEntry> e) {
-  std::lock_guard<std::mutex> lock(mu_);
+void ChunkStore::remember_image_locked(std::shared_ptr<const ImageEntry> e) {
   images_.remove_if([&](const auto& x) { return x->key == e->key; });
-  images_.push_front(e);
+  images_.push_front(std::move(e));
   if (images_.size() > kMaxImages) images_.pop_back();
-  for (const auto& t : tiers_) t->save_image(*e);
+}
+
+void ChunkStore::put_image(std::shared_ptr<const ImageEntry> e) {
+  std::unique_lock<std::mutex> lock(mu_);
+  remember_image_locked(e);
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers) t->save_image(*e);
 }
 
 }  // namespace kamera

@@ -61,6 +61,7 @@ struct ImageEntry {
 
 // A slower tier behind the in-memory store (disk, Redis). Loads return nullptr on a miss, on an
 // unreachable backend, and on a corrupt or foreign entry (which the tier discards and counts).
+// Tiers are thread-safe, and the memory tier never holds its lock while calling one.
 class StoreTier {
  public:
   struct Stats {
@@ -166,6 +167,9 @@ class ChunkStore {
   std::list<std::shared_ptr<const ImageEntry>> images_;  // front = most recent
   void insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e);
   void insert_patch_locked(std::shared_ptr<const PatchEntry> e);
+  void remember_image_locked(std::shared_ptr<const ImageEntry> e);
+  // Drops the canonical and its patches from memory; whether it was there.
+  bool forget_locked(const ChunkId& id);
 };
 
 }  // namespace kamera

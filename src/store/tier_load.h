@@ -1,8 +1,9 @@
 // The one load path of the store's slower tiers (disk, Redis). A tier fetches a blob with its own
 // transport (a file; a Redis GET) and hands over a way to delete it; the rest is shared: a blob
-// that does not open with the tier's codec (corrupt, foreign, forged, misshapen for the model,
-// filed under another id) is discarded (deleted, logged and counted), and the entry is a miss,
-// never served.
+// over the entry size limit, or one that does not open with the tier's codec (corrupt, foreign,
+// forged, misshapen for the model, filed under another id), is discarded (deleted, logged and
+// counted), and the entry is a miss, never served. So is something that is not an entry at all
+// (the fetch says why: a directory or FIFO named like one, a symbolic link).
 #pragma once
 
 #include <memory>
@@ -74,12 +75,19 @@ Loaded<Entry> load_sealed(const TierCodec& codec, const typename Sealed<Entry>::
   out.error = f.error;
   if (f.error) log().warn("store: {} tier: cannot read {}: {}", tier, name, f.why);
   if (f.state == Fetched::State::Missing) return out;
-  auto e = Sealed<Entry>::open(codec, f.blob, key, &out.forged);
-  if (e.ok()) {
-    out.entry = std::move(*e);
-    return out;
+  std::string why = std::move(f.why);
+  if (f.state == Fetched::State::Found && f.blob.size() > codec.max_entry_bytes()) {
+    why = fmt::format("{} bytes, over the entry size limit of {}", f.blob.size(),
+                      codec.max_entry_bytes());
+  } else if (f.state == Fetched::State::Found) {
+    auto e = Sealed<Entry>::open(codec, f.blob, key, &out.forged);
+    if (e.ok()) {
+      out.entry = std::move(*e);
+      return out;
+    }
+    why = e.message();
   }
-  log().warn("store: {} tier: discarding {}: {}", tier, name, e.message());
+  log().warn("store: {} tier: discarding {}: {}", tier, name, why);
   discard();
   out.discarded = true;
   return out;
