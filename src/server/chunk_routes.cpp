@@ -49,11 +49,27 @@ void Server::Impl::delete_chunk(const HttpRequest&, const std::smatch& m, const 
                                 Out out) {
   ++metrics.requests_chunks;
   const ChunkId id = *ChunkId::from_hex(m[1].str());
-  on_scheduler(out, [this, id]() -> Result<json> {
-    if (!ctx->store().erase_canonical(id))
-      return make_error(ErrorCode::NotFound, "unknown chunk id {}", id.hex());
-    return json{{"id", id.hex()}, {"object", "chunk"}, {"deleted", true}};
-  });
+  // The delete runs first (as the refusal check, on the scheduler thread): a tier that could not
+  // take the tombstone refuses the answer with 503 and Retry-After, since another server sharing
+  // it could still serve the chunk; a repeat finishes it (docs/SERVER.md "Store tiers").
+  auto found = std::make_shared<bool>(false);
+  auto erase = [this, id, found]() -> std::optional<HttpError> {
+    const ChunkStore::Erase r = ctx->store().erase_canonical(id);
+    *found = r.found;
+    if (r.pending.empty()) return std::nullopt;
+    return HttpError{503,
+                     fmt::format("chunk {} is deleted here, but the {} tier could not be told; "
+                                 "repeat the delete",
+                                 id.hex(), fmt::join(r.pending, ", ")),
+                     "server_error", "delete_pending"};
+  };
+  on_scheduler(
+      out,
+      [id, found]() -> Result<json> {
+        if (!*found) return make_error(ErrorCode::NotFound, "unknown chunk id {}", id.hex());
+        return json{{"id", id.hex()}, {"object", "chunk"}, {"deleted", true}};
+      },
+      200, std::move(erase));
 }
 
 void Server::Impl::post_window(const HttpRequest& req, const std::smatch&,

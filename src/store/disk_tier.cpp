@@ -60,6 +60,11 @@ Fetched io_error(const char* what) {
   return f;
 }
 
+bool is_tombstoned_file(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 Fetched read_untrusted(const std::string& path, size_t limit, bool follow_links) {
@@ -133,7 +138,7 @@ bool stale_temporary(const std::string& name) {
   return pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
 }
 
-constexpr const char* kFolders[] = {"canonical", "patch", "image"};
+constexpr const char* kFolders[] = {"canonical", "patch", "image", "tombstone", "link"};
 
 }  // namespace
 
@@ -194,17 +199,54 @@ void DiskTier::scan_folder(const char* sub, std::vector<std::pair<int64_t, std::
       if (stale_temporary(name) && std::filesystem::remove(path, ec)) ++swept_;
       continue;
     }
-    // anything that is not a regular file is discarded on use
-    if (!std::filesystem::is_regular_file(d.symlink_status(ec))) continue;
+    // tombstones and links are not entries; anything not a regular file is discarded on use
+    if (!found || !std::filesystem::is_regular_file(d.symlink_status(ec))) continue;
+    if (std::string_view(sub) == "patch" && name.find('.') == 32 && name.size() == 36)
+      path = migrate_patch(path);  // "<key>.kpe", named before patches carried their chunk
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (path.empty() || ::lstat(path.c_str(), &st) != 0) continue;
     found->emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, path);
+  }
+}
+
+std::string DiskTier::migrate_patch(const std::string& path) {
+  const Fetched f = read_untrusted(path, codec_.max_entry_bytes());
+  auto e = deserialize_patch(f.blob, codec_.fingerprint(), codec_.key());
+  std::error_code ec;
+  if (!e.ok() || f.state != Fetched::State::Found) {
+    std::filesystem::remove(path, ec);  // not servable either way
+    return "";
+  }
+  const std::string to = patch_path((*e)->key);
+  std::filesystem::rename(path, to, ec);
+  return ec ? "" : to;
+}
+
+void DiskTier::expire_tombstones() {
+  const auto now = std::filesystem::file_time_type::clock::now();
+  const auto ttl = std::chrono::seconds(std::max(1, opts_.tombstone_ttl_s));
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(dir_ + "/tombstone", ec)) {
+    const auto t = d.last_write_time(ec);
+    if (!ec && now - t > ttl) std::filesystem::remove(d.path(), ec);
+  }
+  // a link whose image is gone (evicted) links nothing
+  for (const auto& d : std::filesystem::directory_iterator(dir_ + "/link", ec)) {
+    const std::string name = d.path().filename().string();
+    const size_t dot = name.find('.');
+    if (dot != std::string::npos && name.find(".tmp.") == std::string::npos &&
+        !std::filesystem::exists(fmt::format("{}/image/{}.kie", dir_, name.substr(dot + 1)), ec))
+      std::filesystem::remove(d.path(), ec);
   }
 }
 
 void DiskTier::scan() {
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const char* sub : kFolders) scan_folder(sub, &found);
+  for (const char* sub : kFolders) {
+    const bool entries = std::string_view(sub) != "tombstone" && std::string_view(sub) != "link";
+    scan_folder(sub, entries ? &found : nullptr);
+  }
+  expire_tombstones();
   std::sort(found.begin(), found.end());  // oldest first: pushed to the front, ends at the back
   std::vector<std::string> victims;
   {
@@ -262,11 +304,15 @@ std::string DiskTier::canonical_path(const ChunkId& id) const {
 }
 
 std::string DiskTier::patch_path(const PatchKey& key) const {
-  return fmt::format("{}/patch/{}.kpe", dir_, patch_key_name(key));
+  return fmt::format("{}/patch/{}.{}.kpe", dir_, key.chunk.hex(), patch_key_name(key));
 }
 
 std::string DiskTier::image_path(const ChunkId& key) const {
   return fmt::format("{}/image/{}.kie", dir_, key.hex());
+}
+
+std::string DiskTier::tombstone_path(const ChunkId& id) const {
+  return fmt::format("{}/tombstone/{}", dir_, id.hex());
 }
 
 void DiskTier::discard(const std::string& path) {
@@ -279,7 +325,13 @@ void DiskTier::discard(const std::string& path) {
 
 template <class Entry>
 std::shared_ptr<const Entry> DiskTier::load(const std::string& path,
-                                            const typename Sealed<Entry>::Key& key) {
+                                            const typename Sealed<Entry>::Key& key,
+                                            const ChunkId* chunk) {
+  if (chunk && tombstoned(*chunk)) {  // what a delete left behind is never served
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.misses;
+    return nullptr;
+  }
   auto got = load_sealed<Entry>(
       codec_, key, "disk", path, [&] { return read_untrusted(path, codec_.max_entry_bytes()); },
       [&] { discard(path); });
@@ -294,48 +346,126 @@ std::shared_ptr<const Entry> DiskTier::load(const std::string& path,
 }
 
 std::shared_ptr<const CanonicalEntry> DiskTier::load_canonical(const ChunkId& id) {
-  return load<CanonicalEntry>(canonical_path(id), id);
+  return load<CanonicalEntry>(canonical_path(id), id, &id);
 }
 
 std::shared_ptr<const PatchEntry> DiskTier::load_patch(const PatchKey& key) {
-  return load<PatchEntry>(patch_path(key), key);
+  return load<PatchEntry>(patch_path(key), key, &key.chunk);
 }
 
 std::shared_ptr<const ImageEntry> DiskTier::load_image(const ChunkId& key) {
-  return load<ImageEntry>(image_path(key), key);
+  return load<ImageEntry>(image_path(key), key, nullptr);
 }
 
-void DiskTier::save_blob(const std::string& path, const std::string& blob) {
+bool DiskTier::tombstoned(const ChunkId& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tombs_.count(id)) return true;
+  }
+  return is_tombstoned_file(tombstone_path(id));  // another process's delete
+}
+
+void DiskTier::save_blob(const std::string& path, const std::string& blob, const ChunkId* chunk) {
+  if (chunk && tombstoned(*chunk)) return;  // deleted: an in-flight write-back is dropped
   if (!write_atomic(path, blob)) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.errors;
     log().warn("store: cannot write {}: {}", path, std::strerror(errno));
     return;
   }
+  // Checked again after the rename: a delete that wrote its tombstone before this check removes
+  // the file itself after it, and one that wrote it later is seen here.
+  bool gone = chunk && is_tombstoned_file(tombstone_path(*chunk));
   std::vector<std::string> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.writes;
-    index_put(path, int64_t(blob.size()));
-    victims = evict_to_cap();
+    gone = gone || (chunk && tombs_.count(*chunk));
+    if (!gone) {
+      ++stats_.writes;
+      index_put(path, int64_t(blob.size()));
+      victims = evict_to_cap();
+    }
   }
+  if (gone) victims.push_back(path);
   remove_files(victims);
 }
 
 void DiskTier::save_canonical(const CanonicalEntry& e) {
-  save_blob(canonical_path(e.id), codec_.seal(e));
+  save_blob(canonical_path(e.id), codec_.seal(e), &e.id);
 }
 
 void DiskTier::save_patch(const PatchEntry& e) {
-  save_blob(patch_path(e.key), codec_.seal(e));
+  save_blob(patch_path(e.key), codec_.seal(e), &e.key.chunk);
 }
 
 void DiskTier::save_image(const ImageEntry& e) {
-  save_blob(image_path(e.key), codec_.seal(e));
+  save_blob(image_path(e.key), codec_.seal(e), nullptr);
 }
 
-void DiskTier::erase_canonical(const ChunkId& id) {
-  remove_files({canonical_path(id)});
+std::vector<std::string> DiskTier::files_of(const char* sub, const ChunkId& chunk, bool* ok) const {
+  std::vector<std::string> out;
+  const std::string prefix = chunk.hex() + ".";
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(dir_ + "/" + sub, ec)) {
+    const std::string name = d.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(d.path().string());
+  }
+  *ok = !ec;
+  return out;
+}
+
+void DiskTier::link_image(const ChunkId& chunk, const ChunkId& image) {
+  const std::string link = fmt::format("{}/link/{}.{}", dir_, chunk.hex(), image.hex());
+  if (tombstoned(chunk)) return remove_files({image_path(image)});  // made after a delete
+  if (is_tombstoned_file(link)) return;                             // linked already
+  if (!write_atomic(link, "")) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.errors;
+  }
+}
+
+TierErase DiskTier::erase_canonical(const ChunkId& id) {
+  if (!write_atomic(tombstone_path(id), "")) {  // durable before anything goes
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.errors;
+    log().warn("store: cannot write the tombstone of {}: {}", id.hex(), std::strerror(errno));
+    return TierErase::Unreachable;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tombs_.insert(id);
+  }
+  std::error_code ec;
+  const bool had = std::filesystem::remove(canonical_path(id), ec);  // a directory may stay
+  bool listed = false, linked = false;
+  std::vector<std::string> gone = files_of("patch", id, &listed);
+  for (const std::string& link : files_of("link", id, &linked)) {
+    gone.push_back(fmt::format("{}/image/{}.kie", dir_, link.substr(link.rfind('.') + 1)));
+    gone.push_back(link);
+  }
+  remove_files(gone);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    index_drop(canonical_path(id));
+  }
+  bool left = !listed || !linked;  // a patch or an image that would outlive the delete
+  for (const std::string& p : gone)
+    left = left ||
+           std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found;
+  if (left) {
+    log().warn("store: the files of chunk {} could not all be removed", id.hex());
+    return TierErase::Unreachable;
+  }
+  return had ? TierErase::Erased : TierErase::Absent;
+}
+
+void DiskTier::revive_canonical(const ChunkId& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tombs_.erase(id);
+  }
+  std::error_code ec;
+  std::filesystem::remove(tombstone_path(id), ec);
 }
 
 StoreTier::Stats DiskTier::stats() const {

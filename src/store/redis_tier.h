@@ -4,8 +4,15 @@
 // Redis wrote without the key is discarded and deleted, never served. When Redis is unreachable
 // or slow, loads miss and saves are dropped with a warning and an error count; the local tiers
 // keep serving. Reconnects after a back-off. A value of the wrong type, or garbage, is a miss
-// for that key (and is deleted), not an outage. A delete leaves a tombstone key, so a server
-// still holding the chunk does not write it back (until an explicit upload revives it).
+// for that key (and is deleted), not an outage.
+//
+// A delete is one script, atomic in Redis: it sets the tombstone key t:<chunk>, deletes the
+// canonical, every patch of the chunk (their names are kept in the set ps:<chunk>, added to by
+// each patch write) and the image embeddings linked to it (il:<chunk>). Writes of a tombstoned
+// chunk are dropped by the same script that would write them, and loads of its canonical and
+// patches miss while the tombstone lives, on every server sharing the Redis, until an explicit
+// upload revives the chunk. A delete that cannot reach Redis reports it (TierErase::Unreachable):
+// it tries to reconnect first, whatever the back-off.
 //
 // Image embeddings (store/store.h ImageEntry) are kept too, under kamera:<model>:i:<image key>,
 // sealed and expiring like the chunk entries.
@@ -48,10 +55,12 @@ class RedisTier : public StoreTier {
   std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) override;
   void save_canonical(const CanonicalEntry& e) override;
   void save_patch(const PatchEntry& e) override;
-  void erase_canonical(const ChunkId& id) override;
+  TierErase erase_canonical(const ChunkId& id) override;
   void revive_canonical(const ChunkId& id) override;
+  bool tombstoned(const ChunkId& id) override;
   std::shared_ptr<const ImageEntry> load_image(const ChunkId& key) override;
   void save_image(const ImageEntry& e) override;
+  void link_image(const ChunkId& chunk, const ChunkId& image) override;
   Stats stats() const override;
   bool connected() const;
 
@@ -63,12 +72,19 @@ class RedisTier : public StoreTier {
   void fail(const char* what);  // under mu_: count, warn once per outage, drop the connection
   // Runs a command (argv form); null on a transport failure (then the tier is in outage).
   redisReply* command(const char* what, std::initializer_list<std::string_view> args);
-  bool get(const std::string& key, std::string& out, bool* found);
-  bool set(const std::string& key, const std::string& value, const std::string& tombstone);
+  // Under mu_: GET, or (with a tombstone key) a miss while that key exists.
+  Fetched get(const std::string& key, const std::string& tombstone);
+  // Under mu_: SET unless the tombstone exists; `member` (when not empty) joins the set `index`.
+  bool set(const std::string& key, const std::string& value, const std::string& tombstone,
+           const std::string& index = {}, const std::string& member = {});
   void drop(const std::string& key);  // under mu_: a bad value goes
   template <class Entry>
-  std::shared_ptr<const Entry> load(const std::string& key, const typename Sealed<Entry>::Key& k);
+  std::shared_ptr<const Entry> load(const std::string& key, const typename Sealed<Entry>::Key& k,
+                                    const std::string& tombstone);
+  void save(const std::string& key, const std::string& blob, const std::string& tombstone,
+            const std::string& index = {}, const std::string& member = {});
   std::string key_prefix() const;
+  std::string tombstone_key(const ChunkId& id) const { return key_prefix() + "t:" + id.hex(); }
 
   std::string host_, user_, password_;
   int port_ = 6379, db_ = 0;

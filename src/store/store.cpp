@@ -45,12 +45,7 @@ void ChunkStore::add_tier(std::shared_ptr<StoreTier> tier) {
 
 std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& id) {
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = canon_.find(id);
-  if (it != canon_.end()) {
-    ++stats_.canonical_hits;
-    touch(it->second.lru);
-    return it->second.entry;
-  }
+  if (canon_.count(id)) return memory_hit(lock, id);
   ++stats_.canonical_misses;
   if (tombstones_.count(id)) return nullptr;
   const auto tiers = tiers_;
@@ -58,12 +53,36 @@ std::shared_ptr<const CanonicalEntry> ChunkStore::find_canonical(const ChunkId& 
   for (const auto& t : tiers)
     if (auto e = t->load_canonical(id)) {
       lock.lock();
-      if (tombstones_.count(id)) return nullptr;  // deleted while it was read
+      if (deleted(lock, id)) return nullptr;  // while it was read, or in another (shared) tier
       ++stats_.tier_canonical_hits;
       insert_canonical_locked(e);
       return e;
     }
   return nullptr;
+}
+
+std::shared_ptr<const CanonicalEntry> ChunkStore::memory_hit(std::unique_lock<std::mutex>& lock,
+                                                             const ChunkId& id) {
+  auto it = canon_.find(id);
+  const auto now = std::chrono::steady_clock::now();
+  std::shared_ptr<const CanonicalEntry> e = it->second.entry;
+  if (!tiers_.empty() && now - it->second.checked >= std::chrono::milliseconds(kRecheckMs)) {
+    it->second.checked = now;  // one recheck at a time
+    const auto tiers = tiers_;
+    lock.unlock();
+    bool deleted = false;  // by another server sharing a tier
+    for (const auto& t : tiers) deleted = deleted || t->tombstoned(id);
+    lock.lock();
+    if (deleted) {
+      forget_locked(id);
+      ++stats_.canonical_misses;
+      return nullptr;
+    }
+    it = canon_.find(id);
+  }
+  ++stats_.canonical_hits;
+  if (it != canon_.end()) touch(it->second.lru);
+  return e;
 }
 
 bool ChunkStore::contains_canonical(const ChunkId& id) const {
@@ -86,7 +105,7 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
   for (const auto& t : tiers)
     if (auto e = t->load_patch(key)) {
       lock.lock();
-      if (tombstones_.count(key.chunk)) return nullptr;
+      if (deleted(lock, key.chunk)) return nullptr;
       ++stats_.tier_patch_hits;
       insert_patch_locked(e);
       return e;
@@ -94,9 +113,21 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
   return nullptr;
 }
 
+bool ChunkStore::deleted(std::unique_lock<std::mutex>& lock, const ChunkId& id) {
+  if (tombstones_.count(id)) return true;
+  const auto tiers = tiers_;
+  lock.unlock();
+  // a tombstone of an earlier run, or of another server sharing a tier (not copied here: an
+  // upload on that server revives the chunk for this one too)
+  bool gone = false;
+  for (const auto& t : tiers) gone = gone || t->tombstoned(id);
+  lock.lock();
+  return gone || tombstones_.count(id);
+}
+
 void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (tombstones_.count(e->id)) return;  // deleted while this entry was being formed
+  if (deleted(lock, e->id)) return;  // deleted while this entry was being formed
   insert_canonical_locked(e);
   const auto tiers = tiers_;
   lock.unlock();
@@ -116,7 +147,7 @@ void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e
   if (b > budget_) return;
   const ChunkId id = e->id;  // e is moved below
   lru_.push_front(Slot{false, id, {}});
-  canon_[id] = CanonSlot{std::move(e), lru_.begin()};
+  canon_[id] = CanonSlot{std::move(e), lru_.begin(), std::chrono::steady_clock::now()};
   stats_.canonical_bytes += b;
   ++stats_.canonical_entries;
   evict_to_budget();
@@ -124,7 +155,7 @@ void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e
 
 void ChunkStore::put_patch(std::shared_ptr<const PatchEntry> e) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (tombstones_.count(e->key.chunk)) return;
+  if (deleted(lock, e->key.chunk)) return;
   insert_patch_locked(e);
   const auto tiers = tiers_;
   lock.unlock();
@@ -149,15 +180,24 @@ void ChunkStore::insert_patch_locked(std::shared_ptr<const PatchEntry> e) {
   evict_to_budget();
 }
 
-bool ChunkStore::erase_canonical(const ChunkId& id) {
+ChunkStore::Erase ChunkStore::erase_canonical(const ChunkId& id) {
   std::unique_lock<std::mutex> lock(mu_);
+  Erase out;
   tombstones_.insert(id);
-  bool had = forget_locked(id);
+  out.found = forget_locked(id) || pending_erases_.count(id);
   const auto tiers = tiers_;
   lock.unlock();
-  for (const auto& t : tiers) had = had || t->load_canonical(id) != nullptr;
-  for (const auto& t : tiers) t->erase_canonical(id);
-  return had;
+  for (const auto& t : tiers) {
+    const TierErase r = t->erase_canonical(id);
+    out.found = out.found || r == TierErase::Erased;
+    if (r == TierErase::Unreachable) out.pending.push_back(t->name());
+  }
+  lock.lock();
+  if (out.pending.empty())
+    pending_erases_.erase(id);
+  else
+    pending_erases_.insert(id);
+  return out;
 }
 
 bool ChunkStore::forget_locked(const ChunkId& id) {
@@ -167,6 +207,14 @@ bool ChunkStore::forget_locked(const ChunkId& id) {
       --stats_.patch_entries;
       lru_.erase(it->second.lru);
       it = patches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = image_links_.begin(); it != image_links_.end();) {
+    if (it->first == id) {
+      images_.remove_if([&](const auto& x) { return x->key == it->second; });
+      it = image_links_.erase(it);
     } else {
       ++it;
     }
@@ -183,6 +231,7 @@ bool ChunkStore::forget_locked(const ChunkId& id) {
 void ChunkStore::revive_canonical(const ChunkId& id) {
   std::unique_lock<std::mutex> lock(mu_);
   tombstones_.erase(id);
+  pending_erases_.erase(id);  // the upload supersedes a delete that did not finish
   const auto tiers = tiers_;
   lock.unlock();
   // also when this store has no tombstone: another server sharing a tier may have left one
@@ -236,6 +285,7 @@ void ChunkStore::clear() {
   patches_.clear();
   lru_.clear();
   images_.clear();
+  image_links_.clear();
   stats_.canonical_bytes = stats_.patch_bytes = 0;
   stats_.canonical_entries = stats_.patch_entries = 0;
 }
@@ -294,6 +344,20 @@ void ChunkStore::put_image(std::shared_ptr<const ImageEntry> e) {
   const auto tiers = tiers_;
   lock.unlock();
   for (const auto& t : tiers) t->save_image(*e);
+}
+
+void ChunkStore::link_image(const ChunkId& chunk, const ChunkId& image) {
+  std::unique_lock<std::mutex> lock(mu_);
+  image_links_.remove_if([&](const auto& l) { return l.first == chunk && l.second == image; });
+  if (tombstones_.count(chunk)) {
+    images_.remove_if([&](const auto& x) { return x->key == image; });  // formed after a delete
+  } else {
+    image_links_.emplace_front(chunk, image);
+    if (image_links_.size() > 4 * kMaxImages) image_links_.pop_back();
+  }
+  const auto tiers = tiers_;
+  lock.unlock();
+  for (const auto& t : tiers) t->link_image(chunk, image);
 }
 
 }  // namespace kamera

@@ -4,6 +4,7 @@
 // the store again.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -59,6 +60,13 @@ struct ImageEntry {
   ChunkContent placed;
 };
 
+// What a tier did with a delete.
+enum class TierErase {
+  Absent,       // the tombstone is in place; the tier did not hold the canonical
+  Erased,       // the tombstone is in place; the canonical (and its patches, images) are gone
+  Unreachable,  // the tier could not be told (an outage, a full disk): nothing is certain there
+};
+
 // A slower tier behind the in-memory store (disk, Redis). Loads return nullptr on a miss, on an
 // unreachable backend, and on a corrupt or foreign entry (which the tier discards and counts).
 // Tiers are thread-safe, and the memory tier never holds its lock while calling one.
@@ -76,13 +84,20 @@ class StoreTier {
   virtual std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) = 0;
   virtual void save_canonical(const CanonicalEntry& e) = 0;
   virtual void save_patch(const PatchEntry& e) = 0;
-  // A delete: the entry is gone, and a tier shared with other servers also refuses to store it
-  // again until revive_canonical (an explicit upload).
-  virtual void erase_canonical(const ChunkId& id) = 0;
+  // A delete: a durable tombstone first (it survives restarts, and every server sharing the tier
+  // honours it: writes of the chunk, its patches and images are dropped, loads miss, until
+  // revive_canonical, an explicit upload), then the canonical, every patch of the chunk and the
+  // image embeddings linked to it go.
+  virtual TierErase erase_canonical(const ChunkId& id) = 0;
   virtual void revive_canonical(const ChunkId&) {}
+  // Whether the tier holds a tombstone for the chunk (false when it cannot tell).
+  virtual bool tombstoned(const ChunkId&) { return false; }
   // Image embeddings (tiers that do not keep them miss and drop the write).
   virtual std::shared_ptr<const ImageEntry> load_image(const ChunkId&) { return nullptr; }
   virtual void save_image(const ImageEntry&) {}
+  // Records that chunk `chunk` was made from image `image`, so that deleting the chunk deletes
+  // the image's embeddings too; on a tombstoned chunk, deletes them now.
+  virtual void link_image(const ChunkId& /*chunk*/, const ChunkId& /*image*/) {}
   virtual Stats stats() const = 0;
 };
 
@@ -117,12 +132,20 @@ class ChunkStore {
   // An entry larger than the whole budget is not kept (and not an error).
   void put_canonical(std::shared_ptr<const CanonicalEntry> e);
   void put_patch(std::shared_ptr<const PatchEntry> e);
-  // A durable delete: drops the canonical and its patches from every tier and leaves a tombstone,
-  // so that work already in flight cannot store the chunk again (its puts are dropped, lookups
-  // miss) until revive_canonical. Returns whether the memory tier or a slower tier had it.
-  bool erase_canonical(const ChunkId& id);
+  // A durable delete: drops the canonical, its patches and the image embeddings linked to it
+  // from every tier and leaves a tombstone in each, so that work already in flight cannot store
+  // the chunk again (its puts are dropped, lookups miss) until revive_canonical. `found`: a tier
+  // had it (or an earlier delete of it is still pending here); `pending`: the tiers that could not
+  // be told (the delete is not done: repeat it).
+  struct Erase {
+    bool found = false;
+    std::vector<std::string> pending;
+  };
+  Erase erase_canonical(const ChunkId& id);
   void revive_canonical(const ChunkId& id);
   bool tombstoned(const ChunkId& id) const;
+  // A memory hit older than this asks the tiers whether another server deleted the chunk.
+  static constexpr int kRecheckMs = 1000;
   // Drops every entry of the memory tier (counters and slower tiers are kept).
   void clear();
 
@@ -131,6 +154,8 @@ class ChunkStore {
   static constexpr size_t kMaxImages = 64;
   std::shared_ptr<const ImageEntry> find_image(const ChunkId& key);
   void put_image(std::shared_ptr<const ImageEntry> e);
+  // Chunk `chunk` was made from image `image` (StoreTier::link_image).
+  void link_image(const ChunkId& chunk, const ChunkId& image);
 
   void note_bytes_saved(size_t bytes);
   void set_budget(size_t bytes);
@@ -155,6 +180,7 @@ class ChunkStore {
   struct CanonSlot {
     std::shared_ptr<const CanonicalEntry> entry;
     std::list<Slot>::iterator lru;
+    std::chrono::steady_clock::time_point checked;  // against the tiers' tombstones
   };
   struct PatchSlot {
     std::shared_ptr<const PatchEntry> entry;
@@ -164,12 +190,19 @@ class ChunkStore {
   std::unordered_map<PatchKey, PatchSlot, PatchKeyHash> patches_;
   std::vector<std::shared_ptr<StoreTier>> tiers_;
   std::unordered_set<ChunkId, ChunkIdHash> tombstones_;
-  std::list<std::shared_ptr<const ImageEntry>> images_;  // front = most recent
+  std::unordered_set<ChunkId, ChunkIdHash> pending_erases_;  // deletes some tier has not taken
+  std::list<std::shared_ptr<const ImageEntry>> images_;      // front = most recent
+  std::list<std::pair<ChunkId, ChunkId>> image_links_;       // (chunk, image), newest first
   void insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e);
   void insert_patch_locked(std::shared_ptr<const PatchEntry> e);
-  void remember_image_locked(std::shared_ptr<const ImageEntry> e);
-  // Drops the canonical and its patches from memory; whether it was there.
+  // Drops the canonical, its patches and its linked images from memory; whether it was there.
   bool forget_locked(const ChunkId& id);
+  void remember_image_locked(std::shared_ptr<const ImageEntry> e);
+  // Whether the chunk is tombstoned here or in a tier; may unlock `lock`.
+  bool deleted(std::unique_lock<std::mutex>& lock, const ChunkId& id);
+  // A memory hit, rechecked against the tiers' tombstones when due (may unlock `lock`).
+  std::shared_ptr<const CanonicalEntry> memory_hit(std::unique_lock<std::mutex>& lock,
+                                                   const ChunkId& id);
 };
 
 }  // namespace kamera

@@ -126,10 +126,14 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const 
     KAMERA_ASSIGN_OR_RETURN(base, slice_placed(frames, key, encoded));
     lru_put(key, base);
   }
-  if (!timed) return base;
-  KAMERA_ASSIGN_OR_RETURN(ChunkContent retimed, retime_video(*base, vt));
-  auto chunk = std::make_shared<const ChunkContent>(std::move(retimed));
-  lru_put(slot, chunk);
+  std::shared_ptr<const ChunkContent> chunk = base;
+  if (timed) {
+    KAMERA_ASSIGN_OR_RETURN(ChunkContent retimed, retime_video(*base, vt));
+    chunk = std::make_shared<const ChunkContent>(std::move(retimed));
+    lru_put(slot, chunk);
+  }
+  // deleting the chunk made of these rows deletes the stored embeddings too
+  if (store_) store_->link_image(chunk_id(decoder_fp_, *chunk), key);
   return chunk;
 }
 

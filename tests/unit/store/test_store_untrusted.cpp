@@ -1,9 +1,12 @@
 // The disk tier trusts nothing it finds in its directory (issue 24, item 2): a directory, FIFO or
 // symbolic link named like an entry, an oversized or a sparse file are misses, discarded and
 // counted, never an exception, never a blocked lookup, never read whole into memory. The memory
-// tier never holds its lock while a slower tier does I/O.
+// tier never holds its lock while a slower tier does I/O. Deletes hold (item 3): on disk the
+// tombstone survives a restart; on disk, in Redis and in memory the chunk's patches and linked
+// image embeddings go with it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 
 #include "cache/chunk_cache.h"
 #include "store/disk_tier.h"
+#include "store/redis_tier.h"
 #include "support/raw_http.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
@@ -35,6 +39,19 @@ std::string fresh_dir(const std::string& name) {
 
 ChunkContent tokens(std::vector<int32_t> ids) {
   return ChunkContent::from_tokens(std::move(ids));
+}
+
+// A patch entry (no factors) of chunk `c` behind antecedents `a`, and an image entry.
+PatchEntry patch_of(const ChunkId& c, uint64_t a = 7) {
+  return PatchEntry{PatchKey{c, ChunkId{a, a}, 2, "all", false, DType::F32, false}, Patch{}};
+}
+
+ImageEntry image_of(uint64_t k) {
+  ImageEntry img{ChunkId{k, k}, {}};
+  img.placed.embeddings = {0.5f, 0.25f};
+  img.placed.dim = 2;
+  img.placed.layout = {Pos{0, 0, 0}};
+  return img;
 }
 
 // Lets a reader blocked in open() on the FIFO go (it then reads end of file).
@@ -146,7 +163,7 @@ class StalledTier : public StoreTier {
   std::shared_ptr<const PatchEntry> load_patch(const PatchKey&) override { return nullptr; }
   void save_canonical(const CanonicalEntry&) override {}
   void save_patch(const PatchEntry&) override {}
-  void erase_canonical(const ChunkId&) override {}
+  TierErase erase_canonical(const ChunkId&) override { return TierErase::Absent; }
   Stats stats() const override { return {}; }
   void wait_stalled() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -189,4 +206,136 @@ TEST(DiskUntrusted, TheStoreLockIsNotHeldAcrossTierIo) {
   slow.join();
   EXPECT_TRUE(answered) << "the memory tier waited for the stalled tier";
   EXPECT_TRUE(other.get());
+}
+
+// A delete on disk: the tombstone is written first and survives a restart; the canonical, its
+// patches and the image embeddings linked to it are gone; a write-back of any of them after the
+// delete (this process or a restarted one) is dropped; an explicit revive lifts it.
+TEST(DiskUntrusted, DeletesTakePatchesAndImagesAndSurviveARestart) {
+  auto ctx = tiny::context(tiny::model_path("qwen2"), 400, 16, size_t(1) << 28, 1);
+  ASSERT_TRUE(ctx);
+  const Model& m = ctx->model();
+  auto c = *ctx->cache().canonical(tokens({4, 8, 15, 16, 23, 42}));
+  auto keep = *ctx->cache().canonical(tokens({1, 1, 2, 3, 5}));
+  const PatchEntry p = patch_of(c->id), q = patch_of(keep->id);
+  const ImageEntry img = image_of(42);
+  const std::string dir = fresh_dir("delete");
+  {
+    auto tier = *DiskTier::open(dir, m.fingerprint, m.kv_layout(), {kKey, 0});
+    for (auto* e : {c.get(), keep.get()}) tier->save_canonical(*e);
+    tier->save_patch(p);
+    tier->save_patch(q);
+    tier->save_image(img);
+    tier->link_image(c->id, img.key);
+    ASSERT_NE(tier->load_patch(p.key), nullptr);
+    EXPECT_EQ(tier->erase_canonical(c->id), TierErase::Erased);
+    EXPECT_EQ(tier->erase_canonical(c->id), TierErase::Absent);
+    EXPECT_EQ(tier->load_canonical(c->id), nullptr);
+    EXPECT_EQ(tier->load_patch(p.key), nullptr);
+    EXPECT_EQ(tier->load_image(img.key), nullptr);
+    tier->save_patch(p);  // in flight when the delete ran
+    EXPECT_EQ(tier->load_patch(p.key), nullptr);
+  }
+  int left = 0;  // files of the deleted chunk or its image, on disk
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = f.path().filename().string();
+    left += name.find(c->id.hex()) != std::string::npos &&
+            f.path().parent_path().filename() != "tombstone";
+    left += name.find(img.key.hex()) != std::string::npos;
+  }
+  EXPECT_EQ(left, 0);
+  auto tier = *DiskTier::open(dir, m.fingerprint, m.kv_layout(), {kKey, 0});  // a restart
+  EXPECT_TRUE(tier->tombstoned(c->id));
+  tier->save_canonical(*c);
+  EXPECT_EQ(tier->load_canonical(c->id), nullptr);
+  EXPECT_NE(tier->load_canonical(keep->id), nullptr);  // the other chunk and its patch stay
+  EXPECT_NE(tier->load_patch(q.key), nullptr);
+  tier->revive_canonical(c->id);
+  tier->save_canonical(*c);
+  EXPECT_NE(tier->load_canonical(c->id), nullptr);
+  std::filesystem::remove_all(dir);
+}
+
+// In Redis one script takes the canonical, every patch of the chunk and its linked image, and
+// leaves the tombstone; a write-back after it (a patch in flight, an image linked late) is
+// dropped, and a patch written without the set (by an older build) is not served while the
+// tombstone lives. Another chunk's patch stays.
+TEST(DiskUntrusted, RedisDeletesTakePatchesAndImages) {
+  redisContext* rc = nullptr;
+  {
+    timeval tv{0, 200000};
+    rc = redisConnectWithTimeout("127.0.0.1", 6379, tv);
+  }
+  if (!rc || rc->err) {
+    if (rc) redisFree(rc);
+    GTEST_SKIP() << "no Redis on 127.0.0.1:6379 (CI starts redis-server)";
+  }
+  auto ctx = tiny::context(tiny::model_path("qwen2"), 400, 16, size_t(1) << 28, 1);
+  ASSERT_TRUE(ctx);
+  const Model& m = ctx->model();
+  auto c = *ctx->cache().canonical(tokens({6, 2, ::getpid() % 300 + 20, 8}));
+  auto keep = *ctx->cache().canonical(tokens({6, 3, ::getpid() % 300 + 20, 9}));
+  RedisTier::Options o;
+  o.key = kKey;
+  auto t = *RedisTier::open("redis://127.0.0.1:6379/6", m.fingerprint, m.kv_layout(), o);
+  const std::string pre = fmt::format("kamera:{:016x}{:016x}:", m.fingerprint[0], m.fingerprint[1]);
+  auto exists = [&](const std::string& k) {
+    auto* r = static_cast<redisReply*>(redisCommand(rc, "EXISTS %s", (pre + k).c_str()));
+    const bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    return yes;
+  };
+  freeReplyObject(redisCommand(rc, "SELECT 6"));
+  const PatchEntry p1 = patch_of(c->id, 1), p2 = patch_of(c->id, 2), q = patch_of(keep->id);
+  const ImageEntry img = image_of(::getpid());
+  t->save_canonical(*c);
+  for (const auto* p : {&p1, &p2, &q}) t->save_patch(*p);
+  t->save_image(img);
+  t->link_image(c->id, img.key);
+  ASSERT_TRUE(exists("c:" + c->id.hex()) && exists("i:" + img.key.hex()));
+  EXPECT_EQ(t->erase_canonical(c->id), TierErase::Erased);
+  EXPECT_FALSE(exists("c:" + c->id.hex()));
+  EXPECT_FALSE(exists("p:" + patch_key_name(p1.key)) || exists("p:" + patch_key_name(p2.key)));
+  EXPECT_FALSE(exists("i:" + img.key.hex()));
+  EXPECT_TRUE(t->tombstoned(c->id));
+  EXPECT_NE(t->load_patch(q.key), nullptr);
+  t->save_patch(p1);
+  EXPECT_FALSE(exists("p:" + patch_key_name(p1.key)));
+  t->save_image(img);
+  t->link_image(c->id, img.key);  // an encode that finished after the delete
+  EXPECT_FALSE(exists("i:" + img.key.hex()));
+  const std::string legacy = pre + "p:" + patch_key_name(p2.key);
+  freeReplyObject(redisCommand(rc, "SET %b %b", legacy.data(), legacy.size(),
+                               serialize_patch(p2, m.fingerprint, kKey).data(),
+                               serialize_patch(p2, m.fingerprint, kKey).size()));
+  EXPECT_EQ(t->load_patch(p2.key), nullptr);
+  t->revive_canonical(c->id);
+  for (const std::string& k :
+       {"t:" + c->id.hex(), "p:" + patch_key_name(p2.key), "p:" + patch_key_name(q.key),
+        "c:" + keep->id.hex(), "ps:" + keep->id.hex(), "ps:" + c->id.hex()})
+    freeReplyObject(redisCommand(rc, "DEL %s", (pre + k).c_str()));
+  redisFree(rc);
+}
+
+// The memory tier: a delete drops the chunk's patches and the embeddings of the images linked to
+// it; an image linked after the delete is dropped at once.
+TEST(DiskUntrusted, MemoryDeletesTakePatchesAndImages) {
+  auto ctx = tiny::context(tiny::model_path("qwen2"), 400, 16, size_t(1) << 28, 1);
+  ASSERT_TRUE(ctx);
+  auto c = *ctx->cache().canonical(tokens({1, 2, 3, 4, 5}));
+  ChunkStore store(size_t(1) << 28);
+  store.put_canonical(c);
+  store.put_patch(std::make_shared<const PatchEntry>(patch_of(c->id)));
+  store.put_image(std::make_shared<const ImageEntry>(image_of(5)));
+  store.put_image(std::make_shared<const ImageEntry>(image_of(6)));
+  store.link_image(c->id, ChunkId{5, 5});
+  const ChunkStore::Erase r = store.erase_canonical(c->id);
+  EXPECT_TRUE(r.found);
+  EXPECT_TRUE(r.pending.empty());
+  EXPECT_EQ(store.find_patch(patch_of(c->id).key), nullptr);
+  EXPECT_EQ(store.find_image(ChunkId{5, 5}), nullptr);
+  EXPECT_NE(store.find_image(ChunkId{6, 6}), nullptr);
+  store.link_image(c->id, ChunkId{6, 6});
+  EXPECT_EQ(store.find_image(ChunkId{6, 6}), nullptr);
+  EXPECT_FALSE(store.erase_canonical(c->id).found);
 }
