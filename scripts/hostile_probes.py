@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -660,6 +661,85 @@ def store_dir_non_files(x):
         expect(not failed, "; ".join(failed))
     finally:
         srv.stop()
+
+
+# ---- issue 24, 3. durable deletes ----------------------------------------------------------------
+class OwnRedis:
+    """A redis-server of the probe's own, since it is stopped with SIGSTOP."""
+
+    def __init__(self, tmp):
+        if not shutil.which("redis-server"):
+            raise Skip("no redis-server")
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--dir", tmp],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise Skip("redis-server did not start")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait()
+
+
+def chunk_source(port, lead, cid):
+    st, r, _ = request(port, "POST", "/v1/completions",
+                       {"prompt": [{"type": "chunk", "id": lead}, {"type": "chunk", "id": cid}, " x"],
+                        "max_tokens": 1})
+    segs = (r or {}).get("usage", {}).get("kamera", {}).get("segments", [])
+    return next((g["source"] for g in segs if g["id"] == cid), f"status {st}")
+
+
+@probe("24.3 deletes that do not hold")
+def delete_durable(x):
+    redis = OwnRedis(x.tmp)
+    key = os.path.join(x.tmp, "delete-durable.key")
+    with open(key, "wb") as f:
+        f.write(b"probe store key: 32 bytes long!!")
+    d = os.path.join(x.tmp, "delete-durable")
+    shared = ["--redis", f"redis://127.0.0.1:{redis.port}/0", "--store-key-file", key]
+    failed = []
+    try:
+        a, b = x.serve(*shared, "--store-dir", d), x.serve(*shared)
+        try:
+            lead = request(a.port, "POST", "/v1/chunks", {"tokens": [3, 3, 3, 3]})[1]["id"]
+            cid = request(a.port, "POST", "/v1/chunks", {"tokens": [9, 8, 7, 6, 5, 4]})[1]["id"]
+            chunk_source(a.port, lead, cid)  # forms its patch
+            redis.proc.send_signal(signal.SIGSTOP)
+            try:
+                st, body, h = request(a.port, "DELETE", f"/v1/chunks/{cid}")
+            finally:
+                redis.proc.send_signal(signal.SIGCONT)
+            if st != 503 or "Retry-After" not in h:
+                failed.append(f"the delete with Redis stopped answered {st}")
+            if st == 200 and request(b.port, "GET", f"/v1/chunks/{cid}")[0] != 404:
+                failed.append("a second server served the chunk deleted with 200")
+            st = request(a.port, "DELETE", f"/v1/chunks/{cid}")[0]
+            if st not in (200, 404):
+                failed.append(f"the repeated delete answered {st}")
+            time.sleep(1.2)
+            if request(b.port, "GET", f"/v1/chunks/{cid}")[0] != 404:
+                failed.append("a second server served the chunk after the repeated delete")
+        finally:
+            a.stop()
+            b.stop()
+        a = x.serve("--store-key-file", key, "--store-dir", d)
+        try:
+            request(a.port, "POST", "/v1/chunks", {"tokens": [9, 8, 7, 6, 5, 4]})
+            src = chunk_source(a.port, lead, cid)
+            if src != "patch-formed":
+                failed.append(f"after a restart and a re-upload the chunk was served {src}")
+        finally:
+            a.stop()
+        expect(not failed, "; ".join(failed))
+    finally:
+        redis.stop()
 
 
 def main():
