@@ -89,6 +89,7 @@ Result<std::shared_ptr<Patch>> compile_patch(const ServeBench& b, double* cond_m
 // zero forwards.
 Result<double> time_serve(const ServeBench& b, const Patch* patch) {
   auto f = b.kv.fork(b.prefix);
+  if (!f.ok()) return f.error();
   const double t0 = now_ms();
   if (auto st = b.cc.append_chunk(*f, *b.canon, patch, b.pB); !st.ok()) return st.error();
   const double ms = now_ms() - t0;
