@@ -2,6 +2,7 @@
 // their canonical KV viewed read-only (include/kamera.h).
 #include "api/handles.h"
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "vision/frame_chunk.h"
 
 using namespace kamera;
@@ -34,7 +35,7 @@ namespace {
 // Whether an mmproj GGUF holds a Qwen2-VL / Qwen2.5-VL tower (by clip.projector_type).
 Result<bool> is_qwen_mmproj(const char* path) {
   KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
-  const std::string type = f->get_string("clip.projector_type").value_or("");
+  const std::string type = f->get_string(gguf_key::kClipProjectorType).value_or("");
   return type == "qwen2vl_merger" || type == "qwen2.5vl_merger";
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -147,7 +148,12 @@ class GgufWriter {
     DType type;
     std::function<void(float*)> fill;
   };
+  struct Layout;  // where write() puts each tensor's data (writer.cpp)
   void set(const std::string& key, GgufValue v);
+  // write()'s steps: validate and place the tensors, encode the header, stream the data.
+  Result<Layout> plan_layout(const std::string& path) const;
+  Result<std::string> encode_header(const std::string& path, const Layout& layout) const;
+  Status write_data(std::FILE** f, const std::string& tmp, const Layout& layout) const;
   std::vector<Kv> kv_;
   std::vector<PendingTensor> tensors_;
 };

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "gguf/format.h"
+#include "gguf/keys.h"
 #include "ops/quant_ref.h"
 
 namespace kamera {
@@ -272,16 +273,14 @@ int64_t GgufTensor::n_elements() const {
   return checked_elements(ne).value_or(0);
 }
 
-// Parses `bytes` into the given members of a GgufFile; returns the error message without the
-// file-name prefix, or "" on success. Tensor data pointers point into `bytes`.
-static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
-                         std::map<std::string, GgufValue>* kv, std::vector<GgufTensor>* tensors,
-                         std::map<std::string, size_t>* index) {
-  if (bytes.empty()) return corrupt("file is empty (0 bytes), not a GGUF file");
-  if (bytes.size() < 4) {
-    return corrupt("file is only {} bytes, too small to be a GGUF file", bytes.size());
-  }
-  Parser p(bytes);
+namespace {
+
+// The magic, the version and the entry counts, each count checked against the bytes left.
+Status read_header(Parser& p, size_t file_size, uint32_t* version, uint64_t* n_tensors,
+                   uint64_t* n_kv) {
+  if (file_size == 0) return corrupt("file is empty (0 bytes), not a GGUF file");
+  if (file_size < 4)
+    return corrupt("file is only {} bytes, too small to be a GGUF file", file_size);
   uint8_t magic[4] = {};
   if (!p.read_raw(magic, 4, "magic")) return p.status();
   if (std::memcmp(magic, kMagic, 4) != 0) {
@@ -295,25 +294,28 @@ static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     return make_error(ErrorCode::Unsupported,
                       "unsupported GGUF version {} (kamera reads versions 2 and 3)", *version);
   }
-  uint64_t n_tensors = 0, n_kv = 0;
-  if (!p.read(&n_tensors, "tensor count") || !p.read(&n_kv, "metadata count")) return p.status();
+  if (!p.read(n_tensors, "tensor count") || !p.read(n_kv, "metadata count")) return p.status();
   // Smallest possible entries: a key/value is a u64 key length, a u32 type and a 1-byte value
   // (13 bytes); a tensor description is a u64 name length, u32 n_dims, one u64 dim, u32 type and
   // u64 offset (32 bytes).
   constexpr size_t kMinKv = 13, kMinTensor = 32;
-  if (n_kv > p.remaining() / kMinKv) {
+  if (*n_kv > p.remaining() / kMinKv) {
     return corrupt(
         "header declares {} metadata entries, but the {} bytes after the header "
         "can hold at most {}",
-        n_kv, p.remaining(), p.remaining() / kMinKv);
+        *n_kv, p.remaining(), p.remaining() / kMinKv);
   }
-  if (n_tensors > (p.remaining() - n_kv * kMinKv) / kMinTensor) {
+  if (*n_tensors > (p.remaining() - *n_kv * kMinKv) / kMinTensor) {
     return corrupt(
         "header declares {} tensors and {} metadata entries, but the {} bytes "
         "after the header cannot hold them",
-        n_tensors, n_kv, p.remaining());
+        *n_tensors, *n_kv, p.remaining());
   }
+  return Status::Ok();
+}
 
+// n_kv metadata entries (key, value type, value); a key appears once.
+Status read_metadata(Parser& p, uint64_t n_kv, std::map<std::string, GgufValue>* kv) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     p.ctx = fmt::format("metadata entry {} (byte {})", i, p.pos());
     std::string key;
@@ -327,21 +329,72 @@ static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     kv->emplace(std::move(key), std::move(v));
   }
   p.ctx.clear();
+  return Status::Ok();
+}
 
-  uint32_t alignment = kDefaultAlignment;
-  if (auto it = kv->find("general.alignment"); it != kv->end()) {
-    const GgufValue& v = it->second;
-    if (v.type != GgufType::U32) {
-      return corrupt("metadata key 'general.alignment' has type {}, expected u32",
-                     gguf_type_name(uint32_t(v.type)));
-    }
-    const int64_t a = std::get<int64_t>(v.data);
-    if (a == 0 || !std::has_single_bit(uint64_t(a))) {
-      return corrupt("metadata key 'general.alignment' is {}, must be a power of two", a);
-    }
-    alignment = uint32_t(a);
+// general.alignment (a u32 power of two) when the metadata has it, else the default.
+Result<uint32_t> read_alignment(const std::map<std::string, GgufValue>& kv) {
+  const auto it = kv.find(gguf_key::kAlignment);
+  if (it == kv.end()) return kDefaultAlignment;
+  const GgufValue& v = it->second;
+  if (v.type != GgufType::U32) {
+    return corrupt("metadata key '{}' has type {}, expected u32", gguf_key::kAlignment,
+                   gguf_type_name(uint32_t(v.type)));
   }
+  const int64_t a = std::get<int64_t>(v.data);
+  if (a == 0 || !std::has_single_bit(uint64_t(a))) {
+    return corrupt("metadata key '{}' is {}, must be a power of two", gguf_key::kAlignment, a);
+  }
+  return uint32_t(a);
+}
 
+// A tensor's dimensions: 1 to 4, each >= 1, the product at most INT64_MAX; the product.
+Result<int64_t> read_shape(Parser& p, std::vector<int64_t>* ne) {
+  uint32_t n_dims = 0;
+  if (!p.read(&n_dims, "n_dims")) return p.status();
+  if (n_dims < 1 || n_dims > 4) return corrupt("{}: n_dims is {}, must be 1 to 4", p.ctx, n_dims);
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t x = 0;
+    if (!p.read(&x, "dimension")) return p.status();
+    if (x == 0) return corrupt("{}: ne[{}] is 0, every dimension must be >= 1", p.ctx, d);
+    if (x > uint64_t(std::numeric_limits<int64_t>::max())) {
+      return corrupt("{}: ne[{}] = {} is above INT64_MAX", p.ctx, d, x);
+    }
+    ne->push_back(int64_t(x));
+  }
+  const std::optional<int64_t> n = checked_elements(*ne);
+  if (!n) return corrupt("{}: shape {} has more than INT64_MAX elements", p.ctx, shape_string(*ne));
+  return *n;
+}
+
+// One tensor description (name, shape, type, offset); its byte size must fit in the file.
+Status read_tensor_info(Parser& p, size_t file_size, GgufTensor* t) {
+  KAMERA_ASSIGN_OR_RETURN(const int64_t n, read_shape(p, &t->ne));
+  uint32_t ggml_type = 0;
+  if (!p.read(&ggml_type, "type")) return p.status();
+  if (!ggml_type_is_weight(ggml_type)) {
+    return make_error(ErrorCode::Unsupported,
+                      "{}: ggml type {} ({}) is not supported; kamera reads {}", p.ctx, ggml_type,
+                      ggml_type_name(ggml_type), weight_type_list());
+  }
+  t->type = GgmlType(ggml_type);
+  if (const int bs = ggml_block_size(t->type); t->ne[0] % bs != 0) {
+    return corrupt("{}: {} rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
+                   ggml_type_name(t->type), bs, t->ne[0]);
+  }
+  if (!p.read(&t->offset, "data offset")) return p.status();
+  const unsigned __int128 nbytes = data_bytes(t->type, n);
+  if (nbytes > file_size) {
+    return corrupt("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
+                   shape_string(t->ne), ggml_type_name(t->type), uint64_t(nbytes), file_size);
+  }
+  t->nbytes = size_t(nbytes);
+  return Status::Ok();
+}
+
+// n_tensors tensor descriptions; a name appears once.
+Status read_tensor_infos(Parser& p, uint64_t n_tensors, size_t file_size,
+                         std::vector<GgufTensor>* tensors, std::map<std::string, size_t>* index) {
   tensors->reserve(size_t(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     p.ctx = fmt::format("tensor {} (byte {})", i, p.pos());
@@ -349,50 +402,19 @@ static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     if (!p.read_string(&t.name, "name")) return p.status();
     p.ctx = fmt::format("tensor '{}'", printable(t.name));
     if (index->count(t.name)) return corrupt("{}: duplicate tensor name", p.ctx);
-    uint32_t n_dims = 0;
-    if (!p.read(&n_dims, "n_dims")) return p.status();
-    if (n_dims < 1 || n_dims > 4) {
-      return corrupt("{}: n_dims is {}, must be 1 to 4", p.ctx, n_dims);
-    }
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t x = 0;
-      if (!p.read(&x, "dimension")) return p.status();
-      if (x == 0) return corrupt("{}: ne[{}] is 0, every dimension must be >= 1", p.ctx, d);
-      if (x > uint64_t(std::numeric_limits<int64_t>::max())) {
-        return corrupt("{}: ne[{}] = {} is above INT64_MAX", p.ctx, d, x);
-      }
-      t.ne.push_back(int64_t(x));
-    }
-    const std::optional<int64_t> n = checked_elements(t.ne);
-    if (!n) {
-      return corrupt("{}: shape {} has more than INT64_MAX elements", p.ctx, shape_string(t.ne));
-    }
-    uint32_t ggml_type = 0;
-    if (!p.read(&ggml_type, "type")) return p.status();
-    if (!ggml_type_is_weight(ggml_type)) {
-      return make_error(ErrorCode::Unsupported,
-                        "{}: ggml type {} ({}) is not supported; kamera reads {}", p.ctx, ggml_type,
-                        ggml_type_name(ggml_type), weight_type_list());
-    }
-    t.type = GgmlType(ggml_type);
-    if (const int bs = ggml_block_size(t.type); t.ne[0] % bs != 0) {
-      return corrupt("{}: {} rows must be a multiple of {} values, but ne[0] is {}", p.ctx,
-                     ggml_type_name(t.type), bs, t.ne[0]);
-    }
-    if (!p.read(&t.offset, "data offset")) return p.status();
-    const unsigned __int128 nbytes = data_bytes(t.type, *n);
-    if (nbytes > bytes.size()) {
-      return corrupt("{}: shape {} of {} needs {} bytes, more than the file size {}", p.ctx,
-                     shape_string(t.ne), ggml_type_name(t.type), uint64_t(nbytes), bytes.size());
-    }
-    t.nbytes = size_t(nbytes);
+    KAMERA_TRY(read_tensor_info(p, file_size, &t));
     index->emplace(t.name, tensors->size());
     tensors->push_back(std::move(t));
   }
   p.ctx.clear();
+  return Status::Ok();
+}
 
-  // The data section starts at the first aligned byte after the tensor descriptions.
-  const uint64_t data_start = (uint64_t(p.pos()) + alignment - 1) / alignment * alignment;
+// Points each tensor into the data section, which starts at the first aligned byte after the
+// tensor descriptions (`header_end`): offsets aligned, data inside the file.
+Status locate_tensor_data(std::span<const uint8_t> bytes, size_t header_end, uint32_t alignment,
+                          std::vector<GgufTensor>* tensors) {
+  const uint64_t data_start = (uint64_t(header_end) + alignment - 1) / alignment * alignment;
   for (GgufTensor& t : *tensors) {
     if (t.offset % alignment != 0) {
       return corrupt("tensor '{}': data offset {} is not a multiple of the alignment {}",
@@ -410,6 +432,23 @@ static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
     t.data = bytes.data() + size_t(begin);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+// Parses `bytes` into the given members of a GgufFile: header, metadata, tensor descriptions,
+// then the tensors' places in the data section. Error messages come without the file-name
+// prefix (the callers add it). Tensor data pointers point into `bytes`.
+static Status parse_into(std::span<const uint8_t> bytes, uint32_t* version,
+                         std::map<std::string, GgufValue>* kv, std::vector<GgufTensor>* tensors,
+                         std::map<std::string, size_t>* index) {
+  Parser p(bytes);
+  uint64_t n_tensors = 0, n_kv = 0;
+  KAMERA_TRY(read_header(p, bytes.size(), version, &n_tensors, &n_kv));
+  KAMERA_TRY(read_metadata(p, n_kv, kv));
+  KAMERA_ASSIGN_OR_RETURN(const uint32_t alignment, read_alignment(*kv));
+  KAMERA_TRY(read_tensor_infos(p, n_tensors, bytes.size(), tensors, index));
+  return locate_tensor_data(bytes, p.pos(), alignment, tensors);
 }
 
 Result<std::shared_ptr<const GgufFile>> GgufFile::parse(std::span<const uint8_t> bytes,

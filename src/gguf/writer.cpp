@@ -11,6 +11,7 @@
 
 #include "gguf/format.h"
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "ops/quant_ref.h"
 
 namespace kamera {
@@ -180,159 +181,200 @@ void discard(std::FILE* f, const std::string& tmp) {
   std::remove(tmp.c_str());
 }
 
+// The error of a failed `what` on the temporary file, which is closed and removed.
+Error io_failure(std::FILE** f, const std::string& tmp, const char* what) {
+  const int e = errno;
+  discard(*f, tmp);
+  *f = nullptr;
+  return make_error(ErrorCode::Io, "{}: {} failed: {}", tmp, what, std::strerror(e));
+}
+
+bool write_bytes(std::FILE* f, const void* p, size_t n) {
+  return n == 0 || std::fwrite(p, 1, n, f) == n;
+}
+
+// The file is written beside its destination and renamed over it: the destination must be a
+// regular file or not exist (renaming over /dev/null or a directory would replace it).
+Status check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: exists and is not a regular file; refusing to replace it", path);
+  return Status::Ok();
+}
+
+// A temporary name unique to this process and call: concurrent writers of the same path (e.g.
+// parallel tests) never share a temporary file; the last rename wins, each complete.
+std::string temporary_name(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+}
+
+// The value of general.alignment: a u32 power of two.
+Result<uint32_t> checked_alignment(const std::string& path, const GgufValue& v) {
+  const int64_t* a = std::get_if<int64_t>(&v.data);
+  if (v.type != GgufType::U32 || a == nullptr || *a == 0 || !std::has_single_bit(uint64_t(*a)))
+    return make_error(ErrorCode::InvalidArgument, "{}: {} must be a u32 power of two", path,
+                      gguf_key::kAlignment);
+  return uint32_t(*a);
+}
+
+// A tensor's name (new in `names`), shape, type and fill function; its element count.
+Result<int64_t> checked_tensor(const std::string& path, const std::string& name,
+                               const std::vector<int64_t>& ne, DType type, bool has_fill,
+                               std::set<std::string>* names) {
+  const std::string tn = printable(name);
+  if (name.empty() || name.size() >= kGgmlMaxName)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: tensor '{}': name must be 1 to {} bytes (ggml's limit)", path, tn,
+                      kGgmlMaxName - 1);
+  if (!names->insert(name).second)
+    return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': duplicate tensor name", path,
+                      tn);
+  if (ne.empty() || ne.size() > 4)
+    return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': {} dimensions, must be 1 to 4",
+                      path, tn, ne.size());
+  const std::optional<int64_t> n = checked_elements(ne);
+  if (!n)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
+                      "elements)",
+                      path, tn, shape_string(ne));
+  if (type == DType::Q8_0 && ne[0] % kQ8BlockSize != 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] is {}",
+                      path, tn, kQ8BlockSize, ne[0]);
+  if (!has_fill)
+    return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': no fill function", path, tn);
+  return *n;
+}
+
+// Converts rows of `row` f32 values to `type` a chunk of rows (about 1 MiB) at a time and writes
+// them; false when a write fails.
+bool write_rows(std::FILE* f, DType type, const std::vector<float>& values, int64_t row,
+                std::vector<uint8_t>* chunk) {
+  const size_t row_bytes = dtype_row_bytes(type, row);
+  const int64_t rows = int64_t(values.size()) / row;
+  const int64_t rows_per_chunk = std::max<int64_t>(1, int64_t((1u << 20) / row_bytes));
+  for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
+    const int64_t nr = std::min(rows_per_chunk, rows - r0);
+    chunk->resize(size_t(nr) * row_bytes);
+    for (int64_t r = 0; r < nr; ++r)
+      quantize_row(type, values.data() + (r0 + r) * row, chunk->data() + size_t(r) * row_bytes,
+                   row);
+    if (!write_bytes(f, chunk->data(), chunk->size())) return false;
+  }
+  return true;
+}
+
+// Flushes, syncs and closes the temporary file, then renames it over `path`.
+Status commit(std::FILE** f, const std::string& tmp, const std::string& path) {
+  if (std::fflush(*f) != 0) return io_failure(f, tmp, "flush");
+  if (::fsync(::fileno(*f)) != 0) return io_failure(f, tmp, "fsync");
+  const int rc = std::fclose(*f);
+  *f = nullptr;
+  if (rc != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::Io, "{}: close failed: {}", tmp, std::strerror(e));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::Io, "{}: cannot rename {} to it: {}", path, tmp, std::strerror(e));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status GgufWriter::write(const std::string& path) const {
-  // The file is written beside its destination and renamed over it: the destination must be a
-  // regular file or not exist (renaming over /dev/null or a directory would replace it).
-  {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      return make_error(ErrorCode::InvalidArgument,
-                        "{}: exists and is not a regular file; refusing to replace it", path);
+// Where each tensor's data goes: offsets from the data section's start, each tensor padded to
+// the alignment.
+struct GgufWriter::Layout {
+  uint32_t alignment = kDefaultAlignment;
+  std::vector<uint64_t> offsets, nbytes;
+};
+
+// Validates the metadata's alignment and every tensor before the first byte is written.
+Result<GgufWriter::Layout> GgufWriter::plan_layout(const std::string& path) const {
+  Layout l;
+  for (const Kv& kv : kv_) {
+    if (kv.key != gguf_key::kAlignment) continue;
+    KAMERA_ASSIGN_OR_RETURN(l.alignment, checked_alignment(path, kv.value));
   }
-  // A temporary name unique to this process and call: concurrent writers of the same path (e.g.
-  // parallel tests) never share a temporary file; the last rename wins, each complete.
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  std::set<std::string> names;
+  uint64_t data_size = 0;  // bytes of the data section, each tensor padded to the alignment
+  for (const PendingTensor& t : tensors_) {
+    KAMERA_ASSIGN_OR_RETURN(const int64_t n,
+                            checked_tensor(path, t.name, t.ne, t.type, bool(t.fill), &names));
+    const unsigned __int128 nb = data_bytes(t.type, n);
+    const unsigned __int128 padded = (nb + l.alignment - 1) / l.alignment * l.alignment;
+    if (nb > uint64_t(std::numeric_limits<int64_t>::max()) ||
+        data_size + padded > uint64_t(std::numeric_limits<int64_t>::max()))
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}: tensor '{}': shape {} is too large to write", path, printable(t.name),
+                        shape_string(t.ne));
+    l.offsets.push_back(data_size);
+    l.nbytes.push_back(uint64_t(nb));
+    data_size += uint64_t(padded);
+  }
+  return l;
+}
+
+// Magic, version, counts, the metadata in insertion order, the tensor descriptions, padding.
+Result<std::string> GgufWriter::encode_header(const std::string& path, const Layout& l) const {
+  Bytes h;
+  h.s.append(reinterpret_cast<const char*>(kMagic), 4);
+  h.put<uint32_t>(3);
+  h.put<uint64_t>(tensors_.size());
+  h.put<uint64_t>(kv_.size());
+  for (const Kv& kv : kv_) {
+    const Status st = put_kv(&h, kv.key, kv.value);
+    if (!st.ok())
+      return with_context(st.error(),
+                          fmt::format("{}: metadata key '{}'", path, printable(kv.key)));
+  }
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const PendingTensor& t = tensors_[i];
+    h.str(t.name);
+    h.put<uint32_t>(uint32_t(t.ne.size()));
+    for (int64_t d : t.ne) h.put<uint64_t>(uint64_t(d));
+    h.put<uint32_t>(ggml_type_of(t.type));
+    h.put<uint64_t>(l.offsets[i]);
+  }
+  h.pad_to(l.alignment);
+  return std::move(h.s);
+}
+
+// Each tensor filled as f32, converted and written, then padded to the alignment.
+Status GgufWriter::write_data(std::FILE** f, const std::string& tmp, const Layout& l) const {
+  std::vector<float> values;
+  std::vector<uint8_t> chunk;
+  const std::vector<uint8_t> zeros(l.alignment, 0);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const PendingTensor& t = tensors_[i];
+    values.assign(size_t(*checked_elements(t.ne)), 0.0f);
+    t.fill(values.data());
+    if (!write_rows(*f, t.type, values, t.ne[0], &chunk)) return io_failure(f, tmp, "write");
+    const size_t pad = size_t((l.alignment - l.nbytes[i] % l.alignment) % l.alignment);
+    if (!write_bytes(*f, zeros.data(), pad)) return io_failure(f, tmp, "write");
+  }
+  return Status::Ok();
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  KAMERA_TRY(check_replaceable(path));
+  const std::string tmp = temporary_name(path);
   std::FILE* f = nullptr;
   try {
-    // 1. Validate everything before the first byte is written.
-    uint32_t alignment = kDefaultAlignment;
-    for (const Kv& kv : kv_) {
-      if (kv.key != "general.alignment") continue;
-      const int64_t* a = std::get_if<int64_t>(&kv.value.data);
-      if (kv.value.type != GgufType::U32 || a == nullptr || *a == 0 ||
-          !std::has_single_bit(uint64_t(*a))) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: general.alignment must be a u32 power of two", path);
-      }
-      alignment = uint32_t(*a);
-    }
-    std::set<std::string> names;
-    std::vector<uint64_t> offsets, nbytes;
-    uint64_t data_size = 0;  // bytes of the data section, each tensor padded to `alignment`
-    for (const PendingTensor& t : tensors_) {
-      const std::string tn = printable(t.name);
-      if (t.name.empty() || t.name.size() >= kGgmlMaxName) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: tensor '{}': name must be 1 to {} bytes (ggml's limit)", path, tn,
-                          kGgmlMaxName - 1);
-      }
-      if (!names.insert(t.name).second) {
-        return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': duplicate tensor name",
-                          path, tn);
-      }
-      if (t.ne.empty() || t.ne.size() > 4) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: tensor '{}': {} dimensions, must be 1 to 4", path, tn, t.ne.size());
-      }
-      const std::optional<int64_t> n = checked_elements(t.ne);
-      if (!n) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
-                          "elements)",
-                          path, tn, shape_string(t.ne));
-      }
-      if (t.type == DType::Q8_0 && t.ne[0] % kQ8BlockSize != 0) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] "
-                          "is {}",
-                          path, tn, kQ8BlockSize, t.ne[0]);
-      }
-      if (!t.fill)
-        return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': no fill function", path,
-                          tn);
-      const unsigned __int128 nb = data_bytes(t.type, *n);
-      const unsigned __int128 padded = (nb + alignment - 1) / alignment * alignment;
-      if (nb > uint64_t(std::numeric_limits<int64_t>::max()) ||
-          data_size + padded > uint64_t(std::numeric_limits<int64_t>::max())) {
-        return make_error(ErrorCode::InvalidArgument,
-                          "{}: tensor '{}': shape {} is too large to write", path, tn,
-                          shape_string(t.ne));
-      }
-      offsets.push_back(data_size);
-      nbytes.push_back(uint64_t(nb));
-      data_size += uint64_t(padded);
-    }
-
-    // 2. Header: magic, version, counts, metadata in insertion order, tensor descriptions.
-    Bytes h;
-    h.s.append(reinterpret_cast<const char*>(kMagic), 4);
-    h.put<uint32_t>(3);
-    h.put<uint64_t>(tensors_.size());
-    h.put<uint64_t>(kv_.size());
-    for (const Kv& kv : kv_) {
-      const Status st = put_kv(&h, kv.key, kv.value);
-      if (!st.ok())
-        return with_context(st.error(),
-                            fmt::format("{}: metadata key '{}'", path, printable(kv.key)));
-    }
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      const PendingTensor& t = tensors_[i];
-      h.str(t.name);
-      h.put<uint32_t>(uint32_t(t.ne.size()));
-      for (int64_t d : t.ne) h.put<uint64_t>(uint64_t(d));
-      h.put<uint32_t>(ggml_type_of(t.type));
-      h.put<uint64_t>(offsets[i]);
-    }
-    h.pad_to(alignment);
-
+    KAMERA_ASSIGN_OR_RETURN(const Layout layout, plan_layout(path));
+    KAMERA_ASSIGN_OR_RETURN(const std::string header, encode_header(path, layout));
     f = std::fopen(tmp.c_str(), "wb");
     if (f == nullptr)
       return make_error(ErrorCode::Io, "{}: cannot create: {}", tmp, std::strerror(errno));
-    auto write_bytes = [&](const void* p, size_t n) {
-      return n == 0 || std::fwrite(p, 1, n, f) == n;
-    };
-    auto io_error = [&](const char* what) {
-      const int e = errno;
-      discard(f, tmp);
-      f = nullptr;
-      return make_error(ErrorCode::Io, "{}: {} failed: {}", tmp, what, std::strerror(e));
-    };
-    if (!write_bytes(h.s.data(), h.s.size())) return io_error("write");
-
-    // 3. Data: each tensor filled as f32, converted a chunk of rows at a time, then padded.
-    std::vector<float> values;
-    std::vector<uint8_t> chunk;
-    const std::vector<uint8_t> zeros(alignment, 0);
-    for (size_t i = 0; i < tensors_.size(); ++i) {
-      const PendingTensor& t = tensors_[i];
-      const int64_t n = *checked_elements(t.ne);
-      const int64_t row = t.ne[0];
-      const size_t row_bytes = dtype_row_bytes(t.type, row);
-      values.assign(size_t(n), 0.0f);
-      t.fill(values.data());
-      const int64_t rows = n / row;
-      const int64_t rows_per_chunk = std::max<int64_t>(1, int64_t((1u << 20) / row_bytes));
-      for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
-        const int64_t nr = std::min(rows_per_chunk, rows - r0);
-        chunk.resize(size_t(nr) * row_bytes);
-        for (int64_t r = 0; r < nr; ++r) {
-          quantize_row(t.type, values.data() + (r0 + r) * row, chunk.data() + size_t(r) * row_bytes,
-                       row);
-        }
-        if (!write_bytes(chunk.data(), chunk.size())) return io_error("write");
-      }
-      const size_t pad = size_t((alignment - nbytes[i] % alignment) % alignment);
-      if (!write_bytes(zeros.data(), pad)) return io_error("write");
-    }
-    if (std::fflush(f) != 0) return io_error("flush");
-    if (::fsync(::fileno(f)) != 0) return io_error("fsync");
-    const int rc = std::fclose(f);
-    f = nullptr;
-    if (rc != 0) {
-      const int e = errno;
-      std::remove(tmp.c_str());
-      return make_error(ErrorCode::Io, "{}: close failed: {}", tmp, std::strerror(e));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int e = errno;
-      std::remove(tmp.c_str());
-      return make_error(ErrorCode::Io, "{}: cannot rename {} to it: {}", path, tmp,
-                        std::strerror(e));
-    }
-    return Status::Ok();
+    if (!write_bytes(f, header.data(), header.size())) return io_failure(&f, tmp, "write");
+    KAMERA_TRY(write_data(&f, tmp, layout));
+    return commit(&f, tmp, path);
   } catch (const std::bad_alloc&) {
     discard(f, tmp);
     return make_error(ErrorCode::OutOfMemory, "{}: out of memory while writing", path);

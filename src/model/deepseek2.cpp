@@ -4,15 +4,16 @@
 #include <cmath>
 
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 
 namespace kamera {
 
 namespace {
 
-constexpr const char* kArch = "deepseek2";
+namespace gk = gguf_key;
 
-std::string key(const char* k) {
-  return std::string(kArch) + "." + k;
+std::string key(const char* suffix) {
+  return gk::arch_key(arch_name(Arch::Deepseek2), suffix);
 }
 
 // A positive integer key, or the error naming it.
@@ -27,22 +28,22 @@ Result<int> need_count(const GgufFile& f, const char* k) {
 
 Status read_moe_hparams(const GgufFile& f, ModelConfig& c) {
   const std::string& src = f.name();
-  const int64_t lead = f.get_int(key("leading_dense_block_count")).value_or(c.n_layers);
+  const int64_t lead = f.get_int(key(gk::kLeadingDenseBlockCount)).value_or(c.n_layers);
   if (lead < 0)
     return make_error(ErrorCode::CorruptData, "{}: leading_dense_block_count = {}", src, lead);
   if (lead >= c.n_layers) return Status::Ok();  // every FFN dense
   MoeConfig& m = c.moe;
   m.n_dense_lead = int(lead);
-  KAMERA_ASSIGN_OR_RETURN(m.n_experts, need_count(f, "expert_count"));
-  KAMERA_ASSIGN_OR_RETURN(m.n_used, need_count(f, "expert_used_count"));
-  KAMERA_ASSIGN_OR_RETURN(m.expert_ffn, need_count(f, "expert_feed_forward_length"));
-  const int64_t shared = f.get_int(key("expert_shared_count")).value_or(0);
+  KAMERA_ASSIGN_OR_RETURN(m.n_experts, need_count(f, gk::kExpertCount));
+  KAMERA_ASSIGN_OR_RETURN(m.n_used, need_count(f, gk::kExpertUsedCount));
+  KAMERA_ASSIGN_OR_RETURN(m.expert_ffn, need_count(f, gk::kExpertFeedForwardLength));
+  const int64_t shared = f.get_int(key(gk::kExpertSharedCount)).value_or(0);
   if (shared < 0 || shared > 1 << 10)
     return make_error(ErrorCode::CorruptData, "{}: expert_shared_count = {}", src, shared);
   m.n_shared = int(shared);
-  m.norm_weights = f.get_bool(key("expert_weights_norm")).value_or(false);
-  m.weights_scale = float(f.get_float(key("expert_weights_scale")).value_or(1.0));
-  const int64_t gating = f.get_int(key("expert_gating_func")).value_or(0);
+  m.norm_weights = f.get_bool(key(gk::kExpertWeightsNorm)).value_or(false);
+  m.weights_scale = float(f.get_float(key(gk::kExpertWeightsScale)).value_or(1.0));
+  const int64_t gating = f.get_int(key(gk::kExpertGatingFunc)).value_or(0);
   if (gating == 2)
     return make_error(ErrorCode::Unsupported,
                       "{}: sigmoid expert gating (expert_gating_func = 2, DeepSeek-V3) is not "
@@ -51,11 +52,11 @@ Status read_moe_hparams(const GgufFile& f, ModelConfig& c) {
   if (gating != 0 && gating != 1)
     return make_error(ErrorCode::CorruptData, "{}: expert_gating_func = {} is unknown", src,
                       gating);
-  if (f.get_int(key("expert_group_count")).value_or(1) > 1)
+  if (f.get_int(key(gk::kExpertGroupCount)).value_or(1) > 1)
     return make_error(ErrorCode::Unsupported,
                       "{}: group-limited expert routing (expert_group_count > 1) is not supported",
                       src);
-  const auto shexp = f.get_int(key("expert_shared_feed_forward_length"));
+  const auto shexp = f.get_int(key(gk::kExpertSharedFeedForwardLength));
   if (shexp && *shexp != int64_t(m.shared_ffn()))
     return make_error(ErrorCode::Unsupported,
                       "{}: expert_shared_feed_forward_length = {}, but deepseek2's shared experts "
@@ -66,9 +67,9 @@ Status read_moe_hparams(const GgufFile& f, ModelConfig& c) {
 
 Status read_rope_scaling(const GgufFile& f, ModelConfig& c) {
   const std::string& src = f.name();
-  c.yarn_log_mul = f.get_float(key("rope.scaling.yarn_log_multiplier")).value_or(0.0);
-  const auto type = f.get_string(key("rope.scaling.type"));
-  double factor = f.get_float(key("rope.scaling.factor")).value_or(0.0);
+  c.yarn_log_mul = f.get_float(key(gk::kRopeScalingYarnLogMul)).value_or(0.0);
+  const auto type = f.get_string(key(gk::kRopeScalingType));
+  double factor = f.get_float(key(gk::kRopeScalingFactor)).value_or(0.0);
   if (factor == 0.0) factor = 1.0;  // llama.cpp: 0 or absent is no scaling
   if (!type || *type == "none") return Status::Ok();
   if (!(factor > 0) || !std::isfinite(factor))
@@ -87,12 +88,12 @@ Status read_rope_scaling(const GgufFile& f, ModelConfig& c) {
                       *type);
   c.rope.freq_scale = 1.0 / factor;
   c.rope.yarn.ext_factor = 1.0;
-  const int64_t orig = f.get_int(key("rope.scaling.original_context_length")).value_or(c.ctx_len);
+  const int64_t orig = f.get_int(key(gk::kRopeScalingOrigCtx)).value_or(c.ctx_len);
   if (orig <= 0 || orig > INT32_MAX)
     return make_error(ErrorCode::CorruptData, "{}: rope.scaling.original_context_length = {}", src,
                       orig);
   c.rope.yarn.orig_ctx = int(orig);
-  c.yarn_attn_factor = f.get_float(key("rope.scaling.attn_factor")).value_or(1.0);
+  c.yarn_attn_factor = f.get_float(key(gk::kRopeScalingAttnFactor)).value_or(1.0);
   if (!(c.yarn_attn_factor > 0))
     return make_error(ErrorCode::CorruptData, "{}: rope.scaling.attn_factor {} must be > 0", src,
                       c.yarn_attn_factor);

@@ -1,9 +1,15 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
 // qwen2vl, deepseek2). Weight matrices stay in the file's type and point into its mapping.
+//
+// load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
+// shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
+// weights (load_weights: the head, then each layer's attention and FFN), the check that no
+// tensor is left unread, and the embedded tokenizer.
 #include <set>
 
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "model/deepseek2.h"
 #include "model/model.h"
 #include "tokenizer/gguf_import.h"
@@ -12,22 +18,36 @@ namespace kamera {
 
 namespace {
 
+namespace gk = gguf_key;
+
 class GgufModelReader {
  public:
   GgufModelReader(const GgufFile& f, std::string arch) : f_(f), arch_(std::move(arch)) {}
 
+  const std::string& arch() const { return arch_; }
+
   Result<int64_t> need_int(const std::string& key) const {
-    auto v = f_.get_int(arch_ + "." + key);
+    auto v = f_.get_int(gk::arch_key(arch_, key));
     if (!v)
       return make_error(ErrorCode::CorruptData, "{}: missing metadata key '{}.{}'", f_.name(),
                         arch_, key);
     return *v;
   }
+  // A hyperparameter that must be present and in [1, INT32_MAX].
+  Status need_count(const char* key, int& out) const {
+    auto v = need_int(key);
+    if (!v.ok()) return v.error();
+    if (*v <= 0 || *v > INT32_MAX)
+      return make_error(ErrorCode::CorruptData, "{}: {}.{} = {} is out of range", f_.name(), arch_,
+                        key, *v);
+    out = int(*v);
+    return Status::Ok();
+  }
   int64_t int_or(const std::string& key, int64_t dflt) const {
-    return f_.get_int(arch_ + "." + key).value_or(dflt);
+    return f_.get_int(gk::arch_key(arch_, key)).value_or(dflt);
   }
   double float_or(const std::string& key, double dflt) const {
-    return f_.get_float(arch_ + "." + key).value_or(dflt);
+    return f_.get_float(gk::arch_key(arch_, key)).value_or(dflt);
   }
 
   // Finds tensor `name` and checks its shape (ne order, ne[0] contiguous).
@@ -84,173 +104,241 @@ class GgufModelReader {
   std::set<std::string> used_;
 };
 
+// general.architecture, one of the architectures kamera runs; its name in *name.
+Result<Arch> read_arch(const GgufFile& f, std::string* name) {
+  const auto arch = f.get_string(gk::kArchitecture);
+  if (!arch)
+    return make_error(ErrorCode::CorruptData, "{}: missing {}", f.name(), gk::kArchitecture);
+  const std::optional<Arch> kind = arch_from_name(*arch);
+  if (!kind)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: architecture '{}' is not supported (supported: {})", f.name(), *arch,
+                      arch_names());
+  *name = *arch;
+  return *kind;
+}
+
+// The shape every architecture has: widths, depth, heads, norm epsilon, the rotated channels.
+Status read_shape(const GgufModelReader& r, const std::string& path, ModelConfig& c) {
+  KAMERA_TRY(r.need_count(gk::kEmbeddingLength, c.dim));
+  KAMERA_TRY(r.need_count(gk::kBlockCount, c.n_layers));
+  KAMERA_TRY(r.need_count(gk::kFeedForwardLength, c.ffn_dim));
+  KAMERA_TRY(r.need_count(gk::kHeadCount, c.n_heads));
+  KAMERA_TRY(r.need_count(gk::kContextLength, c.ctx_len));
+  c.n_kv_heads = int(r.int_or(gk::kHeadCountKv, c.n_heads));
+  c.head_dim = int(r.int_or(gk::kKeyLength, c.n_heads > 0 ? c.dim / c.n_heads : 0));
+  if (c.arch != Arch::Deepseek2 && r.int_or(gk::kValueLength, c.head_dim) != c.head_dim)
+    return make_error(ErrorCode::Unsupported, "{}: key_length != value_length is not supported",
+                      path);
+  c.rms_eps = float(r.float_or(gk::kRmsEps, 1e-5));
+  c.rope.layout = is_qwen(c.arch) ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.head_dim = c.head_dim;
+  c.rope.n_rot = int(r.int_or(gk::kRopeDimensionCount, c.head_dim));
+  return Status::Ok();
+}
+
+// DeepSeek-V2 MLA: key_length = qk_nope + qk_rope, value_length = v_head,
+// rope.dimension_count = qk_rope; then its MoE layers and YaRN (model/deepseek2.h).
+Status read_mla(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  c.attention = AttentionKind::Mla;
+  c.mla.q_lora_rank = int(r.int_or(gk::kQLoraRank, 0));
+  c.mla.kv_lora_rank = int(r.int_or(gk::kKvLoraRank, 0));
+  c.mla.qk_rope_dim = c.rope.n_rot;
+  c.mla.qk_nope_dim = c.head_dim - c.rope.n_rot;
+  c.mla.v_head_dim = int(r.int_or(gk::kValueLength, 0));
+  c.rope.head_dim = c.rope.n_rot;
+  return read_deepseek2_hparams(f, c);
+}
+
+// qwen2vl's M-RoPE: 3 or 4 sections of rotary pairs, blocked unless the file says interleaved.
+Status read_mrope_sections(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  const std::string path = f.name(), sections = gk::arch_key(r.arch(), gk::kRopeDimensionSections);
+  const auto* sec = f.get_int_array(sections);
+  if (!sec || sec->size() < 3 || sec->size() > 4)
+    return make_error(ErrorCode::CorruptData, "{}: {} must be an array of 3 or 4 integers", path,
+                      sections);
+  for (size_t i = 0; i < sec->size(); ++i) {
+    if ((*sec)[i] < 0 || (*sec)[i] > 1 << 16)
+      return make_error(ErrorCode::CorruptData, "{}: rope section {} = {} is out of range", path, i,
+                        (*sec)[i]);
+    c.rope.sections[i] = int((*sec)[i]);
+  }
+  c.rope.mrope = f.get_bool(gk::arch_key(r.arch(), gk::kRopeMropeInterleaved)).value_or(false)
+                     ? MropeMode::Interleaved
+                     : MropeMode::Blocked;
+  return Status::Ok();
+}
+
+// rope.freq_base and linear rope scaling (deepseek2's YaRN is read with its MLA keys).
+Status read_rope_frequency(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  c.rope.theta = r.float_or(gk::kRopeFreqBase, 10000.0);
+  const auto scaling = f.get_string(gk::arch_key(r.arch(), gk::kRopeScalingType));
+  if (scaling && *scaling == "linear") {
+    const double factor = r.float_or(gk::kRopeScalingFactor, 1.0);
+    if (!(factor > 0))
+      return make_error(ErrorCode::CorruptData, "{}: rope.scaling.factor {} must be > 0", f.name(),
+                        factor);
+    c.rope.freq_scale = 1.0 / factor;
+  } else if (scaling && *scaling != "none" && c.arch != Arch::Deepseek2) {
+    return make_error(ErrorCode::Unsupported,
+                      "{}: rope scaling '{}' is not supported (none, linear)", f.name(), *scaling);
+  }
+  return Status::Ok();
+}
+
+// What the tensors present imply: the vocabulary size, a tied output head, q/k/v biases.
+Status read_tensor_flags(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  const GgufTensor* embd = f.find_tensor("token_embd.weight");
+  if (!embd || embd->ne.size() != 2)
+    return make_error(ErrorCode::CorruptData, "{}: missing 2-D tensor 'token_embd.weight'",
+                      f.name());
+  c.n_vocab = int(r.int_or(gk::kVocabSize, embd->ne[1]));
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  return Status::Ok();
+}
+
+// The hyperparameters of c.arch, validated.
+Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  KAMERA_TRY(read_shape(r, f.name(), c));
+  if (c.arch == Arch::Deepseek2) KAMERA_TRY(read_mla(r, f, c));
+  if (c.arch == Arch::Qwen2Vl) KAMERA_TRY(read_mrope_sections(r, f, c));
+  KAMERA_TRY(read_rope_frequency(r, f, c));
+  KAMERA_TRY(read_tensor_flags(r, f, c));
+  return c.validate(f.name());
+}
+
+// The embedding, the final norm and the output head (a stored copy of the embedding is tied).
+Status load_head(GgufModelReader& r, Model& m) {
+  ModelConfig& c = m.cfg;
+  const int64_t d = c.dim, V = c.n_vocab;
+  KAMERA_TRY(r.weight("token_embd.weight", {d, V}, m.tok_embd));
+  KAMERA_TRY(r.tensor("output_norm.weight", {d}, m.out_norm));
+  if (c.tied_output) return Status::Ok();
+  KAMERA_TRY(r.weight("output.weight", {d, V}, m.output));
+  if (m.output.same_as(m.tok_embd)) {  // a stored copy of the embedding: same model as tied
+    m.output = Weight();
+    c.tied_output = true;
+  }
+  return Status::Ok();
+}
+
+// MLA's projections: q (low-rank or full), the compressed kv with its rope band, kv_b (in f32),
+// the output.
+Status load_mla_attention(GgufModelReader& r, const ModelConfig& c, const std::string& p,
+                          LayerWeights& l) {
+  const MlaConfig& a = c.mla;
+  const int64_t d = c.dim, q = c.q_width(), lat = a.kv_lora_rank, rope = a.qk_rope_dim,
+                H = c.n_heads;
+  if (a.q_lora_rank > 0) {
+    KAMERA_TRY(r.weight(p + "attn_q_a.weight", {d, a.q_lora_rank}, l.wq_a));
+    KAMERA_TRY(r.tensor(p + "attn_q_a_norm.weight", {a.q_lora_rank}, l.q_a_norm));
+    KAMERA_TRY(r.weight(p + "attn_q_b.weight", {a.q_lora_rank, q}, l.wq_b));
+  } else {
+    KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
+  }
+  KAMERA_TRY(r.weight(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
+  KAMERA_TRY(r.tensor(p + "attn_kv_a_norm.weight", {lat}, l.kv_a_norm));
+  KAMERA_TRY(
+      r.weight_f32(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
+  return r.weight(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo);
+}
+
+// Multi-head (or grouped-query) attention's q, k, v and output projections.
+Status load_attention(GgufModelReader& r, const ModelConfig& c, const std::string& p,
+                      LayerWeights& l) {
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width();
+  KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
+  KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
+  KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
+  return r.weight(p + "attn_output.weight", {q, d}, l.wo);
+}
+
+// The FFN's norm, then its experts (a MoE layer) or the dense SwiGLU.
+Status load_ffn(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int i,
+                const std::string& p, LayerWeights& l) {
+  const int64_t d = c.dim, h = c.ffn_dim;
+  KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
+  if (c.moe.is_moe_layer(i)) {
+    auto read = [&r](const std::string& name, std::vector<int64_t> ne, Weight& dst) {
+      return r.weight(name, std::move(ne), dst);
+    };
+    return read_moe_layer(f, c, i, read, l.moe);
+  }
+  KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
+  KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
+  return r.weight(p + "ffn_up.weight", {d, h}, l.w_up);
+}
+
+Status load_qkv_bias(GgufModelReader& r, const ModelConfig& c, const std::string& p,
+                     LayerWeights& l) {
+  const int64_t q = c.q_width(), kv = c.kv_width();
+  KAMERA_TRY(r.tensor(p + "attn_q.bias", {q}, l.bq));
+  KAMERA_TRY(r.tensor(p + "attn_k.bias", {kv}, l.bk));
+  return r.tensor(p + "attn_v.bias", {kv}, l.bv);
+}
+
+Status load_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int i,
+                  LayerWeights& l) {
+  const std::string p = fmt::format("blk.{}.", i);
+  KAMERA_TRY(r.tensor(p + "attn_norm.weight", {c.dim}, l.attn_norm));
+  const bool mla = c.attention == AttentionKind::Mla;
+  KAMERA_TRY(mla ? load_mla_attention(r, c, p, l) : load_attention(r, c, p, l));
+  KAMERA_TRY(load_ffn(r, f, c, i, p, l));
+  if (!mla && c.qkv_bias) KAMERA_TRY(load_qkv_bias(r, c, p, l));
+  return Status::Ok();
+}
+
+Status load_weights(GgufModelReader& r, const GgufFile& f, Model& m) {
+  KAMERA_TRY(load_head(r, m));
+  m.layers.resize(m.cfg.n_layers);
+  for (int i = 0; i < m.cfg.n_layers; ++i) KAMERA_TRY(load_layer(r, f, m.cfg, i, m.layers[i]));
+  return Status::Ok();
+}
+
+// A tensor no step read would be ignored, and the model would compute something else.
+Status check_all_tensors_read(const GgufModelReader& r, const GgufFile& f) {
+  for (const GgufTensor& t : f.tensors())
+    if (!r.used().count(t.name))
+      return make_error(ErrorCode::Unsupported,
+                        "{}: tensor '{}' is not supported for architecture {} (kamera would "
+                        "ignore it and compute something else)",
+                        f.name(), t.name, r.arch());
+  return Status::Ok();
+}
+
+// The embedded vocabulary, when the file has one; an unsupported one leaves the model on token
+// ids (with a warning), a mismatched one is an error.
+Status attach_tokenizer(const GgufFile& f, Model& m) {
+  if (!f.get_string(gk::kTokenizerModel)) return Status::Ok();
+  auto tok = tokenizer_from_gguf(f);
+  if (!tok.ok() && tok.code() != ErrorCode::Unsupported) return tok.error();
+  if (!tok.ok()) {
+    log().warn("{}; the model runs on token ids only", tok.message());
+  } else if (tok->n_vocab() != m.cfg.n_vocab) {
+    return make_error(ErrorCode::CorruptData, "{}: tokenizer has {} tokens but the model {}",
+                      f.name(), tok->n_vocab(), m.cfg.n_vocab);
+  } else {
+    m.tokenizer = std::move(tok.value());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   auto file = GgufFile::open(path);
   if (!file.ok()) return file.error();
   const GgufFile& f = **file;
-  const auto arch = f.get_string("general.architecture");
-  if (!arch) return make_error(ErrorCode::CorruptData, "{}: missing general.architecture", path);
-  const std::optional<Arch> kind = arch_from_name(*arch);
-  if (!kind)
-    return make_error(ErrorCode::Unsupported,
-                      "{}: architecture '{}' is not supported (supported: {})", path, *arch,
-                      arch_names());
-  const bool mla = *kind == Arch::Deepseek2;
-  const bool qwen = is_qwen(*kind);
-  GgufModelReader r(f, *arch);
-
+  std::string arch;
+  KAMERA_ASSIGN_OR_RETURN(const Arch kind, read_arch(f, &arch));
+  GgufModelReader r(f, arch);
   auto m = std::make_unique<Model>();
-  ModelConfig& c = m->cfg;
-  c.arch = *kind;
-  auto get = [&](const char* key, int& out) -> Status {
-    auto v = r.need_int(key);
-    if (!v.ok()) return v.error();
-    if (*v <= 0 || *v > INT32_MAX)
-      return make_error(ErrorCode::CorruptData, "{}: {}.{} = {} is out of range", path, *arch, key,
-                        *v);
-    out = int(*v);
-    return Status::Ok();
-  };
-  KAMERA_TRY(get("embedding_length", c.dim));
-  KAMERA_TRY(get("block_count", c.n_layers));
-  KAMERA_TRY(get("feed_forward_length", c.ffn_dim));
-  KAMERA_TRY(get("attention.head_count", c.n_heads));
-  KAMERA_TRY(get("context_length", c.ctx_len));
-  c.n_kv_heads = int(r.int_or("attention.head_count_kv", c.n_heads));
-  c.head_dim = int(r.int_or("attention.key_length", c.n_heads > 0 ? c.dim / c.n_heads : 0));
-  if (!mla && r.int_or("attention.value_length", c.head_dim) != c.head_dim)
-    return make_error(ErrorCode::Unsupported, "{}: key_length != value_length is not supported",
-                      path);
-  c.rms_eps = float(r.float_or("attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
-  c.rope.head_dim = c.head_dim;
-  c.rope.n_rot = int(r.int_or("rope.dimension_count", c.head_dim));
-  if (mla) {
-    // DeepSeek-V2 MLA: key_length = qk_nope + qk_rope, value_length = v_head,
-    // rope.dimension_count = qk_rope.
-    c.attention = AttentionKind::Mla;
-    c.mla.q_lora_rank = int(r.int_or("attention.q_lora_rank", 0));
-    c.mla.kv_lora_rank = int(r.int_or("attention.kv_lora_rank", 0));
-    c.mla.qk_rope_dim = c.rope.n_rot;
-    c.mla.qk_nope_dim = c.head_dim - c.rope.n_rot;
-    c.mla.v_head_dim = int(r.int_or("attention.value_length", 0));
-    c.rope.head_dim = c.rope.n_rot;
-    KAMERA_TRY(read_deepseek2_hparams(f, c));  // MoE layers, YaRN (model/deepseek2.h)
-  }
-  if (*kind == Arch::Qwen2Vl) {
-    const auto* sec = f.get_int_array("qwen2vl.rope.dimension_sections");
-    if (!sec || sec->size() < 3 || sec->size() > 4)
-      return make_error(ErrorCode::CorruptData,
-                        "{}: qwen2vl.rope.dimension_sections must be an array of 3 or 4 integers",
-                        path);
-    for (size_t i = 0; i < sec->size(); ++i) {
-      if ((*sec)[i] < 0 || (*sec)[i] > 1 << 16)
-        return make_error(ErrorCode::CorruptData, "{}: rope section {} = {} is out of range", path,
-                          i, (*sec)[i]);
-      c.rope.sections[i] = int((*sec)[i]);
-    }
-    c.rope.mrope = f.get_bool("qwen2vl.rope.mrope_interleaved").value_or(false)
-                       ? MropeMode::Interleaved
-                       : MropeMode::Blocked;
-  }
-  c.rope.theta = r.float_or("rope.freq_base", 10000.0);
-  const auto scaling = f.get_string(*arch + ".rope.scaling.type");
-  if (scaling && *scaling == "linear") {
-    const double factor = r.float_or("rope.scaling.factor", 1.0);
-    if (!(factor > 0))
-      return make_error(ErrorCode::CorruptData, "{}: rope.scaling.factor {} must be > 0", path,
-                        factor);
-    c.rope.freq_scale = 1.0 / factor;
-  } else if (scaling && *scaling != "none" && !mla) {  // deepseek2: read above
-    return make_error(ErrorCode::Unsupported,
-                      "{}: rope scaling '{}' is not supported (none, linear)", path, *scaling);
-  }
-  const GgufTensor* embd = f.find_tensor("token_embd.weight");
-  if (!embd || embd->ne.size() != 2)
-    return make_error(ErrorCode::CorruptData, "{}: missing 2-D tensor 'token_embd.weight'", path);
-  c.n_vocab = int(r.int_or("vocab_size", embd->ne[1]));
-  c.tied_output = f.find_tensor("output.weight") == nullptr;
-  c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
-  KAMERA_TRY(c.validate(path));
-
-  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
-  KAMERA_TRY(r.weight("token_embd.weight", {d, V}, m->tok_embd));
-  KAMERA_TRY(r.tensor("output_norm.weight", {d}, m->out_norm));
-  if (!c.tied_output) {
-    KAMERA_TRY(r.weight("output.weight", {d, V}, m->output));
-    if (m->output.same_as(m->tok_embd)) {  // a stored copy of the embedding: same model as tied
-      m->output = Weight();
-      c.tied_output = true;
-    }
-  }
-  m->layers.resize(c.n_layers);
-  for (int i = 0; i < c.n_layers; ++i) {
-    LayerWeights& l = m->layers[i];
-    const std::string p = fmt::format("blk.{}.", i);
-    KAMERA_TRY(r.tensor(p + "attn_norm.weight", {d}, l.attn_norm));
-    if (mla) {
-      const MlaConfig& a = c.mla;
-      const int64_t lat = a.kv_lora_rank, rope = a.qk_rope_dim, H = c.n_heads;
-      if (a.q_lora_rank > 0) {
-        KAMERA_TRY(r.weight(p + "attn_q_a.weight", {d, a.q_lora_rank}, l.wq_a));
-        KAMERA_TRY(r.tensor(p + "attn_q_a_norm.weight", {a.q_lora_rank}, l.q_a_norm));
-        KAMERA_TRY(r.weight(p + "attn_q_b.weight", {a.q_lora_rank, q}, l.wq_b));
-      } else {
-        KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
-      }
-      KAMERA_TRY(r.weight(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
-      KAMERA_TRY(r.tensor(p + "attn_kv_a_norm.weight", {lat}, l.kv_a_norm));
-      KAMERA_TRY(
-          r.weight_f32(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
-      KAMERA_TRY(r.weight(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo));
-      KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
-      if (c.moe.is_moe_layer(i)) {
-        auto read = [&r](const std::string& name, std::vector<int64_t> ne, Weight& dst) {
-          return r.weight(name, std::move(ne), dst);
-        };
-        KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
-        continue;
-      }
-      KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
-      KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
-      KAMERA_TRY(r.weight(p + "ffn_up.weight", {d, h}, l.w_up));
-      continue;
-    }
-    KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
-    KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
-    KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
-    KAMERA_TRY(r.weight(p + "attn_output.weight", {q, d}, l.wo));
-    KAMERA_TRY(r.tensor(p + "ffn_norm.weight", {d}, l.ffn_norm));
-    KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
-    KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
-    KAMERA_TRY(r.weight(p + "ffn_up.weight", {d, h}, l.w_up));
-    if (c.qkv_bias) {
-      KAMERA_TRY(r.tensor(p + "attn_q.bias", {q}, l.bq));
-      KAMERA_TRY(r.tensor(p + "attn_k.bias", {kv}, l.bk));
-      KAMERA_TRY(r.tensor(p + "attn_v.bias", {kv}, l.bv));
-    }
-  }
-  for (const GgufTensor& t : f.tensors())
-    if (!r.used().count(t.name))
-      return make_error(ErrorCode::Unsupported,
-                        "{}: tensor '{}' is not supported for architecture {} (kamera would "
-                        "ignore it and compute something else)",
-                        path, t.name, *arch);
-
-  if (f.get_string("tokenizer.ggml.model")) {
-    auto tok = tokenizer_from_gguf(f);
-    if (!tok.ok() && tok.code() != ErrorCode::Unsupported) return tok.error();
-    if (!tok.ok()) {
-      log().warn("{}; the model runs on token ids only", tok.message());
-    } else if (tok->n_vocab() != c.n_vocab) {
-      return make_error(ErrorCode::CorruptData, "{}: tokenizer has {} tokens but the model {}",
-                        path, tok->n_vocab(), c.n_vocab);
-    } else {
-      m->tokenizer = std::move(tok.value());
-    }
-  }
+  m->cfg.arch = kind;
+  KAMERA_TRY(read_config(r, f, m->cfg));
+  KAMERA_TRY(load_weights(r, f, *m));
+  KAMERA_TRY(check_all_tensors_read(r, f));
+  KAMERA_TRY(attach_tokenizer(f, *m));
   m->source = path;
   m->format = "gguf";
   m->mapping = *file;  // the weights point into it

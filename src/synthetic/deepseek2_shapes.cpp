@@ -6,13 +6,14 @@
 #include <algorithm>
 
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 
 namespace kamera {
 
 namespace {
 
-std::string key(const char* k) {
-  return std::string("deepseek2.") + k;
+std::string key(const char* suffix) {
+  return gguf_key::arch_key(arch_name(Arch::Deepseek2), suffix);
 }
 
 }  // namespace
@@ -20,23 +21,25 @@ std::string key(const char* k) {
 void write_deepseek2_keys(GgufWriter& w, const ModelConfig& c) {
   const MoeConfig& m = c.moe;
   // llama.cpp reads these for every deepseek2 file, MoE or not
-  w.set_u32(key("leading_dense_block_count"), uint32_t(m.enabled() ? m.n_dense_lead : c.n_layers));
-  w.set_u32(key("expert_feed_forward_length"), uint32_t(m.enabled() ? m.expert_ffn : c.ffn_dim));
-  w.set_u32(key("expert_count"), uint32_t(m.n_experts));
-  w.set_u32(key("expert_shared_count"), uint32_t(m.n_shared));
-  w.set_f32(key("expert_weights_scale"), m.enabled() ? m.weights_scale : 1.0f);
-  w.set_f32(key("rope.scaling.yarn_log_multiplier"), float(c.yarn_log_mul));
+  w.set_u32(key(gguf_key::kLeadingDenseBlockCount),
+            uint32_t(m.enabled() ? m.n_dense_lead : c.n_layers));
+  w.set_u32(key(gguf_key::kExpertFeedForwardLength),
+            uint32_t(m.enabled() ? m.expert_ffn : c.ffn_dim));
+  w.set_u32(key(gguf_key::kExpertCount), uint32_t(m.n_experts));
+  w.set_u32(key(gguf_key::kExpertSharedCount), uint32_t(m.n_shared));
+  w.set_f32(key(gguf_key::kExpertWeightsScale), m.enabled() ? m.weights_scale : 1.0f);
+  w.set_f32(key(gguf_key::kRopeScalingYarnLogMul), float(c.yarn_log_mul));
   if (m.enabled()) {
-    w.set_u32(key("expert_used_count"), uint32_t(m.n_used));
-    w.set_bool(key("expert_weights_norm"), m.norm_weights);
-    w.set_u32(key("expert_gating_func"), 1);  // softmax
+    w.set_u32(key(gguf_key::kExpertUsedCount), uint32_t(m.n_used));
+    w.set_bool(key(gguf_key::kExpertWeightsNorm), m.norm_weights);
+    w.set_u32(key(gguf_key::kExpertGatingFunc), 1);  // softmax
   }
   if (c.rope.yarn.ext_factor != 0.0) {
-    w.set_string(key("rope.scaling.type"), "yarn");
-    w.set_f32(key("rope.scaling.factor"), float(1.0 / c.rope.freq_scale));
-    w.set_u32(key("rope.scaling.original_context_length"), uint32_t(c.rope.yarn.orig_ctx));
+    w.set_string(key(gguf_key::kRopeScalingType), "yarn");
+    w.set_f32(key(gguf_key::kRopeScalingFactor), float(1.0 / c.rope.freq_scale));
+    w.set_u32(key(gguf_key::kRopeScalingOrigCtx), uint32_t(c.rope.yarn.orig_ctx));
     if (c.yarn_attn_factor != 1.0)
-      w.set_f32(key("rope.scaling.attn_factor"), float(c.yarn_attn_factor));
+      w.set_f32(key(gguf_key::kRopeScalingAttnFactor), float(c.yarn_attn_factor));
   }
 }
 

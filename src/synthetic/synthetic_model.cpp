@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "model/deepseek2.h"
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
@@ -149,6 +150,108 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   return c;
 }
 
+namespace {
+
+// sections=t:h:w[:extra]: rotary pairs per M-RoPE component.
+Status parse_sections(const std::string& val, ModelConfig& c) {
+  std::stringstream vs(val);
+  std::string part;
+  int i = 0;
+  c.rope.sections = {0, 0, 0, 0};
+  while (std::getline(vs, part, ':')) {
+    if (i == 4)
+      return make_error(ErrorCode::InvalidArgument, "--dims: sections takes at most 4 values");
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 0 || v > 4096)
+      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' in sections={} is not a count",
+                        part, val);
+    c.rope.sections[i++] = int(v);
+  }
+  return Status::Ok();
+}
+
+// mrope=blocked|interleaved.
+Status parse_mrope(const std::string& val, ModelConfig& c) {
+  if (val == "blocked")
+    c.rope.mrope = MropeMode::Blocked;
+  else if (val == "interleaved")
+    c.rope.mrope = MropeMode::Interleaved;
+  else
+    return make_error(ErrorCode::InvalidArgument, "--dims: mrope={} (blocked or interleaved)", val);
+  return Status::Ok();
+}
+
+// A numeric key=x of every architecture or MLA's; false for a key it does not know.
+bool set_number(ModelConfig& c, const std::string& key, double x, bool* rot_set) {
+  const int i = int(x);
+  if (key == "dim")
+    c.dim = i;
+  else if (key == "layers")
+    c.n_layers = i;
+  else if (key == "heads")
+    c.n_heads = i;
+  else if (key == "kv_heads")
+    c.n_kv_heads = i;
+  else if (key == "head_dim")
+    c.head_dim = i;
+  else if (key == "ffn")
+    c.ffn_dim = i;
+  else if (key == "vocab")
+    c.n_vocab = i;
+  else if (key == "ctx")
+    c.ctx_len = i;
+  else if (key == "rope_dims") {
+    c.rope.n_rot = i;
+    *rot_set = true;
+  } else if (key == "theta")
+    c.rope.theta = x;
+  else if (key == "eps")
+    c.rms_eps = float(x);
+  else if (key == "bias")
+    c.qkv_bias = i != 0;
+  else if (key == "tied")
+    c.tied_output = i != 0;
+  else if (key == "q_lora")
+    c.mla.q_lora_rank = i;
+  else if (key == "kv_lora")
+    c.mla.kv_lora_rank = i;
+  else if (key == "qk_nope")
+    c.mla.qk_nope_dim = i;
+  else if (key == "qk_rope")
+    c.mla.qk_rope_dim = i;
+  else if (key == "v_head")
+    c.mla.v_head_dim = i;
+  else
+    return false;
+  return true;
+}
+
+// One "key=value" item of --dims.
+Status apply_dim(ModelConfig& c, const std::string& item, bool* rot_set) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos)
+    return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not key=value", item);
+  const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+  if (key == "sections") return parse_sections(val, c);
+  if (key == "mrope") return parse_mrope(val, c);
+  double x = 0;
+  auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
+  if (ec != std::errc() || p != val.data() + val.size())
+    return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not a number in '{}'", val,
+                      item);
+  if (set_number(c, key, x, rot_set) || apply_deepseek2_dim(c, key, x)) return Status::Ok();
+  return make_error(ErrorCode::InvalidArgument,
+                    "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
+                    "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
+                    "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
+                    "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
+                    "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
+                    key);
+}
+
+}  // namespace
+
 Status apply_dims(ModelConfig& c, const std::string& dims) {
   std::stringstream ss(dims);
   std::string item;
@@ -156,90 +259,7 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
   bool rot_set = false;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos)
-      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not key=value", item);
-    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-    if (key == "sections") {  // t:h:w[:extra] rotary pairs per M-RoPE component
-      std::stringstream vs(val);
-      std::string part;
-      int i = 0;
-      c.rope.sections = {0, 0, 0, 0};
-      while (std::getline(vs, part, ':')) {
-        if (i == 4)
-          return make_error(ErrorCode::InvalidArgument, "--dims: sections takes at most 4 values");
-        char* end = nullptr;
-        const long v = std::strtol(part.c_str(), &end, 10);
-        if (part.empty() || *end != '\0' || v < 0 || v > 4096)
-          return make_error(ErrorCode::InvalidArgument,
-                            "--dims: '{}' in sections={} is not a count", part, val);
-        c.rope.sections[i++] = int(v);
-      }
-      continue;
-    }
-    if (key == "mrope") {
-      if (val == "blocked")
-        c.rope.mrope = MropeMode::Blocked;
-      else if (val == "interleaved")
-        c.rope.mrope = MropeMode::Interleaved;
-      else
-        return make_error(ErrorCode::InvalidArgument, "--dims: mrope={} (blocked or interleaved)",
-                          val);
-      continue;
-    }
-    double x = 0;
-    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), x);
-    if (ec != std::errc() || p != val.data() + val.size())
-      return make_error(ErrorCode::InvalidArgument, "--dims: '{}' is not a number in '{}'", val,
-                        item);
-    const int i = int(x);
-    if (key == "dim")
-      c.dim = i;
-    else if (key == "layers")
-      c.n_layers = i;
-    else if (key == "heads")
-      c.n_heads = i;
-    else if (key == "kv_heads")
-      c.n_kv_heads = i;
-    else if (key == "head_dim")
-      c.head_dim = i;
-    else if (key == "ffn")
-      c.ffn_dim = i;
-    else if (key == "vocab")
-      c.n_vocab = i;
-    else if (key == "ctx")
-      c.ctx_len = i;
-    else if (key == "rope_dims") {
-      c.rope.n_rot = i;
-      rot_set = true;
-    } else if (key == "theta")
-      c.rope.theta = x;
-    else if (key == "eps")
-      c.rms_eps = float(x);
-    else if (key == "bias")
-      c.qkv_bias = i != 0;
-    else if (key == "tied")
-      c.tied_output = i != 0;
-    else if (key == "q_lora")
-      c.mla.q_lora_rank = i;
-    else if (key == "kv_lora")
-      c.mla.kv_lora_rank = i;
-    else if (key == "qk_nope")
-      c.mla.qk_nope_dim = i;
-    else if (key == "qk_rope")
-      c.mla.qk_rope_dim = i;
-    else if (key == "v_head")
-      c.mla.v_head_dim = i;
-    else if (apply_deepseek2_dim(c, key, x))
-      continue;
-    else
-      return make_error(ErrorCode::InvalidArgument,
-                        "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
-                        "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
-                        "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
-                        "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
-                        "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
-                        key);
+    KAMERA_TRY(apply_dim(c, item, &rot_set));
   }
   if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
   finish_rope(c);
@@ -333,12 +353,13 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   return write_decoder_gguf(spec.cfg, spec.name, spec.weight_type, *vocab, fill, path);
 }
 
-Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
-                          const Tokenizer::Vocab& v, const TensorFill& fill,
-                          const std::string& path) {
-  KAMERA_TRY(c.validate(path));
+namespace {
+
+namespace gk = gguf_key;
+
+// What a decoder file of c.arch must be, and the vocabulary it carries.
+Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
   const bool qwen = is_qwen(c.arch);
-  const bool mla = c.arch == Arch::Deepseek2;
   if (qwen && c.rope.layout != RopeLayout::Neox)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2 and qwen2vl use the NeoX rope layout");
@@ -346,7 +367,7 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: {} uses the normal (interleaved pair) rope layout",
                       arch_name(c.arch));
-  if (mla != (c.attention == AttentionKind::Mla))
+  if ((c.arch == Arch::Deepseek2) != (c.attention == AttentionKind::Mla))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: deepseek2 and only deepseek2 uses MLA");
   if ((c.arch == Arch::Qwen2Vl) != (c.rope.mrope != MropeMode::None))
@@ -356,94 +377,142 @@ Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, D
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
                       c.n_vocab);
-  GgufWriter w;
+  return Status::Ok();
+}
+
+// general.* and the {arch}.* hyperparameters, as model/load_gguf.cpp reads them back.
+void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model_name,
+                   DType weight_type) {
   const std::string a = arch_name(c.arch);
-  w.set_string("general.architecture", a);
-  w.set_string("general.name", model_name);
+  const auto k = [&a](const char* suffix) { return gk::arch_key(a, suffix); };
+  w.set_string(gk::kArchitecture, a);
+  w.set_string(gk::kName, model_name);
   const uint32_t file_type = weight_type == DType::F32    ? 0
                              : weight_type == DType::F16  ? 1
                              : weight_type == DType::Q8_0 ? 7
                                                           : 32;
-  w.set_u32("general.file_type", file_type);
-  w.set_u32(a + ".context_length", uint32_t(c.ctx_len));
-  w.set_u32(a + ".embedding_length", uint32_t(c.dim));
-  w.set_u32(a + ".block_count", uint32_t(c.n_layers));
-  w.set_u32(a + ".feed_forward_length", uint32_t(c.ffn_dim));
-  w.set_u32(a + ".attention.head_count", uint32_t(c.n_heads));
-  w.set_u32(a + ".attention.head_count_kv", uint32_t(c.n_kv_heads));
-  if (mla) {
-    w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
-    w.set_u32(a + ".attention.value_length", uint32_t(c.mla.v_head_dim));
-    if (c.mla.q_lora_rank > 0) w.set_u32(a + ".attention.q_lora_rank", uint32_t(c.mla.q_lora_rank));
-    w.set_u32(a + ".attention.kv_lora_rank", uint32_t(c.mla.kv_lora_rank));
+  w.set_u32(gk::kFileType, file_type);
+  w.set_u32(k(gk::kContextLength), uint32_t(c.ctx_len));
+  w.set_u32(k(gk::kEmbeddingLength), uint32_t(c.dim));
+  w.set_u32(k(gk::kBlockCount), uint32_t(c.n_layers));
+  w.set_u32(k(gk::kFeedForwardLength), uint32_t(c.ffn_dim));
+  w.set_u32(k(gk::kHeadCount), uint32_t(c.n_heads));
+  w.set_u32(k(gk::kHeadCountKv), uint32_t(c.n_kv_heads));
+  if (c.attention == AttentionKind::Mla) {
+    w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
+    w.set_u32(k(gk::kValueLength), uint32_t(c.mla.v_head_dim));
+    if (c.mla.q_lora_rank > 0) w.set_u32(k(gk::kQLoraRank), uint32_t(c.mla.q_lora_rank));
+    w.set_u32(k(gk::kKvLoraRank), uint32_t(c.mla.kv_lora_rank));
     write_deepseek2_keys(w, c);  // MoE and YaRN keys (synthetic/deepseek2_shapes.h)
   } else if (c.head_dim * c.n_heads != c.dim) {
-    w.set_u32(a + ".attention.key_length", uint32_t(c.head_dim));
-    w.set_u32(a + ".attention.value_length", uint32_t(c.head_dim));
+    w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
+    w.set_u32(k(gk::kValueLength), uint32_t(c.head_dim));
   }
-  w.set_u32(a + ".rope.dimension_count", uint32_t(c.rope.n_rot));
+  w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
-    w.set_i32_array(a + ".rope.dimension_sections", {c.rope.sections[0], c.rope.sections[1],
-                                                     c.rope.sections[2], c.rope.sections[3]});
-    if (c.rope.mrope == MropeMode::Interleaved) w.set_bool(a + ".rope.mrope_interleaved", true);
+    w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
+                                                    c.rope.sections[2], c.rope.sections[3]});
+    if (c.rope.mrope == MropeMode::Interleaved) w.set_bool(k(gk::kRopeMropeInterleaved), true);
   }
-  w.set_f32(a + ".rope.freq_base", float(c.rope.theta));
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", c.rms_eps);
-  w.set_u32(a + ".vocab_size", uint32_t(c.n_vocab));
+  w.set_f32(k(gk::kRopeFreqBase), float(c.rope.theta));
+  w.set_f32(k(gk::kRmsEps), c.rms_eps);
+  w.set_u32(k(gk::kVocabSize), uint32_t(c.n_vocab));
+}
 
-  write_tokenizer_gguf(w, v);
+// Adds the decoder's tensors with llama.cpp's names, each filled by `fill` when written:
+// matrices in the weight type, norms and biases in f32.
+class DecoderTensors {
+ public:
+  DecoderTensors(GgufWriter& w, const ModelConfig& c, DType wt, const TensorFill& fill)
+      : w_(w), c_(c), wt_(wt), fill_(fill) {}
 
-  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width(), h = c.ffn_dim, V = c.n_vocab;
-  const DType wt = weight_type;
-  auto weight = [&](const std::string& name, int64_t in, int64_t out) {
-    w.add_tensor(name, {in, out}, wt, [=, &fill](float* dst) { fill(name, {in, out}, dst); });
-  };
-  auto norm = [&](const std::string& name, int64_t n) {
-    w.add_tensor(name, {n}, DType::F32, [=, &fill](float* dst) { fill(name, {n}, dst); });
-  };
-  auto bias = norm;
-  weight("token_embd.weight", d, V);
-  norm("output_norm.weight", d);
-  if (!c.tied_output) weight("output.weight", d, V);
-  for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    norm(p + "attn_norm.weight", d);
-    if (mla) {
-      const MlaConfig& m = c.mla;
-      if (m.q_lora_rank > 0) {
-        weight(p + "attn_q_a.weight", d, m.q_lora_rank);
-        norm(p + "attn_q_a_norm.weight", m.q_lora_rank);
-        weight(p + "attn_q_b.weight", m.q_lora_rank, q);
-      } else {
-        weight(p + "attn_q.weight", d, q);
-      }
-      weight(p + "attn_kv_a_mqa.weight", d, m.kv_lora_rank + m.qk_rope_dim);
-      norm(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
-      weight(p + "attn_kv_b.weight", m.kv_lora_rank,
-             int64_t(c.n_heads) * (m.qk_nope_dim + m.v_head_dim));
-      weight(p + "attn_output.weight", int64_t(c.n_heads) * m.v_head_dim, d);
+  void add_all() {
+    const int64_t d = c_.dim, V = c_.n_vocab;
+    weight("token_embd.weight", d, V);
+    norm("output_norm.weight", d);
+    if (!c_.tied_output) weight("output.weight", d, V);
+    for (int i = 0; i < c_.n_layers; ++i) add_layer(i);
+  }
+
+ private:
+  void weight(const std::string& name, int64_t in, int64_t out) {
+    const TensorFill& fill = fill_;
+    w_.add_tensor(name, {in, out}, wt_, [=, &fill](float* dst) { fill(name, {in, out}, dst); });
+  }
+  void norm(const std::string& name, int64_t n) {  // and biases
+    const TensorFill& fill = fill_;
+    w_.add_tensor(name, {n}, DType::F32, [=, &fill](float* dst) { fill(name, {n}, dst); });
+  }
+
+  void add_mla_attention(const std::string& p) {
+    const MlaConfig& m = c_.mla;
+    const int64_t d = c_.dim, q = c_.q_width();
+    if (m.q_lora_rank > 0) {
+      weight(p + "attn_q_a.weight", d, m.q_lora_rank);
+      norm(p + "attn_q_a_norm.weight", m.q_lora_rank);
+      weight(p + "attn_q_b.weight", m.q_lora_rank, q);
     } else {
       weight(p + "attn_q.weight", d, q);
-      weight(p + "attn_k.weight", d, kv);
-      weight(p + "attn_v.weight", d, kv);
-      if (c.qkv_bias) {
-        bias(p + "attn_q.bias", q);
-        bias(p + "attn_k.bias", kv);
-        bias(p + "attn_v.bias", kv);
-      }
-      weight(p + "attn_output.weight", q, d);
+    }
+    weight(p + "attn_kv_a_mqa.weight", d, m.kv_lora_rank + m.qk_rope_dim);
+    norm(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
+    weight(p + "attn_kv_b.weight", m.kv_lora_rank,
+           int64_t(c_.n_heads) * (m.qk_nope_dim + m.v_head_dim));
+    weight(p + "attn_output.weight", int64_t(c_.n_heads) * m.v_head_dim, d);
+  }
+
+  void add_attention(const std::string& p) {
+    const int64_t d = c_.dim, q = c_.q_width(), kv = c_.kv_width();
+    weight(p + "attn_q.weight", d, q);
+    weight(p + "attn_k.weight", d, kv);
+    weight(p + "attn_v.weight", d, kv);
+    if (c_.qkv_bias) {
+      norm(p + "attn_q.bias", q);
+      norm(p + "attn_k.bias", kv);
+      norm(p + "attn_v.bias", kv);
+    }
+    weight(p + "attn_output.weight", q, d);
+  }
+
+  void add_layer(int i) {
+    const int64_t d = c_.dim, h = c_.ffn_dim;
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm.weight", d);
+    if (c_.attention == AttentionKind::Mla) {
+      add_mla_attention(p);
+    } else {
+      add_attention(p);
     }
     norm(p + "ffn_norm.weight", d);
-    if (c.moe.is_moe_layer(i)) {
-      for (const MoeTensorSpec& t : moe_layer_tensors(c, i))
-        w.add_tensor(t.name, t.ne, t.keep_f32 ? DType::F32 : wt,
-                     [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
-      continue;
+    if (c_.moe.is_moe_layer(i)) {
+      const TensorFill& fill = fill_;
+      for (const MoeTensorSpec& t : moe_layer_tensors(c_, i))
+        w_.add_tensor(t.name, t.ne, t.keep_f32 ? DType::F32 : wt_,
+                      [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
+      return;
     }
     weight(p + "ffn_gate.weight", d, h);
     weight(p + "ffn_up.weight", d, h);
     weight(p + "ffn_down.weight", h, d);
   }
+
+  GgufWriter& w_;
+  const ModelConfig& c_;
+  DType wt_;
+  const TensorFill& fill_;
+};
+
+}  // namespace
+
+Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
+                          const Tokenizer::Vocab& v, const TensorFill& fill,
+                          const std::string& path) {
+  KAMERA_TRY(c.validate(path));
+  KAMERA_TRY(check_decoder(c, v));
+  GgufWriter w;
+  write_hparams(w, c, model_name, weight_type);
+  write_tokenizer_gguf(w, v);
+  DecoderTensors(w, c, weight_type, fill).add_all();
   return w.write(path);
 }
 

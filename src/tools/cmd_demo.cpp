@@ -117,62 +117,71 @@ std::string ops_text(const DemoStep& st) {
   return s;
 }
 
-void print_human(const AgentDemoResult& r, bool quiet) {
+// What the run is: the stream, the model, the patches, what each arm does.
+void print_intro(const AgentDemoResult& r) {
   const AgentDemoOptions& o = r.options;
-  if (!quiet) {
-    std::printf(
-        "kamera demo: an agent watches a %d-frame stream (Test stream %llu) through a window of "
-        "%d frames\n",
-        o.n_frames, (unsigned long long)o.clip, o.window);
-    const std::string model =
-        r.decoder_path == r.vision_path ? r.decoder_path : r.decoder_path + " + " + r.vision_path;
-    std::printf("  model    %s (%d tokens per frame), %d thread%s\n", model.c_str(),
-                r.tokens_per_frame, r.threads, r.threads == 1 ? "" : "s");
-    std::printf("  patches  rank %d%s\n", r.rank_used,
-                r.rank_is_full
-                    ? fmt::format(" (full: a frame has {} tokens)", r.tokens_per_frame).c_str()
-                    : "");
-    std::printf(
-        "  per step the new frame is encoded once and cached; a full window slides: evict the "
-        "oldest\n           (survivors only relocate), admit the new frame with a patch formed on "
-        "the window\n");
-    std::printf(
-        "  kamera   = the question forwarded over the cached window; re-prefill = one forward "
-        "over\n           [<bos>, the same %d frames' embeddings, question]; TTFT = median of %d "
-        "runs\n",
-        o.window, o.reps);
-    std::printf(
-        "  types    1hop = single-hop, cross = cross-frame, recall = about an evicted "
-        "frame (f0 on a fork)\n\n");
-    std::printf("%4s %-5s %-8s %-6s %-50s %-8s %-8s %-8s %9s %9s %6s  %s\n", "step", "in", "window",
-                "type", "question", "gold", "kamera", "reprefil", "reprf ms", "kamera ms", "ratio",
-                "cache ops (slide | admit | fork: chunks, forwards, bytes)");
-    for (const auto& st : r.steps) {
-      const std::string win = fmt::format("f{}-f{}", st.window_first, st.window_last);
-      if (!st.question) {
-        std::printf("%4d +f%-3d %-8s %-6s %-50s %-8s %-8s %-8s %9s %9s %6s  %s\n", st.step, st.step,
-                    win.c_str(), "-", "(window filling)", "", "", "", "", "", "",
-                    ops_text(st).c_str());
-        continue;
-      }
-      const DemoQuestion& q = *st.question;
-      const char* type = q.type == DemoQuestionType::SingleHop    ? "1hop"
-                         : q.type == DemoQuestionType::CrossFrame ? "cross"
-                                                                  : "recall";
-      std::string text = q.text;
-      if (st.recalled >= 0) text = fmt::format("[f0=f{}] ", st.recalled) + text;
-      if (q.fallback) text += " (no cross)";
-      const auto& w = minivl::words();
-      auto word = [&](int32_t id) {
-        return id >= 0 && size_t(id) < w.size() ? w[size_t(id)] : std::string("?");
-      };
-      std::printf("%4d +f%-3d %-8s %-6s %-50s %-8s %-8s %-8s %9.3f %9.3f %5.1fx  %s\n", st.step,
-                  st.step, win.c_str(), type, text.c_str(), word(q.gold).c_str(),
-                  word(q.kamera).c_str(), word(q.reprefill).c_str(), q.reprefill_ms, q.kamera_ms,
-                  q.kamera_ms > 0 ? q.reprefill_ms / q.kamera_ms : 0.0, ops_text(st).c_str());
-    }
-    std::printf("\n");
+  std::printf(
+      "kamera demo: an agent watches a %d-frame stream (Test stream %llu) through a window of "
+      "%d frames\n",
+      o.n_frames, (unsigned long long)o.clip, o.window);
+  const std::string model =
+      r.decoder_path == r.vision_path ? r.decoder_path : r.decoder_path + " + " + r.vision_path;
+  std::printf("  model    %s (%d tokens per frame), %d thread%s\n", model.c_str(),
+              r.tokens_per_frame, r.threads, r.threads == 1 ? "" : "s");
+  std::printf("  patches  rank %d%s\n", r.rank_used,
+              r.rank_is_full
+                  ? fmt::format(" (full: a frame has {} tokens)", r.tokens_per_frame).c_str()
+                  : "");
+  std::printf(
+      "  per step the new frame is encoded once and cached; a full window slides: evict the "
+      "oldest\n           (survivors only relocate), admit the new frame with a patch formed on "
+      "the window\n");
+  std::printf(
+      "  kamera   = the question forwarded over the cached window; re-prefill = one forward "
+      "over\n           [<bos>, the same %d frames' embeddings, question]; TTFT = median of %d "
+      "runs\n",
+      o.window, o.reps);
+  std::printf(
+      "  types    1hop = single-hop, cross = cross-frame, recall = about an evicted "
+      "frame (f0 on a fork)\n\n");
+}
+
+// One line per step: the window, the question with the three answers and both TTFTs, the
+// cache operations.
+void print_step(const DemoStep& st) {
+  const std::string win = fmt::format("f{}-f{}", st.window_first, st.window_last);
+  if (!st.question) {
+    std::printf("%4d +f%-3d %-8s %-6s %-50s %-8s %-8s %-8s %9s %9s %6s  %s\n", st.step, st.step,
+                win.c_str(), "-", "(window filling)", "", "", "", "", "", "", ops_text(st).c_str());
+    return;
   }
+  const DemoQuestion& q = *st.question;
+  const char* type = q.type == DemoQuestionType::SingleHop    ? "1hop"
+                     : q.type == DemoQuestionType::CrossFrame ? "cross"
+                                                              : "recall";
+  std::string text = q.text;
+  if (st.recalled >= 0) text = fmt::format("[f0=f{}] ", st.recalled) + text;
+  if (q.fallback) text += " (no cross)";
+  const auto& w = minivl::words();
+  auto word = [&](int32_t id) {
+    return id >= 0 && size_t(id) < w.size() ? w[size_t(id)] : std::string("?");
+  };
+  std::printf("%4d +f%-3d %-8s %-6s %-50s %-8s %-8s %-8s %9.3f %9.3f %5.1fx  %s\n", st.step,
+              st.step, win.c_str(), type, text.c_str(), word(q.gold).c_str(),
+              word(q.kamera).c_str(), word(q.reprefill).c_str(), q.reprefill_ms, q.kamera_ms,
+              q.kamera_ms > 0 ? q.reprefill_ms / q.kamera_ms : 0.0, ops_text(st).c_str());
+}
+
+void print_steps(const AgentDemoResult& r) {
+  std::printf("%4s %-5s %-8s %-6s %-50s %-8s %-8s %-8s %9s %9s %6s  %s\n", "step", "in", "window",
+              "type", "question", "gold", "kamera", "reprefil", "reprf ms", "kamera ms", "ratio",
+              "cache ops (slide | admit | fork: chunks, forwards, bytes)");
+  for (const auto& st : r.steps) print_step(st);
+  std::printf("\n");
+}
+
+// Accuracy, agreement, KL and TTFT per question type.
+void print_type_table(const AgentDemoResult& r) {
   std::printf("%-12s %4s %11s %15s %9s %10s %11s %11s %8s\n", "question", "n", "kamera acc",
               "re-prefill acc", "agree", "mean KL", "reprf ms", "kamera ms", "speedup");
   auto row = [](const char* name, const DemoTypeSummary& s) {
@@ -188,11 +197,15 @@ void print_human(const AgentDemoResult& r, bool quiet) {
   for (int i = 0; i < 3; ++i)
     row(demo_question_type_name(DemoQuestionType(i)), r.by_type[size_t(i)]);
   row("all", r.all);
-  const DemoOps& t = r.totals;
   const int cross_fallbacks = r.by_type[0].fallbacks;
   if (cross_fallbacks)
     std::printf("(%d cross-frame turns had no well-posed event in the window: asked single-hop)\n",
                 cross_fallbacks);
+}
+
+// The TTFT speedup, the cache's work over the run, the wall time and the picture.
+void print_totals(const AgentDemoResult& r) {
+  const DemoOps& t = r.totals;
   std::printf(
       "\nTTFT: re-prefill %.3f ms, kamera %.3f ms per question: %.1fx faster (median per "
       "question %.1fx)\n",
@@ -220,6 +233,15 @@ void print_human(const AgentDemoResult& r, bool quiet) {
         "green = admitted,\n         yellow = recalled (fork), orange = left out of the fork; red "
         "bar = re-prefill TTFT, blue = kamera TTFT\n",
         r.png_written.c_str(), r.png_width, r.png_height);
+}
+
+void print_human(const AgentDemoResult& r, bool quiet) {
+  if (!quiet) {
+    print_intro(r);
+    print_steps(r);
+  }
+  print_type_table(r);
+  print_totals(r);
 }
 
 int run(DemoArgs a) {

@@ -101,6 +101,89 @@ int run_minivl_suite(const EvalArgs& a) {
   return 0;
 }
 
+// The splits: --items alone, or the default item files (seeded random items without them).
+Result<std::vector<EvalSplit>> eval_splits(const EvalArgs& a, const Model& m, bool smoke) {
+  if (a.items.empty()) return default_splits(m, a.data_dir, smoke);
+  KAMERA_ASSIGN_OR_RETURN(auto items, load_reuse_items(a.items, m));
+  std::vector<EvalSplit> splits;
+  splits.push_back({"items", a.items, "dev", std::move(items)});
+  return splits;
+}
+
+// --out must be writable: fail before the long run, not after it.
+bool out_writable(const std::string& out) {
+  const auto dir = std::filesystem::path(out).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  std::ofstream probe(out, std::ios::app);
+  return bool(probe);
+}
+
+// Progress of the suite's stages on stderr: on a terminal one line updates in place; in a log,
+// a line per tenth of the stage.
+struct StageProgress {
+  double t0 = 0, stage_t0 = 0;
+  bool tty = false;
+  std::string last_stage{};
+
+  void operator()(const std::string& stage, int done, int total) {
+    if (stage != last_stage) {
+      last_stage = stage;
+      stage_t0 = now_ms();
+    }
+    if (!tty && done != total && done % std::max(1, total / 10) != 0) return;
+    const double el = (now_ms() - stage_t0) / 1e3;
+    std::fprintf(stderr, "%skamera: eval %s: %d/%d done, %.1f s, ETA %.1f s (total %.1f s)%s",
+                 tty ? "\r" : "", stage.c_str(), done, total, el, el / done * (total - done),
+                 (now_ms() - t0) / 1e3, tty && done != total ? "   " : "\n");
+  }
+};
+
+ContextOptions eval_context_options(const EvalArgs& a, const std::vector<EvalSplit>& splits,
+                                    const SuiteOptions& so) {
+  ContextOptions co;
+  co.kv_type = kv_type_option();
+  co.n_threads = a.threads;
+  co.kv_tokens = suite_kv_tokens(splits, so);
+  co.store_bytes = size_t(1) << 34;
+  return co;
+}
+
+std::string knob_text(const json& arm) {
+  std::string knob = arm["param"].get<std::string>();
+  if (knob.empty() && !arm["rank"].is_null())
+    knob = "rank=" + (arm["rank"].is_string() ? arm["rank"].get<std::string>()
+                                              : std::to_string(arm["rank"].get<int>()));
+  return knob;
+}
+
+// The result as tables: per split its arms, then serve vs re-prefill by chunk length.
+void print_suite(const EvalArgs& a, const Model& m, const json& j) {
+  std::printf("%s (%s), suite %s, %.1f s\n", j["model_name"].get<std::string>().c_str(),
+              arch_name(m.cfg.arch), a.suite.c_str(), j["seconds"].get<double>());
+  for (const auto& s : j["splits"]) {
+    const auto& res = s["result"];
+    std::printf("\nsplit %s (%s, %d items, %d flips)\n", s["name"].get<std::string>().c_str(),
+                s["role"].get<std::string>().c_str(), res["n_items"].get<int>(),
+                res["n_flips"].get<int>());
+    std::printf("  %-20s %-16s %11s %8s %8s %9s %9s\n", "arm", "knob", "kl", "eta", "flip_rec",
+                "bytes", "recompute");
+    for (const auto& arm : res["arms"])
+      std::printf("  %-20s %-16s %11.3e %8s %8s %9.3f %9.3f\n",
+                  arm["name"].get<std::string>().c_str(), knob_text(arm).c_str(),
+                  arm["kl"].get<double>(), pct(arm["eta"]).c_str(),
+                  pct(arm["flip_recover"]).c_str(), arm["patch_bytes_fraction"].get<double>(),
+                  arm["recompute_fraction"].get<double>());
+  }
+  std::printf("\nserve vs re-prefill of the chunk (median ms):\n");
+  for (const auto& t : j["timing_by_length"])
+    std::printf("  %4d tokens: re-prefill %.3f, blind %.3f, patch(rank %d) %.3f\n",
+                t["chunk_tokens"].get<int>(), t["reprefill_ms"].get<double>(),
+                t["blind_ms"].get<double>(), t["patch_rank"].get<int>(),
+                t["patch_ms"].get<double>());
+  if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
+}
+
 int run_eval_cmd(const EvalArgs& a) {
   if (a.suite == "mini-vl") return run_minivl_suite(a);
   if (a.model.empty()) return fail("--model is required (except for --suite mini-vl)", a.json);
@@ -108,57 +191,27 @@ int run_eval_cmd(const EvalArgs& a) {
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
   const bool smoke = a.suite == "smoke";
-  std::vector<EvalSplit> splits;
-  if (!a.items.empty()) {
-    auto items = load_reuse_items(a.items, m);
-    if (!items.ok()) return fail(items.message(), a.json);
-    splits.push_back({"items", a.items, "dev", std::move(items.value())});
-  } else {
-    auto s = default_splits(m, a.data_dir, smoke);
-    if (!s.ok()) return fail(s.message(), a.json);
-    splits = std::move(s.value());
-  }
-  if (!a.out.empty()) {  // fail before the long run, not after it
-    const auto dir = std::filesystem::path(a.out).parent_path();
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-    std::ofstream probe(a.out, std::ios::app);
-    if (!probe) return fail(fmt::format("--out {}: cannot write", a.out), a.json);
-  }
+  auto splits = eval_splits(a, m, smoke);
+  if (!splits.ok()) return fail(splits.message(), a.json);
+  if (!a.out.empty() && !out_writable(a.out))
+    return fail(fmt::format("--out {}: cannot write", a.out), a.json);
   SuiteOptions so;
   so.smoke = smoke;
   so.output_patches = a.patch_kind == "both";
   if (smoke) so.timing_lengths = {16, 64};
   const double t0 = now_ms();
-  const bool tty = isatty(2);
-  std::string last_stage;
-  double stage_t0 = t0;
-  if (!a.quiet)
-    so.progress = [&, tty](const std::string& stage, int done, int total) {
-      if (stage != last_stage) {
-        last_stage = stage;
-        stage_t0 = now_ms();
-      }
-      // On a terminal one line updates in place; in a log, a line per tenth of the stage.
-      if (!tty && done != total && done % std::max(1, total / 10) != 0) return;
-      const double el = (now_ms() - stage_t0) / 1e3;
-      std::fprintf(stderr, "%skamera: eval %s: %d/%d done, %.1f s, ETA %.1f s (total %.1f s)%s",
-                   tty ? "\r" : "", stage.c_str(), done, total, el, el / done * (total - done),
-                   (now_ms() - t0) / 1e3, tty && done != total ? "   " : "\n");
-    };
+  StageProgress progress{t0, t0, isatty(2) != 0};
   if (!a.quiet) {
-    for (const auto& s : splits)
+    so.progress = [&progress](const std::string& stage, int done, int total) {
+      progress(stage, done, total);
+    };
+    for (const auto& s : *splits)
       std::fprintf(stderr, "kamera: eval split %s: %zu items from %s (%s)\n", s.name.c_str(),
                    s.items.size(), s.source.c_str(), s.role.c_str());
   }
-  ContextOptions co;
-  co.kv_type = kv_type_option();
-  co.n_threads = a.threads;
-  co.kv_tokens = suite_kv_tokens(splits, so);
-  co.store_bytes = size_t(1) << 34;
-  auto ctx = Context::create(*loaded, co);
+  auto ctx = Context::create(*loaded, eval_context_options(a, *splits, so));
   if (!ctx.ok()) return fail(ctx.error(), a.json);
-  auto r = run_eval_suite(**ctx, splits, so);
+  auto r = run_eval_suite(**ctx, *splits, so);
   if (!r.ok()) return fail(r.message(), a.json);
   json& j = *r;
   j["model"] = model_summary(m);
@@ -174,37 +227,7 @@ int run_eval_cmd(const EvalArgs& a) {
     print_json(j, 2);
     return 0;
   }
-  std::printf("%s (%s), suite %s, %.1f s\n", j["model_name"].get<std::string>().c_str(),
-              arch_name(m.cfg.arch), a.suite.c_str(), j["seconds"].get<double>());
-  for (const auto& s : j["splits"]) {
-    const auto& res = s["result"];
-    std::printf("\nsplit %s (%s, %d items, %d flips)\n", s["name"].get<std::string>().c_str(),
-                s["role"].get<std::string>().c_str(), res["n_items"].get<int>(),
-                res["n_flips"].get<int>());
-    std::printf("  %-20s %-16s %11s %8s %8s %9s %9s\n", "arm", "knob", "kl", "eta", "flip_rec",
-                "bytes", "recompute");
-    for (const auto& arm : res["arms"]) {
-      std::string knob = arm["param"].get<std::string>();
-      if (knob.empty() && !arm["rank"].is_null())
-        knob = "rank=" + (arm["rank"].is_string() ? arm["rank"].get<std::string>()
-                                                  : std::to_string(arm["rank"].get<int>()));
-      auto f = [](const json& x) {
-        return x.is_null() ? std::string("-") : fmt::format("{:.3f}", x.get<double>());
-      };
-      std::printf("  %-20s %-16s %11.3e %8s %8s %9.3f %9.3f\n",
-                  arm["name"].get<std::string>().c_str(), knob.c_str(), arm["kl"].get<double>(),
-                  f(arm["eta"]).c_str(), f(arm["flip_recover"]).c_str(),
-                  arm["patch_bytes_fraction"].get<double>(),
-                  arm["recompute_fraction"].get<double>());
-    }
-  }
-  std::printf("\nserve vs re-prefill of the chunk (median ms):\n");
-  for (const auto& t : j["timing_by_length"])
-    std::printf("  %4d tokens: re-prefill %.3f, blind %.3f, patch(rank %d) %.3f\n",
-                t["chunk_tokens"].get<int>(), t["reprefill_ms"].get<double>(),
-                t["blind_ms"].get<double>(), t["patch_rank"].get<int>(),
-                t["patch_ms"].get<double>());
-  if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
+  print_suite(a, m, j);
   return 0;
 }
 

@@ -133,95 +133,129 @@ int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPoo
   return 0;
 }
 
-int run(const QuantBenchArgs& a) {
-  if (a.cpu_time && a.threads != 1) return fail("--cpu-time needs -t 1", a.json);
+Result<std::vector<GgmlType>> parse_types(const std::string& list) {
   std::vector<GgmlType> types;
-  for (const std::string& s : split(a.types, ',')) {
+  for (const std::string& s : split(list, ',')) {
     const auto t = type_by_name(s);
-    if (!t) return fail(fmt::format("--types: '{}' is not a weight type", s), a.json);
+    if (!t) return make_error(ErrorCode::InvalidArgument, "--types: '{}' is not a weight type", s);
     types.push_back(*t);
   }
+  return types;
+}
+
+Result<std::vector<std::pair<int64_t, int64_t>>> parse_shapes(const std::string& list) {
   std::vector<std::pair<int64_t, int64_t>> shapes;
-  for (const std::string& s : split(a.shapes, ',')) {
+  for (const std::string& s : split(list, ',')) {
     long long r = 0, c = 0;
     if (std::sscanf(s.c_str(), "%lldx%lld", &r, &c) != 2 || r < 1 || c < 1)
-      return fail(fmt::format("--shapes: '{}' is not ROWSxCOLS", s), a.json);
+      return make_error(ErrorCode::InvalidArgument, "--shapes: '{}' is not ROWSxCOLS", s);
     shapes.emplace_back(r, c);
   }
+  return shapes;
+}
+
+Result<std::vector<int64_t>> parse_rows(const std::string& list) {
   std::vector<int64_t> ns;
-  for (const std::string& s : split(a.rows, ',')) {
+  for (const std::string& s : split(list, ',')) {
     char* end = nullptr;
     const long v = std::strtol(s.c_str(), &end, 10);
-    if (*end != 0 || v < 1) return fail(fmt::format("--rows: '{}' is not a count", s), a.json);
+    if (*end != 0 || v < 1)
+      return make_error(ErrorCode::InvalidArgument, "--rows: '{}' is not a count", s);
     ns.push_back(v);
   }
+  return ns;
+}
+
+// The kernel tables to time: every one this CPU supports (--all-paths), or the dispatched ones
+// (nullptr).
+std::vector<const quant::QuantKernels*> kernel_tables(bool all_paths) {
+  std::vector<const quant::QuantKernels*> paths;
+  if (!all_paths) return {nullptr};
+  int n = 0;
+  const quant::QuantKernels* const* all = quant::all_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (quant::cpu_supports(*all[i])) paths.push_back(all[i]);
+  return paths;
+}
+
+// One weight type and shape on random weights: per activation row count and kernel table, the
+// best of --reps after a warm-up; a row each in `rows` (and in the table unless --json).
+void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
+                const std::vector<int64_t>& ns,
+                const std::vector<const quant::QuantKernels*>& paths, ThreadPool& pool,
+                json& rows) {
+  const auto w = quant_data::random_rows(t, R, C, 1);
+  const WeightView wv = *make_weight_view(t, w.data(), R, C);
+  for (int64_t n : ns) {
+    const auto x = quant_data::random_activations(n * C, 2);
+    std::vector<float> y(size_t(n * R));
+    for (const quant::QuantKernels* k : paths) {
+      const quant::QuantKernels& dk = k ? *k : quant::decode_kernels();
+      const quant::QuantKernels& pk = k ? *k : quant::prefill_kernels();
+      quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);  // warm up
+      double best = 1e30;
+      for (int rep = 0; rep < a.reps; ++rep) {
+        const double t0 = clock_ms(a.cpu_time);
+        quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);
+        best = std::min(best, clock_ms(a.cpu_time) - t0);
+      }
+      const double gflops = 2.0 * double(n) * double(R) * double(C) / (best * 1e6);
+      const double gbs = double(w.size()) / (best * 1e6);
+      const char* name = n <= kQuantDecodeMaxRows ? dk.name : pk.name;
+      rows.push_back({{"type", ggml_type_name(t)},
+                      {"rows", R},
+                      {"cols", C},
+                      {"n", n},
+                      {"path", name},
+                      {"ms", best},
+                      {"gflops", gflops},
+                      {"weight_gbs", gbs}});
+      if (!a.json)
+        std::printf("| %s | %lld x %lld | %lld | %s | %.3f | %.1f | %.1f |\n",
+                    ggml_type_name(t).c_str(), (long long)R, (long long)C, (long long)n, name, best,
+                    gflops, gbs);
+    }
+  }
+}
+
+// The CPU line and the table's head of --gguf's run.
+void print_model_head(const QuantBenchArgs& a) {
+  std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d\n\n", cpu_features().brand.c_str(),
+              cpu_feature_string().c_str(), isa_level_name(isa_level()), a.threads);
+  std::printf("| file | n | matrices | ms per pass | tokens/s (matmul only) | GFLOP/s |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+}
+
+// The CPU line and the table's head of the shape sweep.
+void print_sweep_head(const QuantBenchArgs& a) {
+  std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d, clock: %s\n\n",
+              cpu_features().brand.c_str(), cpu_feature_string().c_str(),
+              isa_level_name(isa_level()), a.threads, a.cpu_time ? "thread cpu time" : "wall");
+  std::printf("| type | shape (rows x cols) | n | path | ms | GFLOP/s | weight GB/s |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+}
+
+int run(const QuantBenchArgs& a) {
+  if (a.cpu_time && a.threads != 1) return fail("--cpu-time needs -t 1", a.json);
+  auto types = parse_types(a.types);
+  if (!types.ok()) return fail(types.message(), a.json);
+  auto shapes = parse_shapes(a.shapes);
+  if (!shapes.ok()) return fail(shapes.message(), a.json);
+  auto ns = parse_rows(a.rows);
+  if (!ns.ok()) return fail(ns.message(), a.json);
   if (!a.gguf.empty()) {
     ThreadPool pool(a.threads);
-    if (!a.json) {
-      std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d\n\n",
-                  cpu_features().brand.c_str(), cpu_feature_string().c_str(),
-                  isa_level_name(isa_level()), a.threads);
-      std::printf("| file | n | matrices | ms per pass | tokens/s (matmul only) | GFLOP/s |\n");
-      std::printf("|---|---|---|---|---|---|\n");
-    }
-    return run_model(a, ns, pool);
+    if (!a.json) print_model_head(a);
+    return run_model(a, *ns, pool);
   }
-
-  std::vector<const quant::QuantKernels*> paths;
-  if (a.all_paths) {
-    int n = 0;
-    const quant::QuantKernels* const* all = quant::all_kernels(&n);
-    for (int i = 0; i < n; ++i)
-      if (quant::cpu_supports(*all[i])) paths.push_back(all[i]);
-  } else {
-    paths.push_back(nullptr);  // the dispatched tables
-  }
+  const std::vector<const quant::QuantKernels*> paths = kernel_tables(a.all_paths);
   ThreadPool pool(a.threads);
   json rows = json::array();
-  if (!a.json) {
-    std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d, clock: %s\n\n",
-                cpu_features().brand.c_str(), cpu_feature_string().c_str(),
-                isa_level_name(isa_level()), a.threads, a.cpu_time ? "thread cpu time" : "wall");
-    std::printf("| type | shape (rows x cols) | n | path | ms | GFLOP/s | weight GB/s |\n");
-    std::printf("|---|---|---|---|---|---|---|\n");
-  }
-  for (GgmlType t : types) {
-    for (const auto& [R, C] : shapes) {
-      if (C % ggml_block_size(t) != 0) continue;  // llama-quantize falls back to another type
-      const auto w = quant_data::random_rows(t, R, C, 1);
-      const WeightView wv = *make_weight_view(t, w.data(), R, C);
-      for (int64_t n : ns) {
-        const auto x = quant_data::random_activations(n * C, 2);
-        std::vector<float> y(size_t(n * R));
-        for (const quant::QuantKernels* k : paths) {
-          const quant::QuantKernels& dk = k ? *k : quant::decode_kernels();
-          const quant::QuantKernels& pk = k ? *k : quant::prefill_kernels();
-          quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);  // warm up
-          double best = 1e30;
-          for (int rep = 0; rep < a.reps; ++rep) {
-            const double t0 = clock_ms(a.cpu_time);
-            quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);
-            best = std::min(best, clock_ms(a.cpu_time) - t0);
-          }
-          const double gflops = 2.0 * double(n) * double(R) * double(C) / (best * 1e6);
-          const double gbs = double(w.size()) / (best * 1e6);
-          const char* name = n <= kQuantDecodeMaxRows ? dk.name : pk.name;
-          rows.push_back({{"type", ggml_type_name(t)},
-                          {"rows", R},
-                          {"cols", C},
-                          {"n", n},
-                          {"path", name},
-                          {"ms", best},
-                          {"gflops", gflops},
-                          {"weight_gbs", gbs}});
-          if (!a.json)
-            std::printf("| %s | %lld x %lld | %lld | %s | %.3f | %.1f | %.1f |\n",
-                        ggml_type_name(t).c_str(), (long long)R, (long long)C, (long long)n, name,
-                        best, gflops, gbs);
-        }
-      }
-    }
-  }
+  if (!a.json) print_sweep_head(a);
+  for (GgmlType t : *types)
+    for (const auto& [R, C] : *shapes)
+      if (C % ggml_block_size(t) == 0)  // else llama-quantize falls back to another type
+        time_shape(a, t, R, C, *ns, paths, pool, rows);
   if (a.json) {
     json kp = json::object();
     for (GgmlType t : weight_types()) kp[ggml_type_name(t)] = kernel_path(t);

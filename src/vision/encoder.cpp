@@ -5,6 +5,7 @@
 #include <random>
 
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
 
@@ -33,6 +34,7 @@ Status VisionConfig::validate() const {
 
 namespace {
 
+namespace gk = gguf_key;
 using TensorSpec = VisionTensor;
 
 std::vector<TensorSpec> tensor_specs(const VisionConfig& c, VisionWeights& w) {
@@ -98,13 +100,13 @@ Result<VisionModel> VisionModel::load(const std::string& path) {
   auto f = GgufFile::open(path);
   if (!f.ok()) return f.error();
   const GgufFile& g = **f;
-  if (g.get_string("general.architecture").value_or("") != "clip")
-    return make_error(ErrorCode::CorruptData,
-                      "{}: not a vision encoder file (general.architecture is not 'clip')", path);
-  if (g.get_string("clip.projector_type").value_or("") != "kamera-minivl")
+  if (g.get_string(gk::kArchitecture).value_or("") != "clip")
+    return make_error(ErrorCode::CorruptData, "{}: not a vision encoder file ({} is not 'clip')",
+                      path, gk::kArchitecture);
+  if (g.get_string(gk::kClipProjectorType).value_or("") != "kamera-minivl")
     return make_error(ErrorCode::Unsupported,
                       "{}: projector type '{}' is not supported (kamera-minivl)", path,
-                      g.get_string("clip.projector_type").value_or(""));
+                      g.get_string(gk::kClipProjectorType).value_or(""));
   VisionModel m;
   VisionConfig& c = m.cfg;
   auto need = [&](const std::string& key, int* out) -> Status {
@@ -114,16 +116,16 @@ Result<VisionModel> VisionModel::load(const std::string& path) {
     *out = int(*v);
     return Status::Ok();
   };
-  KAMERA_TRY(need("clip.vision.image_size", &c.image_size));
-  KAMERA_TRY(need("clip.vision.patch_size", &c.patch));
-  KAMERA_TRY(need("clip.vision.embedding_length", &c.dim));
-  KAMERA_TRY(need("clip.vision.block_count", &c.n_layers));
-  KAMERA_TRY(need("clip.vision.attention.head_count", &c.n_heads));
-  KAMERA_TRY(need("clip.vision.feed_forward_length", &c.ffn_dim));
-  KAMERA_TRY(need("clip.vision.spatial_merge_size", &c.merge));
-  KAMERA_TRY(need("clip.vision.merger_length", &c.merger_dim));
-  KAMERA_TRY(need("clip.vision.projection_dim", &c.out_dim));
-  c.eps = float(g.get_float("clip.vision.attention.layer_norm_epsilon").value_or(1e-5));
+  KAMERA_TRY(need(gk::kVisionImageSize, &c.image_size));
+  KAMERA_TRY(need(gk::kVisionPatchSize, &c.patch));
+  KAMERA_TRY(need(gk::kVisionEmbeddingLength, &c.dim));
+  KAMERA_TRY(need(gk::kVisionBlockCount, &c.n_layers));
+  KAMERA_TRY(need(gk::kVisionHeadCount, &c.n_heads));
+  KAMERA_TRY(need(gk::kVisionFeedForwardLength, &c.ffn_dim));
+  KAMERA_TRY(need(gk::kVisionSpatialMergeSize, &c.merge));
+  KAMERA_TRY(need(gk::kVisionMergerLength, &c.merger_dim));
+  KAMERA_TRY(need(gk::kVisionProjectionDim, &c.out_dim));
+  c.eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-5));
   if (Status s = c.validate(); !s.ok())
     return make_error(ErrorCode::CorruptData, "{}: {}", path, s.message());
   for (const TensorSpec& t : tensor_specs(c, m.w)) {
@@ -147,22 +149,22 @@ Result<VisionModel> VisionModel::load(const std::string& path) {
 Status VisionModel::write_gguf(const std::string& path) const {
   KAMERA_TRY(check_shapes());
   GgufWriter w;
-  w.set_string("general.architecture", "clip");
-  w.set_string("general.name", "kamera-minivl-vision");
-  w.set_string("clip.projector_type", "kamera-minivl");
-  w.set_bool("clip.has_vision_encoder", true);
-  w.set_u32("clip.vision.image_size", uint32_t(cfg.image_size));
-  w.set_u32("clip.vision.patch_size", uint32_t(cfg.patch));
-  w.set_u32("clip.vision.embedding_length", uint32_t(cfg.dim));
-  w.set_u32("clip.vision.block_count", uint32_t(cfg.n_layers));
-  w.set_u32("clip.vision.attention.head_count", uint32_t(cfg.n_heads));
-  w.set_u32("clip.vision.feed_forward_length", uint32_t(cfg.ffn_dim));
-  w.set_u32("clip.vision.spatial_merge_size", uint32_t(cfg.merge));
-  w.set_u32("clip.vision.merger_length", uint32_t(cfg.merger_dim));
-  w.set_u32("clip.vision.projection_dim", uint32_t(cfg.out_dim));
-  w.set_f32("clip.vision.attention.layer_norm_epsilon", cfg.eps);
-  w.set_f32_array("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
-  w.set_f32_array("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  w.set_string(gk::kArchitecture, "clip");
+  w.set_string(gk::kName, "kamera-minivl-vision");
+  w.set_string(gk::kClipProjectorType, "kamera-minivl");
+  w.set_bool(gk::kClipHasVisionEncoder, true);
+  w.set_u32(gk::kVisionImageSize, uint32_t(cfg.image_size));
+  w.set_u32(gk::kVisionPatchSize, uint32_t(cfg.patch));
+  w.set_u32(gk::kVisionEmbeddingLength, uint32_t(cfg.dim));
+  w.set_u32(gk::kVisionBlockCount, uint32_t(cfg.n_layers));
+  w.set_u32(gk::kVisionHeadCount, uint32_t(cfg.n_heads));
+  w.set_u32(gk::kVisionFeedForwardLength, uint32_t(cfg.ffn_dim));
+  w.set_u32(gk::kVisionSpatialMergeSize, uint32_t(cfg.merge));
+  w.set_u32(gk::kVisionMergerLength, uint32_t(cfg.merger_dim));
+  w.set_u32(gk::kVisionProjectionDim, uint32_t(cfg.out_dim));
+  w.set_f32(gk::kVisionLayerNormEps, cfg.eps);
+  w.set_f32_array(gk::kVisionImageMean, {0.5f, 0.5f, 0.5f});
+  w.set_f32_array(gk::kVisionImageStd, {0.5f, 0.5f, 0.5f});
   VisionWeights copy = this->w;
   for (const TensorSpec& t : tensor_specs(cfg, copy)) {
     const std::vector<float> data = *t.data;

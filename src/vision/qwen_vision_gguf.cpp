@@ -3,11 +3,14 @@
 #include <cstring>
 
 #include "gguf/gguf.h"
+#include "gguf/keys.h"
 #include "vision/qwen_vision.h"
 
 namespace kamera {
 
 namespace {
+
+namespace gk = gguf_key;
 
 struct Spec {
   std::string name;
@@ -76,12 +79,12 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 // Reads the config keys (qwen_vision.h). The FFN width comes from the tensors.
 Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig* c,
                    bool* legacy_ffn) {
-  const std::string proj = g.get_string("clip.projector_type").value_or("");
+  const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
   if (proj == "qwen2vl_merger") {
     c->variant = QwenVisionVariant::Qwen2VL;
-    c->act = g.get_bool("clip.use_gelu").value_or(false) ? QwenVisionAct::Gelu
-                                                         : QwenVisionAct::QuickGelu;
-    if (g.get_bool("clip.use_silu").value_or(false))
+    c->act = g.get_bool(gk::kClipUseGelu).value_or(false) ? QwenVisionAct::Gelu
+                                                          : QwenVisionAct::QuickGelu;
+    if (g.get_bool(gk::kClipUseSilu).value_or(false))
       return make_error(ErrorCode::Unsupported, "{}: a Qwen2-VL tower with a SiLU FFN", path);
   } else if (proj == "qwen2.5vl_merger") {
     c->variant = QwenVisionVariant::Qwen25VL;
@@ -101,38 +104,36 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
     *out = int(*v);
     return Status::Ok();
   };
-  KAMERA_TRY(need("clip.vision.embedding_length", &c->dim, 1, 16384));
-  KAMERA_TRY(need("clip.vision.block_count", &c->n_layers, 0, 256));
-  KAMERA_TRY(need("clip.vision.attention.head_count", &c->n_heads, 1, 1024));
-  KAMERA_TRY(need("clip.vision.patch_size", &c->patch, 1, 64));
-  KAMERA_TRY(need("clip.vision.projection_dim", &c->out_dim, 1, 65536));
+  KAMERA_TRY(need(gk::kVisionEmbeddingLength, &c->dim, 1, 16384));
+  KAMERA_TRY(need(gk::kVisionBlockCount, &c->n_layers, 0, 256));
+  KAMERA_TRY(need(gk::kVisionHeadCount, &c->n_heads, 1, 1024));
+  KAMERA_TRY(need(gk::kVisionPatchSize, &c->patch, 1, 64));
+  KAMERA_TRY(need(gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
   c->merge = 2;
-  if (g.has("clip.vision.spatial_merge_size"))
-    KAMERA_TRY(need("clip.vision.spatial_merge_size", &c->merge, 1, 8));
-  c->eps = float(g.get_float("clip.vision.attention.layer_norm_epsilon").value_or(1e-6));
-  for (const char* key : {"clip.vision.image_mean", "clip.vision.image_std"}) {
+  if (g.has(gk::kVisionSpatialMergeSize))
+    KAMERA_TRY(need(gk::kVisionSpatialMergeSize, &c->merge, 1, 8));
+  c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-6));
+  for (const char* key : {gk::kVisionImageMean, gk::kVisionImageStd}) {
     const std::vector<double>* a = g.get_float_array(key);
     if (!a) continue;
     if (a->size() != 3)
       return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
                         a->size());
-    auto& dst = std::strcmp(key, "clip.vision.image_mean") == 0 ? c->image_mean : c->image_std;
+    auto& dst = std::strcmp(key, gk::kVisionImageMean) == 0 ? c->image_mean : c->image_std;
     for (int i = 0; i < 3; ++i) dst[size_t(i)] = float((*a)[size_t(i)]);
   }
-  c->min_pixels = g.get_int("clip.vision.image_min_pixels").value_or(c->min_pixels);
-  c->max_pixels = g.get_int("clip.vision.image_max_pixels").value_or(c->max_pixels);
+  c->min_pixels = g.get_int(gk::kVisionImageMinPixels).value_or(c->min_pixels);
+  c->max_pixels = g.get_int(gk::kVisionImageMaxPixels).value_or(c->max_pixels);
   if (c->variant == QwenVisionVariant::Qwen25VL) {
-    c->window = int(g.get_int("clip.vision.window_size").value_or(112));
+    c->window = int(g.get_int(gk::kVisionWindowSize).value_or(112));
     c->full_attention_layers.clear();
-    if (const std::vector<int64_t>* idx = g.get_int_array("clip.vision.wa_layer_indexes")) {
+    if (const std::vector<int64_t>* idx = g.get_int_array(gk::kVisionWaLayerIndexes)) {
       for (int64_t l : *idx) c->full_attention_layers.push_back(int(l));
     } else {
-      const int64_t n = g.get_int("clip.vision.n_wa_pattern").value_or(0);
+      const int64_t n = g.get_int(gk::kVisionNWaPattern).value_or(0);
       if (n <= 0)
-        return make_error(ErrorCode::CorruptData,
-                          "{}: a Qwen2.5-VL tower needs clip.vision.n_wa_pattern or "
-                          "clip.vision.wa_layer_indexes",
-                          path);
+        return make_error(ErrorCode::CorruptData, "{}: a Qwen2.5-VL tower needs {} or {}", path,
+                          gk::kVisionNWaPattern, gk::kVisionWaLayerIndexes);
       for (int l = 0; l < c->n_layers; ++l)
         if ((l + 1) % n == 0) c->full_attention_layers.push_back(l);
     }
@@ -149,7 +150,7 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
   const bool dn_in = dn->ne[0] == c->dim, up_in = up->ne[0] == c->dim;
   if (dn_in && up_in) {  // ffn == dim: names alone decide
     *legacy_ffn = c->variant == QwenVisionVariant::Qwen2VL &&
-                  g.get_int("clip.vision.feed_forward_length").value_or(0) == 0;
+                  g.get_int(gk::kVisionFeedForwardLength).value_or(0) == 0;
   } else if (dn_in || up_in) {
     *legacy_ffn = dn_in;
   } else {
@@ -166,10 +167,10 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
 Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
   KAMERA_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
   const GgufFile& g = *file;
-  if (g.get_string("general.architecture").value_or("") != "clip")
-    return make_error(ErrorCode::CorruptData,
-                      "{}: not an mmproj file (general.architecture is not 'clip')", path);
-  if (!g.get_bool("clip.has_vision_encoder").value_or(true))
+  if (g.get_string(gk::kArchitecture).value_or("") != "clip")
+    return make_error(ErrorCode::CorruptData, "{}: not an mmproj file ({} is not 'clip')", path,
+                      gk::kArchitecture);
+  if (!g.get_bool(gk::kClipHasVisionEncoder).value_or(true))
     return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
   QwenVisionModel m;
   m.source = path;
@@ -210,33 +211,30 @@ Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) c
   const DType patch_type = weight_type == DType::Q8_0 ? DType::F16 : weight_type;
   const bool v25 = cfg.variant == QwenVisionVariant::Qwen25VL;
   GgufWriter g;
-  g.set_string("general.architecture", "clip");
-  g.set_string("general.name",
+  g.set_string(gk::kArchitecture, "clip");
+  g.set_string(gk::kName,
                v25 ? "kamera-synthetic-qwen2.5-vl-vision" : "kamera-synthetic-qwen2-vl-vision");
-  g.set_string("general.description",
-               v25 ? "image encoder for Qwen2.5VL" : "image encoder for Qwen2VL");
-  g.set_u32("general.file_type", weight_type == DType::F16    ? 1
-                                 : weight_type == DType::Q8_0 ? 7
-                                                              : 0);
-  g.set_bool("clip.has_text_encoder", false);
-  g.set_bool("clip.has_vision_encoder", true);
-  if (!v25) g.set_bool("clip.has_qwen2vl_merger", true);
-  g.set_string("clip.projector_type", v25 ? "qwen2.5vl_merger" : "qwen2vl_merger");
-  g.set_bool("clip.use_silu", v25);
-  g.set_bool("clip.use_gelu", cfg.act == QwenVisionAct::Gelu);
-  g.set_u32("clip.vision.patch_size", uint32_t(cfg.patch));
-  g.set_u32("clip.vision.image_size", 560);  // what llama.cpp's converters write
-  g.set_u32("clip.vision.embedding_length", uint32_t(cfg.dim));
-  g.set_u32("clip.vision.projection_dim", uint32_t(cfg.out_dim));
-  g.set_u32("clip.vision.attention.head_count", uint32_t(cfg.n_heads));
-  g.set_f32("clip.vision.attention.layer_norm_epsilon", cfg.eps);
-  g.set_u32("clip.vision.block_count", uint32_t(cfg.n_layers));
-  g.set_u32("clip.vision.feed_forward_length", v25 ? uint32_t(cfg.ffn_dim) : 0u);
-  if (cfg.merge != 2) g.set_u32("clip.vision.spatial_merge_size", uint32_t(cfg.merge));
-  g.set_f32_array("clip.vision.image_mean", {cfg.image_mean.begin(), cfg.image_mean.end()});
-  g.set_f32_array("clip.vision.image_std", {cfg.image_std.begin(), cfg.image_std.end()});
+  g.set_string(gk::kDescription, v25 ? "image encoder for Qwen2.5VL" : "image encoder for Qwen2VL");
+  g.set_u32(gk::kFileType, weight_type == DType::F16 ? 1 : weight_type == DType::Q8_0 ? 7 : 0);
+  g.set_bool(gk::kClipHasTextEncoder, false);
+  g.set_bool(gk::kClipHasVisionEncoder, true);
+  if (!v25) g.set_bool(gk::kClipHasQwen2vlMerger, true);
+  g.set_string(gk::kClipProjectorType, v25 ? "qwen2.5vl_merger" : "qwen2vl_merger");
+  g.set_bool(gk::kClipUseSilu, v25);
+  g.set_bool(gk::kClipUseGelu, cfg.act == QwenVisionAct::Gelu);
+  g.set_u32(gk::kVisionPatchSize, uint32_t(cfg.patch));
+  g.set_u32(gk::kVisionImageSize, 560);  // what llama.cpp's converters write
+  g.set_u32(gk::kVisionEmbeddingLength, uint32_t(cfg.dim));
+  g.set_u32(gk::kVisionProjectionDim, uint32_t(cfg.out_dim));
+  g.set_u32(gk::kVisionHeadCount, uint32_t(cfg.n_heads));
+  g.set_f32(gk::kVisionLayerNormEps, cfg.eps);
+  g.set_u32(gk::kVisionBlockCount, uint32_t(cfg.n_layers));
+  g.set_u32(gk::kVisionFeedForwardLength, v25 ? uint32_t(cfg.ffn_dim) : 0u);
+  if (cfg.merge != 2) g.set_u32(gk::kVisionSpatialMergeSize, uint32_t(cfg.merge));
+  g.set_f32_array(gk::kVisionImageMean, {cfg.image_mean.begin(), cfg.image_mean.end()});
+  g.set_f32_array(gk::kVisionImageStd, {cfg.image_std.begin(), cfg.image_std.end()});
   if (v25) {
-    g.set_u32("clip.vision.window_size", uint32_t(cfg.window));
+    g.set_u32(gk::kVisionWindowSize, uint32_t(cfg.window));
     // n_wa_pattern when the full-attention layers are every n-th, else the explicit list
     const auto& fl = cfg.full_attention_layers;
     const int n = fl.empty() ? 0 : fl[0] + 1;
@@ -244,9 +242,9 @@ Status QwenVisionModel::write_gguf(const std::string& path, DType weight_type) c
     for (int l = 0; l < cfg.n_layers && regular; ++l)
       regular = cfg.full_attention(l) == ((l + 1) % n == 0);
     if (regular)
-      g.set_u32("clip.vision.n_wa_pattern", uint32_t(n));
+      g.set_u32(gk::kVisionNWaPattern, uint32_t(n));
     else
-      g.set_i32_array("clip.vision.wa_layer_indexes", {fl.begin(), fl.end()});
+      g.set_i32_array(gk::kVisionWaLayerIndexes, {fl.begin(), fl.end()});
   }
   for (const Spec& t : tensor_specs(cfg, w, !v25)) {
     if (t.matrix) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "server/server.h"
+#include "support/sanitizer.h"
 #include "support/tiny_models.h"
 
 namespace tiny {
@@ -29,7 +30,8 @@ struct Served {
   int port() const { return server->port(); }
   httplib::Client client(const std::string& key = "") const {
     httplib::Client c("127.0.0.1", port());
-    c.set_read_timeout(30, 0);
+    c.set_read_timeout(static_cast<time_t>(30 * test_sanitizer::kTimeScale),
+                       0);  // a burst waits behind 80 others (longer under ASan)
     if (!key.empty()) c.set_default_headers({{"Authorization", "Bearer " + key}});
     return c;
   }
