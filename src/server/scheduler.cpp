@@ -180,7 +180,11 @@ void Scheduler::start_task(Job j) {
 // is used up.
 void Scheduler::step_tasks() {
   const bool mixing = !active_.empty();
-  pacer_.new_step(slice_budget(), mixing);
+  const int budget = slice_budget();
+  pacer_.new_step(budget, mixing);
+  tasks_s_ = 0;
+  if (mixing && budget == 0) return;  // the share is spent: this step decodes alone
+  const double t0 = now_s();
   for (size_t turns = tasks_.size(); turns > 0 && !tasks_.empty(); --turns) {
     if (!mixing && pacer_.used_up()) break;
     if (next_task_ >= tasks_.size()) next_task_ = 0;
@@ -194,25 +198,36 @@ void Scheduler::step_tasks() {
     tasks_.erase(tasks_.begin() + std::ptrdiff_t(next_task_));
     if (admitted && !mixing) break;  // it decodes now: the rest of the budget was sized without
   }
+  if (mixing) tasks_s_ = now_s() - t0;  // charged to the prefill's share (account_prefill)
   metrics_.prefill_pauses = pacer_.pauses();
 }
 
-// Forward tokens for the tasks in the next step: a slice. While generations decode, a slice runs
-// only when the prefill's share of the engine's time allows it (account_prefill): so the
-// streams' gaps grow by one slice in the few steps that carry one, and not at all in the others.
+// Forward tokens for the tasks in the next step. While generations decode, a step carries what
+// the prefill's share allows (account_prefill): the tokens whose measured cost fits what the share
+// earns per step, so that every step grows by about prefill_share of a decode step (the streams'
+// gaps by as much), rather than a few steps by a whole slice; at most a slice, and at least one
+// token while the share is not spent. The first is one token, to measure a token's cost.
 int Scheduler::slice_budget() const {
   const int slice = std::max(1, opts_.prefill_slice_tokens);
   if (active_.empty() || opts_.prefill_share <= 0) return slice;
-  return credit_s_ >= 0 ? slice : 0;
+  if (credit_s_ < 0) return 0;
+  if (token_s_ <= 0) return 1;
+  const double allow = credit_s_ + opts_.prefill_share * decode_s_;
+  return int(std::clamp(allow / token_s_, 1.0, double(slice)));
 }
 
-// The prefill's time in a decode step with pieces (what the step took over a plain one) is
-// charged against its share: every step earns prefill_share of a decode step's time, so over
-// time the prefill takes at most that share of the decoding's time (a third of the engine by
-// default), in slices that ride along with a few decode steps.
-void Scheduler::account_prefill(double step_s, int piece_tokens) {
-  if (piece_tokens == 0) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
-  if (piece_tokens > 0) credit_s_ -= std::max(0.0, step_s - decode_s_);
+// What the tasks cost a step (the time they ran in it, and what a step with pieces took over a
+// plain one) is charged against the prefill's share, and measures a prefill token's cost: every
+// step earns prefill_share of a decode step's time, so over time the prefill takes at most that
+// share of the decoding's time (a third of the engine by default).
+void Scheduler::account_prefill(double step_s, bool with_pieces) {
+  if (!with_pieces) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
+  const double extra = tasks_s_ + (with_pieces ? std::max(0.0, step_s - decode_s_) : 0.0);
+  if (const int tokens = pacer_.used(); tokens > 0) {
+    const double t = extra / tokens;
+    token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
+  }
+  credit_s_ -= extra;
   credit_s_ = std::min(credit_s_ + opts_.prefill_share * decode_s_, decode_s_);
 }
 

@@ -78,7 +78,7 @@ class Scheduler {
   void start_task(Job j);
   void step_tasks();
   int slice_budget() const;
-  void account_prefill(double step_s, int piece_tokens);
+  void account_prefill(double step_s, bool with_pieces);
   void drain_tasks();
   int64_t pages_to_come(const Generation& g) const;
   bool room_for(const Generation& g, int admitted) const;
@@ -113,6 +113,8 @@ class Scheduler {
   double last_sweep_ = 0;  // of expired windows
   double decode_s_ = 0;    // moving average of a decode step's seconds (without prefill pieces)
   double credit_s_ = 0;    // prefill time the share allows now (account_prefill)
+  double token_s_ = 0;     // moving average of a prefill token's seconds (its cost to a step)
+  double tasks_s_ = 0;     // seconds the tasks ran beside decoding in this step (step_tasks)
 };
 
 }  // namespace kamera

@@ -71,7 +71,7 @@ bool SlicePacer::run_in_step(ForwardCursor& cur) {
 }
 
 void SlicePacer::new_step(int budget, bool mixing) {
-  left_ = budget;
+  left_ = budget_ = budget;
   mixing_ = mixing;
   if (!mixing) release_all();
 }

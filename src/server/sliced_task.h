@@ -64,6 +64,8 @@ class SlicePacer : public ForwardPacer {
   // forwards go back to their tasks).
   void new_step(int budget, bool mixing);
   bool used_up() const { return left_ <= 0; }
+  // Forward tokens run in this step so far (by the tasks and in the step's pieces).
+  int used() const { return budget_ - left_; }
   // Whether `t` waits for its offered forward (it is not to be resumed).
   bool waiting(const SlicedTask* t) const;
   // The pieces of this step (what is left of its budget, over the offered forwards in turn);
@@ -81,7 +83,7 @@ class SlicePacer : public ForwardPacer {
     int piece = 0;  // tokens in the step being run
   };
   void release_all();
-  int left_ = 0;
+  int left_ = 0, budget_ = 0;
   bool mixing_ = false, draining_ = false;
   std::vector<Offer> offers_;
   size_t next_ = 0;                 // the offer the next step starts with
