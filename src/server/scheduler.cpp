@@ -205,29 +205,33 @@ void Scheduler::step_tasks() {
 // Forward tokens for the tasks in the next step. While generations decode, a step carries what
 // the prefill's share allows (account_prefill): the tokens whose measured cost fits what the share
 // earns per step, so that every step grows by about prefill_share of a decode step (the streams'
-// gaps by as much), rather than a few steps by a whole slice; at most a slice, and at least one
-// token while the share is not spent. The first is one token, to measure a token's cost.
+// gaps by as much), rather than a few steps by a whole slice; at most a slice, and at least a few
+// tokens (a short prompt is admitted in a step or two) while the share is not spent.
 int Scheduler::slice_budget() const {
   const int slice = std::max(1, opts_.prefill_slice_tokens);
   if (active_.empty() || opts_.prefill_share <= 0) return slice;
   if (credit_s_ < 0) return 0;
-  if (token_s_ <= 0) return 1;
+  const int least = std::min(slice, 4);
+  if (token_s_ <= 0) return least;
   const double allow = credit_s_ + opts_.prefill_share * decode_s_;
-  return int(std::clamp(allow / token_s_, 1.0, double(slice)));
+  return int(std::clamp(allow / token_s_, double(least), double(slice)));
 }
 
-// What the tasks cost a step (the time they ran in it, and what a step with pieces took over a
-// plain one) is charged against the prefill's share, and measures a prefill token's cost: every
-// step earns prefill_share of a decode step's time, so over time the prefill takes at most that
-// share of the decoding's time (a third of the engine by default).
-void Scheduler::account_prefill(double step_s, bool with_pieces) {
-  if (!with_pieces) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
-  const double extra = tasks_s_ + (with_pieces ? std::max(0.0, step_s - decode_s_) : 0.0);
-  if (const int tokens = pacer_.used(); tokens > 0) {
-    const double t = extra / tokens;
+// What the tasks cost a step (the time they ran beside the decoding, and what a step with pieces
+// took over a plain one) is charged against the prefill's share: every step earns prefill_share
+// of a decode step's time, so over time the prefill takes at most that share of the decoding's
+// time (a third of the engine by default). A token's cost is measured on the pieces (or, without
+// any, on the tokens the tasks ran themselves; their time also holds their other work).
+void Scheduler::account_prefill(double step_s, int piece_tokens) {
+  if (piece_tokens == 0) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
+  const double piece_s = piece_tokens > 0 ? std::max(0.0, step_s - decode_s_) : 0.0;
+  const int own = pacer_.used() - piece_tokens;
+  const int n = piece_tokens > 0 ? piece_tokens : own;
+  if (n > 0) {
+    const double t = (piece_tokens > 0 ? piece_s : tasks_s_) / n;
     token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
   }
-  credit_s_ -= extra;
+  credit_s_ -= tasks_s_ + piece_s;
   credit_s_ = std::min(credit_s_ + opts_.prefill_share * decode_s_, decode_s_);
 }
 

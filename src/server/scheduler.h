@@ -78,7 +78,7 @@ class Scheduler {
   void start_task(Job j);
   void step_tasks();
   int slice_budget() const;
-  void account_prefill(double step_s, bool with_pieces);
+  void account_prefill(double step_s, int piece_tokens);
   void drain_tasks();
   int64_t pages_to_come(const Generation& g) const;
   bool room_for(const Generation& g, int admitted) const;

@@ -250,7 +250,7 @@ void Scheduler::decode_step() {
     active_.pop_back();
     return;
   }
-  account_prefill(dt, piece_tokens > 0);
+  account_prefill(dt, piece_tokens);
   ++metrics_.decode_steps;
   metrics_.decode_rows += int64_t(rows.size());
   if (dt > 0) metrics_.decode_tokens_per_s = double(rows.size()) / dt;
