@@ -1,5 +1,6 @@
 #include "cache/chunk_cache.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kamera {
@@ -68,7 +69,15 @@ Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkConte
   fo.logits = logits;
   fo.mask = mask;
   fo.observer = observer;
-  return engine_.forward(pool_, seq, in, fo);
+  if (!pacer_) return engine_.forward(pool_, seq, in, fo);
+  KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, engine_.begin_forward(pool_, seq, in, fo));
+  while (!cur.finished()) {
+    if (pacer_->run_in_step(cur)) continue;
+    const int n = std::min({std::max(1, pacer_->allowance()), cur.left(), fo.max_batch});
+    KAMERA_TRY(engine_.forward_step(pool_, cur, n));
+    pacer_->spent(n);
+  }
+  return std::move(cur.logits);
 }
 
 Result<std::shared_ptr<const ChunkKV>> ChunkCache::anchor_kv() {

@@ -52,6 +52,23 @@ struct ServeReport {
   int next_position = 0;        // where a query after the chunks starts
 };
 
+// Paces the forwards of a cache. A forward is first offered to run_in_step, which may run it
+// (some or all of its tokens) inside the engine's steps, in pieces batched with other work (the
+// server's decode steps: chunked prefill). What it leaves runs here in pieces of at most
+// allowance() tokens, and spent(n) is told after each (it may run other work before it returns).
+// The result is the unpaced forward's (Engine::forward_step).
+class ForwardPacer {
+ public:
+  virtual ~ForwardPacer() = default;
+  virtual int allowance() = 0;  // tokens the next piece may run, at least 1
+  virtual void spent(int tokens) = 0;
+  // True when some tokens of cur ran elsewhere (cur advanced); false: run them here.
+  virtual bool run_in_step(ForwardCursor& cur) {
+    (void)cur;
+    return false;
+  }
+};
+
 class ChunkCache {
  public:
   // anchor: the fixed prefix every canonical is formed behind (BOS by default).
@@ -111,6 +128,9 @@ class ChunkCache {
   // Appends the anchor (exact: its KV is computed once and copied).
   Status append_anchor(SeqId seq);
 
+  // Every forward of the cache runs paced by `p` from now on (null: whole).
+  void set_pacer(ForwardPacer* p) { pacer_ = p; }
+
   // Runs a forward of the chunk's tokens/rows at `position` appended to `seq`.
   Result<std::vector<float>> forward_chunk(SeqId seq, const ChunkContent& c, int32_t position,
                                            LogitsMode logits = LogitsMode::None,
@@ -131,6 +151,7 @@ class ChunkCache {
   std::vector<int32_t> anchor_;
   std::shared_ptr<const ChunkKV> anchor_kv_;
   std::vector<float> delta_scratch_;
+  ForwardPacer* pacer_ = nullptr;
 };
 
 // Frees a scratch sequence when it goes out of scope.

@@ -42,6 +42,13 @@ Status Engine::check_layout(const KvPool& kv) const {
 
 Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                            const ForwardOptions& opt) {
+  KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, begin_forward(kv, seq, in, opt));
+  while (!cur.finished()) KAMERA_TRY(forward_step(kv, cur, opt.max_batch));
+  return std::move(cur.logits);
+}
+
+Result<ForwardCursor> Engine::begin_forward(KvPool& kv, SeqId seq, const ForwardInput& in,
+                                            const ForwardOptions& opt) {
   const ModelConfig& c = model_.cfg;
   if (!kv.has_sequence(seq))
     return make_error(ErrorCode::NotFound, "forward: unknown sequence {}", seq);
@@ -70,37 +77,60 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
                           "forward: attention mask block [{}, {}) x [{}, {}) is out of range",
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
   KAMERA_TRY(check_layout(kv));
-
   auto first = kv.append(seq, in.positions);
   if (!first.ok()) return first.error();
+  ForwardCursor cur;
+  cur.seq = seq;
+  cur.in = in;
+  cur.opt = opt;
+  cur.first = *first;
+  return cur;
+}
 
-  std::vector<float> logits;
-  const int step = std::max(1, opt.max_batch);
-  for (int off = 0; off < in.n; off += step) {
-    const int n = std::min(step, in.n - off);
-    AttentionMask sub;
-    const AttentionMask* mask = nullptr;
-    if (opt.mask && !opt.mask->blocks.empty()) {
-      for (auto b : opt.mask->blocks) {
-        b.q_begin = std::max(0, b.q_begin - off);
-        b.q_end = std::min(n, b.q_end - off);
-        if (b.q_begin < b.q_end) sub.blocks.push_back(b);
-      }
-      mask = &sub;
-    }
-    LogitsMode lm = opt.logits;
-    if (lm == LogitsMode::Last && off + n < in.n) lm = LogitsMode::None;
-    grow(x_, size_t(n) * c.dim);
-    load_rows(in, off, n, x_.data());
-    const RowGroup g{seq, *first + off, n, 0, mask};
-    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits, opt.observer));
+AttentionMask Engine::piece_mask(const ForwardCursor& cur, int n) {
+  AttentionMask sub;
+  if (!cur.opt.mask) return sub;
+  for (auto b : cur.opt.mask->blocks) {
+    b.q_begin = std::max(0, b.q_begin - cur.done);
+    b.q_end = std::min(n, b.q_end - cur.done);
+    if (b.q_begin < b.q_end) sub.blocks.push_back(b);
   }
-  return logits;
+  return sub;
+}
+
+Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
+  const ModelConfig& c = model_.cfg;
+  const int off = cur.done;
+  const int n = std::min({std::max(1, max_tokens), std::max(1, cur.opt.max_batch), cur.left()});
+  if (n <= 0) return Status::Ok();
+  const AttentionMask sub = piece_mask(cur, n);
+  const AttentionMask* mask = sub.blocks.empty() ? nullptr : &sub;
+  LogitsMode lm = cur.opt.logits;
+  if (lm == LogitsMode::Last && off + n < cur.in.n) lm = LogitsMode::None;
+  grow(x_, size_t(n) * c.dim);
+  load_rows(cur.in, off, n, x_.data());
+  const RowGroup g{cur.seq, cur.first + off, n, 0, mask};
+  KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer));
+  cur.done += n;
+  return Status::Ok();
 }
 
 Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow> rows) {
+  return decode(kv, rows, {});
+}
+
+Status Engine::check_step(const KvPool& kv, std::span<const DecodeRow> rows,
+                          std::span<const Piece> pieces) const {
   const ModelConfig& c = model_.cfg;
-  if (rows.empty()) return std::vector<float>{};
+  for (const Piece& p : pieces)
+    if (!p.cur || p.n < 1 || p.n > p.cur->left() || p.cur->opt.observer ||
+        p.cur->opt.logits == LogitsMode::All)
+      return make_error(ErrorCode::InvalidArgument, "decode: a piece the step cannot run");
+  for (const Piece& p : pieces)
+    for (const DecodeRow& r : rows)
+      if (r.seq == p.cur->seq)
+        return make_error(ErrorCode::InvalidArgument, "decode: sequence {} is a row and a piece",
+                          r.seq);
   KAMERA_TRY(check_layout(kv));
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!kv.has_sequence(rows[i].seq))
@@ -114,6 +144,14 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
         return make_error(ErrorCode::InvalidArgument, "decode: sequence {} appears twice",
                           rows[i].seq);
   }
+  return Status::Ok();
+}
+
+Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow> rows,
+                                          std::span<const Piece> pieces) {
+  const ModelConfig& c = model_.cfg;
+  if (rows.empty() && pieces.empty()) return std::vector<float>{};
+  KAMERA_TRY(check_step(kv, rows, pieces));
   // Append one token to every sequence; undo all on the first failure (a full pool).
   std::vector<RowGroup> groups;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -124,11 +162,39 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     }
     groups.push_back({rows[i].seq, *at, 1, int(i), nullptr});
   }
-  grow(x_, rows.size() * size_t(c.dim));
+  // The pieces' rows follow the decode rows; their slots were appended by begin_forward.
+  int n = int(rows.size());
+  std::vector<AttentionMask> masks(pieces.size());
+  std::vector<bool> wants(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const ForwardCursor& cur = *pieces[i].cur;
+    masks[i] = piece_mask(cur, pieces[i].n);
+    wants[i] = pieces[i].n == cur.left() && cur.opt.logits == LogitsMode::Last;
+    RowGroup g{cur.seq, cur.first + cur.done, pieces[i].n, n,
+               masks[i].blocks.empty() ? nullptr : &masks[i]};
+    g.logits = wants[i];
+    groups.push_back(g);
+    n += pieces[i].n;
+  }
+  grow(x_, size_t(n) * c.dim);
   for (size_t i = 0; i < rows.size(); ++i)
     model_.tok_embd.rows_f32(rows[i].token, 1, x_.data() + i * c.dim);
+  for (size_t i = 0; i < pieces.size(); ++i)
+    load_rows(pieces[i].cur->in, pieces[i].cur->done, pieces[i].n,
+              x_.data() + size_t(groups[rows.size() + i].row0) * c.dim);
   std::vector<float> logits;
   KAMERA_TRY(run_batch(kv, groups, LogitsMode::Last, logits));
+  // Logits rows: the decode rows', then the last row of each piece that ends its cursor.
+  const size_t V = size_t(c.n_vocab);
+  size_t at = rows.size();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    ForwardCursor& cur = *pieces[i].cur;
+    cur.done += pieces[i].n;
+    if (!wants[i]) continue;
+    const auto row = logits.begin() + std::ptrdiff_t(at++ * V);
+    cur.logits.assign(row, row + std::ptrdiff_t(V));
+  }
+  logits.resize(rows.size() * V);
   return logits;
 }
 
@@ -221,8 +287,10 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   // Rows whose logits are wanted: every row, or the last row of every group.
   std::vector<int> pick;
   for (const RowGroup& g : groups)
-    for (int t = logits_mode == LogitsMode::All ? 0 : g.n - 1; t < g.n; ++t)
-      pick.push_back(g.row0 + t);
+    if (logits_mode == LogitsMode::All || g.logits)
+      for (int t = logits_mode == LogitsMode::All ? 0 : g.n - 1; t < g.n; ++t)
+        pick.push_back(g.row0 + t);
+  if (pick.empty()) return Status::Ok();
   const int rows = int(pick.size());
   for (int r = 0; r < rows; ++r)  // gather (pick is increasing, so in place is safe)
     if (pick[r] != r) std::memcpy(x + size_t(r) * d, x + size_t(pick[r]) * d, sizeof(float) * d);

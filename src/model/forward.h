@@ -60,6 +60,22 @@ struct ForwardOptions {
   ForwardObserver* observer = nullptr;  // optional hooks (see ForwardObserver)
 };
 
+// A forward run piece by piece (Engine::begin_forward, Engine::forward_step): the input was
+// checked and its slots appended to the sequence; `done` tokens of it have run. Between two steps
+// other work may use the engine and the pool (the sequence's later slots are not written yet),
+// which is how the server interleaves a long prefill with decode steps. The input, the mask and
+// the observer must outlive the cursor.
+struct ForwardCursor {
+  SeqId seq = -1;
+  ForwardInput in;
+  ForwardOptions opt;
+  int first = 0;  // sequence index of the input's first token
+  int done = 0;   // tokens already run
+  std::vector<float> logits;
+  bool finished() const { return done >= in.n; }
+  int left() const { return in.n - done; }
+};
+
 // Runs one model over sequences of a KV pool whose layout is model.kv_layout(). Not thread-safe;
 // one Engine per serving thread.
 class Engine {
@@ -75,6 +91,13 @@ class Engine {
   // Fails before touching the pool on bad input or when the pool is full.
   Result<std::vector<float>> forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                      const ForwardOptions& opt = {});
+  // The same forward in steps: begin_forward checks the input and appends its slots (nothing
+  // runs); each forward_step runs the next max_tokens tokens (at most opt.max_batch) as one
+  // micro-batch; the cursor's logits are the forward's once it is finished. Steps of any sizes
+  // give forward()'s result (micro-batches attend to the rows written before them).
+  Result<ForwardCursor> begin_forward(KvPool& kv, SeqId seq, const ForwardInput& in,
+                                      const ForwardOptions& opt = {});
+  Status forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens);
 
   // One decode step of several sequences in one forward (continuous batching): appends
   // rows[i].token at rows[i].pos to rows[i].seq and returns rows.size() x n_vocab logits. The
@@ -86,6 +109,19 @@ class Engine {
     Pos pos;
   };
   Result<std::vector<float>> decode(KvPool& kv, std::span<const DecodeRow> rows);
+  // The same step, also running pieces of forwards in flight in the same batch (chunked prefill,
+  // as vLLM batches prefill chunks with decodes): piece i runs the next n tokens of its cursor.
+  // The weight products run once over the decode rows and the pieces' rows; attention per
+  // sequence, each piece attending to the rows written before it, so a cursor advanced this way
+  // gives what forward_step gives. Returns the decode rows' logits; a piece that ends its cursor
+  // appends its last row's logits to it (LogitsMode::Last). Pieces must have no observer and no
+  // LogitsMode::All, and sequences distinct from the rows'.
+  struct Piece {
+    ForwardCursor* cur;
+    int n;
+  };
+  Result<std::vector<float>> decode(KvPool& kv, std::span<const DecodeRow> rows,
+                                    std::span<const Piece> pieces);
 
   // --- Layer steps: the building blocks of forward(), for callers that recompute chosen
   // tokens in place (eval/'s token-recompute baselines). Rows are tokens of `seq` already in the
@@ -109,10 +145,15 @@ class Engine {
     int first, n, row0;
     const AttentionMask* mask;
     std::span<const int> tokens = {};  // when set: row t is token tokens[t] (not first + t)
+    bool logits = true;                // LogitsMode::Last: this group's last row is wanted
     int token(int t) const { return tokens.empty() ? first + t : tokens[t]; }
   };
   Status check_layout(const KvPool& kv) const;
+  Status check_step(const KvPool& kv, std::span<const DecodeRow> rows,
+                    std::span<const Piece> pieces) const;
   void load_rows(const ForwardInput& in, int off, int n, float* x) const;
+  // The blocks of a mask that fall in a cursor's next n rows, shifted to them.
+  static AttentionMask piece_mask(const ForwardCursor& cur, int n);
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
                    std::vector<float>& out, ForwardObserver* observer = nullptr);
   // Rope angles of the groups' rows at their tokens' positions (rows x n_pairs each).

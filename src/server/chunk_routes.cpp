@@ -5,20 +5,13 @@
 
 namespace kamera {
 
-namespace {
-
-Result<json> body_or_empty(const HttpRequest& req) {
-  return req.body.empty() ? Result<json>(json::object()) : parse_body(req.body);
-}
-
-}  // namespace
-
 void Server::Impl::post_chunk(const HttpRequest& req, const std::smatch&, const std::string&,
                               Out out) {
   ++metrics.requests_chunks;
-  auto body = parse_body(req.body);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
-  auto content = chunk_content(*body, model, opts.max_chunk_tokens, max_chunk_bytes);
+  json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
+  auto content = chunk_content(body, model, opts.max_chunk_tokens, max_chunk_bytes,
+                               opts.control_tokens_in_text);
   if (!content.ok()) return respond_error(out, http_error(content.error()));
   on_scheduler(
       out,
@@ -75,12 +68,12 @@ void Server::Impl::delete_chunk(const HttpRequest&, const std::smatch& m, const 
 void Server::Impl::post_window(const HttpRequest& req, const std::smatch&,
                                const std::string& client, Out out) {
   ++metrics.requests_windows;
-  auto body = body_or_empty(req);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
-  auto pol = window_policy(*body);
+  json body = json::object();
+  if (auto bad = parse_optional_body(req, body)) return respond_error(out, *bad);
+  auto pol = window_policy(body);
   if (!pol.ok()) return respond_error(out, http_error(pol.error()));
   window_op(
-      out, client, "", "create", json::object(),
+      out, client, "", "create", std::make_shared<const json>(json::object()),
       [this, client, p = *pol] { return windows->create(client, p); }, 201);
 }
 
@@ -100,21 +93,22 @@ void Server::Impl::edit_window(const HttpRequest& req, const std::smatch& m,
                                const std::string& client, Out out) {
   ++metrics.requests_windows;
   const std::string id = m[1].str(), op = m[2].str();
-  auto body = body_or_empty(req);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  auto body = std::make_shared<json>(json::object());
+  if (auto bad = parse_optional_body(req, *body)) return respond_error(out, *bad);
+  std::shared_ptr<const json> b = std::move(body);  // shared by the quota check and the edit
   window_op(
-      out, client, id, op, *body,
-      [this, client, id, op, b = *body] { return windows->edit(client, id, op, b); },
+      out, client, id, op, b,
+      [this, client, id, op, b] { return windows->edit(client, id, op, *b); },
       op == "fork" ? 201 : 200);
 }
 
 // A window operation on the scheduler thread, refused first when it would pass a quota: 429 for
 // the client's own share, 503 for the pages kept apart from completions (both with Retry-After).
 void Server::Impl::window_op(const Out& out, const std::string& client, const std::string& id,
-                             const std::string& op, const json& body,
+                             const std::string& op, std::shared_ptr<const json> body,
                              std::function<Result<json>()> fn, int ok) {
   auto refuse = [this, client, id, op, body]() -> std::optional<HttpError> {
-    auto q = windows->over_quota(client, id, op, body);
+    auto q = windows->over_quota(client, id, op, *body);
     if (!q) return std::nullopt;
     ++metrics.rejected_quota;
     if (q->total) return HttpError{503, q->message, "server_error", "window_capacity"};

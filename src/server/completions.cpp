@@ -7,18 +7,6 @@
 
 namespace kamera {
 
-namespace {
-
-// A /v1/completions prompt given as an array of parts, as the content of one user message: its
-// media parts are read exactly as a chat message's (server/media_parts.h); null for any other
-// prompt.
-json prompt_as_message(const json& body) {
-  if (!body.contains("prompt") || !body["prompt"].is_array()) return nullptr;
-  return {{"messages", json::array({{{"role", "user"}, {"content", body["prompt"]}}})}};
-}
-
-}  // namespace
-
 void Server::Impl::completions(const HttpRequest& r, const std::smatch&, const std::string& c,
                                Out o) {
   ++metrics.requests_completions;
@@ -64,17 +52,16 @@ std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
 
 void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
-  auto body = parse_body(req.body);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
   auto images = std::make_shared<RequestMedia>();
-  const json as_message = window.empty() ? json(nullptr) : prompt_as_message(*body);
-  if (!as_message.is_null() && has_media_parts(as_message))
+  if (!window.empty() && body.contains("prompt") && has_media_items(body["prompt"]))
     return respond_error(out, {400,
                                "image and video parts are taken in /v1/chat/completions messages "
                                "and /v1/completions prompts, not in window completions",
                                "invalid_request_error", "invalid_media_part"});
-  if (auto refused = prepare_media(*body, chat, *images)) return respond_error(out, *refused);
-  auto r = gen_request(*body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
+  if (auto refused = prepare_media(body, chat, *images)) return respond_error(out, *refused);
+  auto r = gen_request(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
   Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
   if (!r.ok()) return respond_error(out, http_error(r.error()));
   if (!size.ok())
@@ -88,16 +75,14 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
     return respond_error(out, {429, "too many requests of this client in flight",
                                "rate_limit_error", "quota_exceeded"});
   }
-  const bool stream =
-      body->contains("stream") && (*body)["stream"].is_boolean() && (*body)["stream"].get<bool>();
   const CompletionMeta meta{
       fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter), opts.model_name,
       int64_t(std::time(nullptr)), chat};
   auto g = std::make_unique<Generation>();
+  g->out = r->stream ? stream_sink(out, meta) : whole_sink(out, meta);
   g->req = std::move(r.value());
   g->client = client;
   g->client_slot = std::move(slot);
-  g->out = stream ? stream_sink(out, meta) : whole_sink(out, meta);
   g->cancelled = std::make_shared<std::atomic<bool>>(false);
   g->t_submit = now_s();
   out->on_gone([c = g->cancelled] { c->store(true); });  // a client that left stops its work
@@ -107,17 +92,24 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
 }
 
 // Image and video parts of chat messages, or of a /v1/completions prompt's parts, become chunk
-// parts (server/media_parts.h); refused without a vision tower, and in window completions.
+// parts (server/media_parts.h); refused without a vision tower, and in window completions. A
+// prompt's parts are moved into one user message for that and back, never copied.
 std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out) {
-  json prompt = chat ? json(nullptr) : prompt_as_message(body);
-  json& holder = chat ? body : prompt;
-  if (holder.is_null() || !has_media_parts(holder)) return std::nullopt;
+  if (chat) {
+    if (!has_media_parts(body)) return std::nullopt;
+  } else if (!body.contains("prompt") || !has_media_items(body["prompt"])) {
+    return std::nullopt;
+  }
   if (!media)
     return HttpError{400, "this server has no vision model: start it with --mmproj",
                      "invalid_request_error", "vision_not_enabled"};
-  if (auto refused = media->prepare(holder, out, metrics)) return refused;
-  if (!chat) body["prompt"] = std::move(prompt["messages"][0]["content"]);
-  return std::nullopt;
+  if (chat) return media->prepare(body, out, metrics);
+  json holder = {{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}};
+  json& content = holder["messages"][0]["content"];
+  content = std::move(body["prompt"]);
+  auto refused = media->prepare(holder, out, metrics);
+  body["prompt"] = std::move(content);
+  return refused;
 }
 
 EventSink Server::Impl::whole_sink(const Out& out, const CompletionMeta& meta) {

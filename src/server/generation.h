@@ -22,6 +22,9 @@ struct PromptPart {
   bool is_chunk = false;
   std::string text;
   ChunkId id;
+  // Bytes of `text` the chat template wrote (sorted, disjoint): only there are control tokens
+  // read; the rest is the client's, literal (server/prompt_parts.h).
+  std::vector<TextRange> control;
 };
 
 struct GenRequest {
@@ -31,6 +34,7 @@ struct GenRequest {
   ServePolicy policy = ServePolicy::Patch;
   int rank = 32;
   bool deep_half = false;
+  bool stream = false;    // answer as server-sent events
   std::string window_id;  // non-empty: generate after this window's content (on a fork)
   std::shared_ptr<RequestMedia> media;  // images of a chat request (their chunk parts' content)
 };

@@ -78,7 +78,7 @@ Result<std::string> Server::Impl::client_of(const HttpRequest& req) const {
   return fmt::format("key:{}", found);
 }
 
-std::optional<HttpResponse> Server::Impl::inspect(const HttpRequest& head) {
+std::optional<HttpResponse> Server::Impl::inspect(HttpRequest& head) {
   const std::string method = head.method == "HEAD" ? "GET" : head.method;
   const Route* route = nullptr;
   std::string allow;
@@ -105,6 +105,7 @@ std::optional<HttpResponse> Server::Impl::inspect(const HttpRequest& head) {
       r.headers.push_back({"WWW-Authenticate", "Bearer"});
       return r;
     }
+    head.client = *client;  // the front's per-client shares
   }
   if (head.content_length > int64_t(opts.max_body_bytes))
     return error_response({413,

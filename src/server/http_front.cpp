@@ -1,7 +1,10 @@
 #include "server/http_front.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -11,6 +14,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "server/peer_limits.h"
 #include "server/worker_pool.h"
 
 namespace kamera {
@@ -46,13 +50,35 @@ std::vector<std::string> raw_values(std::string_view head, std::string_view name
   return out;
 }
 
+// Whether a header line of the head continues the line before it (obs-fold, RFC 9112 5.2:
+// refused, since proxies may join or split it otherwise).
+bool has_obs_fold(std::string_view head) {
+  for (size_t at = head.find("\r\n"); at != std::string_view::npos && at + 2 < head.size();
+       at = head.find("\r\n", at + 2))
+    if (head[at + 2] == ' ' || head[at + 2] == '\t') return true;
+  return false;
+}
+
+// Whether the Transfer-Encoding headers are something other than one "chunked" (gzip, a list):
+// 501, since the body would be read as chunked and the other coding ignored.
+bool unsupported_coding(const HttpHeaders& headers) {
+  int n = 0;
+  bool chunked = false;
+  for (const auto& [k, v] : headers) {
+    if (k != "transfer-encoding") continue;
+    ++n;
+    chunked = lower(v) == "chunked";
+  }
+  return n > 1 || (n == 1 && !chunked);
+}
+
 // A refusal decided by the front itself, as the server's JSON error.
 HttpResponse front_error(int status, const std::string& code, const std::string& message) {
   HttpResponse r;
   r.status = status;
   r.body = fmt::format(R"({{"error":{{"message":"{}","type":"{}","code":"{}"}}}})", message,
                        status < 500 ? "invalid_request_error" : "server_error", code);
-  if (status == 503) r.headers.push_back({"Retry-After", "1"});
+  if (status == 503 || status == 429) r.headers.push_back({"Retry-After", "1"});
   return r;
 }
 
@@ -122,9 +148,16 @@ struct HttpFront::Impl {
   FrontOptions opts;
   Inspect inspect;
   Dispatch dispatch;
-  std::atomic<int64_t> open{0}, accepted{0}, refused{0}, timeouts{0}, too_large{0};
+  std::atomic<int64_t> open{0}, accepted{0}, refused{0}, timeouts{0}, too_large{0}, peer_refused{0};
   int bound_port = 0;
   std::unique_ptr<WorkerPool> workers;
+  std::unique_ptr<PeerLimits> peers;
+
+  // An answer of the front's own, counted.
+  HttpResponse own(int status, const std::string& code, const std::string& message) {
+    if (opts.on_own_answer) opts.on_own_answer(status);
+    return front_error(status, code, message);
+  }
   // Sessions die with the I/O context (its pending handlers hold them): declared after what
   // they use.
   net::io_context ioc{1};
@@ -162,12 +195,17 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket s, HttpFront::Impl& f) : stream_(std::move(s)), f_(f) {
-    beast::error_code ec;
-    peer_ = stream_.socket().remote_endpoint(ec).address().to_string(ec);
+  // `peer`: the remote address, already counted in f.peers.
+  Session(tcp::socket s, HttpFront::Impl& f, std::string peer)
+      : stream_(std::move(s)), f_(f), peer_(std::move(peer)), gone_timer_(stream_.get_executor()) {
     ++f_.open;
   }
-  ~Session() { --f_.open; }
+  ~Session() {
+    --f_.open;
+    end_request();
+    if (!client_.empty()) f_.peers->close_client(client_);
+    f_.peers->close_address(peer_);
+  }
   void start() { read_head(); }
 
   // ---- called through a SessionResponder (posted to the I/O thread) ------------------------
@@ -184,8 +222,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void read_head();
-  void on_head(beast::error_code ec, size_t n);
+  void scan_head(size_t from);
+  void on_head(size_t n);
+  void refuse(int status, const std::string& code, const std::string& message);
   void fill_request(std::string_view head);
+  bool admit_client();
+  void end_request();
+  void on_peer_eof(uint64_t no);
+  void poll_closed(uint64_t no);
   void read_body();
   void on_body(beast::error_code ec);
   void dispatch();
@@ -201,6 +245,12 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   HttpFront::Impl& f_;
   std::string peer_;
+  std::string client_;     // the client its first request named (its connection share)
+  std::string inflight_;   // the client of the request being handled (its request share)
+  bool peer_eof_ = false;  // the client sent FIN while a request was handled
+  int version_ = 11;       // of the current request
+  net::steady_timer gone_timer_;
+  std::array<char, 4096> read_buf_;
   std::string head_buf_;
   beast::flat_buffer body_buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -222,43 +272,96 @@ void Session::read_head() {
   head_buf_.assign(static_cast<const char*>(body_buf_.data().data()), body_buf_.size());
   body_buf_.consume(body_buf_.size());
   stream_.expires_after(std::chrono::milliseconds(f_.opts.head_timeout_ms));
-  net::async_read_until(
-      stream_, net::dynamic_buffer(head_buf_, f_.opts.max_head_bytes), "\r\n\r\n",
-      [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_head(ec, n); });
+  scan_head(0);
 }
 
-void Session::on_head(beast::error_code ec, size_t n) {
-  if (ec == beast::error::timeout) ++f_.timeouts;
-  if (ec == net::error::not_found) {  // the head outgrew its limit
-    close_after_ = true;
-    return answer(front_error(431, "head_too_large", "the request head is too large"));
+// Looks for the end of the head from byte `from` on: "\r\n\r\n", or a bare LF, which is never
+// valid HTTP (answered 400 at once rather than after the head deadline); reads more until the
+// head limit.
+void Session::scan_head(size_t from) {
+  for (size_t i = from; i < head_buf_.size(); ++i) {
+    if (head_buf_[i] != '\n') continue;
+    if (i == 0 || head_buf_[i - 1] != '\r')
+      return refuse(400, "malformed_http", "a line of the request head ends in a bare LF");
+    if (i >= 3 && head_buf_[i - 2] == '\n' && head_buf_[i - 3] == '\r') return on_head(i + 1);
   }
-  if (ec) return close();
+  if (head_buf_.size() >= f_.opts.max_head_bytes)
+    return refuse(431, "head_too_large", "the request head is too large");
+  stream_.async_read_some(net::buffer(read_buf_),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            if (ec == beast::error::timeout) ++self->f_.timeouts;
+                            if (ec) return self->close();
+                            const size_t old = self->head_buf_.size();
+                            self->head_buf_.append(self->read_buf_.data(), n);
+                            self->scan_head(old);
+                          });
+}
+
+void Session::refuse(int status, const std::string& code, const std::string& message) {
+  close_after_ = true;
+  answer(f_.own(status, code, message));
+}
+
+void Session::on_head(size_t n) {
+  beast::error_code ec;
   parser_->put(net::buffer(head_buf_.data(), n), ec);
   if (ec == http::error::body_limit) {  // a declared Content-Length over the limit
     ++f_.too_large;
-    close_after_ = true;
-    return answer(
-        front_error(413, "body_too_large",
-                    fmt::format("the request body exceeds {} bytes", f_.opts.max_body_bytes)));
+    return refuse(413, "body_too_large",
+                  fmt::format("the request body exceeds {} bytes", f_.opts.max_body_bytes));
   }
-  if (ec || !parser_->is_header_done()) {
-    close_after_ = true;
-    return answer(front_error(400, "malformed_http", "malformed HTTP request"));
-  }
+  const std::string_view head(head_buf_.data(), n);
+  if (ec || !parser_->is_header_done() || has_obs_fold(head))
+    return refuse(400, "malformed_http", "malformed HTTP request");
   // The rest of what was read belongs to the body (or the next request).
   if (const size_t extra = head_buf_.size() - n; extra > 0) {  // (memcpy of 0 from null is UB)
     auto rest = body_buf_.prepare(extra);
     std::memcpy(rest.data(), head_buf_.data() + n, extra);
     body_buf_.commit(extra);
   }
-  fill_request(std::string_view(head_buf_).substr(0, n));
+  fill_request(head);
+  if (unsupported_coding(req_.headers))
+    return refuse(501, "unsupported_transfer_encoding",
+                  "Transfer-Encoding other than chunked alone is not supported");
   if (auto early = f_.inspect(req_)) {
     if (req_.has_body) early->close = true;  // its body is never read
     return answer(std::move(*early));
   }
+  if (!admit_client()) return;
   if (!req_.has_body) return dispatch();
   read_body();
+}
+
+// The shares of the request's client: its connections (the connection counts for the client its
+// first request named) and its requests in flight.
+bool Session::admit_client() {
+  if (req_.client.empty()) return true;
+  if (client_.empty()) {
+    client_ = req_.client;
+    if (!f_.peers->open_client(client_)) {
+      ++f_.peer_refused;
+      refuse(
+          503, "too_many_connections",
+          fmt::format("this client holds more than {} connections", f_.peers->max_connections()));
+      return false;
+    }
+  }
+  if (!f_.peers->begin_request(req_.client)) {
+    ++f_.peer_refused;
+    close_after_ = close_after_ || req_.has_body;  // its body is never read
+    answer(f_.own(429, "quota_exceeded",
+                  fmt::format("this client already has {} requests in flight (its share)",
+                              f_.peers->max_inflight())));
+    return false;
+  }
+  inflight_ = req_.client;
+  return true;
+}
+
+void Session::end_request() {
+  if (inflight_.empty()) return;
+  f_.peers->end_request(inflight_);
+  inflight_.clear();
 }
 
 void Session::fill_request(std::string_view head) {
@@ -272,6 +375,7 @@ void Session::fill_request(std::string_view head) {
                               std::string(field.value()));
   req_.raw_authorization = raw_values(head, "authorization");
   req_.peer = peer_;
+  req_.version = version_ = int(h.version());
   if (parser_->content_length()) req_.content_length = int64_t(*parser_->content_length());
   req_.has_body = parser_->chunked() || req_.content_length > 0;
   keep_alive_ = parser_->keep_alive();
@@ -298,12 +402,15 @@ void Session::read_body() {
 void Session::on_body(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     ++f_.too_large;
-    close_after_ = true;
-    return answer(
-        front_error(413, "body_too_large",
-                    fmt::format("the request body exceeds {} bytes", f_.opts.max_body_bytes)));
+    return refuse(413, "body_too_large",
+                  fmt::format("the request body exceeds {} bytes", f_.opts.max_body_bytes));
   }
   if (ec == beast::error::timeout) ++f_.timeouts;
+  // A body that does not parse (a chunk size past 64 bits, a bad chunk line) is answered; a
+  // connection that ended or timed out is closed.
+  static const auto& http_errors = http::make_error_code(http::error::bad_chunk).category();
+  if (ec && ec.category() == http_errors && ec != http::error::partial_message)
+    return refuse(400, "malformed_http", "malformed HTTP body: " + ec.message());
   if (ec) return close();
   req_.body = parser_->release().body();
   dispatch();
@@ -322,7 +429,7 @@ void Session::dispatch() {
     f.dispatch(std::move(req), std::move(out));
   };
   if (!f_.workers->try_post(std::move(task)))
-    answer(front_error(503, "busy", "the server is busy: every worker is taken"));
+    answer(f_.own(503, "busy", "the server is busy: every worker is taken"));
 }
 
 // While a handler works, a readable socket with nothing to read is a client that went away.
@@ -335,8 +442,33 @@ void Session::watch_gone() {
             ::recv(self->stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n > 0) return;  // a pipelined request: read after this answer
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->watch_gone();
+        if (n == 0) return self->on_peer_eof(no);
         self->close();
       });
+}
+
+// The client sent FIN while its request is handled: it half-closed its socket after the request
+// (it still reads the answer), or it closed it. An interim "100 Continue" (which HTTP/1.1 clients
+// skip) tells them apart without changing the answer: a closed socket replies with a reset, which
+// poll_closed sees. HTTP/1.0 clients get no 1xx: their answer is written when it is ready.
+void Session::on_peer_eof(uint64_t no) {
+  peer_eof_ = true;
+  if (req_no_ != no || !responding_ || version_ < 11) return;
+  if (!streaming_ && !last_queued_ && out_.empty()) send("HTTP/1.1 100 Continue\r\n\r\n", false);
+  poll_closed(no);
+}
+
+void Session::poll_closed(uint64_t no) {
+  gone_timer_.expires_after(std::chrono::milliseconds(50));
+  gone_timer_.async_wait([self = shared_from_this(), no](beast::error_code ec) {
+    if (ec || !self->current(no)) return;
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    const int fd = self->stream_.socket().native_handle();
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_CLOSE)
+      return self->close();
+    self->poll_closed(no);
+  });
 }
 
 void Session::answer(HttpResponse r) {
@@ -399,7 +531,9 @@ void Session::on_write(beast::error_code ec) {
 void Session::response_done() {
   responding_ = streaming_ = last_queued_ = false;
   on_gone_.clear();
-  if (close_after_) {
+  end_request();
+  gone_timer_.cancel();
+  if (close_after_ || peer_eof_) {  // a client that sent FIN sends no further request
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     return drain(0);
@@ -424,6 +558,8 @@ void Session::close() {
   if (closed_) return;
   closed_ = true;
   gone_ = true;
+  end_request();
+  gone_timer_.cancel();
   beast::error_code ec;
   stream_.socket().close(ec);
   auto fns = std::move(on_gone_);
@@ -471,16 +607,26 @@ void HttpFront::Impl::on_accept(beast::error_code ec, tcp::socket s) {
   if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
   if (!ec) {
     ++accepted;
-    if (open.load() >= opts.max_connections) {
-      ++refused;  // best effort: a short answer, then the connection is closed
-      static const std::string busy =
-          "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
-          "Connection: close\r\n\r\n";
+    std::string peer = s.remote_endpoint(ec).address().to_string(ec);
+    const bool full = open.load() >= opts.max_connections;
+    if (full || !peers->open_address(peer)) {
+      // best effort: a short answer, then the connection is closed
+      ++(full ? refused : peer_refused);
+      const std::string body =
+          full ? R"({"error":{"message":"too many open connections","type":"server_error",)"
+                 R"("code":"busy"}})"
+               : R"({"error":{"message":"this address holds too many connections","type":)"
+                 R"("server_error","code":"too_many_connections"}})";
+      const std::string busy = fmt::format(
+          "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: "
+          "application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+          body.size(), body);
+      if (opts.on_own_answer) opts.on_own_answer(503);
       (void)::send(s.native_handle(), busy.data(), busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       s.close(ec);
     } else {
       s.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Session>(std::move(s), *this)->start();
+      std::make_shared<Session>(std::move(s), *this, std::move(peer))->start();
     }
   }
   accept();
@@ -521,6 +667,8 @@ int HttpFront::port() const {
 void HttpFront::start() {
   Impl& f = *impl_;
   f.workers = std::make_unique<WorkerPool>(f.opts.workers, f.opts.max_pending);
+  f.peers = std::make_unique<PeerLimits>(std::max(1, f.opts.max_peer_connections),
+                                         std::max(1, f.opts.max_client_inflight));
   f.accept();
   f.io_thread = std::thread([&f] { f.ioc.run(); });
 }
@@ -539,8 +687,8 @@ void HttpFront::stop() {
 
 HttpFront::Stats HttpFront::stats() const {
   const Impl& f = *impl_;
-  return {f.open.load(), f.accepted.load(), f.refused.load(), f.timeouts.load(),
-          f.too_large.load()};
+  return {f.open.load(),     f.accepted.load(),  f.refused.load(),
+          f.timeouts.load(), f.too_large.load(), f.peer_refused.load()};
 }
 
 }  // namespace kamera

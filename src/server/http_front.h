@@ -12,7 +12,15 @@
 //     bytes as they arrive);
 //   - cheap routes (/health, /metrics) are answered on the I/O thread, so they answer while every
 //     worker is busy; the rest goes to a bounded pool of worker threads, whose handlers answer
-//     through a Responder (from any thread) and are told when the client goes away.
+//     through a Responder (from any thread) and are told when the client goes away;
+//   - under the global cap, per-peer shares (server/peer_limits.h): connections of one address
+//     and of one client, and requests of one client being handled at once;
+//   - malformed framing is answered 400 at once: a bare LF ending a head line, an obs-fold
+//     (a header line continued on the next), a chunked body that does not parse (a chunk size
+//     past 64 bits); a Transfer-Encoding other than "chunked" alone is answered 501;
+//   - a client that half-closes its socket after its request (shutdown(SHUT_WR)) still gets its
+//     answer; one that closed it is told apart by an interim "100 Continue" (a closed socket
+//     answers it with a reset) and its request is cancelled.
 #pragma once
 
 #include <functional>
@@ -35,7 +43,11 @@ struct HttpRequest {
   HttpHeaders headers;  // names in lower case, values trimmed, in order
   // Raw values of Authorization headers, before whitespace trimming.
   std::vector<std::string> raw_authorization;
-  std::string peer;             // remote address
+  std::string peer;  // remote address
+  int version = 11;  // 10 for HTTP/1.0, 11 for HTTP/1.1
+  // Who the request speaks for (an API key, or the address), set by the Inspect callback: the
+  // front's per-client shares count it. Empty: none (the request is counted by address only).
+  std::string client;
   bool has_body = false;        // a Content-Length > 0 or a chunked body follows the head
   int64_t content_length = -1;  // -1: none or chunked
   std::string body;
@@ -78,18 +90,25 @@ struct FrontOptions {
   int write_timeout_ms = 30000;
   size_t max_head_bytes = 16 << 10;
   size_t max_body_bytes = 32 << 20;
+  // Per peer, under max_connections: open connections of one address, and of one client.
+  int max_peer_connections = 256;
+  int max_client_inflight = 128;  // requests of one client read or handled at once
+  // Told the status of every answer the front gives on its own (its refusals: 400, 413, 429,
+  // 431, 501, 503), so that the server's counters include them.
+  std::function<void(int status)> on_own_answer;
 };
 
 class HttpFront {
  public:
   // On the I/O thread, once a head is read: a response to answer at once (a refusal, or a cheap
   // route), or nullopt to read the body and dispatch the request.
-  using Inspect = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
+  // It may set head.client.
+  using Inspect = std::function<std::optional<HttpResponse>(HttpRequest& head)>;
   // On a worker thread, with the whole request.
   using Dispatch = std::function<void(HttpRequest req, std::shared_ptr<Responder> out)>;
 
   struct Stats {
-    int64_t open = 0, accepted = 0, refused = 0, timeouts = 0, too_large = 0;
+    int64_t open = 0, accepted = 0, refused = 0, timeouts = 0, too_large = 0, peer_refused = 0;
   };
 
   static Result<std::unique_ptr<HttpFront>> bind(const FrontOptions& opts, Inspect inspect,

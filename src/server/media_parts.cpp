@@ -81,12 +81,17 @@ std::optional<HttpError> local_bytes(const std::string& url, const MediaOptions&
 
 }  // namespace
 
+bool has_media_items(const json& content) {
+  if (!content.is_array()) return false;
+  for (const json& p : content)
+    if (!media_kind(p).empty()) return true;
+  return false;
+}
+
 bool has_media_parts(const json& body) {
   if (!body.contains("messages") || !body["messages"].is_array()) return false;
   for (const json& m : body["messages"])
-    if (m.is_object() && m.contains("content") && m["content"].is_array())
-      for (const json& p : m["content"])
-        if (!media_kind(p).empty()) return true;
+    if (m.is_object() && m.contains("content") && has_media_items(m["content"])) return true;
   return false;
 }
 
@@ -236,9 +241,9 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out,
   for (json& m : body["messages"]) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     json parts = json::array();
-    for (const json& p : m["content"]) {
+    for (json& p : m["content"]) {
       if (media_kind(p).empty()) {
-        parts.push_back(p);
+        parts.push_back(std::move(p));  // moved: a body is never deep-copied
       } else if (auto e = add_part(p, parts, out, metrics)) {
         return e;
       }

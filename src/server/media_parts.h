@@ -83,5 +83,7 @@ class ServerMedia {
 
 // Whether a chat body has image or video parts (to refuse them when no tower is loaded).
 bool has_media_parts(const json& body);
+// Whether a content value (an array of parts) has image or video parts.
+bool has_media_items(const json& content);
 
 }  // namespace kamera

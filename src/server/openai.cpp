@@ -3,6 +3,8 @@
 #include <cfloat>
 #include <cmath>
 
+#include "server/prompt_parts.h"
+
 namespace kamera {
 
 int http_status(ErrorCode code) {
@@ -23,13 +25,36 @@ int http_status(ErrorCode code) {
   return 500;
 }
 
+namespace {
+
+// The documented error.code of a failed operation (docs/SERVER.md, "Validation").
+const char* api_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument:
+    case ErrorCode::CorruptData:  // what the client sent is malformed: its argument is invalid
+      return "invalid_argument";
+    case ErrorCode::NotFound:
+      return "not_found";
+    case ErrorCode::OutOfMemory:
+      return "capacity";
+    case ErrorCode::Unsupported:
+      return "unsupported";
+    case ErrorCode::Internal:
+    case ErrorCode::Io:
+      return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace
+
 HttpError http_error(const Error& e) {
   const int status = http_status(e.code);
   return {status, e.message,
           status == 404  ? "not_found_error"
           : status < 500 ? "invalid_request_error"
                          : "server_error",
-          e.code == ErrorCode::OutOfMemory ? "capacity" : error_code_name(e.code)};
+          api_code(e.code)};
 }
 
 json error_body(const HttpError& e) {
@@ -40,15 +65,63 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Result<json> parse_body(std::string_view body) {
+namespace {
+
+// Thrown from the parser's callback to stop at the first value past a limit.
+struct JsonLimitHit {
+  HttpError error;
+};
+
+}  // namespace
+
+std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out) {
+  int64_t values = 0;
+  // depth: the containers open around the event (0 for the top-level value).
+  auto bounded = [&](int depth, json::parse_event_t event, json&) {
+    const bool opens =
+        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+    if (opens && depth + 1 > limits.max_depth)
+      throw JsonLimitHit{{400,
+                          fmt::format("the JSON body nests arrays and objects deeper than {} "
+                                      "levels (the limit)",
+                                      limits.max_depth),
+                          "invalid_request_error", "json_too_deep"}};
+    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end &&
+        ++values > limits.max_values)
+      throw JsonLimitHit{
+          {400,
+           fmt::format("the JSON body holds more than {} values (the limit)", limits.max_values),
+           "invalid_request_error", "json_too_many_values"}};
+    return true;
+  };
   try {
-    json j = json::parse(body);
-    if (!j.is_object())
-      return make_error(ErrorCode::InvalidArgument, "the request body must be a JSON object");
-    return j;
+    out = json::parse(body, bounded);
+  } catch (const JsonLimitHit& hit) {
+    return hit.error;
   } catch (const std::exception& e) {
-    return make_error(ErrorCode::CorruptData, "malformed JSON: {}", e.what());
+    return HttpError{400, fmt::format("malformed JSON: {}", e.what()), "invalid_request_error",
+                     "invalid_json"};
   }
+  if (!out.is_object())
+    return HttpError{400, "the request body must be a JSON object", "invalid_request_error",
+                     "invalid_json"};
+  return std::nullopt;
+}
+
+Result<bool> bool_field(const json& body, const char* key, bool dflt) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  if (!body[key].is_boolean())
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be true or false, not {}", key,
+                      body[key].type_name());
+  return body[key].get<bool>();
+}
+
+Result<std::string> string_field(const json& body, const char* key, const std::string& dflt) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  if (!body[key].is_string())
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a string, not {}", key,
+                      body[key].type_name());
+  return body[key].get<std::string>();
 }
 
 Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi) {
@@ -74,135 +147,6 @@ Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64
 }
 
 namespace {
-
-// Appends text to the last part when it is text, else starts a text part.
-void add_text(std::vector<PromptPart>& parts, const std::string& t) {
-  if (!parts.empty() && !parts.back().is_chunk) {
-    parts.back().text += t;
-  } else {
-    parts.push_back({false, t, {}});
-  }
-}
-
-// One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
-Status add_part(std::vector<PromptPart>& parts, const json& it) {
-  if (it.is_string()) {
-    add_text(parts, it.get<std::string>());
-    return Status::Ok();
-  }
-  if (!it.is_object() || !it.contains("type") || !it["type"].is_string())
-    return make_error(ErrorCode::InvalidArgument,
-                      "each part must be a string or an object with a \"type\"");
-  const std::string type = it["type"].get<std::string>();
-  if (type == "text") {
-    if (!it.contains("text") || !it["text"].is_string())
-      return make_error(ErrorCode::InvalidArgument, "a text part needs \"text\"");
-    add_text(parts, it["text"].get<std::string>());
-  } else if (type == "chunk") {
-    if (!it.contains("id") || !it["id"].is_string())
-      return make_error(ErrorCode::InvalidArgument, "a chunk part needs \"id\"");
-    auto id = ChunkId::from_hex(it["id"].get<std::string>());
-    if (!id)
-      return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits",
-                        it["id"].get<std::string>());
-    parts.push_back({true, "", *id});
-  } else {
-    return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)", type);
-  }
-  return Status::Ok();
-}
-
-// A content value: a string or an array of parts.
-Status add_items(std::vector<PromptPart>& parts, const json& items) {
-  if (items.is_string()) {
-    add_text(parts, items.get<std::string>());
-    return Status::Ok();
-  }
-  if (!items.is_array())
-    return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
-  for (const json& it : items) KAMERA_TRY(add_part(parts, it));
-  return Status::Ok();
-}
-
-// Chat messages laid out as "role: content" lines, then "assistant:".
-Status add_messages(std::vector<PromptPart>& parts, const json& body) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
-    add_text(parts, m["role"].get<std::string>() + ": ");
-    KAMERA_TRY(add_items(parts, m["content"]));
-    add_text(parts, "\n");
-  }
-  add_text(parts, "assistant:");
-  return Status::Ok();
-}
-
-// A chunk part inside rendered template text: a marker no template or user text writes.
-constexpr std::string_view kChunkMark =
-    "\x1e"
-    "kamera-chunk:";
-
-// A message's content as template text: text parts joined, each chunk part a marker with its id.
-Result<std::string> templated_content(const json& content) {
-  std::vector<PromptPart> parts;
-  KAMERA_TRY(add_items(parts, content));
-  std::string out;
-  for (const PromptPart& p : parts) {
-    if (p.text.find(kChunkMark) != std::string::npos)
-      return make_error(ErrorCode::InvalidArgument, "message text holds a reserved byte (0x1e)");
-    out += p.is_chunk ? fmt::format("{}{}\x1e", kChunkMark, p.id.hex()) : p.text;
-  }
-  return out;
-}
-
-// Chat messages rendered by the model's chat template (with the generation prompt), then cut
-// into text and chunk parts at the markers.
-Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
-    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
-    msgs.push_back({{"role", m["role"].get<std::string>()}, {"content", content}});
-  }
-  ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
-  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
-  for (size_t at = 0;;) {
-    const size_t mark = text.find(kChunkMark, at);
-    add_text(parts, text.substr(at, mark == std::string::npos ? std::string::npos : mark - at));
-    if (mark == std::string::npos) break;
-    const size_t id_at = mark + kChunkMark.size(), end = text.find('\x1e', id_at);
-    auto id = end == std::string::npos ? std::nullopt
-                                       : ChunkId::from_hex(text.substr(id_at, end - id_at));
-    if (!id) return make_error(ErrorCode::Internal, "the chat template broke a chunk marker");
-    parts.push_back({true, "", *id});
-    at = end + 1;
-  }
-  if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
-    parts.erase(parts.begin());
-  return Status::Ok();
-}
-
-Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat,
-                                             const ChatTemplate* tmpl) {
-  std::vector<PromptPart> parts;
-  if (chat && tmpl) {
-    KAMERA_TRY(add_templated(parts, body, *tmpl));
-  } else if (chat) {
-    KAMERA_TRY(add_messages(parts, body));
-  } else {
-    if (!body.contains("prompt"))
-      return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
-    KAMERA_TRY(add_items(parts, body["prompt"]));
-  }
-  if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
-    return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
-  return parts;
-}
 
 // A number field in [lo, hi], or its default when absent or null.
 Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
@@ -252,14 +196,15 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
   r.sampling.seed = uint64_t(*seed);
   r.rank = int(*rank);
   KAMERA_ASSIGN_OR_RETURN(r.policy, reuse_policy(body));
-  if (body.contains("deep_half"))
-    r.deep_half = body["deep_half"].is_boolean() && body["deep_half"].get<bool>();
+  KAMERA_ASSIGN_OR_RETURN(r.deep_half, bool_field(body, "deep_half", false));
+  KAMERA_ASSIGN_OR_RETURN(r.stream, bool_field(body, "stream", false));
   return r;
 }
 
 namespace {
 
-Result<ChunkContent> text_chunk(const json& b, const Model& model, size_t max_bytes) {
+Result<ChunkContent> text_chunk(const json& b, const Model& model, size_t max_bytes,
+                                bool control_tokens) {
   if (!b["text"].is_string())
     return make_error(ErrorCode::InvalidArgument, "\"text\" must be a string");
   if (max_bytes && b["text"].get_ref<const std::string&>().size() > max_bytes)
@@ -268,7 +213,11 @@ Result<ChunkContent> text_chunk(const json& b, const Model& model, size_t max_by
                       b["text"].get_ref<const std::string&>().size(), max_bytes);
   if (!model.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer: send \"tokens\"");
-  auto ids = model.tokenizer->encode_raw(b["text"].get<std::string>());
+  const std::string& text = b["text"].get_ref<const std::string&>();
+  const TextRange all{0, text.size()};  // literal, unless the server opted in
+  auto ids = model.tokenizer->encode_marked(
+      text, control_tokens ? std::span<const TextRange>(&all, 1) : std::span<const TextRange>(),
+      false);
   if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "the text is empty");
   return ChunkContent::from_tokens(std::move(ids));
 }
@@ -345,7 +294,7 @@ Result<ChunkContent> embedding_chunk(const json& b, int dim, int ctx_len, int ma
 }  // namespace
 
 Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_chunk_tokens,
-                                   size_t max_text_bytes) {
+                                   size_t max_text_bytes, bool control_tokens) {
   const ModelConfig& c = model.cfg;
   const int max_tokens = max_chunk_tokens > 0 ? max_chunk_tokens : c.ctx_len;
   const int kinds =
@@ -353,7 +302,7 @@ Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_ch
   if (kinds != 1)
     return make_error(ErrorCode::InvalidArgument,
                       "give exactly one of \"text\", \"tokens\", \"embeddings\"");
-  auto cc = b.contains("text")     ? text_chunk(b, model, max_text_bytes)
+  auto cc = b.contains("text")     ? text_chunk(b, model, max_text_bytes, control_tokens)
             : b.contains("tokens") ? token_chunk(b, c.n_vocab)
                                    : embedding_chunk(b, c.dim, c.ctx_len, max_tokens);
   if (!cc.ok()) return cc;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,8 +36,22 @@ json error_body(const HttpError& e);
 // JSON text of a response (invalid UTF-8 replaced, never thrown).
 std::string dump(const json& j);
 
-// The body as a JSON object.
-Result<json> parse_body(std::string_view body);
+// What a request body may hold, enforced while it is parsed (before any value is copied): the
+// nesting of arrays and objects, and the number of values (scalars, arrays, objects and keys).
+struct JsonLimits {
+  int max_depth = 64;
+  int64_t max_values = int64_t(1) << 21;
+};
+
+// The body as a JSON object into `out`, or the refusal: 400 invalid_json (malformed, or not an
+// object), json_too_deep or json_too_many_values (the limit named in the message).
+std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out);
+
+// A boolean field: `dflt` when absent or null, else it must be true or false (a string such as
+// "true" is refused by name, never read as either).
+Result<bool> bool_field(const json& body, const char* key, bool dflt);
+// A string field: `dflt` when absent or null, else it must be a string.
+Result<std::string> string_field(const json& body, const char* key, const std::string& dflt);
 
 // An integer in [lo, hi], checked as 64 bits before any narrowing: a float (1.5), a value past
 // int64 (2^64 - 1) or a string is refused, never wrapped. `what` names it in the message.
@@ -46,14 +61,16 @@ Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64
 
 // "prompt" of /v1/completions (a string or an array of parts), or "messages" of chat, with the
 // sampling and reuse fields. Chat messages are rendered by `tmpl` when given (chunk parts stay
-// chunks at their place in the rendered text), else laid out as "role: content" lines.
+// chunks at their place in the rendered text), else laid out as "role: content" lines
+// (server/prompt_parts.h: which bytes may yield control tokens).
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr);
 
 // A chunk's content from {"text"}, {"tokens"} or {"embeddings", "positions"}. Text longer than
-// max_text_bytes is refused before it is tokenized (0: no limit).
+// max_text_bytes is refused before it is tokenized (0: no limit); it is literal (control tokens
+// spelled in it are text) unless control_tokens (the server's --control-tokens-in-text).
 Result<ChunkContent> chunk_content(const json& body, const Model& model, int max_chunk_tokens,
-                                   size_t max_text_bytes = 0);
+                                   size_t max_text_bytes = 0, bool control_tokens = false);
 json chunk_json(const CanonicalEntry& e);
 
 // Response bodies of a completion: whole, and the pieces of a stream.

@@ -72,6 +72,10 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_decode_rows_total",
           "sequences decoded, summed over steps (rows / steps = batch size)",
           double(m.decode_rows));
+  counter(out, "kamera_prefill_pauses_total",
+          "times a prefill (admission, chunk upload, window edit) used up an engine step's slice "
+          "and let a decode step run before its next slice",
+          double(m.prefill_pauses));
   out += "# HELP kamera_segments_total chunk segments served, by source\n";
   out += "# TYPE kamera_segments_total counter\n";
   for (auto [k, v] : {std::pair{"canonical", &m.seg_canonical},

@@ -36,6 +36,9 @@ struct ServerMetrics {
   std::atomic<int64_t> seg_canonical{0}, seg_patch_exact{0}, seg_patch_orbit{0},
       seg_patch_formed{0}, seg_blind{0}, seg_reprefilled{0};
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
+  // times a sliced task (an admission, an upload, a window edit) used up an engine step's prefill
+  // budget and let a decode step run before its next slice
+  std::atomic<int64_t> prefill_pauses{0};
   std::atomic<double> decode_tokens_per_s{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   // images and video parts (server/media_parts.h): tower runs, embeddings found in the image

@@ -35,11 +35,4 @@ struct RequestMedia {
   nlohmann::json usage() const;
 };
 
-// Prompt text of a request with images to token ids: the vision delimiters (<|vision_start|>,
-// <|vision_end|>) become their ids whatever the vocabulary kind (SentencePiece vocabularies do
-// not parse control tokens in text); the runs between are tokenized as the scheduler tokenizes
-// text parts (`first`: the prompt's first part, encode without BOS; else encode_raw).
-std::vector<int32_t> vision_text_ids(const Tokenizer& tok, std::string_view text, bool first,
-                                     size_t limit = SIZE_MAX);
-
 }  // namespace kamera

@@ -1,5 +1,6 @@
 #include "server/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/log.h"
@@ -11,10 +12,13 @@ using json = nlohmann::json;
 
 Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metrics,
                      SchedulerOptions o)
-    : ctx_(ctx), windows_(windows), metrics_(metrics), opts_(o) {}
+    : ctx_(ctx), windows_(windows), metrics_(metrics), opts_(o) {
+  ctx_.cache().set_pacer(&pacer_);
+}
 
 Scheduler::~Scheduler() {
   stop();
+  ctx_.cache().set_pacer(nullptr);
 }
 
 void Scheduler::start() {
@@ -65,26 +69,50 @@ bool Scheduler::post(Op op) {
   return enqueue(std::move(j));
 }
 
-// Operations always; admissions while there is room to decode them. Empty when stopping.
+// The jobs that can start now, in queue order within each kind: an exclusive job while no other
+// runs; a generation while there is room to decode it. A job that must wait keeps the later jobs
+// of its kind behind it. Empty when stopping.
 std::vector<Scheduler::Job> Scheduler::take_batch() {
   std::vector<Job> batch;
   std::unique_lock<std::mutex> lock(mu_);
   // Wakes at least every second: expired windows are swept even when nothing is asked.
   cv_.wait_for(lock, std::chrono::seconds(1),
-               [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+               [&] { return stopping_ || !queue_.empty() || !active_.empty() || !tasks_.empty(); });
   if (stopping_) return batch;
+  bool exclusive_busy = exclusive_in_flight(), exclusive_wait = false, gen_wait = false;
+  const int in_flight = generations_in_flight();
   int gens = 0;  // admitted in this batch
-  while (!queue_.empty()) {
-    if (const Generation* g = queue_.front().gen.get()) {
-      if (int(active_.size()) + gens >= opts_.max_active) break;
-      if ((!active_.empty() || gens > 0) && !room_for(*g, gens)) break;  // wait for pages
-      ++gens;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const Generation* g = it->gen.get();
+    bool wait = it->exclusive() && (exclusive_busy || exclusive_wait);
+    if (g && !wait)
+      wait = gen_wait || in_flight + gens >= opts_.max_active ||
+             ((in_flight > 0 || gens > 0) && !room_for(*g, gens + in_flight - int(active_.size())));
+    if (wait) {
+      exclusive_wait = exclusive_wait || it->exclusive();
+      gen_wait = gen_wait || g;
+      ++it;
+      continue;
     }
-    batch.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+    exclusive_busy = exclusive_busy || it->exclusive();
+    gens += g != nullptr;
+    batch.push_back(std::move(*it));
+    it = queue_.erase(it);
   }
   queued_ = int(queue_.size());
   return batch;
+}
+
+bool Scheduler::exclusive_in_flight() const {
+  for (const auto& t : tasks_)
+    if (t->exclusive) return true;
+  return false;
+}
+
+int Scheduler::generations_in_flight() const {
+  int n = int(active_.size());
+  for (const auto& t : tasks_) n += t->gen != nullptr;
+  return n;
 }
 
 // Pages a generation may still take: its remaining tokens, plus a partial page.
@@ -113,21 +141,110 @@ void Scheduler::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) break;
     }
-    if (now_s() - last_sweep_ > 1.0) {
+    if (now_s() - last_sweep_ > 1.0 && !exclusive_in_flight()) {  // no window in an edit
       windows_.expire();
       last_sweep_ = now_s();
     }
-    for (Job& j : batch) {
-      if (j.gen) {
-        admit(std::move(j.gen));
-      } else {
-        j.op(true);
-      }
-    }
+    for (Job& j : batch) start_task(std::move(j));
+    step_tasks();
     if (!active_.empty()) decode_step();
   }
+  drain_tasks();
   for (auto& g : active_) finish(*g, "abort");
   active_.clear();
+}
+
+// A job becomes a task; it starts running at its first turn (step_tasks).
+void Scheduler::start_task(Job j) {
+  auto t = std::make_unique<Task>();
+  t->exclusive = j.exclusive();
+  t->gen = std::move(j.gen);
+  Task* task = t.get();
+  Op op = std::move(j.op);
+  t->run = std::make_unique<SlicedTask>([this, task, op = std::move(op)] {
+    if (!task->gen) return op(true);  // operations catch what they throw (Server::on_scheduler)
+    try {
+      task->admitted = admit(*task->gen);
+    } catch (const std::exception& e) {  // never let an exception end a task's thread
+      release(*task->gen);
+      fail(*task->gen, make_error(ErrorCode::Internal, "internal error: {}", e.what()));
+    }
+  });
+  tasks_.push_back(std::move(t));
+}
+
+// One engine step's turn of the tasks, round-robin from where the last step stopped: each task
+// not waiting for its offered forward runs until it offers one (while generations decode), uses
+// up what is left of the step's budget, or ends. A task that ends without a forward (a lookup,
+// a delete) costs none. With nothing decoding, the tasks run their own pieces until the budget
+// is used up.
+void Scheduler::step_tasks() {
+  const bool mixing = !active_.empty();
+  const int budget = slice_budget();
+  pacer_.new_step(budget, mixing);
+  tasks_s_ = 0;
+  if (mixing && budget == 0) return;  // the share is spent: this step decodes alone
+  const double t0 = now_s();
+  for (size_t turns = tasks_.size(); turns > 0 && !tasks_.empty(); --turns) {
+    if (!mixing && pacer_.used_up()) break;
+    if (next_task_ >= tasks_.size()) next_task_ = 0;
+    Task& t = *tasks_[next_task_];
+    if (pacer_.waiting(t.run.get()) || !t.run->resume()) {
+      ++next_task_;
+      continue;
+    }
+    const bool admitted = t.admitted;
+    if (admitted) active_.push_back(std::move(t.gen));
+    tasks_.erase(tasks_.begin() + std::ptrdiff_t(next_task_));
+    if (admitted && !mixing) break;  // it decodes now: the rest of the budget was sized without
+  }
+  if (mixing) tasks_s_ = now_s() - t0;  // charged to the prefill's share (account_prefill)
+  metrics_.prefill_pauses = pacer_.pauses();
+}
+
+// Forward tokens for the tasks in the next step. While generations decode, a step carries what
+// the prefill's share allows (account_prefill): the tokens whose measured cost fits what the share
+// earns per step, so that every step grows by about prefill_share of a decode step (the streams'
+// gaps by as much), rather than a few steps by a whole slice; at most a slice, and at least a few
+// tokens (a short prompt is admitted in a step or two) while the share is not spent.
+int Scheduler::slice_budget() const {
+  const int slice = std::max(1, opts_.prefill_slice_tokens);
+  if (active_.empty() || opts_.prefill_share <= 0) return slice;
+  if (credit_s_ < 0) return 0;
+  const int least = std::min(slice, 4);
+  if (token_s_ <= 0) return least;
+  const double allow = credit_s_ + opts_.prefill_share * decode_s_;
+  return int(std::clamp(allow / token_s_, double(least), double(slice)));
+}
+
+// What the tasks cost a step (the time they ran beside the decoding, and what a step with pieces
+// took over a plain one) is charged against the prefill's share: every step earns prefill_share
+// of a decode step's time, so over time the prefill takes at most that share of the decoding's
+// time (a third of the engine by default). A token's cost is measured on the pieces (or, without
+// any, on the tokens the tasks ran themselves; their time also holds their other work).
+void Scheduler::account_prefill(double step_s, int piece_tokens) {
+  if (piece_tokens == 0) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
+  const double piece_s = piece_tokens > 0 ? std::max(0.0, step_s - decode_s_) : 0.0;
+  const int own = pacer_.used() - piece_tokens;
+  const int n = piece_tokens > 0 ? piece_tokens : own;
+  if (n > 0) {
+    const double t = (piece_tokens > 0 ? piece_s : tasks_s_) / n;
+    token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
+  }
+  credit_s_ -= tasks_s_ + piece_s;
+  credit_s_ = std::min(credit_s_ + opts_.prefill_share * decode_s_, decode_s_);
+}
+
+// The server stops: every task runs to its end without pausing; admitted generations are then
+// ended with the active ones.
+void Scheduler::drain_tasks() {
+  pacer_.drain();  // forwards offered to steps that will not come: their tasks run them
+  for (auto& t : tasks_) {
+    while (!t->run->resume()) {
+    }
+    if (t->admitted) active_.push_back(std::move(t->gen));
+  }
+  tasks_.clear();
 }
 
 void Scheduler::fail(Generation& g, const Error& e) {

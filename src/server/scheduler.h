@@ -1,7 +1,17 @@
-// The scheduler: one thread that owns the engine, the KV pool and the windows. It admits queued
-// generations (assembling their prompt from the chunk store), decodes every active generation
-// together, one batched forward per step (continuous batching), and runs queued operations on
-// the engine (chunk uploads, window edits) between steps.
+// The scheduler: one thread that owns the engine, the KV pool and the windows. It decodes every
+// active generation together, one batched forward per step (continuous batching), and between
+// two steps advances the work that needs the engine otherwise: the admission of queued
+// generations (their prompt assembled from the chunk store and prefilled) and queued operations
+// (chunk uploads, window edits). That work runs as sliced tasks (server/sliced_task.h): each
+// engine step gives them a budget of forward tokens, round-robin, so one client's long prefill
+// delays the others' next tokens by one slice at most, and a short request is admitted while a
+// long one is still running. While generations decode, the tasks' forward pieces run inside the
+// decode step itself, batched with its rows (chunked prefill), in the steps that the prefill's
+// share of the engine's time allows (prefill_share of the decoding's time).
+//
+// Tasks that touch windows or delete from the store (every operation, and completions after a
+// window) are exclusive: one runs at a time, in queue order, as before slicing. Completions
+// without a window touch only their own sequences and the store, so they run beside them.
 #pragma once
 
 #include <condition_variable>
@@ -15,13 +25,19 @@
 #include "context/context.h"
 #include "server/generation.h"
 #include "server/prometheus.h"
+#include "server/sliced_task.h"
 #include "server/window_ops.h"
 
 namespace kamera {
 
 struct SchedulerOptions {
-  int max_queue = 64;   // jobs waiting before submissions are refused
-  int max_active = 16;  // generations decoding at once
+  int max_queue = 64;             // jobs waiting before submissions are refused
+  int max_active = 16;            // generations decoding (or being admitted) at once
+  int prefill_slice_tokens = 64;  // forward tokens of tasks per engine step (one slice)
+  // While generations decode, prefill slices take at most this share of the decoding's time (they
+  // ride along with the steps the share allows); 0: a slice every step.
+  double prefill_share = 0.5;
+  bool control_tokens_in_text = false;  // ServerOptions::control_tokens_in_text
 };
 
 class Scheduler {
@@ -39,23 +55,40 @@ class Scheduler {
   bool submit(std::unique_ptr<Generation> g);
   bool post(Op op);
   int queued() const { return queued_.load(); }
+  int64_t prefill_pauses() const { return pacer_.pauses(); }
 
  private:
   struct Job {
     std::unique_ptr<Generation> gen;  // when set: a generation to admit
     Op op;                            // otherwise: an operation
+    bool exclusive() const { return !gen || !gen->req.window_id.empty(); }
+  };
+  // A job in flight: its sliced work, and for an admission the generation it admits.
+  struct Task {
+    std::unique_ptr<Generation> gen;
+    bool exclusive = false;
+    bool admitted = false;  // the generation decodes from now on
+    std::unique_ptr<SlicedTask> run;
   };
   bool enqueue(Job j);
   void loop();
   std::vector<Job> take_batch();
+  bool exclusive_in_flight() const;
+  int generations_in_flight() const;
+  void start_task(Job j);
+  void step_tasks();
+  int slice_budget() const;
+  void account_prefill(double step_s, int piece_tokens);
+  void drain_tasks();
   int64_t pages_to_come(const Generation& g) const;
   bool room_for(const Generation& g, int admitted) const;
-  void admit(std::unique_ptr<Generation> gp);
-  Status admit_window(Generation& g, nlohmann::json& segments, int64_t& reused, int32_t& pos,
-                      ChunkContent& query);
+  bool admit(Generation& g);
+  Status admit_window(Generation& g, nlohmann::json& segments, int64_t& reused, int64_t& recomputed,
+                      int32_t& pos, ChunkContent& query);
   Status admit_chunks(Generation& g, nlohmann::json& segments, int64_t& reused, int64_t& recomputed,
                       int32_t& pos, ChunkContent& query);
-  Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);
+  Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r,
+                                                                     bool after_window);
   void count_segment(SegmentSource s);
   void release(Generation& g);
   bool emit(Generation& g, int32_t token);
@@ -67,7 +100,10 @@ class Scheduler {
   WindowRegistry& windows_;
   ServerMetrics& metrics_;
   SchedulerOptions opts_;
-  std::vector<std::unique_ptr<Generation>> active_;  // scheduler thread only
+  std::vector<std::unique_ptr<Generation>> active_;  // scheduler thread (and its tasks) only
+  std::vector<std::unique_ptr<Task>> tasks_;         // in flight, resumed round-robin
+  size_t next_task_ = 0;
+  SlicePacer pacer_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -75,6 +111,10 @@ class Scheduler {
   bool stopping_ = false;
   std::atomic<int> queued_{0};
   double last_sweep_ = 0;  // of expired windows
+  double decode_s_ = 0;    // moving average of a decode step's seconds (without prefill pieces)
+  double credit_s_ = 0;    // prefill time the share allows now (account_prefill)
+  double token_s_ = 0;     // moving average of a prefill token's seconds (its cost to a step)
+  double tasks_s_ = 0;     // seconds the tasks ran beside decoding in this step (step_tasks)
 };
 
 }  // namespace kamera

@@ -3,6 +3,7 @@
 // next token (server/scheduler.h).
 #include "core/log.h"
 #include "server/openai.h"
+#include "server/prompt_parts.h"
 #include "server/scheduler.h"
 
 namespace kamera {
@@ -20,20 +21,25 @@ const char* policy_name(ServePolicy p) {
 
 }  // namespace
 
-// Builds the chunk list of a prompt (all parts but the query) and the query content.
-Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(const GenRequest& r) {
+// Builds the chunk list of a prompt (all parts but the query) and the query content. Text is
+// literal but for what the chat template wrote (server/prompt_parts.h). after_window: the prompt
+// continues a window's content, so no part is the prompt's first.
+Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(const GenRequest& r,
+                                                                              bool after_window) {
   const Model& model = ctx_.model();
   const Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
+  auto image = [&](size_t i) {
+    return i < r.parts.size() && r.parts[i].is_chunk && r.media && r.media->find(r.parts[i].id);
+  };
   // Text is cut against the context: past it the prompt is refused anyway (admit_chunks), so
   // tokenizing stops there.
   const size_t limit = size_t(model.cfg.ctx_len);
-  auto text_content = [&](const std::string& text, bool first) -> Result<ChunkContent> {
+  auto text_content = [&](size_t i) -> Result<ChunkContent> {
     if (!tok)
       return make_error(ErrorCode::InvalidArgument,
                         "this model has no tokenizer: send token chunks");
-    auto ids = r.media ? vision_text_ids(*tok, text, first, limit)
-               : first ? tok->encode(text, false, limit)
-                       : tok->encode_raw(text, limit);
+    const ControlSpots spots{i > 0 && image(i - 1), image(i + 1), opts_.control_tokens_in_text};
+    auto ids = text_part_ids(*tok, r.parts[i], i == 0 && !after_window, spots, limit);
     if (ids.empty())
       return make_error(ErrorCode::InvalidArgument, "a text part is empty after tokenization");
     return ChunkContent::from_tokens(std::move(ids));
@@ -41,24 +47,26 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
   std::vector<ChunkContent> chunks;
   for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
     const PromptPart& p = r.parts[i];
-    if (const ChunkContent* img = r.media ? r.media->find(p.id) : nullptr; p.is_chunk && img) {
-      chunks.push_back(*img);  // an image of the request: its KV is the cache's, like any chunk's
+    if (image(i)) {
+      chunks.push_back(*r.media->find(p.id));  // an image of the request: its KV is the cache's
     } else if (p.is_chunk) {
       auto e = ctx_.store().find_canonical(p.id);
       if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", p.id.hex());
       chunks.push_back(e->content);
     } else {
-      KAMERA_ASSIGN_OR_RETURN(auto c, text_content(p.text, i == 0));
+      KAMERA_ASSIGN_OR_RETURN(auto c, text_content(i));
       chunks.push_back(std::move(c));
     }
   }
-  KAMERA_ASSIGN_OR_RETURN(auto q, text_content(r.parts.back().text, r.parts.size() == 1));
+  KAMERA_ASSIGN_OR_RETURN(auto q, text_content(r.parts.size() - 1));
   return std::make_pair(std::move(chunks), std::move(q));
 }
 
-// The prompt after a window: a fork of the window (its slots are the reused segments).
-Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, int32_t& pos,
-                               ChunkContent& query) {
+// The prompt after a window: a fork of the window (its slots are the reused segments), then the
+// prompt's parts before the query (chunks and text) prefilled behind the window's content, in
+// order ("reprefilled": a window completion keeps every part it is given).
+Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, int64_t& recomputed,
+                               int32_t& pos, ChunkContent& query) {
   KAMERA_ASSIGN_OR_RETURN(Window * w, windows_.find(g.client, g.req.window_id));
   auto f = w->fork();
   if (!f.ok()) return capacity_error(f.error());
@@ -75,12 +83,25 @@ Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, i
     metrics_.seg_patch_orbit += s.orbit;
   }
   pos = g.window_fork->next_position();
-  const auto& tok = ctx_.model().tokenizer;
-  if (!tok) return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer");
-  auto ids = tok->encode_raw(g.req.parts.back().text, size_t(ctx_.model().cfg.ctx_len));
-  if (ids.empty())
-    return make_error(ErrorCode::InvalidArgument, "the prompt is empty after tokenization");
-  query = ChunkContent::from_tokens(std::move(ids));
+  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, true));
+  auto& [chunks, q] = res;
+  for (const ChunkContent& c : chunks) {
+    if (int64_t(pos) + c.extent() + q.extent() + g.req.max_tokens > ctx_.model().cfg.ctx_len)
+      return make_error(ErrorCode::InvalidArgument,
+                        "the window's content and the prompt plus max_tokens exceed the model's "
+                        "context of {}",
+                        ctx_.model().cfg.ctx_len);
+    auto r = ctx_.cache().forward_chunk(g.seq, c, pos);
+    if (!r.ok()) return capacity_error(r.error());
+    segments.push_back({{"id", ctx_.cache().id_of(c).hex()},
+                        {"tokens", c.n()},
+                        {"position", pos},
+                        {"source", segment_source_name(SegmentSource::Reprefilled)}});
+    ++metrics_.seg_reprefilled;
+    recomputed += c.n();
+    pos += c.extent();
+  }
+  query = std::move(q);
   return Status::Ok();
 }
 
@@ -108,7 +129,7 @@ void Scheduler::count_segment(SegmentSource s) {
 Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, int64_t& recomputed,
                                int32_t& pos, ChunkContent& query) {
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
-  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
+  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, false));
   auto& [chunks, q] = res;
   int64_t end = ctx_.cache().anchor_extent() + q.extent() + g.req.max_tokens;
   for (const auto& c : chunks) end += c.extent();
@@ -141,15 +162,16 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
   return Status::Ok();
 }
 
-void Scheduler::admit(std::unique_ptr<Generation> gp) {
-  Generation& g = *gp;
-  if (g.cancelled->load()) return;
+// Assembles and prefills the generation's prompt and emits its first token: true when it goes
+// on decoding (in a task: the forwards run sliced).
+bool Scheduler::admit(Generation& g) {
+  if (g.cancelled->load()) return false;
   json segments = json::array();
   int64_t reused = 0, recomputed = 0, prompt_tokens = 1;
   int32_t pos = 0;
   ChunkContent query;
   Status st = g.req.window_id.empty() ? admit_chunks(g, segments, reused, recomputed, pos, query)
-                                      : admit_window(g, segments, reused, pos, query);
+                                      : admit_window(g, segments, reused, recomputed, pos, query);
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
   if (st.ok() && pos + query.extent() + g.req.max_tokens > ctx_len)
     st = make_error(ErrorCode::InvalidArgument,
@@ -159,7 +181,8 @@ void Scheduler::admit(std::unique_ptr<Generation> gp) {
               : Result<std::vector<float>>(st.error());
   if (!logits.ok()) {
     release(g);
-    return fail(g, st.ok() ? capacity_error(logits.error()) : logits.error());
+    fail(g, st.ok() ? capacity_error(logits.error()) : logits.error());
+    return false;
   }
   for (const auto& s : segments) prompt_tokens += s["tokens"].get<int64_t>();
   recomputed += query.n();
@@ -179,7 +202,7 @@ void Scheduler::admit(std::unique_ptr<Generation> gp) {
   metrics_.prompt_tokens += prompt_tokens;
   metrics_.tokens_reused += reused;
   metrics_.tokens_recomputed += recomputed;
-  if (emit(g, g.sampler->sample(*logits))) active_.push_back(std::move(gp));
+  return emit(g, g.sampler->sample(*logits));
 }
 
 // Sends one sampled token; returns false when the generation ended.
@@ -212,16 +235,22 @@ void Scheduler::finish(Generation& g, const char* reason) {
 void Scheduler::decode_step() {
   std::vector<Engine::DecodeRow> rows;
   for (auto& g : active_) rows.push_back({g->seq, g->last, Pos::linear(g->next_pos)});
+  // The prefill pieces the tasks offered in this step ride in the same batch (chunked prefill).
+  const std::vector<Engine::Piece> pieces = pacer_.take_pieces();
+  int piece_tokens = 0;
+  for (const Engine::Piece& p : pieces) piece_tokens += p.n;
   const double t0 = now_s();
-  auto logits = ctx_.engine().decode(ctx_.pool(), rows);
+  auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   const double dt = now_s() - t0;
-  if (!logits.ok()) {  // the pool is full: end the newest generation and retry next step
+  pacer_.ran(logits.ok());  // on a failure the tasks run their pieces themselves
+  if (!logits.ok()) {       // the pool is full: end the newest generation and retry next step
     Generation& g = *active_.back();
     fail(g, make_error(ErrorCode::OutOfMemory, "KV pool full: {}", logits.message()));
     finish(g, "error");
     active_.pop_back();
     return;
   }
+  account_prefill(dt, piece_tokens);
   ++metrics_.decode_steps;
   metrics_.decode_rows += int64_t(rows.size());
   if (dt > 0) metrics_.decode_tokens_per_s = double(rows.size()) / dt;

@@ -34,6 +34,7 @@ Server::Impl::Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
   max_prompt_bytes = size_t(model.cfg.ctx_len) * longest_piece(model);
   const int chunk_tokens = opts.max_chunk_tokens > 0 ? opts.max_chunk_tokens : model.cfg.ctx_len;
   max_chunk_bytes = size_t(chunk_tokens) * longest_piece(model);
+  json_limits = {opts.max_json_depth, opts.max_json_values};
   completion_salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ uint64_t(now_s() * 1e9);
 }
 
@@ -70,11 +71,14 @@ Status Server::Impl::open_context() {
   windows = std::make_unique<WindowRegistry>(
       *ctx,
       [this](const json& b) {
-        return chunk_content(b, model, opts.max_chunk_tokens, max_chunk_bytes);
+        return chunk_content(b, model, opts.max_chunk_tokens, max_chunk_bytes,
+                             opts.control_tokens_in_text);
       },
       q);
-  scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics,
-                                          SchedulerOptions{opts.max_queue, opts.max_active});
+  scheduler = std::make_unique<Scheduler>(
+      *ctx, *windows, metrics,
+      SchedulerOptions{opts.max_queue, opts.max_active, opts.prefill_slice_tokens,
+                       opts.prefill_share, opts.control_tokens_in_text});
   return Status::Ok();
 }
 
@@ -116,10 +120,18 @@ Status Server::Impl::open_front() {
   f.body_timeout_ms = opts.body_timeout_ms;
   f.write_timeout_ms = opts.write_timeout_ms;
   f.max_body_bytes = opts.max_body_bytes;
+  f.max_peer_connections = opts.max_peer_connections > 0 ? opts.max_peer_connections
+                                                         : std::max(1, f.max_connections / 4);
+  f.max_client_inflight =
+      opts.max_client_inflight > 0 ? opts.max_client_inflight : std::max(1, f.max_pending / 2);
+  f.on_own_answer = [this](int status) {
+    metrics.responses_4xx += status >= 400 && status < 500;
+    metrics.responses_5xx += status >= 500;
+  };
   add_routes();
   KAMERA_ASSIGN_OR_RETURN(
       front, HttpFront::bind(
-                 f, [this](const HttpRequest& h) { return inspect(h); },
+                 f, [this](HttpRequest& h) { return inspect(h); },
                  [this](HttpRequest r, Out o) { dispatch(std::move(r), std::move(o)); }));
   return Status::Ok();
 }

@@ -50,8 +50,30 @@ struct ServerOptions {
   int default_max_tokens = 64;
   int max_chunk_tokens = 0;  // 0: the model's context
 
+  // Request bodies: nesting of arrays and objects, and values (scalars, containers, keys), both
+  // enforced while a body is parsed; past them: 400 json_too_deep / json_too_many_values.
+  int max_json_depth = 64;
+  int64_t max_json_values = int64_t(1) << 21;
+
+  // Control tokens (<|im_start|>, ...) written in client text (message contents, prompts, chunk
+  // and window texts, /tokenize) are read as control tokens only with this opt-in; by default
+  // that text is literal and only the chat template's own structure yields control tokens.
+  bool control_tokens_in_text = false;
+
+  // Fairness: prompt, chunk and window forwards run in slices of at most this many tokens,
+  // batched with the decode steps, so one client's prefill holds others' streams for one slice at
+  // most; while generations decode, slices take at most prefill_share of the decoding's time
+  // (0: a slice every step).
+  int prefill_slice_tokens = 64;
+  double prefill_share = 0.5;
+
   // HTTP front: connection cap and deadlines (a request head, a body, each write).
   int max_connections = 1024;
+  // Under the cap, per peer: open connections of one remote address, and of one client (an API
+  // key, or the address without keys), and requests of one client being handled at once.
+  // 0: a quarter of max_connections (connections), half of the workers' queue (requests).
+  int max_peer_connections = 0;
+  int max_client_inflight = 0;
   int head_timeout_ms = 10000;
   int body_timeout_ms = 60000;
   int write_timeout_ms = 30000;

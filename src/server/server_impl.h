@@ -43,6 +43,7 @@ struct Server::Impl {
   std::vector<std::string> keys;  // accepted API keys
   size_t max_prompt_bytes = 0;    // longer prompt text cannot fit the context
   size_t max_chunk_bytes = 0;     // longer chunk text cannot fit the chunk limit
+  JsonLimits json_limits;         // bodies are refused while parsed past these
   std::atomic<uint64_t> completion_counter{0};
   uint64_t completion_salt = 0;
   std::mutex inflight_mu;
@@ -67,10 +68,14 @@ struct Server::Impl {
 
   // http_api.cpp
   void add_routes();
-  std::optional<HttpResponse> inspect(const HttpRequest& head);
+  std::optional<HttpResponse> inspect(HttpRequest& head);  // names head.client
   void dispatch(HttpRequest req, Out out);
   // The client a request speaks for ("key:N" or "ip:ADDR"), or the refusal of its credentials.
   Result<std::string> client_of(const HttpRequest& req) const;
+  // The body bounded by json_limits; an empty body is {} (routes whose fields are optional).
+  std::optional<HttpError> parse_optional_body(const HttpRequest& req, json& out) const {
+    return req.body.empty() ? std::nullopt : parse_body(req.body, json_limits, out);
+  }
   HttpResponse json_response(int status, const json& body);
   HttpResponse error_response(const HttpError& e);
   void respond(const Out& out, int status, const json& body) {
@@ -105,7 +110,8 @@ struct Server::Impl {
   void delete_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   void edit_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   void window_op(const Out& out, const std::string& client, const std::string& id,
-                 const std::string& op, const json& body, std::function<Result<json>()> fn, int ok);
+                 const std::string& op, std::shared_ptr<const json> body,
+                 std::function<Result<json>()> fn, int ok);
 
   // tokenize_api.cpp
   void tokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);

@@ -9,7 +9,8 @@ namespace kamera {
 
 namespace {
 
-Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, size_t max_bytes) {
+Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, size_t max_bytes,
+                                      bool control_tokens) {
   if (!body.contains("content") || !body["content"].is_string())
     return make_error(ErrorCode::InvalidArgument, "\"content\" must be a string");
   const std::string& text = body["content"].get_ref<const std::string&>();
@@ -17,13 +18,16 @@ Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, si
     return make_error(ErrorCode::InvalidArgument,
                       "the content ({} bytes) cannot fit the chunk limit; at most {} bytes",
                       text.size(), max_bytes);
-  bool special = false;
-  if (body.contains("add_special")) {
-    if (!body["add_special"].is_boolean())
-      return make_error(ErrorCode::InvalidArgument, "\"add_special\" must be true or false");
-    special = body["add_special"].get<bool>();
-  }
-  return tok.encode(text, special && tok.bos() >= 0);  // as a prompt's first text part
+  KAMERA_ASSIGN_OR_RETURN(const bool special, bool_field(body, "add_special", false));
+  // as a prompt's first text part: literal, unless the server opted in
+  std::vector<int32_t> ids;
+  if (special && tok.bos() >= 0) ids.push_back(tok.bos());
+  const TextRange all{0, text.size()};
+  const auto text_ids = tok.encode_marked(
+      text, control_tokens ? std::span<const TextRange>(&all, 1) : std::span<const TextRange>(),
+      true);
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  return ids;
 }
 
 Result<std::string> detokenize(const json& body, const Tokenizer& tok, int64_t max_tokens) {
@@ -48,9 +52,9 @@ void Server::Impl::tokenize_route(const HttpRequest& req, const std::smatch&, co
                                   Out out) {
   if (!model.tokenizer)
     return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});
-  auto body = parse_body(req.body);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
-  auto ids = tokenize(*body, *model.tokenizer, max_chunk_bytes);
+  json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
+  auto ids = tokenize(body, *model.tokenizer, max_chunk_bytes, opts.control_tokens_in_text);
   if (!ids.ok()) return respond_error(out, http_error(ids.error()));
   respond(out, 200, {{"tokens", *ids}});
 }
@@ -59,10 +63,10 @@ void Server::Impl::detokenize_route(const HttpRequest& req, const std::smatch&, 
                                     Out out) {
   if (!model.tokenizer)
     return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});
-  auto body = parse_body(req.body);
-  if (!body.ok()) return respond_error(out, http_error(body.error()));
+  json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
   const int64_t limit = opts.max_chunk_tokens > 0 ? opts.max_chunk_tokens : model.cfg.ctx_len;
-  auto text = detokenize(*body, *model.tokenizer, limit);
+  auto text = detokenize(body, *model.tokenizer, limit);
   if (!text.ok()) return respond_error(out, http_error(text.error()));
   respond(out, 200, {{"content", *text}});
 }

@@ -24,10 +24,8 @@ Result<WindowPolicy> window_policy(const json& b) {
     KAMERA_ASSIGN_OR_RETURN(int64_t rank, int_value(b["rank"], "\"rank\"", 1, 1 << 20));
     p.rank = int(rank);
   }
-  if (b.contains("deep_half"))
-    p.deep_half = b["deep_half"].is_boolean() && b["deep_half"].get<bool>();
-  if (b.contains("form_on_miss"))
-    p.form_on_miss = !b["form_on_miss"].is_boolean() || b["form_on_miss"].get<bool>();
+  KAMERA_ASSIGN_OR_RETURN(p.deep_half, bool_field(b, "deep_half", p.deep_half));
+  KAMERA_ASSIGN_OR_RETURN(p.form_on_miss, bool_field(b, "form_on_miss", p.form_on_miss));
   if (b.contains("patch_byte_budget")) {
     if (!b["patch_byte_budget"].is_number_unsigned())
       return make_error(ErrorCode::InvalidArgument, "\"patch_byte_budget\" must be a byte count");
@@ -201,13 +199,13 @@ Status WindowRegistry::append(Window& w, const json& b) {
     c = parse_content_(b);
   }
   if (!c.ok()) return c.error();
-  const bool front = b.contains("front") && b["front"].is_boolean() && b["front"].get<bool>();
+  KAMERA_ASSIGN_OR_RETURN(const bool front, bool_field(b, "front", false));
   return front ? w.admit_front(*c) : w.admit_back(*c);
 }
 
 Status WindowRegistry::evict(Window& w, const json& b) {
-  if (b.contains("end") && b["end"].is_string()) {
-    const std::string end = b["end"].get<std::string>();
+  if (b.contains("end") && !b["end"].is_null()) {
+    KAMERA_ASSIGN_OR_RETURN(const std::string end, string_field(b, "end", ""));
     if (w.slots().empty()) return make_error(ErrorCode::InvalidArgument, "the window is empty");
     if (end == "front") return w.evict_front();
     if (end == "back") return w.evict_back();
@@ -224,10 +222,10 @@ Status WindowRegistry::recall(Window& w, const json& b) {
                  ? ChunkId::from_hex(b["chunk"].get<std::string>())
                  : std::nullopt;
   if (!cid) return make_error(ErrorCode::InvalidArgument, "\"chunk\" must be a 32-hex-digit id");
-  const int at =
-      b.contains("at") && b["at"].is_number_integer() ? b["at"].get<int>() : int(w.slots().size());
-  const std::string mode =
-      b.contains("mode") && b["mode"].is_string() ? b["mode"].get<std::string>() : "fresh";
+  // checked as 64 bits before it is narrowed: 4294967296 is refused, never slot 0
+  KAMERA_ASSIGN_OR_RETURN(const int64_t at, int_field(b, "at", int64_t(w.slots().size()), 0,
+                                                      int64_t(w.slots().size())));
+  KAMERA_ASSIGN_OR_RETURN(const std::string mode, string_field(b, "mode", "fresh"));
   if (mode != "fresh" && mode != "stale" && mode != "blind")
     return make_error(ErrorCode::InvalidArgument, "\"mode\" must be fresh, stale or blind");
   return w.recall(*cid, int(at),
@@ -244,8 +242,7 @@ Status WindowRegistry::reorder(Window& w, const json& b) {
     KAMERA_ASSIGN_OR_RETURN(int64_t i, int_value(x, "a slot in \"order\"", 0, slot_limit(w)));
     order.push_back(int(i));
   }
-  const std::string mode =
-      b.contains("mode") && b["mode"].is_string() ? b["mode"].get<std::string>() : "orbit";
+  KAMERA_ASSIGN_OR_RETURN(const std::string mode, string_field(b, "mode", "orbit"));
   if (mode != "transfer" && mode != "exact" && mode != "orbit" && mode != "blind")
     return make_error(ErrorCode::InvalidArgument,
                       "\"mode\" must be transfer, exact, orbit or blind");

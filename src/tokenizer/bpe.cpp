@@ -213,20 +213,27 @@ int32_t BpeModel::trie_child(int32_t node, uint8_t b) const {
 }
 
 std::pair<int32_t, size_t> BpeModel::match_added(std::string_view text, size_t pos,
-                                                 bool parse_special) const {
+                                                 size_t control_end) const {
   std::pair<int32_t, size_t> best{-1, 0};
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
     node = trie_child(node, uint8_t(text[i]));
     if (node < 0) break;
     const TrieNode& t = trie_[size_t(node)];
-    if (t.token >= 0 && (parse_special || !t.control)) best = {t.token, i + 1 - pos};
+    if (t.token >= 0 && (!t.control || i + 1 <= control_end)) best = {t.token, i + 1 - pos};
   }
   return best;
 }
 
 void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int32_t>& out,
                       size_t limit) const {
+  const TextRange all{0, SIZE_MAX};
+  encode(raw, parse_special ? std::span<const TextRange>(&all, 1) : std::span<const TextRange>(),
+         out, limit);
+}
+
+void BpeModel::encode(std::string_view raw, std::span<const TextRange> control,
+                      std::vector<int32_t>& out, size_t limit) const {
   std::string repaired;
   std::string_view text = raw;
   if (!utf8_is_valid(raw)) {
@@ -243,11 +250,13 @@ void BpeModel::encode(std::string_view raw, bool parse_special, std::vector<int3
     }
     encode_segment(seg, cache, out, limit);
   };
-  size_t start = 0;
+  size_t start = 0, range = 0;
   if (trie_.size() > 1) {
     for (size_t i = 0; i < text.size() && out.size() <= limit; ++i) {
       if (!first_byte_[uint8_t(text[i])]) continue;
-      const auto [id, len] = match_added(text, i, parse_special);
+      while (range < control.size() && control[range].end <= i) ++range;
+      const bool inside = range < control.size() && control[range].begin <= i;
+      const auto [id, len] = match_added(text, i, inside ? control[range].end : 0);
       if (id < 0) continue;
       segment(text.substr(start, i - start));
       out.push_back(id);

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,6 +41,11 @@ class BpeModel {
   // long for a context costs no more than the context: the words are cut one at a time.
   void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out,
               size_t limit = SIZE_MAX) const;
+  // The same, with control tokens read only where they lie wholly inside one of `control` (sorted,
+  // disjoint byte ranges of text); elsewhere a control token's spelling is plain text.
+  // User-defined tokens are split out everywhere, as with parse_special off.
+  void encode(std::string_view text, std::span<const TextRange> control, std::vector<int32_t>& out,
+              size_t limit = SIZE_MAX) const;
   // Bytes a token stands for: normal tokens through the byte map, added tokens as written.
   const std::string& token_bytes(int32_t id) const { return bytes_[size_t(id)]; }
   const PreTokenizerInfo& pre() const { return pre_->info(); }
@@ -60,9 +66,10 @@ class BpeModel {
   Status build_merges(const std::vector<std::string>& merges);
   const Merge* find_merge(int32_t left, int32_t right) const;
   int32_t trie_child(int32_t node, uint8_t b) const;
-  // Longest added token at text[pos..]: its id and length, or {-1, 0}.
+  // Longest added token at text[pos..]: its id and length, or {-1, 0}. A control token counts
+  // only when it ends at or before control_end (0: none; SIZE_MAX: any).
   std::pair<int32_t, size_t> match_added(std::string_view text, size_t pos,
-                                         bool parse_special) const;
+                                         size_t control_end) const;
   void encode_segment(std::string_view seg, WordCache& cache, std::vector<int32_t>& out,
                       size_t limit) const;
   // scratch: reused symbol buffer (one allocation per call, not per word)

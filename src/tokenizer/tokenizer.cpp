@@ -75,6 +75,33 @@ std::vector<int32_t> Tokenizer::encode_raw(std::string_view text, size_t limit) 
   return encode_with(text, false, false);
 }
 
+std::vector<int32_t> Tokenizer::encode_marked(std::string_view text,
+                                              std::span<const TextRange> control, bool first,
+                                              size_t limit) const {
+  std::vector<int32_t> out;
+  if (bpe_) {
+    out.reserve(std::min(text.size() / 3, limit) + 2);
+    bpe_->encode(text, control, out, limit);
+    return out;
+  }
+  size_t at = 0;
+  auto run = [&](std::string_view s) {
+    if (s.empty() || out.size() > limit) return;
+    const auto ids = encode_with(s, false, first && out.empty() && vocab_.add_space_prefix);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  for (const TextRange& r : control) {
+    if (r.begin < at || r.end > text.size() || r.begin >= r.end) continue;
+    const auto it = index_.find(std::string(text.substr(r.begin, r.end - r.begin)));
+    if (it == index_.end() || vocab_.types[size_t(it->second)] != TokenType::Control) continue;
+    run(text.substr(at, r.begin - at));
+    out.push_back(it->second);
+    at = r.end;
+  }
+  run(text.substr(at));
+  return out;
+}
+
 std::string Tokenizer::decode(int32_t prev, int32_t token) const {
   if (token < 0 || token >= n_vocab()) return {};
   const std::string& piece = vocab_.pieces[size_t(token)];

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -65,6 +66,14 @@ class Tokenizer {
   // No BOS and no dummy space prefix: the text is taken as it is (a chunk in the middle of a
   // context carries its own leading space where it needs one).
   std::vector<int32_t> encode_raw(std::string_view text, size_t limit = SIZE_MAX) const;
+  // Text -> ids where control tokens are read only inside `control` (sorted, disjoint byte ranges
+  // of text, e.g. what a chat template wrote around the messages); everywhere else the spelling of
+  // a control token is plain text, so text from a client cannot yield one. first: as encode()
+  // (a prompt's first text part: SentencePiece's space prefix), else as encode_raw(); no BOS.
+  // SentencePiece reads no control tokens inside text; there a range that is exactly the piece of
+  // a control token is that token (the vision delimiters around an image).
+  std::vector<int32_t> encode_marked(std::string_view text, std::span<const TextRange> control,
+                                     bool first, size_t limit = SIZE_MAX) const;
   // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
   // (as llama2.c prints), byte pieces become their byte, control tokens print nothing. BPE: the
   // token's bytes (a multi-byte character may be split across tokens: see Utf8Stream).

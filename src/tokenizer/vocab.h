@@ -3,6 +3,7 @@
 // carries. Plain data: the tokenizers (tokenizer/tokenizer.h) are built from it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@ enum class TokenType : int32_t {
 };
 
 enum class VocabKind { Spm, Bpe };
+
+// Bytes [begin, end) of a text: where the tokenizers read control tokens when asked to read them
+// only in parts of it (Tokenizer::encode_marked).
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
 
 struct Vocab {
   VocabKind kind = VocabKind::Spm;

@@ -164,6 +164,39 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--max-connections", a->opts.max_connections,
                  "Open connections; more are answered 503 and closed")
       ->capture_default_str();
+  app.add_option("--max-peer-connections", a->opts.max_peer_connections,
+                 "Open connections of one remote address, and of one API key (0: a quarter of "
+                 "--max-connections); more are answered 503 and closed")
+      ->capture_default_str();
+  app.add_option("--max-client-inflight", a->opts.max_client_inflight,
+                 "Requests of one client (API key, or address without keys) handled at once, "
+                 "every route (0: half of the workers' queue); more get 429")
+      ->capture_default_str();
+  app.add_option("--prefill-slice-tokens", a->opts.prefill_slice_tokens,
+                 "Prompt, chunk and window forwards run in slices of at most this many tokens, "
+                 "batched with the decode steps, so one client's prefill delays others' streams "
+                 "by one slice at most")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--prefill-share", a->opts.prefill_share,
+                 "While generations decode, prefill slices take at most this share of the "
+                 "decoding's time (0.5: a third of the engine); 0: a slice every decode step")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_option("--max-json-depth", a->opts.max_json_depth,
+                 "Deepest nesting of arrays and objects in a request body (checked while parsing)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--max-json-values", a->opts.max_json_values,
+                 "Most values (scalars, arrays, objects, keys) in a request body (checked while "
+                 "parsing)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_flag("--control-tokens-in-text", a->opts.control_tokens_in_text,
+               "Read control tokens (<|im_start|>, ...) written in client text (messages, "
+               "prompts, chunk texts, /tokenize) as control tokens; by default that text is "
+               "literal and only the chat template's own structure yields them (this opt-in lets "
+               "a user message open a system turn)");
   app.add_option("--head-timeout-ms", a->opts.head_timeout_ms,
                  "Deadline for a request's head, idle keep-alive wait included")
       ->capture_default_str();

@@ -77,6 +77,51 @@ TEST_P(ForwardArch, DecodeAndMicroBatchesEqualPrefill) {
   EXPECT_TRUE(pool->check_invariants().ok());
 }
 
+// Chunked prefill: a forward run in pieces batched into decode steps of another sequence (the
+// server's fairness) gives the whole forward's logits and KV, and the decode rows are unchanged.
+TEST_P(ForwardArch, PiecesBatchedWithDecodeStepsEqualOneForward) {
+  auto m = tiny::load(tiny::model_path(GetParam()));
+  ASSERT_TRUE(m);
+  const int n = 41, V = m->cfg.n_vocab;
+  auto ids = random_tokens(n, V, 4);
+  auto pos = tiny::linear_positions(n);
+  auto pool = tiny::pool_for(*m, 4 * n + 64);
+  Engine e(*m, 2);
+  const SeqId whole = pool->create_sequence(), pieced = pool->create_sequence();
+  const SeqId dec_a = pool->create_sequence(), dec_b = pool->create_sequence();
+  const auto ref = run(e, *pool, whole, ids, pos);
+  auto prompt = random_tokens(6, V, 5);
+  run(e, *pool, dec_a, prompt, tiny::linear_positions(6));
+  run(e, *pool, dec_b, prompt, tiny::linear_positions(6));
+  auto cur = e.begin_forward(*pool, pieced, ForwardInput::from_tokens(ids, pos));
+  ASSERT_TRUE(cur.ok()) << cur.message();
+  double worst_decode = 0;
+  for (int step = 0; !cur->finished(); ++step) {
+    const Engine::DecodeRow ra{dec_a, 7, Pos::linear(6 + step)},
+        rb{dec_b, 7, Pos::linear(6 + step)};
+    const Engine::Piece piece{&*cur, std::min(7, cur->left())};
+    auto mixed = e.decode(*pool, {&ra, 1}, {&piece, 1});  // a, with the piece
+    auto plain = e.decode(*pool, {&rb, 1});               // b, the same decode alone
+    ASSERT_TRUE(mixed.ok() && plain.ok());
+    ASSERT_EQ(mixed->size(), size_t(V));
+    worst_decode = std::max(worst_decode, tiny::max_abs_diff(*mixed, *plain));
+  }
+  EXPECT_LT(worst_decode, 1e-5);
+  EXPECT_LT(tiny::max_abs_diff(cur->logits, ref), 1e-5);
+  double worst_kv = 0;
+  const KvLayout& layout = pool->layout();
+  for (int layer = 0; layer < m->cfg.n_layers; ++layer)
+    for (int ch = 0; ch < int(layout.channels.size()); ++ch)
+      for (int t = 0; t < n; ++t) {
+        std::vector<float> a(size_t(layout.channels[size_t(ch)].width)), b(a.size());
+        pool->read_row(whole, layer, ch, t, a.data());
+        pool->read_row(pieced, layer, ch, t, b.data());
+        worst_kv = std::max(worst_kv, tiny::max_abs_diff(a, b));
+      }
+  EXPECT_LT(worst_kv, 1e-5);
+  EXPECT_TRUE(pool->check_invariants().ok());
+}
+
 // Caller-supplied embedding rows take the same path as token ids.
 TEST_P(ForwardArch, EmbeddingRowsEqualTokenIds) {
   auto m = tiny::load(tiny::model_path(GetParam()));

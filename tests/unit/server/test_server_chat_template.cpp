@@ -82,7 +82,7 @@ TEST(ServerChatTemplate, ReservedMarkerByteIsRefused) {
   const json body = {{"messages",
                       {{{"role", "user"},
                         {"content",
-                         "a\x1e"
+                         "a\x02"
                          "kamera-chunk:x"}}}}};
   auto r = gen_request(body, true, ServerOptions{}, config(), &*tmpl);
   ASSERT_FALSE(r.ok());

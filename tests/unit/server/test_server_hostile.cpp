@@ -22,6 +22,7 @@
 
 #include "server/server.h"
 #include "support/raw_http.h"
+#include "support/served.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 
@@ -30,34 +31,7 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Served {
-  std::shared_ptr<const Model> model;
-  std::unique_ptr<Server> server;
-  explicit Served(ServerOptions o = {}) {
-    model = tiny::load(tiny::model_path("qwen2"));
-    o.port = 0;
-    o.threads = 1;
-    server = std::make_unique<Server>(model, o);
-    auto st = server->start();
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  int port() const { return server->port(); }
-  httplib::Client client(const std::string& key = "") const {
-    httplib::Client c("127.0.0.1", port());
-    c.set_read_timeout(static_cast<time_t>(30 * test_sanitizer::kTimeScale),
-                       0);  // a burst waits behind 80 others
-    if (!key.empty()) c.set_default_headers({{"Authorization", "Bearer " + key}});
-    return c;
-  }
-  // POST with JSON; the status and the parsed body.
-  std::pair<int, json> post(const std::string& path, const json& body,
-                            const std::string& key = "") const {
-    auto c = client(key);
-    auto r = c.Post(path.c_str(), body.dump(), "application/json");
-    if (!r) return {0, {}};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-};
+using tiny::Served;
 
 double health_ms(int port) {
   httplib::Client c("127.0.0.1", port);

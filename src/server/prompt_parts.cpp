@@ -1,0 +1,253 @@
+#include "server/prompt_parts.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
+#include "vision/vl_prompt.h"
+
+namespace kamera {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Markers in rendered template text, made of a byte no client text may hold (0x02; it is not
+// whitespace, so a template's trim keeps it): a chunk part, and the start and end of a message's
+// content. A template that writes a content as JSON (tojson) escapes the byte as \u0002: the
+// markers are recognized in that form too.
+constexpr char kMarkByte = '\x02';
+constexpr std::string_view kChunkWord = "kamera-chunk:", kOpenWord = "kamera-text",
+                           kCloseWord = "kamera-end";
+
+std::string mark(std::string_view word, std::string_view id = "") {
+  return std::string(1, kMarkByte) + std::string(word) + std::string(id) + kMarkByte;
+}
+
+// Appends text to the last part when it is text, else starts a text part; `control`: the text
+// was written by the chat template (its control tokens are read).
+void add_text(std::vector<PromptPart>& parts, std::string_view t, bool control = false) {
+  if (parts.empty() || parts.back().is_chunk) parts.push_back({false, "", {}, {}});
+  PromptPart& p = parts.back();
+  const size_t at = p.text.size();
+  p.text += t;
+  if (!control || t.empty()) return;
+  if (!p.control.empty() && p.control.back().end == at) {
+    p.control.back().end = p.text.size();
+  } else {
+    p.control.push_back({at, p.text.size()});
+  }
+}
+
+Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex) {
+  auto id = ChunkId::from_hex(hex);
+  if (!id) return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits", hex);
+  parts.push_back({true, "", *id, {}});
+  return Status::Ok();
+}
+
+// One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
+Status add_part(std::vector<PromptPart>& parts, const json& it) {
+  if (it.is_string()) {
+    add_text(parts, it.get_ref<const std::string&>());
+    return Status::Ok();
+  }
+  if (!it.is_object() || !it.contains("type") || !it["type"].is_string())
+    return make_error(ErrorCode::InvalidArgument,
+                      "each part must be a string or an object with a \"type\"");
+  const std::string& type = it["type"].get_ref<const std::string&>();
+  if (type == "text") {
+    if (!it.contains("text") || !it["text"].is_string())
+      return make_error(ErrorCode::InvalidArgument, "a text part needs \"text\"");
+    add_text(parts, it["text"].get_ref<const std::string&>());
+  } else if (type == "chunk") {
+    if (!it.contains("id") || !it["id"].is_string())
+      return make_error(ErrorCode::InvalidArgument, "a chunk part needs \"id\"");
+    KAMERA_TRY(add_chunk(parts, it["id"].get<std::string>()));
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)", type);
+  }
+  return Status::Ok();
+}
+
+// A content value: a string or an array of parts.
+Status add_items(std::vector<PromptPart>& parts, const json& items) {
+  if (items.is_string()) {
+    add_text(parts, items.get_ref<const std::string&>());
+    return Status::Ok();
+  }
+  if (!items.is_array())
+    return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
+  for (const json& it : items) KAMERA_TRY(add_part(parts, it));
+  return Status::Ok();
+}
+
+// A message's role: a plain name (letters, digits, '_', '-'), so that no role spells a control
+// token or a marker either.
+Result<std::string> message_role(const json& m) {
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+    return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
+  const std::string& role = m["role"].get_ref<const std::string&>();
+  bool plain = !role.empty() && role.size() <= 32;
+  for (char c : role)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+  if (!plain)
+    return make_error(ErrorCode::InvalidArgument,
+                      "a message \"role\" must be a name of letters, digits, '_' or '-' (at most "
+                      "32 bytes)");
+  return role;
+}
+
+// Chat messages laid out as "role: content" lines, then "assistant:" (all of it literal).
+Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
+  for (const json& m : body["messages"]) {
+    KAMERA_ASSIGN_OR_RETURN(std::string role, message_role(m));
+    add_text(parts, role + ": ");
+    KAMERA_TRY(add_items(parts, m["content"]));
+    add_text(parts, "\n");
+  }
+  add_text(parts, "assistant:");
+  return Status::Ok();
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// A message's content as template text: text parts joined, each chunk part a marker with its id,
+// the whole between the content markers. Leading and trailing whitespace stays outside them, so a
+// template that trims the content trims the same bytes as without markers.
+Result<std::string> templated_content(const json& content) {
+  std::vector<PromptPart> parts;
+  KAMERA_TRY(add_items(parts, content));
+  std::string inner;
+  for (const PromptPart& p : parts) {
+    if (p.text.find(kMarkByte) != std::string::npos || p.text.find("\\u0002") != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument,
+                        "message text holds a reserved byte (0x02, or its JSON escape \\u0002)");
+    inner += p.is_chunk ? mark(kChunkWord, p.id.hex()) : p.text;
+  }
+  size_t lead = 0, trail = inner.size();
+  while (lead < trail && is_space(inner[lead])) ++lead;
+  while (trail > lead && is_space(inner[trail - 1])) --trail;
+  if (lead == trail) return inner;  // nothing a control token could be spelled with
+  return inner.substr(0, lead) + mark(kOpenWord) + inner.substr(lead, trail - lead) +
+         mark(kCloseWord) + inner.substr(trail);
+}
+
+// A marker at the start of `s`, raw or JSON-escaped: its word, the id of a chunk marker and its
+// length; an empty word when `s` starts with no marker.
+struct Marker {
+  std::string_view word, id;
+  size_t size = 0;
+};
+
+Marker marker_at(std::string_view s) {
+  for (std::string_view sep : {std::string_view("\x02", 1), std::string_view("\\u0002")}) {
+    if (!s.starts_with(sep)) continue;
+    for (std::string_view word : {kChunkWord, kOpenWord, kCloseWord}) {
+      if (!s.substr(sep.size()).starts_with(word)) continue;
+      const size_t id_at = sep.size() + word.size(), end = s.find(sep, id_at);
+      if (end == std::string_view::npos) return {};
+      const std::string_view id = s.substr(id_at, end - id_at);
+      if ((word == kChunkWord) != !id.empty()) return {};
+      return {word, id, end + sep.size()};
+    }
+  }
+  return {};
+}
+
+// Rendered template text cut into parts at the markers: chunk markers become chunk parts; text
+// between a content's markers is literal, the rest is the template's (control). A content end
+// without its start (the template cut the content apart) makes the text since the last marker
+// literal as well; text after a start without its end stays literal.
+Status split_rendered(std::vector<PromptPart>& parts, const std::string& text) {
+  bool literal = false;
+  for (size_t at = 0;;) {
+    const size_t raw = text.find(kMarkByte, at), escaped = text.find("\\u0002", at);
+    const size_t next = std::min(raw, escaped);
+    const std::string_view piece(text.data() + at,
+                                 (next == std::string::npos ? text.size() : next) - at);
+    const Marker m =
+        next == std::string::npos ? Marker{} : marker_at(std::string_view(text).substr(next));
+    if (next != std::string::npos && m.word.empty()) {
+      if (next == raw)
+        return make_error(ErrorCode::Internal, "the chat template broke a marker of the server");
+      add_text(parts, text.substr(at, next + 1 - at), !literal);  // the template's own "\u0002"
+      at = next + 1;
+      continue;
+    }
+    add_text(parts, piece, !literal && m.word != kCloseWord);
+    if (next == std::string::npos) break;
+    if (m.word == kChunkWord) KAMERA_TRY(add_chunk(parts, std::string(m.id)));
+    if (m.word != kChunkWord) literal = m.word == kOpenWord;
+    at = next + m.size;
+  }
+  if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
+    parts.erase(parts.begin());
+  return Status::Ok();
+}
+
+// Chat messages rendered by the model's chat template (with the generation prompt).
+Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const json& m : body["messages"]) {
+    KAMERA_ASSIGN_OR_RETURN(std::string role, message_role(m));
+    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
+    msgs.push_back({{"role", std::move(role)}, {"content", std::move(content)}});
+  }
+  ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
+  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
+  return split_rendered(parts, text);
+}
+
+}  // namespace
+
+std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part, bool first,
+                                   const ControlSpots& spots, size_t limit) {
+  const std::string& t = part.text;
+  std::vector<TextRange> control;
+  if (spots.everywhere) {
+    control.push_back({0, t.size()});
+  } else {
+    control = part.control;
+    if (spots.image_before && t.starts_with(kVisionEnd)) control.push_back({0, kVisionEnd.size()});
+    if (spots.image_after && t.ends_with(kVisionStart))
+      control.push_back({t.size() - kVisionStart.size(), t.size()});
+    std::sort(control.begin(), control.end(),
+              [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
+    std::vector<TextRange> merged;  // overlapping or touching ranges as one
+    for (const TextRange& r : control) {
+      if (!merged.empty() && r.begin <= merged.back().end) {
+        merged.back().end = std::max(merged.back().end, r.end);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    control = std::move(merged);
+  }
+  return tok.encode_marked(t, control, first, limit);
+}
+
+Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat,
+                                             const ChatTemplate* tmpl) {
+  std::vector<PromptPart> parts;
+  if (chat && tmpl) {
+    KAMERA_TRY(add_templated(parts, body, *tmpl));
+  } else if (chat) {
+    KAMERA_TRY(add_messages(parts, body));
+  } else {
+    if (!body.contains("prompt"))
+      return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
+    KAMERA_TRY(add_items(parts, body["prompt"]));
+  }
+  if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
+    return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
+  return parts;
+}
+
+}  // namespace kamera

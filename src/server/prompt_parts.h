@@ -1,0 +1,38 @@
+// The parts of a prompt from a request body: "prompt" of /v1/completions (a string or an array of
+// text and chunk parts), or "messages" of chat (rendered by the chat template when there is one,
+// else laid out as "role: content" lines).
+//
+// Control tokens come only from the template. Text a client wrote (message contents, prompts,
+// text parts) is literal: the spelling of <|im_end|> or <|im_start|> in it is tokenized as text,
+// so a user message cannot close its turn or open a system turn. Each text part carries the byte
+// ranges the template wrote itself (PromptPart::control), and only there are control tokens read
+// (Tokenizer::encode_marked). To know them, every message content is rendered between two markers
+// (bytes 0x1e, which no client text may hold); a template that cuts a content apart leaves a marker
+// unpaired, and then the text up to it is taken as literal too (never the other way).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/status.h"
+#include "jinja/chat_template.h"
+#include "server/generation.h"
+
+namespace kamera {
+
+Result<std::vector<PromptPart>> prompt_parts(const nlohmann::json& body, bool chat,
+                                             const ChatTemplate* tmpl);
+
+// Where else a text part yields control tokens when it is tokenized: the vision delimiters the
+// server wrote around an image of this request (the part ends with <|vision_start|> and an image
+// follows; it starts with <|vision_end|> after one), or all of it with the server's opt-in
+// (--control-tokens-in-text).
+struct ControlSpots {
+  bool image_before = false, image_after = false, everywhere = false;
+};
+
+// The ids of a text part (first: the prompt's first part, as Tokenizer::encode_marked says).
+std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part, bool first,
+                                   const ControlSpots& spots, size_t limit = SIZE_MAX);
+
+}  // namespace kamera

@@ -1,0 +1,114 @@
+#include "server/sliced_task.h"
+
+namespace kamera {
+
+namespace {
+
+thread_local SlicedTask* tl_current = nullptr;
+
+}  // namespace
+
+SlicedTask::SlicedTask(std::function<void()> work)
+    : work_(std::move(work)), thread_([this] { run(); }) {}
+
+SlicedTask::~SlicedTask() {
+  while (!resume()) {
+  }
+  thread_.join();
+}
+
+void SlicedTask::run() {
+  tl_current = this;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return task_turn_; });
+  }
+  work_();  // the work catches what it throws (Scheduler::start_task)
+  std::lock_guard<std::mutex> lock(mu_);
+  ended_ = true;
+  task_turn_ = false;
+  cv_.notify_all();
+}
+
+bool SlicedTask::resume() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ended_) return true;
+  task_turn_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return !task_turn_; });
+  return ended_;
+}
+
+void SlicedTask::pause() {
+  std::unique_lock<std::mutex> lock(mu_);
+  task_turn_ = false;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return task_turn_; });
+}
+
+SlicedTask* SlicedTask::current() {
+  return tl_current;
+}
+
+void SlicePacer::spent(int tokens) {
+  left_ -= tokens;
+  if (left_ > 0 || draining_) return;
+  SlicedTask* t = SlicedTask::current();
+  if (!t) return;  // not a task (the scheduler thread itself): nothing to hand back to
+  ++pauses_;
+  t->pause();
+}
+
+bool SlicePacer::run_in_step(ForwardCursor& cur) {
+  SlicedTask* t = SlicedTask::current();
+  if (!mixing_ || draining_ || !t || cur.opt.observer || cur.opt.logits == LogitsMode::All)
+    return false;
+  const int before = cur.done;
+  offers_.push_back({&cur, t, 0});
+  ++pauses_;
+  t->pause();  // decode steps run its pieces; the task is resumed when it is done or given back
+  return cur.done > before;
+}
+
+void SlicePacer::new_step(int budget, bool mixing) {
+  left_ = budget_ = budget;
+  mixing_ = mixing;
+  if (!mixing) release_all();
+}
+
+bool SlicePacer::waiting(const SlicedTask* t) const {
+  for (const Offer& o : offers_)
+    if (o.task == t) return true;
+  return false;
+}
+
+std::vector<Engine::Piece> SlicePacer::take_pieces() {
+  std::vector<Engine::Piece> pieces;
+  const size_t n = offers_.size();
+  for (size_t k = 0; k < n && left_ > 0; ++k) {
+    Offer& o = offers_[(next_ + k) % n];
+    o.piece = std::min({left_, o.cur->left(), std::max(1, o.cur->opt.max_batch)});
+    left_ -= o.piece;
+    pieces.push_back({o.cur, o.piece});
+  }
+  if (n > 0) next_ = (next_ + 1) % n;
+  return pieces;
+}
+
+void SlicePacer::ran(bool ok) {
+  if (!ok) return release_all();
+  std::erase_if(offers_, [](const Offer& o) { return o.cur->finished(); });
+  for (Offer& o : offers_) o.piece = 0;
+}
+
+void SlicePacer::release_all() {
+  offers_.clear();  // each task runs what is left of its forward itself
+  next_ = 0;
+}
+
+void SlicePacer::drain() {
+  draining_ = true;
+  release_all();
+}
+
+}  // namespace kamera

@@ -1,0 +1,175 @@
+// Fairness (issue 24, finding 4): one client's 1,000-token window appends raised another key's
+// gap between streamed tokens from 2 ms to 810 ms, because their forwards ran whole between two
+// decode steps. Now they run in slices of --prefill-slice-tokens between decode steps: with one
+// client appending 1,000-token chunks in a loop, another client's streamed tokens keep their p99
+// gap within 2x of the idle one. The same test with 512-token slices in every step (no share)
+// shows the stall that slicing and the share remove.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/server.h"
+#include "support/raw_http.h"
+#include "support/tiny_models.h"
+
+using namespace kamera;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kA = "fair-key-a-0123456789", kB = "fair-key-b-0123456789";
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Streams one completion over a raw socket; appends the gaps (ms) between its streamed tokens.
+void stream_gaps(int port, int max_tokens, std::vector<double>& gaps) {
+  const json body = {{"prompt", "Once upon a time"},
+                     {"max_tokens", max_tokens},
+                     {"stream", true},
+                     {"temperature", 0}};
+  const int fd = rawhttp::connect_to(port, 60000);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(rawhttp::send_all(
+      fd, rawhttp::post("/v1/completions", body.dump(), "Authorization: Bearer " + kA + "\r\n")));
+  std::string seen;
+  double last = -1;
+  char buf[65536];
+  while (seen.find("data: [DONE]") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    const double t = now_ms();
+    const size_t before = seen.size();
+    seen.append(buf, size_t(n));
+    for (size_t at = seen.find("data: {", before > 6 ? before - 6 : 0); at != std::string::npos;
+         at = seen.find("data: {", at + 1)) {
+      if (last >= 0) gaps.push_back(t - last);
+      last = t;
+    }
+  }
+  ::close(fd);
+}
+
+double p99(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x.empty() ? 1e9 : x[std::min(x.size() - 1, size_t(0.99 * double(x.size())))];
+}
+
+struct Measure {
+  double idle_p99 = 0, busy_p99 = 0;
+  int appends = 0;
+  double pauses = 0;
+};
+
+// Key b's appender: 1,000-token chunks appended to its window while `on` (sliding the oldest out,
+// so that the window holds two of them and each append also forms a patch behind the other).
+struct Appender {
+  std::atomic<bool> on{false}, stop{false};
+  std::atomic<int> started{0}, done{0};
+  std::thread th;
+  explicit Appender(int port) {
+    th = std::thread([this, port] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(120, 0);
+      c.set_default_headers({{"Authorization", "Bearer " + kB}});
+      auto w = c.Post("/v1/windows", "{}", "application/json");
+      ASSERT_TRUE(w && w->status == 201);
+      const std::string base = "/v1/windows/" + json::parse(w->body)["id"].get<std::string>();
+      for (int i = 0; !stop; ++i) {
+        if (!on) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        std::vector<int> toks(1000);
+        for (int k = 0; k < 1000; ++k) toks[size_t(k)] = (7 * i + 13 * k) % 400 + 3;
+        ++started;
+        auto r =
+            c.Post((base + "/append").c_str(), json{{"tokens", toks}}.dump(), "application/json");
+        EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+        if (i >= 1) c.Post((base + "/evict").c_str(), R"({"end": "front"})", "application/json");
+        ++done;
+      }
+    });
+  }
+  ~Appender() {
+    stop = true;
+    th.join();
+  }
+};
+
+// Rounds of an idle stream, then the same stream while key b's appends run (alternated, so that
+// the machine's other load falls on both alike).
+Measure measure(int slice_tokens, double share) {
+  auto model = tiny::load(tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  ServerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.api_keys = {kA, kB};
+  o.pool_tokens = 32768;
+  o.prefill_slice_tokens = slice_tokens;
+  o.prefill_share = share;
+  Server server(std::move(model), o);
+  EXPECT_TRUE(server.start().ok());
+  const int port = server.port();
+  Measure m;
+  std::vector<double> idle, busy;
+  {
+    Appender app(port);
+    for (int round = 0; round < 3; ++round) {
+      stream_gaps(port, 400, idle);
+      const int before = app.started.load();
+      app.on = true;
+      while (app.started.load() == before)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const int done0 = app.done.load();
+      stream_gaps(port, 400, busy);
+      m.appends += app.done.load() - done0;
+      app.on = false;
+      while (app.done.load() < app.started.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  httplib::Client c("127.0.0.1", port);
+  c.set_default_headers({{"Authorization", "Bearer " + kA}});
+  if (auto r = c.Get("/metrics")) {
+    const size_t at = r->body.find("\nkamera_prefill_pauses_total ");
+    if (at != std::string::npos) m.pauses = std::stod(r->body.substr(at + 29));
+  }
+  server.stop();
+  m.idle_p99 = p99(idle);
+  m.busy_p99 = p99(busy);
+  return m;
+}
+
+}  // namespace
+
+TEST(ServerFairness, AppendsDoNotStallAnotherClientsStream) {
+  // Timings on a shared machine are noisy: the best of three measurements (each one alternates
+  // idle and busy streams). Without slicing no measurement comes near (below).
+  Measure best;
+  for (int run = 0; run < 3; ++run) {
+    const Measure m = measure(ServerOptions{}.prefill_slice_tokens, ServerOptions{}.prefill_share);
+    std::printf(
+        "p99 gap between streamed tokens: idle %.2f ms, with 1,000-token appends %.2f ms "
+        "(%.2fx; %d appends finished during the streams, %.0f prefill pauses)\n",
+        m.idle_p99, m.busy_p99, m.busy_p99 / m.idle_p99, m.appends, m.pauses);
+    EXPECT_GT(m.pauses, 0) << "no prefill ran beside the streams";
+    if (run == 0 || m.busy_p99 / m.idle_p99 < best.busy_p99 / best.idle_p99) best = m;
+    if (best.busy_p99 <= 2.0 * best.idle_p99) break;
+  }
+  EXPECT_LE(best.busy_p99, 2.0 * best.idle_p99);
+  // With a micro-batch of 512 tokens run beside every decode step (no share, the largest slice)
+  // the appends hold the stream: the measurement can fail.
+  const Measure whole = measure(512, 0);
+  std::printf("512-token slices every step: idle %.2f ms, with appends %.2f ms (%.1fx)\n",
+              whole.idle_p99, whole.busy_p99, whole.busy_p99 / whole.idle_p99);
+  EXPECT_GT(whole.busy_p99, 2.0 * whole.idle_p99);
+}
