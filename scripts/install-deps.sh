@@ -25,6 +25,8 @@ packages=(
   libtorch-dev
   # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3
   pybind11-dev python3-dev python3-numpy
+  # the independent JSON Schema validator the grammar tests check generated documents with
+  python3-jsonschema
 )
 
 missing=()
