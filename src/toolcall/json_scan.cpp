@@ -36,93 +36,86 @@ void JsonCallScanner::value_ended() {
     auto j = nlohmann::json::parse(v, nullptr, false);
     if (j.is_string()) name_ = j.get<std::string>();
   }
-  if (std::find(args_keys_.begin(), args_keys_.end(), key_) != args_keys_.end()) args_end_ = end;
+  if (is_args_key(key_)) args_end_ = end;
   value_begin_ = std::string::npos;
   expect_ = Expect::Comma;
 }
 
-void JsonCallScanner::on_byte(char c) {
+void JsonCallScanner::on_string_byte(char c) {
+  if (escape_) {
+    escape_ = false;
+  } else if (c == '\\') {
+    escape_ = true;
+  } else if (c == '"') {
+    in_string_ = false;
+    if (depth_ == 1 && expect_ == Expect::Key) {
+      auto j = nlohmann::json::parse(std::string_view(text_).substr(key_begin_), nullptr, false);
+      key_ = j.is_string() ? j.get<std::string>() : "";
+      const bool known = key_ == "name" || key_ == "type" || is_args_key(key_);
+      if (keys_seen_++ == 0 && !known) failed_ = true;
+      expect_ = Expect::Colon;
+    } else if (depth_ == 1) {
+      value_kind_primitive_ = false;
+      value_ended();
+    }
+  }
+}
+
+void JsonCallScanner::on_nested_byte(char c) {
+  if (c == '"') in_string_ = true;
+  if (c == '{' || c == '[') ++depth_;
+  if ((c == '}' || c == ']') && --depth_ == 1) {
+    value_kind_primitive_ = false;
+    value_ended();
+  }
+}
+
+// A byte of the outer object, outside strings and nested values.
+void JsonCallScanner::on_top_byte(char c) {
   const size_t pos = text_.size() - 1;
-  if (in_string_) {
-    if (escape_) {
-      escape_ = false;
-    } else if (c == '\\') {
-      escape_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      if (depth_ == 1 && expect_ == Expect::Key) {
-        auto j = nlohmann::json::parse(std::string_view(text_).substr(key_begin_), nullptr, false);
-        key_ = j.is_string() ? j.get<std::string>() : "";
-        const bool known =
-            key_ == "name" || key_ == "type" ||
-            std::find(args_keys_.begin(), args_keys_.end(), key_) != args_keys_.end();
-        if (keys_seen_++ == 0 && !known) failed_ = true;
-        expect_ = Expect::Colon;
-      } else if (depth_ == 1) {
-        value_kind_primitive_ = false;
-        value_ended();
-      }
-    }
-    return;
+  switch (expect_) {
+    case Expect::Open:
+      depth_ = c == '{' ? 1 : 0;
+      expect_ = Expect::Key;
+      failed_ = c != '{';
+      return;
+    case Expect::Key:
+      in_string_ = true;
+      key_begin_ = pos;
+      failed_ = c != '"';  // {} is not a call, a trailing comma is not JSON
+      return;
+    case Expect::Colon:
+      expect_ = Expect::Value;
+      failed_ = c != ':';
+      return;
+    case Expect::Value:
+      value_begin_ = pos;
+      if (is_args_key(key_)) args_begin_ = pos;
+      if (c == '"') in_string_ = true;
+      if (c == '{' || c == '[') depth_ = 2;
+      return;
+    case Expect::Comma:
+      expect_ = Expect::Key;
+      done_ = c == '}';
+      failed_ = c != ',' && c != '}';
+      if (done_) depth_ = 0;
+      return;
   }
-  if (depth_ > 1) {  // inside a nested value of the outer object
-    if (c == '"') in_string_ = true;
-    if (c == '{' || c == '[') ++depth_;
-    if (c == '}' || c == ']') {
-      if (--depth_ == 1) {
-        value_kind_primitive_ = false;
-        value_ended();
-      }
-    }
-    return;
-  }
+}
+
+void JsonCallScanner::on_byte(char c) {
+  if (in_string_) return on_string_byte(c);
+  if (depth_ > 1) return on_nested_byte(c);  // inside a nested value of the outer object
   if (expect_ == Expect::Value && value_begin_ != std::string::npos) {  // a number, true, ...
     if (c != ',' && c != '}' && !is_ws(c)) return;
     value_kind_primitive_ = true;
     value_ended();
   }
-  if (is_ws(c)) return;
-  switch (expect_) {
-    case Expect::Open:
-      if (c == '{') {
-        depth_ = 1;
-        expect_ = Expect::Key;
-      } else {
-        failed_ = true;
-      }
-      return;
-    case Expect::Key:
-      if (c == '"') {
-        in_string_ = true;
-        key_begin_ = pos;
-      } else {
-        failed_ = true;  // {} is not a call, a trailing comma is not JSON
-      }
-      return;
-    case Expect::Colon:
-      if (c == ':')
-        expect_ = Expect::Value;
-      else
-        failed_ = true;
-      return;
-    case Expect::Value:
-      value_begin_ = pos;
-      if (std::find(args_keys_.begin(), args_keys_.end(), key_) != args_keys_.end())
-        args_begin_ = pos;
-      if (c == '"') in_string_ = true;
-      if (c == '{' || c == '[') depth_ = 2;
-      return;
-    case Expect::Comma:
-      if (c == ',') {
-        expect_ = Expect::Key;
-      } else if (c == '}') {
-        depth_ = 0;
-        done_ = true;
-      } else {
-        failed_ = true;
-      }
-      return;
-  }
+  if (!is_ws(c)) on_top_byte(c);
+}
+
+bool JsonCallScanner::is_args_key(const std::string& key) const {
+  return std::find(args_keys_.begin(), args_keys_.end(), key) != args_keys_.end();
 }
 
 }  // namespace kamera::toolcall

@@ -33,7 +33,11 @@ class JsonCallScanner {
 
  private:
   void on_byte(char c);
+  void on_string_byte(char c);
+  void on_nested_byte(char c);
+  void on_top_byte(char c);
   void value_ended();
+  bool is_args_key(const std::string& key) const;
 
   std::vector<std::string> args_keys_;
   std::string text_;
