@@ -156,6 +156,7 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
   if (auto* e = std::get_if<PlanError>(&json_or)) return *e;
   plan.grammar = std::get<std::shared_ptr<const grammar::Grammar>>(json_or);
   plan.format = format;
+  plan.grammar_key = ojson{{"response_format", body.value("response_format", ojson())}}.dump();
   if (choice.kind == Choice::None) return plan;
   if (plan.json_output)
     return bad("response_format",
@@ -169,6 +170,11 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
   bool any_strict = false;
   for (const Tool& t : tools) any_strict = any_strict || t.strict;
   if (choice.kind == Choice::Auto && !any_strict) return plan;
+  plan.grammar_key = ojson{{"tools", body["tools"]},
+                           {"tool_choice", body.value("tool_choice", ojson())},
+                           {"parallel_tool_calls", parallel},
+                           {"format", format_name(*format)}}
+                         .dump();
   auto g = calls_grammar(tools, choice, parallel.get<bool>(), *format);
   if (auto* e = std::get_if<PlanError>(&g)) return *e;
   plan.grammar = std::get<std::shared_ptr<const grammar::Grammar>>(g);

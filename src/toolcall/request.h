@@ -40,6 +40,9 @@ struct DecodePlan {
   std::optional<Format> format;         // the template's tool-call format
   nlohmann::ordered_json render_tools;  // the `tools` the template renders (null: none)
   bool json_output = false;             // response_format asked for JSON
+  // What defines the grammar (the fields it was compiled from, as JSON text): requests with the
+  // same key share one compiled grammar and its masks (grammar/grammar_cache.h).
+  std::string grammar_key;
 };
 
 struct PlanError {

@@ -2,6 +2,7 @@
 // it starts, whether calls are parsed and tools rendered; every refusal names its field.
 #include <gtest/gtest.h>
 
+#include "grammar/grammar_cache.h"
 #include "toolcall/request.h"
 #include "unit/grammar/grammar_util.h"
 
@@ -136,6 +137,37 @@ TEST(DecodePlan, MessagesPreparedForTheTemplate) {
   EXPECT_EQ(delta[0]["function"]["name"], "f");
   EXPECT_FALSE(delta[1].contains("id"));
   EXPECT_EQ(delta[1]["function"]["arguments"], "{\"a\"");
+}
+
+TEST(DecodePlan, RequestsWithTheSameFieldsShareOneCompiledGrammar) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
+  grammar::GrammarCache cache(
+      std::make_shared<const grammar::TokenTrie>(bytes, std::vector<int32_t>{}), 2);
+  const std::string tools = std::string(R"({"tools":)") + kTools + R"(,"tool_choice":"required")";
+  const DecodePlan a = plan_ok(with(tools + R"(,"temperature":0.5})"));
+  const DecodePlan b = plan_ok(with(tools + R"(,"temperature":0.9})"));
+  const DecodePlan c = plan_ok(with(tools + R"(,"parallel_tool_calls":false})"));
+  EXPECT_EQ(a.grammar_key, b.grammar_key);
+  EXPECT_NE(a.grammar_key, c.grammar_key);
+  int builds = 0;
+  auto get = [&](const DecodePlan& p) {
+    auto g = cache.get(p.grammar_key, [&]() -> Result<std::shared_ptr<const grammar::Grammar>> {
+      ++builds;
+      return p.grammar;
+    });
+    EXPECT_TRUE(g.ok());
+    return g.ok() ? *g : nullptr;
+  };
+  EXPECT_EQ(get(a), get(b));
+  EXPECT_NE(get(a), get(c));
+  EXPECT_EQ(builds, 2);
+  EXPECT_EQ(cache.hits(), 2u);
+  auto failed = cache.get("bad", []() -> Result<std::shared_ptr<const grammar::Grammar>> {
+    return make_error(ErrorCode::InvalidArgument, "no");
+  });
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(cache.size(), 2u);  // a failed build is not kept
 }
 
 }  // namespace
