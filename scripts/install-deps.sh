@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build and test
-  cmake g++ ninja-build pkg-config make curl
+  cmake g++ ninja-build pkg-config make curl jq  # jq: docs/SERVER.md's curl examples
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   clang-14 libclang-rt-14-dev            # libFuzzer targets for the file parsers
   # math

@@ -93,7 +93,7 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
     grow(x_, size_t(n) * c.dim);
     load_rows(in, off, n, x_.data());
     const RowGroup g{seq, *first + off, n, 0, mask};
-    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits, opt.observer));
+    KAMERA_TRY(run_batch(kv, {&g, 1}, lm, logits, opt.observer, opt.hidden));
   }
   return logits;
 }
@@ -207,7 +207,8 @@ void Engine::row_angles(const KvPool& kv, std::span<const RowGroup> groups, int 
 }
 
 Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
-                         std::vector<float>& logits, ForwardObserver* observer) {
+                         std::vector<float>& logits, ForwardObserver* observer,
+                         std::vector<float>* hidden) {
   const ModelConfig& c = model_.cfg;
   int n = 0;
   for (const RowGroup& g : groups) n += g.n;
@@ -216,6 +217,11 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   float* x = x_.data();
   row_angles(kv, groups, n);
   for (int li = 0; li < c.n_layers; ++li) run_layer(kv, li, n, groups, x, observer);
+  if (hidden) {
+    const size_t at = hidden->size();
+    hidden->resize(at + size_t(n) * d);
+    rmsnorm(x, model_.out_norm.data(), hidden->data() + at, n, d, c.rms_eps, &pool_);
+  }
 
   if (logits_mode == LogitsMode::None) return Status::Ok();
   // Rows whose logits are wanted: every row, or the last row of every group.

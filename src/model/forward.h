@@ -58,6 +58,9 @@ struct ForwardOptions {
   const AttentionMask* mask = nullptr;
   int max_batch = 512;                  // tokens per micro-batch (bounds scratch memory)
   ForwardObserver* observer = nullptr;  // optional hooks (see ForwardObserver)
+  // When set, the final hidden state of every input row (after the output norm, the rows the
+  // output projection reads; n x dim) is appended here: embeddings.
+  std::vector<float>* hidden = nullptr;
 };
 
 // Runs one model over sequences of a KV pool whose layout is model.kv_layout(). Not thread-safe;
@@ -114,7 +117,8 @@ class Engine {
   Status check_layout(const KvPool& kv) const;
   void load_rows(const ForwardInput& in, int off, int n, float* x) const;
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
-                   std::vector<float>& out, ForwardObserver* observer = nullptr);
+                   std::vector<float>& out, ForwardObserver* observer = nullptr,
+                   std::vector<float>* hidden = nullptr);
   // Rope angles of the groups' rows at their tokens' positions (rows x n_pairs each).
   void row_angles(const KvPool& kv, std::span<const RowGroup> groups, int n);
   void run_layer(KvPool& kv, int layer, int n, std::span<const RowGroup> groups, float* x,

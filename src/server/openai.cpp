@@ -1,7 +1,11 @@
 #include "server/openai.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <set>
+
+#include "server/request_fields.h"
 
 namespace kamera {
 
@@ -33,7 +37,11 @@ HttpError http_error(const Error& e) {
 }
 
 json error_body(const HttpError& e) {
-  return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
+  return json{{"error",
+               {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code}}}};
 }
 
 std::string dump(const json& j) {
@@ -73,6 +81,17 @@ Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64
   return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
 }
 
+Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
+  if (!body.contains(key) || body[key].is_null()) return dflt;
+  if (!body[key].is_number())
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
+  const double v = body[key].get<double>();
+  if (!(v >= lo && v <= hi))
+    return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
+                      hi);
+  return v;
+}
+
 namespace {
 
 // Appends text to the last part when it is text, else starts a text part.
@@ -80,7 +99,7 @@ void add_text(std::vector<PromptPart>& parts, const std::string& t) {
   if (!parts.empty() && !parts.back().is_chunk) {
     parts.back().text += t;
   } else {
-    parts.push_back({false, t, {}});
+    parts.push_back({false, t, {}, {}});
   }
 }
 
@@ -105,7 +124,7 @@ Status add_part(std::vector<PromptPart>& parts, const json& it) {
     if (!id)
       return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits",
                         it["id"].get<std::string>());
-    parts.push_back({true, "", *id});
+    parts.push_back({true, "", *id, {}});
   } else {
     return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)", type);
   }
@@ -124,15 +143,52 @@ Status add_items(std::vector<PromptPart>& parts, const json& items) {
   return Status::Ok();
 }
 
-// Chat messages laid out as "role: content" lines, then "assistant:".
-Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+// A message as OpenAI sends it: a role (system, developer, user, assistant, tool), content (a
+// string or parts; null or absent only for an assistant message with tool_calls), and the
+// assistant's tool_calls or the tool's tool_call_id.
+Status check_message(const json& m) {
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool"};
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+      !roles.count(m["role"].get<std::string>()))
+    return make_error(ErrorCode::InvalidArgument,
+                      "each message needs a \"role\": system, developer, user, assistant or tool");
+  const std::string role = m["role"].get<std::string>();
+  const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+  if (calls && (role != "assistant" || !m["tool_calls"].is_array()))
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"tool_calls\" is an array, in assistant messages only");
+  for (const json& c : calls ? m["tool_calls"] : json::array())
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].contains("name") || !c["function"]["name"].is_string())
+      return make_error(ErrorCode::InvalidArgument,
+                        "each tool call needs \"function\" with a \"name\" (and \"arguments\")");
+  const bool has_content = m.contains("content") && !m["content"].is_null();
+  if (!has_content && !(role == "assistant" && calls))
+    return make_error(ErrorCode::InvalidArgument,
+                      "a {} message needs \"content\" (null only with tool_calls)", role);
+  for (const char* k : {"tool_call_id", "name"})
+    if (m.contains(k) && !m[k].is_string() && !m[k].is_null())
+      return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a string", k);
+  return Status::Ok();
+}
+
+// The messages array, each message checked.
+Result<const json*> messages_of(const json& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
+  for (const json& m : body["messages"]) KAMERA_TRY(check_message(m));
+  return &body["messages"];
+}
+
+// Chat messages laid out as "role: content" lines (tool calls as their JSON), then "assistant:".
+Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+  for (const json& m : *msgs) {
     add_text(parts, m["role"].get<std::string>() + ": ");
-    KAMERA_TRY(add_items(parts, m["content"]));
+    if (m.contains("content") && !m["content"].is_null())
+      KAMERA_TRY(add_items(parts, m["content"]));
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+      add_text(parts, dump(m["tool_calls"]));
     add_text(parts, "\n");
   }
   add_text(parts, "assistant:");
@@ -157,17 +213,41 @@ Result<std::string> templated_content(const json& content) {
   return out;
 }
 
+// A message as the chat template reads it: content as text (null as ""), tool calls with their
+// arguments as JSON values (OpenAI sends them as strings; templates write them with tojson), the
+// tool's tool_call_id and name.
+Result<nlohmann::ordered_json> template_message(const json& m) {
+  nlohmann::ordered_json out;
+  out["role"] = m["role"].get<std::string>() == "developer" ? "system" : m["role"];
+  out["content"] = "";
+  if (m.contains("content") && !m["content"].is_null()) {
+    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
+    out["content"] = content;
+  }
+  if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+    out["tool_calls"] = nlohmann::ordered_json::array();
+    for (const json& c : m["tool_calls"]) {
+      nlohmann::ordered_json call = nlohmann::ordered_json::parse(c.dump());
+      const json& args = c["function"].value("arguments", json("{}"));
+      if (args.is_string()) {
+        auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
+      }
+      out["tool_calls"].push_back(std::move(call));
+    }
+  }
+  for (const char* k : {"tool_call_id", "name"})
+    if (m.contains(k) && m[k].is_string()) out[k] = m[k];
+  return out;
+}
+
 // Chat messages rendered by the model's chat template (with the generation prompt), then cut
 // into text and chunk parts at the markers.
 Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
+  KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-      return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
-    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
-    msgs.push_back({{"role", m["role"].get<std::string>()}, {"content", content}});
+  for (const json& m : *checked) {
+    KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
   KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
@@ -179,7 +259,7 @@ Status add_templated(std::vector<PromptPart>& parts, const json& body, const Cha
     auto id = end == std::string::npos ? std::nullopt
                                        : ChunkId::from_hex(text.substr(id_at, end - id_at));
     if (!id) return make_error(ErrorCode::Internal, "the chat template broke a chunk marker");
-    parts.push_back({true, "", *id});
+    parts.push_back({true, "", *id, {}});
     at = end + 1;
   }
   if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
@@ -187,33 +267,48 @@ Status add_templated(std::vector<PromptPart>& parts, const json& body, const Cha
   return Status::Ok();
 }
 
-Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat,
-                                             const ChatTemplate* tmpl) {
-  std::vector<PromptPart> parts;
-  if (chat && tmpl) {
-    KAMERA_TRY(add_templated(parts, body, *tmpl));
-  } else if (chat) {
-    KAMERA_TRY(add_messages(parts, body));
-  } else {
-    if (!body.contains("prompt"))
-      return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
-    KAMERA_TRY(add_items(parts, body["prompt"]));
-  }
-  if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
+// Parts that end with the query (text).
+Status check_query(const std::vector<PromptPart>& parts) {
+  if (parts.empty() || parts.back().is_chunk ||
+      (parts.back().text.empty() && parts.back().tokens.empty()))
     return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
-  return parts;
+  return Status::Ok();
 }
 
-// A number field in [lo, hi], or its default when absent or null.
-Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
-  if (!body.contains(key) || body[key].is_null()) return dflt;
-  if (!body[key].is_number())
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
-  const double v = body[key].get<double>();
-  if (!(v >= lo && v <= hi))
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
-                      hi);
-  return v;
+// A prompt of token ids, each in the vocabulary.
+Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
+  if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "a token prompt is empty");
+  PromptPart p;
+  for (const json& t : ids) {
+    KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a prompt token id", 0, n_vocab - 1));
+    p.tokens.push_back(int32_t(v));
+  }
+  return p;
+}
+
+// The prompts of /v1/completions: a string; token ids; a batch (strings, or token arrays), one
+// prompt each; or parts (an array holding objects: text and chunk parts).
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab) {
+  std::vector<std::vector<PromptPart>> out;
+  auto all = [&](auto pred) {
+    return prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), pred);
+  };
+  if (all([](const json& x) { return x.is_number(); })) {
+    KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(prompt, n_vocab));
+    out.push_back({std::move(p)});
+  } else if (all([](const json& x) { return x.is_array(); })) {
+    for (const json& ids : prompt) {
+      KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(ids, n_vocab));
+      out.push_back({std::move(p)});
+    }
+  } else if (all([](const json& x) { return x.is_string(); })) {
+    for (const json& t : prompt) out.push_back({PromptPart{false, t.get<std::string>(), {}, {}}});
+  } else {
+    out.emplace_back();
+    KAMERA_TRY(add_items(out.back(), prompt));
+  }
+  for (const auto& parts : out) KAMERA_TRY(check_query(parts));
+  return out;
 }
 
 Result<ServePolicy> reuse_policy(const json& body) {
@@ -228,33 +323,63 @@ Result<ServePolicy> reuse_policy(const json& body) {
 
 }  // namespace
 
-Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
-                               const ModelConfig& cfg, const ChatTemplate* tmpl) {
+Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
+                                             const ModelConfig& cfg, const ChatTemplate* tmpl,
+                                             std::string* param) {
+  const char* field = "";
+  auto failed = [&](const char* f, const Error& e) {
+    if (param) *param = f;
+    return e;
+  };
   GenRequest r;
-  KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat, tmpl));
-  if (auto n = int_field(body, "n", 1, 1, INT64_MAX); !n.ok() || *n != 1)
-    return make_error(ErrorCode::InvalidArgument,
-                      "\"n\" must be 1: one choice per request (send n requests for n choices)");
-  auto mt = int_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
-  auto top_k = int_field(body, "top_k", 0, 0, cfg.n_vocab);
-  auto seed = int_field(body, "seed", 0, 0, INT64_MAX);
+  r.chat = chat;
+  Status st =
+      generation_fields(body, chat ? Endpoint::Chat : Endpoint::Completions, opts, cfg, r, field);
+  if (!st.ok()) return failed(field, st.error());
   auto rank = int_field(body, "rank", 32, 1, 1 << 20);
-  for (const auto* x : {&mt, &top_k, &seed, &rank})
-    if (!x->ok()) return x->error();
-  auto temp = number_field(body, "temperature", 0.0, 0.0, 100.0);
-  auto top_p = number_field(body, "top_p", 1.0, 0.0, 1.0);
-  for (const auto* x : {&temp, &top_p})
-    if (!x->ok()) return x->error();
-  r.max_tokens = int(*mt);
-  r.sampling.temperature = float(*temp);
-  r.sampling.top_p = float(*top_p);
-  r.sampling.top_k = int(*top_k);
-  r.sampling.seed = uint64_t(*seed);
+  if (!rank.ok()) return failed("rank", rank.error());
   r.rank = int(*rank);
-  KAMERA_ASSIGN_OR_RETURN(r.policy, reuse_policy(body));
+  auto policy = reuse_policy(body);
+  if (!policy.ok()) return failed("reuse", policy.error());
+  r.policy = *policy;
   if (body.contains("deep_half"))
     r.deep_half = body["deep_half"].is_boolean() && body["deep_half"].get<bool>();
-  return r;
+  std::vector<std::vector<PromptPart>> prompts;
+  if (chat) {
+    prompts.emplace_back();
+    Status m =
+        tmpl ? add_templated(prompts.back(), body, *tmpl) : add_messages(prompts.back(), body);
+    if (m.ok()) m = check_query(prompts.back());
+    if (!m.ok()) return failed("messages", m.error());
+  } else {
+    if (!body.contains("prompt"))
+      return failed("prompt", make_error(ErrorCode::InvalidArgument, "missing \"prompt\""));
+    auto p = completion_prompts(body["prompt"], cfg.n_vocab);
+    if (!p.ok()) return failed("prompt", p.error());
+    prompts = std::move(p.value());
+  }
+  if (prompts.size() > size_t(std::max(1, opts.max_queue)))
+    return failed("prompt", make_error(ErrorCode::InvalidArgument,
+                                       "a batch of {} prompts exceeds the queue of {}",
+                                       prompts.size(), opts.max_queue));
+  std::vector<GenRequest> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    out.push_back(r);
+    out.back().parts = std::move(prompts[i]);
+    out.back().first_index = int(i) * r.n;
+  }
+  return out;
+}
+
+Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+                               const ModelConfig& cfg, const ChatTemplate* tmpl,
+                               std::string* param) {
+  KAMERA_ASSIGN_OR_RETURN(auto all, gen_requests(body, chat, opts, cfg, tmpl, param));
+  if (all.size() != 1) {
+    if (param) *param = "prompt";
+    return make_error(ErrorCode::InvalidArgument, "one prompt here, not a batch of {}", all.size());
+  }
+  return std::move(all[0]);
 }
 
 namespace {
@@ -375,34 +500,6 @@ json chunk_json(const CanonicalEntry& e) {
           {"extent", e.content.extent()},
           {"kind", e.content.is_tokens() ? "tokens" : "embeddings"},
           {"bytes", e.kv.bytes()}};
-}
-
-json completion_body(const CompletionMeta& m, const std::string& text, const json& done_info) {
-  const json& finish = done_info["finish_reason"];
-  json choice = m.chat ? json{{"index", 0},
-                              {"message", {{"role", "assistant"}, {"content", text}}},
-                              {"finish_reason", finish}}
-                       : json{{"index", 0}, {"text", text}, {"finish_reason", finish}};
-  return {{"id", m.id},
-          {"object", m.chat ? "chat.completion" : "text_completion"},
-          {"created", m.created},
-          {"model", m.model},
-          {"choices", json::array({choice})},
-          {"usage", done_info["usage"]}};
-}
-
-json stream_piece(const CompletionMeta& m, const std::string& text, const json& finish_reason,
-                  const json* usage) {
-  json choice =
-      m.chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", finish_reason}}
-             : json{{"index", 0}, {"text", text}, {"finish_reason", finish_reason}};
-  json j = {{"id", m.id},
-            {"object", m.chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", m.created},
-            {"model", m.model},
-            {"choices", json::array({choice})}};
-  if (usage) j["usage"] = *usage;
-  return j;
 }
 
 }  // namespace kamera

@@ -89,12 +89,17 @@ struct Server::Impl {
   void window_completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
+  std::optional<std::vector<GenRequest>> parse_generation(const json& body,
+                                                          const std::string& window, bool chat,
+                                                          const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out);
   // A hold on one of the client's request slots (released when dropped), or none past its cap.
   std::shared_ptr<void> client_slot(const std::string& client);
-  EventSink whole_sink(const Out& out, const CompletionMeta& meta);
-  EventSink stream_sink(const Out& out, const CompletionMeta& meta);
+
+  // model_routes.cpp: /v1/embeddings, and the body of /v1/models
+  void embeddings(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  json models_body() const;
 
   // chunk_api.cpp
   void post_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
