@@ -1,32 +1,25 @@
 // The token-constraint hook of the generation loop (generate/generator.h): constrained decoding
-// (a grammar, a JSON schema, a forced tool call) plugs in here without the loop knowing what it
-// constrains to.
+// (a grammar, a JSON schema, a forced tool call: grammar/constraint.h) plugs in here without the
+// loop knowing what it constrains to. The interface is grammar::TokenConstraint.
 //
 // Each step the loop calls, in this order:
-//   1. mask(logits)  after logit_bias and the penalties, before sampling: set to -infinity every
+//   1. mask(logits)  after logit_bias and the penalties, before sampling: sets to -infinity every
 //                    token that may not come next. End-of-generation tokens are tokens like any
-//                    other here: a constraint that is not complete masks them (else the model may
-//                    end the text early); one that is complete may leave them open.
-//   2. accept(token) with the token sampled from what mask() left (never a masked one).
-//   3. complete()    after accept(): true when the constrained text is finished and nothing may
-//                    follow; the loop then ends the generation (finish reason "stop") without
-//                    sampling again.
-// The loop never calls mask() again after complete() is true. A mask that leaves no token at all
-// is a bug of the constraint; the loop then ends the generation with finish reason "stop"
-// rather than sample a masked token.
+//                    other here: a constraint leaves them open only when complete() (the text
+//                    so far is a whole document), so the model ends the text only there.
+//   2. accept(token) with the token sampled from what mask() left (never a masked one). An error
+//                    means the constraint could not follow; the loop then ends the generation
+//                    (finish reason "stop") rather than sample from a state it cannot mask.
+// The generation ends as any other does: an end-of-generation token (which the mask allowed only
+// once the text was complete), a stop string, the token limit. A mask that leaves no token at all
+// is a bug of the constraint; the loop then ends the generation with finish reason "stop" rather
+// than sample a masked token.
 #pragma once
 
-#include <cstdint>
-#include <span>
+#include "grammar/constraint.h"
 
 namespace kamera {
 
-class TokenConstraint {
- public:
-  virtual ~TokenConstraint() = default;
-  virtual void mask(std::span<float> logits) = 0;
-  virtual void accept(int32_t token) = 0;
-  virtual bool complete() const = 0;
-};
+using TokenConstraint = grammar::TokenConstraint;
 
 }  // namespace kamera

@@ -95,7 +95,8 @@ GenStep Generator::step(std::span<float> logits) {
   const int32_t token = sampler_.sample(logits);
   if (!(logits[size_t(token)] > -std::numeric_limits<float>::infinity()))
     return finish(FinishReason::Stop);  // nothing was left to sample
-  if (constraint_) constraint_->accept(token);
+  if (constraint_ && !constraint_->accept(token).ok())
+    return finish(FinishReason::Stop);  // the constraint cannot follow the token
   if (ends_generation(token)) {
     GenStep s = finish(FinishReason::Stop);
     s.token = token;
@@ -109,8 +110,7 @@ GenStep Generator::step(std::span<float> logits) {
   GenStep s;
   s.token = token;
   s.text = stop_.push(utf8_.push(bytes));
-  const FinishReason end = stop_.stopped() || (constraint_ && constraint_->complete())
-                               ? FinishReason::Stop
+  const FinishReason end = stop_.stopped()                        ? FinishReason::Stop
                            : int(tokens_.size()) >= p_.max_tokens ? FinishReason::Length
                                                                   : FinishReason::None;
   if (end != FinishReason::None) {

@@ -1,8 +1,8 @@
 // The generation loop, one step at a time: logits in; logit_bias, repetition penalties and the
 // token constraint applied; a token sampled; the end conditions checked (the model's whole
-// end-of-generation set, stop strings, the token limit, cancellation, a complete constraint);
-// the text that may be shown out, in whole UTF-8 characters, never a possible beginning of a stop
-// string, special tokens as text only when asked.
+// end-of-generation set, stop strings, the token limit, cancellation, a constraint that cannot
+// follow); the text that may be shown out, in whole UTF-8 characters, never a possible beginning of
+// a stop string, special tokens as text only when asked.
 //
 // Every generating caller runs it: `kamera generate` and `kamera chat` (through run_generation
 // below), the VL chat, and the server's scheduler, which decodes many sequences in one batched

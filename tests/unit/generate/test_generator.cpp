@@ -204,18 +204,21 @@ TEST(Generator, LogitBiasAndPenaltiesMoveTheChoice) {
 
 namespace {
 
-// Allows only the tokens of `word` in order, then is complete.
+// Allows only the tokens of `word` in order, then only the end of the turn (<|eot_id|>).
 class Only : public TokenConstraint {
  public:
   explicit Only(std::vector<int32_t> word) : word_(std::move(word)) {}
   void mask(std::span<float> logits) override {
     ++masks;
+    const int32_t allowed = complete() ? kEot : word_[at_];
     for (size_t i = 0; i < logits.size(); ++i)
-      if (int32_t(i) != word_[at_]) logits[i] = -INFINITY;
+      if (int32_t(i) != allowed) logits[i] = -INFINITY;
   }
-  void accept(int32_t token) override {
-    EXPECT_EQ(token, word_[at_]);
-    ++at_;
+  Status accept(int32_t token) override {
+    if (token != (complete() ? kEot : word_[at_]))
+      return make_error(ErrorCode::InvalidArgument, "token {} was masked", token);
+    if (!complete()) ++at_;
+    return Status::Ok();
   }
   bool complete() const override { return at_ == word_.size(); }
   int masks = 0;
@@ -225,17 +228,38 @@ class Only : public TokenConstraint {
   size_t at_ = 0;
 };
 
+// Masks nothing and refuses every token.
+class Refuses : public TokenConstraint {
+ public:
+  void mask(std::span<float>) override {}
+  Status accept(int32_t) override { return make_error(ErrorCode::InvalidArgument, "no"); }
+  bool complete() const override { return false; }
+};
+
 }  // namespace
 
-TEST(Generator, TheConstraintMasksBeforeSamplingAndEndsTheTextWhenComplete) {
+TEST(Generator, TheConstraintMasksBeforeSamplingAndTheTextEndsOnlyWhenComplete) {
   const Tokenizer tok = vocab();
   Only only({kHe, kLlo});
   Generator g(&tok, greedy(), {}, &only);
-  Drive r = drive(g, {kBang, kBang, kBang});  // the model wants "!", the constraint says no
+  // The model wants "!" and would end at once; the constraint allows neither until complete.
+  Drive r = drive(g, {kBang, kEot, kBang, kBang});
   EXPECT_EQ(r.shown, "Hello");
   EXPECT_TRUE(r.last.done);
   EXPECT_EQ(r.last.reason, FinishReason::Stop);
-  EXPECT_EQ(only.masks, 2);  // never asked again once complete
+  EXPECT_EQ(r.last.token, kEot);
+  EXPECT_EQ(only.masks, 3);  // He, llo, then only the end of the turn
+}
+
+TEST(Generator, AConstraintThatCannotFollowEndsTheGeneration) {
+  const Tokenizer tok = vocab();
+  Refuses refuses;
+  Generator g(&tok, greedy(), {}, &refuses);
+  std::vector<float> l = pick(kHe);
+  GenStep s = g.step(l);
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.reason, FinishReason::Stop);
+  EXPECT_TRUE(g.tokens().empty());
 }
 
 TEST(Generator, RunGenerationForwardsEveryTokenButTheLast) {
