@@ -2,6 +2,7 @@
 
 #include "server/openai.h"
 #include "tokenizer/utf8.h"
+#include "toolcall/request.h"
 
 namespace kamera {
 
@@ -76,26 +77,53 @@ json CompletionSink::chunk(json choices) const {
           {"choices", std::move(choices)}};
 }
 
-json CompletionSink::stream_choice(int index, const std::string& text,
+json CompletionSink::stream_choice(int index, const toolcall::Delta& d,
                                    const std::vector<TokenLogprob>* lp, const json& finish) {
   Choice& c = choices_[index];
   json logprobs = nullptr;
   if (meta_.logprobs && lp)
     logprobs = meta_.chat ? chat_logprobs(*lp) : completion_logprobs(*lp, c.offset);
   if (!meta_.chat)
-    return {{"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}};
+    return {
+        {"index", index}, {"text", d.content}, {"logprobs", logprobs}, {"finish_reason", finish}};
   json delta = json::object();
   if (!c.started) delta["role"] = "assistant";
-  if (finish.is_null() || !c.started) delta["content"] = text;
+  if ((finish.is_null() || !c.started) && (!d.content.empty() || d.calls.empty()))
+    delta["content"] = d.content;
+  if (!d.calls.empty())
+    delta["tool_calls"] = json::parse(toolcall::delta_calls_json(d.calls).dump());
   c.started = true;
   return {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}};
 }
 
+// The choice's next text, through its tool-call parser when the request has tools.
+toolcall::Delta CompletionSink::parse(int index, std::string text, bool final) {
+  toolcall::Delta d;
+  if (!meta_.tool_calls) {
+    d.content = std::move(text);
+    return d;
+  }
+  Choice& c = choices_[index];
+  if (!c.calls)  // call ids unique to the completion and the choice
+    c.calls = std::make_unique<toolcall::ToolCallParser>(
+        *meta_.tool_calls, fmt::format("call_{}_{}_", meta_.id.substr(5), index));
+  d = c.calls->feed(text);
+  if (final) {
+    toolcall::Delta rest = c.calls->finish();
+    d.content += rest.content;
+    for (auto& call : rest.calls) d.calls.push_back(std::move(call));
+  }
+  return d;
+}
+
 void CompletionSink::on_text(Event& e) {
-  if (meta_.stream)
-    return write(chunk(json::array({stream_choice(e.index, e.text, &e.logprobs, nullptr)})));
+  toolcall::Delta d = parse(e.index, std::move(e.text), false);
+  if (meta_.stream) {
+    if (d.empty() && e.logprobs.empty()) return;  // held back by the parser
+    return write(chunk(json::array({stream_choice(e.index, d, &e.logprobs, nullptr)})));
+  }
   Choice& c = choices_[e.index];
-  c.text += e.text;
+  c.text += d.content;
   for (TokenLogprob& t : e.logprobs) c.logprobs.push_back(std::move(t));
 }
 
@@ -111,14 +139,23 @@ void CompletionSink::add_usage(const json& usage) {
 }
 
 void CompletionSink::on_finish(const Event& e) {
-  choices_[e.index].finish_reason = e.info["finish_reason"];
+  Choice& choice = choices_[e.index];
+  json finish = e.info["finish_reason"];
+  if (meta_.tool_calls) {
+    toolcall::Delta rest = parse(e.index, "", true);
+    if (meta_.stream && !rest.empty())
+      write(chunk(json::array({stream_choice(e.index, rest, nullptr, nullptr)})));
+    choice.text += rest.content;
+    if (!choice.calls->calls().empty() && finish == "stop") finish = "tool_calls";
+  }
+  choice.finish_reason = finish;
   const bool last = e.kind == Event::Done && done_ + 1 == meta_.generations;
   if (e.kind == Event::Done) {
     add_usage(e.info["usage"]);
     ++done_;
   }
   if (meta_.stream) {
-    json c = chunk(json::array({stream_choice(e.index, "", nullptr, e.info["finish_reason"])}));
+    json c = chunk(json::array({stream_choice(e.index, {}, nullptr, finish)}));
     if (last && !meta_.include_usage) c["usage"] = usage_;  // kamera's: with the last finish
     write(c);
   }
@@ -134,6 +171,16 @@ void CompletionSink::on_finish(const Event& e) {
   out_->end();
 }
 
+// A chat choice's message: its text, and its tool calls when it made some (content null when it
+// wrote nothing else, as OpenAI sends it).
+json CompletionSink::message(const Choice& c) const {
+  json m = {{"role", "assistant"}, {"content", c.text}};
+  if (!c.calls || c.calls->calls().empty()) return m;
+  if (c.text.empty()) m["content"] = nullptr;
+  m["tool_calls"] = json::parse(toolcall::tool_calls_json(c.calls->calls()).dump());
+  return m;
+}
+
 json CompletionSink::whole_body() const {
   json choices = json::array();
   for (const auto& [index, c] : choices_) {
@@ -142,7 +189,7 @@ json CompletionSink::whole_body() const {
               : meta_.chat    ? chat_logprobs(c.logprobs)
                               : completion_logprobs(c.logprobs, offset);
     choices.push_back(meta_.chat ? json{{"index", index},
-                                        {"message", {{"role", "assistant"}, {"content", c.text}}},
+                                        {"message", message(c)},
                                         {"logprobs", lp},
                                         {"finish_reason", c.finish_reason}}
                                  : json{{"index", index},

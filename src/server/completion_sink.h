@@ -1,7 +1,9 @@
 // The answer to one completion request, from the events of its generations (one per prompt of a
 // batch, each with its n choices): OpenAI's response body, or its SSE stream of chunks, with the
 // choices in index order, their log-probabilities in OpenAI's shapes (chat's logprobs.content,
-// completions' tokens / token_logprobs / top_logprobs / text_offset), and the usage summed.
+// completions' tokens / token_logprobs / top_logprobs / text_offset), and the usage summed. With
+// tools, each choice's text goes through a tool-call parser (toolcall/parser.h): the message's
+// tool_calls (finish_reason "tool_calls"), or the stream's tool-call deltas.
 // Events arrive on the scheduler thread only.
 #pragma once
 
@@ -13,6 +15,7 @@
 
 #include "server/generation.h"
 #include "server/http_front.h"
+#include "toolcall/parser.h"
 
 namespace kamera {
 
@@ -24,6 +27,7 @@ struct CompletionMeta {
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage only
   bool logprobs = false;       // the request asked for them
   int generations = 1;         // prompts in the batch
+  std::optional<toolcall::Format> tool_calls;  // set: parse tool calls of this format
 };
 
 // Log-probabilities of tokens as OpenAI writes them. Chat: {"content": [{token, logprob, bytes,
@@ -49,6 +53,7 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
     std::vector<TokenLogprob> logprobs;
     size_t offset = 0;     // completions' text_offset, streamed
     bool started = false;  // chat streams: the first delta carries the role
+    std::unique_ptr<toolcall::ToolCallParser> calls;  // with tools
   };
   void on(Event e);
   void on_text(Event& e);
@@ -56,8 +61,10 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
   void add_usage(const nlohmann::json& usage);
   nlohmann::json whole_body() const;
   nlohmann::json chunk(nlohmann::json choices) const;
-  nlohmann::json stream_choice(int index, const std::string& text,
+  nlohmann::json stream_choice(int index, const toolcall::Delta& d,
                                const std::vector<TokenLogprob>* lp, const nlohmann::json& finish);
+  toolcall::Delta parse(int index, std::string text, bool final);
+  nlohmann::json message(const Choice& c) const;
   void write(const nlohmann::json& j);
 
   CompletionMeta meta_;

@@ -67,15 +67,23 @@ std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
 // The request's generations (one per prompt of a batch), checked and bounded; nullopt on a
 // refusal, already answered.
 std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json& body,
+                                                                      std::string_view raw,
                                                                       const std::string& window,
                                                                       bool chat, const Out& out) {
   const Endpoint ep = chat             ? Endpoint::Chat
                       : window.empty() ? Endpoint::Completions
                                        : Endpoint::Window;
   if (auto refused = check_fields(body, ep)) return respond_error(out, *refused), std::nullopt;
+  toolcall::DecodePlan plan;
+  if (chat) {
+    auto p = plan_chat(body, raw);
+    if (auto* e = std::get_if<HttpError>(&p)) return respond_error(out, *e), std::nullopt;
+    plan = std::get<toolcall::DecodePlan>(std::move(p));
+  }
+  const ChatTools tools{plan.render_tools, tool_format};
   std::string param;
-  auto r =
-      gen_requests(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr, &param);
+  auto r = gen_requests(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr,
+                        &param, &tools);
   if (r.ok() && !window.empty() && r->size() != 1)
     r = make_error(ErrorCode::InvalidArgument, "a window completion takes one prompt"),
     param = "prompt";
@@ -89,6 +97,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
       return respond_error(out, {400, size.message(), "invalid_request_error",
                                  "context_length_exceeded", chat ? "messages" : "prompt"}),
              std::nullopt;
+  if (auto refused = apply_plan(plan, *r)) return respond_error(out, *refused), std::nullopt;
   return std::move(r.value());
 }
 
@@ -104,7 +113,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                                "and /v1/completions prompts, not in window completions",
                                "invalid_request_error", "invalid_media_part"});
   if (auto refused = prepare_media(*body, chat, *images)) return respond_error(out, *refused);
-  auto reqs = parse_generation(*body, window, chat, out);
+  auto reqs = parse_generation(*body, req.body, window, chat, out);
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {
@@ -120,6 +129,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   meta.stream = body->value("stream", json(false)) == true;
   meta.include_usage = include_usage(*body);
   meta.logprobs = reqs->front().gen.logprobs >= 0;
+  meta.tool_calls = reqs->front().tool_calls;
   meta.generations = int(reqs->size());
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   auto sink = std::make_shared<CompletionSink>(

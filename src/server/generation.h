@@ -7,12 +7,15 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/chunk_cache.h"
 #include "generate/generator.h"
+#include "grammar/mask_cache.h"
 #include "server/request_media.h"
+#include "toolcall/format.h"
 #include "window/window.h"
 
 namespace kamera {
@@ -41,6 +44,14 @@ struct GenRequest {
   bool deep_half = false;
   std::string window_id;  // non-empty: generate after this window's content (on a fork)
   std::shared_ptr<RequestMedia> media;  // images of a chat request (their chunk parts' content)
+  // Constrained decoding (response_format, a forced or strict tool call: toolcall/request.h):
+  // each choice decodes under its own constraint on this grammar, from the moment its output
+  // reaches `grammar_trigger` when that is set. Null: no constraint.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::string grammar_trigger;
+  // Set: the output is parsed into text and tool calls of this format (the answer's
+  // message.tool_calls, streamed as tool-call deltas).
+  std::optional<toolcall::Format> tool_calls;
 };
 
 // What the HTTP side learns about a generation, event by event. Text: a choice's next text (and
@@ -72,6 +83,7 @@ struct Generation {
   struct Choice {
     int index = 0;
     SeqId seq = -1;
+    std::unique_ptr<TokenConstraint> constraint;  // the loop's hook (null: none)
     std::unique_ptr<Generator> gen;
     int32_t last = 0;
     int32_t next_pos = 0;

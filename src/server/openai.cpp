@@ -6,6 +6,7 @@
 #include <set>
 
 #include "server/request_fields.h"
+#include "toolcall/request.h"
 
 namespace kamera {
 
@@ -243,13 +244,16 @@ Result<nlohmann::ordered_json> template_message(const json& m) {
 
 // Chat messages rendered by the model's chat template (with the generation prompt), then cut
 // into text and chunk parts at the markers.
-Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
+Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
+                     const ChatTools* tools) {
   KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (const json& m : *checked) {
     KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
+  if (tools && tools->format) msgs = toolcall::prepare_messages(msgs, *tools->format);
+  if (tools) ro.tools = tools->tools;
   KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
   for (size_t at = 0;;) {
     const size_t mark = text.find(kChunkMark, at);
@@ -325,7 +329,7 @@ Result<ServePolicy> reuse_policy(const json& body) {
 
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg, const ChatTemplate* tmpl,
-                                             std::string* param) {
+                                             std::string* param, const ChatTools* tools) {
   const char* field = "";
   auto failed = [&](const char* f, const Error& e) {
     if (param) *param = f;
@@ -347,8 +351,8 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   std::vector<std::vector<PromptPart>> prompts;
   if (chat) {
     prompts.emplace_back();
-    Status m =
-        tmpl ? add_templated(prompts.back(), body, *tmpl) : add_messages(prompts.back(), body);
+    Status m = tmpl ? add_templated(prompts.back(), body, *tmpl, tools)
+                    : add_messages(prompts.back(), body);
     if (m.ok()) m = check_query(prompts.back());
     if (!m.ok()) return failed("messages", m.error());
   } else {

@@ -13,6 +13,7 @@
 #include "server/generation.h"
 #include "server/server.h"
 #include "store/store.h"
+#include "toolcall/format.h"
 
 namespace kamera {
 
@@ -49,6 +50,14 @@ Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64
 // A number field in [lo, hi], or its default when absent or null.
 Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi);
 
+// What a chat template renders besides the messages: the request's tools (null: none; tool_choice
+// "none" renders none), and the template's tool-call format, which shapes the tool calls of
+// assistant messages sent back (toolcall::prepare_messages).
+struct ChatTools {
+  nlohmann::ordered_json tools;
+  std::optional<toolcall::Format> format;
+};
+
 // "prompt" of /v1/completions, or "messages" of chat, with the generation and reuse fields
 // (server/request_fields.h). A prompt is a string, an array of token ids, or an array of parts
 // (strings and {"type": "text" | "chunk"} objects); an array of strings or of token arrays is a
@@ -58,7 +67,8 @@ Result<double> number_field(const json& body, const char* key, double dflt, doub
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg,
                                              const ChatTemplate* tmpl = nullptr,
-                                             std::string* param = nullptr);
+                                             std::string* param = nullptr,
+                                             const ChatTools* tools = nullptr);
 // The same for one prompt (a batch is refused).
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr,

@@ -50,19 +50,16 @@ HttpError not_yet(const std::string& field) {
 std::optional<HttpError> check_known(const json& body, const std::string& k, Endpoint e) {
   const json& v = body[k];
   if (v.is_null()) return std::nullopt;
-  if (k == "response_format") {
-    if (v.is_object() && v.size() == 1 && v.value("type", "") == "text") return std::nullopt;
-    return not_yet(k);
-  }
-  if (k == "tools" || k == "functions") {
-    if (v.is_array() && v.empty()) return std::nullopt;
-    return not_yet(k);
-  }
-  if (k == "tool_choice") {
-    if (v == "none" || v == "auto") return std::nullopt;  // no tools: both mean plain text
-    return not_yet(k);
-  }
-  if (k == "function_call" || k == "grammar" || k == "json_schema") return not_yet(k);
+  // response_format, tools, tool_choice: planned (and refused by name) by toolcall/request.h.
+  if (k == "response_format" || k == "tools" || k == "tool_choice") return std::nullopt;
+  if (k == "functions" || k == "function_call")
+    return refuse(k, "(deprecated by OpenAI) is not supported: send \"tools\" and \"tool_choice\"",
+                  "unsupported_field");
+  if (k == "grammar" || k == "json_schema")
+    return refuse(k,
+                  "is not supported: kamera constrains output through \"response_format\" "
+                  "(json_object, json_schema) and \"tools\"",
+                  "unsupported_field");
   if (k == "store" && v == true)
     return refuse(k, "= true is not supported: kamera keeps no completions", "unsupported_field");
   if (k == "modalities" && v != json::array({"text"}))

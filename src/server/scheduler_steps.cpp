@@ -2,6 +2,7 @@
 // assembled into a sequence) and the batched decode step that emits every active generation's
 // next token (server/scheduler.h).
 #include "core/log.h"
+#include "grammar/triggered.h"
 #include "server/openai.h"
 #include "server/scheduler.h"
 
@@ -216,7 +217,13 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
     GenerateParams p = g.req.gen;
     p.max_tokens = g.max_tokens;
     p.sampling.seed += uint64_t(i);
-    c.gen = std::make_unique<Generator>(tok, std::move(p), g.query_ids, nullptr, g.cancelled.get());
+    if (g.req.grammar && g.req.grammar_trigger.empty())
+      c.constraint = std::make_unique<grammar::GrammarConstraint>(g.req.grammar);
+    else if (g.req.grammar)
+      c.constraint =
+          std::make_unique<grammar::TriggeredConstraint>(g.req.grammar, g.req.grammar_trigger);
+    c.gen = std::make_unique<Generator>(tok, std::move(p), g.query_ids, c.constraint.get(),
+                                        g.cancelled.get());
     c.next_pos = next_pos;
     g.choices.push_back(std::move(c));
   }

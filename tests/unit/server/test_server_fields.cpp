@@ -56,7 +56,7 @@ std::string streamed_text(const std::vector<json>& chunks, int index = 0) {
 }
 
 // Refusal checks: status 400 with this code and param.
-void expect_refused(Served& s, const std::string& path, const json& body, const std::string& code,
+json expect_refused(Served& s, const std::string& path, const json& body, const std::string& code,
                     const std::string& param) {
   int st = 0;
   json r = s.post(path, body, &st);
@@ -64,6 +64,7 @@ void expect_refused(Served& s, const std::string& path, const json& body, const 
   EXPECT_EQ(r["error"]["code"], code) << r.dump();
   EXPECT_EQ(r["error"]["param"], param) << r.dump();
   EXPECT_EQ(r["error"]["type"], "invalid_request_error") << r.dump();
+  return r;
 }
 
 const json kNoEnd = {{"1", -100}, {"2", -100}};  // the tiny vocabulary's BOS and EOS
@@ -311,15 +312,29 @@ TEST(ServerFields, FieldsThatWouldBeIgnoredAreRefusedByName) {
     b.update(extra);
     return b;
   };
-  expect_refused(s, "/v1/chat/completions", chat({{"response_format", {{"type", "json_object"}}}}),
-                 "unsupported_field", "response_format");
+  expect_refused(s, "/v1/chat/completions", chat({{"response_format", {{"type", "xml"}}}}),
+                 "invalid_value", "response_format.type");
+  const json pattern = {
+      {"type", "json_schema"},
+      {"json_schema",
+       {{"name", "p"},
+        {"schema",
+         {{"type", "object"}, {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}}}}}}};
+  const json r = expect_refused(s, "/v1/chat/completions", chat({{"response_format", pattern}}),
+                                "unsupported_field", "response_format.json_schema.schema");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("'pattern'"), std::string::npos) << r;
+  // This server's template ("role: content" lines) renders no tool calls.
   expect_refused(s, "/v1/chat/completions",
                  chat({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}}}),
                  "unsupported_field", "tools");
-  expect_refused(s, "/v1/chat/completions", chat({{"tool_choice", "required"}}),
-                 "unsupported_field", "tool_choice");
+  expect_refused(s, "/v1/chat/completions", chat({{"tool_choice", "required"}}), "invalid_value",
+                 "tool_choice");
   expect_refused(s, "/v1/chat/completions", chat({{"grammar", "root ::= \"a\""}}),
                  "unsupported_field", "grammar");
+  expect_refused(s, "/v1/chat/completions", chat({{"functions", json::array()}}),
+                 "unsupported_field", "functions");
+  expect_refused(s, "/v1/completions", {{"prompt", "hi"}, {"response_format", {{"type", "text"}}}},
+                 "unknown_field", "response_format");
   expect_refused(s, "/v1/chat/completions", chat({{"mirostat", 2}}), "unknown_field", "mirostat");
   expect_refused(s, "/v1/chat/completions", chat({{"top_logprobs", 2}}), "invalid_argument",
                  "top_logprobs");
