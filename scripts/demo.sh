@@ -49,12 +49,26 @@ step "Serving a cached 512-token chunk vs re-prefilling it (zero forwards)" \
 
 step "The server: upload a chunk, then a completion that references it twice (formed, then hit)" \
   bash -c '
-  k="$1"; m="$2"
-  "$k" serve -m "$m" --port 18181 >/tmp/kamera-demo-serve.log 2>&1 & pid=$!
-  for _ in $(seq 50); do curl -fs localhost:18181/health >/dev/null 2>&1 && break; sleep 0.1; done
-  id=$(curl -fs localhost:18181/v1/chunks -d "{\"text\": \" The dog found a red ball.\"}" | sed "s/.*\"id\":\"\([0-9a-f]*\)\".*/\1/")
+  set -euo pipefail
+  k="$1"; m="$2"; port=18181; log=/tmp/kamera-demo-serve.log
+  "$k" serve -m "$m" --port "$port" >"$log" 2>&1 & pid=$!
+  trap "kill $pid 2>/dev/null; wait $pid 2>/dev/null || true" EXIT
+  up=0
+  for _ in $(seq 100); do curl -fs "localhost:$port/health" >/dev/null 2>&1 && up=1 && break; sleep 0.1; done
+  [ "$up" = 1 ] || { echo "demo: the server did not start:" >&2; cat "$log" >&2; exit 1; }
+  post() {  # JSON with its content type; a 4xx/5xx answer fails the demo, showing the body
+    curl -sS --fail-with-body -H "Content-Type: application/json" "localhost:$port$1" -d "$2" ||
+      { echo >&2; echo "demo: POST $1 failed" >&2; exit 1; }
+  }
+  chunk=$(post /v1/chunks "{\"text\": \" The dog found a red ball.\"}")
+  id=$(printf %s "$chunk" | sed -n "s/.*\"id\":\"\([0-9a-f]\{32\}\)\".*/\1/p")
+  [ -n "$id" ] || { echo "demo: the chunk upload answered no id: $chunk" >&2; exit 1; }
   echo "chunk $id"
   for i in 1 2; do
-    curl -fs localhost:18181/v1/completions -d "{\"prompt\": [\"Tom had a dog.\", {\"type\": \"chunk\", \"id\": \"$id\"}, \" Then\"], \"max_tokens\": 8}"; echo
+    out=$(post /v1/completions "{\"prompt\": [\"Tom had a dog.\", {\"type\": \"chunk\", \"id\": \"$id\"}, \" Then\"], \"max_tokens\": 8}")
+    printf "%s\n" "$out" | grep -q "\"text\":" || { echo "demo: completion $i has no text: $out" >&2; exit 1; }
+    echo "$out"
   done
-  kill $pid; wait $pid 2>/dev/null || true' _ "$k" "$out/tiny-qwen2.gguf"
+  echo "three choices from one prefill (n = 3), each cut before a stop string:"
+  post /v1/completions "{\"prompt\": \"Tom had a dog.\", \"max_tokens\": 12, \"n\": 3, \"temperature\": 0.9, \"stop\": [\".\"]}"
+  echo' _ "$k" "$out/tiny-qwen2.gguf"

@@ -399,7 +399,7 @@ def boundary_cases(dim):
         ("token 2^64-1", "/v1/chunks", {"tokens": [18446744073709551615]}),
         ("embedding 1e39", "/v1/chunks", {"embeddings": [[1e39] * dim]}),
         ("max_tokens 1.5", "/v1/completions", {"prompt": "hi", "max_tokens": 1.5}),
-        ("n 2", "/v1/completions", {"prompt": "hi", "n": 2}),
+        ("n 2", "/v1/completions", {"prompt": "hi", "n": 2, "max_tokens": 4}),
     ]
 
 
@@ -409,6 +409,10 @@ def make_boundary_probe(i):
         try:
             name, path, body = boundary_cases(DIM)[i]
             st, err, _ = request(srv.port, "POST", path, body)
+            if name == "n 2":  # n was once taken and ignored; now it is honoured (issue 26)
+                k = len(err.get("choices", [])) if isinstance(err, dict) else 0
+                expect(st == 200 and k == 2, f"{name}: status {st}, {k} choice(s)")
+                return
             expect(400 <= st < 500, f"{name}: status {st}")
             said = json.dumps(err)
             expect("-1 " not in said and "-1," not in said, f"{name}: the refusal says {said}")

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build and test
-  cmake g++ ninja-build pkg-config make curl
+  cmake g++ ninja-build pkg-config make curl jq  # jq: docs/SERVER.md's curl examples
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
   clang-14 libclang-rt-14-dev            # libFuzzer targets for the file parsers
   # math
@@ -25,6 +25,8 @@ packages=(
   libtorch-dev
   # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3
   pybind11-dev python3-dev python3-numpy
+  # the independent JSON Schema validator the grammar tests check generated documents with
+  python3-jsonschema
 )
 
 missing=()

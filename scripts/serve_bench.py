@@ -12,8 +12,14 @@ only. Subcommands:
   chunked    a chunked body of --mb MiB without the API key: status, bytes the server took before
              it closed, and the server's peak RSS growth
   rss        one completion with a prompt of each --sizes MiB: the server's peak RSS growth
+  sampling   --clients C concurrent completions at temperature 0 and at --temperature/--top-p,
+             alternated --reps times: completion tokens per second of each and their ratio
+  choices    one prompt of --prompt-tokens tokens with n = 1, with n = --n, and as --n separate
+             requests, each on a fresh server: seconds, completion tokens and the most KV pool
+             pages held (kamera's /metrics)
 
-Examples (stories260K):
+Examples (stories260K; sampling and choices: the 0.5b shape with a real vocabulary,
+docs/BENCHMARKS.md):
   S="build/bin/kamera serve -m ../shared/models/stories260K/stories260K.gguf -t 2 --port {port}"
   python3 scripts/serve_bench.py --server-cmd "$S" load --clients 32 --requests 4
   python3 scripts/serve_bench.py --server-cmd "$S --api-key-file k" chunked --mb 1024
@@ -263,6 +269,79 @@ def cmd_rss(a, srv):
     return rows
 
 
+def metric(port, name):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    for line in c.getresponse().read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return float("nan")
+
+
+def concurrent(port, bodies, path="/v1/completions"):
+    """Posts the bodies at once; (wall seconds, completion tokens, statuses)."""
+    res = [None] * len(bodies)
+
+    def one(i):
+        st, raw = post(port, path, bodies[i], timeout=600)
+        res[i] = (st, json.loads(raw) if st == 200 else None)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    tokens = sum(r["usage"]["completion_tokens"] for st, r in res if st == 200)
+    return wall, tokens, [st for st, _ in res]
+
+
+def cmd_sampling(a, srv):
+    prompts = ["Once upon a time", "The dog ran", "In a small town", "She opened the door",
+               "It was raining", "Tom had a ball", "The sun rose", "A bird sang"]
+    arms = {"greedy": {"temperature": 0},
+            "sampled": {"temperature": a.temperature, "top_p": a.top_p}}
+    rates = {k: [] for k in arms}
+    for rep in range(a.reps):
+        for name, fields in arms.items():
+            bodies = [dict(fields, prompt=prompts[i % len(prompts)], max_tokens=a.max_tokens,
+                           seed=rep * 100 + i) for i in range(a.clients)]
+            wall, tokens, sts = concurrent(srv.port, bodies)
+            if any(st != 200 for st in sts):
+                raise RuntimeError(f"{name}: statuses {sts}")
+            rates[name].append(tokens / wall)
+    out = {k: round(statistics.median(v), 2) for k, v in rates.items()}
+    out["sampled_over_greedy"] = round(out["sampled"] / out["greedy"], 3)
+    out.update(clients=a.clients, max_tokens=a.max_tokens, reps=a.reps)
+    return out
+
+
+def cmd_choices(a, srv):
+    srv.stop()
+    prompt = " ".join(["the dog ran to the park"] * (a.prompt_tokens // 6))
+    base = {"prompt": prompt, "max_tokens": a.max_tokens, "temperature": 0.8, "top_p": 0.95}
+    arms = {"n=1": [dict(base, n=1)], f"n={a.n}": [dict(base, n=a.n)],
+            f"{a.n} requests": [dict(base, n=1, seed=i) for i in range(a.n)]}
+    out = {}
+    for name, bodies in arms.items():
+        walls = []
+        for _ in range(a.reps):
+            s = ServerProc(a.server_cmd)
+            try:
+                wall, tokens, sts = concurrent(s.port, bodies)
+                if any(st != 200 for st in sts):
+                    raise RuntimeError(f"{name}: statuses {sts}")
+                walls.append(wall)
+                pages = metric(s.port, "kamera_kv_pages_used_max")
+                page_bytes = metric(s.port, "kamera_kv_page_bytes")
+            finally:
+                s.stop()
+        out[name] = {"seconds": round(statistics.median(walls), 2), "completion_tokens": tokens,
+                     "kv_pages_max": int(pages), "kv_mb_max": round(pages * page_bytes / 2**20, 1)}
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--server-cmd", required=True, help="command line, {port} is replaced")
@@ -281,11 +360,22 @@ def main():
     s.add_argument("--mb", type=int, default=1024)
     s = sub.add_parser("rss")
     s.add_argument("--sizes", type=float, nargs="+", default=[0.01, 1, 4, 16, 30])
+    s = sub.add_parser("sampling")
+    s.add_argument("--clients", type=int, default=8)
+    s.add_argument("--max-tokens", type=int, default=32)
+    s.add_argument("--temperature", type=float, default=0.8)
+    s.add_argument("--top-p", type=float, default=0.95)
+    s.add_argument("--reps", type=int, default=3)
+    s = sub.add_parser("choices")
+    s.add_argument("--n", type=int, default=8)
+    s.add_argument("--prompt-tokens", type=int, default=512)
+    s.add_argument("--max-tokens", type=int, default=32)
+    s.add_argument("--reps", type=int, default=1)
     a = p.parse_args()
     srv = ServerProc(a.server_cmd)
     try:
         res = {"load": cmd_load, "slowloris": cmd_slowloris, "chunked": cmd_chunked,
-               "rss": cmd_rss}[a.cmd](a, srv)
+               "rss": cmd_rss, "sampling": cmd_sampling, "choices": cmd_choices}[a.cmd](a, srv)
     finally:
         srv.stop()
     print(json.dumps(res))

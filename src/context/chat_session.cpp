@@ -14,9 +14,9 @@ Result<std::unique_ptr<ChatSession>> ChatSession::create(Context& ctx, ChatTempl
   if (!m.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "{}: chat needs a model with a vocabulary",
                       m.source);
-  if (opts.max_tokens < 0)
+  if (opts.gen.max_tokens < 0)
     return make_error(ErrorCode::InvalidArgument, "chat: max_tokens {} must be >= 0",
-                      opts.max_tokens);
+                      opts.gen.max_tokens);
   const Tokenizer& tok = *m.tokenizer;
   if (opts.render.bos_token.empty() && tok.bos() >= 0) opts.render.bos_token = tok.piece(tok.bos());
   if (opts.render.eos_token.empty() && tok.eos() >= 0) opts.render.eos_token = tok.piece(tok.eos());
@@ -28,7 +28,6 @@ ChatSession::ChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts)
     : ctx_(ctx),
       tmpl_(std::move(tmpl)),
       opts_(std::move(opts)),
-      sampler_(opts_.sampling),
       seq_(ctx.pool().create_sequence()) {}
 
 ChatSession::~ChatSession() {
@@ -84,41 +83,30 @@ Status ChatSession::prefill(std::span<const int32_t> ids, TurnStats& st,
   return Status::Ok();
 }
 
-// Samples until the end-of-generation set, max_tokens or the model's context; every sampled
-// token but the last is forwarded (its KV joins the cache).
+// Runs the generation loop to its end (the end-of-generation set, a stop string, max_tokens or
+// the model's context); every sampled token but the last is forwarded (its KV joins the cache).
 Result<std::string> ChatSession::generate(std::vector<float> logits,
                                           const std::function<void(std::string_view)>& on_text,
                                           TurnStats& st) {
-  const Tokenizer& tok = *ctx_.model().tokenizer;
-  const int ctx_len = ctx_.model().cfg.ctx_len;
-  std::string text;
-  Utf8Stream stream;
-  auto emit = [&](const std::string& piece) {
-    if (on_text && !piece.empty()) on_text(piece);
-  };
-  const double t0 = now_ms();
-  int32_t prev = cached_.empty() ? -1 : cached_.back();
-  for (int i = 0; i < opts_.max_tokens && int(cached_.size()) < ctx_len; ++i) {
-    const int32_t next = sampler_.sample(logits);
-    if (tok.is_eog(next)) {
-      st.stopped_at_eog = true;
-      break;
-    }
-    const std::string bytes = tok.decode(prev, next);
-    text += bytes;
-    emit(stream.push(bytes));
-    prev = next;
-    ++st.generated_tokens;
-    if (i + 1 == opts_.max_tokens) break;
+  GenerateParams gp = opts_.gen;
+  gp.max_tokens = std::min(gp.max_tokens, ctx_.model().cfg.ctx_len - int(cached_.size()));
+  gp.sampling.seed += turns_.size();  // each turn draws anew
+  Generator gen(&*ctx_.model().tokenizer, gp, cached_);
+  auto forward = [&](int32_t next) -> Result<std::vector<float>> {
     const Pos p = Pos::linear(int32_t(cached_.size()));
     KAMERA_ASSIGN_OR_RETURN(
-        logits,
+        auto l,
         ctx_.engine().forward(ctx_.pool(), seq_, ForwardInput::from_tokens({&next, 1}, {&p, 1})));
     cached_.push_back(next);
-  }
-  emit(stream.flush());
+    return l;
+  };
+  const double t0 = now_ms();
+  auto end = run_generation(gen, std::move(logits), forward, on_text);
   st.decode_ms = now_ms() - t0;
-  return utf8_repair(std::move(text));
+  if (!end.ok()) return end.error();
+  st.generated_tokens = int(gen.tokens().size());
+  st.stopped_at_eog = *end == FinishReason::Stop;
+  return utf8_repair(gen.text());
 }
 
 Result<std::string> ChatSession::reply(std::string user,

@@ -21,14 +21,15 @@
 #include <vector>
 
 #include "context/context.h"
+#include "generate/generator.h"
 #include "jinja/chat_template.h"
-#include "model/sampler.h"
 
 namespace kamera {
 
 struct ChatOptions {
-  int max_tokens = 256;  // per reply
-  SamplerParams sampling;
+  // Per reply: max_tokens, sampling, stop strings, penalties (generate/generator.h); the reply
+  // also ends at the model's end-of-generation set and at the end of its context.
+  GenerateParams gen;
   // Template variables; bos_token / eos_token default to the vocabulary's pieces.
   ChatRenderOptions render;
   // false: truncate to nothing and prefill the whole conversation every turn (for checks).
@@ -36,10 +37,10 @@ struct ChatOptions {
 };
 
 struct TurnStats {
-  int prompt_tokens = 0;     // the rendered conversation
-  int reused_tokens = 0;     // of those, already in the cache
-  int generated_tokens = 0;  // of the reply (the end-of-generation token not counted)
-  bool stopped_at_eog = false;
+  int prompt_tokens = 0;        // the rendered conversation
+  int reused_tokens = 0;        // of those, already in the cache
+  int generated_tokens = 0;     // of the reply (the end-of-generation token not counted)
+  bool stopped_at_eog = false;  // an end-of-generation token or a stop string ended it
   double prefill_ms = 0, decode_ms = 0;
 };
 
@@ -58,8 +59,9 @@ class ChatSession {
   void reset();
 
   // Adds the user's message and generates the reply: `on_text` receives it in pieces of
-  // complete UTF-8 characters as they are sampled. Stops at the end-of-generation set or after
-  // max_tokens. On failure the conversation is as before the call.
+  // complete UTF-8 characters as they are sampled (never the beginning of a stop string). Stops
+  // at the end-of-generation set, a stop string or after max_tokens. On failure the
+  // conversation is as before the call.
   Result<std::string> reply(std::string user,
                             const std::function<void(std::string_view)>& on_text = {},
                             TurnStats* stats = nullptr);
@@ -82,7 +84,6 @@ class ChatSession {
   Context& ctx_;
   ChatTemplate tmpl_;
   ChatOptions opts_;
-  Sampler sampler_;
   SeqId seq_;
   std::string system_;
   std::vector<ChatMessage> turns_;

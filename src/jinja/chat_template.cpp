@@ -121,6 +121,7 @@ Result<ChatTemplate> ChatTemplate::from_source(std::string_view source, std::str
   ChatTemplate c;
   c.tmpl_ = std::make_shared<const jinja::Template>(std::move(t));
   c.name_ = std::move(origin);
+  c.source_ = std::string(source);
   return c;
 }
 

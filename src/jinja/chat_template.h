@@ -79,10 +79,13 @@ class ChatTemplate {
   // "chatml", ... for a built-in; the origin for other sources.
   const std::string& name() const { return name_; }
   bool is_builtin() const { return builtin_; }
+  // The Jinja source it renders (the server detects its tool-call format from it).
+  const std::string& source() const { return source_; }
 
  private:
   std::shared_ptr<const jinja::Template> tmpl_;
   std::string name_;
+  std::string source_;
   bool builtin_ = false;
 };
 

@@ -29,6 +29,23 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
+std::string base64_encode(const void* data, size_t n) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* b = static_cast<const uint8_t*>(data);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t(b[i]) << 16 | (i + 1 < n ? uint32_t(b[i + 1]) << 8 : 0) |
+                       (i + 2 < n ? uint32_t(b[i + 2]) : 0);
+    out += kDigits[v >> 18 & 63];
+    out += kDigits[v >> 12 & 63];
+    out += i + 1 < n ? kDigits[v >> 6 & 63] : '=';
+    out += i + 2 < n ? kDigits[v & 63] : '=';
+  }
+  return out;
+}
+
 Result<std::vector<uint8_t>> base64_decode(std::string_view text) {
   std::vector<uint8_t> out;
   out.reserve(base64_max_decoded(text.size()));

@@ -22,6 +22,9 @@ inline size_t base64_max_decoded(size_t chars) {
 // middle, a dangling single character.
 Result<std::vector<uint8_t>> base64_decode(std::string_view text);
 
+// Standard alphabet with '=' padding (the server's base64 embeddings).
+std::string base64_encode(const void* data, size_t n);
+
 struct DataUrl {
   std::string mime;  // lower-case, parameters dropped ("image/png"); "text/plain" when absent
   bool base64 = false;

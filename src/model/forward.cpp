@@ -110,7 +110,7 @@ Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
   grow(x_, size_t(n) * c.dim);
   load_rows(cur.in, off, n, x_.data());
   const RowGroup g{cur.seq, cur.first + off, n, 0, mask};
-  KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer));
+  KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer, cur.opt.hidden));
   cur.done += n;
   return Status::Ok();
 }
@@ -124,7 +124,7 @@ Status Engine::check_step(const KvPool& kv, std::span<const DecodeRow> rows,
   const ModelConfig& c = model_.cfg;
   for (const Piece& p : pieces)
     if (!p.cur || p.n < 1 || p.n > p.cur->left() || p.cur->opt.observer ||
-        p.cur->opt.logits == LogitsMode::All)
+        p.cur->opt.logits == LogitsMode::All || p.cur->opt.hidden)
       return make_error(ErrorCode::InvalidArgument, "decode: a piece the step cannot run");
   for (const Piece& p : pieces)
     for (const DecodeRow& r : rows)
@@ -273,7 +273,8 @@ void Engine::row_angles(const KvPool& kv, std::span<const RowGroup> groups, int 
 }
 
 Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
-                         std::vector<float>& logits, ForwardObserver* observer) {
+                         std::vector<float>& logits, ForwardObserver* observer,
+                         std::vector<float>* hidden) {
   const ModelConfig& c = model_.cfg;
   int n = 0;
   for (const RowGroup& g : groups) n += g.n;
@@ -282,6 +283,11 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   float* x = x_.data();
   row_angles(kv, groups, n);
   for (int li = 0; li < c.n_layers; ++li) run_layer(kv, li, n, groups, x, observer);
+  if (hidden) {
+    const size_t at = hidden->size();
+    hidden->resize(at + size_t(n) * d);
+    rmsnorm(x, model_.out_norm.data(), hidden->data() + at, n, d, c.rms_eps, &pool_);
+  }
 
   if (logits_mode == LogitsMode::None) return Status::Ok();
   // Rows whose logits are wanted: every row, or the last row of every group.

@@ -58,6 +58,9 @@ struct ForwardOptions {
   const AttentionMask* mask = nullptr;
   int max_batch = 512;                  // tokens per micro-batch (bounds scratch memory)
   ForwardObserver* observer = nullptr;  // optional hooks (see ForwardObserver)
+  // When set, the final hidden state of every input row (after the output norm, the rows the
+  // output projection reads; n x dim) is appended here: embeddings.
+  std::vector<float>* hidden = nullptr;
 };
 
 // A forward run piece by piece (Engine::begin_forward, Engine::forward_step): the input was
@@ -155,7 +158,8 @@ class Engine {
   // The blocks of a mask that fall in a cursor's next n rows, shifted to them.
   static AttentionMask piece_mask(const ForwardCursor& cur, int n);
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
-                   std::vector<float>& out, ForwardObserver* observer = nullptr);
+                   std::vector<float>& out, ForwardObserver* observer = nullptr,
+                   std::vector<float>* hidden = nullptr);
   // Rope angles of the groups' rows at their tokens' positions (rows x n_pairs each).
   void row_angles(const KvPool& kv, std::span<const RowGroup> groups, int n);
   void run_layer(KvPool& kv, int layer, int n, std::span<const RowGroup> groups, float* x,

@@ -3,6 +3,8 @@
 // The status of an error known before the first token is the real one, streamed or not.
 #include <ctime>
 
+#include "server/completion_sink.h"
+#include "server/request_fields.h"
 #include "server/server_impl.h"
 
 namespace kamera {
@@ -50,6 +52,43 @@ std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
   });
 }
 
+// The request's generations (one per prompt of a batch), checked and bounded; nullopt on a
+// refusal, already answered.
+std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json& body,
+                                                                      std::string_view raw,
+                                                                      const std::string& window,
+                                                                      bool chat, const Out& out) {
+  const Endpoint ep = chat             ? Endpoint::Chat
+                      : window.empty() ? Endpoint::Completions
+                                       : Endpoint::Window;
+  if (auto refused = check_fields(body, ep)) return respond_error(out, *refused), std::nullopt;
+  toolcall::DecodePlan plan;
+  if (chat) {
+    auto p = plan_chat(body, raw);
+    if (auto* e = std::get_if<HttpError>(&p)) return respond_error(out, *e), std::nullopt;
+    plan = std::get<toolcall::DecodePlan>(std::move(p));
+  }
+  const ChatTools tools{plan.render_tools, tool_format};
+  std::string param;
+  auto r = gen_requests(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr,
+                        &param, &tools);
+  if (r.ok() && !window.empty() && r->size() != 1)
+    r = make_error(ErrorCode::InvalidArgument, "a window completion takes one prompt"),
+    param = "prompt";
+  if (!r.ok()) {
+    HttpError e = http_error(r.error());
+    e.param = param;
+    return respond_error(out, e), std::nullopt;
+  }
+  for (const GenRequest& g : *r)
+    if (Status size = check_prompt_size(g); !size.ok())
+      return respond_error(out, {400, size.message(), "invalid_request_error",
+                                 "context_length_exceeded", chat ? "messages" : "prompt"}),
+             std::nullopt;
+  if (auto refused = apply_plan(plan, *r)) return respond_error(out, *refused), std::nullopt;
+  return std::move(r.value());
+}
+
 void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
   json body;
@@ -61,32 +100,42 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                                "and /v1/completions prompts, not in window completions",
                                "invalid_request_error", "invalid_media_part"});
   if (auto refused = prepare_media(body, chat, *images)) return respond_error(out, *refused);
-  auto r = gen_request(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr);
-  Status size = r.ok() ? check_prompt_size(*r) : Status::Ok();
-  if (!r.ok()) return respond_error(out, http_error(r.error()));
-  if (!size.ok())
-    return respond_error(out,
-                         {400, size.message(), "invalid_request_error", "context_length_exceeded"});
-  r->window_id = window;
-  if (images->images > 0) r->media = std::move(images);
+  auto reqs = parse_generation(body, req.body, window, chat, out);
+  if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {
     ++metrics.rejected_quota;
     return respond_error(out, {429, "too many requests of this client in flight",
                                "rate_limit_error", "quota_exceeded"});
   }
-  const CompletionMeta meta{
-      fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter), opts.model_name,
-      int64_t(std::time(nullptr)), chat};
-  auto g = std::make_unique<Generation>();
-  g->out = r->stream ? stream_sink(out, meta) : whole_sink(out, meta);
-  g->req = std::move(r.value());
-  g->client = client;
-  g->client_slot = std::move(slot);
-  g->cancelled = std::make_shared<std::atomic<bool>>(false);
-  g->t_submit = now_s();
-  out->on_gone([c = g->cancelled] { c->store(true); });  // a client that left stops its work
-  if (!scheduler->submit(std::move(g)))
+  CompletionMeta meta;
+  meta.id = fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter);
+  meta.model = opts.model_name;
+  meta.created = int64_t(std::time(nullptr));
+  meta.chat = chat;
+  meta.stream = reqs->front().stream;
+  meta.include_usage = include_usage(body);
+  meta.logprobs = reqs->front().gen.logprobs >= 0;
+  meta.tool_calls = reqs->front().tool_calls;
+  meta.generations = int(reqs->size());
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  auto sink = std::make_shared<CompletionSink>(
+      meta, out, [this, out](int status, const json& b) { respond(out, status, b); }, cancelled);
+  std::vector<std::unique_ptr<Generation>> gens;
+  for (GenRequest& r : *reqs) {
+    auto g = std::make_unique<Generation>();
+    g->req = std::move(r);
+    g->req.window_id = window;
+    if (images->images > 0) g->req.media = images;
+    g->client = client;
+    g->client_slot = slot;
+    g->out = sink->sink();
+    g->cancelled = cancelled;
+    g->t_submit = now_s();
+    gens.push_back(std::move(g));
+  }
+  out->on_gone([cancelled] { cancelled->store(true); });  // a client that left stops its work
+  if (!scheduler->submit_all(std::move(gens)))
     respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
                         "queue_full"});
 }
@@ -110,36 +159,6 @@ std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, Requ
   auto refused = media->prepare(holder, out, metrics);
   body["prompt"] = std::move(content);
   return refused;
-}
-
-EventSink Server::Impl::whole_sink(const Out& out, const CompletionMeta& meta) {
-  auto text = std::make_shared<std::string>();
-  return [this, out, meta, text](Event e) {
-    if (e.kind == Event::Text) {
-      *text += e.text;
-      return;
-    }
-    if (e.kind == Event::Error) return respond(out, e.status, e.info);
-    respond(out, 200, completion_body(meta, *text, e.info));
-  };
-}
-
-EventSink Server::Impl::stream_sink(const Out& out, const CompletionMeta& meta) {
-  auto started = std::make_shared<bool>(false);
-  return [this, out, meta, started](Event e) {
-    if (e.kind == Event::Error && !*started) return respond(out, e.status, e.info);
-    if (!*started) {
-      out->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-      *started = true;
-    }
-    auto sse = [](const json& j) { return "data: " + dump(j) + "\n\n"; };
-    if (e.kind == Event::Text) return out->write(sse(stream_piece(meta, e.text, nullptr, nullptr)));
-    out->write(sse(e.kind == Event::Error
-                       ? e.info
-                       : stream_piece(meta, "", e.info["finish_reason"], &e.info["usage"])));
-    out->write("data: [DONE]\n\n");
-    out->end();
-  };
 }
 
 }  // namespace kamera

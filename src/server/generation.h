@@ -7,17 +7,21 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/chunk_cache.h"
-#include "model/sampler.h"
+#include "generate/generator.h"
+#include "grammar/mask_cache.h"
 #include "server/request_media.h"
+#include "toolcall/format.h"
 #include "window/window.h"
 
 namespace kamera {
 
-// One piece of a prompt: text, or a reference to a cached chunk.
+// One piece of a prompt: text, or a reference to a cached chunk; the query (the last part) may be
+// token ids instead of text.
 struct PromptPart {
   bool is_chunk = false;
   std::string text;
@@ -25,26 +29,46 @@ struct PromptPart {
   // Bytes of `text` the chat template wrote (sorted, disjoint): only there are control tokens
   // read; the rest is the client's, literal (server/prompt_parts.h).
   std::vector<TextRange> control;
+  std::vector<int32_t> tokens;  // a prompt of token ids (when set, text is empty)
 };
 
 struct GenRequest {
-  std::vector<PromptPart> parts;  // the last one is the query (text)
-  int max_tokens = 64;
-  SamplerParams sampling;
+  std::vector<PromptPart> parts;  // the last one is the query (text or tokens)
+  // gen.max_tokens: 0 when the request named none (to the end of the context); its name
+  // ("max_tokens" or "max_completion_tokens") for errors.
+  GenerateParams gen;
+  const char* max_tokens_field = "max_tokens";
+  int default_max_tokens = 0;  // the server's cap when the request names none (0: none)
+  int n = 1;            // choices sampled from this prompt (prefilled once, forked per choice)
+  int first_index = 0;  // the index of the first choice in the response (a batch of prompts)
+  bool chat = false;
   ServePolicy policy = ServePolicy::Patch;
   int rank = 32;
   bool deep_half = false;
   bool stream = false;    // answer as server-sent events
   std::string window_id;  // non-empty: generate after this window's content (on a fork)
   std::shared_ptr<RequestMedia> media;  // images of a chat request (their chunk parts' content)
+  // Constrained decoding (response_format, a forced or strict tool call: toolcall/request.h):
+  // each choice decodes under its own constraint on this grammar, from the moment its output
+  // reaches `grammar_trigger` when that is set. Null: no constraint.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::string grammar_trigger;
+  // Set: the output is parsed into text and tool calls of this format (the answer's
+  // message.tool_calls, streamed as tool-call deltas).
+  std::optional<toolcall::Format> tool_calls;
 };
 
-// What the HTTP side learns about a generation, event by event.
+// What the HTTP side learns about a generation, event by event. Text: a choice's next text (and
+// the log-probabilities of its tokens); ChoiceDone: a choice ended (info: finish_reason); Done:
+// the generation's last choice ended (info: finish_reason and the generation's usage); Error:
+// the generation failed (info: the error body).
 struct Event {
-  enum Kind { Text, Done, Error } kind;
+  enum Kind { Text, ChoiceDone, Done, Error } kind;
   std::string text;
-  nlohmann::json info;  // Done: usage and finish reason; Error: error body
+  nlohmann::json info;
   int status = 200;
+  int index = 0;  // the choice
+  std::vector<TokenLogprob> logprobs;
 };
 
 // Where a generation's events go, in order, called on the scheduler thread.
@@ -56,12 +80,25 @@ struct Generation {
   EventSink out;
   std::string client;  // who asked (API key or peer address): quotas
   std::shared_ptr<std::atomic<bool>> cancelled;
-  SeqId seq = -1;
+  SeqId seq = -1;                       // the prompt's sequence; choice 0 decodes on it
   std::unique_ptr<Window> window_fork;  // keeps the forked sequence alive
-  std::unique_ptr<Sampler> sampler;
-  int32_t last = 0;
-  int32_t next_pos = 0;
-  int generated = 0;
+  // One sampled continuation of the prompt: its own sequence (a copy-on-write fork of the
+  // prompt's after the prefill) and generation loop.
+  struct Choice {
+    int index = 0;
+    SeqId seq = -1;
+    std::unique_ptr<TokenConstraint> constraint;  // the loop's hook (null: none)
+    std::unique_ptr<Generator> gen;
+    int32_t last = 0;
+    int32_t next_pos = 0;
+    bool done = false;
+  };
+  std::vector<Choice> choices;     // those still decoding
+  std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
+  int max_tokens = 0;              // resolved at admission
+  int generated = 0;               // over all choices
+  int choices_left = 0;
+  bool over_context = false;  // the prompt (plus max_tokens) does not fit the context
   nlohmann::json usage;
   double t_submit = 0, t_first = 0;
   std::shared_ptr<void> client_slot;  // the client's count of requests in flight, held till done

@@ -38,6 +38,7 @@ void Server::Impl::add_routes() {
   add("GET", "/v1/models", nullptr);
   add("POST", "/v1/completions", &Impl::completions);
   add("POST", "/v1/chat/completions", &Impl::chat);
+  add("POST", "/v1/embeddings", &Impl::embeddings);
   add("POST", "/v1/chunks", &Impl::post_chunk);
   add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
   add("DELETE", "/v1/chunks/" + id, &Impl::delete_chunk);
@@ -124,15 +125,7 @@ std::optional<HttpResponse> Server::Impl::inline_route(const HttpRequest& head) 
                                {"model", opts.model_name},
                                {"arch", arch_name(model.cfg.arch)},
                                {"ctx_len", model.cfg.ctx_len}});
-  if (head.path == "/v1/models") {
-    const json m = {
-        {"id", opts.model_name},
-        {"object", "model"},
-        {"created", int64_t(0)},
-        {"owned_by", "kamera"},
-        {"meta", {{"arch", arch_name(model.cfg.arch)}, {"ctx_len", model.cfg.ctx_len}}}};
-    return json_response(200, {{"object", "list"}, {"data", json::array({m})}});
-  }
+  if (head.path == "/v1/models") return json_response(200, models_body());
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = render_metrics(metrics, ctx->store(), scheduler->queued());

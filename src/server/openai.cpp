@@ -1,7 +1,12 @@
 #include "server/openai.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <set>
+
+#include "server/request_fields.h"
+#include "toolcall/request.h"
 
 #include "server/prompt_parts.h"
 
@@ -58,7 +63,11 @@ HttpError http_error(const Error& e) {
 }
 
 json error_body(const HttpError& e) {
-  return json{{"error", {{"message", e.message}, {"type", e.type}, {"code", e.code}}}};
+  return json{{"error",
+               {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                {"code", e.code}}}};
 }
 
 std::string dump(const json& j) {
@@ -146,9 +155,6 @@ Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64
   return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
 }
 
-namespace {
-
-// A number field in [lo, hi], or its default when absent or null.
 Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
   if (!body.contains(key) || body[key].is_null()) return dflt;
   if (!body[key].is_number())
@@ -159,6 +165,8 @@ Result<double> number_field(const json& body, const char* key, double dflt, doub
                       hi);
   return v;
 }
+
+namespace {
 
 Result<ServePolicy> reuse_policy(const json& body) {
   if (!body.contains("reuse")) return ServePolicy::Patch;
@@ -172,33 +180,65 @@ Result<ServePolicy> reuse_policy(const json& body) {
 
 }  // namespace
 
-Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
-                               const ModelConfig& cfg, const ChatTemplate* tmpl) {
+Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
+                                             const ModelConfig& cfg, const ChatTemplate* tmpl,
+                                             std::string* param, const ChatTools* tools) {
+  const char* field = "";
+  auto failed = [&](const char* f, const Error& e) {
+    if (param) *param = f;
+    return e;
+  };
   GenRequest r;
-  KAMERA_ASSIGN_OR_RETURN(r.parts, prompt_parts(body, chat, tmpl));
-  if (auto n = int_field(body, "n", 1, 1, INT64_MAX); !n.ok() || *n != 1)
-    return make_error(ErrorCode::InvalidArgument,
-                      "\"n\" must be 1: one choice per request (send n requests for n choices)");
-  auto mt = int_field(body, "max_tokens", opts.default_max_tokens, 1, cfg.ctx_len);
-  auto top_k = int_field(body, "top_k", 0, 0, cfg.n_vocab);
-  auto seed = int_field(body, "seed", 0, 0, INT64_MAX);
+  r.chat = chat;
+  Status st =
+      generation_fields(body, chat ? Endpoint::Chat : Endpoint::Completions, opts, cfg, r, field);
+  if (!st.ok()) return failed(field, st.error());
   auto rank = int_field(body, "rank", 32, 1, 1 << 20);
-  for (const auto* x : {&mt, &top_k, &seed, &rank})
-    if (!x->ok()) return x->error();
-  auto temp = number_field(body, "temperature", 0.0, 0.0, 100.0);
-  auto top_p = number_field(body, "top_p", 1.0, 0.0, 1.0);
-  for (const auto* x : {&temp, &top_p})
-    if (!x->ok()) return x->error();
-  r.max_tokens = int(*mt);
-  r.sampling.temperature = float(*temp);
-  r.sampling.top_p = float(*top_p);
-  r.sampling.top_k = int(*top_k);
-  r.sampling.seed = uint64_t(*seed);
+  if (!rank.ok()) return failed("rank", rank.error());
   r.rank = int(*rank);
-  KAMERA_ASSIGN_OR_RETURN(r.policy, reuse_policy(body));
-  KAMERA_ASSIGN_OR_RETURN(r.deep_half, bool_field(body, "deep_half", false));
-  KAMERA_ASSIGN_OR_RETURN(r.stream, bool_field(body, "stream", false));
-  return r;
+  auto policy = reuse_policy(body);
+  if (!policy.ok()) return failed("reuse", policy.error());
+  r.policy = *policy;
+  auto deep_half = bool_field(body, "deep_half", false);
+  if (!deep_half.ok()) return failed("deep_half", deep_half.error());
+  r.deep_half = *deep_half;
+  auto stream = bool_field(body, "stream", false);
+  if (!stream.ok()) return failed("stream", stream.error());
+  r.stream = *stream;
+  std::vector<std::vector<PromptPart>> prompts;
+  if (chat) {
+    auto m = chat_parts(body, tmpl, tools);
+    if (!m.ok()) return failed("messages", m.error());
+    prompts.push_back(std::move(m.value()));
+  } else {
+    if (!body.contains("prompt"))
+      return failed("prompt", make_error(ErrorCode::InvalidArgument, "missing \"prompt\""));
+    auto p = completion_prompts(body["prompt"], cfg.n_vocab);
+    if (!p.ok()) return failed("prompt", p.error());
+    prompts = std::move(p.value());
+  }
+  if (prompts.size() > size_t(std::max(1, opts.max_queue)))
+    return failed("prompt", make_error(ErrorCode::InvalidArgument,
+                                       "a batch of {} prompts exceeds the queue of {}",
+                                       prompts.size(), opts.max_queue));
+  std::vector<GenRequest> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    out.push_back(r);
+    out.back().parts = std::move(prompts[i]);
+    out.back().first_index = int(i) * r.n;
+  }
+  return out;
+}
+
+Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+                               const ModelConfig& cfg, const ChatTemplate* tmpl,
+                               std::string* param) {
+  KAMERA_ASSIGN_OR_RETURN(auto all, gen_requests(body, chat, opts, cfg, tmpl, param));
+  if (all.size() != 1) {
+    if (param) *param = "prompt";
+    return make_error(ErrorCode::InvalidArgument, "one prompt here, not a batch of {}", all.size());
+  }
+  return std::move(all[0]);
 }
 
 namespace {
@@ -324,34 +364,6 @@ json chunk_json(const CanonicalEntry& e) {
           {"extent", e.content.extent()},
           {"kind", e.content.is_tokens() ? "tokens" : "embeddings"},
           {"bytes", e.kv.bytes()}};
-}
-
-json completion_body(const CompletionMeta& m, const std::string& text, const json& done_info) {
-  const json& finish = done_info["finish_reason"];
-  json choice = m.chat ? json{{"index", 0},
-                              {"message", {{"role", "assistant"}, {"content", text}}},
-                              {"finish_reason", finish}}
-                       : json{{"index", 0}, {"text", text}, {"finish_reason", finish}};
-  return {{"id", m.id},
-          {"object", m.chat ? "chat.completion" : "text_completion"},
-          {"created", m.created},
-          {"model", m.model},
-          {"choices", json::array({choice})},
-          {"usage", done_info["usage"]}};
-}
-
-json stream_piece(const CompletionMeta& m, const std::string& text, const json& finish_reason,
-                  const json* usage) {
-  json choice =
-      m.chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", finish_reason}}
-             : json{{"index", 0}, {"text", text}, {"finish_reason", finish_reason}};
-  json j = {{"id", m.id},
-            {"object", m.chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", m.created},
-            {"model", m.model},
-            {"choices", json::array({choice})}};
-  if (usage) j["usage"] = *usage;
-  return j;
 }
 
 }  // namespace kamera

@@ -12,6 +12,7 @@
 #include "jinja/chat_template.h"
 #include "model/model.h"
 #include "server/generation.h"
+#include "server/prompt_parts.h"
 #include "server/server.h"
 #include "store/store.h"
 
@@ -19,13 +20,16 @@ namespace kamera {
 
 using json = nlohmann::json;
 
-// An HTTP-level failure: status code and message, answered as {"error": {...}}.
-// `code` is stable, for programs ("invalid_value", "not_found", "quota_exceeded", ...).
+// An HTTP-level failure: status code and message, answered as OpenAI does:
+// {"error": {"message", "type", "param", "code"}}. `code` is stable, for programs
+// ("invalid_value", "not_found", "quota_exceeded", "context_length_exceeded", ...); `param`
+// names the request field at fault (null when none is).
 struct HttpError {
   int status = 0;
   std::string message;
   std::string type = "invalid_request_error";
   std::string code = "invalid_value";
+  std::string param = {};
 };
 
 // The HTTP status of a failed operation, from its error code.
@@ -58,13 +62,25 @@ Result<std::string> string_field(const json& body, const char* key, const std::s
 Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi);
 // The same for a field of an object; `dflt` when absent or null.
 Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi);
+// A number field in [lo, hi], or its default when absent or null.
+Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi);
 
-// "prompt" of /v1/completions (a string or an array of parts), or "messages" of chat, with the
-// sampling and reuse fields. Chat messages are rendered by `tmpl` when given (chunk parts stay
-// chunks at their place in the rendered text), else laid out as "role: content" lines
-// (server/prompt_parts.h: which bytes may yield control tokens).
+// "prompt" of /v1/completions, or "messages" of chat, with the generation and reuse fields
+// (server/request_fields.h). A prompt is a string, an array of token ids, or an array of parts
+// (strings and {"type": "text" | "chunk"} objects); an array of strings or of token arrays is a
+// batch, one request each (OpenAI's), their choices numbered on. Chat messages are rendered by
+// `tmpl` when given (chunk parts stay chunks at their place in the rendered text), else laid out
+// as "role: content" lines (server/prompt_parts.h: which bytes may yield control tokens). On
+// failure `param` (when given) names the field at fault.
+Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
+                                             const ModelConfig& cfg,
+                                             const ChatTemplate* tmpl = nullptr,
+                                             std::string* param = nullptr,
+                                             const ChatTools* tools = nullptr);
+// The same for one prompt (a batch is refused).
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
-                               const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr);
+                               const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr,
+                               std::string* param = nullptr);
 
 // A chunk's content from {"text"}, {"tokens"} or {"embeddings", "positions"}. Text longer than
 // max_text_bytes is refused before it is tokenized (0: no limit); it is literal (control tokens
@@ -72,15 +88,5 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
 Result<ChunkContent> chunk_content(const json& body, const Model& model, int max_chunk_tokens,
                                    size_t max_text_bytes = 0, bool control_tokens = false);
 json chunk_json(const CanonicalEntry& e);
-
-// Response bodies of a completion: whole, and the pieces of a stream.
-struct CompletionMeta {
-  std::string id, model;
-  int64_t created = 0;
-  bool chat = false;
-};
-json completion_body(const CompletionMeta& m, const std::string& text, const json& done_info);
-json stream_piece(const CompletionMeta& m, const std::string& text, const json& finish_reason,
-                  const json* usage);
 
 }  // namespace kamera

@@ -47,7 +47,8 @@ void render_requests(std::string& out, const ServerMetrics& m) {
   for (auto [k, v] : {std::pair{"completions", &m.requests_completions},
                       {"chat", &m.requests_chat},
                       {"chunks", &m.requests_chunks},
-                      {"windows", &m.requests_windows}})
+                      {"windows", &m.requests_windows},
+                      {"embeddings", &m.requests_embeddings}})
     out += fmt::format("kamera_requests_total{{endpoint=\"{}\"}} {}\n", k, v->load());
   counter(out, "kamera_responses_4xx_total", "client errors answered", double(m.responses_4xx));
   counter(out, "kamera_responses_5xx_total", "server errors answered", double(m.responses_5xx));
@@ -153,6 +154,10 @@ std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int6
   counter(out, "kamera_store_bytes_saved_total",
           "KV bytes served from the store instead of a forward", double(s.bytes_saved));
   gauge(out, "kamera_queue_depth", "requests waiting for the scheduler", double(queued));
+  gauge(out, "kamera_kv_pages_used", "KV pool pages held", double(m.kv_pages_used.load()));
+  gauge(out, "kamera_kv_pages_used_max", "the most KV pool pages held at once since the start",
+        double(m.kv_pages_used_max.load()));
+  gauge(out, "kamera_kv_page_bytes", "bytes of one KV pool page", double(m.kv_page_bytes.load()));
   return out;
 }
 

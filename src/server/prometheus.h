@@ -28,7 +28,7 @@ class Histogram {
 
 struct ServerMetrics {
   std::atomic<int64_t> requests_completions{0}, requests_chat{0}, requests_chunks{0},
-      requests_windows{0}, requests_other{0};
+      requests_windows{0}, requests_embeddings{0}, requests_other{0};
   std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0}, rejected_quota{0};
   std::atomic<int64_t> tokens_generated{0}, prompt_tokens{0}, tokens_reused{0},
       tokens_recomputed{0};
@@ -40,6 +40,8 @@ struct ServerMetrics {
   // budget and let a decode step run before its next slice
   std::atomic<int64_t> prefill_pauses{0};
   std::atomic<double> decode_tokens_per_s{0};
+  // KV pool pages held now, the most held at once since the start, and the bytes of one page
+  std::atomic<int64_t> kv_pages_used{0}, kv_pages_used_max{0}, kv_page_bytes{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   // images and video parts (server/media_parts.h): tower runs, embeddings found in the image
   // cache, image segments served from stored KV, and the tower's time per encode

@@ -1,9 +1,11 @@
 #include "server/prompt_parts.h"
 
 #include <algorithm>
-#include <cctype>
+#include <set>
 #include <string_view>
 
+#include "server/openai.h"
+#include "toolcall/request.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -82,30 +84,57 @@ Status add_items(std::vector<PromptPart>& parts, const json& items) {
   return Status::Ok();
 }
 
-// A message's role: a plain name (letters, digits, '_', '-'), so that no role spells a control
-// token or a marker either.
-Result<std::string> message_role(const json& m) {
-  if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-    return make_error(ErrorCode::InvalidArgument, "each message needs \"role\" and \"content\"");
-  const std::string& role = m["role"].get_ref<const std::string&>();
-  bool plain = !role.empty() && role.size() <= 32;
-  for (char c : role)
-    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-  if (!plain)
+// A message as OpenAI sends it: a role (system, developer, user, assistant, tool; so no role
+// spells a control token or a marker), content (a string or parts; null or absent only for an
+// assistant message with tool_calls), and the assistant's tool_calls or the tool's tool_call_id.
+Status check_message(const json& m) {
+  static const std::set<std::string, std::less<>> roles = {"system", "developer", "user",
+                                                           "assistant", "tool"};
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+      !roles.count(m["role"].get_ref<const std::string&>()))
     return make_error(ErrorCode::InvalidArgument,
-                      "a message \"role\" must be a name of letters, digits, '_' or '-' (at most "
-                      "32 bytes)");
-  return role;
+                      "each message needs a \"role\": system, developer, user, assistant or tool");
+  const std::string& role = m["role"].get_ref<const std::string&>();
+  const bool calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+  if (calls && (role != "assistant" || !m["tool_calls"].is_array()))
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"tool_calls\" is an array, in assistant messages only");
+  for (const json& c : calls ? m["tool_calls"] : json::array())
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].contains("name") || !c["function"]["name"].is_string())
+      return make_error(ErrorCode::InvalidArgument,
+                        "each tool call needs \"function\" with a \"name\" (and \"arguments\")");
+  const bool has_content = m.contains("content") && !m["content"].is_null();
+  if (!has_content && !(role == "assistant" && calls))
+    return make_error(ErrorCode::InvalidArgument,
+                      "a {} message needs \"content\" (null only with tool_calls)", role);
+  for (const char* k : {"tool_call_id", "name"})
+    if (m.contains(k) && !m[k].is_string() && !m[k].is_null())
+      return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a string", k);
+  return Status::Ok();
 }
 
-// Chat messages laid out as "role: content" lines, then "assistant:" (all of it literal).
-Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+// The messages array, each message checked.
+Result<const json*> messages_of(const json& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  for (const json& m : body["messages"]) {
-    KAMERA_ASSIGN_OR_RETURN(std::string role, message_role(m));
-    add_text(parts, role + ": ");
-    KAMERA_TRY(add_items(parts, m["content"]));
+  for (const json& m : body["messages"]) KAMERA_TRY(check_message(m));
+  return &body["messages"];
+}
+
+bool has_content(const json& m) {
+  return m.contains("content") && !m["content"].is_null();
+}
+
+// Chat messages laid out as "role: content" lines (tool calls as their JSON), then "assistant:"
+// (all of it literal).
+Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+  for (const json& m : *msgs) {
+    add_text(parts, m["role"].get_ref<const std::string&>() + ": ");
+    if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"]));
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
+      add_text(parts, m["tool_calls"].dump());
     add_text(parts, "\n");
   }
   add_text(parts, "assistant:");
@@ -190,19 +219,67 @@ Status split_rendered(std::vector<PromptPart>& parts, const std::string& text) {
   return Status::Ok();
 }
 
-// Chat messages rendered by the model's chat template (with the generation prompt).
-Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl) {
-  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-    return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const json& m : body["messages"]) {
-    KAMERA_ASSIGN_OR_RETURN(std::string role, message_role(m));
+// A message as the chat template reads it: content as marked template text (null as ""), tool
+// calls with their arguments as JSON values (OpenAI sends them as strings; templates write them
+// with tojson), the tool's tool_call_id and name.
+Result<nlohmann::ordered_json> template_message(const json& m) {
+  nlohmann::ordered_json out;
+  out["role"] = m["role"] == "developer" ? json("system") : m["role"];
+  out["content"] = "";
+  if (has_content(m)) {
     KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
-    msgs.push_back({{"role", std::move(role)}, {"content", std::move(content)}});
+    out["content"] = std::move(content);
+  }
+  if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+    out["tool_calls"] = nlohmann::ordered_json::array();
+    for (const json& c : m["tool_calls"]) {
+      nlohmann::ordered_json call = nlohmann::ordered_json::parse(c.dump());
+      const json& args = c["function"].value("arguments", json("{}"));
+      if (args.is_string()) {
+        auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
+      }
+      out["tool_calls"].push_back(std::move(call));
+    }
+  }
+  for (const char* k : {"tool_call_id", "name"})
+    if (m.contains(k) && m[k].is_string()) out[k] = m[k];
+  return out;
+}
+
+// Chat messages rendered by the model's chat template (with the generation prompt and the
+// request's tools).
+Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
+                     const ChatTools* tools) {
+  KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const json& m : *checked) {
+    KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
+  if (tools && tools->format) msgs = toolcall::prepare_messages(msgs, *tools->format);
+  if (tools) ro.tools = tools->tools;
   KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
   return split_rendered(parts, text);
+}
+
+// Parts that end with the query (text or token ids).
+Status check_query(const std::vector<PromptPart>& parts) {
+  if (parts.empty() || parts.back().is_chunk ||
+      (parts.back().text.empty() && parts.back().tokens.empty()))
+    return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
+  return Status::Ok();
+}
+
+// A prompt of token ids, each in the vocabulary.
+Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
+  if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "a token prompt is empty");
+  PromptPart p;
+  for (const json& t : ids) {
+    KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a prompt token id", 0, n_vocab - 1));
+    p.tokens.push_back(int32_t(v));
+  }
+  return p;
 }
 
 }  // namespace
@@ -233,21 +310,38 @@ std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part,
   return tok.encode_marked(t, control, first, limit);
 }
 
-Result<std::vector<PromptPart>> prompt_parts(const json& body, bool chat,
-                                             const ChatTemplate* tmpl) {
+Result<std::vector<PromptPart>> chat_parts(const json& body, const ChatTemplate* tmpl,
+                                           const ChatTools* tools) {
   std::vector<PromptPart> parts;
-  if (chat && tmpl) {
-    KAMERA_TRY(add_templated(parts, body, *tmpl));
-  } else if (chat) {
-    KAMERA_TRY(add_messages(parts, body));
-  } else {
-    if (!body.contains("prompt"))
-      return make_error(ErrorCode::InvalidArgument, "missing \"prompt\"");
-    KAMERA_TRY(add_items(parts, body["prompt"]));
-  }
-  if (parts.empty() || parts.back().is_chunk || parts.back().text.empty())
-    return make_error(ErrorCode::InvalidArgument, "the prompt must end with text (the query)");
+  KAMERA_TRY(tmpl ? add_templated(parts, body, *tmpl, tools) : add_messages(parts, body));
+  KAMERA_TRY(check_query(parts));
   return parts;
+}
+
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab) {
+  std::vector<std::vector<PromptPart>> out;
+  auto all = [&](auto pred) {
+    return prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), pred);
+  };
+  if (all([](const json& x) { return x.is_number(); })) {
+    KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(prompt, n_vocab));
+    out.push_back({std::move(p)});
+  } else if (all([](const json& x) { return x.is_array(); })) {
+    for (const json& ids : prompt) {
+      KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(ids, n_vocab));
+      out.push_back({std::move(p)});
+    }
+  } else if (all([](const json& x) { return x.is_string(); })) {
+    for (const json& t : prompt) {
+      out.emplace_back();
+      add_text(out.back(), t.get_ref<const std::string&>());
+    }
+  } else {
+    out.emplace_back();
+    KAMERA_TRY(add_items(out.back(), prompt));
+  }
+  for (const auto& parts : out) KAMERA_TRY(check_query(parts));
+  return out;
 }
 
 }  // namespace kamera

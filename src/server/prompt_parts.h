@@ -12,16 +12,34 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
 #include "jinja/chat_template.h"
 #include "server/generation.h"
+#include "toolcall/format.h"
 
 namespace kamera {
 
-Result<std::vector<PromptPart>> prompt_parts(const nlohmann::json& body, bool chat,
-                                             const ChatTemplate* tmpl);
+// What a chat template renders besides the messages: the request's tools (null: none; tool_choice
+// "none" renders none), and the template's tool-call format, which shapes the tool calls of
+// assistant messages sent back (toolcall::prepare_messages).
+struct ChatTools {
+  nlohmann::ordered_json tools;
+  std::optional<toolcall::Format> format;
+};
+
+// The parts of chat "messages" (OpenAI's: system, developer, user, assistant, tool; an
+// assistant's content may be null with tool_calls; a tool message's content is the client's,
+// literal like every content).
+Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
+                                           const ChatTools* tools = nullptr);
+
+// The prompts of /v1/completions "prompt": a string; token ids; a batch (strings, or token
+// arrays), one prompt each; or parts (an array holding objects: text and chunk parts).
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const nlohmann::json& prompt,
+                                                                int n_vocab);
 
 // Where else a text part yields control tokens when it is tokenized: the vision delimiters the
 // server wrote around an image of this request (the part ends with <|vision_start|> and an image

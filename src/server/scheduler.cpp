@@ -31,8 +31,12 @@ void Scheduler::stop() {
     stopping_ = true;
     for (Job& j : queue_) {
       if (j.gen) {
-        j.gen->out({Event::Error, "",
-                    error_body({503, "the server is stopping", "server_error", "stopping"}), 503});
+        j.gen->out({Event::Error,
+                    "",
+                    error_body({503, "the server is stopping", "server_error", "stopping"}),
+                    503,
+                    0,
+                    {}});
       } else {
         j.op(false);
       }
@@ -58,9 +62,33 @@ bool Scheduler::enqueue(Job j) {
 }
 
 bool Scheduler::submit(std::unique_ptr<Generation> g) {
-  Job j;
-  j.gen = std::move(g);
-  return enqueue(std::move(j));
+  std::vector<std::unique_ptr<Generation>> one;
+  one.push_back(std::move(g));
+  return submit_all(std::move(one));
+}
+
+bool Scheduler::submit_all(std::vector<std::unique_ptr<Generation>> gens) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || queue_.size() + gens.size() > size_t(opts_.max_queue)) {
+      ++metrics_.rejected_busy;
+      return false;
+    }
+    for (auto& g : gens) {
+      Job j;
+      j.gen = std::move(g);
+      queue_.push_back(std::move(j));
+    }
+    queued_ = int(queue_.size());
+  }
+  cv_.notify_one();
+  return true;
+}
+
+int Scheduler::active_rows() const {
+  int rows = 0;
+  for (const auto& g : active_) rows += int(g->choices.size());
+  return rows;
 }
 
 bool Scheduler::post(Op op) {
@@ -81,12 +109,12 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
   if (stopping_) return batch;
   bool exclusive_busy = exclusive_in_flight(), exclusive_wait = false, gen_wait = false;
   const int in_flight = generations_in_flight();
-  int gens = 0;  // admitted in this batch
+  int gens = 0, rows = rows_in_flight();  // generations admitted in this batch; their choices
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Generation* g = it->gen.get();
     bool wait = it->exclusive() && (exclusive_busy || exclusive_wait);
     if (g && !wait)
-      wait = gen_wait || in_flight + gens >= opts_.max_active ||
+      wait = gen_wait || rows + g->req.n > opts_.max_active ||
              ((in_flight > 0 || gens > 0) && !room_for(*g, gens + in_flight - int(active_.size())));
     if (wait) {
       exclusive_wait = exclusive_wait || it->exclusive();
@@ -96,6 +124,7 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
     }
     exclusive_busy = exclusive_busy || it->exclusive();
     gens += g != nullptr;
+    rows += g ? g->req.n : 0;
     batch.push_back(std::move(*it));
     it = queue_.erase(it);
   }
@@ -115,10 +144,20 @@ int Scheduler::generations_in_flight() const {
   return n;
 }
 
-// Pages a generation may still take: its remaining tokens, plus a partial page.
+// The choices decoding, and those of the generations being admitted.
+int Scheduler::rows_in_flight() const {
+  int n = active_rows();
+  for (const auto& t : tasks_) n += t->gen ? t->gen->req.n : 0;
+  return n;
+}
+
+// Pages a generation may still take: each choice's remaining tokens, plus a partial page.
 int64_t Scheduler::pages_to_come(const Generation& g) const {
   const int64_t page = ctx_.pool().page_tokens();
-  return (g.req.max_tokens - g.generated + page - 1) / page + 1;
+  int64_t pages = 0;
+  for (const Generation::Choice& c : g.choices)
+    if (!c.done) pages += (g.max_tokens - int64_t(c.gen->tokens().size()) + page - 1) / page + 1;
+  return pages;
 }
 
 // Whether `g` fits for sure: the free pages, less what the active generations (and `admitted`
@@ -126,8 +165,9 @@ int64_t Scheduler::pages_to_come(const Generation& g) const {
 // finds the pool full: a generation that does not fit waits in the queue instead of failing.
 bool Scheduler::room_for(const Generation& g, int admitted) const {
   const int64_t page = ctx_.pool().page_tokens();
-  auto worst = [&](const Generation& x) {
-    return (ctx_.model().cfg.ctx_len + page - 1) / page + int64_t(x.req.parts.size()) + 2;
+  const int64_t context = (ctx_.model().cfg.ctx_len + page - 1) / page;
+  auto worst = [&](const Generation& x) {  // the prompt, then every further choice's own pages
+    return context + int64_t(x.req.parts.size()) + 2 + int64_t(x.req.n - 1) * (context + 2);
   };
   int64_t committed = int64_t(admitted) * worst(g);
   for (const auto& a : active_) committed += pages_to_come(*a);
@@ -148,6 +188,7 @@ void Scheduler::loop() {
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
     if (!active_.empty()) decode_step();
+    note_pages();
   }
   drain_tasks();
   for (auto& g : active_) finish(*g, "abort");
@@ -247,13 +288,49 @@ void Scheduler::drain_tasks() {
   tasks_.clear();
 }
 
-void Scheduler::fail(Generation& g, const Error& e) {
-  const HttpError h = http_error(e);
-  g.out({Event::Error, "", error_body(h), h.status});
+// Fails a generation whose prompt, or prompt plus the tokens it asks for, does not fit the
+// context: OpenAI's context_length_exceeded, naming the field to change (the prompt, or the
+// token limit when the prompt alone fits).
+void Scheduler::fail_context(Generation& g, int64_t prompt_positions) {
+  const int64_t ctx_len = ctx_.model().cfg.ctx_len;
+  const bool prompt = prompt_positions >= ctx_len || g.req.gen.max_tokens <= 0;
+  const std::string msg =
+      prompt
+          ? fmt::format("the prompt takes {} positions; the model's context is {}",
+                        prompt_positions, ctx_len)
+          : fmt::format("the prompt ({} positions) plus {} ({}) exceeds the model's context of {}",
+                        prompt_positions, g.req.max_tokens_field, g.req.gen.max_tokens, ctx_len);
+  const char* param = !prompt ? g.req.max_tokens_field : g.req.chat ? "messages" : "prompt";
+  g.out({Event::Error,
+         "",
+         error_body({400, msg, "invalid_request_error", "context_length_exceeded", param}),
+         400,
+         0,
+         {}});
 }
 
-// Frees what the generation holds in the pool (its fork, or its own sequence).
+void Scheduler::fail(Generation& g, const Error& e) {
+  const HttpError h = http_error(e);
+  g.out({Event::Error, "", error_body(h), h.status, 0, {}});
+}
+
+void Scheduler::note_pages() {
+  const KvPool& pool = ctx_.pool();
+  const int64_t used = pool.n_pages() - pool.n_free_pages();
+  metrics_.kv_pages_used = used;
+  if (used > metrics_.kv_pages_used_max) metrics_.kv_pages_used_max = used;
+  metrics_.kv_page_bytes =
+      pool.n_pages() ? int64_t(pool.arena_bytes() / size_t(pool.n_pages())) : 0;
+}
+
+// Frees what the generation holds in the pool (its choices' forks, and its window fork or its
+// own sequence).
 void Scheduler::release(Generation& g) {
+  for (Generation::Choice& c : g.choices) {
+    if (c.seq >= 0 && c.seq != g.seq) ctx_.pool().free_sequence(c.seq);
+    c.seq = -1;
+    c.done = true;
+  }
   if (g.window_fork) {
     g.window_fork.reset();  // frees the fork's sequence
   } else if (g.seq >= 0) {

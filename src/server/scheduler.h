@@ -53,6 +53,8 @@ class Scheduler {
 
   // Queue a generation or an operation; false when the queue is full or the server stopping.
   bool submit(std::unique_ptr<Generation> g);
+  // Several generations (a batch of prompts) queued together, or none of them.
+  bool submit_all(std::vector<std::unique_ptr<Generation>> gens);
   bool post(Op op);
   int queued() const { return queued_.load(); }
   int64_t prefill_pauses() const { return pacer_.pauses(); }
@@ -75,6 +77,7 @@ class Scheduler {
   std::vector<Job> take_batch();
   bool exclusive_in_flight() const;
   int generations_in_flight() const;
+  int rows_in_flight() const;
   void start_task(Job j);
   void step_tasks();
   int slice_budget() const;
@@ -91,9 +94,14 @@ class Scheduler {
                                                                      bool after_window);
   void count_segment(SegmentSource s);
   void release(Generation& g);
-  bool emit(Generation& g, int32_t token);
-  void finish(Generation& g, const char* reason);
+  int active_rows() const;
+  void note_pages();  // the pool's pages in use, for /metrics
+  Status start_choices(Generation& g, std::vector<float> logits, int32_t next_pos);
+  bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
+  void end_choice(Generation& g, Generation::Choice& c, FinishReason reason);
+  void finish(Generation& g, const char* reason, int last = -1);
   void fail(Generation& g, const Error& e);
+  void fail_context(Generation& g, int64_t prompt_positions);
   void decode_step();
 
   Context& ctx_;

@@ -2,6 +2,7 @@
 // assembled into a sequence) and the batched decode step that emits every active generation's
 // next token (server/scheduler.h).
 #include "core/log.h"
+#include "grammar/triggered.h"
 #include "server/openai.h"
 #include "server/prompt_parts.h"
 #include "server/scheduler.h"
@@ -58,6 +59,9 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
       chunks.push_back(std::move(c));
     }
   }
+  const PromptPart& last = r.parts.back();
+  if (!last.tokens.empty())  // a prompt of token ids (checked against the vocabulary)
+    return std::make_pair(std::move(chunks), ChunkContent::from_tokens(last.tokens));
   KAMERA_ASSIGN_OR_RETURN(auto q, text_content(r.parts.size() - 1));
   return std::make_pair(std::move(chunks), std::move(q));
 }
@@ -86,7 +90,8 @@ Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, i
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, true));
   auto& [chunks, q] = res;
   for (const ChunkContent& c : chunks) {
-    if (int64_t(pos) + c.extent() + q.extent() + g.req.max_tokens > ctx_.model().cfg.ctx_len)
+    if (int64_t(pos) + c.extent() + q.extent() + std::max(1, g.req.gen.max_tokens) >
+        ctx_.model().cfg.ctx_len)
       return make_error(ErrorCode::InvalidArgument,
                         "the window's content and the prompt plus max_tokens exceed the model's "
                         "context of {}",
@@ -131,13 +136,13 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, false));
   auto& [chunks, q] = res;
-  int64_t end = ctx_.cache().anchor_extent() + q.extent() + g.req.max_tokens;
+  int64_t end = ctx_.cache().anchor_extent() + q.extent();
   for (const auto& c : chunks) end += c.extent();
-  if (end > ctx_len)
-    return make_error(ErrorCode::InvalidArgument,
-                      "the prompt ({} positions) plus max_tokens ({}) exceeds the model's context "
-                      "of {}",
-                      end - g.req.max_tokens, g.req.max_tokens, ctx_len);
+  if (end + std::max(1, g.req.gen.max_tokens) > ctx_len) {  // refused before any forward
+    g.over_context = true;
+    pos = int32_t(std::min<int64_t>(end, INT32_MAX));
+    return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
+  }
   g.seq = ctx_.pool().create_sequence();
   ServeOptions so;
   so.policy = g.req.policy;
@@ -173,9 +178,17 @@ bool Scheduler::admit(Generation& g) {
   Status st = g.req.window_id.empty() ? admit_chunks(g, segments, reused, recomputed, pos, query)
                                       : admit_window(g, segments, reused, recomputed, pos, query);
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
-  if (st.ok() && pos + query.extent() + g.req.max_tokens > ctx_len)
-    st = make_error(ErrorCode::InvalidArgument,
-                    "the prompt plus max_tokens exceeds the model's context of {}", ctx_len);
+  const int64_t prompt_end = g.over_context ? pos : int64_t(pos) + query.extent();
+  const int64_t left = ctx_len - prompt_end;
+  if (st.ok() && (g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens > left : left < 1))
+    g.over_context = true;
+  if (g.over_context) {
+    release(g);
+    fail_context(g, prompt_end);
+    return false;
+  }
+  const int64_t cap = g.req.default_max_tokens > 0 ? g.req.default_max_tokens : left;
+  g.max_tokens = int(g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens : std::min(cap, left));
   Result<std::vector<float>> logits =
       st.ok() ? ctx_.cache().forward_chunk(g.seq, query, pos, LogitsMode::Last)
               : Result<std::vector<float>>(st.error());
@@ -187,8 +200,7 @@ bool Scheduler::admit(Generation& g) {
   for (const auto& s : segments) prompt_tokens += s["tokens"].get<int64_t>();
   recomputed += query.n();
   prompt_tokens += query.n();
-  g.next_pos = pos + query.extent();
-  g.sampler = std::make_unique<Sampler>(g.req.sampling);
+  g.query_ids = query.tokens;
   g.usage = {{"prompt_tokens", prompt_tokens},
              {"kamera",
               {{"reused_tokens", reused},
@@ -202,39 +214,117 @@ bool Scheduler::admit(Generation& g) {
   metrics_.prompt_tokens += prompt_tokens;
   metrics_.tokens_reused += reused;
   metrics_.tokens_recomputed += recomputed;
-  return emit(g, g.sampler->sample(*logits));
+  Status started = start_choices(g, std::move(*logits), int32_t(prompt_end));
+  if (!started.ok()) {
+    release(g);
+    fail(g, capacity_error(started.error()));
+    return false;
+  }
+  return g.choices_left > 0;
 }
 
-// Sends one sampled token; returns false when the generation ended.
-bool Scheduler::emit(Generation& g, int32_t token) {
+// The prompt's choices: choice 0 on the prompt's sequence, each other on a copy-on-write fork of
+// it (the prompt's pages are shared, never copied), each with its own generation loop (choice i
+// seeded with seed + i); then each takes its first token from the prompt's logits.
+Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_t next_pos) {
   const Tokenizer* tok = ctx_.model().tokenizer ? &*ctx_.model().tokenizer : nullptr;
-  if (g.generated == 0) {
-    g.t_first = now_s();
-    metrics_.ttft_seconds.observe(g.t_first - g.t_submit);
+  for (int i = 0; i < g.req.n; ++i) {
+    Generation::Choice c;
+    c.index = g.req.first_index + i;
+    if (i == 0) {
+      c.seq = g.seq;
+    } else {
+      auto f = ctx_.pool().fork(g.seq);
+      if (!f.ok()) return f.error();
+      c.seq = *f;
+    }
+    GenerateParams p = g.req.gen;
+    p.max_tokens = g.max_tokens;
+    p.sampling.seed += uint64_t(i);
+    if (g.req.grammar && g.req.grammar_trigger.empty())
+      c.constraint = std::make_unique<grammar::GrammarConstraint>(g.req.grammar);
+    else if (g.req.grammar)
+      c.constraint =
+          std::make_unique<grammar::TriggeredConstraint>(g.req.grammar, g.req.grammar_trigger);
+    c.gen = std::make_unique<Generator>(tok, std::move(p), g.query_ids, c.constraint.get(),
+                                        g.cancelled.get());
+    c.next_pos = next_pos;
+    g.choices.push_back(std::move(c));
   }
-  const bool eos = tok && (token == tok->eos() || token == tok->bos());
-  if (!eos) {
-    g.out({Event::Text, tok ? tok->decode(g.last, token) : fmt::format("<{}>", token), {}, 200});
-    ++g.generated;
-    ++metrics_.tokens_generated;
-    g.last = token;
+  g.choices_left = g.req.n;
+  g.t_first = now_s();
+  metrics_.ttft_seconds.observe(g.t_first - g.t_submit);
+  for (size_t i = 0; i < g.choices.size() && g.choices_left > 0; ++i) {
+    std::vector<float> l = i + 1 < g.choices.size() ? logits : std::move(logits);
+    step_choice(g, g.choices[i], l);
   }
-  if (eos) return finish(g, "stop"), false;
-  if (g.generated >= g.req.max_tokens) return finish(g, "length"), false;
-  if (g.cancelled->load()) return finish(g, "cancelled"), false;
-  return true;
+  return Status::Ok();
 }
 
-void Scheduler::finish(Generation& g, const char* reason) {
+// Runs one step of a choice's generation loop on its logits and sends what it shows; false once
+// the choice ended.
+bool Scheduler::step_choice(Generation& g, Generation::Choice& c, std::span<float> logits) {
+  const size_t before = c.gen->tokens().size();
+  GenStep s = c.gen->step(logits);
+  const int64_t made = int64_t(c.gen->tokens().size() - before);
+  g.generated += int(made);
+  metrics_.tokens_generated += made;
+  if (!s.text.empty() || !s.logprobs.empty()) {
+    Event e{Event::Text, std::move(s.text), {}, 200, c.index, std::move(s.logprobs)};
+    g.out(std::move(e));
+  }
+  if (!s.done) {
+    c.last = s.token;
+    return true;
+  }
+  end_choice(g, c, s.reason);
+  return false;
+}
+
+// A choice ended: its fork goes back to the pool; the generation ends with its last choice.
+void Scheduler::end_choice(Generation& g, Generation::Choice& c, FinishReason reason) {
+  c.done = true;
+  if (--g.choices_left > 0) {
+    if (c.seq != g.seq) ctx_.pool().free_sequence(c.seq);
+    c.seq = -1;
+    g.out(
+        {Event::ChoiceDone, "", {{"finish_reason", finish_reason_name(reason)}}, 200, c.index, {}});
+    return;
+  }
+  finish(g, finish_reason_name(reason), c.index);
+}
+
+// Ends the generation with `reason`: every choice still decoding ends so, and the Done event
+// (with the usage) goes with choice `last` (by default, the last one still decoding).
+void Scheduler::finish(Generation& g, const char* reason, int last) {
+  std::vector<Generation::Choice*> open;
+  for (Generation::Choice& c : g.choices)
+    if (!c.done) open.push_back(&c);
+  if (last < 0) {
+    last = open.empty() ? g.req.first_index : open.back()->index;
+    if (!open.empty()) open.pop_back();
+  }
+  for (Generation::Choice* c : open) {
+    c->done = true;
+    g.out({Event::ChoiceDone, "", {{"finish_reason", reason}}, 200, c->index, {}});
+  }
+  g.choices_left = 0;
   g.usage["completion_tokens"] = g.generated;
-  g.usage["total_tokens"] = g.usage["prompt_tokens"].get<int64_t>() + g.generated;
-  g.out({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200});
+  g.usage["total_tokens"] = g.usage.value("prompt_tokens", int64_t(0)) + g.generated;
+  g.out({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200, last, {}});
   release(g);
 }
 
+// One batched forward over every choice still decoding, then one step of each choice's loop.
 void Scheduler::decode_step() {
   std::vector<Engine::DecodeRow> rows;
-  for (auto& g : active_) rows.push_back({g->seq, g->last, Pos::linear(g->next_pos)});
+  std::vector<std::pair<Generation*, Generation::Choice*>> owner;
+  for (auto& g : active_)
+    for (Generation::Choice& c : g->choices)
+      if (!c.done) {
+        rows.push_back({c.seq, c.last, Pos::linear(c.next_pos)});
+        owner.push_back({g.get(), &c});
+      }
   // The prefill pieces the tasks offered in this step ride in the same batch (chunked prefill).
   const std::vector<Engine::Piece> pieces = pacer_.take_pieces();
   int piece_tokens = 0;
@@ -246,7 +336,7 @@ void Scheduler::decode_step() {
   if (!logits.ok()) {       // the pool is full: end the newest generation and retry next step
     Generation& g = *active_.back();
     fail(g, make_error(ErrorCode::OutOfMemory, "KV pool full: {}", logits.message()));
-    finish(g, "error");
+    release(g);
     active_.pop_back();
     return;
   }
@@ -254,15 +344,14 @@ void Scheduler::decode_step() {
   ++metrics_.decode_steps;
   metrics_.decode_rows += int64_t(rows.size());
   if (dt > 0) metrics_.decode_tokens_per_s = double(rows.size()) / dt;
-  const int V = ctx_.model().cfg.n_vocab;
-  std::vector<std::unique_ptr<Generation>> keep;
-  for (size_t i = 0; i < active_.size(); ++i) {
-    Generation& g = *active_[i];
-    ++g.next_pos;
-    const int32_t t = g.sampler->sample(std::span<const float>(*logits).subspan(i * V, V));
-    if (emit(g, t)) keep.push_back(std::move(active_[i]));
+  const size_t V = size_t(ctx_.model().cfg.n_vocab);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto [g, c] = owner[i];
+    if (c->done) continue;  // its generation ended earlier in this step
+    ++c->next_pos;
+    step_choice(*g, *c, std::span<float>(*logits).subspan(i * V, V));
   }
-  active_ = std::move(keep);
+  std::erase_if(active_, [](const std::unique_ptr<Generation>& g) { return g->choices_left == 0; });
 }
 
 }  // namespace kamera

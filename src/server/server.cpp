@@ -48,6 +48,7 @@ Status Server::Impl::open_context() {
     KAMERA_ASSIGN_OR_RETURN(chat_template,
                             ChatTemplate::from_gguf(model.tokenizer->vocab().chat_template));
   }
+  if (chat_template) tool_format = toolcall::detect_format(chat_template->source());
   ContextOptions co;
   co.n_threads = opts.threads;
   co.kv_type = opts.kv_type;

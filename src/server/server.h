@@ -1,6 +1,7 @@
 // kamera serve: an OpenAI-compatible HTTP server whose prompts may reference cached chunks.
 //
 //   POST /v1/completions, /v1/chat/completions   (SSE streaming with "stream": true)
+//   POST /v1/embeddings
 //   POST /v1/chunks, GET|DELETE /v1/chunks/{id}
 //   POST /v1/windows, GET|DELETE /v1/windows/{id},
 //        POST /v1/windows/{id}/{append,evict,recall,reorder,fork,completions}
@@ -47,7 +48,8 @@ struct ServerOptions {
   size_t store_bytes = size_t(1) << 30;  // memory tier budget
   int pool_tokens = 0;                   // KV pool capacity in tokens; 0: 8 x the model's context
   DType kv_type = DType::F32;            // KV pool storage: f32, f16 or bf16
-  int default_max_tokens = 64;
+  int default_max_tokens =
+      0;  // a completion that names no max_tokens: at most this many (0: to the end of the context)
   int max_chunk_tokens = 0;  // 0: the model's context
 
   // Request bodies: nesting of arrays and objects, and values (scalars, containers, keys), both

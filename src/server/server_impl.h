@@ -12,9 +12,11 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "context/context.h"
+#include "grammar/grammar_cache.h"
 #include "server/http_front.h"
 #include "server/media_parts.h"
 #include "server/openai.h"
@@ -22,6 +24,7 @@
 #include "server/scheduler.h"
 #include "server/server.h"
 #include "server/window_ops.h"
+#include "toolcall/request.h"
 
 namespace kamera {
 
@@ -49,7 +52,10 @@ struct Server::Impl {
   std::mutex inflight_mu;
   std::map<std::string, int> inflight;  // completions queued or decoding, per client
   std::vector<Route> routes;
-  std::optional<ChatTemplate> chat_template;  // renders chat messages; none: "role: content"
+  std::optional<ChatTemplate> chat_template;    // renders chat messages; none: "role: content"
+  std::optional<toolcall::Format> tool_format;  // the template's tool-call format (none: no tools)
+  std::once_flag grammars_once;
+  std::unique_ptr<grammar::GrammarCache> grammars;  // compiled on first use, shared by requests
   std::unique_ptr<Context> ctx;
   std::unique_ptr<ServerMedia> media;  // --mmproj: images in chat messages
   std::unique_ptr<WindowRegistry> windows;
@@ -94,12 +100,23 @@ struct Server::Impl {
   void window_completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
+  std::optional<std::vector<GenRequest>> parse_generation(const json& body, std::string_view raw,
+                                                          const std::string& window, bool chat,
+                                                          const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out);
+  // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
+  // decoding (the raw body keeps the schemas' property order), refused with the field named;
+  // then the plan's grammar, compiled once per key, on each request.
+  std::variant<toolcall::DecodePlan, HttpError> plan_chat(const json& body, std::string_view raw);
+  std::optional<HttpError> apply_plan(const toolcall::DecodePlan& plan,
+                                      std::vector<GenRequest>& reqs);
   // A hold on one of the client's request slots (released when dropped), or none past its cap.
   std::shared_ptr<void> client_slot(const std::string& client);
-  EventSink whole_sink(const Out& out, const CompletionMeta& meta);
-  EventSink stream_sink(const Out& out, const CompletionMeta& meta);
+
+  // model_routes.cpp: /v1/embeddings, and the body of /v1/models
+  void embeddings(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  json models_body() const;
 
   // chunk_api.cpp
   void post_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);

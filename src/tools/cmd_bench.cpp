@@ -1,6 +1,6 @@
 // kamera bench prefill|decode: engine speed, and OpenBLAS alone on the same GEMM shapes in the
 // same run, so the reported number is a ratio (engine time vs the BLAS floor). The modes serve
-// (bench_serve.h) and gemm (bench_gemm.h) have files of their own.
+// (bench_serve.h), grammar (bench_grammar.h) and gemm (bench_gemm.h) have files of their own.
 #include <cblas.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "model/forward.h"
 #include "ops/gemm.h"
 #include "tools/bench_gemm.h"
+#include "tools/bench_grammar.h"
 #include "tools/bench_serve.h"
 #include "tools/cli_common.h"
 
@@ -23,6 +24,8 @@ struct BenchArgs {
   std::string mode, model;
   int tokens = 512, ctx = 64, reps = 5, threads = default_threads();
   int antecedent = 256, rank = 32;  // serve (bench_serve.h)
+  std::string schema;               // grammar (bench_grammar.h)
+  float temp = 1.0f;
   std::string svd = "auto";
   uint64_t seed = 1;
   bool json = false;
@@ -213,6 +216,14 @@ void report_engine_bench(const EngineBench& b, const Model& m, const std::vector
 int run_bench(const BenchArgs& a) {
   if (a.mode == "gemm") return run_bench_gemm({a.model, a.tokens, a.reps, a.threads, a.json});
   if (a.model.empty()) return fail("bench " + a.mode + " needs -m/--model", a.json);
+  if (a.mode == "grammar")
+    return run_bench_grammar({.model = a.model,
+                              .schema = a.schema,
+                              .tokens = a.tokens,
+                              .threads = a.threads,
+                              .temperature = a.temp,
+                              .seed = a.seed,
+                              .json = a.json});
   if (a.mode == "serve")
     return run_bench_serve({.model = a.model,
                             .tokens = a.tokens,
@@ -224,8 +235,9 @@ int run_bench(const BenchArgs& a) {
                             .seed = a.seed,
                             .json = a.json});
   if (a.mode != "prefill" && a.mode != "decode")
-    return fail(fmt::format("bench mode must be prefill, decode, serve or gemm, not '{}'", a.mode),
-                a.json);
+    return fail(
+        fmt::format("bench mode must be prefill, decode, serve, grammar or gemm, not '{}'", a.mode),
+        a.json);
   auto loaded = load_for_cli(a.model, "");
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
@@ -245,20 +257,26 @@ int run_bench(const BenchArgs& a) {
 
 Runner add_bench(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  app.add_option("mode", a->mode,
-                 "prefill | decode | serve (a cached chunk of --tokens behind --antecedent tokens: "
-                 "serve with a rank --rank patch vs re-prefill, vs the memcpy+GEMM floor, and the "
-                 "patch compile cost vs its forward) | gemm (the engine's f32 GEMM shapes on each "
-                 "OpenBLAS kernel table the CPU runs; -m optional, default the 0.5b shapes)")
+  app.add_option(
+         "mode", a->mode,
+         "prefill | decode | serve (a cached chunk of --tokens behind --antecedent tokens: "
+         "serve with a rank --rank patch vs re-prefill, vs the memcpy+GEMM floor, and the "
+         "patch compile cost vs its forward) | gemm (the engine's f32 GEMM shapes on each "
+         "OpenBLAS kernel table the CPU runs; -m optional, default the 0.5b shapes) | grammar "
+         "(constrained decoding under --schema, or any JSON object: the constraint's "
+         "cost per token next to the forward's)")
       ->required()
-      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm"}));
+      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm", "grammar"}));
   add_model_option(app, a->model);
   app.get_option("--model")->required(false);  // bench gemm runs without a model
-  app.add_option("--tokens", a->tokens, "prefill: prompt length; decode: tokens generated")
+  app.add_option("--tokens", a->tokens, "prefill: prompt length; decode, grammar: tokens generated")
       ->capture_default_str();
   app.add_option("--antecedent", a->antecedent, "serve: tokens before the chunk")
       ->capture_default_str();
   app.add_option("--rank", a->rank, "serve: patch rank")->capture_default_str();
+  app.add_option("--schema", a->schema, "grammar: a JSON Schema file (default: any JSON object)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--temp", a->temp, "grammar: sampling temperature")->capture_default_str();
   app.add_option("--svd", a->svd, "serve: auto, gesdd or randomized")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "gesdd", "randomized"}));

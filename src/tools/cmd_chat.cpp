@@ -194,8 +194,8 @@ int run_chat(const ChatArgs& a) {
     (*ctx)->store().add_tier(*disk);
   }
   ChatOptions o;
-  o.max_tokens = a.n;
-  o.sampling = {
+  o.gen.max_tokens = a.n;
+  o.gen.sampling = {
       a.temp, a.top_k, a.top_p,
       a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count())};
   o.reuse_cache = !a.no_reuse;

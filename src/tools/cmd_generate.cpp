@@ -1,8 +1,8 @@
 // kamera generate: prompt -> text, BOS first as llama2.c does.
 #include <cstdio>
 
+#include "generate/generator.h"
 #include "model/forward.h"
-#include "model/sampler.h"
 #include "tokenizer/utf8.h"
 #include "tools/cli_common.h"
 #include "vision/rope_index.h"
@@ -14,12 +14,13 @@ namespace {
 struct GenerateArgs {
   std::string model, tokenizer, prompt;
   int n = 256;
-  float temp = 1.0f, top_p = 0.9f;
+  float temp = 1.0f, top_p = 0.9f, min_p = 0.0f, repeat_penalty = 1.0f;
   int top_k = 0;
   uint64_t seed = 0;
   bool seed_set = false;
   int threads = default_threads();
-  bool ignore_eos = false, json = false;
+  std::vector<std::string> stop;
+  bool ignore_eos = false, special = false, json = false;
   VlArgs vl;
 };
 
@@ -68,59 +69,62 @@ Result<int> tokens_to_generate(const GenerateArgs& a, int n_rows, int ctx_len) {
   return n_gen;
 }
 
-Sampler make_sampler(const GenerateArgs& a) {
-  SamplerParams sp;
-  sp.temperature = a.temp;
-  sp.top_p = a.top_p;
-  sp.top_k = a.top_k;
-  sp.seed =
+// The generation loop's parameters from the options.
+GenerateParams generate_params(const GenerateArgs& a, int n_gen) {
+  GenerateParams g;
+  g.max_tokens = n_gen;
+  g.sampling.temperature = a.temp;
+  g.sampling.top_p = a.top_p;
+  g.sampling.top_k = a.top_k;
+  g.sampling.min_p = a.min_p;
+  g.sampling.seed =
       a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  return Sampler(sp);
+  g.penalties.repeat = a.repeat_penalty;
+  g.stop = a.stop;
+  g.ignore_eog = a.ignore_eos;
+  g.special = a.special;
+  return g;
 }
 
-// The decoded text of the tokens so far (for --json), printed as it comes unless --json: a
-// character split across tokens is printed once it is complete.
+// The decoded text of the prompt and the completion (for --json), printed as it comes unless
+// --json: a character split across tokens is printed once it is complete.
 struct Echo {
   const Tokenizer& tok;
   bool json;
   std::string text{};
   Utf8Stream stream{};
 
-  void emit(int32_t prev, int32_t t) {
-    const std::string bytes = tok.decode(prev, t);
-    text += bytes;
-    const std::string piece = stream.push(bytes);
-    if (!json) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
+  void print(std::string_view piece) {
+    if (json) return;
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
   }
   void prompt(const Prompt& p) {
-    if (p.echo_first) emit(-1, p.ids[0]);
-    for (size_t i = 1; i < p.ids.size(); ++i) emit(p.ids[i - 1], p.ids[i]);
+    std::string bytes;
+    if (p.echo_first) bytes += tok.decode(-1, p.ids[0]);
+    for (size_t i = 1; i < p.ids.size(); ++i) bytes += tok.decode(p.ids[i - 1], p.ids[i]);
+    text += bytes;
+    print(stream.push(bytes) + stream.flush());
   }
 };
 
-// Samples up to n_gen tokens from the prompt's logits, one forward each; stops at an
-// end-of-generation token or BOS unless --ignore-eos. Text after images continues past their
-// largest position component (next_pos).
+// Runs the generation loop from the prompt's logits, one forward per token; it stops at the
+// end-of-generation set or BOS unless --ignore-eos, at a --stop string or after n_gen tokens.
+// Text after images continues past their largest position component (next_pos).
 Result<std::vector<int32_t>> sample_tokens(const GenerateArgs& a, Engine& engine, KvPool& pool,
                                            SeqId seq, std::vector<float> logits, int32_t next_pos,
-                                           int32_t prev, int n_gen, Echo& echo) {
-  Sampler sampler = make_sampler(a);
-  std::vector<int32_t> out;
-  for (int i = 0; i < n_gen; ++i) {
-    const int32_t next = sampler.sample(logits);
-    if (!a.ignore_eos && (echo.tok.is_eog(next) || next == echo.tok.bos())) break;
-    out.push_back(next);
-    echo.emit(prev, next);
-    prev = next;
-    if (i + 1 == n_gen) break;
-    const Pos p = Pos::linear(next_pos + int32_t(out.size()) - 1);
-    KAMERA_ASSIGN_OR_RETURN(
-        logits, engine.forward(pool, seq, ForwardInput::from_tokens({&next, 1}, {&p, 1})));
-  }
-  return out;
+                                           const Prompt& p, int n_gen, Echo& echo) {
+  Generator gen(&echo.tok, generate_params(a, n_gen), p.ids);
+  int32_t pos = next_pos;
+  auto forward = [&](int32_t next) {
+    const Pos at = Pos::linear(pos++);
+    return engine.forward(pool, seq, ForwardInput::from_tokens({&next, 1}, {&at, 1}));
+  };
+  auto end =
+      run_generation(gen, std::move(logits), forward, [&](std::string_view t) { echo.print(t); });
+  echo.text += gen.text();
+  if (!end.ok()) return end.error();
+  return gen.tokens();
 }
 
 // The timing line on stderr; with --json the result object on stdout.
@@ -128,8 +132,7 @@ void report_generation(const GenerateArgs& a, const Model& m, const Prompt& p,
                        const std::vector<int32_t>& out, Echo& echo, double prompt_ms,
                        double gen_ms) {
   if (!a.json) {
-    const std::string tail = echo.stream.flush();
-    std::printf("%s\n", tail.c_str());
+    std::printf("\n");
     std::fflush(stdout);
   }
   std::fprintf(stderr,
@@ -172,8 +175,7 @@ int run_generate(const GenerateArgs& a) {
   auto logits = prefill_pieces(engine, pool, seq, p.pieces, 0, LogitsMode::Last, &next_pos);
   if (!logits.ok()) return fail(logits.message(), a.json);
   const double t1 = now_ms();
-  auto out =
-      sample_tokens(a, engine, pool, seq, std::move(*logits), next_pos, p.ids.back(), *n_gen, echo);
+  auto out = sample_tokens(a, engine, pool, seq, std::move(*logits), next_pos, p, *n_gen, echo);
   if (!out.ok()) return fail(out.message(), a.json);
   report_generation(a, m, p, *out, echo, t1 - t0, now_ms() - t1);
   return 0;
@@ -196,11 +198,21 @@ Runner add_generate(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--top-k", a->top_k, "Keep the k most likely tokens (0 = off)")
       ->capture_default_str();
+  app.add_option("--min-p", a->min_p,
+                 "Keep the tokens at least this fraction as likely as the best (0 = off)")
+      ->capture_default_str();
+  app.add_option("--repeat-penalty", a->repeat_penalty,
+                 "Penalty of the last 64 tokens' logits, as llama.cpp's (1 = off)")
+      ->capture_default_str();
   app.add_option("--seed", a->seed, "Sampling seed (default: from the clock)")
       ->each([a](const std::string&) { a->seed_set = true; });
+  app.add_option("--stop", a->stop,
+                 "Stop string (repeatable): the text ends right before the first one generated");
   add_threads_option(app, a->threads);
   add_vl_options(app, a->vl);
-  app.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past EOS/BOS");
+  app.add_flag("--ignore-eos", a->ignore_eos,
+               "Keep generating past the end-of-generation tokens and BOS");
+  app.add_flag("--special", a->special, "Print control tokens' text (e.g. <|im_start|>)");
   app.add_flag("--json", a->json,
                "Print one JSON object (text, token ids, timing) instead of text");
   return [a] { return run_generate(*a); };

@@ -216,7 +216,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--max-body-bytes", a->opts.max_body_bytes, "Largest request body (bytes)")
       ->capture_default_str();
-  app.add_option("--max-tokens", a->opts.default_max_tokens, "Default max_tokens of a completion")
+  app.add_option("--max-tokens", a->opts.default_max_tokens,
+                 "Most tokens of a completion that names no max_tokens (0: to the end of the "
+                 "context, as OpenAI and llama-server)")
       ->capture_default_str();
   app.add_option("--pool-tokens", a->opts.pool_tokens,
                  "KV pool capacity in tokens (0: 8 x context)")

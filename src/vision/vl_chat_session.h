@@ -80,7 +80,6 @@ class VlChatSession {
   Context& ctx_;
   ChatTemplate tmpl_;
   ChatOptions opts_;
-  Sampler sampler_;
   ImageChunks images_;
   SeqId seq_;
   int32_t vision_start_ = -1, vision_end_ = -1;

@@ -45,8 +45,8 @@ TEST(ChatBpe, Qwen3TemplateTurnsReuseTheCacheAndMatchAFullPrefill) {
     auto tmpl = ChatTemplate::from_gguf(tok.vocab().chat_template);
     ASSERT_TRUE(tmpl.ok()) << tmpl.message();
     ChatOptions o;
-    o.max_tokens = 6;
-    o.sampling.temperature = 0.0f;
+    o.gen.max_tokens = 6;
+    o.gen.sampling.temperature = 0.0f;
     o.reuse_cache = i == 0;
     auto c = ChatSession::create(*sides[i].ctx, std::move(tmpl.value()), o);
     ASSERT_TRUE(c.ok()) << c.message();

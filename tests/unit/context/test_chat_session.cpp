@@ -23,7 +23,7 @@ struct Chat {
   Chat(const std::string& model, bool reuse, int max_tokens = 6) {
     ctx = tiny::context(model, 2048);
     ChatOptions o;
-    o.max_tokens = max_tokens;
+    o.gen.max_tokens = max_tokens;
     o.reuse_cache = reuse;
     auto t = ChatTemplate::named("chatml");
     EXPECT_TRUE(t.ok());

@@ -51,7 +51,9 @@ ChatRenderOptions options_for(const json& conv, bool add_generation_prompt, cons
   if (spec.contains("bos_token") && spec["bos_token"].is_string()) o.bos_token = spec["bos_token"];
   if (spec.contains("eos_token") && spec["eos_token"].is_string()) o.eos_token = spec["eos_token"];
   if (conv.contains("tools")) o.tools = conv["tools"];
-  if (conv.contains("extra")) o.extra = conv["extra"];
+  if (spec.contains("extra")) o.extra = spec["extra"];
+  if (conv.contains("extra"))
+    for (const auto& [k, v] : conv["extra"].items()) o.extra[k] = v;
   return o;
 }
 
@@ -84,8 +86,9 @@ TEST(ChatTemplateFixtures, RealTemplatesRenderLikeTheReference) {
     }
     ++checked;
   }
-  EXPECT_EQ(templates.size(), 6u);  // qwen3 llama3 llama3_1 deepseek3 deepseek2 features
-  EXPECT_GE(checked, 90u);
+  // qwen3 qwen2_5 llama3 llama3_1 llama3_1_tools llama3_2 deepseek3 deepseek2 features
+  EXPECT_EQ(templates.size(), 9u);
+  EXPECT_GE(checked, 140u);
 }
 
 TEST(ChatTemplateFixtures, PythonSemanticsLikeJinja2) {

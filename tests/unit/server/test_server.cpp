@@ -10,6 +10,7 @@
 
 #include "server/server.h"
 #include "support/temp_path.h"
+#include "support/test_server.h"
 #include "support/tiny_models.h"
 
 using namespace kamera;
@@ -17,34 +18,9 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Running {
-  std::shared_ptr<const Model> model;
-  std::unique_ptr<Server> server;
-  std::unique_ptr<httplib::Client> client;
-  explicit Running(ServerOptions o = {}, const std::string& arch = "qwen2") {
-    model = tiny::load(tiny::model_path(arch));
-    o.port = 0;
-    o.threads = 1;
-    server = std::make_unique<Server>(model, o);
-    auto st = server->start();
-    EXPECT_TRUE(st.ok()) << st.message();
-    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
-    client->set_read_timeout(60, 0);
-  }
-  json post(const std::string& path, const json& body, int* status = nullptr) {
-    auto r = client->Post(path.c_str(), body.dump(), "application/json");
-    EXPECT_TRUE(r) << path;
-    if (!r) return {};
-    if (status) *status = r->status;
-    return json::parse(r->body, nullptr, false);
-  }
-  json get(const std::string& path, int* status = nullptr) {
-    auto r = client->Get(path.c_str());
-    EXPECT_TRUE(r);
-    if (!r) return {};
-    if (status) *status = r->status;
-    return json::parse(r->body, nullptr, false);
-  }
+struct Running : tiny::TestServer {
+  explicit Running(ServerOptions o = {}, const std::string& arch = "qwen2")
+      : TestServer(o, tiny::model_path(arch)) {}
 };
 
 bool redis_up() {

@@ -252,7 +252,8 @@ TEST(ServerHostile, BoundaryValuesGetTheir4xx) {
        {{"prompt", "hi"}, {"max_tokens", 4294967297ull}},
        400,
        "invalid_argument"},
-      {"/v1/completions", {{"prompt", "hi"}, {"n", 2}}, 400, "invalid_argument"},
+      {"/v1/completions", {{"prompt", "hi"}, {"n", 0}}, 400, "invalid_argument"},
+      {"/v1/completions", {{"prompt", "hi"}, {"n", 4294967297ull}}, 400, "invalid_argument"},
       {"/v1/completions", {{"prompt", "hi"}, {"seed", -1}}, 400, "invalid_argument"},
   };
   for (const Case& c : cases) {

@@ -66,6 +66,8 @@ TEST(CliJson, EverySubcommandPrintsPureJson) {
   expect_json("logits -m " + model + " --tokens 1,5,9 --all-positions --json");
   expect_json("generate -m " + model + " -n 4 --temp 0 --json");
   expect_json("bench prefill -m " + model + " --tokens 32 --reps 1 --json");
+  expect_json("bench grammar -m " + model + " --tokens 24 --json --schema " +
+              std::string(KAMERA_SOURCE_DIR) + "/tests/data/grammar/person.schema.json");
   {
     std::ofstream f(items);
     for (int i = 0; i < 3; ++i)

@@ -51,8 +51,8 @@ Conversation converse(bool reuse) {
   if (!tower.ok()) return r;
   ThreadPool threads(1);
   ChatOptions o;
-  o.max_tokens = 6;
-  o.sampling.temperature = 0;
+  o.gen.max_tokens = 6;
+  o.gen.sampling.temperature = 0;
   o.reuse_cache = reuse;
   auto tmpl = ChatTemplate::named("chatml");
   EXPECT_TRUE(tmpl.ok());

@@ -1,0 +1,224 @@
+#include "server/completion_sink.h"
+
+#include "server/openai.h"
+#include "tokenizer/utf8.h"
+#include "toolcall/request.h"
+
+namespace kamera {
+
+namespace {
+
+json byte_values(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+}  // namespace
+
+json chat_logprobs(const std::vector<TokenLogprob>& lp) {
+  json content = json::array();
+  for (const TokenLogprob& e : lp) {
+    json top = json::array();
+    for (const TokenLogprob::Alt& a : e.top)
+      top.push_back({{"token", utf8_repair(a.bytes)},
+                     {"logprob", a.logprob},
+                     {"bytes", byte_values(a.bytes)}});
+    content.push_back({{"token", utf8_repair(e.bytes)},
+                       {"logprob", e.logprob},
+                       {"bytes", byte_values(e.bytes)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json completion_logprobs(const std::vector<TokenLogprob>& lp, size_t& offset) {
+  json tokens = json::array(), logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const TokenLogprob& e : lp) {
+    tokens.push_back(utf8_repair(e.bytes));
+    logprobs.push_back(e.logprob);
+    json alts = json::object();
+    for (const TokenLogprob::Alt& a : e.top) alts[utf8_repair(a.bytes)] = a.logprob;
+    top.push_back(alts);
+    offsets.push_back(offset);
+    offset += e.bytes.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+CompletionSink::CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
+                               std::shared_ptr<std::atomic<bool>> cancel)
+    : meta_(std::move(meta)),
+      out_(std::move(out)),
+      respond_(std::move(respond)),
+      cancel_(std::move(cancel)) {}
+
+EventSink CompletionSink::sink() {
+  return [self = shared_from_this()](Event e) { self->on(std::move(e)); };
+}
+
+void CompletionSink::write(const json& j) {
+  if (!streaming_) {
+    out_->begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    streaming_ = true;
+  }
+  out_->write("data: " + dump(j) + "\n\n");
+}
+
+json CompletionSink::chunk(json choices) const {
+  return {{"id", meta_.id},
+          {"object", meta_.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", meta_.created},
+          {"model", meta_.model},
+          {"choices", std::move(choices)}};
+}
+
+json CompletionSink::stream_choice(int index, const toolcall::Delta& d,
+                                   const std::vector<TokenLogprob>* lp, const json& finish) {
+  Choice& c = choices_[index];
+  json logprobs = nullptr;
+  if (meta_.logprobs && lp)
+    logprobs = meta_.chat ? chat_logprobs(*lp) : completion_logprobs(*lp, c.offset);
+  if (!meta_.chat)
+    return {
+        {"index", index}, {"text", d.content}, {"logprobs", logprobs}, {"finish_reason", finish}};
+  json delta = json::object();
+  if (!c.started) delta["role"] = "assistant";
+  if ((finish.is_null() || !c.started) && (!d.content.empty() || d.calls.empty()))
+    delta["content"] = d.content;
+  if (!d.calls.empty())
+    delta["tool_calls"] = json::parse(toolcall::delta_calls_json(d.calls).dump());
+  c.started = true;
+  return {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}};
+}
+
+// The choice's next text, through its tool-call parser when the request has tools.
+toolcall::Delta CompletionSink::parse(int index, std::string text, bool final) {
+  toolcall::Delta d;
+  if (!meta_.tool_calls) {
+    d.content = std::move(text);
+    return d;
+  }
+  Choice& c = choices_[index];
+  if (!c.calls)  // call ids unique to the completion and the choice
+    c.calls = std::make_unique<toolcall::ToolCallParser>(
+        *meta_.tool_calls, fmt::format("call_{}_{}_", meta_.id.substr(5), index));
+  d = c.calls->feed(text);
+  if (final) {
+    toolcall::Delta rest = c.calls->finish();
+    d.content += rest.content;
+    for (auto& call : rest.calls) d.calls.push_back(std::move(call));
+  }
+  return d;
+}
+
+void CompletionSink::on_text(Event& e) {
+  toolcall::Delta d = parse(e.index, std::move(e.text), false);
+  if (meta_.stream) {
+    if (d.empty() && e.logprobs.empty()) return;  // held back by the parser
+    return write(chunk(json::array({stream_choice(e.index, d, &e.logprobs, nullptr)})));
+  }
+  Choice& c = choices_[e.index];
+  c.text += d.content;
+  for (TokenLogprob& t : e.logprobs) c.logprobs.push_back(std::move(t));
+}
+
+void CompletionSink::add_usage(const json& usage) {
+  if (usage_.is_null()) {
+    usage_ = usage;
+  } else {
+    for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"})
+      usage_[k] = usage_.value(k, int64_t(0)) + usage.value(k, int64_t(0));
+  }
+  kamera_.push_back(usage.value("kamera", json(nullptr)));
+  if (kamera_.size() > 1) usage_["kamera"] = {{"prompts", kamera_}};
+}
+
+void CompletionSink::on_finish(const Event& e) {
+  Choice& choice = choices_[e.index];
+  json finish = e.info["finish_reason"];
+  if (meta_.tool_calls) {
+    toolcall::Delta rest = parse(e.index, "", true);
+    if (meta_.stream && !rest.empty())
+      write(chunk(json::array({stream_choice(e.index, rest, nullptr, nullptr)})));
+    choice.text += rest.content;
+    if (!choice.calls->calls().empty() && finish == "stop") finish = "tool_calls";
+  }
+  choice.finish_reason = finish;
+  const bool last = e.kind == Event::Done && done_ + 1 == meta_.generations;
+  if (e.kind == Event::Done) {
+    add_usage(e.info["usage"]);
+    ++done_;
+  }
+  if (meta_.stream) {
+    json c = chunk(json::array({stream_choice(e.index, {}, nullptr, finish)}));
+    if (last && !meta_.include_usage) c["usage"] = usage_;  // kamera's: with the last finish
+    write(c);
+  }
+  if (!last) return;
+  ended_ = true;
+  if (!meta_.stream) return respond_(200, whole_body());
+  if (meta_.include_usage) {
+    json u = chunk(json::array());
+    u["usage"] = usage_;
+    write(u);
+  }
+  out_->write("data: [DONE]\n\n");
+  out_->end();
+}
+
+// A chat choice's message: its text, and its tool calls when it made some (content null when it
+// wrote nothing else, as OpenAI sends it).
+json CompletionSink::message(const Choice& c) const {
+  json m = {{"role", "assistant"}, {"content", c.text}};
+  if (!c.calls || c.calls->calls().empty()) return m;
+  if (c.text.empty()) m["content"] = nullptr;
+  m["tool_calls"] = json::parse(toolcall::tool_calls_json(c.calls->calls()).dump());
+  return m;
+}
+
+json CompletionSink::whole_body() const {
+  json choices = json::array();
+  for (const auto& [index, c] : choices_) {
+    size_t offset = 0;
+    json lp = !meta_.logprobs ? json(nullptr)
+              : meta_.chat    ? chat_logprobs(c.logprobs)
+                              : completion_logprobs(c.logprobs, offset);
+    choices.push_back(meta_.chat ? json{{"index", index},
+                                        {"message", message(c)},
+                                        {"logprobs", lp},
+                                        {"finish_reason", c.finish_reason}}
+                                 : json{{"index", index},
+                                        {"text", c.text},
+                                        {"logprobs", lp},
+                                        {"finish_reason", c.finish_reason}});
+  }
+  return {
+      {"id", meta_.id},           {"object", meta_.chat ? "chat.completion" : "text_completion"},
+      {"created", meta_.created}, {"model", meta_.model},
+      {"choices", choices},       {"usage", usage_}};
+}
+
+void CompletionSink::on(Event e) {
+  if (ended_) return;
+  switch (e.kind) {
+    case Event::Text:
+      return on_text(e);
+    case Event::ChoiceDone:
+    case Event::Done:
+      return on_finish(e);
+    case Event::Error:
+      ended_ = true;
+      cancel_->store(true);  // the request failed: its other generations stop
+      if (!streaming_) return respond_(e.status, e.info);
+      out_->write("data: " + dump(e.info) + "\n\n");
+      out_->write("data: [DONE]\n\n");
+      return out_->end();
+  }
+}
+
+}  // namespace kamera

@@ -1,0 +1,81 @@
+// The answer to one completion request, from the events of its generations (one per prompt of a
+// batch, each with its n choices): OpenAI's response body, or its SSE stream of chunks, with the
+// choices in index order, their log-probabilities in OpenAI's shapes (chat's logprobs.content,
+// completions' tokens / token_logprobs / top_logprobs / text_offset), and the usage summed. With
+// tools, each choice's text goes through a tool-call parser (toolcall/parser.h): the message's
+// tool_calls (finish_reason "tool_calls"), or the stream's tool-call deltas.
+// Events arrive on the scheduler thread only.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/generation.h"
+#include "server/http_front.h"
+#include "toolcall/parser.h"
+
+namespace kamera {
+
+struct CompletionMeta {
+  std::string id, model;
+  int64_t created = 0;
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage only
+  bool logprobs = false;       // the request asked for them
+  int generations = 1;         // prompts in the batch
+  std::optional<toolcall::Format> tool_calls;  // set: parse tool calls of this format
+};
+
+// Log-probabilities of tokens as OpenAI writes them. Chat: {"content": [{token, logprob, bytes,
+// top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}, the offsets
+// counted from `offset` (the choice's text so far), which is advanced.
+nlohmann::json chat_logprobs(const std::vector<TokenLogprob>& lp);
+nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& lp, size_t& offset);
+
+class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
+ public:
+  using Respond = std::function<void(int status, const nlohmann::json& body)>;
+  // `respond` answers a whole body (or an error before a stream began); `cancel` stops the
+  // request's other generations once it failed.
+  CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
+                 std::shared_ptr<std::atomic<bool>> cancel);
+  // The sink each of the request's generations sends its events to.
+  EventSink sink();
+
+ private:
+  struct Choice {
+    std::string text;
+    nlohmann::json finish_reason = nullptr;
+    std::vector<TokenLogprob> logprobs;
+    size_t offset = 0;     // completions' text_offset, streamed
+    bool started = false;  // chat streams: the first delta carries the role
+    std::unique_ptr<toolcall::ToolCallParser> calls;  // with tools
+  };
+  void on(Event e);
+  void on_text(Event& e);
+  void on_finish(const Event& e);
+  void add_usage(const nlohmann::json& usage);
+  nlohmann::json whole_body() const;
+  nlohmann::json chunk(nlohmann::json choices) const;
+  nlohmann::json stream_choice(int index, const toolcall::Delta& d,
+                               const std::vector<TokenLogprob>* lp, const nlohmann::json& finish);
+  toolcall::Delta parse(int index, std::string text, bool final);
+  nlohmann::json message(const Choice& c) const;
+  void write(const nlohmann::json& j);
+
+  CompletionMeta meta_;
+  std::shared_ptr<Responder> out_;
+  Respond respond_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::map<int, Choice> choices_;
+  nlohmann::json usage_;
+  std::vector<nlohmann::json> kamera_;  // usage.kamera of each generation
+  int done_ = 0;                        // generations finished
+  bool streaming_ = false, ended_ = false;
+};
+
+}  // namespace kamera

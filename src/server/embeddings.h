@@ -1,0 +1,32 @@
+// /v1/embeddings: one vector per input, from the model's final hidden states (after the output
+// norm), pooled over the input's tokens by their mean (default) or as the last token's, then
+// L2-normalized. Inputs as OpenAI's: a string, an array of strings, token ids, or an array of
+// token arrays; encoding_format "float" or "base64" (little-endian float32).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "context/context.h"
+#include "server/openai.h"
+
+namespace kamera {
+
+struct EmbedRequest {
+  std::vector<std::vector<int32_t>> inputs;  // token ids of each input
+  bool base64 = false;
+  bool last_token = false;  // "pooling": "last"; else "mean"
+};
+
+// The request, tokenized (each input with BOS when the vocabulary wants one); nullopt with the
+// refusal (naming its field; an input longer than the context is context_length_exceeded).
+std::optional<EmbedRequest> parse_embeddings(const json& body, const Model& model,
+                                             size_t max_text_bytes, HttpError& refusal);
+
+// Runs every input through the engine on a scratch sequence (on the scheduler thread) and
+// answers OpenAI's body: {"object": "list", "data": [{"object": "embedding", "index",
+// "embedding"}], "model", "usage"}.
+Result<json> run_embeddings(Context& ctx, const EmbedRequest& r, const std::string& model_name);
+
+}  // namespace kamera

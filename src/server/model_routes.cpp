@@ -1,0 +1,34 @@
+// /v1/embeddings (parsed on a worker, run on the scheduler thread) and /v1/models (what the
+// server holds: its model, with its shape, and its vision tower when it has one).
+#include "server/embeddings.h"
+#include "server/server_impl.h"
+
+namespace kamera {
+
+void Server::Impl::embeddings(const HttpRequest& req, const std::smatch&, const std::string&,
+                              Out out) {
+  ++metrics.requests_embeddings;
+  json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
+  HttpError refusal;
+  auto r = parse_embeddings(body, model, max_prompt_bytes, refusal);
+  if (!r) return respond_error(out, refusal);
+  on_scheduler(out,
+               [this, r = std::move(*r)]() { return run_embeddings(*ctx, r, opts.model_name); });
+}
+
+json Server::Impl::models_body() const {
+  const ModelConfig& c = model.cfg;
+  json meta = {{"arch", arch_name(c.arch)}, {"ctx_len", c.ctx_len},
+               {"n_vocab", c.n_vocab},      {"n_embd", c.dim},
+               {"n_layers", c.n_layers},    {"chat_template", chat_template.has_value()},
+               {"vision", media != nullptr}};
+  const json m = {{"id", opts.model_name},
+                  {"object", "model"},
+                  {"created", int64_t(0)},
+                  {"owned_by", "kamera"},
+                  {"meta", meta}};
+  return {{"object", "list"}, {"data", json::array({m})}};
+}
+
+}  // namespace kamera

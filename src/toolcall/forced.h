@@ -1,0 +1,36 @@
+// Grammars that force tool calls (tool_choice "required", a named function, or a function with
+// "strict": true): the format's call text around arguments that validate against the function's
+// parameters schema (grammar/json_schema.h), laid out as the model's template writes calls.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "grammar/grammar.h"
+#include "toolcall/format.h"
+
+namespace kamera::toolcall {
+
+struct ToolSpec {
+  std::string name;
+  nlohmann::ordered_json parameters;  // a JSON Schema; null: any object
+};
+
+struct ForcedCalls {
+  std::vector<ToolSpec> tools;  // the call is to one of these
+  bool parallel = true;         // one call or more (llama3's templates take one: always one)
+};
+
+// The whole output: one call or more, nothing else.
+Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f,
+                                                                     const ForcedCalls& c);
+// The text every call sequence of the format begins with: a lazily started constraint
+// (grammar/triggered.h) takes over once the model has written it.
+std::string_view call_trigger(Format f);
+
+}  // namespace kamera::toolcall
