@@ -7,7 +7,8 @@
 //   agent loop that sends a tool result back gets a reply; errors carry OpenAI's code and param;
 //   json_schema output validates and a forced tool call's arguments validate against the
 //   function's parameters (both checked by Python's jsonschema, an independent validator); a
-//   streamed tool call's deltas assemble to the same call.
+//   streamed tool call's deltas assemble to the same call; a strict function under tool_choice
+//   "auto" is constrained from its call marker on.
 //
 //   node tests/openai/openai_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
@@ -338,6 +339,20 @@ async function main() {
     assert.equal(reply.message.role, 'assistant');
     assert.ok(typeof reply.message.content === 'string' || reply.message.tool_calls?.length > 0, JSON.stringify(reply));
     assert.ok(r.usage.prompt_tokens > first.usage.prompt_tokens);  // the call and its result were read
+  });
+
+  await check('a strict function under tool_choice auto: its call is constrained from the marker on', async () => {
+    const marker = await tokenIds(qwen, '<tool_call>');
+    assert.equal(marker.length, 1, `<tool_call> is ${marker.length} tokens`);
+    const strict = { type: 'function', function: { ...weather.function, strict: true } };
+    // The marker made likely: the model opens a call at once, and the grammar takes over.
+    const r = await qwen.chat.completions.create({
+      model: 'kamera', messages: user('Weather in Paris?'), max_tokens: 120, temperature: 0.8, seed: 4,
+      tools: [strict], parallel_tool_calls: false, logit_bias: { [marker[0]]: 30 } });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.tool_calls.length, 1);
+    validate(weather.function.parameters, JSON.parse(c.message.tool_calls[0].function.arguments));
   });
 
   await check('json_object output is a JSON object', async () => {
