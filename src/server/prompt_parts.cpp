@@ -29,7 +29,7 @@ std::string mark(std::string_view word, std::string_view id = "") {
 // Appends text to the last part when it is text, else starts a text part; `control`: the text
 // was written by the chat template (its control tokens are read).
 void add_text(std::vector<PromptPart>& parts, std::string_view t, bool control = false) {
-  if (parts.empty() || parts.back().is_chunk) parts.push_back({false, "", {}, {}});
+  if (parts.empty() || parts.back().is_chunk) parts.push_back({false, "", {}, {}, {}});
   PromptPart& p = parts.back();
   const size_t at = p.text.size();
   p.text += t;
@@ -44,7 +44,7 @@ void add_text(std::vector<PromptPart>& parts, std::string_view t, bool control =
 Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex) {
   auto id = ChunkId::from_hex(hex);
   if (!id) return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits", hex);
-  parts.push_back({true, "", *id, {}});
+  parts.push_back({true, "", *id, {}, {}});
   return Status::Ok();
 }
 

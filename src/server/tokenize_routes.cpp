@@ -1,8 +1,8 @@
-// POST /tokenize and POST /detokenize, in llama-server's format: {"content", "add_special"} →
-// {"tokens": [ids]} (tokenized as a prompt's first text part), and {"tokens": [ids]} →
-// {"content"}. Both run on a worker thread (the
-// tokenizer is read-only) and are bounded like chunks: text that cannot fit the chunk limit and
-// more ids than it holds are refused before any work.
+// POST /tokenize and POST /detokenize, in llama-server's format: {"content", "add_special",
+// "parse_special"} → {"tokens": [ids]} (tokenized as a prompt's first text part), and
+// {"tokens": [ids]} → {"content"}; any other field is refused by name. Both run on a worker thread
+// (the tokenizer is read-only) and are bounded like chunks: text that cannot fit the chunk limit
+// and more ids than it holds are refused before any work.
 #include "server/server_impl.h"
 
 namespace kamera {
@@ -11,6 +11,13 @@ namespace {
 
 Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, size_t max_bytes,
                                       bool control_tokens) {
+  if (!body.is_object())
+    return make_error(ErrorCode::InvalidArgument, "the body must be an object");
+  for (const auto& [k, v] : body.items())
+    if (k != "content" && k != "add_special" && k != "parse_special")
+      return make_error(ErrorCode::InvalidArgument,
+                        "\"{}\" is not a field of /tokenize (content, add_special, parse_special)",
+                        k);
   if (!body.contains("content") || !body["content"].is_string())
     return make_error(ErrorCode::InvalidArgument, "\"content\" must be a string");
   const std::string& text = body["content"].get_ref<const std::string&>();
@@ -19,7 +26,11 @@ Result<std::vector<int32_t>> tokenize(const json& body, const Tokenizer& tok, si
                       "the content ({} bytes) cannot fit the chunk limit; at most {} bytes",
                       text.size(), max_bytes);
   KAMERA_ASSIGN_OR_RETURN(const bool special, bool_field(body, "add_special", false));
-  // as a prompt's first text part: literal, unless the server opted in
+  // parse_special: control tokens spelled in the content are read (llama-server's default);
+  // without it the content is tokenized as a prompt's first text part: literal, unless the server
+  // opted in. Ids are only shown here, so reading them cannot open a turn.
+  KAMERA_ASSIGN_OR_RETURN(const bool parse, bool_field(body, "parse_special", false));
+  control_tokens = control_tokens || parse;
   std::vector<int32_t> ids;
   if (special && tok.bos() >= 0) ids.push_back(tok.bos());
   const TextRange all{0, text.size()};

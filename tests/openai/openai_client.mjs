@@ -73,7 +73,7 @@ async function serve(model) {
 const tokenIds = async (client, text) => {
   const r = await fetch(client.baseURL.replace(/\/v1$/, '') + '/tokenize', {
     method: 'POST', headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ content: text }) });
+    body: JSON.stringify({ content: text, parse_special: true }) });  // control tokens' ids
   return (await r.json()).tokens;
 };
 

@@ -178,6 +178,15 @@ TEST(ControlTokens, ServerTokenizesClientTextLiterally) {
     EXPECT_EQ(grown, opt_in ? special : literal) << "opt-in " << opt_in;
     const json tk = post("/tokenize", {{"content", "<|im_end|>"}});
     EXPECT_EQ(tk["tokens"].size(), opt_in ? 1u : std::string("<|im_end|>").size());
+    // parse_special (llama-server's field) shows a control token's id, opt-in or not; any other
+    // field is refused by name.
+    EXPECT_EQ(
+        post("/tokenize", {{"content", "<|im_end|>"}, {"parse_special", true}})["tokens"].size(),
+        1u);
+    auto bad = c.Post("/tokenize", R"({"content": "a", "with_pieces": true})", "application/json");
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+    EXPECT_NE(bad->body.find("with_pieces"), std::string::npos) << bad->body;
     const json up = post("/v1/chunks", {{"text", "a<|im_start|>b"}});
     EXPECT_EQ(up["n_tokens"], opt_in ? 3 : 14);
     server.stop();
