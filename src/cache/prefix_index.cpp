@@ -1,0 +1,204 @@
+#include "cache/prefix_index.h"
+
+#include <algorithm>
+
+namespace kamera {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  // splitmix64's finalizer over the running value: every token changes every bit of the name.
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  return size_t(std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin());
+}
+
+}  // namespace
+
+PrefixIndex::PrefixIndex(KvPool& pool, Params params) : pool_(pool), params_(params) {
+  params_.block_tokens = std::max(1, params_.block_tokens);
+  params_.token_budget = std::max<int64_t>(0, params_.token_budget);
+}
+
+PrefixIndex::~PrefixIndex() {
+  for (auto& [id, e] : entries_) pool_.free_sequence(e.seq);
+}
+
+std::vector<uint64_t> PrefixIndex::block_names(std::span<const int32_t> tokens) const {
+  const size_t bt = size_t(params_.block_tokens);
+  std::vector<uint64_t> names;
+  names.reserve(tokens.size() / bt);
+  uint64_t h = 0x6b616d657261ull;  // any fixed seed
+  for (size_t b = 0; b + bt <= tokens.size(); b += bt) {
+    for (size_t i = b; i < b + bt; ++i) h = mix(h, uint64_t(uint32_t(tokens[i])));
+    names.push_back(h);
+  }
+  return names;
+}
+
+// The entries holding the deepest block name the query has (depth: how many full blocks), or
+// every entry when the query shares no full block with any.
+std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(const std::vector<uint64_t>& names,
+                                                          size_t& depth) const {
+  depth = 0;
+  while (depth < names.size() && by_block_.count(names[depth])) ++depth;
+  if (depth > 0) return by_block_.at(names[depth - 1]);
+  std::vector<EntryId> all;
+  all.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) all.push_back(id);
+  return all;
+}
+
+PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens) const {
+  Match best;
+  size_t depth = 0;
+  const std::vector<EntryId> cands = candidates(block_names(tokens), depth);
+  uint64_t best_use = 0;
+  for (EntryId id : cands) {
+    const Entry& e = entries_.at(id);
+    const int n = int(common_prefix(tokens, e.tokens));  // verified from the first token
+    if (n > best.n_tokens || (n == best.n_tokens && n > 0 && e.last_use > best_use)) {
+      best = {id, n};
+      best_use = e.last_use;
+    }
+  }
+  return best.n_tokens > 0 ? best : Match{};
+}
+
+PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
+  ++stats_.lookups;
+  const Match best = best_match(tokens);
+  if (best.entry < 0) return best;
+  entries_.at(best.entry).last_use = ++clock_;
+  ++stats_.hits;
+  stats_.tokens_matched += best.n_tokens;
+  return best;
+}
+
+void PrefixIndex::drop_covered(std::span<const int32_t> tokens) {
+  std::vector<EntryId> covered;
+  for (const auto& [id, e] : entries_) {
+    if (e.pins == 0 && e.tokens.size() <= tokens.size() &&
+        common_prefix(tokens, e.tokens) == e.tokens.size())
+      covered.push_back(id);
+  }
+  for (EntryId id : covered) erase(id);
+}
+
+Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int32_t> tokens) {
+  if (!pool_.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "prefix index: unknown sequence {}", seq);
+  if (pool_.n_tokens(seq) < int(tokens.size())) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "prefix index: sequence {} holds {} tokens, not the {} given", seq,
+                      pool_.n_tokens(seq), tokens.size());
+  }
+  const int64_t n = int64_t(tokens.size());
+  if (n == 0 || n > params_.token_budget) return EntryId(-1);
+  if (const Match held = best_match(tokens); held.n_tokens == n) {
+    entries_.at(held.entry).last_use = ++clock_;  // an entry already holds them
+    return EntryId(-1);
+  }
+  drop_covered(tokens);
+  if (shrink_to(params_.token_budget - n) > params_.token_budget - n) return EntryId(-1);
+  auto fork = pool_.fork(seq);
+  if (!fork.ok()) return fork.error();
+  if (Status st = pool_.truncate(*fork, int(n)); !st.ok()) {
+    pool_.free_sequence(*fork);
+    return st.error();
+  }
+  const EntryId id = next_id_++;
+  Entry& e = entries_[id];
+  e.tokens.assign(tokens.begin(), tokens.end());
+  e.block_names = block_names(tokens);
+  e.seq = *fork;
+  e.last_use = ++clock_;
+  for (uint64_t name : e.block_names) by_block_[name].push_back(id);
+  tokens_held_ += n;
+  return id;
+}
+
+Result<SeqId> PrefixIndex::fork_prefix(EntryId entry, int n_tokens) {
+  auto it = entries_.find(entry);
+  if (it == entries_.end())
+    return make_error(ErrorCode::NotFound, "prefix index: unknown entry {}", entry);
+  if (n_tokens < 0 || n_tokens > int(it->second.tokens.size())) {
+    return make_error(ErrorCode::InvalidArgument, "prefix index: entry {} holds {} tokens, not {}",
+                      entry, it->second.tokens.size(), n_tokens);
+  }
+  auto fork = pool_.fork(it->second.seq);
+  if (!fork.ok()) return fork.error();
+  if (Status st = pool_.truncate(*fork, n_tokens); !st.ok()) {
+    pool_.free_sequence(*fork);
+    return st.error();
+  }
+  it->second.last_use = ++clock_;
+  return *fork;
+}
+
+Status PrefixIndex::pin(EntryId entry) {
+  auto it = entries_.find(entry);
+  if (it == entries_.end())
+    return make_error(ErrorCode::NotFound, "prefix index: unknown entry {}", entry);
+  ++it->second.pins;
+  return {};
+}
+
+void PrefixIndex::unpin(EntryId entry) {
+  auto it = entries_.find(entry);
+  if (it != entries_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+void PrefixIndex::erase(EntryId id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  for (uint64_t name : it->second.block_names) {
+    auto b = by_block_.find(name);
+    if (b == by_block_.end()) continue;
+    std::erase(b->second, id);
+    if (b->second.empty()) by_block_.erase(b);
+  }
+  pool_.free_sequence(it->second.seq);
+  tokens_held_ -= int64_t(it->second.tokens.size());
+  entries_.erase(it);
+}
+
+int64_t PrefixIndex::shrink_to(int64_t tokens) {
+  while (tokens_held_ > tokens) {
+    EntryId victim = -1;
+    uint64_t oldest = UINT64_MAX;
+    for (const auto& [id, e] : entries_) {
+      if (e.pins == 0 && e.last_use < oldest) {
+        oldest = e.last_use;
+        victim = id;
+      }
+    }
+    if (victim < 0) break;  // the rest is pinned
+    erase(victim);
+    ++stats_.evictions;
+  }
+  return tokens_held_;
+}
+
+std::span<const int32_t> PrefixIndex::tokens(EntryId entry) const {
+  auto it = entries_.find(entry);
+  if (it == entries_.end()) return {};
+  return it->second.tokens;
+}
+
+PrefixIndex::Stats PrefixIndex::stats() const {
+  Stats s = stats_;
+  s.entries = int64_t(entries_.size());
+  s.tokens_held = tokens_held_;
+  return s;
+}
+
+}  // namespace kamera

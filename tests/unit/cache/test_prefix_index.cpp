@@ -1,0 +1,223 @@
+// The prefix index (cache/prefix_index): the longest common token prefix of a query and the
+// sequences it holds, served as copy-on-write forks of their pages, under a token budget with
+// LRU eviction that never evicts an entry in use.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "cache/prefix_index.h"
+
+using namespace kamera;
+
+namespace {
+
+constexpr int kPageTokens = 4;
+
+class PrefixIndexTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    KvPool::Params p;
+    p.layout.n_layers = 2;
+    p.layout.channels = {{"k", 2, true}, {"v", 3, false}};
+    p.page_tokens = kPageTokens;
+    p.n_pages = 256;
+    auto pool = KvPool::create(p);
+    ASSERT_TRUE(pool.ok()) << pool.message();
+    pool_ = std::move(*pool);
+  }
+  void TearDown() override {
+    for (SeqId s : owned_) pool_->free_sequence(s);
+    EXPECT_TRUE(pool_->check_invariants().ok());
+  }
+
+  // The row a "forward" of `token` at index i writes: distinct per (token, index, layer, channel).
+  static float row_value(int32_t token, int i, int layer, int ch) {
+    return float(token) * 1000.0f + float(i) + 0.25f * float(layer) + 0.125f * float(ch);
+  }
+
+  // A sequence holding `tokens` as if prefilled (rows from row_value, linear positions).
+  SeqId computed(const std::vector<int32_t>& tokens) {
+    const SeqId s = pool_->create_sequence();
+    owned_.push_back(s);
+    std::vector<Pos> pos;
+    for (int i = 0; i < int(tokens.size()); ++i) pos.push_back(Pos::linear(i));
+    EXPECT_TRUE(pool_->append(s, pos).ok());
+    for (int i = 0; i < int(tokens.size()); ++i)
+      for (int l = 0; l < 2; ++l)
+        for (int c = 0; c < 2; ++c) {
+          std::vector<float> row(c == 0 ? 2 : 3, row_value(tokens[i], i, l, c));
+          pool_->write_row(s, l, c, i, row.data());
+        }
+    return s;
+  }
+
+  // True when the first n tokens of `seq` carry the rows and positions of `tokens`.
+  bool holds(SeqId seq, const std::vector<int32_t>& tokens, int n) {
+    if (pool_->n_tokens(seq) != n) return false;
+    float row[3];
+    for (int i = 0; i < n; ++i) {
+      if (pool_->positions(seq)[i].t != i) return false;
+      for (int l = 0; l < 2; ++l)
+        for (int c = 0; c < 2; ++c) {
+          pool_->read_row(seq, l, c, i, row);
+          if (row[0] != row_value(tokens[i], i, l, c)) return false;
+        }
+    }
+    return true;
+  }
+
+  static std::vector<int32_t> random_tokens(int n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = int32_t(rng() % 500);
+    return t;
+  }
+
+  std::unique_ptr<KvPool> pool_;
+  std::vector<SeqId> owned_;
+};
+
+PrefixIndex::Params budget(int64_t tokens) {
+  PrefixIndex::Params p;
+  p.block_tokens = kPageTokens;
+  p.token_budget = tokens;
+  return p;
+}
+
+}  // namespace
+
+TEST_F(PrefixIndexTest, FindsTheLongestMatchAndForksItsRows) {
+  PrefixIndex index(*pool_, budget(1000));
+  const auto a = random_tokens(40, 1);
+  auto b = std::vector<int32_t>(a.begin(), a.begin() + 21);  // shares 21 tokens with a
+  for (int32_t t : random_tokens(9, 2)) b.push_back(600 + t);
+  const auto c = random_tokens(25, 3);
+  auto ea = index.insert(computed(a), a), eb = index.insert(computed(b), b),
+       ec = index.insert(computed(c), c);
+  ASSERT_TRUE(ea.ok() && eb.ok() && ec.ok());
+  ASSERT_GE(*ea, 0);
+  ASSERT_GE(*eb, 0);
+  ASSERT_GE(*ec, 0);
+
+  // 33 tokens of a (mid-block: the match runs past the last full block), then a token no entry has.
+  auto q = std::vector<int32_t>(a.begin(), a.begin() + 33);
+  q.push_back(999);
+  auto m = index.lookup(q);
+  EXPECT_EQ(m.entry, *ea);
+  EXPECT_EQ(m.n_tokens, 33);
+  // b's first 27 tokens: b matches 27, a only 21.
+  m = index.lookup(std::vector<int32_t>(b.begin(), b.begin() + 27));
+  EXPECT_EQ(m.entry, *eb);
+  EXPECT_EQ(m.n_tokens, 27);
+  // The whole of c, and a query shorter than one block.
+  EXPECT_EQ(index.lookup(c).n_tokens, 25);
+  m = index.lookup(std::vector<int32_t>(c.begin(), c.begin() + 3));
+  EXPECT_EQ(m.entry, *ec);
+  EXPECT_EQ(m.n_tokens, 3);
+
+  // The fork carries the entry's rows and positions for the matched tokens, sharing its pages.
+  const int64_t cow_before = pool_->stats().cow_copies;
+  auto fork = index.fork_prefix(*ea, 33);
+  ASSERT_TRUE(fork.ok()) << fork.message();
+  owned_.push_back(*fork);
+  EXPECT_TRUE(holds(*fork, a, 33));
+  EXPECT_EQ(pool_->stats().cow_copies, cow_before);
+  EXPECT_FALSE(index.fork_prefix(*ea, 41).ok());
+  EXPECT_FALSE(index.fork_prefix(12345, 1).ok());
+}
+
+TEST_F(PrefixIndexTest, ADifferingTokenStopsTheMatch) {
+  PrefixIndex index(*pool_, budget(1000));
+  const auto a = random_tokens(40, 4);
+  ASSERT_TRUE(index.insert(computed(a), a).ok());
+  for (int at : {0, 2, 9, 16, 39}) {  // in the first block, inside later blocks, on a boundary
+    auto q = a;
+    q[at] = 777;
+    const auto m = index.lookup(q);
+    EXPECT_EQ(m.n_tokens, at) << "differs at " << at;
+    if (at == 0) {
+      EXPECT_EQ(m.entry, -1);
+    }
+  }
+  // A query longer than the entry matches the entry's length.
+  auto longer = a;
+  longer.push_back(5);
+  EXPECT_EQ(index.lookup(longer).n_tokens, 40);
+  EXPECT_EQ(index.lookup(std::vector<int32_t>{}).n_tokens, 0);
+}
+
+TEST_F(PrefixIndexTest, EvictionKeepsWhatIsInUse) {
+  PrefixIndex index(*pool_, budget(100));
+  const auto a = random_tokens(40, 5), b = random_tokens(40, 6), c = random_tokens(40, 7);
+  auto ea = index.insert(computed(a), a);
+  auto eb = index.insert(computed(b), b);
+  ASSERT_TRUE(ea.ok() && eb.ok());
+  ASSERT_TRUE(index.pin(*ea).ok());  // a is the least recently used, but in use
+  auto ec = index.insert(computed(c), c);
+  ASSERT_TRUE(ec.ok());
+  ASSERT_GE(*ec, 0);
+  EXPECT_TRUE(index.contains(*ea));
+  EXPECT_FALSE(index.contains(*eb));  // the least recently used of those not in use
+  EXPECT_LE(index.tokens_held(), 100);
+  EXPECT_EQ(index.lookup(a).n_tokens, 40);
+  EXPECT_EQ(index.lookup(b).n_tokens, 0);
+
+  // Everything pinned: a new entry that would need an eviction is not added, the budget holds.
+  ASSERT_TRUE(index.pin(*ec).ok());
+  const auto d = random_tokens(40, 8);
+  auto ed = index.insert(computed(d), d);
+  ASSERT_TRUE(ed.ok());
+  EXPECT_EQ(*ed, -1);
+  EXPECT_LE(index.tokens_held(), 100);
+  EXPECT_EQ(index.shrink_to(0), 80);  // both pinned
+
+  // A fork handed out outlives its entry: unpinned and evicted, its rows stay.
+  auto fork = index.fork_prefix(*ec, 30);
+  ASSERT_TRUE(fork.ok());
+  owned_.push_back(*fork);
+  index.unpin(*ea);
+  index.unpin(*ec);
+  EXPECT_EQ(index.shrink_to(0), 0);
+  EXPECT_FALSE(index.contains(*ec));
+  EXPECT_TRUE(holds(*fork, c, 30));
+  EXPECT_EQ(index.stats().evictions, 3);
+}
+
+TEST_F(PrefixIndexTest, AnExtensionReplacesItsPrefixAndBadInputChangesNothing) {
+  PrefixIndex index(*pool_, budget(1000));
+  const auto a = random_tokens(40, 9);
+  const SeqId s = computed(a);
+  auto first = index.insert(s, std::vector<int32_t>(a.begin(), a.begin() + 20));  // turn n
+  ASSERT_TRUE(first.ok());
+  auto second = index.insert(s, a);  // turn n + 1 extends it
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(index.contains(*first));
+  EXPECT_EQ(index.tokens_held(), 40);
+  // Tokens an entry already holds add nothing.
+  auto again = index.insert(s, std::vector<int32_t>(a.begin(), a.begin() + 30));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, -1);
+  EXPECT_EQ(index.stats().entries, 1);
+  // More tokens than the sequence holds, or an unknown sequence: an error, nothing changed.
+  auto longer = a;
+  longer.push_back(1);
+  EXPECT_EQ(index.insert(s, longer).code(), ErrorCode::InvalidArgument);
+  EXPECT_EQ(index.insert(9999, a).code(), ErrorCode::NotFound);
+  EXPECT_EQ(index.tokens_held(), 40);
+  EXPECT_EQ(index.stats().entries, 1);
+}
+
+TEST_F(PrefixIndexTest, FreesItsPagesWhenDestroyed) {
+  const int free_before = pool_->n_free_pages();
+  {
+    PrefixIndex index(*pool_, budget(1000));
+    const auto a = random_tokens(40, 10);
+    SeqId s = computed(a);
+    ASSERT_TRUE(index.insert(s, a).ok());
+    pool_->free_sequence(s);
+    owned_.clear();
+    EXPECT_LT(pool_->n_free_pages(), free_before);  // the entry holds the pages
+  }
+  EXPECT_EQ(pool_->n_free_pages(), free_before);
+}
