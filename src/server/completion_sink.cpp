@@ -133,6 +133,10 @@ void CompletionSink::add_usage(const json& usage) {
   } else {
     for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"})
       usage_[k] = usage_.value(k, int64_t(0)) + usage.value(k, int64_t(0));
+    const json none = json::object();
+    usage_["prompt_tokens_details"]["cached_tokens"] =
+        usage_.value("prompt_tokens_details", none).value("cached_tokens", int64_t(0)) +
+        usage.value("prompt_tokens_details", none).value("cached_tokens", int64_t(0));
   }
   kamera_.push_back(usage.value("kamera", json(nullptr)));
   if (kamera_.size() > 1) usage_["kamera"] = {{"prompts", kamera_}};

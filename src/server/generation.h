@@ -95,8 +95,12 @@ struct Generation {
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
-  int max_tokens = 0;              // resolved at admission
-  int generated = 0;               // over all choices
+  // A prompt of text only: its tokens from the anchor on (the prefix index's key), and how many
+  // of them were served from the index without a forward.
+  std::vector<int32_t> prompt_ids;
+  int64_t cached_tokens = 0;
+  int max_tokens = 0;  // resolved at admission
+  int generated = 0;   // over all choices
   int choices_left = 0;
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context
   nlohmann::json usage;

@@ -84,7 +84,8 @@ void render_generation(std::string& out, const ServerMetrics& m) {
                       {"patch_orbit", &m.seg_patch_orbit},
                       {"patch_formed", &m.seg_patch_formed},
                       {"blind", &m.seg_blind},
-                      {"reprefilled", &m.seg_reprefilled}})
+                      {"reprefilled", &m.seg_reprefilled},
+                      {"prefix", &m.seg_prefix}})
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
 }
 

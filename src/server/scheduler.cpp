@@ -14,6 +14,12 @@ Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metri
                      SchedulerOptions o)
     : ctx_(ctx), windows_(windows), metrics_(metrics), opts_(o) {
   ctx_.cache().set_pacer(&pacer_);
+  KvPool& pool = ctx_.pool();
+  const int64_t budget = opts_.prefix_cache_tokens >= 0
+                             ? opts_.prefix_cache_tokens
+                             : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
+  if (budget > 0)
+    prefix_ = std::make_unique<PrefixIndex>(pool, PrefixIndex::Params{pool.page_tokens(), budget});
 }
 
 Scheduler::~Scheduler() {
@@ -113,6 +119,7 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Generation* g = it->gen.get();
     bool wait = it->exclusive() && (exclusive_busy || exclusive_wait);
+    if (g && !wait) make_room(*g, gens + in_flight - int(active_.size()));
     if (g && !wait)
       wait = gen_wait || rows + g->req.n > opts_.max_active ||
              ((in_flight > 0 || gens > 0) && !room_for(*g, gens + in_flight - int(active_.size())));
@@ -172,6 +179,14 @@ bool Scheduler::room_for(const Generation& g, int admitted) const {
   int64_t committed = int64_t(admitted) * worst(g);
   for (const auto& a : active_) committed += pages_to_come(*a);
   return ctx_.pool().n_free_pages() - committed >= worst(g);
+}
+
+// Cached prefixes give their pages back (least recently used first) while `g` would not fit.
+void Scheduler::make_room(const Generation& g, int admitted) {
+  while (prefix_ && prefix_->tokens_held() > 0 && !room_for(g, admitted)) {
+    const int64_t held = prefix_->tokens_held();
+    if (prefix_->shrink_to(held / 2) == held) break;  // the rest is pinned
+  }
 }
 
 void Scheduler::loop() {

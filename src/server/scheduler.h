@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/prefix_index.h"
 #include "context/context.h"
 #include "server/generation.h"
 #include "server/prometheus.h"
@@ -38,6 +39,9 @@ struct SchedulerOptions {
   // ride along with the steps the share allows); 0: a slice every step.
   double prefill_share = 0.5;
   bool control_tokens_in_text = false;  // ServerOptions::control_tokens_in_text
+  // Tokens of finished and live prompts kept for exact prefix reuse (cache/prefix_index.h);
+  // -1: a quarter of the KV pool, 0: none.
+  int64_t prefix_cache_tokens = -1;
 };
 
 class Scheduler {
@@ -93,6 +97,10 @@ class Scheduler {
   Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r,
                                                                      bool after_window);
   void count_segment(SegmentSource s);
+  bool admit_prefix(Generation& g, const std::vector<ChunkContent>& chunks, const ChunkContent& q,
+                    nlohmann::json& segments, int64_t& reused, int32_t& pos, ChunkContent& query);
+  void remember(Generation& g, bool with_reply);
+  void make_room(const Generation& g, int admitted);
   void release(Generation& g);
   int active_rows() const;
   void note_pages();  // the pool's pages in use, for /metrics
@@ -112,6 +120,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Task>> tasks_;         // in flight, resumed round-robin
   size_t next_task_ = 0;
   SlicePacer pacer_;
+  std::unique_ptr<PrefixIndex> prefix_;  // null: no prefix reuse
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

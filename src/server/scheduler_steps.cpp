@@ -130,6 +130,53 @@ void Scheduler::count_segment(SegmentSource s) {
   }
 }
 
+// A prompt of text only whose longest token prefix the index holds: a copy-on-write fork of those
+// tokens' pages, then the rest of the prompt is the query (prefilled at once behind it). At least
+// the last token is prefilled: its logits are the first token's. False: no reuse (assemble).
+bool Scheduler::admit_prefix(Generation& g, const std::vector<ChunkContent>& chunks,
+                             const ChunkContent& q, json& segments, int64_t& reused, int32_t& pos,
+                             ChunkContent& query) {
+  const bool text_only = prefix_ && g.req.window_id.empty() &&
+                         std::none_of(g.req.parts.begin(), g.req.parts.end(),
+                                      [](const PromptPart& p) { return p.is_chunk; });
+  if (!text_only) return false;
+  std::vector<int32_t>& all = g.prompt_ids;
+  all = ctx_.cache().anchor();
+  for (const ChunkContent& c : chunks) all.insert(all.end(), c.tokens.begin(), c.tokens.end());
+  all.insert(all.end(), q.tokens.begin(), q.tokens.end());
+  const int anchor = int(ctx_.cache().anchor_extent());
+  if (g.req.policy == ServePolicy::Reprefill) return false;  // recomputes everything (and is kept)
+  const PrefixIndex::Match m = prefix_->lookup(std::span(all).first(all.size() - 1));
+  if (m.n_tokens <= anchor) return false;
+  auto fork = prefix_->fork_prefix(m.entry, m.n_tokens);
+  if (!fork.ok()) return false;
+  g.seq = *fork;
+  g.cached_tokens = m.n_tokens;
+  g.query_ids = q.tokens;
+  segments.push_back({{"tokens", m.n_tokens - anchor}, {"position", anchor}, {"source", "prefix"}});
+  ++metrics_.seg_prefix;
+  reused = m.n_tokens - anchor;
+  pos = m.n_tokens;
+  query = ChunkContent::from_tokens({all.begin() + m.n_tokens, all.end()});
+  return true;
+}
+
+// Keeps what g's prompt sequence holds (the prompt; with_reply: and choice 0's reply up to its
+// last decoded token) in the prefix index, for the next request that repeats or extends it.
+void Scheduler::remember(Generation& g, bool with_reply) {
+  if (!prefix_ || g.prompt_ids.empty() || g.seq < 0 || g.window_fork) return;
+  const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.prompt_ids.size());
+  std::vector<int32_t> tokens = g.prompt_ids;
+  if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen) {
+    const std::vector<int32_t>& reply = g.choices[0].gen->tokens();
+    if (held < prompt || held - prompt > int(reply.size())) return;  // not the tokens it holds
+    tokens.insert(tokens.end(), reply.begin(), reply.begin() + (held - prompt));
+  }
+  if (held < int(tokens.size())) return;
+  auto r = prefix_->insert(g.seq, tokens);
+  if (!r.ok()) log().warn("prefix index: {}", r.message());
+}
+
 // A prompt of parts: its chunks assembled from the store into a new sequence.
 Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, int64_t& recomputed,
                                int32_t& pos, ChunkContent& query) {
@@ -143,6 +190,7 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
     pos = int32_t(std::min<int64_t>(end, INT32_MAX));
     return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
   }
+  if (admit_prefix(g, chunks, q, segments, reused, pos, query)) return Status::Ok();
   g.seq = ctx_.pool().create_sequence();
   ServeOptions so;
   so.policy = g.req.policy;
@@ -200,8 +248,10 @@ bool Scheduler::admit(Generation& g) {
   for (const auto& s : segments) prompt_tokens += s["tokens"].get<int64_t>();
   recomputed += query.n();
   prompt_tokens += query.n();
-  g.query_ids = query.tokens;
+  if (g.cached_tokens == 0) g.query_ids = query.tokens;
+  remember(g, false);
   g.usage = {{"prompt_tokens", prompt_tokens},
+             {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens}}},
              {"kamera",
               {{"reused_tokens", reused},
                {"recomputed_tokens", recomputed},
@@ -309,6 +359,7 @@ void Scheduler::finish(Generation& g, const char* reason, int last) {
     g.out({Event::ChoiceDone, "", {{"finish_reason", reason}}, 200, c->index, {}});
   }
   g.choices_left = 0;
+  remember(g, true);
   g.usage["completion_tokens"] = g.generated;
   g.usage["total_tokens"] = g.usage.value("prompt_tokens", int64_t(0)) + g.generated;
   g.out({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200, last, {}});

@@ -79,7 +79,7 @@ Status Server::Impl::open_context() {
   scheduler = std::make_unique<Scheduler>(
       *ctx, *windows, metrics,
       SchedulerOptions{opts.max_queue, opts.max_active, opts.prefill_slice_tokens,
-                       opts.prefill_share, opts.control_tokens_in_text});
+                       opts.prefill_share, opts.control_tokens_in_text, opts.prefix_cache_tokens});
   return Status::Ok();
 }
 

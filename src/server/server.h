@@ -61,6 +61,10 @@ struct ServerOptions {
   // and window texts, /tokenize) are read as control tokens only with this opt-in; by default
   // that text is literal and only the chat template's own structure yields control tokens.
   bool control_tokens_in_text = false;
+  // Tokens of text prompts (and their replies) kept for exact prefix reuse: a repeated or extended
+  // prompt is served from their KV pages (usage.prompt_tokens_details.cached_tokens); -1: a
+  // quarter of the KV pool, 0: off.
+  int64_t prefix_cache_tokens = -1;
 
   // Fairness: prompt, chunk and window forwards run in slices of at most this many tokens,
   // batched with the decode steps, so one client's prefill holds others' streams for one slice at

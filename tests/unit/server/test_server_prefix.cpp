@@ -1,0 +1,87 @@
+// Exact prefix reuse through the OpenAI routes (cache/prefix_index.h in the scheduler): a
+// repeated or extended text prompt is served from the KV of what the server computed before, it
+// says so in usage.prompt_tokens_details.cached_tokens, and at temperature 0 its output is the
+// output of a cold run on a server that caches nothing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_server.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+kamera::ServerOptions prefix_cache(int64_t tokens) {
+  kamera::ServerOptions o;
+  o.prefix_cache_tokens = tokens;
+  return o;
+}
+
+int cached(const json& r) {
+  return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+}
+
+const json kPrompt = {
+    {"prompt",
+     "Once upon a time there was a little girl named Lily. She liked to play in the park with "
+     "her red ball. One day the ball rolled away and"},
+    {"max_tokens", 12},
+    {"temperature", 0}};
+
+}  // namespace
+
+TEST(ServerPrefix, ARepeatedPromptReusesItsPrefixAndSaysTheSameAsAColdRun) {
+  tiny::TestServer cold(prefix_cache(0));  // caches nothing: every run is a cold run
+  tiny::TestServer warm(prefix_cache(-1));
+  int st = 0;
+  const json ref = cold.post("/v1/completions", kPrompt, &st);
+  ASSERT_EQ(st, 200) << ref.dump();
+  const json ref2 = cold.post("/v1/completions", kPrompt, &st);
+  EXPECT_EQ(cached(ref2), 0);  // nothing cached: nothing reused
+  const json first = warm.post("/v1/completions", kPrompt, &st);
+  ASSERT_EQ(st, 200) << first.dump();
+  EXPECT_EQ(cached(first), 0);
+  const json second = warm.post("/v1/completions", kPrompt, &st);
+  ASSERT_EQ(st, 200) << second.dump();
+  const int prompt = second["usage"]["prompt_tokens"].get<int>();
+  EXPECT_EQ(cached(second), prompt - 1);  // all but the last token: its logits are the first's
+  EXPECT_EQ(second["usage"]["kamera"]["segments"][0]["source"], "prefix");
+  EXPECT_EQ(second["usage"]["kamera"]["recomputed_tokens"], 1);
+  for (const json* r : {&first, &second})
+    EXPECT_EQ((*r)["choices"][0]["text"], ref["choices"][0]["text"]);
+}
+
+TEST(ServerPrefix, AnExtendedPromptReusesThePromptAndTheReplyUpToTheFirstDifferingToken) {
+  tiny::TestServer cold(prefix_cache(0));
+  tiny::TestServer warm(prefix_cache(-1));
+  int st = 0;
+  const json first = warm.post("/v1/completions", kPrompt, &st);
+  ASSERT_EQ(st, 200) << first.dump();
+  // The next turn: the prompt, the reply as text, more text.
+  json next = kPrompt;
+  next["prompt"] = kPrompt["prompt"].get<std::string>() +
+                   first["choices"][0]["text"].get<std::string>() + " Then they went home.";
+  const json turn2 = warm.post("/v1/completions", next, &st);
+  ASSERT_EQ(st, 200) << turn2.dump();
+  EXPECT_GE(cached(turn2), first["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_LT(cached(turn2), turn2["usage"]["prompt_tokens"].get<int>());
+  EXPECT_EQ(turn2["choices"][0]["text"], cold.post("/v1/completions", next)["choices"][0]["text"]);
+  // A prompt that differs in its first word shares no token past the anchor: nothing reused.
+  json other = kPrompt;
+  other["prompt"] = "Twice" + kPrompt["prompt"].get<std::string>().substr(4);
+  EXPECT_EQ(cached(warm.post("/v1/completions", other, &st)), 0);
+  // Chat completions report it too.
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                     {"max_tokens", 4},
+                     {"temperature", 0}};
+  warm.post("/v1/chat/completions", chat, &st);
+  const json chat2 = warm.post("/v1/chat/completions", chat, &st);
+  ASSERT_EQ(st, 200) << chat2.dump();
+  EXPECT_GT(cached(chat2), 0);
+  // The metrics count the prefix segments served.
+  auto m = warm.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kamera_segments_total{source=\"prefix\"} 2"), std::string::npos)
+      << m->body.substr(0, 400);
+}
