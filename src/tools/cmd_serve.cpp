@@ -183,6 +183,12 @@ Runner add_serve(CLI::App& app) {
                  "decoding's time (0.5: a third of the engine); 0: a slice every decode step")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  app.add_option("--prefix-cache-tokens", a->opts.prefix_cache_tokens,
+                 "Tokens of text prompts and replies kept for exact prefix reuse (a repeated or "
+                 "extended prompt is served from their KV: usage.prompt_tokens_details."
+                 "cached_tokens); -1: a quarter of the KV pool, 0: off")
+      ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
+      ->capture_default_str();
   app.add_option("--max-json-depth", a->opts.max_json_depth,
                  "Deepest nesting of arrays and objects in a request body (checked while parsing)")
       ->check(CLI::Range(1, 100000))
