@@ -78,10 +78,20 @@ TEST(ServerPrefix, AnExtendedPromptReusesThePromptAndTheReplyUpToTheFirstDifferi
   warm.post("/v1/chat/completions", chat, &st);
   const json chat2 = warm.post("/v1/chat/completions", chat, &st);
   ASSERT_EQ(st, 200) << chat2.dump();
-  EXPECT_GT(cached(chat2), 0);
+  EXPECT_EQ(cached(chat2), chat2["usage"]["prompt_tokens"].get<int>() - 1);
+  // The chat's next turn: the reply resent as the assistant's message, then a new user message.
+  json turn = chat;
+  turn["messages"].push_back(
+      {{"role", "assistant"}, {"content", chat2["choices"][0]["message"]["content"]}});
+  turn["messages"].push_back({{"role", "user"}, {"content", "And then?"}});
+  const json chat3 = warm.post("/v1/chat/completions", turn, &st);
+  ASSERT_EQ(st, 200) << chat3.dump();
+  EXPECT_GE(cached(chat3), chat2["usage"]["prompt_tokens"].get<int>());
+  EXPECT_EQ(chat3["choices"][0]["message"]["content"],
+            cold.post("/v1/chat/completions", turn)["choices"][0]["message"]["content"]);
   // The metrics count the prefix segments served.
   auto m = warm.client->Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("kamera_segments_total{source=\"prefix\"} 2"), std::string::npos)
+  EXPECT_NE(m->body.find("kamera_segments_total{source=\"prefix\"} 3"), std::string::npos)
       << m->body.substr(0, 400);
 }
