@@ -219,6 +219,7 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
 // on decoding (in a task: the forwards run sliced).
 bool Scheduler::admit(Generation& g) {
   if (g.cancelled->load()) return false;
+  make_room(g, 0);  // cached prefixes never take the pages this prompt needs
   json segments = json::array();
   int64_t reused = 0, recomputed = 0, prompt_tokens = 1;
   int32_t pos = 0;
@@ -384,7 +385,11 @@ void Scheduler::decode_step() {
   auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   const double dt = now_s() - t0;
   pacer_.ran(logits.ok());  // on a failure the tasks run their pieces themselves
-  if (!logits.ok()) {       // the pool is full: end the newest generation and retry next step
+  if (!logits.ok() && prefix_ && prefix_->tokens_held() > 0) {
+    prefix_->shrink_to(0);  // cached prefixes give their pages back first; retry next step
+    return;
+  }
+  if (!logits.ok()) {  // the pool is full: end the newest generation and retry next step
     Generation& g = *active_.back();
     fail(g, make_error(ErrorCode::OutOfMemory, "KV pool full: {}", logits.message()));
     release(g);
