@@ -95,3 +95,30 @@ TEST(ServerPrefix, AnExtendedPromptReusesThePromptAndTheReplyUpToTheFirstDifferi
   EXPECT_NE(m->body.find("kamera_segments_total{source=\"prefix\"} 3"), std::string::npos)
       << m->body.substr(0, 400);
 }
+
+// The cached prefixes may fill the whole pool; a request that needs its pages gets them (the
+// least recently used prefixes are evicted), it is never refused for them.
+TEST(ServerPrefix, CachedPrefixesGiveTheirPagesBackWhenARequestNeedsThem) {
+  const auto model = tiny::load(tiny::model_path("qwen2"));
+  const int ctx = model->cfg.ctx_len, vocab = model->cfg.n_vocab;
+  kamera::ServerOptions o;
+  o.pool_tokens = 2 * ctx;
+  o.prefix_cache_tokens = 2 * ctx;  // as much as the pool holds
+  tiny::TestServer s(o);
+  auto prompt = [&](int n, int seed) {
+    json ids = json::array();
+    for (int j = 0; j < n; ++j) ids.push_back(10 + (seed * 131 + j * 7) % (vocab - 20));
+    return json{{"prompt", ids}, {"max_tokens", 8}, {"temperature", 0}};
+  };
+  int st = 0;
+  for (int i = 0; i < 6; ++i) {  // 6 x ctx/2 tokens: more than the pool
+    const json r = s.post("/v1/completions", prompt(ctx / 2, i), &st);
+    ASSERT_EQ(st, 200) << "prompt " << i << ": " << r.dump();
+  }
+  const json big = prompt(ctx - 64, 99);
+  const json r = s.post("/v1/completions", big, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(cached(r), 0);
+  // The big prompt is now the one cached: sent again, it is reused.
+  EXPECT_EQ(cached(s.post("/v1/completions", big, &st)), ctx - 64);
+}
