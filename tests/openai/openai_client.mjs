@@ -8,7 +8,9 @@
 //   json_schema output validates and a forced tool call's arguments validate against the
 //   function's parameters (both checked by Python's jsonschema, an independent validator); a
 //   streamed tool call's deltas assemble to the same call; a strict function under tool_choice
-//   "auto" is constrained from its call marker on.
+//   "auto" is constrained from its call marker on. Issue 25 (exact prefix reuse): a repeated chat
+//   request and the chat's next turn report usage.prompt_tokens_details.cached_tokens and say what
+//   a server that caches nothing (--prefix-cache-tokens 0) says at temperature 0.
 //
 //   node tests/openai/openai_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
@@ -55,10 +57,10 @@ const freePort = () => new Promise((ok) => {
   s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
 });
 const servers = [];
-async function serve(model) {
+async function serve(model, extra = []) {
   const port = await freePort();
   const log = fs.openSync(path.join(tmp, `serve-${port}.log`), 'w');
-  const p = spawn(kamera, ['serve', '-m', model, '--port', String(port), '--threads', '2'],
+  const p = spawn(kamera, ['serve', '-m', model, '--port', String(port), '--threads', '2', ...extra],
                   { stdio: ['ignore', log, log] });
   servers.push(p);
   for (let i = 0; i < 300; ++i) {
@@ -365,6 +367,24 @@ async function main() {
     assert.equal(r.choices[0].finish_reason, 'stop', JSON.stringify(r.choices[0]));
     const doc = JSON.parse(r.choices[0].message.content);
     assert.ok(doc !== null && typeof doc === 'object' && !Array.isArray(doc));
+  });
+
+  await check('a repeated prompt and a chat\'s next turn reuse what the server saw (cached_tokens), saying what a cold run says', async () => {
+    const cold = await serve(path.join(tmp, 'qwen3.gguf'), ['--prefix-cache-tokens', '0']);
+    const ask = (client, messages) => client.chat.completions.create({
+      model: 'kamera', messages, max_tokens: 12, temperature: 0, logit_bias: noEnd });
+    const text = (r) => r.choices[0].message.content;
+    const msgs = user('Tell me about the sea, the wind and the boats.');
+    const ref = await ask(cold, msgs), a = await ask(qwen, msgs), b = await ask(qwen, msgs);
+    assert.equal(ref.usage.prompt_tokens_details.cached_tokens, 0);
+    assert.equal(b.usage.prompt_tokens_details.cached_tokens, b.usage.prompt_tokens - 1, JSON.stringify(b.usage));
+    assert.equal(text(a), text(ref));
+    assert.equal(text(b), text(ref));
+    // The next turn resends the reply as text: reused up to the first token that differs.
+    const next = [...msgs, { role: 'assistant', content: text(a) }, { role: 'user', content: 'And then?' }];
+    const c = await ask(qwen, next), refc = await ask(cold, next);
+    assert.ok(c.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens, JSON.stringify(c.usage));
+    assert.equal(text(c), text(refc));
   });
 }
 
