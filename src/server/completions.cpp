@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "server/completion_sink.h"
+#include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/server_impl.h"
 
@@ -122,11 +123,17 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   auto sink = std::make_shared<CompletionSink>(
       meta, out, [this, out](int status, const json& b) { respond(out, status, b); }, cancelled);
   std::vector<std::unique_ptr<Generation>> gens;
+  const TokenizeOptions to{opts.control_tokens_in_text, opts.segment_cache_bytes != 0};
   for (GenRequest& r : *reqs) {
     auto g = std::make_unique<Generation>();
     g->req = std::move(r);
     g->req.window_id = window;
     if (images->images > 0) g->req.media = images;
+    if (Status st = tokenize_prompt(ctx->cache(), g->req, to); !st.ok()) {  // not on the engine
+      HttpError e = http_error(st.error());
+      e.param = chat ? "messages" : "prompt";
+      return respond_error(out, e);
+    }
     g->client = client;
     g->client_slot = slot;
     g->out = sink->sink();

@@ -9,12 +9,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/chunk_cache.h"
 #include "generate/generator.h"
 #include "grammar/mask_cache.h"
+#include "server/prompt_segments.h"
 #include "server/request_media.h"
+#include "server/reuse_policy.h"
 #include "toolcall/format.h"
 #include "window/window.h"
 
@@ -42,7 +45,7 @@ struct GenRequest {
   int n = 1;            // choices sampled from this prompt (prefilled once, forked per choice)
   int first_index = 0;  // the index of the first choice in the response (a batch of prompts)
   bool chat = false;
-  ServePolicy policy = ServePolicy::Patch;
+  ReusePolicy policy = ReusePolicy::Patch;
   int rank = 32;
   bool deep_half = false;
   bool stream = false;    // answer as server-sent events
@@ -56,6 +59,31 @@ struct GenRequest {
   // Set: the output is parsed into text and tool calls of this format (the answer's
   // message.tool_calls, streamed as tool-call deltas).
   std::optional<toolcall::Format> tool_calls;
+  // Filled where the request was parsed (server/prompt_tokens.h): a prompt of text only, its
+  // tokens from the anchor on (the prefix index's key) and its segments past the anchor.
+  std::vector<int32_t> prompt_ids;
+  std::vector<PromptSegment> segments;
+};
+
+// A run of prompt tokens and where its KV came from (usage.kamera.segments): source is prefix,
+// context-exact, context-nearest, keep, recomputed (text prompts); canonical, patch-hit,
+// patch-formed, blind, reprefilled (chunk parts); patch, patch-orbit, clean-view (window slots).
+struct ServedSegment {
+  std::optional<ChunkId> id;  // the chunk's or segment's (none: the prefix, a recomputed run)
+  int64_t tokens = 0;
+  int32_t position = 0;
+  std::string source;
+  int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
+};
+
+// What admission made of a prompt (usage.prompt_tokens, its details and usage.kamera).
+struct PromptUsage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // served without a forward (the anchor included)
+  int64_t reused = 0, recomputed = 0;
+  ReusePolicy policy = ReusePolicy::Patch;
+  std::vector<ServedSegment> segments;
+  int background_queued = 0;  // segments this request queued for a canonical (formed when idle)
 };
 
 // What the HTTP side learns about a generation, event by event. Text: a choice's next text (and
@@ -95,15 +123,18 @@ struct Generation {
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
-  // A prompt of text only: its tokens from the anchor on (the prefix index's key), and how many
-  // of them were served from the index without a forward.
-  std::vector<int32_t> prompt_ids;
+  // How many prompt tokens were served without a forward (the prefix, segments); which of
+  // req.segments the segment index served, where the exact prefix served ended, and whether the
+  // segments computed here were kept (Scheduler::remember_segments).
   int64_t cached_tokens = 0;
+  std::vector<char> segment_served;  // 0: computed here, 1: served exact, 2: served otherwise
+  int prefix_end = 0;
+  bool segments_kept = false;
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices
   int choices_left = 0;
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context
-  nlohmann::json usage;
+  PromptUsage usage;          // set at admission
   double t_submit = 0, t_first = 0;
   std::shared_ptr<void> client_slot;  // the client's count of requests in flight, held till done
 };

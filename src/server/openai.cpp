@@ -168,17 +168,37 @@ Result<double> number_field(const json& body, const char* key, double dflt, doub
 
 namespace {
 
-Result<ServePolicy> reuse_policy(const json& body) {
-  if (!body.contains("reuse")) return ServePolicy::Patch;
+Result<ReusePolicy> reuse_policy(const json& body, ReusePolicy fallback) {
+  if (!body.contains("reuse")) return fallback;
   const json& p = body["reuse"];
-  const std::string s = p.is_string() ? p.get<std::string>() : "";
-  if (s == "patch") return ServePolicy::Patch;
-  if (s == "blind") return ServePolicy::Blind;
-  if (s == "reprefill") return ServePolicy::Reprefill;
-  return make_error(ErrorCode::InvalidArgument, "\"reuse\" must be patch, blind or reprefill");
+  if (auto named = reuse_policy_named(p.is_string() ? p.get<std::string>() : "")) return *named;
+  return make_error(ErrorCode::InvalidArgument,
+                    "\"reuse\" must be patch, keep, prefix, blind or reprefill");
 }
 
 }  // namespace
+
+json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMedia* media) {
+  json segments = json::array();
+  for (const ServedSegment& s : u.segments) {
+    json j = {{"tokens", s.tokens}, {"position", s.position}, {"source", s.source}};
+    if (s.id) j["id"] = s.id->hex();
+    if (s.shared_antecedents >= 0) j["shared_antecedents"] = s.shared_antecedents;
+    segments.push_back(std::move(j));
+  }
+  json out = {{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", u.prompt_tokens + completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+              {"kamera",
+               {{"reused_tokens", u.reused},
+                {"recomputed_tokens", u.recomputed},
+                {"policy", reuse_policy_name(u.policy)},
+                {"segments", std::move(segments)},
+                {"background", {{"canonicals_queued", u.background_queued}}}}}};
+  if (media) out["images"] = media->usage();
+  return out;
+}
 
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg, const ChatTemplate* tmpl,
@@ -196,7 +216,7 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   auto rank = int_field(body, "rank", 32, 1, 1 << 20);
   if (!rank.ok()) return failed("rank", rank.error());
   r.rank = int(*rank);
-  auto policy = reuse_policy(body);
+  auto policy = reuse_policy(body, opts.reuse);
   if (!policy.ok()) return failed("reuse", policy.error());
   r.policy = *policy;
   auto deep_half = bool_field(body, "deep_half", false);

@@ -85,6 +85,11 @@ Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions&
 // A chunk's content from {"text"}, {"tokens"} or {"embeddings", "positions"}. Text longer than
 // max_text_bytes is refused before it is tokenized (0: no limit); it is literal (control tokens
 // spelled in it are text) unless control_tokens (the server's --control-tokens-in-text).
+// A finished generation's usage: OpenAI's fields (prompt_tokens, completion_tokens, total_tokens,
+// prompt_tokens_details.cached_tokens), usage.kamera (the policy, tokens reused and recomputed,
+// the segments and their sources) and, with images, usage.images.
+json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMedia* media);
+
 Result<ChunkContent> chunk_content(const json& body, const Model& model, int max_chunk_tokens,
                                    size_t max_text_bytes = 0, bool control_tokens = false);
 json chunk_json(const CanonicalEntry& e);

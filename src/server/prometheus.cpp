@@ -85,8 +85,18 @@ void render_generation(std::string& out, const ServerMetrics& m) {
                       {"patch_formed", &m.seg_patch_formed},
                       {"blind", &m.seg_blind},
                       {"reprefilled", &m.seg_reprefilled},
-                      {"prefix", &m.seg_prefix}})
+                      {"prefix", &m.seg_prefix},
+                      {"context_exact", &m.seg_context_exact},
+                      {"context_nearest", &m.seg_context_nearest},
+                      {"keep", &m.seg_context_keep},
+                      {"patch_nearest", &m.seg_patch_nearest}})
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
+  counter(out, "kamera_background_canonicals_total",
+          "canonicals of long prompt segments formed while the engine was idle",
+          double(m.background_canonicals));
+  counter(out, "kamera_background_patches_total",
+          "segment occurrences that keep a patch against their canonical instead of their rows",
+          double(m.background_patches));
 }
 
 void render_images(std::string& out, const ServerMetrics& m) {

@@ -34,7 +34,10 @@ struct ServerMetrics {
       tokens_recomputed{0};
   // chunk segments served, by where their KV came from
   std::atomic<int64_t> seg_canonical{0}, seg_patch_exact{0}, seg_patch_orbit{0},
-      seg_patch_formed{0}, seg_blind{0}, seg_reprefilled{0}, seg_prefix{0};
+      seg_patch_formed{0}, seg_blind{0}, seg_reprefilled{0}, seg_prefix{0}, seg_context_exact{0},
+      seg_context_nearest{0}, seg_context_keep{0}, seg_patch_nearest{0};
+  // Work the segment index did off the request path: canonicals formed, occurrences compacted.
+  std::atomic<int64_t> background_canonicals{0}, background_patches{0};
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
   // times a sliced task (an admission, an upload, a window edit) used up an engine step's prefill
   // budget and let a decode step run before its next slice

@@ -20,6 +20,9 @@ Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metri
                              : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
   if (budget > 0)
     prefix_ = std::make_unique<PrefixIndex>(pool, PrefixIndex::Params{pool.page_tokens(), budget});
+  if (opts_.segment_cache_bytes > 0)
+    segments_ =
+        std::make_unique<SegmentIndex>(SegmentIndex::Params{size_t(opts_.segment_cache_bytes), 4});
 }
 
 Scheduler::~Scheduler() {
@@ -203,6 +206,7 @@ void Scheduler::loop() {
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
     if (!active_.empty()) decode_step();
+    if (batch.empty() && active_.empty() && tasks_.empty()) start_background();
     note_pages();
   }
   drain_tasks();

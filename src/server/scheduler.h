@@ -20,9 +20,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/prefix_index.h"
+#include "cache/segment_index.h"
 #include "context/context.h"
 #include "server/generation.h"
 #include "server/prometheus.h"
@@ -30,6 +32,15 @@
 #include "server/window_ops.h"
 
 namespace kamera {
+
+// What admission made of a prompt: the segments served, the tokens reused and recomputed, and
+// the query (prefilled last, for the first token's logits) with its position.
+struct Admission {
+  std::vector<ServedSegment> segments;
+  int64_t reused = 0, recomputed = 0;
+  int32_t pos = 0;
+  ChunkContent query;
+};
 
 struct SchedulerOptions {
   int max_queue = 64;             // jobs waiting before submissions are refused
@@ -42,6 +53,13 @@ struct SchedulerOptions {
   // Tokens of finished and live prompts kept for exact prefix reuse (cache/prefix_index.h);
   // -1: a quarter of the KV pool, 0: none.
   int64_t prefix_cache_tokens = -1;
+  // Bytes of segments' conditioned KV kept for reuse past the prefix (cache/segment_index.h).
+  int64_t segment_cache_bytes = 0;
+  // Segments of at least this many tokens get a canonical formed when the engine is idle, and
+  // their occurrences keep a patch of this rank where it is smaller than their rows (0: never).
+  int compact_tokens = 64;
+  int compact_rank = 32;
+  size_t compact_queue = 64;  // segments waiting at most (more are not queued)
 };
 
 class Scheduler {
@@ -90,16 +108,17 @@ class Scheduler {
   int64_t pages_to_come(const Generation& g) const;
   bool room_for(const Generation& g, int admitted) const;
   bool admit(Generation& g);
-  Status admit_window(Generation& g, nlohmann::json& segments, int64_t& reused, int64_t& recomputed,
-                      int32_t& pos, ChunkContent& query);
-  Status admit_chunks(Generation& g, nlohmann::json& segments, int64_t& reused, int64_t& recomputed,
-                      int32_t& pos, ChunkContent& query);
-  Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r,
-                                                                     bool after_window);
+  Status admit_window(Generation& g, Admission& a);
+  Status admit_chunks(Generation& g, Admission& a);
+  Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);
   void count_segment(SegmentSource s);
-  bool admit_prefix(Generation& g, const std::vector<ChunkContent>& chunks, const ChunkContent& q,
-                    nlohmann::json& segments, int64_t& reused, int32_t& pos, ChunkContent& query);
+  Result<bool> admit_text(Generation& g, const ChunkContent& q, Admission& a);
+  Status serve_segments(Generation& g, Admission& a, int& pending);
+  Status prefill_until(Generation& g, Admission& a, int& pending, int end);
   void remember(Generation& g, bool with_reply);
+  void remember_segments(Generation& g);
+  void start_background();  // the next queued canonical, when the engine is idle
+  void compact_one();
   void make_room(const Generation& g, int admitted);
   void release(Generation& g);
   int active_rows() const;
@@ -120,7 +139,12 @@ class Scheduler {
   std::vector<std::unique_ptr<Task>> tasks_;         // in flight, resumed round-robin
   size_t next_task_ = 0;
   SlicePacer pacer_;
-  std::unique_ptr<PrefixIndex> prefix_;  // null: no prefix reuse
+  std::unique_ptr<PrefixIndex> prefix_;     // null: no prefix reuse
+  std::unique_ptr<SegmentIndex> segments_;  // null: no segment reuse
+  // Long segments whose canonical is to be formed off the request path (then their occurrences
+  // keep patches: SegmentIndex::compact), oldest first, each once.
+  std::deque<std::pair<ChunkId, std::vector<int32_t>>> to_compact_;
+  std::unordered_set<ChunkId, ChunkIdHash> compact_queued_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 #include "grammar/triggered.h"
 #include "server/openai.h"
 #include "server/prompt_parts.h"
+#include "server/prompt_tokens.h"
 #include "server/scheduler.h"
 
 namespace kamera {
@@ -16,61 +17,41 @@ Error capacity_error(const Error& e) {
   return Error{ErrorCode::OutOfMemory, e.message};
 }
 
-const char* policy_name(ServePolicy p) {
-  return p == ServePolicy::Patch ? "patch" : p == ServePolicy::Blind ? "blind" : "reprefill";
-}
-
 }  // namespace
 
-// Builds the chunk list of a prompt (all parts but the query) and the query content. Text is
-// literal but for what the chat template wrote (server/prompt_parts.h). after_window: the prompt
-// continues a window's content, so no part is the prompt's first.
-Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(const GenRequest& r,
-                                                                              bool after_window) {
-  const Model& model = ctx_.model();
-  const Tokenizer* tok = model.tokenizer ? &*model.tokenizer : nullptr;
+// Builds the chunk list of a prompt (all parts but the query) and the query content. Text parts
+// arrive tokenized from the worker that parsed the request (server/prompt_tokens.h).
+Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(const GenRequest& r) {
   auto image = [&](size_t i) {
-    return i < r.parts.size() && r.parts[i].is_chunk && r.media && r.media->find(r.parts[i].id);
+    return r.parts[i].is_chunk && r.media ? r.media->find(r.parts[i].id) : nullptr;
   };
-  // Text is cut against the context: past it the prompt is refused anyway (admit_chunks), so
-  // tokenizing stops there.
-  const size_t limit = size_t(model.cfg.ctx_len);
-  auto text_content = [&](size_t i) -> Result<ChunkContent> {
-    if (!tok)
-      return make_error(ErrorCode::InvalidArgument,
-                        "this model has no tokenizer: send token chunks");
-    const ControlSpots spots{i > 0 && image(i - 1), image(i + 1), opts_.control_tokens_in_text};
-    auto ids = text_part_ids(*tok, r.parts[i], i == 0 && !after_window, spots, limit);
-    if (ids.empty())
-      return make_error(ErrorCode::InvalidArgument, "a text part is empty after tokenization");
+  auto text = [&](size_t i) -> Result<ChunkContent> {
+    KAMERA_ASSIGN_OR_RETURN(auto ids,
+                            part_tokens(ctx_.model(), r, i, opts_.control_tokens_in_text));
     return ChunkContent::from_tokens(std::move(ids));
   };
   std::vector<ChunkContent> chunks;
   for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
     const PromptPart& p = r.parts[i];
-    if (image(i)) {
-      chunks.push_back(*r.media->find(p.id));  // an image of the request: its KV is the cache's
+    if (const ChunkContent* img = image(i)) {
+      chunks.push_back(*img);  // an image of the request: its KV is the cache's
     } else if (p.is_chunk) {
       auto e = ctx_.store().find_canonical(p.id);
       if (!e) return make_error(ErrorCode::NotFound, "unknown chunk id {}", p.id.hex());
       chunks.push_back(e->content);
     } else {
-      KAMERA_ASSIGN_OR_RETURN(auto c, text_content(i));
+      KAMERA_ASSIGN_OR_RETURN(auto c, text(i));
       chunks.push_back(std::move(c));
     }
   }
-  const PromptPart& last = r.parts.back();
-  if (!last.tokens.empty())  // a prompt of token ids (checked against the vocabulary)
-    return std::make_pair(std::move(chunks), ChunkContent::from_tokens(last.tokens));
-  KAMERA_ASSIGN_OR_RETURN(auto q, text_content(r.parts.size() - 1));
+  KAMERA_ASSIGN_OR_RETURN(auto q, text(r.parts.size() - 1));
   return std::make_pair(std::move(chunks), std::move(q));
 }
 
 // The prompt after a window: a fork of the window (its slots are the reused segments), then the
 // prompt's parts before the query (chunks and text) prefilled behind the window's content, in
 // order ("reprefilled": a window completion keeps every part it is given).
-Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, int64_t& recomputed,
-                               int32_t& pos, ChunkContent& query) {
+Status Scheduler::admit_window(Generation& g, Admission& a) {
   KAMERA_ASSIGN_OR_RETURN(Window * w, windows_.find(g.client, g.req.window_id));
   auto f = w->fork();
   if (!f.ok()) return capacity_error(f.error());
@@ -81,13 +62,13 @@ Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, i
                       : !s.patch ? (s.conditioned ? "canonical" : "blind")
                       : s.orbit  ? "patch-orbit"
                                  : "patch";
-    segments.push_back(
-        {{"id", s.id.hex()}, {"tokens", s.n_tokens()}, {"position", s.position}, {"source", src}});
-    reused += s.n_tokens();
+    a.segments.push_back({s.id, s.n_tokens(), s.position, src});
+    a.reused += s.n_tokens();
     metrics_.seg_patch_orbit += s.orbit;
   }
+  int32_t& pos = a.pos;
   pos = g.window_fork->next_position();
-  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, true));
+  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
   for (const ChunkContent& c : chunks) {
     if (int64_t(pos) + c.extent() + q.extent() + std::max(1, g.req.gen.max_tokens) >
@@ -98,15 +79,13 @@ Status Scheduler::admit_window(Generation& g, json& segments, int64_t& reused, i
                         ctx_.model().cfg.ctx_len);
     auto r = ctx_.cache().forward_chunk(g.seq, c, pos);
     if (!r.ok()) return capacity_error(r.error());
-    segments.push_back({{"id", ctx_.cache().id_of(c).hex()},
-                        {"tokens", c.n()},
-                        {"position", pos},
-                        {"source", segment_source_name(SegmentSource::Reprefilled)}});
+    a.segments.push_back(
+        {ctx_.cache().id_of(c), c.n(), pos, segment_source_name(SegmentSource::Reprefilled)});
     ++metrics_.seg_reprefilled;
-    recomputed += c.n();
+    a.recomputed += c.n();
     pos += c.extent();
   }
-  query = std::move(q);
+  a.query = std::move(q);
   return Status::Ok();
 }
 
@@ -130,70 +109,23 @@ void Scheduler::count_segment(SegmentSource s) {
   }
 }
 
-// A prompt of text only whose longest token prefix the index holds: a copy-on-write fork of those
-// tokens' pages, then the rest of the prompt is the query (prefilled at once behind it). At least
-// the last token is prefilled: its logits are the first token's. False: no reuse (assemble).
-bool Scheduler::admit_prefix(Generation& g, const std::vector<ChunkContent>& chunks,
-                             const ChunkContent& q, json& segments, int64_t& reused, int32_t& pos,
-                             ChunkContent& query) {
-  const bool text_only = prefix_ && g.req.window_id.empty() &&
-                         std::none_of(g.req.parts.begin(), g.req.parts.end(),
-                                      [](const PromptPart& p) { return p.is_chunk; });
-  if (!text_only) return false;
-  std::vector<int32_t>& all = g.prompt_ids;
-  all = ctx_.cache().anchor();
-  for (const ChunkContent& c : chunks) all.insert(all.end(), c.tokens.begin(), c.tokens.end());
-  all.insert(all.end(), q.tokens.begin(), q.tokens.end());
-  const int anchor = int(ctx_.cache().anchor_extent());
-  if (g.req.policy == ServePolicy::Reprefill) return false;  // recomputes everything (and is kept)
-  const PrefixIndex::Match m = prefix_->lookup(std::span(all).first(all.size() - 1));
-  if (m.n_tokens <= anchor) return false;
-  auto fork = prefix_->fork_prefix(m.entry, m.n_tokens);
-  if (!fork.ok()) return false;
-  g.seq = *fork;
-  g.cached_tokens = m.n_tokens;
-  g.query_ids = q.tokens;
-  segments.push_back({{"tokens", m.n_tokens - anchor}, {"position", anchor}, {"source", "prefix"}});
-  ++metrics_.seg_prefix;
-  reused = m.n_tokens - anchor;
-  pos = m.n_tokens;
-  query = ChunkContent::from_tokens({all.begin() + m.n_tokens, all.end()});
-  return true;
-}
-
-// Keeps what g's prompt sequence holds (the prompt; with_reply: and choice 0's reply up to its
-// last decoded token) in the prefix index, for the next request that repeats or extends it.
-void Scheduler::remember(Generation& g, bool with_reply) {
-  if (!prefix_ || g.prompt_ids.empty() || g.seq < 0 || g.window_fork) return;
-  const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.prompt_ids.size());
-  std::vector<int32_t> tokens = g.prompt_ids;
-  if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen) {
-    const std::vector<int32_t>& reply = g.choices[0].gen->tokens();
-    if (held < prompt || held - prompt > int(reply.size())) return;  // not the tokens it holds
-    tokens.insert(tokens.end(), reply.begin(), reply.begin() + (held - prompt));
-  }
-  if (held < int(tokens.size())) return;
-  auto r = prefix_->insert(g.seq, tokens);
-  if (!r.ok()) log().warn("prefix index: {}", r.message());
-}
-
 // A prompt of parts: its chunks assembled from the store into a new sequence.
-Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, int64_t& recomputed,
-                               int32_t& pos, ChunkContent& query) {
+Status Scheduler::admit_chunks(Generation& g, Admission& a) {
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
-  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req, false));
+  KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
   int64_t end = ctx_.cache().anchor_extent() + q.extent();
   for (const auto& c : chunks) end += c.extent();
   if (end + std::max(1, g.req.gen.max_tokens) > ctx_len) {  // refused before any forward
     g.over_context = true;
-    pos = int32_t(std::min<int64_t>(end, INT32_MAX));
+    a.pos = int32_t(std::min<int64_t>(end, INT32_MAX));
     return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
   }
-  if (admit_prefix(g, chunks, q, segments, reused, pos, query)) return Status::Ok();
+  KAMERA_ASSIGN_OR_RETURN(bool served, admit_text(g, q, a));
+  if (served) return Status::Ok();
   g.seq = ctx_.pool().create_sequence();
   ServeOptions so;
-  so.policy = g.req.policy;
+  so.policy = chunk_policy(g.req.policy);
   so.patch.rank = g.req.rank;
   so.patch.cap_rank = true;
   if (g.req.deep_half) so.patch.layers.kind = LayerSet::Kind::DeepHalf;
@@ -202,16 +134,13 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
   auto rep = ctx_.cache().assemble(g.seq, chunks, so);
   if (!rep.ok()) return capacity_error(rep.error());
   for (const SegmentReport& s : rep->segments) {
-    segments.push_back({{"id", s.id.hex()},
-                        {"tokens", s.n_tokens},
-                        {"position", s.position},
-                        {"source", segment_source_name(s.source)}});
+    a.segments.push_back({s.id, s.n_tokens, s.position, segment_source_name(s.source)});
     count_segment(s.source);
   }
-  reused = rep->tokens_reused;
-  recomputed = rep->tokens_computed;
-  pos = rep->next_position;
-  query = std::move(q);
+  a.reused = rep->tokens_reused;
+  a.recomputed = rep->tokens_computed;
+  a.pos = rep->next_position;
+  a.query = std::move(q);
   return Status::Ok();
 }
 
@@ -220,14 +149,10 @@ Status Scheduler::admit_chunks(Generation& g, json& segments, int64_t& reused, i
 bool Scheduler::admit(Generation& g) {
   if (g.cancelled->load()) return false;
   make_room(g, 0);  // cached prefixes never take the pages this prompt needs
-  json segments = json::array();
-  int64_t reused = 0, recomputed = 0, prompt_tokens = 1;
-  int32_t pos = 0;
-  ChunkContent query;
-  Status st = g.req.window_id.empty() ? admit_chunks(g, segments, reused, recomputed, pos, query)
-                                      : admit_window(g, segments, reused, recomputed, pos, query);
+  Admission a;
+  Status st = g.req.window_id.empty() ? admit_chunks(g, a) : admit_window(g, a);
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
-  const int64_t prompt_end = g.over_context ? pos : int64_t(pos) + query.extent();
+  const int64_t prompt_end = g.over_context ? a.pos : int64_t(a.pos) + a.query.extent();
   const int64_t left = ctx_len - prompt_end;
   if (st.ok() && (g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens > left : left < 1))
     g.over_context = true;
@@ -239,38 +164,35 @@ bool Scheduler::admit(Generation& g) {
   const int64_t cap = g.req.default_max_tokens > 0 ? g.req.default_max_tokens : left;
   g.max_tokens = int(g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens : std::min(cap, left));
   Result<std::vector<float>> logits =
-      st.ok() ? ctx_.cache().forward_chunk(g.seq, query, pos, LogitsMode::Last)
+      st.ok() ? ctx_.cache().forward_chunk(g.seq, a.query, a.pos, LogitsMode::Last)
               : Result<std::vector<float>>(st.error());
   if (!logits.ok()) {
     release(g);
     fail(g, st.ok() ? capacity_error(logits.error()) : logits.error());
     return false;
   }
-  for (const auto& s : segments) prompt_tokens += s["tokens"].get<int64_t>();
-  recomputed += query.n();
-  prompt_tokens += query.n();
-  if (g.cached_tokens == 0) g.query_ids = query.tokens;
+  PromptUsage& u = g.usage;
+  u.prompt_tokens = ctx_.cache().anchor_extent() + a.query.n();
+  for (const ServedSegment& s : a.segments) u.prompt_tokens += s.tokens;
+  u.reused = a.reused;
+  u.recomputed = a.recomputed + a.query.n();
+  // Served without a forward: all but what was recomputed (the anchor only counts with the rest).
+  u.cached_tokens = u.reused > 0 ? u.prompt_tokens - u.recomputed : 0;
+  u.policy = g.req.policy;
+  u.segments = std::move(a.segments);
+  if (g.cached_tokens == 0) g.query_ids = a.query.tokens;
   remember(g, false);
-  g.usage = {{"prompt_tokens", prompt_tokens},
-             {"prompt_tokens_details", {{"cached_tokens", g.cached_tokens}}},
-             {"kamera",
-              {{"reused_tokens", reused},
-               {"recomputed_tokens", recomputed},
-               {"policy", policy_name(g.req.policy)},
-               {"segments", segments}}}};
-  if (g.req.media) {
-    g.usage["images"] = g.req.media->usage();
-    metrics_.image_chunk_hits += g.req.media->reused_chunks;
-  }
-  metrics_.prompt_tokens += prompt_tokens;
-  metrics_.tokens_reused += reused;
-  metrics_.tokens_recomputed += recomputed;
+  if (g.req.media) metrics_.image_chunk_hits += g.req.media->reused_chunks;
+  metrics_.prompt_tokens += u.prompt_tokens;
+  metrics_.tokens_reused += u.reused;
+  metrics_.tokens_recomputed += u.recomputed;
   Status started = start_choices(g, std::move(*logits), int32_t(prompt_end));
   if (!started.ok()) {
     release(g);
     fail(g, capacity_error(started.error()));
     return false;
   }
+  if (g.choices_left > 0) remember_segments(g);  // after the first token: not in its latency
   return g.choices_left > 0;
 }
 
@@ -361,9 +283,9 @@ void Scheduler::finish(Generation& g, const char* reason, int last) {
   }
   g.choices_left = 0;
   remember(g, true);
-  g.usage["completion_tokens"] = g.generated;
-  g.usage["total_tokens"] = g.usage.value("prompt_tokens", int64_t(0)) + g.generated;
-  g.out({Event::Done, "", {{"usage", g.usage}, {"finish_reason", reason}}, 200, last, {}});
+  remember_segments(g);
+  json usage = usage_json(g.usage, g.generated, g.req.media.get());
+  g.out({Event::Done, "", {{"usage", std::move(usage)}, {"finish_reason", reason}}, 200, last, {}});
   release(g);
 }
 

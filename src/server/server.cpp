@@ -78,8 +78,11 @@ Status Server::Impl::open_context() {
       q);
   scheduler = std::make_unique<Scheduler>(
       *ctx, *windows, metrics,
-      SchedulerOptions{opts.max_queue, opts.max_active, opts.prefill_slice_tokens,
-                       opts.prefill_share, opts.control_tokens_in_text, opts.prefix_cache_tokens});
+      SchedulerOptions{
+          opts.max_queue, opts.max_active, opts.prefill_slice_tokens, opts.prefill_share,
+          opts.control_tokens_in_text, opts.prefix_cache_tokens,
+          opts.segment_cache_bytes >= 0 ? opts.segment_cache_bytes : int64_t(opts.store_bytes / 4),
+          opts.segment_compact_tokens, opts.segment_patch_rank});
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 
 #include "core/status.h"
 #include "model/model.h"
+#include "server/reuse_policy.h"
 #include "store/tls_tunnel.h"
 
 namespace kamera {
@@ -65,6 +66,16 @@ struct ServerOptions {
   // prompt is served from their KV pages (usage.prompt_tokens_details.cached_tokens); -1: a
   // quarter of the KV pool, 0: off.
   int64_t prefix_cache_tokens = -1;
+  // Past the prefix, segments (messages, paragraphs) seen before are served from their
+  // conditioned KV (cache/segment_index.h), kept under this many bytes (-1: a quarter of
+  // store_bytes, 0: none); and the policy of a request that names no "reuse".
+  int64_t segment_cache_bytes = -1;
+  ReusePolicy reuse = ReusePolicy::Patch;
+  // Segments of at least this many tokens get their canonical formed while the engine is idle;
+  // then each context they were seen in keeps a patch of this rank instead of its rows, where the
+  // patch is smaller (0: never).
+  int segment_compact_tokens = 64;
+  int segment_patch_rank = 32;
 
   // Fairness: prompt, chunk and window forwards run in slices of at most this many tokens,
   // batched with the decode steps, so one client's prefill holds others' streams for one slice at

@@ -25,7 +25,8 @@ void on_signal(int) {
 struct ServeArgs {
   std::string model, tokenizer;
   ServerOptions opts;
-  double store_mb = 1024, store_dir_mb = 0;
+  double store_mb = 1024, store_dir_mb = 0, segment_cache_mb = -1;
+  std::string reuse = "patch";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
   std::string api_key_file, store_key_file;
 };
@@ -83,6 +84,9 @@ int run_serve(ServeArgs a) {
   if (!loaded.ok()) return fail(loaded.error(), false);
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
   a.opts.store_dir_bytes = size_t(a.store_dir_mb * 1024 * 1024);
+  a.opts.segment_cache_bytes =
+      a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
+  a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
@@ -188,6 +192,28 @@ Runner add_serve(CLI::App& app) {
                  "extended prompt is served from their KV: usage.prompt_tokens_details."
                  "cached_tokens); -1: a quarter of the KV pool, 0: off")
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--segment-cache-mb", a->segment_cache_mb,
+                 "Conditioned KV of prompt segments (messages, paragraphs) kept for reuse past the "
+                 "prefix, at any position (MiB; -1: a quarter of --store-mb, 0: none)")
+      ->capture_default_str();
+  app.add_option("--segment-compact-tokens", a->opts.segment_compact_tokens,
+                 "Segments of at least this many tokens get their canonical formed while the "
+                 "engine is idle; each context they were seen in then keeps a patch instead of its "
+                 "rows where that is smaller (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option(
+         "--segment-patch-rank", a->opts.segment_patch_rank,
+         "Rank of those patches (top singular vectors of the deficit per layer and channel)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--reuse", a->reuse,
+                 "Reuse policy of requests that name none (\"reuse\"): patch (prefix, then seen "
+                 "segments from their nearest context), keep (prefix, then segments' latest KV as "
+                 "is: llama.cpp --cache-reuse), prefix (exact prefix only: vLLM, SGLang), blind, "
+                 "reprefill")
+      ->check(CLI::IsMember({"patch", "keep", "prefix", "blind", "reprefill"}))
       ->capture_default_str();
   app.add_option("--max-json-depth", a->opts.max_json_depth,
                  "Deepest nesting of arrays and objects in a request body (checked while parsing)")

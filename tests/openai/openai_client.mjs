@@ -10,7 +10,9 @@
 //   streamed tool call's deltas assemble to the same call; a strict function under tool_choice
 //   "auto" is constrained from its call marker on. Issue 25 (exact prefix reuse): a repeated chat
 //   request and the chat's next turn report usage.prompt_tokens_details.cached_tokens and say what
-//   a server that caches nothing (--prefix-cache-tokens 0) says at temperature 0.
+//   a server that reuses nothing (--reuse reprefill) says at temperature 0; a sliding window's
+//   survivors are reused although they are no longer a prefix (fewer than half the tokens a
+//   prefix-only server, --reuse prefix, recomputes).
 //
 //   node tests/openai/openai_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
@@ -370,7 +372,7 @@ async function main() {
   });
 
   await check('a repeated prompt and a chat\'s next turn reuse what the server saw (cached_tokens), saying what a cold run says', async () => {
-    const cold = await serve(path.join(tmp, 'qwen3.gguf'), ['--prefix-cache-tokens', '0']);
+    const cold = await serve(path.join(tmp, 'qwen3.gguf'), ['--reuse', 'reprefill']);
     const ask = (client, messages) => client.chat.completions.create({
       model: 'kamera', messages, max_tokens: 12, temperature: 0, logit_bias: noEnd });
     const text = (r) => r.choices[0].message.content;
@@ -385,6 +387,28 @@ async function main() {
     const c = await ask(qwen, next), refc = await ask(cold, next);
     assert.ok(c.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens, JSON.stringify(c.usage));
     assert.equal(text(c), text(refc));
+  });
+
+  await check('a sliding window\'s survivors are reused although they are no longer a prefix (cached_tokens)', async () => {
+    const prefixOnly = await serve(path.join(tmp, 'qwen3.gguf'), ['--reuse', 'prefix']);
+    const ask = (client, messages) => client.chat.completions.create({
+      model: 'kamera', messages, max_tokens: 4, temperature: 0, logit_bias: noEnd });
+    const obs = ['The red door of the old house was open and a cat sat on the step.',
+      'A boy ran down the hill with a blue kite that pulled on its string.',
+      'Two birds built a nest in the tall tree by the slow river.',
+      'The baker put warm bread in the window and the street smelled of it.',
+      'Rain fell on the tin roof of the barn and the horses listened.'];
+    const turn = (t) => [{ role: 'system', content: 'You describe what you see.' },
+      ...obs.slice(t, t + 4).map((content) => ({ role: 'user', content })),
+      { role: 'user', content: 'What changed?' }];
+    const recomputed = (r) => r.usage.prompt_tokens - r.usage.prompt_tokens_details.cached_tokens;
+    for (const client of [qwen, prefixOnly]) await ask(client, turn(0));
+    const k = await ask(qwen, turn(1)), p = await ask(prefixOnly, turn(1));
+    assert.equal(k.usage.prompt_tokens, p.usage.prompt_tokens);
+    // The first observation left: past the system message nothing is a prefix any more; the
+    // prefix-only server recomputes the three survivors, kamera reuses them.
+    assert.ok(recomputed(k) * 2 < recomputed(p), JSON.stringify([k.usage, p.usage]));
+    assert.ok(k.usage.kamera.segments.some((s) => s.source === 'context-nearest'), JSON.stringify(k.usage));
   });
 }
 

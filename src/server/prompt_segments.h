@@ -1,0 +1,38 @@
+// A text prompt cut into segments whose KV can be reused at another position
+// (cache/segment_index.h): the spans of a chat between the template's turns (one per message, tool
+// call or tool result), and lines or paragraphs of long text.
+//
+// The cut is made on the prompt's tokens, never its text, so every segment is a run of the very
+// tokens the prompt holds (its id is its tokens', as a chunk's): a message that tokenizes the
+// same wherever it stands finds its earlier self, and one that does not is a miss, never a wrong
+// hit. Cuts fall after a token that ends a line (a chat template ends each turn so: <|im_end|>\n,
+// <end_of_turn>\n) and between two control tokens (Llama 3's <|eot_id|><|start_header_id|>);
+// a segment shorter than `min_tokens` joins the next one, so a turn's header ("<|im_start|>user\n")
+// stays with its content and a blank line with its paragraph.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "reuse/chunk.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kamera {
+
+struct TokenSpan {
+  int begin = 0, end = 0;  // tokens [begin, end) of the prompt
+  int size() const { return end - begin; }
+};
+
+// A segment of a prompt and its id (its tokens', as a chunk's: ChunkCache::id_of).
+struct PromptSegment {
+  TokenSpan span;
+  ChunkId id;
+};
+
+// Segments covering tokens [0, ids.size()) in order, none empty.
+std::vector<TokenSpan> cut_segments(const Tokenizer& tok, std::span<const int32_t> ids,
+                                    int min_tokens = 8);
+
+}  // namespace kamera

@@ -1,0 +1,197 @@
+// The scheduler's admission of text prompts: the longest exact token prefix the prefix index
+// holds (a copy-on-write fork of its pages), then, past it, every segment of the prompt the
+// segment index holds, written at its new position from the KV it was computed with in an earlier
+// context (cache/segment_index.h); the tokens between are prefilled in order. After the prefill
+// the prompt and the segments it computed are kept for the next requests (server/scheduler.h).
+#include "core/log.h"
+#include "server/prompt_tokens.h"
+#include "server/scheduler.h"
+
+namespace kamera {
+
+namespace {
+
+// Rows from their context (context-*), or the canonical plus that context's patch (patch-*).
+const char* hit_source(const SegmentIndex::Hit& h) {
+  const bool rows = h.kv != nullptr;
+  return h.match == SegmentIndex::Match::Exact     ? (rows ? "context-exact" : "patch-exact")
+         : h.match == SegmentIndex::Match::Nearest ? (rows ? "context-nearest" : "patch-nearest")
+                                                   : "keep";
+}
+
+enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2 };
+
+}  // namespace
+
+// Prefills tokens [pending, end) of the prompt behind what g.seq holds.
+Status Scheduler::prefill_until(Generation& g, Admission& a, int& pending, int end) {
+  if (pending >= end) return Status::Ok();
+  const auto first = g.req.prompt_ids.begin();
+  auto r = ctx_.cache().forward_chunk(
+      g.seq, ChunkContent::from_tokens({first + pending, first + end}), pending);
+  if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
+  a.recomputed += end - pending;
+  a.segments.push_back({std::nullopt, end - pending, pending, "recomputed"});
+  pending = end;
+  return Status::Ok();
+}
+
+// Past `pending` (the first token g.seq does not hold), each segment the index holds for this
+// context is written from its stored KV at its position; the last segment is left to the query
+// (its last token's logits are the first token's).
+Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
+  const bool latest = g.req.policy == ReusePolicy::Keep;
+  std::vector<ChunkId> ante;
+  const std::vector<PromptSegment>& segs = g.req.segments;
+  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+    const PromptSegment& s = segs[i];
+    if (s.span.begin < pending) continue;  // in the prefix
+    const SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
+    if (!h.found()) continue;
+    KAMERA_TRY(prefill_until(g, a, pending, s.span.begin));
+    if (h.kv) {
+      std::vector<Pos> pos(size_t(s.span.size()));
+      for (int t = 0; t < s.span.size(); ++t) pos[size_t(t)] = Pos::linear(s.span.begin + t);
+      auto at = ctx_.pool().append(g.seq, pos);
+      if (!at.ok()) return Error{ErrorCode::OutOfMemory, at.message()};
+      write_chunk_kv(*h.kv, ctx_.pool(), g.seq, *at);
+    } else {
+      Status st = ctx_.cache().append_chunk(g.seq, *h.canonical, h.patch.get(), s.span.begin);
+      if (!st.ok()) return Error{ErrorCode::OutOfMemory, st.message()};
+    }
+    const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
+    g.segment_served[i] = exact ? ServedExact : ServedNear;
+    a.reused += s.span.size();
+    g.cached_tokens += s.span.size();
+    pending = s.span.end;
+    a.segments.push_back({s.id, s.span.size(), s.span.begin, hit_source(h), h.shared});
+    ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
+       : !h.kv ? (h.match == SegmentIndex::Match::Exact ? metrics_.seg_patch_exact
+                                                        : metrics_.seg_patch_nearest)
+       : h.match == SegmentIndex::Match::Exact ? metrics_.seg_context_exact
+                                               : metrics_.seg_context_nearest);
+  }
+  return Status::Ok();
+}
+
+// A prompt of text only: the exact prefix, then its segments (serve_segments); what is left is
+// the query. False: nothing is reused (the caller assembles the prompt).
+Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admission& a) {
+  const std::vector<int32_t>& all = g.req.prompt_ids;  // empty: not a prompt of text only
+  g.segment_served.assign(g.req.segments.size(), NotServed);
+  const ReusePolicy policy = g.req.policy;
+  if (all.empty() || policy == ReusePolicy::Reprefill) return false;  // (reprefill is kept)
+  const int anchor = int(ctx_.cache().anchor_extent());
+  const PrefixIndex::Match m =
+      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
+  const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
+                             policy != ReusePolicy::Blind && g.req.segments.size() > 1;
+  if (m.n_tokens > anchor) {
+    auto fork = prefix_->fork_prefix(m.entry, m.n_tokens);
+    if (!fork.ok()) return false;
+    g.seq = *fork;
+    g.cached_tokens = m.n_tokens;
+    g.prefix_end = m.n_tokens;
+    a.segments.push_back({std::nullopt, m.n_tokens - anchor, anchor, "prefix"});
+    ++metrics_.seg_prefix;
+    a.reused = m.n_tokens - anchor;
+  } else if (segment_reuse) {
+    g.seq = ctx_.pool().create_sequence();
+    KAMERA_TRY(ctx_.cache().append_anchor(g.seq));
+    g.prefix_end = anchor;
+  } else {
+    return false;
+  }
+  int pending = g.prefix_end;
+  if (segment_reuse) KAMERA_TRY(serve_segments(g, a, pending));
+  g.query_ids = q.tokens;
+  a.pos = pending;
+  a.query = ChunkContent::from_tokens({all.begin() + pending, all.end()});
+  return true;
+}
+
+// Keeps what g's prompt sequence holds (the prompt; with_reply: and choice 0's reply up to its
+// last decoded token) in the prefix index, for the next request that repeats or extends it.
+void Scheduler::remember(Generation& g, bool with_reply) {
+  if (!prefix_ || g.req.prompt_ids.empty() || g.seq < 0 || g.window_fork) return;
+  const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.req.prompt_ids.size());
+  std::vector<int32_t> tokens = g.req.prompt_ids;
+  if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen) {
+    const std::vector<int32_t>& reply = g.choices[0].gen->tokens();
+    if (held < prompt || held - prompt > int(reply.size())) return;  // not the tokens it holds
+    tokens.insert(tokens.end(), reply.begin(), reply.begin() + (held - prompt));
+  }
+  if (held < int(tokens.size())) return;
+  auto r = prefix_->insert(g.seq, tokens);
+  if (!r.ok()) log().warn("prefix index: {}", r.message());
+}
+
+// Keeps the conditioned KV of every segment this prompt computed (in whole or in part: not those
+// of the exact prefix, kept when they were computed, nor those served from the index), with the
+// ids of the segments before it and whether all of those were exact, once per generation; long
+// ones are queued for a canonical (compact_one).
+void Scheduler::remember_segments(Generation& g) {
+  if (!segments_ || g.segments_kept || g.seq < 0 || g.window_fork) return;
+  if (ctx_.pool().n_tokens(g.seq) < int(g.req.prompt_ids.size())) return;
+  g.segments_kept = true;
+  std::vector<ChunkId> ante;
+  bool exact = true;  // every segment so far holds what a re-prefill holds
+  for (size_t i = 0; i < g.req.segments.size(); ++i) {
+    const PromptSegment& s = g.req.segments[i];
+    if (!g.segment_served[i] && s.span.end > g.prefix_end) {
+      segments_->insert(
+          s.id, ante,
+          read_chunk_kv(ctx_.pool(), g.seq, s.span.begin, s.span.size(), ctx_.pool().dtype()),
+          exact);
+      const bool worth = opts_.compact_tokens > 0 && s.span.size() >= opts_.compact_tokens;
+      if (worth && to_compact_.size() < opts_.compact_queue &&
+          compact_queued_.insert(s.id).second) {
+        const auto first = g.req.prompt_ids.begin() + s.span.begin;
+        to_compact_.push_back({s.id, {first, first + s.span.size()}});
+        ++g.usage.background_queued;
+      }
+    }
+    exact = exact && g.segment_served[i] != ServedNear;
+    ante.push_back(s.id);
+  }
+}
+
+// When the engine is idle: the oldest queued segment's canonical, formed as a task (its forward
+// runs in slices, beside any request that arrives meanwhile).
+void Scheduler::start_background() {
+  if (to_compact_.empty() || !segments_) return;
+  auto t = std::make_unique<Task>();
+  t->exclusive = true;  // it writes to the store
+  t->run = std::make_unique<SlicedTask>([this] {
+    try {
+      compact_one();
+    } catch (const std::exception& e) {  // never let an exception end a task's thread
+      log().warn("background canonical: {}", e.what());
+    }
+  });
+  tasks_.push_back(std::move(t));
+}
+
+// C_B = KV(B | anchor) of the oldest queued segment (one forward of [anchor · B]), then each of
+// its occurrences keeps the patch of its deficit where that is smaller than its rows.
+void Scheduler::compact_one() {
+  auto [id, tokens] = std::move(to_compact_.front());
+  to_compact_.pop_front();
+  compact_queued_.erase(id);
+  if (!segments_->contains(id)) return;  // evicted meanwhile
+  bool formed = false;
+  auto canon =
+      ctx_.cache().canonical(ChunkContent::from_tokens(std::move(tokens)), DType::F32, &formed);
+  if (!canon.ok()) return log().warn("background canonical: {}", canon.message());
+  metrics_.background_canonicals += formed;
+  PatchOptions po;
+  po.rank = opts_.compact_rank;
+  po.cap_rank = true;
+  auto n = segments_->compact(id, *canon, [&](const ChunkKV& rows, const ChunkKV& base) {
+    return form_patch(rows, base, po);
+  });
+  if (!n.ok()) return log().warn("background patch: {}", n.message());
+  metrics_.background_patches += *n;
+}
+
+}  // namespace kamera

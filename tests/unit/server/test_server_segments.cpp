@@ -1,0 +1,180 @@
+// Position-free segment reuse through the OpenAI routes (cache/segment_index.h in the scheduler):
+// past the exact prefix, every message the server has computed before is served from its KV at
+// its new position (a sliding window's survivors, which are no longer a prefix), the usage says
+// which segments and from what, and segments served from the very context they were computed in
+// give what a cold run gives.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/prompt_segments.h"
+#include "support/test_server.h"
+#include "support/tiny_models.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+int cached(const json& r) {
+  return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+}
+
+const std::vector<std::string> kObservations = {
+    "The red door of the old house was open and a cat sat on the step in the sun.",
+    "A boy ran down the hill with a blue kite that pulled hard on its long string.",
+    "Two birds built a nest in the tall tree by the river where the water is slow.",
+    "The baker put warm bread in the window and the street smelled of it all day.",
+    "Rain fell on the tin roof of the barn and the horses listened to the sound.",
+    "At night the lighthouse turned its lamp and the ships found their way home.",
+};
+
+// Turn t of a sliding window of 4 observations: a system message, observations t..t+3, a question.
+json window_turn(int t, const char* reuse = nullptr) {
+  json msgs = json::array({{{"role", "system"}, {"content", "You describe what you see."}}});
+  for (int i = t; i < t + 4; ++i)
+    msgs.push_back({{"role", "user"}, {"content", kObservations[size_t(i)]}});
+  msgs.push_back({{"role", "user"}, {"content", "What changed?"}});
+  json body = {{"messages", msgs}, {"max_tokens", 6}, {"temperature", 0}};
+  if (reuse) body["reuse"] = reuse;
+  return body;
+}
+
+// Tokens of the segments served with `source`.
+int served(const json& r, const std::string& source) {
+  int n = 0;
+  for (const json& s : r["usage"]["kamera"]["segments"])
+    if (s["source"] == source) n += s["tokens"].get<int>();
+  return n;
+}
+
+}  // namespace
+
+TEST(ServerSegments, ASlidingWindowsSurvivorsAreReusedThoughTheyAreNoLongerAPrefix) {
+  tiny::TestServer s;
+  int st = 0;
+  const json t0 = s.post("/v1/chat/completions", window_turn(0), &st);
+  ASSERT_EQ(st, 200) << t0.dump();
+  const json t1 = s.post("/v1/chat/completions", window_turn(1), &st);
+  ASSERT_EQ(st, 200) << t1.dump();
+  // The first observation left: the prefix ends with the system message; the three survivors
+  // come from the context they were computed in (nearest: it shared the system message).
+  const int nearest = served(t1, "context-nearest");
+  EXPECT_GT(nearest, 30) << t1["usage"].dump();
+  EXPECT_EQ(cached(t1), served(t1, "prefix") + nearest + 1);  // + the anchor
+  EXPECT_EQ(t1["usage"]["kamera"]["recomputed_tokens"].get<int>(),
+            t1["usage"]["prompt_tokens"].get<int>() - cached(t1));
+  // The same turns on a server of prefix-only reuse (vLLM's): the survivors are recomputed.
+  kamera::ServerOptions o;
+  o.reuse = kamera::ReusePolicy::Prefix;
+  tiny::TestServer prefix_only(o);
+  prefix_only.post("/v1/chat/completions", window_turn(0), &st);
+  const json p1 = prefix_only.post("/v1/chat/completions", window_turn(1), &st);
+  ASSERT_EQ(st, 200) << p1.dump();
+  EXPECT_EQ(p1["usage"]["kamera"]["policy"], "prefix");
+  EXPECT_EQ(served(p1, "context-nearest"), 0);
+  EXPECT_EQ(cached(p1), served(t1, "prefix") + 1);
+  EXPECT_EQ(p1["usage"]["prompt_tokens"], t1["usage"]["prompt_tokens"]);
+  // keep (llama.cpp's --cache-reuse) relocates the latest KV of each survivor as it is.
+  const json k2 = s.post("/v1/chat/completions", window_turn(2, "keep"), &st);
+  ASSERT_EQ(st, 200) << k2.dump();
+  EXPECT_GT(served(k2, "keep"), 30) << k2["usage"].dump();
+  auto m = s.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kamera_segments_total{source=\"context_nearest\"}"), std::string::npos);
+}
+
+// With no prefix index, a repeated prompt's messages are all served from the segment index, each
+// behind the very antecedents it was computed behind: its rows are the cold run's, so is the
+// output.
+TEST(ServerSegments, SegmentsServedBehindTheirOwnAntecedentsSayWhatAColdRunSays) {
+  kamera::ServerOptions o;
+  o.prefix_cache_tokens = 0;
+  tiny::TestServer warm(o);
+  kamera::ServerOptions off;
+  off.prefix_cache_tokens = 0;
+  off.segment_cache_bytes = 0;
+  tiny::TestServer cold(off);
+  int st = 0;
+  const json body = window_turn(0);
+  const json ref = cold.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << ref.dump();
+  EXPECT_EQ(cached(cold.post("/v1/chat/completions", body, &st)), 0);
+  warm.post("/v1/chat/completions", body, &st);
+  const json again = warm.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_GT(served(again, "context-exact"), 40) << again["usage"].dump();
+  EXPECT_EQ(served(again, "context-nearest"), 0);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], ref["choices"][0]["message"]["content"]);
+  EXPECT_EQ(again["choices"][0]["message"]["content"],
+            warm.post("/v1/chat/completions",
+                      window_turn(0, "reprefill"))["choices"][0]["message"]["content"]);
+}
+
+// A budget too small for a window's segments evicts them; requests never fail for it.
+TEST(ServerSegments, ATinySegmentBudgetEvictsAndNeverFailsARequest) {
+  kamera::ServerOptions o;
+  o.segment_cache_bytes = 64 << 10;
+  tiny::TestServer s(o);
+  int st = 0;
+  for (int t = 0; t < 3; ++t) {
+    const json r = s.post("/v1/chat/completions", window_turn(t), &st);
+    ASSERT_EQ(st, 200) << r.dump();
+  }
+}
+
+// The cut: contiguous segments covering the prompt, each ending after a line's last token (a
+// chat turn's end), none shorter than the minimum but the last.
+TEST(PromptSegments, CutsAfterLineEndsAndKeepsShortLinesWithTheNext) {
+  const auto model = tiny::load(tiny::model_path("qwen2"));
+  ASSERT_TRUE(model && model->tokenizer);
+  const kamera::Tokenizer& tok = *model->tokenizer;
+  const std::string text =
+      "a first line that is long enough to stand alone\nshort\nand a third line after the short "
+      "one, long as well\ntail";
+  const std::vector<int32_t> ids = tok.encode_raw(text);
+  const auto segs = kamera::cut_segments(tok, ids, 8);
+  ASSERT_EQ(segs.size(), 3u);
+  int at = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    EXPECT_EQ(segs[i].begin, at);
+    at = segs[i].end;
+    if (i + 1 < segs.size()) {
+      EXPECT_GE(segs[i].size(), 8);
+      EXPECT_EQ(tok.piece(ids[size_t(segs[i].end - 1)]).back(), '\n');
+    }
+  }
+  EXPECT_EQ(at, int(ids.size()));
+  // "short\n" joined the line after it.
+  std::vector<int32_t> second(ids.begin() + segs[1].begin, ids.begin() + segs[1].end);
+  EXPECT_EQ(tok.decode_all(second).substr(0, 6), "short\n");
+}
+
+// Off the request path: once idle, the server forms the canonical of each long segment and the
+// contexts it was seen in keep a low-rank patch instead of their rows; a later slide serves the
+// survivors as canonical + patch (patch-nearest), and says so in /metrics.
+TEST(ServerSegments, IdleTimeFormsCanonicalsAndLongSegmentsKeepPatches) {
+  kamera::ServerOptions o;
+  o.segment_compact_tokens = 16;
+  o.segment_patch_rank = 4;  // small enough to be smaller than the tiny model's rows
+  tiny::TestServer s(o);
+  int st = 0;
+  const json t0 = s.post("/v1/chat/completions", window_turn(0), &st);
+  ASSERT_EQ(st, 200) << t0.dump();
+  EXPECT_GT(t0["usage"]["kamera"]["background"]["canonicals_queued"].get<int>(), 3);
+  auto counter = [&](const std::string& name) {
+    const std::string body = s.client->Get("/metrics")->body;
+    const size_t at = body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  for (int i = 0; i < 100 && counter("kamera_background_patches_total") < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the engine is idle now
+  EXPECT_GE(counter("kamera_background_canonicals_total"), 4);
+  EXPECT_GE(counter("kamera_background_patches_total"), 4);
+  const json t1 = s.post("/v1/chat/completions", window_turn(1), &st);
+  ASSERT_EQ(st, 200) << t1.dump();
+  EXPECT_GT(served(t1, "patch-nearest"), 30) << t1["usage"].dump();
+  for (const json& seg : t1["usage"]["kamera"]["segments"])  // only short ones keep their rows
+    if (seg["source"] == "context-nearest") EXPECT_LT(seg["tokens"].get<int>(), 16);
+}
