@@ -55,9 +55,11 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
   --kamera BIN            kamera binary (its serve is every kamera arm)
   --llama NAME=BIN        a llama-server binary (repeatable): arms llama-NAME (-np 1
                           --cache-reuse 64) and llama-NAME-nocache (its reference)
-  --model NAME=PATH[,ctx=N][,llama=PATH]
+  --model NAME=PATH[,ctx=N][,llama=PATH][,template=T]
                           a model (repeatable); .bin (llama2.c) files run on kamera only unless
-                          llama= names a GGUF of the same weights; ctx defaults to 512
+                          llama= names a GGUF of the same weights; ctx (default 512) sizes the
+                          traces and llama-server's -c; template: both servers' --chat-template
+                          (default chatml; none: kamera's 'role: content' lines)
   --arms A,B,...          only these arms (names as in the report; references are added)
   --traces T,...          chat,window,rerank,tools,lookback (default: all)
   --turns N               turns per trace (default 6)
@@ -89,11 +91,12 @@ function parseArgs(argv) {
 function parseModel(spec) {
   const [head, ...opts] = spec.split(',');
   const eq = head.indexOf('=');
-  const m = { name: head.slice(0, eq), path: path.resolve(head.slice(eq + 1)), ctx: 512, llama: null };
+  const m = { name: head.slice(0, eq), path: path.resolve(head.slice(eq + 1)), ctx: 512, llama: null, template: 'chatml' };
   for (const o of opts) {
     const [k, v] = o.split('=');
     if (k === 'ctx') m.ctx = Number(v);
     else if (k === 'llama') m.llama = path.resolve(v);
+    else if (k === 'template') m.template = v;
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
   if (!m.llama && m.path.endsWith('.gguf')) m.llama = m.path;
@@ -101,19 +104,23 @@ function parseModel(spec) {
 }
 
 // ---------------------------------------------------------------- arms
+// Both servers get the same built-in template (none: each server's own fallback, kamera's
+// 'role: content' lines, for a kamera-only model whose context is too small for chatml).
+const templateFlag = (m) => (m.template === 'none' ? [] : ['--chat-template', m.template]);
+
 // An arm is a server command line (a function of model and port) plus extra request fields.
 // `ref` names the arm its fidelity is measured against; a reference arm has ref === null.
 function kameraArm(bin, name, flags, ref) {
   return { name, ref, server: 'kamera', extra: {}, needs: 'kamera',
            command: (m, port, threads) => [bin, 'serve', '-m', m.path, '--port', String(port),
-             '--threads', String(threads), '--chat-template', 'chatml', ...flags] };
+             '--threads', String(threads), ...templateFlag(m), ...flags] };
 }
 
 function llamaArm(bin, name, ref, extra) {
   return { name, ref, server: 'llama', extra, needs: 'llama',
            command: (m, port, threads) => [bin, '-m', m.llama, '--port', String(port), '--host',
              '127.0.0.1', '-t', String(threads), '-c', String(m.ctx), '-np', '1',
-             '--cache-reuse', '64', '--chat-template', 'chatml'] };
+             '--cache-reuse', '64', ...templateFlag(m)] };
 }
 
 // The kamera reference is `--reuse reprefill`; until that flag exists, the arm with no prefix cache
@@ -175,19 +182,19 @@ function shuffle(r, xs) {
 }
 
 // Words per item, so that the largest body fits the context with max_tokens to spare.
-const itemWords = (ctx) => Math.max(6, Math.floor(ctx / 40));
-const system = { role: 'system', content: 'You tell short stories.' };
+const itemWords = (ctx) => Math.max(2, Math.floor(ctx / 50));
+const system = { role: 'system', content: 'Tell stories.' };
 
 // Chat: turn t resends the system, every user message and the reference's replies (marked
 // { role: 'assistant', replyOf: k } until the reference has answered turn k).
 function chatTrace(r, turns, w) {
-  const users = Array.from({ length: turns }, (_, t) => `Question ${t + 1}: ${sentence(r, Math.ceil(w / 3))}`);
+  const users = Array.from({ length: turns }, (_, t) => sentence(r, Math.ceil(w / 3)));
   return users.map((_, t) => [system, ...users.slice(0, t + 1).flatMap((u, k) =>
     k < t ? [{ role: 'user', content: u }, { role: 'assistant', replyOf: k }] : [{ role: 'user', content: u }])]);
 }
 
-const observation = (r, i, w) => `Observation ${i + 1}: ${sentence(r, w)}`;
-const question = (t) => ({ role: 'user', content: `What changed in step ${t + 1}?` });
+const observation = (r, i, w) => `Seen ${i + 1}: ${sentence(r, w)}`;
+const question = (t) => ({ role: 'user', content: `Step ${t + 1}: what changed?` });
 const asUsers = (xs) => xs.map((content) => ({ role: 'user', content }));
 
 function windowTrace(r, turns, w, k = 4) {
@@ -196,9 +203,9 @@ function windowTrace(r, turns, w, k = 4) {
 }
 
 function rerankTrace(r, turns, w, pool = 6, k = 4) {
-  const docs = Array.from({ length: pool }, (_, i) => `Document ${i + 1}: ${sentence(r, w)}`);
+  const docs = Array.from({ length: pool }, (_, i) => `Doc ${i + 1}: ${sentence(r, w)}`);
   return Array.from({ length: turns }, (_, t) => [system,
-    ...asUsers(shuffle(r, docs).slice(0, k)), { role: 'user', content: `Which document says ${WORDS[t]}?` }]);
+    ...asUsers(shuffle(r, docs).slice(0, k)), { role: 'user', content: `Which says ${WORDS[t]}?` }]);
 }
 
 const TOOLS = [
@@ -246,9 +253,18 @@ function makeTraces(names, seed, turns, ctx) {
 function resolveBody(turn, replies) {
   return { ...turn, messages: turn.messages.map((m) => {
     if (m.replyOf === undefined) return m;
-    if (replies[m.replyOf] === undefined) throw new Error(`reply of turn ${m.replyOf} is unknown`);
+    if (replies[m.replyOf] === undefined) throw new Error(`no reply to turn ${m.replyOf} to resend (its reference turn failed)`);
     return { role: 'assistant', content: replies[m.replyOf] };
   }) };
+}
+
+// The body as the report lists it: a reply nobody gave stays a marker.
+function sentBody(turn, replies) {
+  try {
+    return resolveBody(turn, replies);
+  } catch (e) {
+    return { ...turn, unresolved: e.message };
+  }
 }
 
 // ---------------------------------------------------------------- servers
@@ -271,14 +287,14 @@ async function startServer(argv, logFile, timeoutMs = 60000) {
   proc.on('error', (e) => { exited = e.message; });
   const cmd = argv.join(' ');
   for (const t0 = Date.now(); Date.now() - t0 < timeoutMs;) {
-    if (exited) return { error: `${cmd}: ${exited}\n${tail(logFile)}`, cmd };
+    if (exited) return { error: `server ${exited}: ${tail(logFile, 3).replace(/\n/g, ' / ')}`, cmd };
     try {
       if ((await fetch(`http://127.0.0.1:${port}/health`)).ok) return { proc, port, cmd };
     } catch { /* not up yet */ }
     await new Promise((r) => setTimeout(r, 50));
   }
   proc.kill();
-  return { error: `${cmd}: not healthy after ${timeoutMs} ms\n${tail(logFile)}`, cmd };
+  return { error: `server not healthy after ${timeoutMs} ms: ${tail(logFile, 3).replace(/\n/g, ' / ')}`, cmd };
 }
 
 const stopServer = (s) => new Promise((ok) => {
@@ -316,7 +332,13 @@ async function sendTurn(client, body, opts, extra) {
 
 // One turn; a server that refuses logprobs for this body (llama-server: "logprobs is not supported
 // with tools + stream") gets it again without them (timed, no fidelity), saying so.
-async function tryTurn(client, body, opts, extra) {
+async function tryTurn(client, turn, replies, opts, extra) {
+  let body;
+  try {
+    body = resolveBody(turn, replies);
+  } catch (e) {
+    return { error: e.message };
+  }
   try {
     return await sendTurn(client, body, opts, extra);
   } catch (e) {
@@ -337,6 +359,9 @@ function accounting(usage, timings) {
   let recomputed = null, source = 'none';
   if (timings && typeof timings.prompt_n === 'number') { recomputed = timings.prompt_n; source = 'timings.prompt_n'; }
   else if (prompt !== null && typeof cached === 'number') { recomputed = prompt - cached; source = 'usage.cached_tokens'; }
+  else if (prompt !== null && typeof usage?.kamera?.reused_tokens === 'number') {  // before cached_tokens
+    recomputed = prompt - usage.kamera.reused_tokens; source = 'usage.kamera.reused_tokens';
+  }
   return { prompt_tokens: prompt, cached_tokens: cached ?? null, recomputed, recomputed_source: source,
            kamera_usage: usage?.kamera ?? null,
            llama_timings: timings ? { prompt_n: timings.prompt_n, prompt_ms: timings.prompt_ms, cache_n: timings.cache_n } : null };
@@ -391,7 +416,7 @@ async function replayArm(arm, model, traces, opts, replies) {
       out.traces[trace.name] = [];
       for (const [t, turn] of trace.turns.entries()) {
         let rec;
-        rec = await tryTurn(client, resolveBody(turn, replies[trace.name]), opts, arm.extra);
+        rec = await tryTurn(client, turn, replies[trace.name], opts, arm.extra);
         if (replies[trace.name][t] === undefined && !rec.error) replies[trace.name][t] = rec.content || '...';
         out.traces[trace.name].push({ turn: t, ...rec });
       }
@@ -448,11 +473,11 @@ function markdown(report) {
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | argmax agreement | reference |',
         '|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
-        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.split('\n')[0].slice(-120)} | | | | | | |`); continue; }
+        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | |`); continue; }
         const s = r.summary[trace];
         if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | |`); continue; }
         lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
-          + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmt(s.agreement * 100, 1)}% `
+          + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
           + `| ${r.reference ?? '-'} |`);
       }
       lines.push('');
@@ -484,7 +509,7 @@ async function replayModel(model, arms, opts) {
   for (const r of results)
     if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
   return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
-           traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => resolveBody(b, replies[t.name] ?? [])) })),
+           traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),
            results };
 }
 
