@@ -220,7 +220,7 @@ function toolsTrace(r, turns, w) {
   const msgs = [system, { role: 'user', content: `Find the lost toy. ${sentence(r, w)}` }];
   const bodies = [];
   for (let t = 0; t < turns; ++t) {
-    bodies.push({ messages: [...msgs], tools: TOOLS });
+    bodies.push({ messages: [...msgs], tools: TOOLS, tool_choice: 'none' });
     const fn = t % 2 ? { name: 'take', arguments: JSON.stringify({ thing: WORDS[t + 3] }) }
                      : { name: 'look', arguments: JSON.stringify({ place: WORDS[t + 10] }) };
     msgs.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: fn }] });
