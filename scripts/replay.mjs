@@ -36,6 +36,9 @@
 //                on a stop gets an end marker as its last token. Positions after the first
 //                divergence count as disagreements: past it the two contexts differ, so a
 //                position-wise comparison would no longer compare like with like.
+//   cross check  a llama-server reference against kamera's reference, both full re-prefills of the
+//                same body: whether the two servers see the same prompt and model (in the table's
+//                reference column; it is no arm's fidelity)
 //
 // Output: OUT/replay.json (every arm, trace, turn) and OUT/replay.md (a table per model and trace:
 // arm | TTFT p50 | TTFT p99 | recomputed per turn | KL | argmax agreement, with `kamera info`).
@@ -443,6 +446,19 @@ function attachFidelity(results) {
     for (const [trace, turns] of Object.entries(r.traces))
       turns.forEach((turn, t) => { turn.fidelity = fidelity(ref.traces[trace]?.[t], turn); });
   }
+  attachCrossCheck(results);
+}
+
+// A llama-server reference against kamera's (the same body, both re-prefilled in full): how far
+// the two implementations agree on the model and the prompt; kept apart from the arms' fidelity.
+function attachCrossCheck(results) {
+  const kref = results.find((r) => r.server === 'kamera' && !r.refCandidates && !r.error);
+  for (const r of results) {
+    if (!kref || r.server !== 'llama' || r.refCandidates || r.error) continue;
+    r.crossReference = kref.arm;
+    for (const [trace, turns] of Object.entries(r.traces))
+      turns.forEach((turn, t) => { turn.cross = fidelity(kref.traces[trace]?.[t], turn); });
+  }
 }
 
 function summarize(turns, self) {
@@ -455,11 +471,22 @@ function summarize(turns, self) {
            prompt: ok.map((t) => t.prompt_tokens), errors: turns.length - ok.length,
            kl_first: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_first ?? 0)) : null,
            kl_prefix: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_prefix ?? 0)) : null,
-           agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null };
+           agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null,
+           ...crossSummary(ok) };
+}
+
+function crossSummary(turns) {
+  const c = turns.map((t) => t.cross).filter(Boolean);
+  return c.length ? { cross_kl_first: mean(c.map((f) => f.kl_first ?? 0)), cross_agreement: mean(c.map((f) => f.agreement)) } : {};
 }
 
 // ---------------------------------------------------------------- report
 const fmt = (x, d = 1) => (x === null || x === undefined ? '-' : Number(x).toFixed(d));
+
+function referenceCell(r, s) {
+  if (s.cross_agreement === undefined) return r.reference ?? '-';
+  return `${r.reference} (vs ${r.crossReference}: ${fmt(s.cross_agreement * 100, 1)}%, KL ${fmt(s.cross_kl_first, 4)})`;
+}
 
 function markdown(report) {
   const lines = [`# Replay (issue 25)`, '', `host: \`${JSON.stringify(report.host)}\``, '',
@@ -478,7 +505,7 @@ function markdown(report) {
         if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | |`); continue; }
         lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
           + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
-          + `| ${r.reference ?? '-'} |`);
+          + `| ${referenceCell(r, s)} |`);
       }
       lines.push('');
     }
@@ -502,6 +529,7 @@ async function replayModel(model, arms, opts) {
     console.error(`replay: ${model.name} ${arm.name}`);
     const r = await replayArm(arm, model, traces, opts, replies);
     r.refCandidates = arm.ref;
+    r.server = arm.server;
     if (r.error) console.error(`replay: ${arm.name} failed: ${r.error.split('\n')[0]}`);
     results.push(r);
   }
