@@ -58,11 +58,12 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
   --kamera BIN            kamera binary (its serve is every kamera arm)
   --llama NAME=BIN        a llama-server binary (repeatable): arms llama-NAME (-np 1
                           --cache-reuse 64) and llama-NAME-nocache (its reference)
-  --model NAME=PATH[,ctx=N][,llama=PATH][,template=T]
+  --model NAME=PATH[,ctx=N][,llama=PATH][,template=T][,turns=N][,max_tokens=N][,traces=A+B]
                           a model (repeatable); .bin (llama2.c) files run on kamera only unless
                           llama= names a GGUF of the same weights; ctx (default 512) sizes the
                           traces and llama-server's -c; template: both servers' --chat-template
-                          (default chatml; none: kamera's 'role: content' lines)
+                          (default chatml; none: kamera's 'role: content' lines); turns,
+                          max_tokens, traces override the options below for this model
   --arms A,B,...          only these arms (names as in the report; references are added)
   --traces T,...          chat,window,rerank,tools,lookback (default: all)
   --turns N               turns per trace (default 6)
@@ -94,12 +95,16 @@ function parseArgs(argv) {
 function parseModel(spec) {
   const [head, ...opts] = spec.split(',');
   const eq = head.indexOf('=');
-  const m = { name: head.slice(0, eq), path: path.resolve(head.slice(eq + 1)), ctx: 512, llama: null, template: 'chatml' };
+  const m = { name: head.slice(0, eq), path: path.resolve(head.slice(eq + 1)), ctx: 512, llama: null, template: 'chatml',
+              overrides: {} };
   for (const o of opts) {
     const [k, v] = o.split('=');
     if (k === 'ctx') m.ctx = Number(v);
     else if (k === 'llama') m.llama = path.resolve(v);
     else if (k === 'template') m.template = v;
+    else if (k === 'turns') m.overrides.turns = Number(v);
+    else if (k === 'max_tokens') m.overrides.maxTokens = Number(v);
+    else if (k === 'traces') m.overrides.traceNames = v.split('+');
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
   if (!m.llama && m.path.endsWith('.gguf')) m.llama = m.path;
@@ -496,7 +501,7 @@ function markdown(report) {
     + `agreement = common greedy prefix / longer output (the reference row reads 1 by definition).`, ''];
   for (const model of report.models) {
     for (const trace of model.traceNames) {
-      lines.push(`## ${model.name} · ${trace}`, '',
+      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`, '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | argmax agreement | reference |',
         '|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
@@ -521,7 +526,8 @@ function hostInfo(kamera) {
   }
 }
 
-async function replayModel(model, arms, opts) {
+async function replayModel(model, arms, globalOpts) {
+  const opts = { ...globalOpts, ...model.overrides };
   const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model.ctx);
   const replies = {};  // the reference's replies: the chat trace's assistant messages
   const results = [];
@@ -537,6 +543,7 @@ async function replayModel(model, arms, opts) {
   for (const r of results)
     if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
   return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
+           turns: opts.turns, maxTokens: opts.maxTokens,
            traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),
            results };
 }
