@@ -32,6 +32,9 @@
 //   kl_first     that KL at the first generated position (identical contexts by construction)
 //   kl_prefix    its mean over the common greedy prefix: positions 0..d where d is the first
 //                position whose greedy tokens differ (the contexts are identical up to d)
+//   dlogp_first  max |logprob difference| at the first position over the tokens both top sets
+//                list (the table adds the reference's top-20 mass in the JSON: ref_top_mass; on
+//                random weights the top 20 hold well under 1% and the KL says little)
 //   agreement    common greedy prefix length / max(len_ref, len_arm), where a sequence that ended
 //                on a stop gets an end marker as its last token. Positions after the first
 //                divergence count as disagreements: past it the two contexts differ, so a
@@ -405,7 +408,16 @@ function fidelity(ref, arm) {
     kls.push(klTop(ref.tokens[i].top, arm.tokens[i].top));
   const n = Math.max(a.length, b.length);
   return { kl_first: kls.length ? kls[0] : null, kl_prefix: kls.length ? mean(kls) : null,
+           dlogp_first: maxLogprobGap(ref.tokens[0].top, arm.tokens[0].top),
+           ref_top_mass: ref.tokens[0].top.reduce((s, [, lp]) => s + Math.exp(lp), 0),
            common_prefix: d, agreement: n ? d / n : 1 };
+}
+
+// The largest |logprob difference| over the tokens both top sets list: sensitive where the top
+// sets hold little of the mass (random weights), which the coarsened KL is not.
+function maxLogprobGap(refTop, armTop) {
+  const P = new Map(refTop);
+  return armTop.reduce((m, [k, lp]) => (P.has(k) ? Math.max(m, Math.abs(P.get(k) - lp)) : m), 0);
 }
 
 // ---------------------------------------------------------------- replay
@@ -477,6 +489,8 @@ function summarize(turns, self) {
            kl_first: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_first ?? 0)) : null,
            kl_prefix: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_prefix ?? 0)) : null,
            agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null,
+           dlogp_first: self ? 0 : fid.length ? Math.max(...fid.map((f) => f.dlogp_first)) : null,
+           ref_top_mass: fid.length ? mean(fid.map((f) => f.ref_top_mass)) : null,
            ...crossSummary(ok) };
 }
 
@@ -486,6 +500,7 @@ function crossSummary(turns) {
 }
 
 // ---------------------------------------------------------------- report
+const fmtE = (x) => (x === null || x === undefined ? '-' : x === 0 ? '0' : Number(x).toExponential(1));
 const fmt = (x, d = 1) => (x === null || x === undefined ? '-' : Number(x).toFixed(d));
 
 function referenceCell(r, s) {
@@ -502,14 +517,14 @@ function markdown(report) {
   for (const model of report.models) {
     for (const trace of model.traceNames) {
       lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`, '',
-        '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | argmax agreement | reference |',
-        '|---|---|---|---|---|---|---|---|');
+        '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | reference |',
+        '|---|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
-        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | |`); continue; }
+        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | | |`); continue; }
         const s = r.summary[trace];
-        if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | |`); continue; }
+        if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | | |`); continue; }
         lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
-          + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
+          + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmtE(s.dlogp_first)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
           + `| ${referenceCell(r, s)} |`);
       }
       lines.push('');
