@@ -573,6 +573,11 @@ function loadClient(npm) {
   }
 }
 
+function writeReport(report, out) {
+  fs.writeFileSync(path.join(out, 'replay.json'), JSON.stringify(report, null, 1));
+  fs.writeFileSync(path.join(out, 'replay.md'), markdown(report));
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const opts = { OpenAI: loadClient(args.npm), out: path.resolve(args.out), maxTokens: args['max-tokens'],
@@ -584,9 +589,10 @@ async function main() {
   arms.sort((a, b) => (a.ref ? 1 : 0) - (b.ref ? 1 : 0));
   const report = { command: `node ${process.argv.slice(1).join(' ')}`, host: hostInfo(args.kamera),
                    date: new Date().toISOString(), cpus: os.cpus().length, models: [] };
-  for (const spec of args.model) report.models.push(await replayModel(parseModel(spec), arms, opts));
-  fs.writeFileSync(path.join(opts.out, 'replay.json'), JSON.stringify(report, null, 1));
-  fs.writeFileSync(path.join(opts.out, 'replay.md'), markdown(report));
+  for (const spec of args.model) {
+    report.models.push(await replayModel(parseModel(spec), arms, opts));
+    writeReport(report, opts.out);  // after every model: a long run keeps what it measured
+  }
   console.log(`replay: wrote ${path.join(opts.out, 'replay.json')} and replay.md`);
 }
 
