@@ -1,0 +1,602 @@
+// Replays agent traffic (issue 25) through the official `openai` npm client against server arms
+// (each arm is a server command line: kamera serve with a reuse policy, llama-server with
+// --cache-reuse) and measures, per arm, trace and turn, what a server reuses and what it costs.
+//
+// Traces (generated here from a seed, no downloaded data; a turn's body is the whole messages
+// array an agent would resend):
+//   chat      multi-turn chat, append-only; the assistant messages are the reference arm's replies
+//             (run first), so every arm gets byte-identical bodies
+//   window    a sliding window of K = 4 observations: system, the last 4 observations (one user
+//             message each), a question
+//   rerank    a pool of 6 retrieved documents, a different subset of 4 in a different order per
+//             question
+//   tools     a tool loop: tools declared, fixed assistant tool_calls, tool results, the next call
+//   lookback  the window slides, then an evicted observation comes back (last turn)
+//
+// Per turn (stream: true, temperature 0, fixed max_tokens, logprobs with top_logprobs = 20):
+//   ttft_ms      request sent -> first chunk carrying content (no content: the end of the stream)
+//   prompt_tokens, recomputed: kamera: usage.prompt_tokens - usage.prompt_tokens_details
+//                .cached_tokens (usage.kamera kept as sent); llama-server: timings.prompt_n of the
+//                final chunk (prompt_ms, cache_n kept)
+//   tokens       the generated tokens with their top logprobs, keyed by their bytes (both servers
+//                send `bytes`), so that distributions of one server compare exactly
+//
+// Fidelity, against the arm's reference (kamera arms: kamera reprefill, i.e. a full re-prefill of
+// the same body; llama-server arms: the same binary with cache_prompt: false per request):
+//   KL(p_ref || p_arm) from top-20 logprobs. Both distributions are taken over U = the union of the
+//   two top sets plus one "rest" bucket. A token of U missing from a top set gets an equal share of
+//   that set's missing mass (1 - its top mass), capped at the set's smallest listed probability
+//   (it ranked below all of them); the rest bucket gets what remains; every bucket is floored at
+//   1e-9 and the two are renormalised. This coarsens the tail (so it can only under-state the tail's
+//   part of the true KL) but is exact when both top sets hold all the mass.
+//   kl_first     that KL at the first generated position (identical contexts by construction)
+//   kl_prefix    its mean over the common greedy prefix: positions 0..d where d is the first
+//                position whose greedy tokens differ (the contexts are identical up to d)
+//   dlogp_first  max |logprob difference| at the first position over the tokens both top sets
+//                list (the table adds the reference's top-20 mass in the JSON: ref_top_mass; on
+//                random weights the top 20 hold well under 1% and the KL says little)
+//   agreement    common greedy prefix length / max(len_ref, len_arm), where a sequence that ended
+//                on a stop gets an end marker as its last token. Positions after the first
+//                divergence count as disagreements: past it the two contexts differ, so a
+//                position-wise comparison would no longer compare like with like.
+//   cross check  a llama-server reference against kamera's reference, both full re-prefills of the
+//                same body: whether the two servers see the same prompt and model (in the table's
+//                reference column; it is no arm's fidelity)
+//
+// Output: OUT/replay.json (every arm, trace, turn) and OUT/replay.md (a table per model and trace:
+// arm | TTFT p50 | TTFT p99 | recomputed per turn | KL | argmax agreement, with `kamera info`).
+// p99 is nearest-rank over a trace's turns (with a handful of turns, the slowest).
+// An arm whose server does not start (an unknown flag, a model it cannot load) is reported as
+// failed with its log's last lines; the run goes on.
+//
+//   node scripts/replay.mjs --help
+import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
+  --kamera BIN            kamera binary (its serve is every kamera arm)
+  --llama NAME=BIN        a llama-server binary (repeatable): arms llama-NAME (-np 1
+                          --cache-reuse 64) and llama-NAME-nocache (its reference)
+  --model NAME=PATH[,ctx=N][,llama=PATH][,template=T][,turns=N][,max_tokens=N][,traces=A+B]
+                          a model (repeatable); .bin (llama2.c) files run on kamera only unless
+                          llama= names a GGUF of the same weights; ctx (default 512) sizes the
+                          traces and llama-server's -c; template: both servers' --chat-template
+                          (default chatml; none: kamera's 'role: content' lines); turns,
+                          max_tokens, traces override the options below for this model
+  --arms A,B,...          only these arms (names as in the report; references are added)
+  --traces T,...          chat,window,rerank,tools,lookback (default: all)
+  --turns N               turns per trace (default 6)
+  --max-tokens N          tokens generated per turn (default 16)
+  --top-logprobs N        top logprobs per position (default 20)
+  --seed N                trace seed (default 25)
+  --threads N             threads of every server (default 2)
+  --npm DIR               where the openai npm client is installed (default build/npm)
+  --out DIR               report directory (default /tmp/replay-out)
+Exits 77 when the openai client is not installed (bash scripts/install-openai-client.sh DIR).`;
+
+// ---------------------------------------------------------------- command line
+function parseArgs(argv) {
+  const a = { llama: [], model: [], turns: 6, 'max-tokens': 16, 'top-logprobs': 20, seed: 25,
+              threads: 2, npm: 'build/npm', out: '/tmp/replay-out', traces: 'chat,window,rerank,tools,lookback' };
+  for (let i = 0; i < argv.length; ++i) {
+    const k = argv[i].replace(/^--/, '');
+    if (k === 'help' || k === 'h') { console.log(HELP); process.exit(0); }
+    if (!(k in a) && !['kamera', 'arms'].includes(k)) throw new Error(`unknown option --${k} (see --help)`);
+    const v = argv[++i];
+    if (v === undefined) throw new Error(`--${k} needs a value`);
+    if (Array.isArray(a[k])) a[k].push(v);
+    else a[k] = typeof a[k] === 'number' ? Number(v) : v;
+  }
+  if (!a.kamera) throw new Error('--kamera BIN is required (see --help)');
+  return a;
+}
+
+function parseModel(spec) {
+  const [head, ...opts] = spec.split(',');
+  const eq = head.indexOf('=');
+  const m = { name: head.slice(0, eq), path: path.resolve(head.slice(eq + 1)), ctx: 512, llama: null, template: 'chatml',
+              overrides: {} };
+  for (const o of opts) {
+    const [k, v] = o.split('=');
+    if (k === 'ctx') m.ctx = Number(v);
+    else if (k === 'llama') m.llama = path.resolve(v);
+    else if (k === 'template') m.template = v;
+    else if (k === 'turns') m.overrides.turns = Number(v);
+    else if (k === 'max_tokens') m.overrides.maxTokens = Number(v);
+    else if (k === 'traces') m.overrides.traceNames = v.split('+');
+    else throw new Error(`--model ${spec}: unknown key ${k}`);
+  }
+  if (!m.llama && m.path.endsWith('.gguf')) m.llama = m.path;
+  return m;
+}
+
+// ---------------------------------------------------------------- arms
+// Both servers get the same built-in template (none: each server's own fallback, kamera's
+// 'role: content' lines, for a kamera-only model whose context is too small for chatml).
+const templateFlag = (m) => (m.template === 'none' ? [] : ['--chat-template', m.template]);
+
+// An arm is a server command line (a function of model and port) plus extra request fields.
+// `ref` names the arm its fidelity is measured against; a reference arm has ref === null.
+function kameraArm(bin, name, flags, ref) {
+  return { name, ref, server: 'kamera', extra: {}, needs: 'kamera',
+           command: (m, port, threads) => [bin, 'serve', '-m', m.path, '--port', String(port),
+             '--threads', String(threads), ...templateFlag(m), ...flags] };
+}
+
+function llamaArm(bin, name, ref, extra) {
+  return { name, ref, server: 'llama', extra, needs: 'llama',
+           command: (m, port, threads) => [bin, '-m', m.llama, '--port', String(port), '--host',
+             '127.0.0.1', '-t', String(threads), '-c', String(m.ctx), '-np', '1',
+             '--cache-reuse', '64', ...templateFlag(m)] };
+}
+
+// The kamera reference is `--reuse reprefill`; until that flag exists, the arm with no prefix cache
+// (--prefix-cache-tokens 0) stands in (the report says which one served).
+function defaultArms(args) {
+  const k = args.kamera, refs = ['kamera-reprefill', 'kamera-nocache'];
+  const arms = [
+    kameraArm(k, 'kamera-reprefill', ['--reuse', 'reprefill'], null),
+    kameraArm(k, 'kamera-nocache', ['--prefix-cache-tokens', '0'], null),
+    kameraArm(k, 'kamera-patch', ['--reuse', 'patch'], refs),
+    kameraArm(k, 'kamera-keep', ['--reuse', 'keep'], refs),
+    kameraArm(k, 'kamera-prefix', ['--reuse', 'prefix'], refs),
+    kameraArm(k, 'kamera-default', [], refs),
+  ];
+  for (const spec of args.llama) {
+    const [name, bin] = spec.split('=');
+    arms.push(llamaArm(path.resolve(bin), `llama-${name}-nocache`, null, { cache_prompt: false }));
+    arms.push(llamaArm(path.resolve(bin), `llama-${name}`, [`llama-${name}-nocache`], {}));
+  }
+  return arms;
+}
+
+function selectArms(all, only) {
+  if (!only) return all;
+  const want = new Set(only.split(','));
+  for (const a of all) if (want.has(a.name) && a.ref) a.ref.forEach((r) => want.add(r));
+  const unknown = [...want].filter((n) => !all.some((a) => a.name === n));
+  if (unknown.length) throw new Error(`--arms: no arm named ${unknown.join(', ')}`);
+  return all.filter((a) => want.has(a.name));
+}
+
+// ---------------------------------------------------------------- traces
+function rng(seed) {  // mulberry32: a small seeded generator, the same on every host
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const WORDS = ('the cat dog sun tree ball girl boy mom dad park sky red big little happy sad '
+  + 'ran jumped saw played found had wanted said went home friend toy fish bird water cake '
+  + 'day night box door hat car garden flower rain snow warm cold small tall green blue').split(' ');
+
+function sentence(r, words) {
+  const w = Array.from({ length: words }, () => WORDS[Math.floor(r() * WORDS.length)]);
+  return w.join(' ').replace(/^./, (c) => c.toUpperCase()) + '.';
+}
+
+function shuffle(r, xs) {
+  const a = [...xs];
+  for (let i = a.length - 1; i > 0; --i) {
+    const j = Math.floor(r() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+// Words per item, so that the largest body fits the context with max_tokens to spare.
+const itemWords = (ctx) => Math.max(2, Math.floor(ctx / 50));
+const system = { role: 'system', content: 'Tell stories.' };
+
+// Chat: turn t resends the system, every user message and the reference's replies (marked
+// { role: 'assistant', replyOf: k } until the reference has answered turn k).
+function chatTrace(r, turns, w) {
+  const users = Array.from({ length: turns }, (_, t) => sentence(r, Math.ceil(w / 3)));
+  return users.map((_, t) => [system, ...users.slice(0, t + 1).flatMap((u, k) =>
+    k < t ? [{ role: 'user', content: u }, { role: 'assistant', replyOf: k }] : [{ role: 'user', content: u }])]);
+}
+
+const observation = (r, i, w) => `Seen ${i + 1}: ${sentence(r, w)}`;
+const question = (t) => ({ role: 'user', content: `Step ${t + 1}: what changed?` });
+const asUsers = (xs) => xs.map((content) => ({ role: 'user', content }));
+
+function windowTrace(r, turns, w, k = 4) {
+  const obs = Array.from({ length: turns + k - 1 }, (_, i) => observation(r, i, w));
+  return Array.from({ length: turns }, (_, t) => [system, ...asUsers(obs.slice(t, t + k)), question(t)]);
+}
+
+function rerankTrace(r, turns, w, pool = 6, k = 4) {
+  const docs = Array.from({ length: pool }, (_, i) => `Doc ${i + 1}: ${sentence(r, w)}`);
+  return Array.from({ length: turns }, (_, t) => [system,
+    ...asUsers(shuffle(r, docs).slice(0, k)), { role: 'user', content: `Which says ${WORDS[t]}?` }]);
+}
+
+const TOOLS = [
+  { type: 'function', function: { name: 'look', description: 'Look at a place',
+    parameters: { type: 'object', properties: { place: { type: 'string' } }, required: ['place'] } } },
+  { type: 'function', function: { name: 'take', description: 'Take a thing',
+    parameters: { type: 'object', properties: { thing: { type: 'string' } }, required: ['thing'] } } },
+];
+
+// Tools: turn t resends the task and t fixed (call, result) pairs.
+function toolsTrace(r, turns, w) {
+  const msgs = [system, { role: 'user', content: `Find the lost toy. ${sentence(r, w)}` }];
+  const bodies = [];
+  for (let t = 0; t < turns; ++t) {
+    bodies.push({ messages: [...msgs], tools: TOOLS, tool_choice: 'none' });
+    const fn = t % 2 ? { name: 'take', arguments: JSON.stringify({ thing: WORDS[t + 3] }) }
+                     : { name: 'look', arguments: JSON.stringify({ place: WORDS[t + 10] }) };
+    msgs.push({ role: 'assistant', content: null, tool_calls: [{ id: `call_${t}`, type: 'function', function: fn }] });
+    msgs.push({ role: 'tool', tool_call_id: `call_${t}`, content: sentence(r, Math.ceil(w / 2)) });
+  }
+  return bodies;
+}
+
+// Look-back: the window slides for turns - 1 turns, then observation 1 (evicted at turn 2) comes
+// back in front of the newest three.
+function lookbackTrace(r, turns, w, k = 4) {
+  const obs = Array.from({ length: turns + k - 2 }, (_, i) => observation(r, i, w));
+  const bodies = Array.from({ length: turns - 1 }, (_, t) => [system, ...asUsers(obs.slice(t, t + k)), question(t)]);
+  const last = turns - 2;
+  bodies.push([system, ...asUsers([obs[0], ...obs.slice(last + 1, last + k)]), question(turns - 1)]);
+  return bodies;
+}
+
+function makeTraces(names, seed, turns, ctx) {
+  const gens = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace };
+  const w = itemWords(ctx);
+  return names.map((name, i) => {
+    if (!gens[name]) throw new Error(`--traces: no trace named ${name}`);
+    const bodies = gens[name](rng(seed * 7919 + i), turns, w);
+    return { name, turns: bodies.map((b) => (Array.isArray(b) ? { messages: b } : b)) };
+  });
+}
+
+// A turn's body with the reference's replies filled in (chat); the same bytes for every arm.
+function resolveBody(turn, replies) {
+  return { ...turn, messages: turn.messages.map((m) => {
+    if (m.replyOf === undefined) return m;
+    if (replies[m.replyOf] === undefined) throw new Error(`no reply to turn ${m.replyOf} to resend (its reference turn failed)`);
+    return { role: 'assistant', content: replies[m.replyOf] };
+  }) };
+}
+
+// The body as the report lists it: a reply nobody gave stays a marker.
+function sentBody(turn, replies) {
+  try {
+    return resolveBody(turn, replies);
+  } catch (e) {
+    return { ...turn, unresolved: e.message };
+  }
+}
+
+// ---------------------------------------------------------------- servers
+const freePort = () => new Promise((ok) => {
+  const s = net.createServer();
+  s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
+});
+
+const tail = (file, n = 6) => fs.readFileSync(file, 'utf8').trim().split('\n').slice(-n).join('\n');
+
+// Starts an arm's server; resolves to { proc, port, log } or { error } (it exited or never got
+// healthy: an unknown flag, a model it cannot load).
+async function startServer(argv, logFile, timeoutMs = 60000) {
+  const port = await freePort();
+  argv = argv(port);
+  const log = fs.openSync(logFile, 'w');
+  const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', log, log] });
+  let exited = null;
+  proc.on('exit', (code, sig) => { exited = `exited with ${code ?? sig}`; });
+  proc.on('error', (e) => { exited = e.message; });
+  const cmd = argv.join(' ');
+  for (const t0 = Date.now(); Date.now() - t0 < timeoutMs;) {
+    if (exited) return { error: `server ${exited}: ${tail(logFile, 3).replace(/\n/g, ' / ')}`, cmd };
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/health`)).ok) return { proc, port, cmd };
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  proc.kill();
+  return { error: `server not healthy after ${timeoutMs} ms: ${tail(logFile, 3).replace(/\n/g, ' / ')}`, cmd };
+}
+
+const stopServer = (s) => new Promise((ok) => {
+  if (!s.proc || s.proc.exitCode !== null) return ok();
+  s.proc.on('exit', ok);
+  s.proc.kill();
+});
+
+// ---------------------------------------------------------------- one turn
+const tokenKey = (e) => (e.bytes ? e.bytes.join(',') : `s:${e.token}`);
+
+// Sends one body (streamed) and returns what the turn measured.
+async function sendTurn(client, body, opts, extra) {
+  const t0 = performance.now();
+  let ttft = null, content = '', finish = null, usage = null, timings = null;
+  const tokens = [];
+  const stream = await client.chat.completions.create({
+    model: 'replay', ...body, ...extra, stream: true, stream_options: { include_usage: true },
+    temperature: 0, max_tokens: opts.maxTokens,
+    ...(opts.topLogprobs ? { logprobs: true, top_logprobs: opts.topLogprobs } : {}) });
+  for await (const chunk of stream) {
+    const c = chunk.choices?.[0];
+    if (c?.delta?.content && ttft === null) ttft = performance.now() - t0;
+    if (c?.delta?.content) content += c.delta.content;
+    for (const e of c?.logprobs?.content ?? [])
+      tokens.push({ key: tokenKey(e), token: e.token, top: (e.top_logprobs ?? []).map((x) => [tokenKey(x), x.logprob]) });
+    if (c?.finish_reason) finish = c.finish_reason;
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.timings) timings = chunk.timings;
+  }
+  const total = performance.now() - t0;
+  return { ttft_ms: ttft ?? total, no_content: ttft === null, total_ms: total, content, finish_reason: finish,
+           ...accounting(usage, timings), tokens };
+}
+
+// One turn; a server that refuses logprobs for this body (llama-server: "logprobs is not supported
+// with tools + stream") gets it again without them (timed, no fidelity), saying so.
+async function tryTurn(client, turn, replies, opts, extra) {
+  let body;
+  try {
+    body = resolveBody(turn, replies);
+  } catch (e) {
+    return { error: e.message };
+  }
+  try {
+    return await sendTurn(client, body, opts, extra);
+  } catch (e) {
+    const msg = String(e.message || e);
+    if (!(e.status === 400 && /logprobs/.test(msg))) return { error: msg };
+    try {
+      return { ...(await sendTurn(client, body, { ...opts, topLogprobs: 0 }, extra)), logprobs_refused: msg };
+    } catch (e2) {
+      return { error: String(e2.message || e2) };
+    }
+  }
+}
+
+// Prompt tokens and those recomputed, from whichever accounting the server sent.
+function accounting(usage, timings) {
+  const prompt = usage?.prompt_tokens ?? null;
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  let recomputed = null, source = 'none';
+  if (timings && typeof timings.prompt_n === 'number') { recomputed = timings.prompt_n; source = 'timings.prompt_n'; }
+  else if (prompt !== null && typeof cached === 'number') { recomputed = prompt - cached; source = 'usage.cached_tokens'; }
+  else if (prompt !== null && typeof usage?.kamera?.reused_tokens === 'number') {  // before cached_tokens
+    recomputed = prompt - usage.kamera.reused_tokens; source = 'usage.kamera.reused_tokens';
+  }
+  return { prompt_tokens: prompt, cached_tokens: cached ?? null, recomputed, recomputed_source: source,
+           kamera_usage: usage?.kamera ?? null,
+           llama_timings: timings ? { prompt_n: timings.prompt_n, prompt_ms: timings.prompt_ms, cache_n: timings.cache_n } : null };
+}
+
+// ---------------------------------------------------------------- fidelity
+function klTop(refTop, armTop) {
+  const P = new Map(refTop.map(([k, lp]) => [k, Math.exp(lp)]));
+  const Q = new Map(armTop.map(([k, lp]) => [k, Math.exp(lp)]));
+  const union = [...new Set([...P.keys(), ...Q.keys()])];
+  const fill = (D) => {
+    const listed = [...D.values()], missing = union.filter((k) => !D.has(k));
+    const mass = Math.max(0, 1 - listed.reduce((s, p) => s + p, 0));
+    const share = missing.length ? Math.min(mass / missing.length, Math.min(...listed)) : 0;
+    const v = union.map((k) => (D.has(k) ? D.get(k) : share));
+    v.push(mass - share * missing.length);
+    const f = v.map((p) => Math.max(p, 1e-9)), s = f.reduce((a, b) => a + b, 0);
+    return f.map((p) => p / s);
+  };
+  const p = fill(P), q = fill(Q);
+  return p.reduce((s, pi, i) => s + pi * Math.log(pi / q[i]), 0);
+}
+
+const withEnd = (turn) => [...turn.tokens.map((t) => t.key), ...(turn.finish_reason === 'stop' ? ['<end>'] : [])];
+
+function fidelity(ref, arm) {
+  if (!ref?.tokens?.length || !arm?.tokens?.length) return null;
+  const a = withEnd(ref), b = withEnd(arm);
+  let d = 0;
+  while (d < a.length && d < b.length && a[d] === b[d]) ++d;
+  const kls = [];
+  for (let i = 0; i <= d && i < ref.tokens.length && i < arm.tokens.length; ++i)
+    kls.push(klTop(ref.tokens[i].top, arm.tokens[i].top));
+  const n = Math.max(a.length, b.length);
+  return { kl_first: kls.length ? kls[0] : null, kl_prefix: kls.length ? mean(kls) : null,
+           dlogp_first: maxLogprobGap(ref.tokens[0].top, arm.tokens[0].top),
+           ref_top_mass: ref.tokens[0].top.reduce((s, [, lp]) => s + Math.exp(lp), 0),
+           common_prefix: d, agreement: n ? d / n : 1 };
+}
+
+// The largest |logprob difference| over the tokens both top sets list: sensitive where the top
+// sets hold little of the mass (random weights), which the coarsened KL is not.
+function maxLogprobGap(refTop, armTop) {
+  const P = new Map(refTop);
+  return armTop.reduce((m, [k, lp]) => (P.has(k) ? Math.max(m, Math.abs(P.get(k) - lp)) : m), 0);
+}
+
+// ---------------------------------------------------------------- replay
+async function replayArm(arm, model, traces, opts, replies) {
+  const logFile = path.join(opts.out, `${model.name}-${arm.name}.log`);
+  if (arm.needs === 'llama' && !model.llama)
+    return { arm: arm.name, error: `llama-server cannot load ${model.path} (no GGUF of it given: --model ...,llama=PATH)` };
+  const server = await startServer((port) => arm.command(model, port, opts.threads), logFile);
+  if (server.error) return { arm: arm.name, cmd: server.cmd, error: server.error };
+  const { OpenAI } = opts;
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${server.port}/v1`, apiKey: 'none', maxRetries: 0 });
+  const out = { arm: arm.name, cmd: server.cmd, traces: {} };
+  try {
+    for (const trace of traces) {
+      replies[trace.name] ??= [];
+      out.traces[trace.name] = [];
+      for (const [t, turn] of trace.turns.entries()) {
+        let rec;
+        rec = await tryTurn(client, turn, replies[trace.name], opts, arm.extra);
+        if (replies[trace.name][t] === undefined && !rec.error) replies[trace.name][t] = rec.content || '...';
+        out.traces[trace.name].push({ turn: t, ...rec });
+      }
+    }
+  } finally {
+    await stopServer(server);
+  }
+  return out;
+}
+
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+function nearestRank(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+// Attaches fidelity against the arm's reference (the first of its refs that ran).
+function attachFidelity(results) {
+  const byName = new Map(results.map((r) => [r.arm, r]));
+  for (const r of results) {
+    const ref = (r.refCandidates ?? []).map((n) => byName.get(n)).find((x) => x && !x.error);
+    r.reference = r.refCandidates ? ref?.arm ?? null : r.arm;
+    if (r.error || !r.refCandidates || !ref) continue;
+    for (const [trace, turns] of Object.entries(r.traces))
+      turns.forEach((turn, t) => { turn.fidelity = fidelity(ref.traces[trace]?.[t], turn); });
+  }
+  attachCrossCheck(results);
+}
+
+// A llama-server reference against kamera's (the same body, both re-prefilled in full): how far
+// the two implementations agree on the model and the prompt; kept apart from the arms' fidelity.
+function attachCrossCheck(results) {
+  const kref = results.find((r) => r.server === 'kamera' && !r.refCandidates && !r.error);
+  for (const r of results) {
+    if (!kref || r.server !== 'llama' || r.refCandidates || r.error) continue;
+    r.crossReference = kref.arm;
+    for (const [trace, turns] of Object.entries(r.traces))
+      turns.forEach((turn, t) => { turn.cross = fidelity(kref.traces[trace]?.[t], turn); });
+  }
+}
+
+function summarize(turns, self) {
+  const ok = turns.filter((t) => !t.error);
+  if (!ok.length) return { error: turns[0]?.error ?? 'no turns' };
+  const ttft = ok.map((t) => t.ttft_ms), rec = ok.map((t) => t.recomputed);
+  const fid = ok.map((t) => t.fidelity).filter(Boolean);
+  return { ttft_p50: nearestRank(ttft, 0.5), ttft_p99: nearestRank(ttft, 0.99),
+           recomputed_mean: rec.every((x) => x !== null) ? mean(rec) : null, recomputed: rec,
+           prompt: ok.map((t) => t.prompt_tokens), errors: turns.length - ok.length,
+           kl_first: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_first ?? 0)) : null,
+           kl_prefix: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_prefix ?? 0)) : null,
+           agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null,
+           dlogp_first: self ? 0 : fid.length ? Math.max(...fid.map((f) => f.dlogp_first)) : null,
+           ref_top_mass: fid.length ? mean(fid.map((f) => f.ref_top_mass)) : null,
+           ...crossSummary(ok) };
+}
+
+function crossSummary(turns) {
+  const c = turns.map((t) => t.cross).filter(Boolean);
+  return c.length ? { cross_kl_first: mean(c.map((f) => f.kl_first ?? 0)), cross_agreement: mean(c.map((f) => f.agreement)) } : {};
+}
+
+// ---------------------------------------------------------------- report
+const fmtE = (x) => (x === null || x === undefined ? '-' : x === 0 ? '0' : Number(x).toExponential(1));
+const fmt = (x, d = 1) => (x === null || x === undefined ? '-' : Number(x).toFixed(d));
+
+function referenceCell(r, s) {
+  if (s.cross_agreement === undefined) return r.reference ?? '-';
+  return `${r.reference} (vs ${r.crossReference}: ${fmt(s.cross_agreement * 100, 1)}%, KL ${fmt(s.cross_kl_first, 4)})`;
+}
+
+function markdown(report) {
+  const lines = [`# Replay (issue 25)`, '', `host: \`${JSON.stringify(report.host)}\``, '',
+    `command: \`${report.command}\``, '',
+    `TTFT in ms (p99: nearest rank over the turns); recomputed = prompt tokens the server ran a forward on; `
+    + `KL = KL(p_ref || p_arm) nats at the first generated position / mean over the common greedy prefix; `
+    + `agreement = common greedy prefix / longer output (the reference row reads 1 by definition).`, ''];
+  for (const model of report.models) {
+    for (const trace of model.traceNames) {
+      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`, '',
+        '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | reference |',
+        '|---|---|---|---|---|---|---|---|---|');
+      for (const r of model.results) {
+        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | | |`); continue; }
+        const s = r.summary[trace];
+        if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | | |`); continue; }
+        lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
+          + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmtE(s.dlogp_first)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
+          + `| ${referenceCell(r, s)} |`);
+      }
+      lines.push('');
+    }
+  }
+  return lines.join('\n');
+}
+
+function hostInfo(kamera) {
+  try {
+    return JSON.parse(execFileSync(kamera, ['info', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }));
+  } catch (e) {
+    return { error: `kamera info --json: ${e.message}` };
+  }
+}
+
+async function replayModel(model, arms, globalOpts) {
+  const opts = { ...globalOpts, ...model.overrides };
+  const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model.ctx);
+  const replies = {};  // the reference's replies: the chat trace's assistant messages
+  const results = [];
+  for (const arm of arms) {
+    console.error(`replay: ${model.name} ${arm.name}`);
+    const r = await replayArm(arm, model, traces, opts, replies);
+    r.refCandidates = arm.ref;
+    r.server = arm.server;
+    if (r.error) console.error(`replay: ${arm.name} failed: ${r.error.split('\n')[0]}`);
+    results.push(r);
+  }
+  attachFidelity(results);
+  for (const r of results)
+    if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
+  return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
+           turns: opts.turns, maxTokens: opts.maxTokens,
+           traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),
+           results };
+}
+
+function loadClient(npm) {
+  const require = createRequire(path.join(path.resolve(npm), 'package.json'));
+  try {
+    return require('openai').OpenAI;
+  } catch {
+    console.log(`SKIP: the openai npm client is not under ${npm} (bash scripts/install-openai-client.sh ${npm})`);
+    process.exit(77);
+  }
+}
+
+function writeReport(report, out) {
+  fs.writeFileSync(path.join(out, 'replay.json'), JSON.stringify(report, null, 1));
+  fs.writeFileSync(path.join(out, 'replay.md'), markdown(report));
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const opts = { OpenAI: loadClient(args.npm), out: path.resolve(args.out), maxTokens: args['max-tokens'],
+                 topLogprobs: args['top-logprobs'], seed: args.seed, turns: args.turns, threads: args.threads,
+                 traceNames: args.traces.split(',') };
+  fs.mkdirSync(opts.out, { recursive: true });
+  const arms = selectArms(defaultArms(args), args.arms);
+  // References first: the chat trace's bodies hold the reference's replies.
+  arms.sort((a, b) => (a.ref ? 1 : 0) - (b.ref ? 1 : 0));
+  const report = { command: `node ${process.argv.slice(1).join(' ')}`, host: hostInfo(args.kamera),
+                   date: new Date().toISOString(), cpus: os.cpus().length, models: [] };
+  for (const spec of args.model) {
+    report.models.push(await replayModel(parseModel(spec), arms, opts));
+    writeReport(report, opts.out);  // after every model: a long run keeps what it measured
+  }
+  console.log(`replay: wrote ${path.join(opts.out, 'replay.json')} and replay.md`);
+}
+
+main().catch((e) => {
+  console.error(`replay: ${e.stack || e}`);
+  process.exit(1);
+});
