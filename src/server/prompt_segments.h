@@ -7,8 +7,10 @@
 // same wherever it stands finds its earlier self, and one that does not is a miss, never a wrong
 // hit. Cuts fall after a token that ends a line (a chat template ends each turn so: <|im_end|>\n,
 // <end_of_turn>\n) and between two control tokens (Llama 3's <|eot_id|><|start_header_id|>);
-// a segment shorter than `min_tokens` joins the next one, so a turn's header ("<|im_start|>user\n")
-// stays with its content and a blank line with its paragraph.
+// a segment shorter than `min_tokens` joins the next one, so a turn's header ("<|im_start|>user\n",
+// 3 tokens, or 13 where the vocabulary spells it as text) stays with its content and a blank line
+// with its paragraph: a header alone would be one segment seen in every context, served from the
+// wrong one.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,6 @@ struct PromptSegment {
 
 // Segments covering tokens [0, ids.size()) in order, none empty.
 std::vector<TokenSpan> cut_segments(const Tokenizer& tok, std::span<const int32_t> ids,
-                                    int min_tokens = 8);
+                                    int min_tokens = 16);
 
 }  // namespace kamera

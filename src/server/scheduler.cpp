@@ -206,7 +206,11 @@ void Scheduler::loop() {
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
     if (!active_.empty()) decode_step();
-    if (batch.empty() && active_.empty() && tasks_.empty()) start_background();
+    if (!batch.empty() || !active_.empty() || !tasks_.empty()) {
+      last_busy_ = now_s();
+    } else if (now_s() - last_busy_ > kIdleBeforeBackground) {
+      start_background();
+    }
     note_pages();
   }
   drain_tasks();

@@ -152,10 +152,12 @@ class Scheduler {
   bool stopping_ = false;
   std::atomic<int> queued_{0};
   double last_sweep_ = 0;  // of expired windows
-  double decode_s_ = 0;    // moving average of a decode step's seconds (without prefill pieces)
-  double credit_s_ = 0;    // prefill time the share allows now (account_prefill)
-  double token_s_ = 0;     // moving average of a prefill token's seconds (its cost to a step)
-  double tasks_s_ = 0;     // seconds the tasks ran beside decoding in this step (step_tasks)
+  double last_busy_ = 0;   // when the engine last had work (background work waits for idleness)
+  static constexpr double kIdleBeforeBackground = 0.3;  // seconds
+  double decode_s_ = 0;  // moving average of a decode step's seconds (without prefill pieces)
+  double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
+  double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
+  double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
 };
 
 }  // namespace kamera

@@ -156,10 +156,15 @@ void Scheduler::remember_segments(Generation& g) {
   }
 }
 
-// When the engine is idle: the oldest queued segment's canonical, formed as a task (its forward
-// runs in slices, beside any request that arrives meanwhile).
+// When the engine has been idle a while (Scheduler::loop) and the pool has room for two whole
+// contexts besides: the oldest queued segment's canonical, formed as a task (its forward runs in
+// slices, beside any request that arrives meanwhile).
 void Scheduler::start_background() {
   if (to_compact_.empty() || !segments_) return;
+  // Only with room to spare: a request arriving meanwhile never waits for these pages.
+  const int64_t page = ctx_.pool().page_tokens();
+  const int64_t need = 2 * ((ctx_.model().cfg.ctx_len + page - 1) / page + 1);
+  if (ctx_.pool().n_free_pages() < need) return;
   auto t = std::make_unique<Task>();
   t->exclusive = true;  // it writes to the store
   t->run = std::make_unique<SlicedTask>([this] {
