@@ -108,6 +108,8 @@ class Scheduler {
   int64_t pages_to_come(const Generation& g) const;
   bool room_for(const Generation& g, int admitted) const;
   bool admit(Generation& g);
+  bool exceeds_context(const Generation& g, int64_t end) const;
+  Status refuse_context(Generation& g, Admission& a, int64_t end);
   Status admit_window(Generation& g, Admission& a);
   Status admit_chunks(Generation& g, Admission& a);
   Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);

@@ -70,13 +70,10 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
   pos = g.window_fork->next_position();
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
+  int64_t end = int64_t(pos) + q.extent();
+  for (const ChunkContent& c : chunks) end += c.extent();
+  if (exceeds_context(g, end)) return refuse_context(g, a, end);  // before any forward
   for (const ChunkContent& c : chunks) {
-    if (int64_t(pos) + c.extent() + q.extent() + std::max(1, g.req.gen.max_tokens) >
-        ctx_.model().cfg.ctx_len)
-      return make_error(ErrorCode::InvalidArgument,
-                        "the window's content and the prompt plus max_tokens exceed the model's "
-                        "context of {}",
-                        ctx_.model().cfg.ctx_len);
     auto r = ctx_.cache().forward_chunk(g.seq, c, pos);
     if (!r.ok()) return capacity_error(r.error());
     a.segments.push_back(
@@ -109,18 +106,26 @@ void Scheduler::count_segment(SegmentSource s) {
   }
 }
 
+// The one check of the context: a prompt ending at `end` leaves room for max_tokens (at least
+// one token when the request names none).
+bool Scheduler::exceeds_context(const Generation& g, int64_t end) const {
+  return end + std::max(1, g.req.gen.max_tokens) > ctx_.model().cfg.ctx_len;
+}
+
+// A prompt found too long before any forward: admit() answers it (fail_context).
+Status Scheduler::refuse_context(Generation& g, Admission& a, int64_t end) {
+  g.over_context = true;
+  a.pos = int32_t(std::min<int64_t>(end, INT32_MAX));
+  return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
+}
+
 // A prompt of parts: its chunks assembled from the store into a new sequence.
 Status Scheduler::admit_chunks(Generation& g, Admission& a) {
-  const int32_t ctx_len = ctx_.model().cfg.ctx_len;
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
   int64_t end = ctx_.cache().anchor_extent() + q.extent();
   for (const auto& c : chunks) end += c.extent();
-  if (end + std::max(1, g.req.gen.max_tokens) > ctx_len) {  // refused before any forward
-    g.over_context = true;
-    a.pos = int32_t(std::min<int64_t>(end, INT32_MAX));
-    return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
-  }
+  if (exceeds_context(g, end)) return refuse_context(g, a, end);  // before any forward
   KAMERA_ASSIGN_OR_RETURN(bool served, admit_text(g, q, a));
   if (served) return Status::Ok();
   g.seq = ctx_.pool().create_sequence();
@@ -154,8 +159,7 @@ bool Scheduler::admit(Generation& g) {
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
   const int64_t prompt_end = g.over_context ? a.pos : int64_t(a.pos) + a.query.extent();
   const int64_t left = ctx_len - prompt_end;
-  if (st.ok() && (g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens > left : left < 1))
-    g.over_context = true;
+  if (st.ok() && exceeds_context(g, prompt_end)) g.over_context = true;
   if (g.over_context) {
     release(g);
     fail_context(g, prompt_end);
