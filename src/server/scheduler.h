@@ -115,6 +115,7 @@ class Scheduler {
   Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);
   void count_segment(SegmentSource s);
   Result<bool> admit_text(Generation& g, const ChunkContent& q, Admission& a);
+  int prefix_cut(Generation& g, int n_tokens);
   Status serve_segments(Generation& g, Admission& a, int& pending);
   Status prefill_until(Generation& g, Admission& a, int& pending, int end);
   void remember(Generation& g, bool with_reply);

@@ -74,6 +74,19 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
   return Status::Ok();
 }
 
+// Where the exact prefix is cut: a prefix that ends inside a segment the index holds ends at that
+// segment's start instead (the segment is then served whole, not recomputed from the middle).
+int Scheduler::prefix_cut(Generation& g, int n_tokens) {
+  const std::vector<PromptSegment>& segs = g.req.segments;
+  std::vector<ChunkId> ante;
+  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+    if (segs[i].span.end <= n_tokens) continue;
+    if (segs[i].span.begin >= n_tokens) break;
+    return segments_->contains(segs[i].id) ? segs[i].span.begin : n_tokens;
+  }
+  return n_tokens;
+}
+
 // A prompt of text only: the exact prefix, then its segments (serve_segments); what is left is
 // the query. False: nothing is reused (the caller assembles the prompt).
 Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admission& a) {
@@ -86,15 +99,16 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
       prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
                              policy != ReusePolicy::Blind && g.req.segments.size() > 1;
-  if (m.n_tokens > anchor) {
-    auto fork = prefix_->fork_prefix(m.entry, m.n_tokens);
+  const int n = segment_reuse ? prefix_cut(g, m.n_tokens) : m.n_tokens;
+  if (n > anchor) {
+    auto fork = prefix_->fork_prefix(m.entry, n);
     if (!fork.ok()) return false;
     g.seq = *fork;
-    g.cached_tokens = m.n_tokens;
-    g.prefix_end = m.n_tokens;
-    a.segments.push_back({std::nullopt, m.n_tokens - anchor, anchor, "prefix"});
+    g.cached_tokens = n;
+    g.prefix_end = n;
+    a.segments.push_back({std::nullopt, n - anchor, anchor, "prefix"});
     ++metrics_.seg_prefix;
-    a.reused = m.n_tokens - anchor;
+    a.reused = n - anchor;
   } else if (segment_reuse) {
     g.seq = ctx_.pool().create_sequence();
     KAMERA_TRY(ctx_.cache().append_anchor(g.seq));
