@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <tuple>
 #include <utility>
 
@@ -211,6 +212,10 @@ DemoOps& DemoOps::operator+=(const DemoOps& o) {
   vision_ms += o.vision_ms;
   cache_ms += o.cache_ms;
   return *this;
+}
+
+std::string demo_frame_file(int i) {
+  return fmt::format("frame-{:04d}.png", i);
 }
 
 std::pair<int, int> agent_demo_png_size(int n_frames) {
@@ -575,6 +580,7 @@ Status AgentDemo::question_turn(int t, DemoStep& st) {
     for (int i = window_first_; i <= t; ++i) view.push_back(i);
     KAMERA_TRY(pick_window_question(t, view, q, dq));
   }
+  dq.frames = view;
   KAMERA_TRY(answer(fork ? *fork : *win_, view, q, dq));
   st.question = std::move(dq);
   ++question_index_;
@@ -614,9 +620,21 @@ void summarize(AgentDemoResult& r) {
   r.median_speedup = ratios.empty() ? 0 : median(ratios);
 }
 
+// Every stream frame as its own PNG (o.frames_dir).
+Status write_stream_frames(const minivl::Clip& stream, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(ErrorCode::Io, "demo: cannot create {}: {}", dir, ec.message());
+  for (size_t i = 0; i < stream.frames.size(); ++i)
+    KAMERA_TRY(
+        minivl::write_frames_png(dir + "/" + demo_frame_file(int(i)), {stream.frames[i]}, 1));
+  return Status::Ok();
+}
+
 Result<AgentDemoResult> AgentDemo::run() {
   AgentDemoResult r;
   KAMERA_TRY(start(r));
+  if (!o_.frames_dir.empty()) KAMERA_TRY(write_stream_frames(stream_, o_.frames_dir));
   for (int t = 0; t < o_.n_frames; ++t) {
     DemoStep st;
     st.step = t;
@@ -669,6 +687,7 @@ json agent_demo_json(const AgentDemoResult& r) {
                        {"text", q.text},
                        {"tokens", q.tokens},
                        {"stream_frames", q.stream_frames},
+                       {"frames", q.frames},
                        {"fallback", q.fallback},
                        {"gold", word_of(q.gold)},
                        {"kamera", word_of(q.kamera)},
@@ -701,7 +720,8 @@ json agent_demo_json(const AgentDemoResult& r) {
                 {"reps", o.reps},
                 {"threads", r.threads},
                 {"decoder", r.decoder_path},
-                {"vision", r.vision_path}}},
+                {"vision", r.vision_path},
+                {"frames_dir", o.frames_dir.empty() ? json(nullptr) : json(o.frames_dir)}}},
               {"events", r.events},
               {"steps", std::move(steps)},
               {"summary",

@@ -52,7 +52,14 @@ struct AgentDemoOptions {
   int recall_every = 4;  // every k-th question is a recall question (0: none)
   int reps = 5;          // timed repetitions of each arm per question (the median is reported)
   std::string png_path;  // the picture (empty: none)
+  // Writes each stream frame as frames_dir/frame-NNNN.png (32 x 32 RGB, NNNN = the stream index
+  // from 0000), so that another client (kamera serve, a replay) can send the same frames (empty:
+  // none). The folder is created.
+  std::string frames_dir;
 };
+
+// The file name of stream frame i under frames_dir: "frame-0007.png".
+std::string demo_frame_file(int i);
 
 enum class DemoQuestionType { SingleHop = 0, CrossFrame = 1, Recall = 2 };
 const char* demo_question_type_name(DemoQuestionType t);
@@ -84,6 +91,7 @@ struct DemoQuestion {
   std::string text;                             // the question's words
   std::vector<int32_t> tokens;                  // their word ids
   std::vector<int> stream_frames;               // stream frames the answer depends on
+  std::vector<int> frames;                      // the stream frames the model sees, in order
   int32_t gold = 0, kamera = 0, reprefill = 0;  // answer word ids
   double kamera_ms = 0, reprefill_ms = 0;       // TTFT (median of reps)
   double kl = 0;                                // KL(p_reprefill || p_kamera) at the answer, nats

@@ -72,7 +72,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
   const ChatTools tools{plan.render_tools, tool_format};
   std::string param;
   auto r = gen_requests(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr,
-                        &param, &tools);
+                        &param, &tools, words ? &*words : nullptr);
   if (r.ok() && !window.empty() && r->size() != 1)
     r = make_error(ErrorCode::InvalidArgument, "a window completion takes one prompt"),
     param = "prompt";

@@ -99,35 +99,15 @@ Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj
                                                        const Model& decoder,
                                                        const MediaOptions& opts, int threads,
                                                        ChunkStore* store) {
-  if (decoder.cfg.arch != Arch::Qwen2Vl)
-    return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj needs a qwen2vl (M-RoPE) decoder; {} is '{}'", decoder.source,
-                      arch_name(decoder.cfg.arch));
-  if (!decoder.tokenizer || find_piece(*decoder.tokenizer, kVisionStart) < 0 ||
-      find_piece(*decoder.tokenizer, kVisionEnd) < 0)
-    return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj: {} has no {} / {} tokens in its vocabulary", decoder.source,
-                      kVisionStart, kVisionEnd);
   if (opts.max_images < 1 || opts.max_image_bytes < 1 || opts.max_image_pixels < 1)
     return make_error(ErrorCode::InvalidArgument, "the image limits must be at least 1");
-  KAMERA_ASSIGN_OR_RETURN(QwenVisionModel tower, QwenVisionModel::load(mmproj));
-  if (tower.cfg.out_dim != decoder.cfg.dim)
-    return make_error(ErrorCode::InvalidArgument,
-                      "{} projects images to width {}, but the decoder is {} wide (not a pair)",
-                      mmproj, tower.cfg.out_dim, decoder.cfg.dim);
-  return std::unique_ptr<ServerMedia>(
-      new ServerMedia(std::move(tower), decoder, opts, std::max(1, threads), store));
+  KAMERA_ASSIGN_OR_RETURN(auto tower, MediaTower::load(mmproj, decoder, threads, store));
+  return std::unique_ptr<ServerMedia>(new ServerMedia(std::move(tower), decoder, opts));
 }
 
-ServerMedia::ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts,
-                         int threads, ChunkStore* store)
-    : tower_(std::move(tower)),
-      decoder_(decoder),
-      opts_(opts),
-      pool_(threads),
-      images_(tower_, decoder.fingerprint, &pool_) {
-  images_.set_store(store);
-}
+ServerMedia::ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder,
+                         const MediaOptions& opts)
+    : tower_(std::move(tower)), decoder_(decoder), opts_(opts) {}
 
 // One picture: its bytes by URL kind, its format sniffed, decoded within the pixel limit.
 std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) const {
@@ -170,7 +150,7 @@ std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) 
 }
 
 // One image or video part: pictures decoded, encoded (or found in the cache), and the part
-// replaced by the delimiters around a chunk part.
+// replaced by a chunk part (between the delimiters when the tower's prompt has them).
 std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, RequestMedia& out,
                                                ServerMetrics& metrics) {
   std::vector<json> refs;
@@ -185,6 +165,9 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   }
   if (media_kind(part) == "image") {
     refs.push_back(part.contains("image_url") ? part["image_url"] : json());
+  } else if (!tower_->takes_video()) {
+    return refusal(400, "invalid_media_part",
+                   "this model reads single frames: send each frame as its own image_url part");
   } else if (part.contains("frames") && part["frames"].is_array() && !part["frames"].empty()) {
     refs.assign(part["frames"].begin(), part["frames"].end());
   } else {
@@ -198,7 +181,7 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto t0 = std::chrono::steady_clock::now();
-    chunk = images_.frames(pictures, &encoded, fps);
+    chunk = tower_->chunk(pictures, &encoded, fps);
     if (encoded)
       metrics.vision_encode_seconds.observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -212,9 +195,10 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   (encoded ? metrics.images_encoded : metrics.image_embedding_hits) += 1;
   const ChunkId id = chunk_id(decoder_.fingerprint, **chunk);
   if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
-  parts.push_back({{"type", "text"}, {"text", std::string(kVisionStart)}});
+  const bool delimited = tower_->delimited();
+  if (delimited) parts.push_back({{"type", "text"}, {"text", std::string(kVisionStart)}});
   parts.push_back({{"type", "chunk"}, {"id", id.hex()}});
-  parts.push_back({{"type", "text"}, {"text", std::string(kVisionEnd)}});
+  if (delimited) parts.push_back({{"type", "text"}, {"text", std::string(kVisionEnd)}});
   return std::nullopt;
 }
 

@@ -1,12 +1,15 @@
 // Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
-// read, checked against the limits before decoding, decoded, encoded by the vision tower once per
-// distinct picture (vision/image_chunks.h: keyed by pixels, preprocessing and both models), and
-// put back into the message as a chunk part between the vision delimiters:
+// read, checked against the limits before decoding, decoded, encoded by the vision tower
+// (server/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
+// pixels, preprocessing and both models), and put back into the message as a chunk part, between
+// the vision delimiters where the tower's prompt has them (Qwen2-VL; the mini-VL's frames stand
+// bare, as it was trained):
 //
 //   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
 //   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...], "fps": 2}
 //     -> {"type": "text", "text": "<|vision_start|>"}, {"type": "chunk", "id": ID},
 //        {"type": "text", "text": "<|vision_end|>"}
+//     (the mini-VL: {"type": "chunk", "id": ID} alone; a video part is refused)
 //
 // A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
 // (Qwen2.5-VL: t = trunc(k * 2 / fps * tokens_per_second), fps from the optional "fps" field,
@@ -17,7 +20,8 @@
 // Every refusal is a 4xx with a stable code:
 //   vision_not_enabled (400)       an image part, but the server has no --mmproj
 //   too_many_images (400)          more pictures (images + video frames) than max_images
-//   invalid_media_part (400)       a part without its URL, a video without frames, a bad fps
+//   invalid_media_part (400)       a part without its URL, a video without frames, a bad fps,
+//                                  a video to a tower that reads single frames (the mini-VL)
 //   remote_media_unsupported (400) http(s) URLs (the server makes no network requests)
 //   unsupported_url (400)          any other URL scheme
 //   local_media_disabled (403)     a path or file: URL without --allow-local-media
@@ -28,6 +32,7 @@
 //   image_too_large (413)          over max_image_bytes (encoded) or max_image_pixels (declared
 //                                  width x height, read from the header before any pixel)
 //   invalid_image (400)            truncated or malformed image, or one the tower cannot take
+//                                  (the mini-VL: any size but its 32 x 32 frames)
 #pragma once
 
 #include <memory>
@@ -35,12 +40,11 @@
 #include <optional>
 #include <string>
 
-#include "core/thread_pool.h"
 #include "model/model.h"
+#include "server/media_tower.h"
 #include "server/openai.h"
 #include "server/prometheus.h"
 #include "server/request_media.h"
-#include "vision/image_chunks.h"
 
 namespace kamera {
 
@@ -53,9 +57,8 @@ struct MediaOptions {
 
 class ServerMedia {
  public:
-  // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder with the
-  // vision delimiters in its vocabulary, projected width = decoder width).
-  // store (optional): embeddings are looked up in it and written through to it.
+  // Loads the tower and checks that it pairs with the decoder (MediaTower::load).
+  // store (optional): a Qwen tower's embeddings are looked up in it and written through to it.
   static Result<std::unique_ptr<ServerMedia>> load(const std::string& mmproj, const Model& decoder,
                                                    const MediaOptions& opts, int threads,
                                                    ChunkStore* store = nullptr);
@@ -65,20 +68,20 @@ class ServerMedia {
   std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics);
 
   const MediaOptions& options() const { return opts_; }
+  // The decoder reads the mini-VL's word prompt (bare frames, then the question's words:
+  // server/prompt_parts.h), not a chat template's text with delimited pictures.
+  bool word_prompt() const { return !tower_->delimited(); }
 
  private:
-  ServerMedia(QwenVisionModel tower, const Model& decoder, const MediaOptions& opts, int threads,
-              ChunkStore* store);
+  ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder, const MediaOptions& opts);
   std::optional<HttpError> load_picture(const json& ref, Image& img) const;
   std::optional<HttpError> add_part(const json& part, json& parts, RequestMedia& out,
                                     ServerMetrics& metrics);
 
-  QwenVisionModel tower_;
+  std::unique_ptr<MediaTower> tower_;
   const Model& decoder_;
   MediaOptions opts_;
-  ThreadPool pool_;
-  std::mutex mu_;  // guards images_ (and the tower's scratch)
-  ImageChunks images_;
+  std::mutex mu_;  // guards the tower (its image cache and scratch)
 };
 
 // Whether a chat body has image or video parts (to refuse them when no tower is loaded).

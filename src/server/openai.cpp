@@ -202,7 +202,8 @@ json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMe
 
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg, const ChatTemplate* tmpl,
-                                             std::string* param, const ChatTools* tools) {
+                                             std::string* param, const ChatTools* tools,
+                                             const WordVocab* words) {
   const char* field = "";
   auto failed = [&](const char* f, const Error& e) {
     if (param) *param = f;
@@ -227,7 +228,7 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   r.stream = *stream;
   std::vector<std::vector<PromptPart>> prompts;
   if (chat) {
-    auto m = chat_parts(body, tmpl, tools);
+    auto m = words ? word_chat_parts(body, *words) : chat_parts(body, tmpl, tools);
     if (!m.ok()) return failed("messages", m.error());
     prompts.push_back(std::move(m.value()));
   } else {
@@ -236,7 +237,12 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
     auto p = completion_prompts(body["prompt"], cfg.n_vocab);
     if (!p.ok()) return failed("prompt", p.error());
     prompts = std::move(p.value());
+    for (auto& parts : prompts)
+      if (Status st = words ? to_word_prompt(parts, *words) : Status::Ok(); !st.ok())
+        return failed("prompt", st.error());
   }
+  // the mini-VL answers one word: that is the reply unless the request or the server asks more
+  if (words && r.default_max_tokens == 0) r.default_max_tokens = 1;
   if (prompts.size() > size_t(std::max(1, opts.max_queue)))
     return failed("prompt", make_error(ErrorCode::InvalidArgument,
                                        "a batch of {} prompts exceeds the queue of {}",

@@ -70,13 +70,17 @@ Result<double> number_field(const json& body, const char* key, double dflt, doub
 // (strings and {"type": "text" | "chunk"} objects); an array of strings or of token arrays is a
 // batch, one request each (OpenAI's), their choices numbered on. Chat messages are rendered by
 // `tmpl` when given (chunk parts stay chunks at their place in the rendered text), else laid out
-// as "role: content" lines (server/prompt_parts.h: which bytes may yield control tokens). On
-// failure `param` (when given) names the field at fault.
+// as "role: content" lines (server/prompt_parts.h: which bytes may yield control tokens). With
+// `words` (the mini-VL), messages and prompts are the word prompt instead (WordVocab; tools are
+// refused before, as for any model without a tool-call template), and a request that names no
+// max_tokens gets one token (the model answers one word) unless --default-max-tokens says
+// otherwise. On failure `param` (when given) names the field at fault.
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg,
                                              const ChatTemplate* tmpl = nullptr,
                                              std::string* param = nullptr,
-                                             const ChatTools* tools = nullptr);
+                                             const ChatTools* tools = nullptr,
+                                             const WordVocab* words = nullptr);
 // The same for one prompt (a batch is refused).
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr,

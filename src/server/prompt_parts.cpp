@@ -318,6 +318,81 @@ Result<std::vector<PromptPart>> chat_parts(const json& body, const ChatTemplate*
   return parts;
 }
 
+WordVocab::WordVocab(const Tokenizer& tok) {
+  constexpr std::string_view space = "\xe2\x96\x81";  // "▁"
+  const Vocab& v = tok.vocab();
+  for (size_t i = 0; i < v.pieces.size(); ++i)
+    if (v.types[i] == TokenType::Normal && v.pieces[i].starts_with(space) &&
+        v.pieces[i].size() > space.size())
+      ids_.emplace(v.pieces[i].substr(space.size()), int32_t(i));
+}
+
+Result<std::vector<int32_t>> WordVocab::encode(std::string_view text) const {
+  std::vector<int32_t> ids;
+  for (size_t at = 0; at < text.size();) {
+    if (is_space(text[at])) {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() && !is_space(text[end])) ++end;
+    const std::string word(text.substr(at, end - at));
+    const auto it = ids_.find(word);
+    if (it == ids_.end())
+      return make_error(ErrorCode::InvalidArgument,
+                        "the word '{}' is not in the model's vocabulary (its prompt is whole "
+                        "words, one token each)",
+                        word.substr(0, 64));
+    ids.push_back(it->second);
+    at = end;
+  }
+  return ids;
+}
+
+Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words) {
+  if (parts.size() == 1 && !parts[0].tokens.empty()) return Status::Ok();  // token ids as sent
+  std::vector<PromptPart> out;
+  std::string question;
+  for (PromptPart& p : parts) {
+    if (!p.is_chunk) {
+      question += p.text;
+      continue;
+    }
+    if (question.find_first_not_of(" \t\r\n") != std::string::npos)
+      return make_error(ErrorCode::InvalidArgument,
+                        "text before a frame: this model reads its frames, then the question "
+                        "(the format it was trained on)");
+    question.clear();
+    out.push_back(std::move(p));
+  }
+  KAMERA_ASSIGN_OR_RETURN(std::vector<int32_t> ids, words.encode(question));
+  if (ids.empty())
+    return make_error(ErrorCode::InvalidArgument,
+                      "the prompt must end with the question's words (after the frames)");
+  out.push_back(PromptPart{});
+  out.back().tokens = std::move(ids);
+  parts = std::move(out);
+  return Status::Ok();
+}
+
+Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVocab& words) {
+  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+  std::vector<PromptPart> parts;
+  for (const json& m : *msgs) {
+    const std::string& role = m["role"].get_ref<const std::string&>();
+    if (role == "assistant" || role == "tool")
+      return make_error(ErrorCode::InvalidArgument,
+                        "{} messages are refused: this model answers one question about its "
+                        "frames and has no turns (send the frames and the question as user "
+                        "messages)",
+                        role);
+    if (!parts.empty()) add_text(parts, " ");
+    KAMERA_TRY(add_items(parts, m["content"]));
+  }
+  KAMERA_TRY(to_word_prompt(parts, words));
+  return parts;
+}
+
 Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab) {
   std::vector<std::vector<PromptPart>> out;
   auto all = [&](auto pred) {

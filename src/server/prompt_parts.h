@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -40,6 +43,29 @@ Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const Cha
 // arrays), one prompt each; or parts (an array holding objects: text and chunk parts).
 Result<std::vector<std::vector<PromptPart>>> completion_prompts(const nlohmann::json& prompt,
                                                                 int n_vocab);
+
+// The mini-VL's word prompt (docs/MINIVL.md), the format it was trained on: no chat template, no
+// roles and no vision delimiters, [<bos>][frame]...[frame][question words]. A chat's messages give
+// their contents in order (system, developer and user messages, one space between two; an
+// assistant or tool message is refused: the model answers one question, it has no turns); a
+// /v1/completions prompt gives its parts. The image parts (chunk parts by then,
+// server/media_parts.h) are the frames; all text comes after the last of them and is the
+// question: words separated by whitespace, each one token, the vocabulary's piece "▁" + word. A
+// word the vocabulary lacks is refused by name, and so is text before a frame (the model never
+// saw any). The SentencePiece merges cannot spell these words (the vocabulary has no pieces
+// shorter than a word), so the words are looked up whole.
+class WordVocab {
+ public:
+  explicit WordVocab(const Tokenizer& tok);  // every normal piece "▁" + word
+  Result<std::vector<int32_t>> encode(std::string_view text) const;
+
+ private:
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, const WordVocab& words);
+// A prompt's parts in the word prompt: the chunk parts, then one part of the question's ids.
+Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words);
 
 // Where else a text part yields control tokens when it is tokenized: the vision delimiters the
 // server wrote around an image of this request (the part ends with <|vision_start|> and an image

@@ -62,6 +62,14 @@ Status Server::Impl::open_context() {
                           opts.max_images};
     KAMERA_ASSIGN_OR_RETURN(media,
                             ServerMedia::load(opts.mmproj, model, mo, opts.threads, &ctx->store()));
+    if (media->word_prompt()) {
+      if (chat_template)
+        return make_error(ErrorCode::InvalidArgument,
+                          "--mmproj {} is the mini-VL's tower: its prompt is its own (frames, then "
+                          "the question's words), not a chat template",
+                          opts.mmproj);
+      words.emplace(*model.tokenizer);
+    }
   }
   const int64_t pages = ctx->pool().n_pages();
   WindowQuota q;

@@ -58,6 +58,7 @@ struct Server::Impl {
   std::unique_ptr<grammar::GrammarCache> grammars;  // compiled on first use, shared by requests
   std::unique_ptr<Context> ctx;
   std::unique_ptr<ServerMedia> media;  // --mmproj: images in chat messages
+  std::optional<WordVocab> words;      // the mini-VL pair: its word prompt (server/prompt_parts.h)
   std::unique_ptr<WindowRegistry> windows;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HttpFront> front;

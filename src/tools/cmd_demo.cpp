@@ -20,7 +20,7 @@ constexpr const char* kDefaultPng = "build/demo/agent-demo.png";
 
 struct DemoArgs {
   std::string decoder = minivl::kDecoderFile, vision = minivl::kVisionFile;
-  std::string rank = "16", png;
+  std::string rank = "16", png, save_frames;
   int frames = 24, window = 6, reps = 5, recall_every = 4, threads = 1;
   uint64_t clip = 0;
   bool random_weights = false, json = false, quiet = false;
@@ -33,6 +33,9 @@ struct DemoArgs {
 
 // --frames: a stream length (the mini-VL demo) or a folder (the frames demo).
 int run_frames(const DemoArgs& a) {
+  if (!a.save_frames.empty())
+    return fail("--save-frames writes the mini-VL stream's frames; --frames DIR reads yours",
+                a.json);
   if (!a.decoder_given || !a.vision_given || a.random_weights)
     return fail(
         "--frames DIR runs the demo on your Qwen2-VL model: give --decoder (the decoder GGUF) "
@@ -304,6 +307,7 @@ int run(DemoArgs a) {
   } else if (a.png != "none") {
     o.png_path = a.png;
   }
+  o.frames_dir = a.save_frames;
 
   ContextOptions co = agent_demo_context(o, a.threads);
   co.kv_type = kv_type_option();
@@ -368,6 +372,10 @@ Runner add_demo(CLI::App& app) {
                  fmt::format("Picture of the run (default {} when that folder exists; 'none': "
                              "no picture; streams of up to {} frames)",
                              kDefaultPng, kAgentDemoPngMaxFrames));
+  app.add_option("--save-frames", a->save_frames,
+                 "Write each stream frame as DIR/frame-NNNN.png (32 x 32 RGB) for other clients "
+                 "(kamera serve, a replay: scripts/minivl-frames.py); the JSON's questions name "
+                 "the frames they see (\"frames\")");
   auto* reps =
       app.add_option("--reps", a->reps,
                      "Timed runs of each arm per question (the median is shown; --frames DIR: 3)")

@@ -1,0 +1,108 @@
+#include "server/media_tower.h"
+
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "gguf/keys.h"
+#include "vision/encoder.h"
+#include "vision/frame_chunk.h"
+#include "vision/image_chunks.h"
+#include "vision/vl_prompt.h"
+
+namespace kamera {
+
+namespace {
+
+// Qwen2-VL / Qwen2.5-VL: the image cache of vision/image_chunks.h over the tower.
+class QwenTower final : public MediaTower {
+ public:
+  QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : tower_(std::move(tower)), pool_(threads), images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+  bool delimited() const override { return true; }
+  bool takes_video() const override { return true; }
+  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
+                                                    double fps) override {
+    return images_.frames(pictures, encoded, fps);
+  }
+
+ private:
+  QwenVisionModel tower_;
+  ThreadPool pool_;
+  ImageChunks images_;
+};
+
+// The mini-VL: one frame, encoded as it comes (a few hundred thousand multiply-adds; the frame's
+// KV is the chunk cache's all the same, keyed by the chunk's content).
+class MiniVlTower final : public MediaTower {
+ public:
+  explicit MiniVlTower(VisionModel m) : model_(std::move(m)), enc_(model_) {}
+  bool delimited() const override { return false; }
+  bool takes_video() const override { return false; }
+  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
+                                                    double) override {
+    if (encoded) *encoded = false;
+    const int side = model_.cfg.image_size;
+    if (pictures.size() != 1)
+      return make_error(ErrorCode::InvalidArgument,
+                        "the mini-VL reads one frame per image part, not {} pictures",
+                        pictures.size());
+    const Image& img = pictures.front();
+    if (img.width != side || img.height != side)
+      return make_error(ErrorCode::InvalidArgument,
+                        "the mini-VL reads {} x {} frames; this picture is {} x {} (it is not "
+                        "resized: the model was trained on frames of that size only)",
+                        side, side, img.width, img.height);
+    KAMERA_ASSIGN_OR_RETURN(ChunkContent c, frame_chunk(enc_, img.rgb));
+    if (encoded) *encoded = true;
+    return std::make_shared<const ChunkContent>(std::move(c));
+  }
+
+ private:
+  VisionModel model_;
+  VisionEncoder enc_;  // holds a pointer to model_
+};
+
+Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
+  if (out_dim != decoder.cfg.dim)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} projects images to width {}, but the decoder is {} wide (not a pair)",
+                      mmproj, out_dim, decoder.cfg.dim);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
+                                                     const Model& decoder, int threads,
+                                                     ChunkStore* store) {
+  if (decoder.cfg.arch != Arch::Qwen2Vl)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--mmproj needs a qwen2vl (M-RoPE) decoder; {} is '{}'", decoder.source,
+                      arch_name(decoder.cfg.arch));
+  std::string type;
+  {
+    KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(mmproj));
+    type = f->get_string(gguf_key::kClipProjectorType).value_or("");
+  }
+  if (type == "kamera-minivl") {
+    if (!decoder.tokenizer)
+      return make_error(ErrorCode::InvalidArgument,
+                        "--mmproj: {} has no vocabulary (the mini-VL's prompt is its words)",
+                        decoder.source);
+    KAMERA_ASSIGN_OR_RETURN(VisionModel m, VisionModel::load(mmproj));
+    KAMERA_TRY(check_pair(mmproj, m.cfg.out_dim, decoder));
+    return std::unique_ptr<MediaTower>(new MiniVlTower(std::move(m)));
+  }
+  if (!decoder.tokenizer || find_piece(*decoder.tokenizer, kVisionStart) < 0 ||
+      find_piece(*decoder.tokenizer, kVisionEnd) < 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "--mmproj: {} has no {} / {} tokens in its vocabulary", decoder.source,
+                      kVisionStart, kVisionEnd);
+  KAMERA_ASSIGN_OR_RETURN(QwenVisionModel tower, QwenVisionModel::load(mmproj));
+  KAMERA_TRY(check_pair(mmproj, tower.cfg.out_dim, decoder));
+  return std::unique_ptr<MediaTower>(
+      new QwenTower(std::move(tower), decoder, std::max(1, threads), store));
+}
+
+}  // namespace kamera

@@ -1,0 +1,52 @@
+// The vision tower of a server (--mmproj) as the media parts use it: decoded pictures in, one
+// placed chunk (embedding rows with their (t, h, w) layout) out. The kind is read from the file's
+// clip.projector_type:
+//
+//   qwen2vl_merger, qwen2.5vl_merger   Qwen2-VL / Qwen2.5-VL (vision/image_chunks.h): pictures of
+//                                      any size, preprocessed and encoded once per distinct
+//                                      picture; a video's frames pair in time. The prompt writes
+//                                      <|vision_start|> and <|vision_end|> around each picture, as
+//                                      Qwen2-VL's chat template does (delimited() is true).
+//   kamera-minivl                      the mini-VL (vision/encoder.h, docs/MINIVL.md): one frame
+//                                      of image_size x image_size pixels (32 x 32) per image part,
+//                                      a chunk of its token grid with layout (0, row, col); no
+//                                      video. The model was trained on bare frames, so no
+//                                      delimiters (delimited() is false) and the prompt is the
+//                                      mini-VL's word prompt (server/prompt_parts.h).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "media/image.h"
+#include "model/model.h"
+#include "reuse/chunk.h"
+
+namespace kamera {
+
+class ChunkStore;
+
+class MediaTower {
+ public:
+  virtual ~MediaTower() = default;
+
+  // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder of the tower's
+  // projected width; a Qwen tower also needs the vision delimiters in the decoder's vocabulary).
+  // store (optional): a Qwen tower looks embeddings up in it and writes them through to it.
+  static Result<std::unique_ptr<MediaTower>> load(const std::string& mmproj, const Model& decoder,
+                                                  int threads, ChunkStore* store);
+
+  // Whether the prompt writes the vision delimiters around each picture.
+  virtual bool delimited() const = 0;
+  // Whether several pictures may form one video chunk.
+  virtual bool takes_video() const = 0;
+  // The placed chunk of one picture (an image) or of a video's frames. encoded: whether this call
+  // ran the tower (false: its embeddings were cached). fps: a video's frame rate (0: the default).
+  // Errors (InvalidArgument): a picture the tower cannot take, with the reason.
+  // Not thread-safe: the caller serializes calls.
+  virtual Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures,
+                                                            bool* encoded, double fps) = 0;
+};
+
+}  // namespace kamera
