@@ -66,7 +66,10 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           llama= names a GGUF of the same weights; ctx (default 512) sizes the
                           traces and llama-server's -c; template: both servers' --chat-template
                           (default chatml; none: kamera's 'role: content' lines); turns,
-                          max_tokens, traces override the options below for this model
+                          max_tokens, traces override the options below for this model;
+                          mmproj=PATH and frames=DIR (scripts/minivl_frames.py --out DIR --bodies)
+                          replay the mini-VL's frame window instead (kamera only), with the
+                          answers' accuracy against the gold answers
   --arms A,B,...          only these arms (names as in the report; references are added)
   --traces T,...          chat,window,rerank,tools,lookback (default: all)
   --turns N               turns per trace (default 6)
@@ -108,9 +111,12 @@ function parseModel(spec) {
     else if (k === 'turns') m.overrides.turns = Number(v);
     else if (k === 'max_tokens') m.overrides.maxTokens = Number(v);
     else if (k === 'traces') m.overrides.traceNames = v.split('+');
+    else if (k === 'mmproj') m.mmproj = path.resolve(v);
+    else if (k === 'frames') m.frames = path.resolve(v);
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
-  if (!m.llama && m.path.endsWith('.gguf')) m.llama = m.path;
+  if (!m.llama && m.path.endsWith('.gguf') && !m.mmproj) m.llama = m.path;
+  if (m.frames) m.overrides.traceNames = ['frames'];
   return m;
 }
 
@@ -124,7 +130,8 @@ const templateFlag = (m) => (m.template === 'none' ? [] : ['--chat-template', m.
 function kameraArm(bin, name, flags, ref) {
   return { name, ref, server: 'kamera', extra: {}, needs: 'kamera',
            command: (m, port, threads) => [bin, 'serve', '-m', m.path, '--port', String(port),
-             '--threads', String(threads), ...templateFlag(m), ...flags] };
+             '--threads', String(threads), ...templateFlag(m), ...(m.mmproj ? ['--mmproj', m.mmproj] : []),
+             ...flags] };
 }
 
 function llamaArm(bin, name, ref, extra) {
@@ -250,7 +257,16 @@ function lookbackTrace(r, turns, w, k = 4) {
   return bodies;
 }
 
-function makeTraces(names, seed, turns, ctx) {
+// The mini-VL's frame window (scripts/minivl_frames.py --bodies): each question a chat request of
+// the frames it sees (PNG image_url parts) and its words, with its gold answer.
+function frameTrace(dir) {
+  const bodies = fs.readFileSync(path.join(dir, 'requests.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const { questions } = JSON.parse(fs.readFileSync(path.join(dir, 'trace.json'), 'utf8'));
+  return { name: 'frames', turns: bodies.map((b, i) => ({ ...b, gold: questions[i].gold })) };
+}
+
+function makeTraces(names, seed, turns, ctx, frames) {
+  if (frames) return [frameTrace(frames)];
   const gens = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace };
   const w = itemWords(ctx);
   return names.map((name, i) => {
@@ -262,7 +278,8 @@ function makeTraces(names, seed, turns, ctx) {
 
 // A turn's body with the reference's replies filled in (chat); the same bytes for every arm.
 function resolveBody(turn, replies) {
-  return { ...turn, messages: turn.messages.map((m) => {
+  const { gold, ...body } = turn;  // the gold answer is the tool's, not the request's
+  return { ...body, messages: body.messages.map((m) => {
     if (m.replyOf === undefined) return m;
     if (replies[m.replyOf] === undefined) throw new Error(`no reply to turn ${m.replyOf} to resend (its reference turn failed)`);
     return { role: 'assistant', content: replies[m.replyOf] };
@@ -438,6 +455,7 @@ async function replayArm(arm, model, traces, opts, replies) {
         let rec;
         rec = await tryTurn(client, turn, replies[trace.name], opts, arm.extra);
         if (replies[trace.name][t] === undefined && !rec.error) replies[trace.name][t] = rec.content || '...';
+        if (turn.gold !== undefined) rec.correct = !rec.error && (rec.content ?? '').trim() === turn.gold;
         out.traces[trace.name].push({ turn: t, ...rec });
       }
     }
@@ -491,6 +509,7 @@ function summarize(turns, self) {
            agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null,
            dlogp_first: self ? 0 : fid.length ? Math.max(...fid.map((f) => f.dlogp_first)) : null,
            ref_top_mass: fid.length ? mean(fid.map((f) => f.ref_top_mass)) : null,
+           accuracy: turns.some((t) => t.correct !== undefined) ? mean(turns.map((t) => (t.correct ? 1 : 0))) : null,
            ...crossSummary(ok) };
 }
 
@@ -517,15 +536,15 @@ function markdown(report) {
   for (const model of report.models) {
     for (const trace of model.traceNames) {
       lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`, '',
-        '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | reference |',
-        '|---|---|---|---|---|---|---|---|---|');
+        '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
+        '|---|---|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
-        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | | |`); continue; }
+        if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | | | |`); continue; }
         const s = r.summary[trace];
-        if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | | |`); continue; }
+        if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | | | |`); continue; }
         lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
           + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmtE(s.dlogp_first)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
-          + `| ${referenceCell(r, s)} |`);
+          + `| ${s.accuracy === null ? '-' : `${fmt(s.accuracy * 100, 1)}%`} | ${referenceCell(r, s)} |`);
       }
       lines.push('');
     }
@@ -543,7 +562,7 @@ function hostInfo(kamera) {
 
 async function replayModel(model, arms, globalOpts) {
   const opts = { ...globalOpts, ...model.overrides };
-  const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model.ctx);
+  const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model.ctx, model.frames);
   const replies = {};  // the reference's replies: the chat trace's assistant messages
   const results = [];
   for (const arm of arms) {
