@@ -141,13 +141,11 @@ function llamaArm(bin, name, ref, extra) {
              '--cache-reuse', '64', ...templateFlag(m)] };
 }
 
-// The kamera reference is `--reuse reprefill`; until that flag exists, the arm with no prefix cache
-// (--prefix-cache-tokens 0) stands in (the report says which one served).
+// The kamera reference is `--reuse reprefill` (a full re-prefill of the same body).
 function defaultArms(args) {
-  const k = args.kamera, refs = ['kamera-reprefill', 'kamera-nocache'];
+  const k = args.kamera, refs = ['kamera-reprefill'];
   const arms = [
     kameraArm(k, 'kamera-reprefill', ['--reuse', 'reprefill'], null),
-    kameraArm(k, 'kamera-nocache', ['--prefix-cache-tokens', '0'], null),
     kameraArm(k, 'kamera-patch', ['--reuse', 'patch'], refs),
     kameraArm(k, 'kamera-keep', ['--reuse', 'keep'], refs),
     kameraArm(k, 'kamera-prefix', ['--reuse', 'prefix'], refs),

@@ -9,12 +9,17 @@ bool is_control(const Tokenizer& tok, int32_t id) {
   return id >= 0 && size_t(id) < types.size() && types[size_t(id)] == TokenType::Control;
 }
 
-// Whether a segment may end after token i (before i + 1).
-bool cut_after(const Tokenizer& tok, std::span<const int32_t> ids, size_t i) {
-  if (i + 1 >= ids.size()) return false;
-  if (is_control(tok, ids[i]) && is_control(tok, ids[i + 1])) return true;
+// Where a segment may end after token i (before i + 1): at a turn's end always (a line ended by a
+// control token, <|im_end|>\n; two control tokens, Llama 3's <|eot_id|><|start_header_id|>), at
+// another line's end once the segment is long enough.
+enum class Cut { None, Line, Turn };
+
+Cut cut_after(const Tokenizer& tok, std::span<const int32_t> ids, size_t i) {
+  if (i + 1 >= ids.size()) return Cut::None;
+  if (is_control(tok, ids[i]) && is_control(tok, ids[i + 1])) return Cut::Turn;
   const std::string p = tok.piece(ids[i]);
-  return !p.empty() && p.back() == '\n';
+  if (p.empty() || p.back() != '\n') return Cut::None;
+  return i > 0 && is_control(tok, ids[i - 1]) ? Cut::Turn : Cut::Line;
 }
 
 }  // namespace
@@ -25,7 +30,8 @@ std::vector<TokenSpan> cut_segments(const Tokenizer& tok, std::span<const int32_
   int begin = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     const int end = int(i) + 1;
-    if (!cut_after(tok, ids, i) || end - begin < min_tokens) continue;
+    const Cut c = cut_after(tok, ids, i);
+    if (c == Cut::None || (c == Cut::Line && end - begin < min_tokens)) continue;
     out.push_back({begin, end});
     begin = end;
   }

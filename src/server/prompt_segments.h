@@ -5,12 +5,13 @@
 // The cut is made on the prompt's tokens, never its text, so every segment is a run of the very
 // tokens the prompt holds (its id is its tokens', as a chunk's): a message that tokenizes the
 // same wherever it stands finds its earlier self, and one that does not is a miss, never a wrong
-// hit. Cuts fall after a token that ends a line (a chat template ends each turn so: <|im_end|>\n,
-// <end_of_turn>\n) and between two control tokens (Llama 3's <|eot_id|><|start_header_id|>);
-// a segment shorter than `min_tokens` joins the next one, so a turn's header ("<|im_start|>user\n",
-// 3 tokens, or 13 where the vocabulary spells it as text) stays with its content and a blank line
-// with its paragraph: a header alone would be one segment seen in every context, served from the
-// wrong one.
+// hit. A turn's end always cuts: a line ended by a control token (<|im_end|>\n, <end_of_turn>\n)
+// and two control tokens in a row (Llama 3's <|eot_id|><|start_header_id|>), so a short message
+// is a segment of its own, the same in every context. Any other line's end cuts too, but a
+// segment shorter than `min_tokens` there joins the next one, so a turn's header
+// ("<|im_start|>user\n", 3 tokens, or 13 where the vocabulary spells it as text) stays with its
+// content and a blank line with its paragraph: a header alone would be one segment seen in every
+// context, served from the wrong one.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // scripts/replay.mjs on stories260K (real weights), two kamera arms and a tiny append-only chat:
-// the replay tool must measure what a prefix cache does. The arm with the prefix cache (kamera's
-// default) recomputes fewer tokens than the prompt on every turn after the first, the arm without
-// one (--prefix-cache-tokens 0, the reference) recomputes the whole prompt, and the cached arm's
-// greedy output is the reference's (argmax agreement 1, KL at the first position below 1e-3).
+// the replay tool must measure what a prefix cache does. The arm of exact prefix reuse (--reuse
+// prefix) recomputes fewer tokens than the prompt on every turn after the first, the arm that
+// reuses nothing (--reuse reprefill, the reference) recomputes the whole prompt, and the cached
+// arm's greedy output is the reference's (argmax agreement 1, KL at the first position below 1e-3).
 //
 //   node tests/openai/replay_check.mjs --kamera build/bin/kamera --npm build/npm --models ../shared/models
 // Exits 77 (ctest's skip) with the reason when the models or the npm client are absent.
@@ -23,7 +23,7 @@ if (!fs.existsSync(model)) {
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'kamera-replay-'));
 const tool = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'replay.mjs');
 const run = spawnSync(process.execPath, [tool, '--kamera', args.kamera, '--npm', args.npm || 'build/npm',
-  '--model', `stories260K=${model}`, '--arms', 'kamera-default,kamera-nocache', '--traces', 'chat',
+  '--model', `stories260K=${model}`, '--arms', 'kamera-prefix,kamera-reprefill', '--traces', 'chat',
   '--turns', '3', '--max-tokens', '4', '--out', out], { encoding: 'utf8', timeout: 120000 });
 process.stdout.write(run.stdout ?? '');
 if (run.status === 77) process.exit(77);
@@ -38,11 +38,11 @@ const arm = (name) => results.find((r) => r.arm === name);
 const failures = [];
 const expect = (ok, what) => { if (!ok) failures.push(what); };
 
-const cached = arm('kamera-default'), cold = arm('kamera-nocache');
-expect(cached && !cached.error, `kamera-default ran (${cached?.error})`);
-expect(cold && !cold.error, `kamera-nocache ran (${cold?.error})`);
+const cached = arm('kamera-prefix'), cold = arm('kamera-reprefill');
+expect(cached && !cached.error, `kamera-prefix ran (${cached?.error})`);
+expect(cold && !cold.error, `kamera-reprefill ran (${cold?.error})`);
 if (!failures.length) {
-  expect(cached.reference === 'kamera-nocache' || cached.reference === 'kamera-reprefill',
+  expect(cached.reference === 'kamera-reprefill',
          `the default arm is measured against a reference (${cached.reference})`);
   const turns = cached.traces.chat, coldTurns = cold.traces.chat;
   expect(turns.length === 3 && turns.every((t) => !t.error), `three chat turns answered: ${JSON.stringify(turns.map((t) => t.error))}`);
@@ -54,7 +54,7 @@ if (!failures.length) {
     expect(t.fidelity && t.fidelity.agreement === 1, `turn ${t.turn} says what the reference says (${JSON.stringify(t.fidelity)})`);
     expect(t.fidelity && t.fidelity.kl_first < 1e-3, `turn ${t.turn}'s first distribution is the reference's (KL ${t.fidelity?.kl_first})`);
   }
-  expect(fs.readFileSync(path.join(out, 'replay.md'), 'utf8').includes('| kamera-default |'), 'the markdown table has the arm');
+  expect(fs.readFileSync(path.join(out, 'replay.md'), 'utf8').includes('| kamera-prefix |'), 'the markdown table has the arm');
 }
 for (const f of failures) console.log(`FAIL: ${f}`);
 if (!failures.length) {

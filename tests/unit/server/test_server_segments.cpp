@@ -178,5 +178,7 @@ TEST(ServerSegments, IdleTimeFormsCanonicalsAndLongSegmentsKeepPatches) {
   ASSERT_EQ(st, 200) << t1.dump();
   EXPECT_GT(served(t1, "patch-nearest"), 30) << t1["usage"].dump();
   for (const json& seg : t1["usage"]["kamera"]["segments"])  // only short ones keep their rows
-    if (seg["source"] == "context-nearest") EXPECT_LT(seg["tokens"].get<int>(), 16);
+    if (seg["source"] == "context-nearest") {
+      EXPECT_LT(seg["tokens"].get<int>(), 16);
+    }
 }
