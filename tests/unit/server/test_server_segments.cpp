@@ -74,7 +74,7 @@ TEST(ServerSegments, ASlidingWindowsSurvivorsAreReusedThoughTheyAreNoLongerAPref
   ASSERT_EQ(st, 200) << p1.dump();
   EXPECT_EQ(p1["usage"]["kamera"]["policy"], "prefix");
   EXPECT_EQ(served(p1, "context-nearest"), 0);
-  EXPECT_EQ(cached(p1), served(p1, "prefix") + 1);  // the prefix only: the system message
+  EXPECT_EQ(cached(p1), served(p1, "prefix") + 1);        // the prefix only: the system message
   EXPECT_LE(served(t1, "prefix"), served(p1, "prefix"));  // cut back to a served segment's start
   EXPECT_LT(cached(p1) + nearest / 2, cached(t1));
   EXPECT_EQ(p1["usage"]["prompt_tokens"], t1["usage"]["prompt_tokens"]);
