@@ -36,15 +36,15 @@ void SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents, C
     }
   std::vector<Lru::iterator>& now = by_id_[id];  // erase may have dropped the vector
   while (int(now.size()) >= std::max(1, params_.per_segment)) {
-    auto oldest = std::max_element(now.begin(), now.end(), [&](Lru::iterator a, Lru::iterator b) {
-      return std::distance(lru_.begin(), a) < std::distance(lru_.begin(), b);
+    auto oldest = std::min_element(now.begin(), now.end(), [](Lru::iterator x, Lru::iterator y) {
+      return x->last_use < y->last_use;
     });
     erase(*oldest);
     ++stats_.evictions;
     if (!by_id_.count(id)) break;
   }
   lru_.push_front({id, std::move(antecedents), std::make_shared<const ChunkKV>(std::move(kv)),
-                   nullptr, nullptr, bytes, exact});
+                   nullptr, nullptr, bytes, exact, ++clock_});
   by_id_[id].push_back(lru_.begin());
   bytes_ += bytes;
   shrink_to(params_.byte_budget);
@@ -57,21 +57,19 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
   if (found == by_id_.end()) return {};
   Lru::iterator best = lru_.end();
   int best_shared = -1;
-  size_t best_rank = SIZE_MAX;  // position in the LRU list: smaller is more recent
   bool exact = false;
-  for (Lru::iterator it : found->second) {
-    const size_t rank = size_t(std::distance(lru_.begin(), it));
+  for (Lru::iterator it : found->second) {  // larger last_use: more recent
     const bool same = it->exact && std::equal(it->antecedents.begin(), it->antecedents.end(),
                                               antecedents.begin(), antecedents.end());
-    const int shared = latest ? 0 : common_in_order(it->antecedents, antecedents);
-    const bool better = latest                  ? rank < best_rank
+    const int shared = common_in_order(it->antecedents, antecedents);
+    const bool newer = best == lru_.end() || it->last_use > best->last_use;
+    const bool better = latest                  ? newer
                         : same != exact         ? same
                         : shared != best_shared ? shared > best_shared
-                                                : rank < best_rank;
+                                                : newer;
     if (best == lru_.end() || better) {
       best = it;
       best_shared = shared;
-      best_rank = rank;
       exact = same;
     }
   }
@@ -79,10 +77,11 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
         latest  ? Match::Latest
         : exact ? Match::Exact
                 : Match::Nearest,
-        common_in_order(best->antecedents, antecedents)};
+        best_shared};
   ++(h.match == Match::Exact     ? stats_.exact
      : h.match == Match::Nearest ? stats_.nearest
                                  : stats_.latest);
+  best->last_use = ++clock_;
   lru_.splice(lru_.begin(), lru_, best);  // iterators stay valid
   return h;
 }

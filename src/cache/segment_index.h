@@ -100,6 +100,7 @@ class SegmentIndex {
     std::shared_ptr<const Patch> patch;
     size_t bytes = 0;
     bool exact = true;
+    uint64_t last_use = 0;  // the index's clock when it was inserted or last found
   };
   using Lru = std::list<Occurrence>;  // most recent first
 
@@ -109,6 +110,7 @@ class SegmentIndex {
   Lru lru_;
   std::unordered_map<ChunkId, std::vector<Lru::iterator>, ChunkIdHash> by_id_;
   size_t bytes_ = 0;
+  uint64_t clock_ = 0;
   Stats stats_;
 };
 

@@ -123,10 +123,8 @@ struct Generation {
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
-  // How many prompt tokens were served without a forward (the prefix, segments); which of
-  // req.segments the segment index served, where the exact prefix served ended, and whether the
-  // segments computed here were kept (Scheduler::remember_segments).
-  int64_t cached_tokens = 0;
+  // Which of req.segments the segment index served, where the exact prefix served ended, and
+  // whether the segments computed here were kept (Scheduler::remember_segments).
   std::vector<char> segment_served;  // 0: computed here, 1: served exact, 2: served otherwise
   int prefix_end = 0;
   bool segments_kept = false;

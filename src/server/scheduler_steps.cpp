@@ -184,7 +184,7 @@ bool Scheduler::admit(Generation& g) {
   u.cached_tokens = u.reused > 0 ? u.prompt_tokens - u.recomputed : 0;
   u.policy = g.req.policy;
   u.segments = std::move(a.segments);
-  if (g.cached_tokens == 0) g.query_ids = a.query.tokens;
+  if (g.query_ids.empty()) g.query_ids = a.query.tokens;  // admit_text sets the whole query's
   remember(g, false);
   if (g.req.media) metrics_.image_chunk_hits += g.req.media->reused_chunks;
   metrics_.prompt_tokens += u.prompt_tokens;

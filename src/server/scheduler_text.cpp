@@ -62,7 +62,6 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
     const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
     g.segment_served[i] = exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
-    g.cached_tokens += s.span.size();
     pending = s.span.end;
     a.segments.push_back({s.id, s.span.size(), s.span.begin, hit_source(h), h.shared});
     ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
@@ -104,7 +103,6 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
     auto fork = prefix_->fork_prefix(m.entry, n);
     if (!fork.ok()) return false;
     g.seq = *fork;
-    g.cached_tokens = n;
     g.prefix_end = n;
     a.segments.push_back({std::nullopt, n - anchor, anchor, "prefix"});
     ++metrics_.seg_prefix;
