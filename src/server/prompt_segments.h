@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -28,10 +29,15 @@ struct TokenSpan {
   int size() const { return end - begin; }
 };
 
-// A segment of a prompt and its id (its tokens', as a chunk's: ChunkCache::id_of).
+// A segment of a prompt: its tokens in the sequence (the anchor first), its id (its tokens', as a
+// chunk's: ChunkCache::id_of; an image's chunk id), the position it starts at, and for an image
+// or video part its content (embedding rows with their (t, h, w) layout; null: text, whose tokens
+// are the prompt's ids over the span).
 struct PromptSegment {
   TokenSpan span;
   ChunkId id;
+  int32_t position = 0;
+  std::shared_ptr<const ChunkContent> image;
 };
 
 // Segments covering tokens [0, ids.size()) in order, none empty.

@@ -12,21 +12,39 @@ bool is_image(const GenRequest& r, size_t i) {
   return i < r.parts.size() && r.parts[i].is_chunk && r.media && r.media->find(r.parts[i].id);
 }
 
-// r.prompt_ids: the anchor, then every part's tokens; with a tokenizer, r.segments: their spans
-// past the anchor.
+std::shared_ptr<const ChunkContent> image_of(const GenRequest& r, const PromptPart& p) {
+  if (!p.is_chunk || !r.media) return nullptr;
+  for (const auto& [id, c] : r.media->chunks)
+    if (id == p.id) return c;
+  return nullptr;
+}
+
+// r.prompt_ids: the anchor, then each text part's tokens and, for an image, one -1 per embedding
+// row (the sequence's token slots); with a tokenizer, r.segments: the text parts cut apart
+// (server/prompt_segments.h) and each image one segment, with the positions they start at.
 void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r) {
   std::vector<int32_t>& all = r.prompt_ids;
   all = cache.anchor();
-  for (const PromptPart& p : r.parts) all.insert(all.end(), p.tokens.begin(), p.tokens.end());
-  const int anchor = cache.anchor_extent();
   r.segments.clear();
-  if (!tok) return;
-  for (TokenSpan s : cut_segments(*tok, std::span(all).subspan(size_t(anchor)))) {
-    s.begin += anchor;
-    s.end += anchor;
-    const auto first = all.begin() + s.begin;
-    r.segments.push_back({s, cache.id_of(ChunkContent::from_tokens({first, first + s.size()}))});
+  int32_t pos = cache.anchor_extent();
+  for (const PromptPart& p : r.parts) {
+    const int begin = int(all.size());
+    if (auto img = image_of(r, p)) {
+      all.insert(all.end(), size_t(img->n()), -1);
+      r.segments.push_back({{begin, int(all.size())}, p.id, pos, img});
+      pos += img->extent();
+      continue;
+    }
+    all.insert(all.end(), p.tokens.begin(), p.tokens.end());
+    if (!tok) continue;
+    for (TokenSpan s : cut_segments(*tok, p.tokens)) {
+      const auto first = p.tokens.begin() + s.begin;
+      const ChunkId id = cache.id_of(ChunkContent::from_tokens({first, first + s.size()}));
+      r.segments.push_back({{begin + s.begin, begin + s.end}, id, pos + s.begin, nullptr});
+    }
+    pos += int32_t(p.tokens.size());
   }
+  if (!tok) r.segments.clear();
 }
 
 }  // namespace
@@ -34,6 +52,17 @@ void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r
 bool text_only(const GenRequest& r) {
   return r.window_id.empty() && std::none_of(r.parts.begin(), r.parts.end(),
                                              [](const PromptPart& p) { return p.is_chunk; });
+}
+
+bool text_and_images(const GenRequest& r) {
+  return r.window_id.empty() &&
+         std::all_of(r.parts.begin(), r.parts.end(),
+                     [&](const PromptPart& p) { return !p.is_chunk || image_of(r, p) != nullptr; });
+}
+
+bool has_images(const GenRequest& r) {
+  return std::any_of(r.segments.begin(), r.segments.end(),
+                     [](const PromptSegment& s) { return s.image != nullptr; });
 }
 
 Result<std::vector<int32_t>> part_tokens(const Model& model, const GenRequest& r, size_t i,
@@ -58,7 +87,7 @@ Status tokenize_prompt(const ChunkCache& cache, GenRequest& r, const TokenizeOpt
     if (r.parts[i].is_chunk) continue;
     KAMERA_ASSIGN_OR_RETURN(r.parts[i].tokens, part_tokens(model, r, i, o.control_everywhere));
   }
-  if (text_only(r))
+  if (text_and_images(r))
     segment_prompt(cache, o.segments && model.tokenizer ? &*model.tokenizer : nullptr, r);
   return Status::Ok();
 }

@@ -19,12 +19,17 @@ struct TokenizeOptions {
 Result<std::vector<int32_t>> part_tokens(const Model& model, const GenRequest& r, size_t i,
                                          bool control_everywhere);
 
-// Tokenizes every text part of r (PromptPart::tokens), then for a prompt of text only fills
-// r.prompt_ids (and, with o.segments, r.segments). Fails (nothing to queue) on a part that
-// tokenizes to nothing or a model without a tokenizer.
+// Tokenizes every text part of r (PromptPart::tokens), then for a prompt of text and the
+// request's images fills r.prompt_ids (and, with o.segments, r.segments). Fails (nothing to queue)
+// on a part that tokenizes to nothing or a model without a tokenizer.
 Status tokenize_prompt(const ChunkCache& cache, GenRequest& r, const TokenizeOptions& o);
 
 // A prompt of text (and token) parts only, after no window.
 bool text_only(const GenRequest& r);
+// A prompt of text and the request's own images and video (no stored chunk parts), after no
+// window: the prompts the scheduler serves by segments.
+bool text_and_images(const GenRequest& r);
+// Whether r's segments hold an image (its prompt_ids then hold -1 for its rows: no prefix reuse).
+bool has_images(const GenRequest& r);
 
 }  // namespace kamera

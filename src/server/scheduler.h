@@ -118,6 +118,7 @@ class Scheduler {
   int prefix_cut(Generation& g, int n_tokens);
   Status serve_segments(Generation& g, Admission& a, int& pending);
   Status prefill_until(Generation& g, Admission& a, int& pending, int end);
+  Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);
   void remember(Generation& g, bool with_reply);
   void remember_segments(Generation& g);
   void start_background();  // the next queued canonical, when the engine is idle

@@ -23,16 +23,61 @@ enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2 };
 
 }  // namespace
 
-// Prefills tokens [pending, end) of the prompt behind what g.seq holds.
+// Prefills tokens [pending, end) of the prompt behind what g.seq holds, segment by segment: a run
+// of text in one forward, each image in its own (its rows at its (t, h, w) positions).
 Status Scheduler::prefill_until(Generation& g, Admission& a, int& pending, int end) {
-  if (pending >= end) return Status::Ok();
-  const auto first = g.req.prompt_ids.begin();
-  auto r = ctx_.cache().forward_chunk(
-      g.seq, ChunkContent::from_tokens({first + pending, first + end}), pending);
-  if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
-  a.recomputed += end - pending;
-  a.segments.push_back({std::nullopt, end - pending, pending, "recomputed"});
-  pending = end;
+  const std::vector<int32_t>& ids = g.req.prompt_ids;
+  std::vector<int32_t> run;  // text tokens [run_at, pending) not yet forwarded
+  int run_at = pending;
+  int32_t run_pos = 0;
+  auto flush = [&]() -> Status {
+    if (run.empty()) return Status::Ok();
+    auto r = ctx_.cache().forward_chunk(g.seq, ChunkContent::from_tokens(std::move(run)), run_pos);
+    if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
+    a.segments.push_back({std::nullopt, pending - run_at, run_pos, "recomputed"});
+    a.recomputed += pending - run_at;
+    run.clear();
+    return Status::Ok();
+  };
+  for (const PromptSegment& s : g.req.segments) {
+    if (s.span.end <= pending || s.span.begin >= end) continue;
+    if (s.image) {
+      KAMERA_TRY(flush());
+      auto r = ctx_.cache().forward_chunk(g.seq, *s.image, s.position);
+      if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
+      a.segments.push_back({s.id, s.span.size(), s.position, "recomputed"});
+      a.recomputed += s.span.size();
+      pending = run_at = s.span.end;
+      continue;
+    }
+    const int from = std::max(pending, s.span.begin), to = std::min(end, s.span.end);
+    if (run.empty()) run_at = from, run_pos = s.position + (from - s.span.begin);
+    run.insert(run.end(), ids.begin() + from, ids.begin() + to);
+    pending = to;
+  }
+  if (g.req.segments.empty() && pending < end) {  // no segments: the tokens as they are
+    run_at = pending, run_pos = pending;
+    run.assign(ids.begin() + pending, ids.begin() + end);
+    pending = end;
+  }
+  return flush();
+}
+
+// Writes a hit's rows (or its canonical plus patch) at segment s's positions.
+Status Scheduler::write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h) {
+  if (!h.kv) {
+    Status st = ctx_.cache().append_chunk(g.seq, *h.canonical, h.patch.get(), s.position);
+    return st.ok() ? st : Error{ErrorCode::OutOfMemory, st.message()};
+  }
+  std::vector<Pos> pos;
+  if (s.image) {
+    pos = s.image->positions_at(s.position);
+  } else {
+    for (int t = 0; t < s.span.size(); ++t) pos.push_back(Pos::linear(s.position + t));
+  }
+  auto at = ctx_.pool().append(g.seq, pos);
+  if (!at.ok()) return Error{ErrorCode::OutOfMemory, at.message()};
+  write_chunk_kv(*h.kv, ctx_.pool(), g.seq, *at);
   return Status::Ok();
 }
 
@@ -49,21 +94,13 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
     const SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
     if (!h.found()) continue;
     KAMERA_TRY(prefill_until(g, a, pending, s.span.begin));
-    if (h.kv) {
-      std::vector<Pos> pos(size_t(s.span.size()));
-      for (int t = 0; t < s.span.size(); ++t) pos[size_t(t)] = Pos::linear(s.span.begin + t);
-      auto at = ctx_.pool().append(g.seq, pos);
-      if (!at.ok()) return Error{ErrorCode::OutOfMemory, at.message()};
-      write_chunk_kv(*h.kv, ctx_.pool(), g.seq, *at);
-    } else {
-      Status st = ctx_.cache().append_chunk(g.seq, *h.canonical, h.patch.get(), s.span.begin);
-      if (!st.ok()) return Error{ErrorCode::OutOfMemory, st.message()};
-    }
+    KAMERA_TRY(write_hit(g, s, h));
+    if (s.image && g.req.media) ++g.req.media->reused_chunks;
     const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
     g.segment_served[i] = exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
     pending = s.span.end;
-    a.segments.push_back({s.id, s.span.size(), s.span.begin, hit_source(h), h.shared});
+    a.segments.push_back({s.id, s.span.size(), s.position, hit_source(h), h.shared});
     ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
        : !h.kv ? (h.match == SegmentIndex::Match::Exact ? metrics_.seg_patch_exact
                                                         : metrics_.seg_patch_nearest)
@@ -86,16 +123,19 @@ int Scheduler::prefix_cut(Generation& g, int n_tokens) {
   return n_tokens;
 }
 
-// A prompt of text only: the exact prefix, then its segments (serve_segments); what is left is
-// the query. False: nothing is reused (the caller assembles the prompt).
+// A prompt of text (and of the request's images): the exact prefix (text only), then its
+// segments (serve_segments); what is left is the query. False: nothing is reused (the caller
+// assembles the prompt).
 Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admission& a) {
   const std::vector<int32_t>& all = g.req.prompt_ids;  // empty: not a prompt of text only
   g.segment_served.assign(g.req.segments.size(), NotServed);
   const ReusePolicy policy = g.req.policy;
   if (all.empty() || policy == ReusePolicy::Reprefill) return false;  // (reprefill is kept)
   const int anchor = int(ctx_.cache().anchor_extent());
-  const PrefixIndex::Match m =
-      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
+  const bool images = has_images(g.req);  // image rows have no token: no prefix reuse
+  const PrefixIndex::Match m = prefix_ && !images
+                                   ? prefix_->lookup(std::span(all).first(all.size() - 1))
+                                   : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
                              policy != ReusePolicy::Blind && g.req.segments.size() > 1;
   const int n = segment_reuse ? prefix_cut(g, m.n_tokens) : m.n_tokens;
@@ -117,15 +157,21 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
   int pending = g.prefix_end;
   if (segment_reuse) KAMERA_TRY(serve_segments(g, a, pending));
   g.query_ids = q.tokens;
-  a.pos = pending;
-  a.query = ChunkContent::from_tokens({all.begin() + pending, all.end()});
+  // The query: the last segment (text) from `pending`, the rest prefilled before it; a prompt of
+  // text only keeps its tokens from `pending` whole (one forward, as a cold run).
+  const PromptSegment* last = g.req.segments.empty() ? nullptr : &g.req.segments.back();
+  const int from = images && last ? std::max(pending, last->span.begin) : pending;
+  KAMERA_TRY(prefill_until(g, a, pending, from));
+  a.pos = last ? last->position + (from - last->span.begin) : from;
+  a.query = ChunkContent::from_tokens({all.begin() + from, all.end()});
   return true;
 }
 
 // Keeps what g's prompt sequence holds (the prompt; with_reply: and choice 0's reply up to its
 // last decoded token) in the prefix index, for the next request that repeats or extends it.
 void Scheduler::remember(Generation& g, bool with_reply) {
-  if (!prefix_ || g.req.prompt_ids.empty() || g.seq < 0 || g.window_fork) return;
+  if (!prefix_ || g.req.prompt_ids.empty() || g.seq < 0 || g.window_fork || has_images(g.req))
+    return;
   const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.req.prompt_ids.size());
   std::vector<int32_t> tokens = g.req.prompt_ids;
   if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen) {

@@ -138,3 +138,77 @@ TEST(ServerMiniVl, ChatIsTheModelsOwnSequence) {
     EXPECT_NEAR(lp["logprob"].get<double>(), best_logprob, 1e-4) << policy << " token " << best;
   }
 }
+
+// A sliding window of frames (server/scheduler_text.cpp: image parts are segments too): the
+// frames that survive a slide are served from the KV they had in the previous window
+// (context-nearest) and only the new frame and the question are prefilled; once a re-prefill has
+// computed the window, the same window is served behind its own antecedents (context-exact), with
+// the re-prefill's answer log-probability.
+TEST(ServerMiniVl, ASlideOfFramesReusesTheSurvivors) {
+  const std::string dec = unique_temp("kamera-minivl-slide.gguf");
+  const std::string vis = unique_temp("kamera-minivl-slide-mmproj.gguf");
+  ASSERT_TRUE(minivl::write_random_minivl(dec, vis, 12).ok());
+  auto loaded = load_model(dec);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  std::shared_ptr<const Model> model = std::move(*loaded);
+  const minivl::Clip clip = minivl::make_clip(minivl::Split::Test, 3);
+  ASSERT_GE(clip.frames.size(), 5u);
+  const minivl::Question q = clip.questions.front();
+  std::string words;
+  for (int32_t t : q.tokens) words += (words.empty() ? "" : " ") + minivl::words()[size_t(t)];
+  auto window = [&](int first, const char* reuse) {
+    json content = json::array();
+    for (int f = first; f < first + 4; ++f) {
+      std::string name = "kamera-minivl-slide-";
+      name += std::to_string(f);
+      name += ".png";
+      const std::string png = unique_temp(name);
+      EXPECT_TRUE(minivl::write_frames_png(png, {clip.frames[size_t(f)]}, 1).ok());
+      content.push_back(
+          {{"type", "image_url"},
+           {"image_url", {{"url", "data:image/png;base64," + base64(file_bytes(png))}}}});
+    }
+    content.push_back({{"type", "text"}, {"text", words}});
+    return json{{"messages", {{{"role", "user"}, {"content", content}}}},
+                {"temperature", 0},
+                {"logprobs", true},
+                {"reuse", reuse}};
+  };
+  ServerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.mmproj = vis;
+  Server server(model, o);
+  ASSERT_TRUE(server.start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(60, 0);
+  auto post = [&](const json& body) {
+    auto r = client.Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body) : json();
+  };
+  auto served = [](const json& j, const std::string& source) {
+    int n = 0;
+    for (const json& s : j["usage"]["kamera"]["segments"]) n += (s["source"] == source) * 1;
+    return n;
+  };
+  auto logprob = [](const json& j) {
+    return j["choices"][0]["logprobs"]["content"][0]["logprob"].get<double>();
+  };
+  post(window(0, "patch"));
+  const json slid = post(window(1, "patch"));
+  // Frames 1, 2, 3 (and frame 4 too when the clip repeats a picture seen before: same content,
+  // same id); at most the new frame and the question are prefilled.
+  const int nearest = served(slid, "context-nearest");
+  EXPECT_GE(nearest, 3) << slid["usage"].dump();
+  EXPECT_EQ(slid["usage"]["kamera"]["recomputed_tokens"], 4 * (4 - nearest) + int(q.tokens.size()));
+  EXPECT_EQ(slid["usage"]["images"]["reused_chunks"], nearest);
+  // A re-prefill computes every frame behind its own antecedents (and keeps them): the same
+  // window is then served exactly.
+  const json ref = post(window(1, "reprefill"));
+  EXPECT_EQ(served(ref, "context-exact"), 0);
+  const json again = post(window(1, "patch"));
+  EXPECT_EQ(served(again, "context-exact"), 4) << again["usage"].dump();
+  EXPECT_NEAR(logprob(again), logprob(ref), 1e-4);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], ref["choices"][0]["message"]["content"]);
+}
