@@ -74,6 +74,7 @@ struct ServedSegment {
   int32_t position = 0;
   std::string source;
   int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
+  bool media = false;           // an image or video part (else text)
 };
 
 // What admission made of a prompt (usage.prompt_tokens, its details and usage.kamera).

@@ -183,6 +183,7 @@ json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMe
   for (const ServedSegment& s : u.segments) {
     json j = {{"tokens", s.tokens}, {"position", s.position}, {"source", s.source}};
     if (s.id) j["id"] = s.id->hex();
+    if (s.media) j["media"] = true;
     if (s.shared_antecedents >= 0) j["shared_antecedents"] = s.shared_antecedents;
     segments.push_back(std::move(j));
   }

@@ -115,7 +115,7 @@ class Scheduler {
   Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);
   void count_segment(SegmentSource s);
   Result<bool> admit_text(Generation& g, const ChunkContent& q, Admission& a);
-  int prefix_cut(Generation& g, int n_tokens);
+  int prefix_cut(Generation& g, int n_tokens, bool segment_reuse);
   Status serve_segments(Generation& g, Admission& a, int& pending);
   Status prefill_until(Generation& g, Admission& a, int& pending, int end);
   Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);
@@ -147,7 +147,7 @@ class Scheduler {
   std::unique_ptr<SegmentIndex> segments_;  // null: no segment reuse
   // Long segments whose canonical is to be formed off the request path (then their occurrences
   // keep patches: SegmentIndex::compact), oldest first, each once.
-  std::deque<std::pair<ChunkId, std::vector<int32_t>>> to_compact_;
+  std::deque<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> to_compact_;
   std::unordered_set<ChunkId, ChunkIdHash> compact_queued_;
   std::thread thread_;
   std::mutex mu_;

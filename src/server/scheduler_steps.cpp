@@ -139,7 +139,8 @@ Status Scheduler::admit_chunks(Generation& g, Admission& a) {
   auto rep = ctx_.cache().assemble(g.seq, chunks, so);
   if (!rep.ok()) return capacity_error(rep.error());
   for (const SegmentReport& s : rep->segments) {
-    a.segments.push_back({s.id, s.n_tokens, s.position, segment_source_name(s.source)});
+    const bool media = g.req.media && g.req.media->find(s.id);
+    a.segments.push_back({s.id, s.n_tokens, s.position, segment_source_name(s.source), -1, media});
     count_segment(s.source);
   }
   a.reused = rep->tokens_reused;

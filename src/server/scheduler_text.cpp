@@ -21,6 +21,14 @@ const char* hit_source(const SegmentIndex::Hit& h) {
 
 enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2 };
 
+// Segment s's content: its image, or its tokens.
+std::shared_ptr<const ChunkContent> content_of(const GenRequest& r, const PromptSegment& s) {
+  if (s.image) return s.image;
+  const auto first = r.prompt_ids.begin() + s.span.begin;
+  return std::make_shared<const ChunkContent>(
+      ChunkContent::from_tokens({first, first + s.span.size()}));
+}
+
 }  // namespace
 
 // Prefills tokens [pending, end) of the prompt behind what g.seq holds, segment by segment: a run
@@ -45,7 +53,7 @@ Status Scheduler::prefill_until(Generation& g, Admission& a, int& pending, int e
       KAMERA_TRY(flush());
       auto r = ctx_.cache().forward_chunk(g.seq, *s.image, s.position);
       if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
-      a.segments.push_back({s.id, s.span.size(), s.position, "recomputed"});
+      a.segments.push_back({s.id, s.span.size(), s.position, "recomputed", -1, true});
       a.recomputed += s.span.size();
       pending = run_at = s.span.end;
       continue;
@@ -100,7 +108,8 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
     g.segment_served[i] = exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
     pending = s.span.end;
-    a.segments.push_back({s.id, s.span.size(), s.position, hit_source(h), h.shared});
+    a.segments.push_back(
+        {s.id, s.span.size(), s.position, hit_source(h), h.shared, s.image != nullptr});
     ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
        : !h.kv ? (h.match == SegmentIndex::Match::Exact ? metrics_.seg_patch_exact
                                                         : metrics_.seg_patch_nearest)
@@ -110,15 +119,16 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
   return Status::Ok();
 }
 
-// Where the exact prefix is cut: a prefix that ends inside a segment the index holds ends at that
-// segment's start instead (the segment is then served whole, not recomputed from the middle).
-int Scheduler::prefix_cut(Generation& g, int n_tokens) {
+// Where the exact prefix is cut: a prefix that ends inside an image, or (with segment reuse)
+// inside a segment the index holds, ends at that segment's start instead (the segment is then
+// served whole, not recomputed from the middle).
+int Scheduler::prefix_cut(Generation& g, int n_tokens, bool segment_reuse) {
   const std::vector<PromptSegment>& segs = g.req.segments;
-  std::vector<ChunkId> ante;
-  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
-    if (segs[i].span.end <= n_tokens) continue;
-    if (segs[i].span.begin >= n_tokens) break;
-    return segments_->contains(segs[i].id) ? segs[i].span.begin : n_tokens;
+  for (const PromptSegment& s : segs) {
+    if (s.span.end <= n_tokens) continue;
+    if (s.span.begin >= n_tokens) break;
+    const bool held = segment_reuse && &s != &segs.back() && segments_->contains(s.id);
+    return s.image || held ? s.span.begin : n_tokens;
   }
   return n_tokens;
 }
@@ -132,13 +142,12 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
   const ReusePolicy policy = g.req.policy;
   if (all.empty() || policy == ReusePolicy::Reprefill) return false;  // (reprefill is kept)
   const int anchor = int(ctx_.cache().anchor_extent());
-  const bool images = has_images(g.req);  // image rows have no token: no prefix reuse
-  const PrefixIndex::Match m = prefix_ && !images
-                                   ? prefix_->lookup(std::span(all).first(all.size() - 1))
-                                   : PrefixIndex::Match{};
+  const bool images = has_images(g.req);
+  const PrefixIndex::Match m =
+      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
                              policy != ReusePolicy::Blind && g.req.segments.size() > 1;
-  const int n = segment_reuse ? prefix_cut(g, m.n_tokens) : m.n_tokens;
+  const int n = prefix_cut(g, m.n_tokens, segment_reuse);
   if (n > anchor) {
     auto fork = prefix_->fork_prefix(m.entry, n);
     if (!fork.ok()) return false;
@@ -146,6 +155,8 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
     g.prefix_end = n;
     a.segments.push_back({std::nullopt, n - anchor, anchor, "prefix"});
     ++metrics_.seg_prefix;
+    for (const PromptSegment& s : g.req.segments)  // images inside the prefix: reused whole
+      if (s.image && s.span.end <= n && g.req.media) ++g.req.media->reused_chunks;
     a.reused = n - anchor;
   } else if (segment_reuse) {
     g.seq = ctx_.pool().create_sequence();
@@ -167,13 +178,20 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
   return true;
 }
 
-// Keeps what g's prompt sequence holds (the prompt; with_reply: and choice 0's reply up to its
-// last decoded token) in the prefix index, for the next request that repeats or extends it.
+// Keeps what g's prompt sequence holds exactly (the prompt; with_reply: and choice 0's reply up to
+// its last decoded token) in the prefix index, for the next request that repeats or extends it.
+// A prompt with segments served from another context is kept only up to the first of them: rows
+// behind it are not what a cold run computes.
 void Scheduler::remember(Generation& g, bool with_reply) {
-  if (!prefix_ || g.req.prompt_ids.empty() || g.seq < 0 || g.window_fork || has_images(g.req))
-    return;
+  if (!prefix_ || g.req.prompt_ids.empty() || g.seq < 0 || g.window_fork) return;
   const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.req.prompt_ids.size());
   std::vector<int32_t> tokens = g.req.prompt_ids;
+  for (size_t i = 0; i < g.segment_served.size(); ++i) {
+    if (g.segment_served[i] != ServedNear) continue;
+    tokens.resize(size_t(g.req.segments[i].span.begin));
+    with_reply = false;
+    break;
+  }
   if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen) {
     const std::vector<int32_t>& reply = g.choices[0].gen->tokens();
     if (held < prompt || held - prompt > int(reply.size())) return;  // not the tokens it holds
@@ -204,8 +222,7 @@ void Scheduler::remember_segments(Generation& g) {
       const bool worth = opts_.compact_tokens > 0 && s.span.size() >= opts_.compact_tokens;
       if (worth && to_compact_.size() < opts_.compact_queue &&
           compact_queued_.insert(s.id).second) {
-        const auto first = g.req.prompt_ids.begin() + s.span.begin;
-        to_compact_.push_back({s.id, {first, first + s.span.size()}});
+        to_compact_.push_back({s.id, content_of(g.req, s)});
         ++g.usage.background_queued;
       }
     }
@@ -238,13 +255,12 @@ void Scheduler::start_background() {
 // C_B = KV(B | anchor) of the oldest queued segment (one forward of [anchor · B]), then each of
 // its occurrences keeps the patch of its deficit where that is smaller than its rows.
 void Scheduler::compact_one() {
-  auto [id, tokens] = std::move(to_compact_.front());
+  auto [id, content] = std::move(to_compact_.front());
   to_compact_.pop_front();
   compact_queued_.erase(id);
   if (!segments_->contains(id)) return;  // evicted meanwhile
   bool formed = false;
-  auto canon =
-      ctx_.cache().canonical(ChunkContent::from_tokens(std::move(tokens)), DType::F32, &formed);
+  auto canon = ctx_.cache().canonical(*content, DType::F32, &formed);
   if (!canon.ok()) return log().warn("background canonical: {}", canon.message());
   metrics_.background_canonicals += formed;
   PatchOptions po;

@@ -142,7 +142,8 @@ TEST(ServerMiniVl, ChatIsTheModelsOwnSequence) {
 // A sliding window of frames (server/scheduler_text.cpp: image parts are segments too): the
 // frames that survive a slide are served from the KV they had in the previous window
 // (context-nearest) and only the new frame and the question are prefilled; once a re-prefill has
-// computed the window, the same window is served behind its own antecedents (context-exact), with
+// computed the window, the same window is the exact prefix of the prompt (the prefix index
+// compares frames by their ids, row by row), with
 // the re-prefill's answer log-probability.
 TEST(ServerMiniVl, ASlideOfFramesReusesTheSurvivors) {
   const std::string dec = unique_temp("kamera-minivl-slide.gguf");
@@ -203,12 +204,13 @@ TEST(ServerMiniVl, ASlideOfFramesReusesTheSurvivors) {
   EXPECT_GE(nearest, 3) << slid["usage"].dump();
   EXPECT_EQ(slid["usage"]["kamera"]["recomputed_tokens"], 4 * (4 - nearest) + int(q.tokens.size()));
   EXPECT_EQ(slid["usage"]["images"]["reused_chunks"], nearest);
-  // A re-prefill computes every frame behind its own antecedents (and keeps them): the same
+  // A re-prefill computes every frame behind its own antecedents (and keeps the prompt): the same
   // window is then served exactly.
   const json ref = post(window(1, "reprefill"));
   EXPECT_EQ(served(ref, "context-exact"), 0);
-  const json again = post(window(1, "patch"));
-  EXPECT_EQ(served(again, "context-exact"), 4) << again["usage"].dump();
+  const json again = post(window(1, "patch"));  // the exact prefix: every frame
+  EXPECT_EQ(served(again, "prefix"), 1) << again["usage"].dump();
+  EXPECT_EQ(again["usage"]["images"]["reused_chunks"], 4);
   EXPECT_NEAR(logprob(again), logprob(ref), 1e-4);
   EXPECT_EQ(again["choices"][0]["message"]["content"], ref["choices"][0]["message"]["content"]);
 }

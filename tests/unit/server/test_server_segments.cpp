@@ -114,6 +114,37 @@ TEST(ServerSegments, SegmentsServedBehindTheirOwnAntecedentsSayWhatAColdRunSays)
                       window_turn(0, "reprefill"))["choices"][0]["message"]["content"]);
 }
 
+// The prefix index holds only rows a cold run computes: after a slide whose survivors came from
+// another context, the same prompt under prefix-only reuse (whose every reused row must be
+// exact) reuses none of the survivors' rows (only what an earlier cold run shares with it), and
+// answers as a re-prefill does (before the fix: the whole prompt, 0.23 off in log-probability).
+TEST(ServerSegments, APrefixNeverHoldsRowsServedFromAnotherContext) {
+  tiny::TestServer s;
+  int st = 0;
+  json t0 = window_turn(0), t1 = window_turn(1);
+  t1["logprobs"] = true;
+  s.post("/v1/chat/completions", t0, &st);
+  const json slid = s.post("/v1/chat/completions", t1, &st);
+  ASSERT_EQ(st, 200) << slid.dump();
+  int last_near = -1;  // where the last survivor starts
+  for (const json& seg : slid["usage"]["kamera"]["segments"])
+    if (seg["source"] == "context-nearest") last_near = seg["position"];
+  ASSERT_GT(last_near, 0) << slid["usage"].dump();
+  json again = t1, ref = t1;
+  again["reuse"] = "prefix";
+  ref["reuse"] = "reprefill";
+  const json p = s.post("/v1/chat/completions", again, &st);
+  ASSERT_EQ(st, 200) << p.dump();
+  EXPECT_LT(served(p, "prefix") + 1, last_near) << p["usage"].dump();  // + the anchor
+  const json r = s.post("/v1/chat/completions", ref, &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  auto logprob = [](const json& j) {
+    return j["choices"][0]["logprobs"]["content"][0]["logprob"].get<double>();
+  };
+  EXPECT_NEAR(logprob(p), logprob(r), 1e-5);
+  EXPECT_EQ(p["choices"][0]["message"]["content"], r["choices"][0]["message"]["content"]);
+}
+
 // A budget too small for a window's segments evicts them; requests never fail for it.
 TEST(ServerSegments, ATinySegmentBudgetEvictsAndNeverFailsARequest) {
   kamera::ServerOptions o;
