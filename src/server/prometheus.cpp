@@ -132,6 +132,10 @@ void render_store(std::string& out, const ChunkStore::Stats& s) {
 void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::Stats& s) {
   out += "# HELP kamera_store_bytes bytes held per tier\n# TYPE kamera_store_bytes gauge\n";
   out += fmt::format("kamera_store_bytes{{tier=\"memory\"}} {}\n", s.bytes_held());
+  out +=
+      "# HELP kamera_store_budget_bytes the memory tier's byte budget (--store-mb less the "
+      "segments' share)\n# TYPE kamera_store_budget_bytes gauge\n";
+  out += fmt::format("kamera_store_budget_bytes {}\n", s.byte_budget);
   std::string lines;
   for (const auto& t : store.tiers()) {
     const StoreTier::Stats ts = t->stats();

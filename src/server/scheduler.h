@@ -116,6 +116,7 @@ class Scheduler {
   void count_segment(SegmentSource s);
   Result<bool> admit_text(Generation& g, const ChunkContent& q, Admission& a);
   int prefix_cut(Generation& g, int n_tokens, bool segment_reuse);
+  void report_prefix(Generation& g, Admission& a, int anchor, int n);
   Status serve_segments(Generation& g, Admission& a, int& pending);
   Status prefill_until(Generation& g, Admission& a, int& pending, int end);
   Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);

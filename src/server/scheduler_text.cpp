@@ -133,6 +133,23 @@ int Scheduler::prefix_cut(Generation& g, int n_tokens, bool segment_reuse) {
   return n_tokens;
 }
 
+// The exact prefix [anchor, n) in a's segments: its text as runs of source "prefix", each image
+// in it as a segment of its own (its id, media), counted in the request's reused images.
+void Scheduler::report_prefix(Generation& g, Admission& a, int anchor, int n) {
+  int from = anchor;
+  int32_t at = anchor;  // the position of token `from`
+  for (const PromptSegment& s : g.req.segments) {
+    if (!s.image || s.span.end > n) continue;  // (the prefix never ends inside an image)
+    if (s.span.begin > from)
+      a.segments.push_back({std::nullopt, s.span.begin - from, at, "prefix"});
+    a.segments.push_back({s.id, s.span.size(), s.position, "prefix", -1, true});
+    if (g.req.media) ++g.req.media->reused_chunks;
+    from = s.span.end;
+    at = s.position + int32_t(s.image->extent());
+  }
+  if (n > from) a.segments.push_back({std::nullopt, n - from, at, "prefix"});
+}
+
 // A prompt of text (and of the request's images): the exact prefix (text only), then its
 // segments (serve_segments); what is left is the query. False: nothing is reused (the caller
 // assembles the prompt).
@@ -153,10 +170,8 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
     if (!fork.ok()) return false;
     g.seq = *fork;
     g.prefix_end = n;
-    a.segments.push_back({std::nullopt, n - anchor, anchor, "prefix"});
+    report_prefix(g, a, anchor, n);
     ++metrics_.seg_prefix;
-    for (const PromptSegment& s : g.req.segments)  // images inside the prefix: reused whole
-      if (s.image && s.span.end <= n && g.req.media) ++g.req.media->reused_chunks;
     a.reused = n - anchor;
   } else if (segment_reuse) {
     g.seq = ctx_.pool().create_sequence();

@@ -194,8 +194,9 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
       ->capture_default_str();
   app.add_option("--segment-cache-mb", a->segment_cache_mb,
-                 "Conditioned KV of prompt segments (messages, paragraphs) kept for reuse past the "
-                 "prefix, at any position (MiB; -1: a quarter of --store-mb, 0: none)")
+                 "Conditioned KV of prompt segments (messages, paragraphs, images) kept for reuse "
+                 "past the prefix, at any position (MiB, carved out of --store-mb and below it; "
+                 "-1: a quarter of --store-mb, 0: none)")
       ->capture_default_str();
   app.add_option("--segment-compact-tokens", a->opts.segment_compact_tokens,
                  "Segments of at least this many tokens get their canonical formed while the "

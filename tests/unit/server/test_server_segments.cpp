@@ -157,6 +157,30 @@ TEST(ServerSegments, ATinySegmentBudgetEvictsAndNeverFailsARequest) {
   }
 }
 
+// The segments' KV is carved out of --store-mb: the memory tier keeps the rest (a quarter by
+// default), and a segment budget that leaves it nothing is refused at start, by name.
+TEST(ServerSegments, TheSegmentsBudgetIsCarvedOutOfTheStores) {
+  auto budget = [](tiny::TestServer& s) {
+    const std::string body = s.client->Get("/metrics")->body;
+    const std::string name = "\nkamera_store_budget_bytes ";
+    const size_t at = body.find(name);
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size()));
+  };
+  kamera::ServerOptions o;
+  o.store_bytes = size_t(64) << 20;
+  tiny::TestServer by_default(o);
+  EXPECT_EQ(budget(by_default), double(48 << 20));
+  o.segment_cache_bytes = 8 << 20;
+  tiny::TestServer given(o);
+  EXPECT_EQ(budget(given), double(56 << 20));
+  o.segment_cache_bytes = 64 << 20;
+  o.port = 0;
+  kamera::Server too_much(tiny::load(tiny::model_path("qwen2")), o);
+  const kamera::Status st = too_much.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--segment-cache-mb"), std::string::npos) << st.message();
+}
+
 // The cut: contiguous segments covering the prompt, each ending after a line's last token (a
 // chat turn's end), none shorter than the minimum but the last.
 TEST(PromptSegments, CutsAfterLineEndsAndKeepsShortLinesWithTheNext) {

@@ -70,8 +70,9 @@ struct FpsServer {
     if (!r) return {0, json(), ""};
     const json j = json::parse(r->body, nullptr, false);
     if (r->status != 200) return {r->status, j, ""};
-    return {r->status, j["usage"]["images"],
-            j["usage"]["kamera"]["segments"][1]["id"].get<std::string>()};
+    for (const json& s : j["usage"]["kamera"]["segments"])  // the video's, wherever it came from
+      if (s.value("media", false)) return {r->status, j["usage"]["images"], s["id"]};
+    return {r->status, j["usage"]["images"], "(no media segment)"};
   }
 };
 
