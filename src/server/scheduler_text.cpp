@@ -160,6 +160,7 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
   if (all.empty() || policy == ReusePolicy::Reprefill) return false;  // (reprefill is kept)
   const int anchor = int(ctx_.cache().anchor_extent());
   const bool images = has_images(g.req);
+  if (images && g.req.segments.back().image) return false;  // the query must be text
   const PrefixIndex::Match m =
       prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
