@@ -2,18 +2,15 @@
 
 #include <algorithm>
 
+#include "core/mix.h"
+
 namespace kamera {
 
 namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) {
   // splitmix64's finalizer over the running value: every token changes every bit of the name.
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  return h ^ (h >> 31);
+  return mix64_finalize(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)));
 }
 
 size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {

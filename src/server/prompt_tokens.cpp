@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/mix.h"
 #include "server/prompt_parts.h"
 
 namespace kamera {
@@ -23,9 +24,8 @@ std::shared_ptr<const ChunkContent> image_of(const GenRequest& r, const PromptPa
 // so that the prefix index compares images as it compares tokens (a different image differs at
 // its first row but for a 2^-30 chance per row).
 int32_t media_row(const ChunkId& id, int64_t row) {
-  uint64_t h = id.lo ^ (id.hi + uint64_t(row + 1) * 0x9e3779b97f4a7c15ull);
-  h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
-  return -2 - int32_t((h ^ (h >> 29)) & 0x3fffffff);
+  const uint64_t h = mix64_finalize(id.lo ^ (id.hi + uint64_t(row + 1) * 0x9e3779b97f4a7c15ull));
+  return -2 - int32_t(h & 0x3fffffff);
 }
 
 // r.prompt_ids: the anchor, then each text part's tokens and, for an image, one media_row per

@@ -73,7 +73,7 @@ Status Server::Impl::open_context() {
   co.kv_type = opts.kv_type;
   const int64_t tokens = opts.pool_tokens > 0 ? opts.pool_tokens : 8 * int64_t(c.ctx_len);
   co.kv_tokens = tokens + 16 * int64_t(opts.max_active + 8);  // a partial page per sequence
-  KAMERA_ASSIGN_OR_RETURN(segment_bytes, segment_budget(opts));
+  KAMERA_ASSIGN_OR_RETURN(const int64_t segment_bytes, segment_budget(opts));
   co.store_bytes = opts.store_bytes - size_t(segment_bytes);  // the segments' share is carved out
   KAMERA_ASSIGN_OR_RETURN(co.tiers, open_tiers());
   KAMERA_ASSIGN_OR_RETURN(ctx, Context::create(model_ptr, co));

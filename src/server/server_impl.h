@@ -57,7 +57,6 @@ struct Server::Impl {
   std::once_flag grammars_once;
   std::unique_ptr<grammar::GrammarCache> grammars;  // compiled on first use, shared by requests
   std::unique_ptr<Context> ctx;
-  int64_t segment_bytes = 0;           // the segments' share of opts.store_bytes (segment_budget)
   std::unique_ptr<ServerMedia> media;  // --mmproj: images in chat messages
   std::optional<WordVocab> words;      // the mini-VL pair: its word prompt (server/prompt_parts.h)
   std::unique_ptr<WindowRegistry> windows;

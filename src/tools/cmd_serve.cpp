@@ -1,6 +1,7 @@
 // kamera serve: the OpenAI-compatible server with chunk and window APIs (src/server/server.h).
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,21 @@
 namespace kamera::cli {
 
 namespace {
+
+// A size in MiB: finite, at least `least` (-1 where the option has "-1: the default"), at most
+// 2^30 MiB; NaN and infinities are refused by name rather than cast into a byte count.
+CLI::Validator mebibytes(double least) {
+  return CLI::Validator(
+      [least](std::string& s) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v > double(1 << 30) ||
+            (v < 0 && v != least))
+          return "a size in MiB: a finite number from 0 to 2^30" +
+                 std::string(least < 0 ? " (or -1)" : "") + ", not " + s;
+        return "";
+      },
+      "MiB");
+}
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) {
@@ -149,6 +165,7 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--store-dir-mb", a->store_dir_mb,
                  "Disk tier cap (MiB; least recently used files go first; 0: none)")
+      ->check(mebibytes(0))
       ->capture_default_str();
   app.add_option("--redis-ttl", a->opts.redis_ttl_s, "Expiry of Redis entries (s; 0: none)")
       ->capture_default_str();
@@ -197,6 +214,7 @@ Runner add_serve(CLI::App& app) {
                  "Conditioned KV of prompt segments (messages, paragraphs, images) kept for reuse "
                  "past the prefix, at any position (MiB, carved out of --store-mb and below it; "
                  "-1: a quarter of --store-mb, 0: none)")
+      ->check(mebibytes(-1))
       ->capture_default_str();
   app.add_option("--segment-compact-tokens", a->opts.segment_compact_tokens,
                  "Segments of at least this many tokens get their canonical formed while the "
@@ -238,7 +256,9 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--write-timeout-ms", a->opts.write_timeout_ms,
                  "Deadline for each write to a client")
       ->capture_default_str();
-  app.add_option("--store-mb", a->store_mb, "Memory tier budget (MiB)")->capture_default_str();
+  app.add_option("--store-mb", a->store_mb, "Memory tier budget (MiB)")
+      ->check(mebibytes(0))
+      ->capture_default_str();
   app.add_option("--max-queue", a->opts.max_queue, "Queued requests before answering 429")
       ->capture_default_str();
   app.add_option("--max-active", a->opts.max_active, "Generations decoded together")

@@ -17,9 +17,11 @@ struct Output {
   int rc = -1;
 };
 
-Output run(const std::string& args) {
+// `wrap`: a command the binary runs under (`timeout 20 `: a server that would start is stopped).
+Output run(const std::string& args, const std::string& wrap = "") {
   const std::string err_path = unique_temp("kamera-cli-json.stderr");
-  const std::string cmd = std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
+  const std::string cmd =
+      wrap + std::string(KAMERA_BINARY_DIR) + "/bin/kamera " + args + " 2>" + err_path;
   Output o;
   FILE* f = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -83,3 +85,26 @@ TEST(CliJson, EverySubcommandPrintsPureJson) {
 }
 
 }  // namespace
+
+// `kamera serve`'s sizes in MiB refuse what is no size (NaN, infinities, negatives, too large)
+// by the option's name before anything starts, and a segment budget not below --store-mb (it is
+// carved out of it) is refused at start, by name.
+TEST(CliSizes, ServeRefusesWhatIsNoSizeByName) {
+  const std::string model = unique_temp("kamera-cli-sizes.gguf");
+  ASSERT_EQ(run("make-model --arch llama --preset tiny -o " + model).rc, 0);
+  for (const std::string bad :
+       {"--store-mb nan", "--store-mb inf", "--store-mb -5", "--store-mb 1e12",
+        "--segment-cache-mb nan", "--segment-cache-mb -2", "--store-dir-mb -inf"}) {
+    SCOPED_TRACE(bad);
+    const Output o = run("serve -m " + model + " --port 0 " + bad, "timeout 20 ");
+    EXPECT_NE(o.rc, 0);
+    EXPECT_NE(o.err.find(bad.substr(0, bad.find(' ')) + ": a size in MiB"), std::string::npos)
+        << o.err;
+  }
+  const Output o =
+      run("serve -m " + model + " --port 0 --store-mb 8 --segment-cache-mb 8", "timeout 20 ");
+  EXPECT_NE(o.rc, 0);
+  EXPECT_NE(o.err.find("--segment-cache-mb (8 MiB) must be below --store-mb"), std::string::npos)
+      << o.err;
+  std::remove(model.c_str());
+}
