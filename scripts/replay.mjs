@@ -12,6 +12,10 @@
 //             question
 //   tools     a tool loop: tools declared, fixed assistant tool_calls, tool results, the next call
 //   lookback  the window slides, then an evicted observation comes back (last turn)
+//   images    a sliding window of K pictures (--model ...,images=K): system, the last K picture
+//             observations (one user message each: a short text and a seeded PNG image_url part
+//             of side x side pixels), a question
+//   imagelookback  the picture window slides, then an evicted picture comes back (last turn)
 //
 // Per turn (stream: true, temperature 0, fixed max_tokens, logprobs with top_logprobs = 20):
 //   ttft_ms      request sent -> first chunk carrying content (no content: the end of the stream)
@@ -51,6 +55,7 @@
 //
 //   node scripts/replay.mjs --help
 import { spawn, execFileSync } from 'node:child_process';
+import zlib from 'node:zlib';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -69,9 +74,13 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           max_tokens, traces override the options below for this model;
                           mmproj=PATH and frames=DIR (scripts/minivl_frames.py --out DIR --bodies)
                           replay the mini-VL's frame window instead (kamera only), with the
-                          answers' accuracy against the gold answers
+                          answers' accuracy against the gold answers; mmproj=PATH and images=K
+                          [,side=N] (N a multiple of 28, default 112) replay the picture traces
+                          (images, imagelookback) of a Qwen2-VL pair on both servers
+                          (llama-server gets --mmproj and --cache-ram 1024)
   --arms A,B,...          only these arms (names as in the report; references are added)
-  --traces T,...          chat,window,rerank,tools,lookback (default: all)
+  --traces T,...          chat,window,rerank,tools,lookback (default: all); a model with
+                          images=K: images,imagelookback
   --turns N               turns per trace (default 6)
   --max-tokens N          tokens generated per turn (default 16)
   --top-logprobs N        top logprobs per position (default 20)
@@ -113,11 +122,27 @@ function parseModel(spec) {
     else if (k === 'traces') m.overrides.traceNames = v.split('+');
     else if (k === 'mmproj') m.mmproj = path.resolve(v);
     else if (k === 'frames') m.frames = path.resolve(v);
+    else if (k === 'images') m.images = Number(v);
+    else if (k === 'side') m.side = Number(v);
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
-  if (!m.llama && m.path.endsWith('.gguf') && !m.mmproj) m.llama = m.path;
+  if (m.images !== undefined) checkPictures(spec, m);
+  if (!m.llama && m.path.endsWith('.gguf') && (!m.mmproj || m.images)) m.llama = m.path;
   if (m.frames) m.overrides.traceNames = ['frames'];
+  else if (m.images && !m.overrides.traceNames) m.overrides.traceNames = ['images', 'imagelookback'];
   return m;
+}
+
+// The picture traces: K >= 2 pictures (a slide keeps K - 1), each side x side pixels with side a
+// multiple of 28 (Qwen2-VL's 14-pixel patches merged 2 x 2) and at least 84, so that neither
+// server resizes it: kamera and llama.cpp's mtmd both round to a multiple of 28 and raise a
+// picture below their smallest size (llama.cpp d32676d: 8 merged tokens, 6,272 pixels).
+function checkPictures(spec, m) {
+  m.side ??= 112;
+  if (!m.mmproj) throw new Error(`--model ${spec}: images=K needs mmproj=PATH`);
+  if (!(Number.isInteger(m.images) && m.images >= 2)) throw new Error(`--model ${spec}: images=K needs K >= 2`);
+  if (!(Number.isInteger(m.side) && m.side >= 84 && m.side % 28 === 0))
+    throw new Error(`--model ${spec}: side=N needs N a multiple of 28, at least 84`);
 }
 
 // ---------------------------------------------------------------- arms
@@ -134,11 +159,14 @@ function kameraArm(bin, name, flags, ref) {
              ...flags] };
 }
 
+// A picture model's arm also gets the tower and the host-memory prompt cache (d32676d's
+// --cache-ram; a build without them refuses the flags and the arm is reported as failed).
 function llamaArm(bin, name, ref, extra) {
   return { name, ref, server: 'llama', extra, needs: 'llama',
            command: (m, port, threads) => [bin, '-m', m.llama, '--port', String(port), '--host',
              '127.0.0.1', '-t', String(threads), '-c', String(m.ctx), '-np', '1',
-             '--cache-reuse', '64', ...templateFlag(m)] };
+             '--cache-reuse', '64', ...templateFlag(m),
+             ...(m.images ? ['--mmproj', m.mmproj, '--cache-ram', '1024'] : [])] };
 }
 
 // The kamera reference is `--reuse reprefill` (a full re-prefill of the same body).
@@ -213,9 +241,12 @@ const observation = (r, i, w) => `Seen ${i + 1}: ${sentence(r, w)}`;
 const question = (t) => ({ role: 'user', content: `Step ${t + 1}: what changed?` });
 const asUsers = (xs) => xs.map((content) => ({ role: 'user', content }));
 
+// A sliding window over observation messages: turn t sees obs[t .. t + k).
+const slideBodies = (obs, turns, k) =>
+  Array.from({ length: turns }, (_, t) => [system, ...obs.slice(t, t + k), question(t)]);
+
 function windowTrace(r, turns, w, k = 4) {
-  const obs = Array.from({ length: turns + k - 1 }, (_, i) => observation(r, i, w));
-  return Array.from({ length: turns }, (_, t) => [system, ...asUsers(obs.slice(t, t + k)), question(t)]);
+  return slideBodies(asUsers(Array.from({ length: turns + k - 1 }, (_, i) => observation(r, i, w))), turns, k);
 }
 
 function rerankTrace(r, turns, w, pool = 6, k = 4) {
@@ -247,13 +278,75 @@ function toolsTrace(r, turns, w) {
 
 // Look-back: the window slides for turns - 1 turns, then observation 1 (evicted at turn 2) comes
 // back in front of the newest three.
-function lookbackTrace(r, turns, w, k = 4) {
-  const obs = Array.from({ length: turns + k - 2 }, (_, i) => observation(r, i, w));
-  const bodies = Array.from({ length: turns - 1 }, (_, t) => [system, ...asUsers(obs.slice(t, t + k)), question(t)]);
+function lookbackBodies(obs, turns, k) {
+  const bodies = slideBodies(obs, turns - 1, k);
   const last = turns - 2;
-  bodies.push([system, ...asUsers([obs[0], ...obs.slice(last + 1, last + k)]), question(turns - 1)]);
+  bodies.push([system, obs[0], ...obs.slice(last + 1, last + k), question(turns - 1)]);
   return bodies;
 }
+
+function lookbackTrace(r, turns, w, k = 4) {
+  return lookbackBodies(asUsers(Array.from({ length: turns + k - 2 }, (_, i) => observation(r, i, w))), turns, k);
+}
+
+// ---------------------------------------------------------------- pictures
+// A seeded picture as a PNG (8-bit RGB, no interlace): a background and three rectangles of
+// random colours. Written here (zlib's deflate and the PNG CRC), the same bytes on every host.
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+function pngChunk(type, data) {
+  const head = Buffer.alloc(8);
+  head.writeUInt32BE(data.length, 0);
+  head.write(type, 4, 'latin1');
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
+  return Buffer.concat([head, data, crc]);
+}
+
+function picturePng(r, side) {
+  const colour = () => [0, 1, 2].map(() => Math.floor(r() * 256));
+  const px = Buffer.alloc(side * side * 3);
+  const paint = (x0, y0, x1, y1, c) => {
+    for (let y = y0; y < y1; ++y) for (let x = x0; x < x1; ++x) px.set(c, (y * side + x) * 3);
+  };
+  paint(0, 0, side, side, colour());
+  for (let i = 0; i < 3; ++i) {
+    const [x0, y0] = [Math.floor(r() * side), Math.floor(r() * side)];
+    paint(x0, y0, Math.min(side, x0 + 8 + Math.floor(r() * side / 2)), Math.min(side, y0 + 8 + Math.floor(r() * side / 2)), colour());
+  }
+  const rows = Buffer.alloc(side * (side * 3 + 1));  // filter byte 0 (none) before each row
+  for (let y = 0; y < side; ++y) px.copy(rows, y * (side * 3 + 1) + 1, y * side * 3, (y + 1) * side * 3);
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(side, 0);
+  ihdr.writeUInt32BE(side, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);  // depth 8, RGB, deflate, filter 0, no interlace
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', zlib.deflateSync(rows, { level: 9 })), pngChunk('IEND', Buffer.alloc(0))]);
+}
+
+// Picture observation i: a user message of a short text and the picture as an image_url part.
+const pictureMessage = (r, i, side) => ({ role: 'user', content: [
+  { type: 'text', text: `Picture ${i + 1}:` },
+  { type: 'image_url', image_url: { url: `data:image/png;base64,${picturePng(r, side).toString('base64')}` } }] });
+
+const pictures = (r, n, side) => Array.from({ length: n }, (_, i) => pictureMessage(r, i, side));
+
+// The picture window: K pictures per turn, one more each turn, the oldest evicted.
+const pictureTrace = (r, turns, m) => slideBodies(pictures(r, turns + m.images - 1, m.side), turns, m.images);
+
+// The picture look-back: the window slides for turns - 1 turns, then picture 1 comes back.
+const pictureLookbackTrace = (r, turns, m) =>
+  lookbackBodies(pictures(r, turns + m.images - 2, m.side), turns, m.images);
 
 // The mini-VL's frame window (scripts/minivl_frames.py --bodies): each question a chat request of
 // the frames it sees (PNG image_url parts) and its words, with its gold answer.
@@ -263,13 +356,15 @@ function frameTrace(dir) {
   return { name: 'frames', turns: bodies.map((b, i) => ({ ...b, gold: questions[i].gold })) };
 }
 
-function makeTraces(names, seed, turns, ctx, frames) {
-  if (frames) return [frameTrace(frames)];
-  const gens = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace };
-  const w = itemWords(ctx);
+function makeTraces(names, seed, turns, model) {
+  if (model.frames) return [frameTrace(model.frames)];
+  const text = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace };
+  const gens = model.images ? { images: pictureTrace, imagelookback: pictureLookbackTrace } : text;
+  const w = itemWords(model.ctx);
   return names.map((name, i) => {
-    if (!gens[name]) throw new Error(`--traces: no trace named ${name}`);
-    const bodies = gens[name](rng(seed * 7919 + i), turns, w);
+    if (!gens[name]) throw new Error(`--traces: no trace named ${name}${model.images ? ' for a picture model (images, imagelookback)' : ''}`);
+    const r = rng(seed * 7919 + i);
+    const bodies = model.images ? gens[name](r, turns, model) : gens[name](r, turns, w);
     return { name, turns: bodies.map((b) => (Array.isArray(b) ? { messages: b } : b)) };
   });
 }
@@ -533,7 +628,8 @@ function markdown(report) {
     + `agreement = common greedy prefix / longer output (the reference row reads 1 by definition).`, ''];
   for (const model of report.models) {
     for (const trace of model.traceNames) {
-      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`, '',
+      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
+        + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : ''), '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
         '|---|---|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
@@ -560,7 +656,7 @@ function hostInfo(kamera) {
 
 async function replayModel(model, arms, globalOpts) {
   const opts = { ...globalOpts, ...model.overrides };
-  const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model.ctx, model.frames);
+  const traces = makeTraces(opts.traceNames, opts.seed, opts.turns, model);
   const replies = {};  // the reference's replies: the chat trace's assistant messages
   const results = [];
   for (const arm of arms) {
@@ -575,6 +671,7 @@ async function replayModel(model, arms, globalOpts) {
   for (const r of results)
     if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
   return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
+           ...(model.images ? { mmproj: model.mmproj, images: model.images, side: model.side } : {}),
            turns: opts.turns, maxTokens: opts.maxTokens,
            traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),
            results };

@@ -6,14 +6,12 @@
 //
 //   node tests/openai/replay_check.mjs --kamera build/bin/kamera --npm build/npm --models ../shared/models
 // Exits 77 (ctest's skip) with the reason when the models or the npm client are absent.
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { cliArgs, finish, replayResults } from './replay_harness.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('--') ? [...a, [x.slice(2), all[i + 1]]] : a), []));
+const args = cliArgs();
 const model = path.join(path.resolve(args.models || '../shared/models'), 'stories260K', 'stories260K.gguf');
 if (!fs.existsSync(model)) {
   console.log(`SKIP: ${model} is absent (the real models live in ../shared)`);
@@ -21,19 +19,9 @@ if (!fs.existsSync(model)) {
 }
 
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'kamera-replay-'));
-const tool = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'scripts', 'replay.mjs');
-const run = spawnSync(process.execPath, [tool, '--kamera', args.kamera, '--npm', args.npm || 'build/npm',
+const results = replayResults(['--kamera', args.kamera, '--npm', args.npm || 'build/npm',
   '--model', `stories260K=${model}`, '--arms', 'kamera-prefix,kamera-reprefill', '--traces', 'chat',
-  '--turns', '3', '--max-tokens', '4', '--out', out], { encoding: 'utf8', timeout: 120000 });
-process.stdout.write(run.stdout ?? '');
-if (run.status === 77) process.exit(77);
-if (run.status !== 0) {
-  console.log(`FAIL: replay.mjs exited ${run.status ?? run.signal}\n${run.stderr}`);
-  process.exit(1);
-}
-
-const report = JSON.parse(fs.readFileSync(path.join(out, 'replay.json'), 'utf8'));
-const results = report.models[0].results;
+  '--turns', '3', '--max-tokens', '4'], out);
 const arm = (name) => results.find((r) => r.arm === name);
 const failures = [];
 const expect = (ok, what) => { if (!ok) failures.push(what); };
@@ -56,11 +44,4 @@ if (!failures.length) {
   }
   expect(fs.readFileSync(path.join(out, 'replay.md'), 'utf8').includes('| kamera-prefix |'), 'the markdown table has the arm');
 }
-for (const f of failures) console.log(`FAIL: ${f}`);
-if (!failures.length) {
-  console.log('replay check passed');
-  fs.rmSync(out, { recursive: true, force: true });
-} else {
-  console.log(`(report in ${out})`);
-}
-process.exit(failures.length ? 1 : 0);
+finish(failures, out, 'replay check');

@@ -10,11 +10,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { cliArgs, finish, replayResults, root } from './replay_harness.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('--') ? [...a, [x.slice(2), all[i + 1]]] : a), []));
-const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const args = cliArgs();
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'kamera-replay-frames-'));
 const frames = path.join(out, 'frames');
 const made = spawnSync('python3', [path.join(root, 'scripts', 'minivl_frames.py'), '--kamera', args.kamera,
@@ -28,18 +26,9 @@ if (made.status !== 0) {
   process.exit(1);
 }
 const model = path.join(root, 'models', 'minivl');
-const run = spawnSync(process.execPath, [path.join(root, 'scripts', 'replay.mjs'), '--kamera', args.kamera,
-  '--npm', args.npm || 'build/npm',
+const results = replayResults(['--kamera', args.kamera, '--npm', args.npm || 'build/npm',
   '--model', `minivl=${model}/minivl.gguf,mmproj=${model}/minivl-mmproj.gguf,frames=${frames},template=none,max_tokens=1`,
-  '--arms', 'kamera-patch,kamera-prefix', '--out', out], { encoding: 'utf8', timeout: 120000 });
-process.stdout.write(run.stdout ?? '');
-if (run.status === 77) process.exit(77);
-if (run.status !== 0) {
-  console.log(`FAIL: replay.mjs exited ${run.status ?? run.signal}\n${run.stderr}`);
-  process.exit(1);
-}
-
-const results = JSON.parse(fs.readFileSync(path.join(out, 'replay.json'), 'utf8')).models[0].results;
+  '--arms', 'kamera-patch,kamera-prefix'], out);
 const arm = (name) => results.find((r) => r.arm === name);
 const failures = [];
 const expect = (ok, what) => { if (!ok) failures.push(what); };
@@ -55,11 +44,4 @@ if (!failures.length) {
   expect(right(patch) >= right(prefix), `accuracy within a point of the re-prefill (${right(patch)} vs ${right(prefix)} of ${n})`);
   console.log(`recomputed ${sum(patch, 'recomputed')} vs ${sum(prefix, 'recomputed')}; correct ${right(patch)} vs ${right(prefix)} of ${n}`);
 }
-for (const f of failures) console.log(`FAIL: ${f}`);
-if (!failures.length) {
-  console.log('replay frames check passed');
-  fs.rmSync(out, { recursive: true, force: true });
-} else {
-  console.log(`(report in ${out})`);
-}
-process.exit(failures.length ? 1 : 0);
+finish(failures, out, 'replay frames check');
