@@ -8,10 +8,8 @@ namespace kamera {
 
 namespace {
 constexpr std::pair<Arch, const char*> kArchNames[] = {
-    {Arch::Llama, "llama"},
-    {Arch::Qwen2, "qwen2"},
-    {Arch::Qwen2Vl, "qwen2vl"},
-    {Arch::Deepseek2, "deepseek2"},
+    {Arch::Llama, "llama"},         {Arch::Qwen2, "qwen2"}, {Arch::Qwen2Vl, "qwen2vl"},
+    {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"}, {Arch::Qwen3Moe, "qwen3moe"},
 };
 }  // namespace
 
@@ -65,8 +63,10 @@ Status ModelConfig::validate(const std::string& src) const {
   if (rope.yarn.ext_factor != 0 &&
       (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
     return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
-  if (moe.enabled() && attention != AttentionKind::Mla)
-    return bad("mixture-of-experts layers are deepseek2's (MLA)");
+  if (moe.enabled() && attention != AttentionKind::Mla && arch != Arch::Qwen3Moe)
+    return bad("mixture-of-experts layers are deepseek2's (MLA) and qwen3moe's");
+  if (arch == Arch::Qwen3Moe && !moe.enabled()) return bad("qwen3moe without experts");
+  if (qk_norm && attention == AttentionKind::Mla) return bad("q/k norms are qwen3's (GQA)");
   KAMERA_TRY(validate_moe(moe, n_layers, src));
   if (rope.mrope != MropeMode::None) {
     int total = 0;
@@ -79,6 +79,25 @@ Status ModelConfig::validate(const std::string& src) const {
           fmt::format("rope sections sum to {} pairs, the rope has {}", total, rope.n_pairs()));
   }
   return Status::Ok();
+}
+
+std::vector<std::string> model_features(const ModelConfig& c) {
+  std::vector<std::string> f;
+  f.push_back(c.attention == AttentionKind::Mla
+                  ? fmt::format("mla (kv_lora {}, rope {})", c.mla.kv_lora_rank, c.mla.qk_rope_dim)
+                  : fmt::format("gqa ({} heads, {} kv heads, head {})", c.n_heads, c.n_kv_heads,
+                                c.head_dim));
+  if (c.qkv_bias) f.push_back("qkv_bias");
+  if (c.qk_norm) f.push_back("qk_norm (per-head RMSNorm of q and k before the rope)");
+  if (c.moe.enabled())
+    f.push_back(fmt::format("moe ({} experts, {} used, {} shared, width {}, {} dense lead{})",
+                            c.moe.n_experts, c.moe.n_used, c.moe.n_shared, c.moe.expert_ffn,
+                            c.moe.n_dense_lead, c.moe.norm_weights ? ", top-k normalized" : ""));
+  if (c.rope.mrope != MropeMode::None)
+    f.push_back(c.rope.mrope == MropeMode::Interleaved ? "mrope (interleaved)" : "mrope (blocked)");
+  if (c.rope.yarn.ext_factor != 0) f.push_back("yarn");
+  if (c.tied_output) f.push_back("tied_output");
+  return f;
 }
 
 }  // namespace kamera

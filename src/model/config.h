@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "model/moe.h"
@@ -20,12 +21,18 @@ namespace kamera {
 enum class AttentionKind : uint8_t { Gqa, Mla };
 
 // The decoder architectures kamera runs (GGUF general.architecture).
-enum class Arch : uint8_t { Llama, Qwen2, Qwen2Vl, Deepseek2 };
-const char* arch_name(Arch a);  // "llama", "qwen2", "qwen2vl", "deepseek2"
+enum class Arch : uint8_t { Llama, Qwen2, Qwen2Vl, Deepseek2, Qwen3, Qwen3Moe };
+const char* arch_name(Arch a);  // "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe"
 std::optional<Arch> arch_from_name(std::string_view name);
-std::string arch_names();  // "llama, qwen2, qwen2vl, deepseek2"
-inline bool is_qwen(Arch a) {
+std::string arch_names();       // "llama, qwen2, qwen2vl, deepseek2, qwen3, qwen3moe"
+inline bool is_qwen2(Arch a) {  // q/k/v biases, llama.cpp requires them
   return a == Arch::Qwen2 || a == Arch::Qwen2Vl;
+}
+inline bool is_qwen3(Arch a) {  // per-head q/k RMSNorm before the rope (model/qwen3.h)
+  return a == Arch::Qwen3 || a == Arch::Qwen3Moe;
+}
+inline bool is_qwen(Arch a) {  // the NeoX rope layout
+  return is_qwen2(a) || is_qwen3(a);
 }
 
 struct MlaConfig {
@@ -51,6 +58,7 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   RopeDesc rope;
   bool qkv_bias = false;    // qwen2
+  bool qk_norm = false;     // qwen3: RMSNorm of every q and k head (head_dim weights) pre-rope
   bool tied_output = true;  // output head shares the token embedding
   MoeConfig moe;            // deepseek2: routed and shared experts (model/moe.h)
   double yarn_log_mul = 0;  // deepseek2 YaRN: attention mscale (model/deepseek2.h)
@@ -64,5 +72,9 @@ struct ModelConfig {
   }
   Status validate(const std::string& source) const;
 };
+
+// What `kamera info -m` lists: "gqa" or "mla", "qkv_bias", "qk_norm", "moe (E experts, k used,
+// ...)", "mrope (...)", "yarn", "tied_output".
+std::vector<std::string> model_features(const ModelConfig& c);
 
 }  // namespace kamera

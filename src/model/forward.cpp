@@ -228,7 +228,7 @@ void Engine::grow_scratch(int n) {
   grow(tmp_, size_t(n) * d);
 }
 
-// q_, k_, v_ = the (biased) projections of the n normed rows in xb_.
+// q_, k_, v_ = the (biased) projections of the n normed rows in xb_; qwen3's q/k head norms.
 void Engine::qkv_projections(const LayerWeights& L, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, qw = c.q_width(), kvw = c.kv_width();
@@ -236,6 +236,10 @@ void Engine::qkv_projections(const LayerWeights& L, int n) {
   linear(L.wq, xb_.data(), n, L.bq.empty() ? nullptr : L.bq.data(), q_.data(), pool_);
   linear(L.wk, xb_.data(), n, L.bk.empty() ? nullptr : L.bk.data(), k_.data(), pool_);
   linear(L.wv, xb_.data(), n, L.bv.empty() ? nullptr : L.bv.data(), v_.data(), pool_);
+  if (c.qk_norm) {  // qwen3: every head of q and k RMS-normed before the rope (model/qwen3.h)
+    rmsnorm(q_.data(), L.q_norm.data(), q_.data(), n * c.n_heads, c.head_dim, c.rms_eps, &pool_);
+    rmsnorm(k_.data(), L.k_norm.data(), k_.data(), n * c.n_kv_heads, c.head_dim, c.rms_eps, &pool_);
+  }
 }
 
 // x += W_o att; x += FFN(RMSNorm(x)) for n rows (att_ holds the attention output).

@@ -1,5 +1,6 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
-// qwen2vl, deepseek2). Weight matrices stay in the file's type and point into its mapping.
+// qwen2vl, deepseek2, qwen3, qwen3moe). Weight matrices stay in the file's type and point into its
+// mapping.
 //
 // load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
 // shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
@@ -12,6 +13,7 @@
 #include "gguf/keys.h"
 #include "model/deepseek2.h"
 #include "model/model.h"
+#include "model/qwen3.h"
 #include "tokenizer/gguf_import.h"
 
 namespace kamera {
@@ -203,6 +205,8 @@ Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) 
   KAMERA_TRY(read_shape(r, f.name(), c));
   if (c.arch == Arch::Deepseek2) KAMERA_TRY(read_mla(r, f, c));
   if (c.arch == Arch::Qwen2Vl) KAMERA_TRY(read_mrope_sections(r, f, c));
+  c.qk_norm = is_qwen3(c.arch);  // model/qwen3.h
+  if (c.arch == Arch::Qwen3Moe) KAMERA_TRY(read_qwen3moe_hparams(f, c));
   KAMERA_TRY(read_rope_frequency(r, f, c));
   KAMERA_TRY(read_tensor_flags(r, f, c));
   return c.validate(f.name());
@@ -251,6 +255,10 @@ Status load_attention(GgufModelReader& r, const ModelConfig& c, const std::strin
   KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
   KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
   KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
+  if (c.qk_norm) {  // qwen3: one RMSNorm weight per head channel (model/qwen3.h)
+    KAMERA_TRY(r.tensor(p + "attn_q_norm.weight", {c.head_dim}, l.q_norm));
+    KAMERA_TRY(r.tensor(p + "attn_k_norm.weight", {c.head_dim}, l.k_norm));
+  }
   return r.weight(p + "attn_output.weight", {q, d}, l.wo);
 }
 

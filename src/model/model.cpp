@@ -91,6 +91,11 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
                               &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp})
         add_w(*w);
   }
+  if (c.qk_norm)  // qwen3's per-head q/k norms (nothing otherwise: older fingerprints stay)
+    for (const LayerWeights& l : m.layers) {
+      add(l.q_norm);
+      add(l.k_norm);
+    }
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return {h.high64, h.low64};

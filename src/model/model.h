@@ -23,16 +23,17 @@ namespace kamera {
 // Shapes in comments are (rows, cols); a weight (out, in) maps in -> out. Matrices are Weights
 // in the file's type (model/weight.h); norms and biases are f32.
 struct LayerWeights {
-  std::vector<float> attn_norm;   // (dim)
-  Weight wq;                      // (n_heads*head_dim, dim)
-  Weight wk;                      // (n_kv_heads*head_dim, dim)
-  Weight wv;                      // (n_kv_heads*head_dim, dim)
-  std::vector<float> bq, bk, bv;  // (q_width), (kv_width), (kv_width); empty without bias
-  Weight wo;                      // (dim, n_heads*head_dim)
-  std::vector<float> ffn_norm;    // (dim)
-  Weight w_gate;                  // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
-  Weight w_down;                  // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
-  Weight w_up;                    // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
+  std::vector<float> attn_norm;       // (dim)
+  Weight wq;                          // (n_heads*head_dim, dim)
+  Weight wk;                          // (n_kv_heads*head_dim, dim)
+  Weight wv;                          // (n_kv_heads*head_dim, dim)
+  std::vector<float> bq, bk, bv;      // (q_width), (kv_width), (kv_width); empty without bias
+  std::vector<float> q_norm, k_norm;  // (head_dim) each, qwen3 (cfg.qk_norm); empty otherwise
+  Weight wo;                          // (dim, n_heads*head_dim)
+  std::vector<float> ffn_norm;        // (dim)
+  Weight w_gate;                      // (ffn_dim, dim)   llama2.c w1, GGUF ffn_gate
+  Weight w_down;                      // (dim, ffn_dim)   llama2.c w2, GGUF ffn_down
+  Weight w_up;                        // (ffn_dim, dim)   llama2.c w3, GGUF ffn_up
   // MLA (attention == Mla); wq above is used when q_lora_rank == 0
   Weight wq_a;                   // (q_lora_rank, dim)
   std::vector<float> q_a_norm;   // (q_lora_rank)

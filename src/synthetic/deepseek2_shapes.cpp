@@ -111,7 +111,7 @@ bool apply_deepseek2_dim(ModelConfig& c, const std::string& k, double x) {
 }
 
 void deepseek2_llama_cpp_notes(const ModelConfig& c, std::vector<std::string>& out) {
-  if (c.moe.enabled() && c.moe.n_shared == 0)
+  if (c.attention == AttentionKind::Mla && c.moe.enabled() && c.moe.n_shared == 0)
     out.push_back(
         "deepseek2 MoE without shared experts: llama.cpp requires the ffn_*_shexp tensors");
   if (c.moe.enabled() && c.moe.n_experts > 256)

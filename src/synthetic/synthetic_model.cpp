@@ -11,6 +11,7 @@
 #include "model/deepseek2.h"
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
+#include "synthetic/qwen3_shapes.h"
 #include "synthetic/vocab.h"
 #include "tokenizer/gguf_import.h"
 #include "tokenizer/tokenizer.h"
@@ -54,6 +55,10 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
       return {"tiny", "2b", "3b"};
     case Arch::Deepseek2:
       return {"tiny", "tiny-moe", "lite", "lite-attn"};
+    case Arch::Qwen3:
+      return {"tiny", "0.6b"};
+    case Arch::Qwen3Moe:
+      return {"tiny", "30b-a3b-2l"};
   }
   return {"tiny"};
 }
@@ -81,7 +86,9 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   c.rope.theta = 10000.0;
   c.rms_eps = 1e-5f;
   const bool qwen = is_qwen(arch);
-  if (preset == "tiny") {
+  if (is_qwen3(arch)) {
+    if (!qwen3_preset(arch, preset, c)) return std::nullopt;  // synthetic/qwen3_shapes.h
+  } else if (preset == "tiny") {
     c.dim = 64;
     c.n_layers = 2;
     c.n_heads = 4;
@@ -141,7 +148,7 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   } else {
     return std::nullopt;
   }
-  c.qkv_bias = qwen;
+  c.qkv_bias = is_qwen2(arch);
   c.rope.layout = qwen ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.n_rot = c.head_dim;
   if (arch == Arch::Qwen2Vl) c.rope.mrope = MropeMode::Blocked;
@@ -272,9 +279,11 @@ std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
     out.push_back(
         "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
         "rope.dimension_count == head_dim");
-  if (is_qwen(c.arch) && !c.qkv_bias)
+  if (is_qwen2(c.arch) && !c.qkv_bias)
     out.push_back("qwen2 without attn_q/k/v biases: llama.cpp requires them for this architecture");
-  if (is_qwen(c.arch) && c.head_dim * c.n_heads != c.dim)
+  if (is_qwen3(c.arch) && c.qkv_bias)
+    out.push_back("qwen3 with attn_q/k/v biases: llama.cpp's qwen3 loaders do not read them");
+  if (is_qwen2(c.arch) && c.head_dim * c.n_heads != c.dim)
     out.push_back(
         "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
   if (c.rope.mrope == MropeMode::Interleaved)
@@ -303,6 +312,7 @@ int64_t count_parameters(const ModelConfig& c) {
              int64_t(c.n_heads) * m.v_head_dim * d;
   } else {
     layer += d * q + 2 * d * kv + q * d + (c.qkv_bias ? q + 2 * kv : 0);
+    if (c.qk_norm) layer += 2 * c.head_dim;
   }
   return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
          moe_extra_parameters(c);
@@ -373,6 +383,15 @@ Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
   if ((c.arch == Arch::Qwen2Vl) != (c.rope.mrope != MropeMode::None))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
+  if (is_qwen3(c.arch) != c.qk_norm)
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen3 and qwen3moe, and only they, norm q and k per head");
+  if (c.arch == Arch::Qwen3Moe &&
+      (!c.moe.norm_weights || c.moe.n_shared != 0 || c.moe.n_dense_lead != 0 ||
+       c.moe.weights_scale != 1.0f || c.rope.yarn.ext_factor != 0))
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: qwen3moe has MoE in every layer, normalized and unscaled top-k "
+                      "weights, no shared experts and no YaRN (model/qwen3.h)");
   if (int(v.pieces.size()) != c.n_vocab)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
@@ -408,6 +427,7 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
     w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
     w.set_u32(k(gk::kValueLength), uint32_t(c.head_dim));
   }
+  if (c.arch == Arch::Qwen3Moe) write_qwen3moe_keys(w, c);  // synthetic/qwen3_shapes.h
   w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
     w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
@@ -466,6 +486,10 @@ class DecoderTensors {
     weight(p + "attn_q.weight", d, q);
     weight(p + "attn_k.weight", d, kv);
     weight(p + "attn_v.weight", d, kv);
+    if (c_.qk_norm) {  // qwen3
+      norm(p + "attn_q_norm.weight", c_.head_dim);
+      norm(p + "attn_k_norm.weight", c_.head_dim);
+    }
     if (c_.qkv_bias) {
       norm(p + "attn_q.bias", q);
       norm(p + "attn_k.bias", kv);

@@ -24,7 +24,8 @@ struct SyntheticSpec {
   std::optional<Tokenizer::Vocab> vocab;  // default: a SentencePiece vocabulary of n_vocab pieces
 };
 
-// Named shapes: "tiny" (tests, every architecture), "0.5b" (llama, qwen2: Qwen2.5-0.5B's text
+// Named shapes: "tiny" (tests, every architecture; qwen3, qwen3moe: synthetic/qwen3_shapes.h, with
+// "0.6b" and "30b-a3b-2l"), "0.5b" (llama, qwen2: Qwen2.5-0.5B's text
 // decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "2b" /
 // "3b" (qwen2vl: Qwen2-VL-2B's and Qwen2.5-VL-3B's text decoders); deepseek2: "tiny-moe" (MoE
 // layers and YaRN), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (its attention, dense
@@ -51,9 +52,9 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path);
 using TensorFill =
     std::function<void(const std::string& name, const std::vector<int64_t>& ne, float* dst)>;
 
-// Writes a decoder GGUF of config `c` (llama, qwen2, qwen2vl, deepseek2 layouts, llama.cpp names)
-// with the given vocabulary and weights (used by make-model and by the mini-VL trainer's export).
-// `fill` is called while writing, one tensor at a time.
+// Writes a decoder GGUF of config `c` (llama, qwen2, qwen2vl, deepseek2, qwen3(moe) layouts,
+// llama.cpp names) with the given vocabulary and weights (used by make-model and by the mini-VL
+// trainer's export). `fill` is called while writing, one tensor at a time.
 Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
                           const Tokenizer::Vocab& vocab, const TensorFill& fill,
                           const std::string& path);

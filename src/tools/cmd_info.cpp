@@ -1,6 +1,7 @@
 // kamera info: what this CPU offers and the kernel paths kamera takes on it. The CPU features
 // found (cpuid), the ISA level in use (capped by KAMERA_ISA), the f32 BLAS path, and the matmul
-// path for every weight type; with -m, the weight types of that model's tensors and their paths.
+// path for every weight type; with -m, the model's architecture and features (model/config.h), the
+// weight types of its tensors and their paths.
 // Every `bench --json` carries the same block (system_info) so numbers name the path they ran.
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,8 @@ json system_info(const Model* m) {
          {"weight_paths", paths}};
   if (m != nullptr) {
     j["model"] = json{{"path", m->source},
+                      {"arch", arch_name(m->cfg.arch)},
+                      {"features", model_features(m->cfg)},
                       {"weight_bytes", m->weight_bytes()},
                       {"weight_types", model_weight_types(*m)}};
   }
@@ -81,8 +84,11 @@ void print_text(const json& j) {
     std::printf("  %-7s %s\n", type.c_str(), path.get<std::string>().c_str());
   if (!j.contains("model")) return;
   const json& mj = j["model"];
-  std::printf("model: %s (%zu weight bytes)\n", mj["path"].get<std::string>().c_str(),
-              mj["weight_bytes"].get<size_t>());
+  std::printf("model: %s (%zu weight bytes)\narch: %s\nfeatures:\n",
+              mj["path"].get<std::string>().c_str(), mj["weight_bytes"].get<size_t>(),
+              mj["arch"].get<std::string>().c_str());
+  for (const auto& f : mj["features"]) std::printf("  %s\n", f.get<std::string>().c_str());
+  std::printf("weight types:\n");
   for (const auto& [type, t] : mj["weight_types"].items())
     std::printf("  %-7s %3lld tensors %12zu bytes  %s\n", type.c_str(),
                 (long long)t["tensors"].get<int64_t>(), t["bytes"].get<size_t>(),

@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "kamera: an inference engine whose KV cache is position-free.\n"
       "Chunks are prefilled once and reused at any position (exact RoPE relocation plus a\n"
-      "low-rank conditioning patch). Models: GGUF (llama, qwen2, qwen2vl, deepseek2; weights\n"
-      "run in their file's type: F32, F16, BF16, Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL, IQ4_XS)\n"
+      "low-rank conditioning patch). Models: GGUF (llama, qwen2, qwen2vl, deepseek2, qwen3,\n"
+      "qwen3moe; weights run in their file's type: F32, F16, BF16, Q4_0 ... Q8_0, Q2_K ... Q6_K,\n"
+      "IQ4_NL, IQ4_XS)\n"
       "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
       "kamera"};
   app.require_subcommand(1);
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
       add_chat);
   reg("logits", "Print the f32 logits of the last (or every) position, for cross-checks",
       add_logits);
-  reg("make-model", "Write a seeded random-weight GGUF model (llama or qwen2 shapes)",
+  reg("make-model", "Write a seeded random-weight GGUF model (every architecture kamera runs)",
       add_make_model);
   reg("bench", "Measure prefill or decode speed against OpenBLAS on the same GEMM shapes",
       add_bench);

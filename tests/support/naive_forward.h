@@ -1,9 +1,9 @@
 // A naive full-recompute forward over a loaded kamera::Model (scalar loops, double
 // accumulation, no KV cache: every call recomputes the whole prefix). Independent of the
 // engine's kernels, pool and attention. Covers bias, NeoX/normal rope, partial rotary, GQA/MHA,
-// M-RoPE (blocked and interleaved sections, 3-D positions) and MLA in its expanded form
-// (per-head keys and values rebuilt from the latent: the engine uses the absorbed form), with
-// DeepSeek-V2's MoE FFN and YaRN (naive_moe.h).
+// qwen3's per-head q/k norms, M-RoPE (blocked and interleaved sections, 3-D positions) and MLA in
+// its expanded form (per-head keys and values rebuilt from the latent: the engine uses the absorbed
+// form), with DeepSeek-V2's MoE FFN and YaRN (naive_moe.h).
 #pragma once
 
 #include <cmath>
@@ -74,6 +74,14 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
         v[i1] = x0 * std::sin(a) + x1 * std::cos(a);
       }
   };
+  auto head_norm = [&](std::vector<double>& v, int heads, const std::vector<float>& w) {
+    const int hd = int(w.size());
+    for (int h = 0; h < heads; ++h) {
+      std::vector<double> part(v.begin() + h * hd, v.begin() + (h + 1) * hd);
+      part = rms(part, w);
+      std::copy(part.begin(), part.end(), v.begin() + h * hd);
+    }
+  };
   std::vector<std::vector<double>> x(n, std::vector<double>(d));
   const std::vector<float> embd = embeddings ? std::vector<float>() : m.tok_embd.to_f32();
   for (int t = 0; t < n; ++t)
@@ -92,6 +100,10 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
         q[t] = mat(xb, L.wq, d, c.q_width(), L.bq);
         k[t] = mat(xb, L.wk, d, c.kv_width(), L.bk);
         v[t] = mat(xb, L.wv, d, c.kv_width(), L.bv);
+        if (c.qk_norm) {  // qwen3: each head of q and k RMS-normed before the rotation
+          head_norm(q[t], c.n_heads, L.q_norm);
+          head_norm(k[t], c.n_kv_heads, L.k_norm);
+        }
         rope(q[t], c.n_heads, dq, 0, positions[t]);
         rope(k[t], c.n_kv_heads, dq, 0, positions[t]);
         continue;

@@ -95,4 +95,5 @@ TEST_P(PacedForward, CanonicalFormedInSlicesIsTheSame) {
   EXPECT_LT(row_diff((*a)->kv, (*b)->kv), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, PacedForward, testing::Values("llama", "qwen2", "deepseek2"));
+INSTANTIATE_TEST_SUITE_P(Arch, PacedForward,
+                         testing::Values("llama", "qwen2", "deepseek2", "qwen3", "qwen3moe"));

@@ -12,6 +12,7 @@
 
 #include "gguf/gguf.h"
 #include "model/deepseek2.h"
+#include "support/gguf_copy.h"
 #include "support/naive_forward.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
@@ -21,61 +22,8 @@ using namespace kamera;
 namespace {
 
 const std::string kMoe = "deepseek2:tiny-moe";
-
-std::vector<float> prefill_all(const Model& m, const std::vector<int32_t>& ids, int max_batch) {
-  auto pool = tiny::pool_for(m, int(ids.size()) + 16);
-  Engine e(m, 2);
-  const SeqId s = pool->create_sequence();
-  ForwardOptions o;
-  o.logits = LogitsMode::All;
-  o.max_batch = max_batch;
-  auto pos = tiny::linear_positions(int(ids.size()));
-  auto r = e.forward(*pool, s, ForwardInput::from_tokens(ids, pos), o);
-  EXPECT_TRUE(r.ok()) << r.message();
-  return r.ok() ? *r : std::vector<float>{};
-}
-
-// A copy of a GGUF with keys replaced or added (`set`) and extra f32 tensors, every tensor as f32.
-void copy_gguf(const std::string& from, const std::string& to,
-               const std::function<void(GgufWriter&)>& set,
-               const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {}) {
-  auto f = GgufFile::open(from);
-  ASSERT_TRUE(f.ok()) << f.message();
-  GgufWriter w;
-  for (const auto& [key, v] : (*f)->metadata()) {
-    if (v.type == GgufType::U32)
-      w.set_u32(key, uint32_t(std::get<int64_t>(v.data)));
-    else if (v.type == GgufType::I32)
-      w.set_i32(key, int32_t(std::get<int64_t>(v.data)));
-    else if (v.type == GgufType::F32)
-      w.set_f32(key, float(std::get<double>(v.data)));
-    else if (v.type == GgufType::BOOL)
-      w.set_bool(key, std::get<bool>(v.data));
-    else if (v.type == GgufType::STRING)
-      w.set_string(key, std::get<std::string>(v.data));
-    else if (v.type == GgufType::ARRAY && v.array_type == GgufType::STRING)
-      w.set_string_array(key, std::get<std::vector<std::string>>(v.data));
-    else if (v.type == GgufType::ARRAY && v.array_type == GgufType::F32) {
-      const auto& d = std::get<std::vector<double>>(v.data);
-      w.set_f32_array(key, std::vector<float>(d.begin(), d.end()));
-    } else if (v.type == GgufType::ARRAY && v.array_type == GgufType::I32) {
-      const auto& d = std::get<std::vector<int64_t>>(v.data);
-      w.set_i32_array(key, std::vector<int32_t>(d.begin(), d.end()));
-    } else {
-      FAIL() << "copy_gguf: key " << key << " has a type this helper does not copy";
-    }
-  }
-  set(w);
-  for (const GgufTensor& t : (*f)->tensors()) {
-    auto data = (*f)->read_f32(t);
-    ASSERT_TRUE(data.ok());
-    w.add_tensor(t.name, t.ne, DType::F32,
-                 [d = *data](float* dst) { std::copy(d.begin(), d.end(), dst); });
-  }
-  for (const auto& [name, ne] : extra)
-    w.add_tensor(name, ne, DType::F32, [](float* dst) { dst[0] = 0.0f; });
-  ASSERT_TRUE(w.write(to).ok());
-}
+using tiny::copy_gguf;
+using tiny::prefill_all;
 
 }  // namespace
 
@@ -300,9 +248,8 @@ TEST(Deepseek2Gguf, RefusesWhatItDoesNotRun) {
 // files are regenerated here from their make-model arguments; their bytes must hash as they did.
 TEST(Deepseek2Gguf, LogitsMatchLlamaCpp) {
   const std::string dir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/deepseek2/";
-  std::ifstream mf(dir + "llama_cpp_logits.json");
-  ASSERT_TRUE(mf) << "missing " << dir << "llama_cpp_logits.json";
-  const auto manifest = nlohmann::json::parse(mf);
+  const auto manifest = tiny::llama_cpp_manifest(dir);
+  ASSERT_EQ(manifest["cases"].size(), 2u);
   for (const auto& c : manifest["cases"]) {
     SCOPED_TRACE(c["dims"].get<std::string>());
     // what `kamera make-model --arch deepseek2 --preset tiny-moe --seed S --dims D` writes
@@ -311,23 +258,6 @@ TEST(Deepseek2Gguf, LogitsMatchLlamaCpp) {
     ASSERT_TRUE(apply_dims(spec.cfg, c["dims"].get<std::string>()).ok());
     spec.seed = c["seed"];
     spec.name = fmt::format("kamera-synthetic-deepseek2-tiny-moe-seed{}", spec.seed);
-    const std::string path = unique_temp("kamera-moe-llama-cpp.gguf");
-    ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
-    auto m = tiny::load(path);
-    ASSERT_TRUE(m);
-    std::ifstream gf(m->source, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(gf)), {});
-    EXPECT_EQ(fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size())),
-              c["xxh3_64"].get<std::string>())
-        << "make-model writes other bytes than the fixture was made from";
-    const std::vector<int32_t> ids = c["tokens"];
-    std::ifstream lf(dir + c["logits"].get<std::string>(), std::ios::binary);
-    std::vector<float> want(ids.size() * size_t(m->cfg.n_vocab));
-    lf.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
-    ASSERT_TRUE(lf) << "short logits file";
-    const auto got = prefill_all(*m, ids, 512);
-    double scale = 0;
-    for (float v : want) scale = std::max(scale, double(std::fabs(v)));
-    EXPECT_LT(tiny::max_abs_diff(got, want) / scale, 1e-4);
+    tiny::check_llama_cpp_case(spec, c, dir);
   }
 }

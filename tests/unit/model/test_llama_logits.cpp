@@ -106,7 +106,9 @@ INSTANTIATE_TEST_SUITE_P(Files, LlamaLogits,
                          testing::Values(Case{"llama", "Q4_K_M"}, Case{"llama", "Q6_K"},
                                          Case{"llama", "Q8_0"}, Case{"llama", "Q5_0"},
                                          Case{"llama", "IQ4_NL"}, Case{"llama", "Q2_K"},
-                                         Case{"llama", "IQ4_XS"}, Case{"qwen2", "Q4_K_M"}),
+                                         Case{"llama", "IQ4_XS"}, Case{"qwen2", "Q4_K_M"},
+                                         Case{"qwen3", "Q4_K_M"}, Case{"qwen3", "Q8_0"},
+                                         Case{"qwen3moe", "Q4_K_M"}),
                          [](const testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.arch) + "_" + i.param.type;
                          });

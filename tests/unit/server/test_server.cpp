@@ -94,51 +94,57 @@ TEST(Server, CompletionsChatAndStreamingAgree) {
 
 // Prompts referencing stored chunks: the first request forms the patch, the second is served
 // from the store (only the query is recomputed); the usage says which segment came from where.
+// On GQA with biases (qwen2) and with per-head q/k norms (qwen3, qwen3moe).
 TEST(Server, ChunkReferencesAreReusedAndReportedHonestly) {
-  Running s;
-  int st = 0;
-  auto up =
-      s.post("/v1/chunks", {{"text", " The little dog found a red ball in the garden."}}, &st);
-  ASSERT_EQ(st, 201) << up.dump();
-  const std::string id = up["id"];
-  EXPECT_TRUE(up["formed"].get<bool>());
-  auto again =
-      s.post("/v1/chunks", {{"text", " The little dog found a red ball in the garden."}}, &st);
-  EXPECT_EQ(again["id"], id);  // content-addressed
-  EXPECT_FALSE(again["formed"].get<bool>());
-  const json req = {
-      {"prompt",
-       {{{"type", "text"}, {"text", "Tom had a dog."}}, {{"type", "chunk"}, {"id", id}}, " Then"}},
-      {"max_tokens", 6}};
-  auto first = s.post("/v1/completions", req, &st);
-  ASSERT_EQ(st, 200) << first.dump();
-  auto second = s.post("/v1/completions", req, &st);
-  ASSERT_EQ(st, 200);
-  const json& segs = second["usage"]["kamera"]["segments"];
-  ASSERT_EQ(segs.size(), 2u);
-  EXPECT_EQ(segs[0]["source"], "canonical");
-  EXPECT_EQ(segs[1]["source"], "patch-hit");
-  EXPECT_EQ(first["usage"]["kamera"]["segments"][1]["source"], "patch-formed");
-  EXPECT_EQ(second["usage"]["kamera"]["recomputed_tokens"], query_tokens(second));  // " Then" only
-  EXPECT_EQ(completion_text(first), completion_text(second));
-  // re-prefill policy reports recomputation, never reuse
-  json rp = req;
-  rp["reuse"] = "reprefill";
-  auto third = s.post("/v1/completions", rp, &st);
-  EXPECT_EQ(third["usage"]["kamera"]["reused_tokens"], 0);
-  EXPECT_EQ(third["usage"]["kamera"]["segments"][1]["source"], "reprefilled");
-  // chunk metadata and deletion
-  EXPECT_EQ(s.get("/v1/chunks/" + id, &st)["n_tokens"], up["n_tokens"]);
-  EXPECT_EQ(st, 200);
-  ASSERT_TRUE(s.client->Delete(("/v1/chunks/" + id).c_str()));
-  s.get("/v1/chunks/" + id, &st);
-  EXPECT_EQ(st, 404);
-  auto metrics = s.client->Get("/metrics");
-  ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("kamera_segments_total{source=\"patch_exact\"} 1"),
-            std::string::npos)
-      << metrics->body;
-  EXPECT_NE(metrics->body.find("kamera_ttft_seconds_count"), std::string::npos);
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+    SCOPED_TRACE(arch);
+    Running s({}, arch);
+    int st = 0;
+    auto up =
+        s.post("/v1/chunks", {{"text", " The little dog found a red ball in the garden."}}, &st);
+    ASSERT_EQ(st, 201) << up.dump();
+    const std::string id = up["id"];
+    EXPECT_TRUE(up["formed"].get<bool>());
+    auto again =
+        s.post("/v1/chunks", {{"text", " The little dog found a red ball in the garden."}}, &st);
+    EXPECT_EQ(again["id"], id);  // content-addressed
+    EXPECT_FALSE(again["formed"].get<bool>());
+    const json req = {{"prompt",
+                       {{{"type", "text"}, {"text", "Tom had a dog."}},
+                        {{"type", "chunk"}, {"id", id}},
+                        " Then"}},
+                      {"max_tokens", 6}};
+    auto first = s.post("/v1/completions", req, &st);
+    ASSERT_EQ(st, 200) << first.dump();
+    auto second = s.post("/v1/completions", req, &st);
+    ASSERT_EQ(st, 200);
+    const json& segs = second["usage"]["kamera"]["segments"];
+    ASSERT_EQ(segs.size(), 2u);
+    EXPECT_EQ(segs[0]["source"], "canonical");
+    EXPECT_EQ(segs[1]["source"], "patch-hit");
+    EXPECT_EQ(first["usage"]["kamera"]["segments"][1]["source"], "patch-formed");
+    EXPECT_EQ(second["usage"]["kamera"]["recomputed_tokens"],
+              query_tokens(second));  // " Then" only
+    EXPECT_EQ(completion_text(first), completion_text(second));
+    // re-prefill policy reports recomputation, never reuse
+    json rp = req;
+    rp["reuse"] = "reprefill";
+    auto third = s.post("/v1/completions", rp, &st);
+    EXPECT_EQ(third["usage"]["kamera"]["reused_tokens"], 0);
+    EXPECT_EQ(third["usage"]["kamera"]["segments"][1]["source"], "reprefilled");
+    // chunk metadata and deletion
+    EXPECT_EQ(s.get("/v1/chunks/" + id, &st)["n_tokens"], up["n_tokens"]);
+    EXPECT_EQ(st, 200);
+    ASSERT_TRUE(s.client->Delete(("/v1/chunks/" + id).c_str()));
+    s.get("/v1/chunks/" + id, &st);
+    EXPECT_EQ(st, 404);
+    auto metrics = s.client->Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("kamera_segments_total{source=\"patch_exact\"} 1"),
+              std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("kamera_ttft_seconds_count"), std::string::npos);
+  }
 }
 
 // Concurrent clients are decoded together (continuous batching) and each gets exactly what it

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "core/ggml_type.h"
@@ -75,4 +76,33 @@ TEST(Info, ModelWeightTypesAndBytes) {
   for (const auto& [type, t] : types.items()) total += t["bytes"].get<size_t>();
   EXPECT_EQ(total, j["model"]["weight_bytes"].get<size_t>());
   std::remove(model.c_str());
+}
+
+// `kamera info -m` names the family and its features (model/config.h, model_features): the q/k
+// head norms of qwen3, its experts for qwen3moe, MLA for deepseek2.
+TEST(Info, ModelFamilyAndFeatures) {
+  const struct {
+    const char* arch;
+    std::vector<std::string> want;
+  } cases[] = {{"qwen3", {"gqa (4 heads, 2 kv heads, head 32)", "qk_norm"}},
+               {"qwen3moe", {"qk_norm", "moe (8 experts, 2 used, 0 shared", "top-k normalized"}},
+               {"qwen2", {"gqa", "qkv_bias"}},
+               {"deepseek2", {"mla (kv_lora 32, rope 8)"}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.arch);
+    const std::string model = unique_temp(std::string("kamera-info-") + c.arch + ".gguf");
+    const std::string mk = std::string(KAMERA_BINARY_DIR) + "/bin/kamera make-model --arch " +
+                           c.arch + " --preset tiny -o " + model + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(mk.c_str()), 0);
+    const auto j = info_json("", "-m " + model);
+    ASSERT_TRUE(j.contains("model"));
+    EXPECT_EQ(j["model"]["arch"], c.arch);
+    std::string all;
+    for (const auto& f : j["model"]["features"]) all += f.get<std::string>() + "; ";
+    for (const std::string& w : c.want) EXPECT_NE(all.find(w), std::string::npos) << all;
+    if (std::string(c.arch) != "qwen3moe") {
+      EXPECT_EQ(all.find("moe"), std::string::npos) << all;
+    }
+    std::remove(model.c_str());
+  }
 }

@@ -56,55 +56,59 @@ WindowPolicy full_rank() {
 }  // namespace
 
 // Slide: survivors keep their rows byte for byte and only move by the evicted chunk's extent;
-// attention then sees their keys rotated exactly to the new positions.
+// attention then sees their keys rotated exactly to the new positions. GQA with q/k biases
+// (qwen2) and with per-head q/k norms before the rope (qwen3, qwen3moe).
 TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
-  Rig rig;
-  auto w = rig.window(full_rank());
-  const std::vector<ChunkContent> cs = {rig.chunk(20, 1), rig.chunk(17, 2), rig.chunk(23, 3)};
-  for (const auto& c : cs) ASSERT_TRUE(w->admit_back(c).ok());
-  const int n0 = cs[0].n();
-  const int first = w->token_index(1);
-  const auto before = rig.rows(w->sequence(), first, cs[1].n() + cs[2].n());
-  std::vector<Pos> pos_before(rig.pool->positions(w->sequence()).begin() + first,
-                              rig.pool->positions(w->sequence()).end());
-  ASSERT_TRUE(w->evict_front().ok());
-  ASSERT_TRUE(w->check_invariants().ok());
-  const auto after = rig.rows(w->sequence(), 1, cs[1].n() + cs[2].n());
-  EXPECT_EQ(before, after);  // content and (pre-rotation) rope channels identical
-  const auto pos_after = rig.pool->positions(w->sequence()).subspan(1);
-  for (size_t i = 0; i < pos_before.size(); ++i)
-    EXPECT_EQ(pos_after[i], pos_before[i].shifted(-n0));
-  // The keys attention reads: R(new p) k == R(-n0) R(old p) k within f32 rounding.
-  const auto& c = rig.model->cfg;
-  const int w_kv = c.kv_width(), n = int(pos_before.size());
-  std::vector<float> a(size_t(n) * w_kv), b(size_t(n) * w_kv);
-  for (int t = 0; t < n; ++t) {
-    const float* r =
-        static_cast<const KvPool&>(*rig.pool).row(w->sequence(), c.n_layers - 1, 0, 1 + t);
-    std::copy_n(r, w_kv, &a[size_t(t) * w_kv]);
-    std::copy_n(r, w_kv, &b[size_t(t) * w_kv]);
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+    SCOPED_TRACE(arch);
+    Rig rig(arch);
+    auto w = rig.window(full_rank());
+    const std::vector<ChunkContent> cs = {rig.chunk(20, 1), rig.chunk(17, 2), rig.chunk(23, 3)};
+    for (const auto& c : cs) ASSERT_TRUE(w->admit_back(c).ok());
+    const int n0 = cs[0].n();
+    const int first = w->token_index(1);
+    const auto before = rig.rows(w->sequence(), first, cs[1].n() + cs[2].n());
+    std::vector<Pos> pos_before(rig.pool->positions(w->sequence()).begin() + first,
+                                rig.pool->positions(w->sequence()).end());
+    ASSERT_TRUE(w->evict_front().ok());
+    ASSERT_TRUE(w->check_invariants().ok());
+    const auto after = rig.rows(w->sequence(), 1, cs[1].n() + cs[2].n());
+    EXPECT_EQ(before, after);  // content and (pre-rotation) rope channels identical
+    const auto pos_after = rig.pool->positions(w->sequence()).subspan(1);
+    for (size_t i = 0; i < pos_before.size(); ++i)
+      EXPECT_EQ(pos_after[i], pos_before[i].shifted(-n0));
+    // The keys attention reads: R(new p) k == R(-n0) R(old p) k within f32 rounding.
+    const auto& c = rig.model->cfg;
+    const int w_kv = c.kv_width(), n = int(pos_before.size());
+    std::vector<float> a(size_t(n) * w_kv), b(size_t(n) * w_kv);
+    for (int t = 0; t < n; ++t) {
+      const float* r =
+          static_cast<const KvPool&>(*rig.pool).row(w->sequence(), c.n_layers - 1, 0, 1 + t);
+      std::copy_n(r, w_kv, &a[size_t(t) * w_kv]);
+      std::copy_n(r, w_kv, &b[size_t(t) * w_kv]);
+    }
+    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, a.data(), n, w_kv, pos_after);
+    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, pos_before);
+    std::vector<Pos> back(n, Pos::linear(-n0));
+    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, back);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(a[i])));
+    // And a query sees exactly a sequence built from the same rows at the new positions.
+    auto q = rig.chunk(5, 4);
+    auto got = w->query(q);
+    ASSERT_TRUE(got.ok());
+    ScopedSequence ref(*rig.pool);
+    ASSERT_TRUE(rig.cache->append_anchor(ref.id()).ok());
+    std::vector<Pos> ps(pos_after.begin(), pos_after.end());
+    ASSERT_TRUE(rig.pool->append(ref.id(), ps).ok());
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int ch = 0; ch < 2; ++ch)
+        for (int t = 0; t < n; ++t)
+          std::copy_n(static_cast<const KvPool&>(*rig.pool).row(w->sequence(), l, ch, 1 + t), w_kv,
+                      rig.pool->row(ref.id(), l, ch, 1 + t));
+    auto want = rig.cache->forward_chunk(ref.id(), q, w->next_position(), LogitsMode::All);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(*got, *want);
   }
-  relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, a.data(), n, w_kv, pos_after);
-  relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, pos_before);
-  std::vector<Pos> back(n, Pos::linear(-n0));
-  relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, back);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(a[i])));
-  // And a query sees exactly a sequence built from the same rows at the new positions.
-  auto q = rig.chunk(5, 4);
-  auto got = w->query(q);
-  ASSERT_TRUE(got.ok());
-  ScopedSequence ref(*rig.pool);
-  ASSERT_TRUE(rig.cache->append_anchor(ref.id()).ok());
-  std::vector<Pos> ps(pos_after.begin(), pos_after.end());
-  ASSERT_TRUE(rig.pool->append(ref.id(), ps).ok());
-  for (int l = 0; l < c.n_layers; ++l)
-    for (int ch = 0; ch < 2; ++ch)
-      for (int t = 0; t < n; ++t)
-        std::copy_n(static_cast<const KvPool&>(*rig.pool).row(w->sequence(), l, ch, 1 + t), w_kv,
-                    rig.pool->row(ref.id(), l, ch, 1 + t));
-  auto want = rig.cache->forward_chunk(ref.id(), q, w->next_position(), LogitsMode::All);
-  ASSERT_TRUE(want.ok());
-  EXPECT_EQ(*got, *want);
 }
 
 // Clean view (canonical copy) and recondition (one rank-m add) are exact and reversible.
@@ -189,37 +193,40 @@ TEST(Window, RecallCascadeReportsAndRefreshesDependents) {
 
 // In-place refresh: each stale slot re-forwards only its own tokens behind the rows in front; front
 // to back at full rank the window equals a re-prefill, with no patch formed in the store, and a
-// clean view / recondition of a refreshed slot still round-trips.
+// clean view / recondition of a refreshed slot still round-trips (qwen2, qwen3, qwen3moe).
 TEST(Window, InPlaceRefreshFrontToBackEqualsReprefill) {
-  Rig rig;
-  auto w = rig.window(full_rank());
-  const std::vector<ChunkContent> cs = {rig.chunk(12, 20), rig.chunk(13, 21), rig.chunk(14, 22)};
-  for (const auto& c : cs) ASSERT_TRUE(w->admit_back(c).ok());
-  const auto extra = rig.chunk(9, 23);
-  ASSERT_TRUE(w->admit_front(extra).ok());
-  ASSERT_EQ(w->stale_slots(), (std::vector<int>{1, 2, 3}));
-  auto q = rig.chunk(4, 24);
-  const std::vector<ChunkContent> now = {extra, cs[0], cs[1], cs[2]};
-  const auto ref = rig.reprefill(now, q);
-  auto stale = w->query(q);
-  ASSERT_TRUE(stale.ok());
-  const double kl_stale = mean_kl_rows(ref, *stale, rig.model->cfg.n_vocab);
-  const int64_t patches = rig.ctx->store().stats().patch_entries;
-  for (int s : w->stale_slots()) ASSERT_TRUE(w->refresh_in_place(s).ok());
-  EXPECT_TRUE(w->stale_slots().empty());
-  EXPECT_EQ(rig.ctx->store().stats().patch_entries, patches);  // the slots' own, not stored
-  auto got = w->query(q);
-  ASSERT_TRUE(got.ok());
-  const double kl = mean_kl_rows(ref, *got, rig.model->cfg.n_vocab);
-  EXPECT_GT(kl_stale, 1e-6);
-  EXPECT_LE(kl, 1e-6) << "stale " << kl_stale;
-  ASSERT_TRUE(w->clean_view(2).ok());
-  ASSERT_TRUE(w->recondition(2).ok());
-  auto again = w->query(q);
-  ASSERT_TRUE(again.ok());
-  EXPECT_LE(mean_kl_rows(ref, *again, rig.model->cfg.n_vocab), 1e-6);
-  EXPECT_FALSE(w->refresh_in_place(4).ok());
-  ASSERT_TRUE(w->check_invariants().ok());
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+    SCOPED_TRACE(arch);
+    Rig rig(arch);
+    auto w = rig.window(full_rank());
+    const std::vector<ChunkContent> cs = {rig.chunk(12, 20), rig.chunk(13, 21), rig.chunk(14, 22)};
+    for (const auto& c : cs) ASSERT_TRUE(w->admit_back(c).ok());
+    const auto extra = rig.chunk(9, 23);
+    ASSERT_TRUE(w->admit_front(extra).ok());
+    ASSERT_EQ(w->stale_slots(), (std::vector<int>{1, 2, 3}));
+    auto q = rig.chunk(4, 24);
+    const std::vector<ChunkContent> now = {extra, cs[0], cs[1], cs[2]};
+    const auto ref = rig.reprefill(now, q);
+    auto stale = w->query(q);
+    ASSERT_TRUE(stale.ok());
+    const double kl_stale = mean_kl_rows(ref, *stale, rig.model->cfg.n_vocab);
+    const int64_t patches = rig.ctx->store().stats().patch_entries;
+    for (int s : w->stale_slots()) ASSERT_TRUE(w->refresh_in_place(s).ok());
+    EXPECT_TRUE(w->stale_slots().empty());
+    EXPECT_EQ(rig.ctx->store().stats().patch_entries, patches);  // the slots' own, not stored
+    auto got = w->query(q);
+    ASSERT_TRUE(got.ok());
+    const double kl = mean_kl_rows(ref, *got, rig.model->cfg.n_vocab);
+    EXPECT_GT(kl_stale, 1e-6);
+    EXPECT_LE(kl, 1e-6) << "stale " << kl_stale;
+    ASSERT_TRUE(w->clean_view(2).ok());
+    ASSERT_TRUE(w->recondition(2).ok());
+    auto again = w->query(q);
+    ASSERT_TRUE(again.ok());
+    EXPECT_LE(mean_kl_rows(ref, *again, rig.model->cfg.n_vocab), 1e-6);
+    EXPECT_FALSE(w->refresh_in_place(4).ok());
+    ASSERT_TRUE(w->check_invariants().ok());
+  }
 }
 
 // Reorder with exact full-rank patches serves the permutation as re-prefill would; the orbit

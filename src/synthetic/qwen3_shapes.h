@@ -1,0 +1,21 @@
+// make-model's qwen3 and qwen3moe shapes (the loader's side is model/qwen3.h, whose header lists
+// the keys and tensors).
+#pragma once
+
+#include <string>
+
+#include "model/config.h"
+
+namespace kamera {
+
+class GgufWriter;
+
+// Presets: qwen3 "tiny" (head 32 x 4 heads on a 64 residual: key_length != dim / heads) and
+// "0.6b" (Qwen3-0.6B as released); qwen3moe "tiny" (8 experts of 32, 2 used, untied head) and
+// "30b-a3b-2l" (Qwen3-30B-A3B's shapes with 2 of its 48 layers). False for another name.
+bool qwen3_preset(Arch arch, const std::string& preset, ModelConfig& c);
+
+// qwen3moe's expert keys, as model/qwen3.cpp reads them back.
+void write_qwen3moe_keys(GgufWriter& w, const ModelConfig& c);
+
+}  // namespace kamera
