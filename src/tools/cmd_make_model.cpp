@@ -96,7 +96,8 @@ int run_make_model(const MakeModelArgs& a) {
 Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
   app.add_option("--arch", a->arch,
-                 "Architecture: llama, qwen2, qwen2vl (M-RoPE) or deepseek2 (MLA) decoders, or "
+                 "Architecture: llama, qwen2, qwen2vl (M-RoPE), deepseek2 (MLA), qwen3, "
+                 "qwen3moe (per-head q/k norms; top-k experts) decoders, or "
                  "qwen2vl-mmproj, qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
@@ -107,7 +108,8 @@ Runner add_make_model(CLI::App& app) {
                  "experts, 2 used, 1 shared, YaRN factor 4 over 256), lite (DeepSeek-V2-Lite as "
                  "released: 27 layers, 1 dense, 64 experts of 1408, 6 used, 2 shared, YaRN 40 "
                  "over 4096; 15.7 B weights), lite-attn (V2-Lite's attention with a dense FFN of "
-                 "1408)");
+                 "1408); qwen3: 0.6b (Qwen3-0.6B); qwen3moe: 30b-a3b-2l (Qwen3-30B-A3B's shapes, "
+                 "2 of its 48 layers)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"
