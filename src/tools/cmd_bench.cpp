@@ -11,6 +11,7 @@
 #include "eval/metrics.h"
 #include "model/forward.h"
 #include "ops/gemm.h"
+#include "tools/bench_bandwidth.h"
 #include "tools/bench_gemm.h"
 #include "tools/bench_grammar.h"
 #include "tools/bench_serve.h"
@@ -101,12 +102,14 @@ struct EngineBench {
   Engine& engine;
   KvPool& pool;
   GemmFloor& floor;
+  const WeightStreamProbe& stream;  // decode: the weights' read floor
   int past = 0, total = 0;
   std::vector<int32_t> ids;
   std::vector<Pos> pos;
 
-  EngineBench(const BenchArgs& args, Engine& e, KvPool& p, GemmFloor& f, int n_vocab)
-      : a(args), engine(e), pool(p), floor(f) {
+  EngineBench(const BenchArgs& args, Engine& e, KvPool& p, GemmFloor& f, const WeightStreamProbe& s,
+              int n_vocab)
+      : a(args), engine(e), pool(p), floor(f), stream(s) {
     past = a.mode == "prefill" ? 0 : a.ctx;
     total = past + a.tokens;
     std::mt19937 rng(uint32_t(a.seed));
@@ -161,56 +164,94 @@ struct EngineBench {
   }
 };
 
-// Warm-up, then alternate engine and floor runs so both see the same machine state.
-Status alternate_reps(EngineBench& b, std::vector<double>* eng, std::vector<double>* flo) {
+struct RepTimes {
+  std::vector<double> eng, flo;
+  std::vector<double> read;  // decode: ms to read the weights once (the fastest counts)
+};
+
+// Warm-up, then alternate engine, floor and (decode) weight-read runs so all see the same
+// machine state.
+Status alternate_reps(EngineBench& b, RepTimes* t) {
   if (auto w = b.run_engine(); !w.ok()) return w.error();
   b.run_floor();
+  const bool decode = b.a.mode == "decode";
   for (int r = 0; r < b.a.reps; ++r) {
     KAMERA_ASSIGN_OR_RETURN(const double e, b.run_engine());
-    eng->push_back(e);
-    flo->push_back(b.run_floor());
+    t->eng.push_back(e);
+    t->flo.push_back(b.run_floor());
+    if (decode)
+      for (int i = 0; i < 3; ++i) t->read.push_back(b.stream.read_once(b.floor.pool));
     if (!b.a.json)
       std::fprintf(stderr, "kamera: bench rep %d/%d: engine %.1f ms, BLAS floor %.1f ms\n", r + 1,
-                   b.a.reps, e, flo->back());
+                   b.a.reps, e, t->flo.back());
   }
   return Status::Ok();
 }
 
-void report_engine_bench(const EngineBench& b, const Model& m, const std::vector<double>& eng,
-                         const std::vector<double>& flo) {
+// Decode's read floor: the fastest read of the weights, as tok/s and as the engine's share.
+struct ReadFloor {
+  double bytes = 0, ms = 0, gbs = 0, tps = 0, share = 0;
+};
+
+ReadFloor read_floor(const EngineBench& b, const RepTimes& t, double engine_tps) {
+  ReadFloor f;
+  if (t.read.empty()) return f;
+  f.bytes = b.stream.bytes_per_token();
+  f.ms = *std::min_element(t.read.begin(), t.read.end());
+  f.gbs = gb_per_s(f.bytes, f.ms);
+  f.tps = f.ms > 0 ? 1e3 / f.ms : 0.0;
+  f.share = f.tps > 0 ? engine_tps / f.tps : 0.0;
+  return f;
+}
+
+void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t) {
   const BenchArgs& a = b.a;
+  const std::vector<double>&eng = t.eng, &flo = t.flo;
   const double e_ms = median(eng), f_ms = median(flo), flops = b.flops(m.cfg);
   const double tps = a.tokens / (e_ms / 1e3);
+  const ReadFloor rf = read_floor(b, t, tps);
   if (!a.json) {
     std::printf(
         "%s %d tokens (after %d), %d threads: %.1f tok/s, %.1f GFLOP/s; OpenBLAS alone on the "
         "same GEMM shapes %.1f GFLOP/s; engine reaches %.0f%% of it\n",
         a.mode.c_str(), a.tokens, b.past, a.threads, tps, flops / (e_ms * 1e6),
         flops / (f_ms * 1e6), 100.0 * f_ms / e_ms);
+    if (!t.read.empty())
+      std::printf(
+          "read floor: %.1f MB of weights per token, read at %.1f GB/s (fastest of %zu reads, "
+          "%d threads): %.1f tok/s; engine at %.2f of the floor\n",
+          rf.bytes / 1e6, rf.gbs, t.read.size(), a.threads, rf.tps, rf.share);
     if (b.floor.partial)
       std::printf(
           "(the floor covers the dense matrices only: MoE experts and MLA projections are "
           "not in it, and the FLOP counts assume a dense FFN)\n");
     return;
   }
-  print_json(json{{"mode", a.mode},
-                  {"model", model_summary(m)},
-                  {"system", system_info(&m)},
-                  {"threads", a.threads},
-                  {"blas_path", blas_path()},
-                  {"tokens", a.tokens},
-                  {"context_before", b.past},
-                  {"reps", a.reps},
-                  {"engine_ms_median", e_ms},
-                  {"blas_floor_ms_median", f_ms},
-                  {"tokens_per_s", tps},
-                  {"engine_gflops", flops / (e_ms * 1e6)},
-                  {"blas_floor_gflops", flops / (f_ms * 1e6)},
-                  {"share_of_blas", f_ms / e_ms},
-                  {"engine_ms_all", eng},
-                  {"blas_floor_ms_all", flo},
-                  {"blas_floor_dense_only", b.floor.partial}},
-             2);
+  json out{{"mode", a.mode},
+           {"model", model_summary(m)},
+           {"system", system_info(&m)},
+           {"threads", a.threads},
+           {"blas_path", blas_path()},
+           {"tokens", a.tokens},
+           {"context_before", b.past},
+           {"reps", a.reps},
+           {"engine_ms_median", e_ms},
+           {"blas_floor_ms_median", f_ms},
+           {"tokens_per_s", tps},
+           {"engine_gflops", flops / (e_ms * 1e6)},
+           {"blas_floor_gflops", flops / (f_ms * 1e6)},
+           {"share_of_blas", f_ms / e_ms},
+           {"engine_ms_all", eng},
+           {"blas_floor_ms_all", flo},
+           {"blas_floor_dense_only", b.floor.partial}};
+  if (!t.read.empty())
+    out["read_floor"] = {{"weight_bytes_per_token", rf.bytes},
+                         {"read_ms_min", rf.ms},
+                         {"read_gb_per_s", rf.gbs},
+                         {"floor_tokens_per_s", rf.tps},
+                         {"share_of_floor", rf.share},
+                         {"read_ms_all", t.read}};
+  print_json(out, 2);
 }
 
 int run_bench(const BenchArgs& a) {
@@ -246,10 +287,11 @@ int run_bench(const BenchArgs& a) {
   auto ctx = context_for(*loaded, a.threads, past + a.tokens);
   if (!ctx.ok()) return fail(ctx.error(), a.json);
   GemmFloor floor(m, a.threads);
-  EngineBench b(a, (*ctx)->engine(), (*ctx)->pool(), floor, m.cfg.n_vocab);
-  std::vector<double> eng, flo;
-  if (auto st = alternate_reps(b, &eng, &flo); !st.ok()) return fail(st.message(), a.json);
-  report_engine_bench(b, m, eng, flo);
+  const WeightStreamProbe stream(m);
+  EngineBench b(a, (*ctx)->engine(), (*ctx)->pool(), floor, stream, m.cfg.n_vocab);
+  RepTimes t;
+  if (auto st = alternate_reps(b, &t); !st.ok()) return fail(st.message(), a.json);
+  report_engine_bench(b, m, t);
   return 0;
 }
 

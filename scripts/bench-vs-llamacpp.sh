@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Whole-model speed: `kamera bench` vs each given llama.cpp build's `llama-bench`, same files,
+# same host, interleaved (every round runs each engine once per file and test, one after the
+# other), medians over the rounds. Prints a Markdown ratio table with the host's ISA and, beside
+# every decode figure, kamera's read floor (weight bytes per token / measured read bandwidth).
+#
+#   bash scripts/bench-vs-llamacpp.sh [options] LLAMA_CPP_BUILD_DIR...
+#     --kamera PATH    the kamera binary (default: build/bin/kamera)
+#     --dir DIR        where the model files are made and kept (default: /tmp/kamera-vs-llamacpp)
+#     --rounds N       interleaved rounds, medians reported (default 3, at least 3 unless --tiny)
+#     --threads T      threads for both engines (default 2)
+#     --types "..."    file types (default "Q8_0 Q4_K_M F16")
+#     --tiny           bounded run for tests: the tiny qwen2 preset, pp32 / tg16, 1 round
+#
+# Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1`, then the first
+# build's `llama-quantize` to each type. Without a llama.cpp build the kamera side runs alone
+# (the files then come from `kamera make-model --type`, which writes F16 and Q8_0 only) and the
+# script says so.
+set -euo pipefail
+
+kamera=build/bin/kamera dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
+types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0
+builds=()
+while (($#)); do
+  case "$1" in
+    --kamera) kamera="$2"; shift 2 ;;
+    --dir) dir="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --types) types="$2"; shift 2 ;;
+    --tiny) tiny=1 preset=tiny pp=32 tg=16 rounds=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
+    *) builds+=("$1"); shift ;;
+  esac
+done
+if ((!tiny && rounds < 3)); then echo "bench-vs-llamacpp: --rounds must be >= 3" >&2; exit 2; fi
+for b in "${builds[@]}"; do
+  [[ -x "$b/llama-bench" ]] || { echo "bench-vs-llamacpp: no llama-bench in $b" >&2; exit 2; }
+done
+mkdir -p "$dir"
+log="$dir/runs.jsonl"
+: > "$log"
+
+# --- the files -----------------------------------------------------------------------------
+file_of() { echo "$dir/qwen2-$preset-$1.gguf"; }
+f32="$dir/qwen2-$preset-f32.gguf"
+[[ -s "$f32" ]] || "$kamera" make-model --arch qwen2 --preset "$preset" --type f32 --seed 1 -o "$f32" >/dev/null
+made=()
+for t in $types; do
+  f=$(file_of "$t")
+  if ((${#builds[@]})); then
+    [[ -s "$f" ]] || "${builds[0]}/llama-quantize" "$f32" "$f" "$t" 1 >/dev/null 2>&1
+  else
+    lower=$(echo "$t" | tr 'A-Z' 'a-z')
+    case "$lower" in
+      f16|q8_0) [[ -s "$f" ]] || "$kamera" make-model --arch qwen2 --preset "$preset" \
+                  --type "$lower" --seed 1 -o "$f" >/dev/null ;;
+      *) echo "skipped $t: kamera make-model cannot write it and no llama.cpp build was given" >&2
+         continue ;;
+    esac
+  fi
+  made+=("$t")
+done
+if ((${#builds[@]} == 0)); then
+  echo "no llama.cpp build given: kamera side only (no ratios)" >&2
+fi
+
+# --- the runs: one JSON line per measurement -------------------------------------------------
+record() {  # engine type test round json
+  python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "type": sys.argv[2],
+    "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5])}))' \
+    "$@" >> "$log"
+}
+run_kamera() {  # type test round
+  local f; f=$(file_of "$1")
+  if [[ "$2" == pp ]]; then
+    out=$("$kamera" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
+  else
+    out=$("$kamera" bench decode -m "$f" --tokens "$tg" --ctx 1 --reps 1 -t "$threads" --json)
+  fi
+  record kamera "$1" "$2" "$3" "$out"
+}
+run_llama() {  # build type test round
+  local f; f=$(file_of "$2")
+  if [[ "$3" == pp ]]; then a=(-p "$pp" -n 0); else a=(-p 0 -n "$tg"); fi
+  out=$("$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 -o json 2>/dev/null)
+  record "$1" "$2" "$3" "$4" "$out"
+}
+for ((r = 1; r <= rounds; ++r)); do
+  for t in "${made[@]}"; do
+    for test in pp tg; do
+      echo "round $r/$rounds: $t $test" >&2
+      run_kamera "$t" "$test" "$r"
+      for b in "${builds[@]}"; do run_llama "$b" "$t" "$test" "$r"; done
+    done
+  done
+done
+
+# --- the table -------------------------------------------------------------------------------
+python3 - "$log" "$pp" "$tg" "$threads" "$rounds" "${builds[@]}" <<'EOF'
+import json, statistics, sys
+log, pp, tg, threads, rounds, builds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
+runs = [json.loads(l) for l in open(log)]
+system = next(r["out"]["system"] for r in runs if r["engine"] == "kamera")
+print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA level: "
+      f"{system['isa_level']}; {threads} threads; medians of {rounds} interleaved rounds")
+def med(xs): return statistics.median(xs) if xs else float("nan")
+def tps(r):
+    if r["engine"] == "kamera": return r["out"]["tokens_per_s"]
+    return r["out"][0]["avg_ts"]
+names = []
+for b in builds:
+    commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
+    names.append(f"llama.cpp {commit}")
+head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
+head += " | read floor tok/s (GB/s) | kamera / floor |"
+print(head)
+print("|" + "---|" * (head.count("|") - 1))
+types = list(dict.fromkeys(r["type"] for r in runs))
+for t in types:
+    for test, label in (("pp", f"pp{pp}"), ("tg", f"tg{tg}")):
+        sel = lambda e: [r for r in runs if r["engine"] == e and r["type"] == t and r["test"] == test]
+        k = sel("kamera")
+        kt = med([tps(r) for r in k])
+        row = f"| {t} | {label} | {kt:.1f} |"
+        for b in builds:
+            lt = med([tps(r) for r in sel(b)])
+            row += f" {lt:.1f} | {kt / lt:.2f}x |"
+        if test == "tg":
+            fl = [r["out"]["read_floor"] for r in k]
+            ft = med([f["floor_tokens_per_s"] for f in fl])
+            gb = med([f["read_gb_per_s"] for f in fl])
+            row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
+        else:
+            row += " – | – |"
+        print(row)
+EOF

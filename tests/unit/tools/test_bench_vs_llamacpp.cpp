@@ -1,0 +1,99 @@
+// `kamera bench decode`'s read floor, and scripts/bench-vs-llamacpp.sh in its bounded --tiny
+// mode. CI has no llama.cpp build: the script's kamera side runs on tiny files, and the llama.cpp
+// side only when KAMERA_LLAMA_CPP_BUILD names a build directory (skipped, and said, otherwise).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/shell.h"
+#include "support/temp_path.h"
+
+namespace {
+
+const std::string kKamera = std::string(KAMERA_BINARY_DIR) + "/bin/kamera";
+
+// The cells of the Markdown row that starts with "| <type> | <test> |".
+std::vector<std::string> row(const std::string& table, const std::string& type,
+                             const std::string& test) {
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| " + type + " | " + test + " |", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream c(line.substr(1));
+    for (std::string cell; std::getline(c, cell, '|');)
+      cells.push_back(cell.substr(1, cell.size() - 2));
+    return cells;
+  }
+  return {};
+}
+
+// The floor is the fastest of the reads, tok/s is its inverse, and the engine's share is the
+// engine's tok/s over it; the bytes are those of every matrix a token multiplies (the tiny qwen2
+// ties its output head to the embedding, so that is every matrix of the file).
+TEST(BenchDecode, ReadFloorIsTheFastestReadOfTheWeights) {
+  const std::string model = unique_temp("read-floor.gguf");
+  ASSERT_EQ(
+      run_shell(kKamera + " make-model --arch qwen2 --preset tiny --type q8_0 -o " + model).rc, 0);
+  const ShellOutput o =
+      run_shell(kKamera + " bench decode -m " + model + " --tokens 4 --ctx 2 --reps 2 --json");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  const auto& f = j.at("read_floor");
+  const std::vector<double> all = f.at("read_ms_all");
+  ASSERT_EQ(all.size(), 6u);  // three reads per rep
+  double fastest = all[0];
+  for (double ms : all) fastest = std::min(fastest, ms);
+  EXPECT_DOUBLE_EQ(f.at("read_ms_min").get<double>(), fastest);
+  EXPECT_NEAR(f.at("floor_tokens_per_s").get<double>(), 1e3 / fastest, 1e-9 * 1e3 / fastest);
+  EXPECT_DOUBLE_EQ(f.at("weight_bytes_per_token").get<double>(),
+                   j.at("system").at("model").at("weight_bytes").get<double>());
+  EXPECT_NEAR(f.at("read_gb_per_s").get<double>(),
+              f.at("weight_bytes_per_token").get<double>() / (fastest * 1e6), 1e-6);
+  EXPECT_NEAR(f.at("share_of_floor").get<double>(),
+              j.at("tokens_per_s").get<double>() / f.at("floor_tokens_per_s").get<double>(), 1e-9);
+  std::remove(model.c_str());
+}
+
+TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
+  const char* llama = std::getenv("KAMERA_LLAMA_CPP_BUILD");
+  const bool with_llama = llama != nullptr && *llama != '\0';
+  if (!with_llama)
+    std::printf("KAMERA_LLAMA_CPP_BUILD not set: the llama.cpp side is skipped, kamera's runs\n");
+  const std::string dir = unique_temp("bench-vs-llamacpp");
+  const ShellOutput o = run_shell("bash " + std::string(KAMERA_SOURCE_DIR) +
+                                  "/scripts/bench-vs-llamacpp.sh --tiny --kamera " + kKamera +
+                                  " --dir " + dir + (with_llama ? " " + std::string(llama) : ""));
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("host: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("kamera ISA level: "), std::string::npos) << o.out;
+  if (!with_llama) {
+    EXPECT_NE(o.err.find("no llama.cpp build given"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("skipped Q4_K_M"), std::string::npos) << o.err;
+  }
+  const size_t ratio_cols = with_llama ? 2 : 0;
+  for (const std::string type : {"Q8_0", "F16"}) {
+    SCOPED_TRACE(type);
+    const auto pp = row(o.out, type, "pp32"), tg = row(o.out, type, "tg16");
+    ASSERT_EQ(pp.size(), 5 + ratio_cols) << o.out;
+    ASSERT_EQ(tg.size(), 5 + ratio_cols) << o.out;
+    EXPECT_GT(std::stod(pp[2]), 0.0);
+    EXPECT_EQ(pp[3 + ratio_cols], "–");
+    // tg: kamera tok/s, then the floor's tok/s (GB/s) and kamera's share of it.
+    const double k = std::stod(tg[2]), floor = std::stod(tg[3 + ratio_cols]);
+    EXPECT_GT(k, 0.0);
+    EXPECT_GT(floor, 0.0);
+    EXPECT_NEAR(std::stod(tg[4 + ratio_cols]), k / floor, 0.006 + 0.05 * k / floor);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
