@@ -14,6 +14,7 @@
 #include "model/deepseek2.h"
 #include "model/model.h"
 #include "model/qwen3.h"
+#include "model/repack.h"
 #include "tokenizer/gguf_import.h"
 
 namespace kamera {
@@ -351,6 +352,7 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   m->format = "gguf";
   m->mapping = *file;  // the weights point into it
   m->fingerprint = compute_fingerprint(*m);
+  repack_for_decode(*m);
   return m;
 }
 

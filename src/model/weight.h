@@ -28,6 +28,10 @@ class Weight {
   static Result<Weight> borrow(GgmlType type, const void* data, int64_t rows, int64_t cols);
   // An owned copy of the same values in the same type.
   static Weight copy_of(const WeightView& v);
+  // The same values in `layout` (ops/quant_repack.h), in owned memory. A borrowed source's mapped
+  // pages are released as they are consumed (read again, they fault back in from the file), so
+  // the copy replaces them instead of doubling the resident set.
+  static Weight repacked(const Weight& src, WeightLayout layout);
 
   bool empty() const { return view_.data == nullptr || view_.rows == 0; }
   GgmlType type() const { return view_.type; }
@@ -35,6 +39,7 @@ class Weight {
   int64_t cols() const { return view_.cols; }
   size_t bytes() const { return size_t(view_.rows) * view_.row_bytes; }
   bool owned() const { return storage_ != nullptr; }
+  WeightLayout layout() const { return view_.layout; }
   const WeightView& view() const { return view_; }
   const uint8_t* raw() const { return view_.data; }
 
@@ -50,7 +55,7 @@ class Weight {
 
  private:
   WeightView view_;
-  std::shared_ptr<const std::vector<uint8_t>> storage_;  // owned bytes (shared by copies)
+  std::shared_ptr<const void> storage_;  // owns the bytes when set (shared by copies)
 };
 
 // y[n x w.rows] = x[n x w.cols] * W^T (+ bias[w.rows] when given). F32 weights go through

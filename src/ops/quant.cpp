@@ -13,6 +13,7 @@
 #include "ops/quant_blocks.h"
 #include "ops/quant_kernels.h"
 #include "ops/quant_ref.h"
+#include "ops/quant_repack.h"
 
 namespace kamera {
 
@@ -90,6 +91,36 @@ void add_bias(const float* bias, float* y, int64_t n, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) y[i * rows + r] += bias[r];
 }
 
+// Repacked Q8_0: groups of 16 rows split across threads, through the path's kernel for the
+// layout, or (a path without one) each group unpacked and multiplied row by row.
+void decode_q8_0x16(const QuantKernels& k, const WeightView& w, const uint8_t* act,
+                    size_t act_bytes, int64_t n, float* y, ThreadPool& pool) {
+  const int64_t nb = w.cols / 32;
+  std::vector<int32_t> sums(size_t(n * nb));
+  for (int64_t i = 0; i < n; ++i)
+    q8_0_block_sums(act + size_t(i) * act_bytes, w.cols, sums.data() + i * nb);
+  pool.parallel_for(w.rows / kQ8x16Rows, [&](int64_t g0, int64_t g1) {
+    if (k.vec_dot_q8_0x16 != nullptr) {
+      k.vec_dot_q8_0x16(w.cols, w.data, g0, g1, act, act_bytes, sums.data(), int(n), y, w.rows);
+      return;
+    }
+    uint8_t* rows = grow(scratch(2), kQ8x16Rows * w.row_bytes);
+    for (int64_t g = g0; g < g1; ++g) {
+      unpack_q8_0x16_rows(w, g * kQ8x16Rows, kQ8x16Rows, rows);
+      k.vec_dot_rows(w.type, w.cols, rows, w.row_bytes, 0, kQ8x16Rows, act, act_bytes, int(n),
+                     y + g * kQ8x16Rows, w.rows);
+    }
+  });
+}
+
+// Row r of w in the file's row layout: the view's bytes, or unpacked into `tmp`.
+const uint8_t* file_row(const WeightView& w, int64_t r, std::vector<uint8_t>& tmp) {
+  if (w.layout == WeightLayout::Rows) return w.row(r);
+  uint8_t* out = grow(tmp, w.row_bytes);
+  unpack_q8_0x16_rows(w, r, 1, out);
+  return out;
+}
+
 // Each activation row quantized once to the dot type, then rows of W split across threads.
 void decode(const QuantKernels& k, const WeightView& w, const float* x, int64_t n, float* y,
             ThreadPool& pool) {
@@ -103,6 +134,7 @@ void decode(const QuantKernels& k, const WeightView& w, const float* x, int64_t 
       quantize_act_ref(dt, x + i * w.cols, q.data() + size_t(i) * act_bytes, w.cols);
     act = q.data();
   }
+  if (w.layout == WeightLayout::Q8_0x16) return decode_q8_0x16(k, w, act, act_bytes, n, y, pool);
   pool.parallel_for(w.rows, [&](int64_t r0, int64_t r1) {
     k.vec_dot_rows(w.type, w.cols, w.data, w.row_bytes, r0, r1, act, act_bytes, int(n), y, w.rows);
   });
@@ -136,7 +168,7 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
       const int64_t r0 = p * kPanelRows, nr = std::min(kPanelRows, w.rows - r0);
       for (int64_t j = 0; j < nr; ++j) {
         float* row = f32 + j * w.cols;
-        k.dequantize(w.type, w.row(r0 + j), row, w.cols);
+        k.dequantize(w.type, file_row(w, r0 + j, scratch(2)), row, w.cols);
         if (k.to_panel != nullptr) k.to_panel(row, panel + size_t(j * w.cols) * elem, w.cols);
       }
       k.gemm(n, nr, w.cols, xp, panel, w.cols, y + r0, w.rows);
@@ -202,8 +234,9 @@ void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, f
 void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* out) {
   KAMERA_ASSERT(first >= 0 && count >= 0 && first + count <= w.rows);
   const quant::QuantKernels& k = quant::decode_kernels();
+  std::vector<uint8_t> tmp;
   for (int64_t r = 0; r < count; ++r)
-    k.dequantize(w.type, w.row(first + r), out + r * w.cols, w.cols);
+    k.dequantize(w.type, quant::file_row(w, first + r, tmp), out + r * w.cols, w.cols);
 }
 
 std::string kernel_path(GgmlType t) {

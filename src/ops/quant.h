@@ -20,6 +20,10 @@ namespace kamera {
 
 class ThreadPool;
 
+// How a view's bytes are ordered: the file's rows, or Q8_0 rows repacked in groups of 16 for
+// the VNNI decode kernel (ops/quant_repack.h; the same bytes per row, another order).
+enum class WeightLayout : uint8_t { Rows, Q8_0x16 };
+
 // A weight matrix of `rows` (out) rows of `cols` (in) values in ggml type `type`, row-major,
 // e.g. a GGUF tensor's mapped bytes (ne[0] = cols). Not owning.
 struct WeightView {
@@ -27,6 +31,8 @@ struct WeightView {
   const uint8_t* data = nullptr;
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::Rows;
+  // Row r's bytes (Rows layout only: a repacked view's rows are unpacked by quant_repack.h).
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };
 

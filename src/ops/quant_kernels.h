@@ -44,6 +44,14 @@ struct QuantKernels {
   // rows of k values ldw apart in the panel format; k a multiple of 32.
   void (*gemm)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
                float* y, int64_t ldy);
+
+  // Decode over Q8_0 weights in the Q8_0x16 layout (ops/quant_repack.h): y[a * y_stride + r]
+  // for the rows r of groups [g0, g1), activation rows in q8_0 blocks, act_sums[a * cols / 32 +
+  // b] = 128 * the sum of block b's quants of row a (q8_0_block_sums). Null where the path has
+  // none (matmul then unpacks the groups and runs vec_dot_rows).
+  void (*vec_dot_q8_0x16)(int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
+                          const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act,
+                          float* y, int64_t y_stride) = nullptr;
 };
 
 const QuantKernels& scalar_kernels();

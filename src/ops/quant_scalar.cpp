@@ -39,6 +39,7 @@ const QuantKernels& scalar_kernels() {
       .packed_x_bytes = nullptr,
       .pack_x = nullptr,
       .gemm = gemm,
+      .vec_dot_q8_0x16 = nullptr,
   };
   return k;
 }

@@ -17,17 +17,13 @@
 #include "ops/quant_kernels.h"
 #include "ops/quant_ref.h"
 #include "support/quant_data.h"
+#include "support/quant_paths.h"
 
 namespace kamera::quant {
 namespace {
 
 std::vector<const QuantKernels*> supported_paths() {
-  int n = 0;
-  const QuantKernels* const* all = all_kernels(&n);
-  std::vector<const QuantKernels*> out;
-  for (int i = 0; i < n; ++i)
-    if (cpu_supports(*all[i])) out.push_back(all[i]);
-  return out;
+  return supported_quant_paths();
 }
 
 int64_t test_cols(GgmlType t) {
