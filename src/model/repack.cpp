@@ -10,7 +10,7 @@ namespace kamera {
 
 size_t repack_for_decode(Model& m) {
   const char* env = std::getenv("KAMERA_REPACK");
-  if (env == nullptr || std::strcmp(env, "1") != 0 || !quant::decode_has_q8_0x16()) return 0;
+  if ((env != nullptr && std::strcmp(env, "0") == 0) || !quant::decode_has_q8_0x16()) return 0;
   size_t bytes = 0;
   auto repack = [&](Weight& w) {
     if (w.empty() || !quant::q8_0x16_fits(w.view())) return;

@@ -10,9 +10,12 @@ struct Model;
 // Repacks every Q8_0 matrix a token multiplies (the layers' dense products and the output head,
 // the embedding when it is the tied head) into the Q8_0x16 layout, when this CPU's decode path
 // has a kernel for it; the copies replace the mapped pages (model/weight.h). Call after the
-// fingerprint: it hashes the file's bytes. Opt-in (KAMERA_REPACK=1) until a known discrepancy
-// is found: every repacked matrix matches the file's layout (tests), yet on the 0.5b qwen2 Q8_0
-// file the logits of 1 to 4 token forwards differ by up to 0.07 (of 4.5) from the default.
+// fingerprint: it hashes the file's bytes. On by default; KAMERA_REPACK=0 keeps the file's
+// layout. Each repacked product equals the file layout's to float rounding (its sums run in
+// another order); a forward's later q8_0 activation quantizations can turn such a last-bit
+// difference into a whole quantization step, so logits of the two layouts differ by about the
+// activations' own quantization error, not by float rounding; the naive-forward and llama.cpp
+// Q8_0 checks (test_qwen3.cpp, test_llama_logits.cpp) hold with it.
 // Returns the bytes repacked.
 size_t repack_for_decode(Model& m);
 
