@@ -193,4 +193,16 @@ inline std::vector<float> forward_all(const kamera::Model& m, const std::vector<
   return forward_3d(m, tokens, p, all_logits, hidden);
 }
 
+// Every position's logits of `tokens` at positions 0..n-1, row after row (prefill_all's layout).
+template <class Ids>
+inline std::vector<float> logits_from_zero(const kamera::Model& m, const Ids& ids) {
+  std::vector<int> tokens(ids.begin(), ids.end()), positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = int(i);
+  std::vector<std::vector<float>> rows;
+  forward_all(m, tokens, positions, &rows);
+  std::vector<float> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return flat;
+}
+
 }  // namespace naive
