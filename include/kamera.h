@@ -92,7 +92,8 @@ KAMERA_API kamera_status kamera_model_load(const char* path, const char* tokeniz
 KAMERA_API void kamera_model_free(kamera_model* model);
 
 typedef struct kamera_model_info {
-  const char* arch;   /* "llama", "qwen2", "qwen2vl", "deepseek2" (static storage) */
+  const char* arch;   /* "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl",
+                         "qwen3vlmoe" (static storage) */
   const char* format; /* "gguf", "llama2c-v0", "llama2c-v1" (valid while the model lives) */
   int32_t n_vocab;
   int32_t dim; /* residual width: the width of embedding rows */
@@ -458,13 +459,14 @@ typedef struct kamera_vision_info {
   int32_t image_size; /* square RGB frames of image_size x image_size x 3 bytes (0: any size) */
   int32_t token_grid; /* output tokens per side (0: per image) */
   int32_t n_tokens;   /* token_grid^2 rows per frame (0: per image) */
-  int32_t out_dim;    /* width of the rows (the decoder's dim) */
+  int32_t out_dim;    /* width of the rows (the decoder's input width: dim, x (1 + deepstack) for
+                         qwen3vl) */
 } kamera_vision_info;
 
 /* Loads a vision encoder (an mmproj-style GGUF, general.architecture "clip"): llama.cpp's
- * mmproj of a Qwen2-VL or Qwen2.5-VL model (clip.projector_type "qwen2vl_merger" or
- * "qwen2.5vl_merger"; images of any size through kamera_chunk_from_image), or the mini-VL's
- * fixed-size encoder (kamera_vision_encode). */
+ * mmproj of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL model (clip.projector_type "qwen2vl_merger",
+ * "qwen2.5vl_merger" or "qwen3vl_merger"; images of any size through kamera_chunk_from_image), or
+ * the mini-VL's fixed-size encoder (kamera_vision_encode). */
 KAMERA_API kamera_status kamera_vision_load(const char* path, kamera_vision** out);
 KAMERA_API void kamera_vision_free(kamera_vision* vision);
 KAMERA_API kamera_status kamera_vision_get_info(const kamera_vision* vision,
@@ -476,10 +478,12 @@ KAMERA_API kamera_status kamera_vision_encode(kamera_vision* vision, const kamer
                                               kamera_chunk** out);
 
 /* Images through a Qwen2-VL / Qwen2.5-VL tower, for the context's decoder (a qwen2vl model whose
- * width is the tower's output width). The image (PNG or JPEG) is decoded, resized and normalised
- * as Hugging Face's Qwen2-VL processor does and encoded into one row per merged 2 x 2 patch block,
- * with the relative layout (0, row, col) over its grid: extent max(rows, cols). Write the vision
- * delimiters around it yourself, as the chat template does: a token chunk ending in
+ * width is the tower's output width), or a Qwen3-VL tower for a qwen3vl / qwen3vlmoe decoder
+ * (rows of the decoder's width and its deepstack slices). The image (PNG or JPEG) is decoded,
+ * resized and normalised as Hugging Face's Qwen2-VL processor does and encoded into one row per
+ * merged 2 x 2 patch block, with the relative layout (0, row, col) over its grid: extent max(rows,
+ * cols). Write the vision delimiters around it yourself, as the chat template does: a token chunk
+ * ending in
  * <|vision_start|>, the image chunk, a token chunk starting with <|vision_end|>. The result is a
  * chunk like any other (sequences, windows, the store; relocation shifts t, h and w alike).
  * An image is encoded once per vision handle and decoder: its key is a hash of the decoded
@@ -499,7 +503,9 @@ KAMERA_API kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kame
  * odd count repeats the last frame), all resized to the first frame's size; layout (t, row, col).
  * A Qwen2-VL tower's t is the pair index k; a Qwen2.5-VL tower's is scaled by seconds,
  * t = trunc(k * 2 / fps * 2) (transformers' get_rope_index with second_per_grid_t = 2 / fps and
- * tokens_per_second = 2), at the processor's default of 2 frames per second here. */
+ * tokens_per_second = 2), at the processor's default of 2 frames per second here. A Qwen3-VL
+ * tower takes one pair at most (KAMERA_ERR_UNSUPPORTED beyond: its video is pairs placed as
+ * images with timestamp text between). */
 KAMERA_API kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
                                                   const char* const* paths, int32_t n_paths,
                                                   kamera_chunk** out);

@@ -29,7 +29,7 @@ if [ -f "$shared/stories260K/stories260K.bin" ]; then
 else
   echo "eval-all: ../shared/models absent; running the synthetic presets only" >&2
 fi
-for arch in llama qwen2 qwen2vl deepseek2; do
+for arch in llama qwen2 qwen2vl deepseek2 qwen3 qwen3moe qwen3vl qwen3vlmoe; do
   "$k" make-model --arch "$arch" --preset tiny --seed 1 -o "$models/tiny-$arch.gguf" 2>/dev/null
   run "tiny-$arch" -m "$models/tiny-$arch.gguf"
 done

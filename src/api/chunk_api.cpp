@@ -16,7 +16,7 @@ constexpr int32_t kMaxRelativePosition = 1 << 24;  // keeps extents and shifts f
 
 kamera_status kamera::api::make_chunk(const char* fn, const Model& m, ChunkContent content,
                                       kamera_chunk** out) {
-  if (auto st = content.validate(m.cfg.n_vocab, m.cfg.dim); !st.ok())
+  if (auto st = content.validate(m.cfg.n_vocab, m.cfg.input_width()); !st.ok())
     return set_error(with_context(st.error(), fn));
   for (const Pos& p : content.layout)
     if (p.t > kMaxRelativePosition || p.h > kMaxRelativePosition || p.w > kMaxRelativePosition)
@@ -184,7 +184,7 @@ kamera_status kamera_vision_get_info(const kamera_vision* vision, kamera_vision_
     KAMERA_API_REQUIRE("kamera_vision_get_info", vision);
     KAMERA_API_REQUIRE("kamera_vision_get_info", out);
     if (vision->qwen) {  // any image size: rows per image follow its resized grid
-      *out = kamera_vision_info{0, 0, 0, vision->qwen->tower.cfg.out_dim};
+      *out = kamera_vision_info{0, 0, 0, vision->qwen->tower.cfg.embed_width()};
       return KAMERA_OK;
     }
     const VisionConfig& c = vision->model.cfg;

@@ -24,14 +24,9 @@ kamera_status check_pair(const char* fn, kamera_context* ctx, kamera_vision* vis
                 "mmproj (use kamera_vision_encode)",
                 fn);
   const Model& m = ctx->box->ctx->model();
-  if (m.cfg.arch != Arch::Qwen2Vl)
-    return fail(KAMERA_ERR_INVALID_ARGUMENT,
-                "{}: images need a qwen2vl (M-RoPE) decoder; the context's is '{}'", fn,
-                arch_name(m.cfg.arch));
-  if (vision->qwen->tower.cfg.out_dim != m.cfg.dim)
-    return fail(KAMERA_ERR_INVALID_ARGUMENT,
-                "{}: {} projects images to width {}, but the decoder is {} wide (not a pair)", fn,
-                vision->qwen->tower.source, vision->qwen->tower.cfg.out_dim, m.cfg.dim);
+  if (Status st = check_qwen_pair(vision->qwen->tower.cfg, m.cfg, vision->qwen->tower.source);
+      !st.ok())
+    return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {}", fn, st.message());
   return KAMERA_OK;
 }
 

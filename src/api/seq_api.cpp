@@ -211,7 +211,7 @@ kamera_status kamera_seq_eval_tokens(kamera_seq* seq, const int32_t* tokens, int
     if (n_tokens < 1) return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {} tokens", fn, n_tokens);
     ChunkContent c = ChunkContent::from_tokens(std::vector<int32_t>(tokens, tokens + n_tokens));
     const ModelConfig& cfg = seq->box->ctx->model().cfg;
-    if (auto st = c.validate(cfg.n_vocab, cfg.dim); !st.ok())
+    if (auto st = c.validate(cfg.n_vocab, cfg.input_width()); !st.ok())
       return set_error(with_context(st.error(), fn));
     return eval_content(fn, seq, c, mode, out);
   });

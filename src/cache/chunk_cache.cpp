@@ -110,7 +110,7 @@ Result<std::shared_ptr<const CanonicalEntry>> ChunkCache::canonical(const ChunkC
                                                                     DType dtype, bool* formed) {
   if (formed) *formed = false;
   dtype = stored_dtype(dtype, pool_.dtype());
-  KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.dim));
+  KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.input_width()));
   const ChunkId id = id_of(c);
   if (auto hit = store_.find_canonical(id)) return hit;
   if (formed) *formed = true;
@@ -133,7 +133,7 @@ Result<std::shared_ptr<const CanonicalEntry>> ChunkCache::canonical(const ChunkC
 Status ChunkCache::check_positions(std::span<const ChunkContent> chunks) const {
   int64_t end = anchor_extent();
   for (const auto& c : chunks) {
-    KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.dim));
+    KAMERA_TRY(c.validate(model_.cfg.n_vocab, model_.cfg.input_width()));
     end += c.extent();
   }
   if (end > model_.cfg.ctx_len)

@@ -45,7 +45,9 @@ Result<std::vector<EvalSplit>> default_splits(const Model& model, const std::str
                                   ts.antecedent_tokens, ts.chunk_tokens, ts.query_tokens),
                       "heldout", random_token_items(model, ts)});
   }
-  if (model.cfg.rope.mrope != MropeMode::None) {
+  // Frames on the M-RoPE decoders, but not on qwen3vl's: an image row there carries deepstack
+  // slices, which the token-recompute baselines (Engine::layer_step on hidden rows) do not add
+  if (model.cfg.rope.mrope != MropeMode::None && model.cfg.n_deepstack == 0) {
     FrameItemSpec fs_;
     fs_.n_items = smoke ? 4 : 12;
     fs_.seed = 2;

@@ -101,6 +101,9 @@ inline constexpr const char* kExpertWeightsScale = "expert_weights_scale";
 inline constexpr const char* kExpertWeightsNorm = "expert_weights_norm";
 inline constexpr const char* kExpertGatingFunc = "expert_gating_func";
 inline constexpr const char* kExpertGroupCount = "expert_group_count";
+// {arch}.*: qwen3vl's deepstack (model/qwen3vl.h)
+inline constexpr const char* kNumDeepstackLayers = "n_deepstack_layers";
+inline constexpr const char* kDeepstackMapping = "deepstack_mapping";
 
 // "{arch}.{suffix}": arch_key("qwen2", kBlockCount) is "qwen2.block_count".
 inline std::string arch_key(std::string_view arch, std::string_view suffix) {

@@ -8,8 +8,9 @@ namespace kamera {
 
 namespace {
 constexpr std::pair<Arch, const char*> kArchNames[] = {
-    {Arch::Llama, "llama"},         {Arch::Qwen2, "qwen2"}, {Arch::Qwen2Vl, "qwen2vl"},
-    {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"}, {Arch::Qwen3Moe, "qwen3moe"},
+    {Arch::Llama, "llama"},         {Arch::Qwen2, "qwen2"},           {Arch::Qwen2Vl, "qwen2vl"},
+    {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"},           {Arch::Qwen3Moe, "qwen3moe"},
+    {Arch::Qwen3Vl, "qwen3vl"},     {Arch::Qwen3VlMoe, "qwen3vlmoe"},
 };
 }  // namespace
 
@@ -63,11 +64,17 @@ Status ModelConfig::validate(const std::string& src) const {
   if (rope.yarn.ext_factor != 0 &&
       (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
     return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
-  if (moe.enabled() && attention != AttentionKind::Mla && arch != Arch::Qwen3Moe)
-    return bad("mixture-of-experts layers are deepseek2's (MLA) and qwen3moe's");
-  if (arch == Arch::Qwen3Moe && !moe.enabled()) return bad("qwen3moe without experts");
+  if (moe.enabled() && attention != AttentionKind::Mla && !is_qwen3_moe(arch))
+    return bad("mixture-of-experts layers are deepseek2's (MLA), qwen3moe's and qwen3vlmoe's");
+  if (is_qwen3_moe(arch) && !moe.enabled())
+    return bad(fmt::format("{} without experts", arch_name(arch)));
+  if (n_deepstack < 0 || n_deepstack > n_layers || (n_deepstack > 0 && !is_qwen3vl(arch)))
+    return bad(fmt::format("{} deepstack layers for {} layers ({}; only qwen3vl has them)",
+                           n_deepstack, n_layers, arch_name(arch)));
   if (qk_norm && attention == AttentionKind::Mla) return bad("q/k norms are qwen3's (GQA)");
   KAMERA_TRY(validate_moe(moe, n_layers, src));
+  if (is_qwen3vl(arch) && rope.mrope != MropeMode::Interleaved)
+    return bad("qwen3vl rotates with interleaved M-RoPE sections");
   if (rope.mrope != MropeMode::None) {
     int total = 0;
     for (int s : rope.sections) {
@@ -95,6 +102,9 @@ std::vector<std::string> model_features(const ModelConfig& c) {
                             c.moe.n_dense_lead, c.moe.norm_weights ? ", top-k normalized" : ""));
   if (c.rope.mrope != MropeMode::None)
     f.push_back(c.rope.mrope == MropeMode::Interleaved ? "mrope (interleaved)" : "mrope (blocked)");
+  if (c.n_deepstack > 0)
+    f.push_back(fmt::format("deepstack ({} layers: image rows carry {} x {} values)", c.n_deepstack,
+                            1 + c.n_deepstack, c.dim));
   if (c.rope.yarn.ext_factor != 0) f.push_back("yarn");
   if (c.tied_output) f.push_back("tied_output");
   return f;

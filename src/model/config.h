@@ -21,15 +21,34 @@ namespace kamera {
 enum class AttentionKind : uint8_t { Gqa, Mla };
 
 // The decoder architectures kamera runs (GGUF general.architecture).
-enum class Arch : uint8_t { Llama, Qwen2, Qwen2Vl, Deepseek2, Qwen3, Qwen3Moe };
-const char* arch_name(Arch a);  // "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe"
+enum class Arch : uint8_t {
+  Llama,
+  Qwen2,
+  Qwen2Vl,
+  Deepseek2,
+  Qwen3,
+  Qwen3Moe,
+  Qwen3Vl,
+  Qwen3VlMoe
+};
+// "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe"
+const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
-std::string arch_names();       // "llama, qwen2, qwen2vl, deepseek2, qwen3, qwen3moe"
+std::string arch_names();       // the names above, comma-separated
 inline bool is_qwen2(Arch a) {  // q/k/v biases, llama.cpp requires them
   return a == Arch::Qwen2 || a == Arch::Qwen2Vl;
 }
+inline bool is_qwen3vl(Arch a) {  // interleaved M-RoPE and deepstack inputs (model/qwen3vl.h)
+  return a == Arch::Qwen3Vl || a == Arch::Qwen3VlMoe;
+}
 inline bool is_qwen3(Arch a) {  // per-head q/k RMSNorm before the rope (model/qwen3.h)
-  return a == Arch::Qwen3 || a == Arch::Qwen3Moe;
+  return a == Arch::Qwen3 || a == Arch::Qwen3Moe || is_qwen3vl(a);
+}
+inline bool is_qwen3_moe(Arch a) {  // softmax top-k experts in every layer (model/qwen3.h)
+  return a == Arch::Qwen3Moe || a == Arch::Qwen3VlMoe;
+}
+inline bool is_mrope(Arch a) {  // positions (t, h, w): the Qwen-VL decoders
+  return a == Arch::Qwen2Vl || is_qwen3vl(a);
 }
 inline bool is_qwen(Arch a) {  // the NeoX rope layout
   return is_qwen2(a) || is_qwen3(a);
@@ -63,10 +82,15 @@ struct ModelConfig {
   MoeConfig moe;            // deepseek2: routed and shared experts (model/moe.h)
   double yarn_log_mul = 0;  // deepseek2 YaRN: attention mscale (model/deepseek2.h)
   double yarn_attn_factor = 1;
+  // qwen3vl: embedding rows carry 1 + n_deepstack slices of dim values; slice k + 1 is added to
+  // the hidden state after layer k (model/qwen3vl.h). Token rows carry none.
+  int n_deepstack = 0;
 
   // head_dim is the query/key head width: for MLA qk_nope_dim + qk_rope_dim.
   int q_width() const { return n_heads * head_dim; }
   int kv_width() const { return n_kv_heads * head_dim; }  // GQA only
+  // Width of an embedding row given to the forward: dim, times 1 + n_deepstack (qwen3vl)
+  int input_width() const { return dim * (1 + n_deepstack); }
   int attn_out_width() const {  // width of the concatenated head outputs (input of wo)
     return attention == AttentionKind::Mla ? n_heads * mla.v_head_dim : n_heads * head_dim;
   }
@@ -74,7 +98,7 @@ struct ModelConfig {
 };
 
 // What `kamera info -m` lists: "gqa" or "mla", "qkv_bias", "qk_norm", "moe (E experts, k used,
-// ...)", "mrope (...)", "yarn", "tied_output".
+// ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output".
 std::vector<std::string> model_features(const ModelConfig& c);
 
 }  // namespace kamera

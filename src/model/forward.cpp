@@ -108,7 +108,8 @@ Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
   LogitsMode lm = cur.opt.logits;
   if (lm == LogitsMode::Last && off + n < cur.in.n) lm = LogitsMode::None;
   grow(x_, size_t(n) * c.dim);
-  load_rows(cur.in, off, n, x_.data());
+  ds_.assign(size_t(n), nullptr);
+  load_rows(cur.in, off, n, 0);
   const RowGroup g{cur.seq, cur.first + off, n, 0, mask};
   KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer, cur.opt.hidden));
   cur.done += n;
@@ -177,11 +178,11 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     n += pieces[i].n;
   }
   grow(x_, size_t(n) * c.dim);
+  ds_.assign(size_t(n), nullptr);
   for (size_t i = 0; i < rows.size(); ++i)
     model_.tok_embd.rows_f32(rows[i].token, 1, x_.data() + i * c.dim);
   for (size_t i = 0; i < pieces.size(); ++i)
-    load_rows(pieces[i].cur->in, pieces[i].cur->done, pieces[i].n,
-              x_.data() + size_t(groups[rows.size() + i].row0) * c.dim);
+    load_rows(pieces[i].cur->in, pieces[i].cur->done, pieces[i].n, groups[rows.size() + i].row0);
   std::vector<float> logits;
   KAMERA_TRY(run_batch(kv, groups, LogitsMode::Last, logits));
   // Logits rows: the decode rows', then the last row of each piece that ends its cursor.
@@ -198,13 +199,26 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   return logits;
 }
 
-void Engine::load_rows(const ForwardInput& in, int off, int n, float* x) const {
-  const int d = model_.cfg.dim;
-  if (in.embeddings) {
-    std::memcpy(x, in.embeddings + size_t(off) * d, sizeof(float) * size_t(n) * d);
-  } else {
+void Engine::load_rows(const ForwardInput& in, int off, int n, int row0) {
+  const int d = model_.cfg.dim, w = model_.cfg.input_width();
+  float* x = x_.data() + size_t(row0) * d;
+  if (!in.embeddings) {
     for (int t = 0; t < n; ++t) model_.tok_embd.rows_f32(in.tokens[off + t], 1, x + size_t(t) * d);
+    return;
   }
+  for (int t = 0; t < n; ++t) {  // slice 0 enters; the deepstack slices wait (model/qwen3vl.h)
+    const float* row = in.embeddings + size_t(off + t) * w;
+    std::memcpy(x + size_t(t) * d, row, sizeof(float) * d);
+    if (w > d) ds_[size_t(row0 + t)] = row + d;
+  }
+}
+
+// qwen3vl: rows that came with deepstack slices get slice li + 1 after layer li.
+void Engine::add_deepstack(int li, int n, float* x) const {
+  if (li >= model_.cfg.n_deepstack) return;
+  const int d = model_.cfg.dim;
+  for (int t = 0; t < n && size_t(t) < ds_.size(); ++t)
+    if (ds_[size_t(t)]) add_inplace(x + size_t(t) * d, ds_[size_t(t)] + size_t(li) * d, d);
 }
 
 // Rows x_ [0, n) belong to the groups (each group: g.n consecutive new tokens of one sequence,
@@ -327,6 +341,7 @@ void Engine::run_layer(KvPool& kv, int li, int n, std::span<const RowGroup> grou
     if (observer) observer->layer_queries(li, q_.data(), n, c.q_width());
   }
   output_and_ffn(L, x, n);
+  add_deepstack(li, n, x);
 }
 
 // MHA/GQA: project, cache K (pre-rotation) and V, rotate the queries, attend per group. Leaves
@@ -409,6 +424,7 @@ Status Engine::layer_step(KvPool& kv, SeqId seq, int li, std::span<const int> to
   KAMERA_TRY(check_layout(kv));
   KAMERA_TRY(kv.make_writable(seq, tokens.front(), tokens.back() + 1));
   grow_scratch(n);
+  ds_.assign(size_t(n), nullptr);  // the caller's hidden rows: no deepstack slices known
   const RowGroup g{seq, 0, n, 0, nullptr, tokens};
   row_angles(kv, {&g, 1}, n);
   run_layer(kv, li, n, {&g, 1}, x, observer);

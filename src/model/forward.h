@@ -17,10 +17,12 @@
 namespace kamera {
 
 struct ForwardInput {
-  std::span<const int32_t> tokens;    // token ids, or empty when embeddings are given
-  const float* embeddings = nullptr;  // n x dim rows (e.g. a vision encoder's output)
-  int n = 0;                          // number of new tokens
-  std::span<const Pos> positions;     // n positions, any values (need not be contiguous)
+  std::span<const int32_t> tokens;  // token ids, or empty when embeddings are given
+  // n rows of cfg.input_width() values (e.g. a vision encoder's output): dim, or qwen3vl's
+  // 1 + n_deepstack slices of dim (model/qwen3vl.h)
+  const float* embeddings = nullptr;
+  int n = 0;                       // number of new tokens
+  std::span<const Pos> positions;  // n positions, any values (need not be contiguous)
 
   static ForwardInput from_tokens(std::span<const int32_t> ids, std::span<const Pos> pos) {
     return {ids, nullptr, int(ids.size()), pos};
@@ -137,7 +139,8 @@ class Engine {
   void layer_channels(int layer, const float* x, int n, std::vector<std::vector<float>>& out);
   // One layer for the rows that are tokens `tokens` (ascending sequence indices) of `seq`:
   // writes their cached channels into their slots (copy-on-write first), attends each row's
-  // query over the sequence up to its own token, then the output projection and FFN.
+  // query over the sequence up to its own token, then the output projection and FFN. The rows
+  // are hidden states: qwen3vl's deepstack slices are not added to them.
   Status layer_step(KvPool& kv, SeqId seq, int layer, std::span<const int> tokens, float* x,
                     ForwardObserver* observer = nullptr);
 
@@ -154,7 +157,9 @@ class Engine {
   Status check_layout(const KvPool& kv) const;
   Status check_step(const KvPool& kv, std::span<const DecodeRow> rows,
                     std::span<const Piece> pieces) const;
-  void load_rows(const ForwardInput& in, int off, int n, float* x) const;
+  // Rows off.. of the input into x_ from batch row row0 on; their deepstack slices into ds_.
+  void load_rows(const ForwardInput& in, int off, int n, int row0);
+  void add_deepstack(int layer, int n, float* x) const;
   // The blocks of a mask that fall in a cursor's next n rows, shifted to them.
   static AttentionMask piece_mask(const ForwardCursor& cur, int n);
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
@@ -182,6 +187,8 @@ class Engine {
   // Scratch (rows x width), grown on demand.
   std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
   std::vector<float> cs_, sn_;  // rope angles of the rows (rows x n_pairs)
+  // Per batch row: its deepstack slices (n_deepstack x dim), or null (tokens, no deepstack)
+  std::vector<const float*> ds_;
 };
 
 }  // namespace kamera

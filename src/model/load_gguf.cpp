@@ -1,6 +1,6 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
-// qwen2vl, deepseek2, qwen3, qwen3moe). Weight matrices stay in the file's type and point into its
-// mapping.
+// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe). Weight matrices stay in the file's
+// type and point into its mapping.
 //
 // load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
 // shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
@@ -14,6 +14,7 @@
 #include "model/deepseek2.h"
 #include "model/model.h"
 #include "model/qwen3.h"
+#include "model/qwen3vl.h"
 #include "model/repack.h"
 #include "tokenizer/gguf_import.h"
 
@@ -153,7 +154,8 @@ Status read_mla(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
   return read_deepseek2_hparams(f, c);
 }
 
-// qwen2vl's M-RoPE: 3 or 4 sections of rotary pairs, blocked unless the file says interleaved.
+// The Qwen-VL decoders' M-RoPE: 3 or 4 sections of rotary pairs; qwen2vl's blocked unless the
+// file says interleaved (a kamera key), qwen3vl's interleaved (model/qwen3vl.h).
 Status read_mrope_sections(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
   const std::string path = f.name(), sections = gk::arch_key(r.arch(), gk::kRopeDimensionSections);
   const auto* sec = f.get_int_array(sections);
@@ -166,9 +168,11 @@ Status read_mrope_sections(const GgufModelReader& r, const GgufFile& f, ModelCon
                         (*sec)[i]);
     c.rope.sections[i] = int((*sec)[i]);
   }
-  c.rope.mrope = f.get_bool(gk::arch_key(r.arch(), gk::kRopeMropeInterleaved)).value_or(false)
-                     ? MropeMode::Interleaved
-                     : MropeMode::Blocked;
+  c.rope.mrope =
+      is_qwen3vl(c.arch) ||
+              f.get_bool(gk::arch_key(r.arch(), gk::kRopeMropeInterleaved)).value_or(false)
+          ? MropeMode::Interleaved
+          : MropeMode::Blocked;
   return Status::Ok();
 }
 
@@ -205,9 +209,10 @@ Status read_tensor_flags(const GgufModelReader& r, const GgufFile& f, ModelConfi
 Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
   KAMERA_TRY(read_shape(r, f.name(), c));
   if (c.arch == Arch::Deepseek2) KAMERA_TRY(read_mla(r, f, c));
-  if (c.arch == Arch::Qwen2Vl) KAMERA_TRY(read_mrope_sections(r, f, c));
+  if (is_mrope(c.arch)) KAMERA_TRY(read_mrope_sections(r, f, c));
   c.qk_norm = is_qwen3(c.arch);  // model/qwen3.h
-  if (c.arch == Arch::Qwen3Moe) KAMERA_TRY(read_qwen3moe_hparams(f, c));
+  if (is_qwen3_moe(c.arch)) KAMERA_TRY(read_qwen3moe_hparams(f, c));
+  if (is_qwen3vl(c.arch)) KAMERA_TRY(read_qwen3vl_hparams(f, c));
   KAMERA_TRY(read_rope_frequency(r, f, c));
   KAMERA_TRY(read_tensor_flags(r, f, c));
   return c.validate(f.name());

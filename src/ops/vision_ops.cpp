@@ -66,6 +66,16 @@ void gelu_erf_inplace(float* x, int64_t n, ThreadPool* pool) {
   });
 }
 
+void gelu_tanh_inplace(float* x, int64_t n, ThreadPool* pool) {
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2 / pi)
+  maybe_parallel(pool, n, 8192, [&](int64_t a, int64_t e) {
+    for (int64_t i = a; i < e; ++i) {
+      const float v = x[i];
+      x[i] = 0.5f * v * (1.0f + std::tanh(kC * (v + 0.044715f * v * v * v)));
+    }
+  });
+}
+
 void quick_gelu_inplace(float* x, int64_t n, ThreadPool* pool) {
   maybe_parallel(pool, n, 16384, [&](int64_t a, int64_t e) { quick_gelu_range(x, a, e); });
 }

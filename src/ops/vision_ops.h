@@ -1,5 +1,5 @@
-// Kernels the Qwen2-VL family's vision tower needs beyond the decoder's (ops/kernels.h): LayerNorm,
-// the two GELUs, 2-D vision RoPE, and bidirectional attention over groups of tokens through
+// Kernels the Qwen-VL family's vision towers need beyond the decoder's (ops/kernels.h): LayerNorm,
+// the three GELUs, 2-D vision RoPE, and bidirectional attention over groups of tokens through
 // OpenBLAS. Each has a scalar reference in tests (tests/unit/vision/test_qwen_vision.cpp).
 #pragma once
 
@@ -18,6 +18,8 @@ void layernorm(const float* x, const float* w, const float* b, float* y, int64_t
 
 // x = x * Phi(x) (exact, erf), as torch.nn.GELU() computes it.
 void gelu_erf_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
+// x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hugging Face "gelu_pytorch_tanh").
+void gelu_tanh_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
 // x = x * sigmoid(1.702 x) (Hugging Face "quick_gelu").
 void quick_gelu_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
 // x = x + b per row (n_rows rows of dim values).

@@ -12,7 +12,7 @@ namespace kamera {
 
 namespace {
 
-// Qwen2-VL / Qwen2.5-VL: the image cache of vision/image_chunks.h over the tower.
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: the image cache of vision/image_chunks.h over the tower.
 class QwenTower final : public MediaTower {
  public:
   QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
@@ -20,7 +20,9 @@ class QwenTower final : public MediaTower {
     images_.set_store(store);
   }
   bool delimited() const override { return true; }
-  bool takes_video() const override { return true; }
+  // Qwen3-VL's video is pairs of frames with timestamps between (vision/qwen3vl_video.h): not
+  // through this interface yet
+  bool takes_video() const override { return !tower_.cfg.qwen3(); }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double fps) override {
     return images_.frames(pictures, encoded, fps);
@@ -76,10 +78,10 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                                                      const Model& decoder, int threads,
                                                      ChunkStore* store) {
-  if (decoder.cfg.arch != Arch::Qwen2Vl)
+  if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj needs a qwen2vl (M-RoPE) decoder; {} is '{}'", decoder.source,
-                      arch_name(decoder.cfg.arch));
+                      "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder; {} is '{}'",
+                      decoder.source, arch_name(decoder.cfg.arch));
   std::string type;
   {
     KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(mmproj));
@@ -100,7 +102,7 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                       "--mmproj: {} has no {} / {} tokens in its vocabulary", decoder.source,
                       kVisionStart, kVisionEnd);
   KAMERA_ASSIGN_OR_RETURN(QwenVisionModel tower, QwenVisionModel::load(mmproj));
-  KAMERA_TRY(check_pair(mmproj, tower.cfg.out_dim, decoder));
+  KAMERA_TRY(check_qwen_pair(tower.cfg, decoder.cfg, mmproj));
   return std::unique_ptr<MediaTower>(
       new QwenTower(std::move(tower), decoder, std::max(1, threads), store));
 }

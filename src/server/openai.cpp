@@ -371,12 +371,12 @@ Result<ChunkContent> chunk_content(const json& b, const Model& model, int max_ch
                       "give exactly one of \"text\", \"tokens\", \"embeddings\"");
   auto cc = b.contains("text")     ? text_chunk(b, model, max_text_bytes, control_tokens)
             : b.contains("tokens") ? token_chunk(b, c.n_vocab)
-                                   : embedding_chunk(b, c.dim, c.ctx_len, max_tokens);
+                                   : embedding_chunk(b, c.input_width(), c.ctx_len, max_tokens);
   if (!cc.ok()) return cc;
   if (cc->n() > max_tokens)
     return make_error(ErrorCode::InvalidArgument, "the chunk has {} tokens, over the limit of {}",
                       cc->n(), max_tokens);
-  KAMERA_TRY(cc->validate(c.n_vocab, c.dim));
+  KAMERA_TRY(cc->validate(c.n_vocab, c.input_width()));
   if (1 + cc->extent() > c.ctx_len)
     return make_error(ErrorCode::InvalidArgument,
                       "the chunk's positions reach {}, past the model's context of {}",

@@ -118,8 +118,9 @@ Result<std::vector<std::shared_ptr<StoreTier>>> Server::Impl::open_tiers() {
     return make_error(ErrorCode::InvalidArgument, "the store key has {} bytes; at least 16",
                       opts.store_key.size());
   // the largest entry this model can produce: a file or value past it is refused unread
-  const size_t entry_limit = entry_size_limit(
-      model.kv_layout(), std::max(model.cfg.ctx_len, opts.max_chunk_tokens), model.cfg.dim);
+  const size_t entry_limit =
+      entry_size_limit(model.kv_layout(), std::max(model.cfg.ctx_len, opts.max_chunk_tokens),
+                       model.cfg.input_width());
   if (!opts.store_dir.empty()) {
     DiskTier::Options d{opts.store_key, opts.store_dir_bytes, entry_limit};
     KAMERA_ASSIGN_OR_RETURN(

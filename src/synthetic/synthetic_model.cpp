@@ -59,6 +59,10 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
       return {"tiny", "0.6b"};
     case Arch::Qwen3Moe:
       return {"tiny", "30b-a3b-2l"};
+    case Arch::Qwen3VlMoe:
+      return {"tiny", "30b-a3b-3l"};
+    case Arch::Qwen3Vl:
+      return {"tiny", "2b"};
   }
   return {"tiny"};
 }
@@ -219,6 +223,8 @@ bool set_number(ModelConfig& c, const std::string& key, double x, bool* rot_set)
     c.qkv_bias = i != 0;
   else if (key == "tied")
     c.tied_output = i != 0;
+  else if (key == "deepstack")
+    c.n_deepstack = i;
   else if (key == "q_lora")
     c.mla.q_lora_rank = i;
   else if (key == "kv_lora")
@@ -251,7 +257,8 @@ Status apply_dim(ModelConfig& c, const std::string& item, bool* rot_set) {
   return make_error(ErrorCode::InvalidArgument,
                     "--dims: unknown key '{}' (dim, layers, heads, kv_heads, head_dim, ffn, "
                     "vocab, ctx, rope_dims, theta, eps, bias, tied; qwen2vl: sections=t:h:w, "
-                    "mrope=blocked|interleaved; deepseek2: q_lora, kv_lora, qk_nope, qk_rope, "
+                    "mrope=blocked|interleaved; qwen3vl: sections, deepstack; deepseek2: q_lora, "
+                    "kv_lora, qk_nope, qk_rope, "
                     "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
                     "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
                     key);
@@ -286,7 +293,19 @@ std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
   if (is_qwen2(c.arch) && c.head_dim * c.n_heads != c.dim)
     out.push_back(
         "qwen2 with head_dim * heads != dim: llama.cpp expects attn_q of shape {dim, dim}");
-  if (c.rope.mrope == MropeMode::Interleaved)
+  if (is_qwen3vl(c.arch)) {  // pairs ggml's IMROPE gives its 4th component (model/qwen3vl.h)
+    int extra = 0;
+    for (int i = 0; i < c.rope.n_pairs(); ++i)
+      extra += !(i % 3 == 0 && i < 3 * c.rope.sections[0]) &&
+               !(i % 3 == 1 && i < 3 * c.rope.sections[1]) &&
+               !(i % 3 == 2 && i < 3 * c.rope.sections[2]);
+    if (extra > 0)
+      out.push_back(fmt::format(
+          "qwen3vl: llama.cpp leaves {} of the {} rope pairs unrotated (they read its 4th "
+          "position component, 0), where Hugging Face and kamera turn them by t",
+          extra, c.rope.n_pairs()));
+  }
+  if (c.rope.mrope == MropeMode::Interleaved && c.arch == Arch::Qwen2Vl)
     out.push_back(
         "interleaved M-RoPE is a kamera key (qwen2vl.rope.mrope_interleaved) that "
         "llama.cpp's qwen2vl ignores: it would rotate blocked sections");
@@ -320,8 +339,8 @@ int64_t count_parameters(const ModelConfig& c) {
 
 namespace {
 
-// A qwen2vl decoder's vocabulary holds Qwen2-VL's vision control tokens (the last four pieces
-// of a synthetic vocabulary become them), so that prompts with images can be written for it.
+// A qwen2vl or qwen3vl decoder's vocabulary holds the Qwen-VL vision control tokens (the last four
+// pieces of a synthetic vocabulary become them), so that prompts with images can be written for it.
 void add_vision_tokens(Tokenizer::Vocab& v) {
   const char* names[] = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
   const size_t n = v.pieces.size();
@@ -341,7 +360,7 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
                  : build_synthetic_vocab(spec.cfg.n_vocab, synthetic_vocab_corpus());
   if (!vocab.ok())
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
-  if (!spec.vocab && spec.cfg.arch == Arch::Qwen2Vl) add_vision_tokens(*vocab);
+  if (!spec.vocab && is_mrope(spec.cfg.arch)) add_vision_tokens(*vocab);
   const uint64_t seed = spec.seed;
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,
@@ -380,13 +399,13 @@ Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
   if ((c.arch == Arch::Deepseek2) != (c.attention == AttentionKind::Mla))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: deepseek2 and only deepseek2 uses MLA");
-  if ((c.arch == Arch::Qwen2Vl) != (c.rope.mrope != MropeMode::None))
+  if (is_mrope(c.arch) != (c.rope.mrope != MropeMode::None))
     return make_error(ErrorCode::InvalidArgument,
-                      "make-model: qwen2vl and only qwen2vl uses M-RoPE sections");
+                      "make-model: qwen2vl and qwen3vl, and only they, use M-RoPE sections");
   if (is_qwen3(c.arch) != c.qk_norm)
     return make_error(ErrorCode::InvalidArgument,
-                      "make-model: qwen3 and qwen3moe, and only they, norm q and k per head");
-  if (c.arch == Arch::Qwen3Moe &&
+                      "make-model: the qwen3 families, and only they, norm q and k per head");
+  if (is_qwen3_moe(c.arch) &&
       (!c.moe.norm_weights || c.moe.n_shared != 0 || c.moe.n_dense_lead != 0 ||
        c.moe.weights_scale != 1.0f || c.rope.yarn.ext_factor != 0))
     return make_error(ErrorCode::InvalidArgument,
@@ -427,12 +446,13 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
     w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
     w.set_u32(k(gk::kValueLength), uint32_t(c.head_dim));
   }
-  if (c.arch == Arch::Qwen3Moe) write_qwen3moe_keys(w, c);  // synthetic/qwen3_shapes.h
+  write_qwen3moe_keys(w, c);  // qwen3moe, qwen3vl(moe): synthetic/qwen3_shapes.h
   w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
     w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
                                                     c.rope.sections[2], c.rope.sections[3]});
-    if (c.rope.mrope == MropeMode::Interleaved) w.set_bool(k(gk::kRopeMropeInterleaved), true);
+    if (c.rope.mrope == MropeMode::Interleaved && !is_qwen3vl(c.arch))
+      w.set_bool(k(gk::kRopeMropeInterleaved), true);
   }
   w.set_f32(k(gk::kRopeFreqBase), float(c.rope.theta));
   w.set_f32(k(gk::kRmsEps), c.rms_eps);

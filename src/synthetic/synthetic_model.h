@@ -38,7 +38,9 @@ std::vector<std::string> synthetic_preset_names(Arch arch);  // the presets of o
 Status apply_dims(ModelConfig& cfg, const std::string& dims);
 
 // Shapes kamera runs but llama.cpp (checked at commit c392e50, Feb 2025) refuses to load:
-// partial rotary, qwen2 without QKV bias, qwen2 with head_dim * heads != dim. One line each.
+// partial rotary, qwen2 without QKV bias, qwen2 with head_dim * heads != dim; or computes
+// otherwise (qwen3vl sections that leave pairs to ggml's 4th rope component, d32676d). One line
+// each.
 std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& cfg);
 
 // Number of weights a model of this config holds (all tensors of the file).

@@ -1,6 +1,6 @@
-// kamera make-model --arch qwen2vl-mmproj | qwen25vl-mmproj: a seeded random-weight vision tower
-// in llama.cpp's mmproj layout (vision/qwen_vision.h), beside a decoder written by
-// `make-model --arch qwen2vl` of the matching width.
+// kamera make-model --arch qwen2vl-mmproj | qwen25vl-mmproj | qwen3vl-mmproj: a seeded
+// random-weight vision tower in llama.cpp's mmproj layout (vision/qwen_vision.h), beside a decoder
+// written by `make-model --arch qwen2vl` (or qwen3vl) of the matching width.
 #include <cstdio>
 
 #include "tools/cli_common.h"
@@ -16,7 +16,7 @@ int run_make_mmproj(const std::string& arch, const std::string& preset_in,
   auto cfg = qwen_vision_preset(tower, preset);
   if (!cfg)
     return fail(fmt::format("--arch {} has no --preset '{}' (qwen2vl-mmproj: tiny, 2b; "
-                            "qwen25vl-mmproj: tiny, 3b)",
+                            "qwen25vl-mmproj: tiny, 3b; qwen3vl-mmproj: tiny, 2b, 30b-a3b)",
                             arch, preset),
                 as_json);
   auto type = dtype_from_name(type_name);
@@ -28,7 +28,12 @@ int run_make_mmproj(const std::string& arch, const std::string& preset_in,
   Status st = m.write_gguf(out, *type);
   if (!st.ok()) return fail(st.message(), as_json);
   const double ms = now_ms() - t0;
-  int64_t params = int64_t(m.w.patch0.size() + m.w.patch1.size() + m.w.patch_b.size());
+  int64_t params =
+      int64_t(m.w.patch0.size() + m.w.patch1.size() + m.w.patch_b.size() + m.w.pos_embd.size());
+  for (const auto& ds : m.w.deepstack) {
+    params += int64_t(ds.norm_w.size() + ds.norm_b.size() + ds.fc1.b.size() + ds.fc2.b.size());
+    for (const QwenLinear* l : {&ds.fc1, &ds.fc2}) params += l->w.rows() * l->w.cols();
+  }
   for (const auto& L : m.w.layers) {
     params += int64_t(L.ln1_w.size() + L.ln1_b.size() + L.ln2_w.size() + L.ln2_b.size());
     for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
@@ -45,6 +50,7 @@ int run_make_mmproj(const std::string& arch, const std::string& preset_in,
                     {"type", type_name},
                     {"params", params},
                     {"out_dim", m.cfg.out_dim},
+                    {"deepstack_layers", m.cfg.deepstack_layers},
                     {"write_ms", ms}});
   } else {
     std::fprintf(stderr,

@@ -39,7 +39,8 @@ int run_make_model(const MakeModelArgs& a) {
   const std::optional<Arch> arch = arch_from_name(a.arch);
   if (!arch)
     return fail(
-        fmt::format("unknown --arch '{}' (architectures: {}, qwen2vl-mmproj, qwen25vl-mmproj)",
+        fmt::format("unknown --arch '{}' (architectures: {}, qwen2vl-mmproj, qwen25vl-mmproj, "
+                    "qwen3vl-mmproj)",
                     a.arch, arch_names()),
         a.json);
   auto cfg = synthetic_preset(*arch, preset);
@@ -66,8 +67,7 @@ int run_make_model(const MakeModelArgs& a) {
   spec.weight_type = *type;
   spec.name = fmt::format("kamera-synthetic-{}-{}-seed{}", a.arch, preset, a.seed);
   for (const std::string& note : llama_cpp_incompatibilities(spec.cfg))
-    std::fprintf(stderr,
-                 "kamera: note: kamera runs this file, but llama.cpp will not load it: %s\n",
+    std::fprintf(stderr, "kamera: note: kamera runs this file; llama.cpp differs: %s\n",
                  note.c_str());
   const double t0 = now_ms();
   Status st = write_synthetic_gguf(spec, a.out);
@@ -97,8 +97,9 @@ Runner add_make_model(CLI::App& app) {
   auto a = std::make_shared<MakeModelArgs>();
   app.add_option("--arch", a->arch,
                  "Architecture: llama, qwen2, qwen2vl (M-RoPE), deepseek2 (MLA), qwen3, "
-                 "qwen3moe (per-head q/k norms; top-k experts) decoders, or "
-                 "qwen2vl-mmproj, qwen25vl-mmproj (vision towers in llama.cpp's mmproj layout)")
+                 "qwen3moe (per-head q/k norms; top-k experts), qwen3vl, qwen3vlmoe (interleaved "
+                 "M-RoPE, deepstack) decoders, or qwen2vl-mmproj, qwen25vl-mmproj, "
+                 "qwen3vl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
                  "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
@@ -109,11 +110,14 @@ Runner add_make_model(CLI::App& app) {
                  "released: 27 layers, 1 dense, 64 experts of 1408, 6 used, 2 shared, YaRN 40 "
                  "over 4096; 15.7 B weights), lite-attn (V2-Lite's attention with a dense FFN of "
                  "1408); qwen3: 0.6b (Qwen3-0.6B); qwen3moe: 30b-a3b-2l (Qwen3-30B-A3B's shapes, "
-                 "2 of its 48 layers)");
+                 "2 of its 48 layers); qwen3vl: 2b (Qwen3-VL-2B's decoder), qwen3vl-mmproj: 2b "
+                 "(its tower), 30b-a3b (Qwen3-VL-30B-A3B's tower); qwen3vlmoe: 30b-a3b-3l "
+                 "(Qwen3-VL-30B-A3B's decoder, 3 of its 48 layers)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"
-      "ctx=2048,rope_dims=16,theta=10000,eps=1e-5,bias=1,tied=0; deepseek2 MLA: q_lora, "
+      "ctx=2048,rope_dims=16,theta=10000,eps=1e-5,bias=1,tied=0; qwen2vl, qwen3vl: "
+      "sections=t:h:w; qwen3vl: deepstack (slices per image row); deepseek2 MLA: q_lora, "
       "kv_lora, qk_nope, qk_rope, v_head; MoE: experts, experts_used, shared_experts, "
       "expert_ffn, dense_lead (dense layers first), moe_norm (0/1: renormalize the top-k "
       "weights), moe_scale; YaRN: yarn (factor; 1 = off), yarn_orig (original context; default "

@@ -27,9 +27,9 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
                       "<image> markers needs one");
   if (a.mmproj.empty())
     return make_error(ErrorCode::InvalidArgument, "--image needs --mmproj (the vision tower)");
-  if (decoder.cfg.arch != Arch::Qwen2Vl)
+  if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
-                      "images need a qwen2vl (M-RoPE) decoder; this one is '{}'",
+                      "images need a qwen2vl or qwen3vl (M-RoPE) decoder; this one is '{}'",
                       arch_name(decoder.cfg.arch));
   const int markers = count_image_markers(prompt);
   if (markers != int(a.images.size()))
@@ -38,10 +38,7 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
                       a.images.size());
   KAMERA_TRY(check_vl_prompt(prompt, a.images.size()));  // before the tower runs
   KAMERA_ASSIGN_OR_RETURN(const QwenVisionModel tower, QwenVisionModel::load(a.mmproj));
-  if (tower.cfg.out_dim != decoder.cfg.dim)
-    return make_error(ErrorCode::InvalidArgument,
-                      "{} projects images to width {}, but the decoder is {} wide (not a pair)",
-                      a.mmproj, tower.cfg.out_dim, decoder.cfg.dim);
+  KAMERA_TRY(check_qwen_pair(tower.cfg, decoder.cfg, a.mmproj));
   const QwenImageOptions opt = QwenImageOptions::from(tower.cfg);
   ThreadPool pool(threads);
   QwenVisionEncoder enc(tower, &pool);
@@ -55,7 +52,7 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
                  e.grid_w);
     images.push_back(std::move(e));
   }
-  return vl_prompt_pieces(*decoder.tokenizer, prompt, std::move(images), decoder.cfg.dim);
+  return vl_prompt_pieces(*decoder.tokenizer, prompt, std::move(images), decoder.cfg.input_width());
 }
 
 }  // namespace kamera::cli

@@ -75,7 +75,8 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::slice_placed(std::span<
   if (store_) {
     auto e = store_->find_image(key);
     // a stored entry is sealed with the store key; its shape is checked all the same
-    if (e && e->placed.dim == tower_.cfg.out_dim && e->placed.n() == int(e->placed.layout.size())) {
+    if (e && e->placed.dim == tower_.cfg.embed_width() &&
+        e->placed.n() == int(e->placed.layout.size())) {
       ++stats_.store_hits;
       return std::shared_ptr<const ChunkContent>(e, &e->placed);
     }
@@ -98,6 +99,12 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const 
   if (frames.empty()) return make_error(ErrorCode::InvalidArgument, "image chunk: no frames");
   if (!(fps >= 0) || !std::isfinite(fps))
     return make_error(ErrorCode::InvalidArgument, "video: fps {} must be positive", fps);
+  if (tower_.cfg.qwen3() && frames.size() > size_t(opt_.temporal_patch))
+    return make_error(ErrorCode::Unsupported,
+                      "video: Qwen3-VL places each pair of frames as an image of its own, with "
+                      "its timestamp as text between (vision/qwen3vl_video.h); {} frames in one "
+                      "chunk would be placed as Qwen2-VL places them",
+                      frames.size());
   const ChunkId key = image_key(frames, opt_, tower_.fingerprint, decoder_fp_);
   // a Qwen2.5-VL video of more than one temporal slice: t scaled by seconds
   const bool timed = time_scaled() && frames.size() > size_t(opt_.temporal_patch);

@@ -57,7 +57,9 @@ class ImageChunks {
   // (optional) tells whether this call ran the tower. fps: the frames' rate, for a Qwen2.5-VL
   // tower's t = trunc(k * temporal_patch / fps * tokens_per_second) of slice k (0: the
   // processor's default, kDefaultVideoFps); a Qwen2-VL tower ignores it (t = k). Errors: no
-  // frames, an fps that is negative or not finite, a picture the tower cannot take.
+  // frames, an fps that is negative or not finite, a picture the tower cannot take, more than
+  // one pair of frames for a Qwen3-VL tower (its video is pairs and timestamps:
+  // vision/qwen3vl_video.h).
   Result<std::shared_ptr<const ChunkContent>> image(const Image& img, bool* encoded = nullptr);
   Result<std::shared_ptr<const ChunkContent>> frames(std::span<const Image> frames,
                                                      bool* encoded = nullptr, double fps = 0);

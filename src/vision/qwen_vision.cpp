@@ -1,4 +1,4 @@
-// Qwen2-VL / Qwen2.5-VL vision tower: config, presets, random weights, derived tensors.
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower: config, presets, random weights, derived tensors.
 #include "vision/qwen_vision.h"
 
 #include <xxhash.h>
@@ -43,6 +43,18 @@ Status QwenVisionConfig::validate() const {
   } else if (act == QwenVisionAct::SiluGated) {
     return bad("Qwen2-VL blocks have no gated FFN");
   }
+  if (qwen3() != (act == QwenVisionAct::GeluTanh))
+    return bad("the tanh GELU FFN is Qwen3-VL's, and Qwen3-VL's FFN is the tanh GELU");
+  if (!qwen3() && (n_pos_embd != 0 || !deepstack_layers.empty()))
+    return bad("a position table and deepstack layers are Qwen3-VL's");
+  if (qwen3() &&
+      (n_pos_embd < 1 || n_pos_embd > (1 << 20) || pos_side() * pos_side() != n_pos_embd))
+    return bad(fmt::format("{} position rows are not a square table", n_pos_embd));
+  for (size_t i = 0; i < deepstack_layers.size(); ++i)
+    if (deepstack_layers[i] < 0 || deepstack_layers[i] >= n_layers ||
+        (i > 0 && deepstack_layers[i] <= deepstack_layers[i - 1]))
+      return bad(fmt::format("deepstack layer {} (need ascending layers of {})",
+                             deepstack_layers[i], n_layers));
   if (min_pixels < 1 || max_pixels < min_pixels)
     return bad(fmt::format("pixel range [{}, {}]", min_pixels, max_pixels));
   for (int c = 0; c < 3; ++c)
@@ -50,9 +62,56 @@ Status QwenVisionConfig::validate() const {
   return Status::Ok();
 }
 
+int QwenVisionConfig::pos_side() const {
+  int s = int(std::lround(std::sqrt(double(n_pos_embd))));
+  return s;
+}
+
+namespace {
+
+std::optional<QwenVisionConfig> qwen3_vision_preset(const std::string& preset) {
+  QwenVisionConfig c;
+  c.variant = QwenVisionVariant::Qwen3VL;
+  c.act = QwenVisionAct::GeluTanh;
+  c.patch = 16;
+  c.patch_bias = true;
+  c.image_mean = kHalf;
+  c.image_std = kHalf;
+  c.min_pixels = kQwen3VlMinPixels;
+  c.max_pixels = kQwen3VlMaxPixels;
+  c.n_heads = 16;
+  c.out_dim = 2048;
+  c.n_pos_embd = 48 * 48;
+  if (preset == "tiny") {
+    c.dim = 64;
+    c.n_layers = 3;
+    c.n_heads = 4;
+    c.ffn_dim = 128;
+    c.out_dim = 64;
+    c.n_pos_embd = 16;
+    c.deepstack_layers = {0, 1};
+  } else if (preset == "2b") {  // Qwen3-VL-2B-Instruct's vision_config
+    c.dim = 1024;
+    c.n_layers = 24;
+    c.ffn_dim = 4096;
+    c.deepstack_layers = {5, 11, 17};
+  } else if (preset == "30b-a3b") {  // Qwen3-VL-30B-A3B-Instruct's vision_config
+    c.dim = 1152;
+    c.n_layers = 27;
+    c.ffn_dim = 4304;
+    c.deepstack_layers = {8, 16, 24};
+  } else {
+    return std::nullopt;
+  }
+  return c;
+}
+
+}  // namespace
+
 std::optional<QwenVisionConfig> qwen_vision_preset(const std::string& arch,
                                                    const std::string& preset) {
   QwenVisionConfig c;
+  if (arch == "qwen3vl") return qwen3_vision_preset(preset);
   if (arch == "qwen2vl") {
     c.variant = QwenVisionVariant::Qwen2VL;
     c.act = QwenVisionAct::QuickGelu;
@@ -87,6 +146,24 @@ std::optional<QwenVisionConfig> qwen_vision_preset(const std::string& arch,
     return std::nullopt;
   }
   return c;
+}
+
+Status check_qwen_pair(const QwenVisionConfig& t, const ModelConfig& d, const std::string& name) {
+  const char* want = t.qwen3() ? "qwen3vl or qwen3vlmoe" : "qwen2vl";
+  if (!is_mrope(d.arch) || t.qwen3() != is_qwen3vl(d.arch))
+    return make_error(ErrorCode::InvalidArgument,
+                      "images from {} need a {} (M-RoPE) decoder; this one is '{}'", name, want,
+                      arch_name(d.arch));
+  if (t.out_dim != d.dim)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} projects images to width {}, but the decoder is {} wide (not a pair)",
+                      name, t.out_dim, d.dim);
+  if (int(t.deepstack_layers.size()) != d.n_deepstack)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} gives {} deepstack slices per image row, but the decoder reads {} (not a "
+                      "pair)",
+                      name, t.deepstack_layers.size(), d.n_deepstack);
+  return Status::Ok();
 }
 
 void QwenLinear::apply(const float* x, int n, float* y, ThreadPool* pool) const {
@@ -161,6 +238,8 @@ QwenVisionModel QwenVisionModel::random(const QwenVisionConfig& cfg, uint64_t se
   fill(w.patch0, size_t(d) * kp, seed, "v.patch_embd.weight", 2 * kp, 'w');
   fill(w.patch1, size_t(d) * kp, seed, "v.patch_embd.weight.1", 2 * kp, 'w');
   if (cfg.patch_bias) fill(w.patch_b, size_t(d), seed, "v.patch_embd.bias", 1, 'b');
+  if (cfg.n_pos_embd > 0)  // unit-ish scale, as the patch embedding's
+    fill(w.pos_embd, size_t(cfg.n_pos_embd) * d, seed, "v.position_embd.weight", 3, 'w');
   w.layers.resize(size_t(cfg.n_layers));
   for (int i = 0; i < cfg.n_layers; ++i) {
     auto& L = w.layers[size_t(i)];
@@ -178,6 +257,15 @@ QwenVisionModel QwenVisionModel::random(const QwenVisionConfig& cfg, uint64_t se
     if (cfg.act == QwenVisionAct::SiluGated) fill_linear(L.gate, d, f, true, seed, p + "ffn_gate");
     fill_linear(L.up, d, f, true, seed, p + "ffn_up");
     fill_linear(L.down, f, d, true, seed, p + "ffn_down");
+  }
+  const int mw = cfg.merged_width();
+  for (int l : cfg.deepstack_layers) {
+    QwenVisionWeights::Deepstack& ds = w.deepstack.emplace_back();
+    const std::string p = fmt::format("v.deepstack.{}.", l);
+    fill(ds.norm_w, size_t(mw), seed, p + "norm.weight", 1, 'n');
+    fill(ds.norm_b, size_t(mw), seed, p + "norm.bias", 1, 'b');
+    fill_linear(ds.fc1, mw, mw, true, seed, p + "fc1");
+    fill_linear(ds.fc2, mw, cfg.out_dim, true, seed, p + "fc2");
   }
   fill(w.post_ln_w, size_t(d), seed, "v.post_ln.weight", 1, 'n');
   if (!rms) fill(w.post_ln_b, size_t(d), seed, "v.post_ln.bias", 1, 'b');
@@ -214,6 +302,11 @@ void QwenVisionModel::finish() {
   XXH3_128bits_update(st, reals, sizeof(reals));
   XXH3_128bits_update(st, cfg.full_attention_layers.data(),
                       cfg.full_attention_layers.size() * sizeof(int));
+  if (cfg.qwen3()) {  // Qwen2-VL family fingerprints stay as they were
+    const int n_ds = int(cfg.deepstack_layers.size());
+    XXH3_128bits_update(st, &n_ds, sizeof(n_ds));
+    XXH3_128bits_update(st, cfg.deepstack_layers.data(), cfg.deepstack_layers.size() * sizeof(int));
+  }
   auto add = [&](const std::vector<float>& v) {
     const uint64_t n = v.size();
     XXH3_128bits_update(st, &n, sizeof(n));
@@ -235,6 +328,15 @@ void QwenVisionModel::finish() {
   for (const auto& L : w.layers) {
     for (const auto* v : {&L.ln1_w, &L.ln1_b, &L.ln2_w, &L.ln2_b}) add(*v);
     for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) {
+      add_w(l->w);
+      add(l->b);
+    }
+  }
+  if (cfg.qwen3()) add(w.pos_embd);
+  for (const auto& ds : w.deepstack) {
+    add(ds.norm_w);
+    add(ds.norm_b);
+    for (const QwenLinear* l : {&ds.fc1, &ds.fc2}) {
       add_w(l->w);
       add(l->b);
     }
@@ -284,6 +386,15 @@ Status QwenVisionModel::check_shapes() const {
     KAMERA_TRY(lin("ffn input", L.up, d, f));
     KAMERA_TRY(lin("ffn output", L.down, f, d));
   }
+  KAMERA_TRY(need("the position table", w.pos_embd.size(), size_t(cfg.n_pos_embd) * d));
+  KAMERA_TRY(need("the deepstack mergers", w.deepstack.size(), cfg.deepstack_layers.size()));
+  for (const auto& ds : w.deepstack) {
+    const size_t mw = size_t(cfg.merged_width());
+    KAMERA_TRY(need("a deepstack norm", ds.norm_w.size(), mw));
+    KAMERA_TRY(need("a deepstack norm bias", ds.norm_b.size(), mw));
+    KAMERA_TRY(lin("a deepstack fc1", ds.fc1, mw, mw));
+    KAMERA_TRY(lin("a deepstack fc2", ds.fc2, mw, size_t(cfg.out_dim)));
+  }
   KAMERA_TRY(need("post_ln", w.post_ln_w.size(), d));
   KAMERA_TRY(need("post_ln bias", w.post_ln_b.size(), rms ? 0 : d));
   const size_t mw = size_t(cfg.merged_width());
@@ -296,6 +407,7 @@ size_t QwenVisionModel::weight_bytes() const {
   size_t n = w.patch.w.bytes();
   for (const auto& L : w.layers)
     for (const QwenLinear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) n += l->w.bytes();
+  for (const auto& ds : w.deepstack) n += ds.fc1.w.bytes() + ds.fc2.w.bytes();
   return n + w.mm0.w.bytes() + w.mm2.w.bytes();
 }
 

@@ -1,5 +1,5 @@
-// The vision tower of Qwen2-VL and Qwen2.5-VL, as llama.cpp's mmproj GGUF holds it, and its
-// forward in kamera's engine.
+// The vision tower of Qwen2-VL, Qwen2.5-VL and Qwen3-VL, as llama.cpp's mmproj GGUF holds it,
+// and its forward in kamera's engine. Qwen3-VL's differences are listed after Qwen2.5-VL's keys.
 //
 // What the tower computes (Hugging Face's modeling_qwen2_vl.py / modeling_qwen2_5_vl.py):
 //   patches  (t, h, w) grid of 14 x 14 pixel patches, each a pair of frames in time (an image is
@@ -36,6 +36,31 @@
 //                                       (llama.cpp's key, from fullatt_block_indexes)
 //   clip.vision.wa_layer_indexes        explicit full-attention layers (later llama.cpp; wins)
 //   clip.vision.window_size             window side in pixels (default 112, what llama.cpp fixes)
+// Qwen3-VL (clip.projector_type "qwen3vl_merger"; Hugging Face's modeling_qwen3_vl.py, llama.cpp
+// d32676d tools/mtmd/models/qwen3vl.cpp):
+//   patches  16 x 16 pixels (32 per merged token), image mean and std 0.5; the Conv3d has a bias
+//   embed    x = W_pe p + b + P(r, c): P is a learned table of S x S rows (v.position_embd.weight
+//            [dim, S*S]) resampled to the image's patch grid bilinearly with aligned corners
+//            (patch row r reads table row r (S - 1) / (grid_h - 1), likewise columns)
+//   block    LayerNorm; q, k, v from one fused matrix; FFN = W_2 gelu_tanh(W_1 n + b_1) + b_2
+//            (Hugging Face's gelu_pytorch_tanh); full attention within each temporal slice
+//   deepstack after each listed block l, the block's output goes through a merger of its own:
+//            4 patches side by side -> LayerNorm over 4 dim -> W_2 gelu(W_1 m + b_1) + b_2
+//   merge    as Qwen2-VL (LayerNorm over dim, then 2 x 2 patches, exact erf GELU)
+//   output   each merged token's row is [merger | deepstack of the first listed layer | ...],
+//            (1 + N) x out_dim values: what the qwen3vl decoder reads (model/qwen3vl.h)
+//   keys     as above, and the preprocessing bounds default to Hugging Face's Qwen3-VL processor
+//            (min 65536, max 16777216 pixels); clip.use_gelu is ignored (the activations are
+//            fixed by the architecture)
+//   tensors  v.patch_embd.bias, v.position_embd.weight, v.blk.N.attn_qkv.{weight,bias}
+//            [dim, 3 dim] (q, k, v rows in that order), ffn_up = fc1 (input side, [dim, ffn]),
+//            ffn_down = fc2; v.deepstack.L.{norm,fc1,fc2}.{weight,bias} for each deepstack
+//            tower layer L ([4 dim], [4 dim, 4 dim], [4 dim, out]); v.post_ln, mm.0, mm.2 as
+//            above. The deepstack layers are the L with such tensors (as llama.cpp finds them;
+//            its converter's clip.vision.is_deepstack_layers is not needed).
+//   llama.cpp computes both mergers' GELU with ggml_gelu (the tanh form, through an fp16 table
+//   on the CPU) where Hugging Face's nn.GELU() is erf; kamera follows Hugging Face.
+//
 // Tensors (GGUF names; ne[0] first):
 //   v.patch_embd.weight, v.patch_embd.weight.1   [14, 14, 3, dim]  the Conv3d's frames 0 and 1
 //   v.patch_embd.bias                            [dim]             optional
@@ -67,6 +92,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "model/config.h"
 #include "model/weight.h"
 
 namespace kamera {
@@ -74,10 +100,15 @@ namespace kamera {
 class GgufFile;
 class ThreadPool;
 
-enum class QwenVisionVariant : uint8_t { Qwen2VL, Qwen25VL };
+enum class QwenVisionVariant : uint8_t { Qwen2VL, Qwen25VL, Qwen3VL };
 
 // FFN activation of the blocks.
-enum class QwenVisionAct : uint8_t { QuickGelu, Gelu, SiluGated };
+enum class QwenVisionAct : uint8_t { QuickGelu, Gelu, SiluGated, GeluTanh };
+
+// Hugging Face's Qwen3-VL processor bounds (preprocessor_config.json size.shortest_edge and
+// longest_edge) and image mean / std.
+inline constexpr int64_t kQwen3VlMinPixels = 65536, kQwen3VlMaxPixels = 16777216;
+inline constexpr std::array<float, 3> kHalf = {0.5f, 0.5f, 0.5f};
 
 inline constexpr std::array<float, 3> kClipMean = {0.48145466f, 0.4578275f, 0.40821073f};
 inline constexpr std::array<float, 3> kClipStd = {0.26862954f, 0.26130258f, 0.27577711f};
@@ -99,11 +130,18 @@ struct QwenVisionConfig {
   // Qwen2.5-VL: window side in pixels, and the layers that attend over the whole slice
   int window = 112;
   std::vector<int> full_attention_layers;
+  // Qwen3-VL: the learned position table's rows (a square, 0: none) and the deepstack layers
+  int n_pos_embd = 0;
+  std::vector<int> deepstack_layers;  // ascending
   // preprocessing
   std::array<float, 3> image_mean = kClipMean, image_std = kClipStd;
   int64_t min_pixels = 56 * 56, max_pixels = 12845056;
 
   bool rms_norm() const { return variant == QwenVisionVariant::Qwen25VL; }
+  bool qwen3() const { return variant == QwenVisionVariant::Qwen3VL; }
+  int pos_side() const;  // sqrt(n_pos_embd)
+  // Width of an output row: out_dim, times 1 + the deepstack layers (Qwen3-VL)
+  int embed_width() const { return out_dim * (1 + int(deepstack_layers.size())); }
   int head_dim() const { return dim / n_heads; }
   int patch_values() const { return 3 * temporal_patch * patch * patch; }
   int merged_width() const { return merge * merge * dim; }
@@ -113,7 +151,11 @@ struct QwenVisionConfig {
 
 // Named shapes: "tiny" (tests: width 64, 2 layers, into a 64-wide decoder), "2b" (Qwen2-VL-2B:
 // width 1280, 32 layers, 16 heads, MLP 5120, into 1536), "3b" (Qwen2.5-VL-3B: 1280, 32 layers,
-// 16 heads, MLP 3420, full attention at 7, 15, 23, 31, into 2048). arch: "qwen2vl" | "qwen25vl".
+// 16 heads, MLP 3420, full attention at 7, 15, 23, 31, into 2048). arch: "qwen2vl" | "qwen25vl" |
+// "qwen3vl": "tiny" (width 64, 3 layers, deepstack after 0 and 1, a 4 x 4 position table, into
+// the 64-wide tiny qwen3vl decoder), "2b" (Qwen3-VL-2B: 1024, 24 layers, 16 heads, MLP 4096,
+// deepstack 5, 11, 17, 48 x 48 positions, into 2048), "30b-a3b" (Qwen3-VL-30B-A3B: 1152, 27
+// layers, 16 heads, MLP 4304, deepstack 8, 16, 24, into 2048).
 std::optional<QwenVisionConfig> qwen_vision_preset(const std::string& arch,
                                                    const std::string& preset);
 
@@ -132,15 +174,27 @@ struct QwenVisionWeights {
   std::vector<float> patch0, patch1;  // dim x (3 x 14 x 14) each, as in the file
   std::vector<float> patch_b;         // dim, or empty
   QwenLinear patch;                   // dim x 1176 in (channel, frame, py, px) order (derived)
+  std::vector<float> pos_embd;        // Qwen3-VL: n_pos_embd x dim
   struct Layer {
     std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;  // biases empty for RMSNorm
-    QwenLinear q, k, v, o;
+    QwenLinear q, k, v, o;                          // Qwen3-VL: rows of the file's fused attn_qkv
     QwenLinear gate, up, down;  // Qwen2-VL: up = fc1 (in), down = fc2 (out); gate unused
   };
   std::vector<Layer> layers;
+  struct Deepstack {                    // Qwen3-VL: the merger of one deepstack layer's output
+    std::vector<float> norm_w, norm_b;  // 4 dim
+    QwenLinear fc1, fc2;                // 4 dim -> 4 dim -> out_dim
+  };
+  std::vector<Deepstack> deepstack;  // one per cfg.deepstack_layers entry, in that order
   std::vector<float> post_ln_w, post_ln_b;
   QwenLinear mm0, mm2;
 };
+
+// Whether a tower and a decoder are a pair: an M-RoPE decoder (qwen2vl for the Qwen2-VL and
+// Qwen2.5-VL towers, qwen3vl(moe) for Qwen3-VL's), rows of the decoder's width, and as many
+// deepstack slices as the decoder reads. `tower` names the mmproj in the message.
+Status check_qwen_pair(const QwenVisionConfig& tower, const ModelConfig& decoder,
+                       const std::string& name);
 
 struct QwenVisionModel {
   QwenVisionConfig cfg;

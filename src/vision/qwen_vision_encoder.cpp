@@ -82,6 +82,8 @@ void QwenVisionEncoder::block(const QwenVisionWeights::Layer& L, bool full, int 
     L.up.apply(nrm_.data(), n, h1_.data(), pool_);  // fc1: [n x ffn]
     if (c.act == QwenVisionAct::Gelu)
       gelu_erf_inplace(h1_.data(), nf, pool_);
+    else if (c.act == QwenVisionAct::GeluTanh)
+      gelu_tanh_inplace(h1_.data(), nf, pool_);
     else
       quick_gelu_inplace(h1_.data(), nf, pool_);
   }
@@ -89,7 +91,65 @@ void QwenVisionEncoder::block(const QwenVisionWeights::Layer& L, bool full, int 
   add_inplace(x_.data(), att_.data(), nd);
 }
 
-// patches: (grid_h x grid_w) x patch_values of one slice; out: (grid_h/m x grid_w/m) x out_dim.
+void QwenVisionEncoder::position_weights(int side, int n, std::vector<int32_t>* lo,
+                                         std::vector<int32_t>* hi, std::vector<float>* frac) {
+  lo->resize(size_t(n));
+  hi->resize(size_t(n));
+  frac->resize(size_t(n));
+  // torch.linspace(0, side - 1, n) in f32: start + i step in the first half, end - (n-1-i) step
+  // in the second
+  const float end = float(side - 1), step = n > 1 ? end / float(n - 1) : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float v = i < n / 2 ? float(i) * step : end - float(n - 1 - i) * step;
+    const int f = int(v);
+    (*lo)[size_t(i)] = f;
+    (*hi)[size_t(i)] = std::min(f + 1, side - 1);
+    (*frac)[size_t(i)] = v - float(f);
+  }
+}
+
+// Qwen3-VL: x_ += the position table resampled to this slice's grid (qwen_vision.h), each patch
+// at its (row_, col_): the four corners weighted as Hugging Face's fast_pos_embed_interpolate.
+void QwenVisionEncoder::add_positions(int grid_h, int grid_w) {
+  const QwenVisionConfig& c = m_.cfg;
+  const int d = c.dim, S = c.pos_side(), n = grid_h * grid_w;
+  std::vector<int32_t> hl, hh, wl, wh;
+  std::vector<float> dh, dw;
+  position_weights(S, grid_h, &hl, &hh, &dh);
+  position_weights(S, grid_w, &wl, &wh, &dw);
+  const float* P = m_.w.pos_embd.data();
+  for (int i = 0; i < n; ++i) {
+    const size_t r = size_t(row_[size_t(i)]), k = size_t(col_[size_t(i)]);
+    const int idx[4] = {hl[r] * S + wl[k], hl[r] * S + wh[k], hh[r] * S + wl[k], hh[r] * S + wh[k]};
+    const float wt[4] = {(1 - dh[r]) * (1 - dw[k]), (1 - dh[r]) * dw[k], dh[r] * (1 - dw[k]),
+                         dh[r] * dw[k]};
+    float* x = x_.data() + size_t(i) * d;
+    for (int j = 0; j < d; ++j) {
+      float p = 0.0f;
+      for (int q = 0; q < 4; ++q) p += P[size_t(idx[q]) * d + size_t(j)] * wt[q];
+      x[j] += p;
+    }
+  }
+}
+
+// A merger's MLP over nt merged tokens of normed rows (nt x 4 dim): W_2 gelu(W_1 m + b_1) + b_2
+// (exact erf GELU), each output row written `stride` floats apart.
+void QwenVisionEncoder::merger_mlp(const float* normed, const QwenLinear& fc1,
+                                   const QwenLinear& fc2, int nt, float* out, int stride) {
+  fc1.apply(normed, nt, h1_.data(), pool_);  // [nt x 4 dim]
+  gelu_erf_inplace(h1_.data(), int64_t(nt) * fc1.out, pool_);
+  if (stride == fc2.out) {
+    fc2.apply(h1_.data(), nt, out, pool_);  // [nt x out_dim]
+    return;
+  }
+  grow(merged_, size_t(nt) * fc2.out);
+  fc2.apply(h1_.data(), nt, merged_.data(), pool_);
+  for (int t = 0; t < nt; ++t)
+    std::copy_n(merged_.data() + size_t(t) * fc2.out, fc2.out, out + size_t(t) * stride);
+}
+
+// patches: (grid_h x grid_w) x patch_values of one slice; out: (grid_h/m x grid_w/m) rows of
+// embed_width (out_dim, then each deepstack merger's out_dim).
 void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_w, float* out) {
   const QwenVisionConfig& c = m_.cfg;
   const int n = grid_h * grid_w, d = c.dim, unit = c.merge * c.merge;
@@ -103,14 +163,22 @@ void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_
   if (c.variant == QwenVisionVariant::Qwen25VL)
     window_groups(c, grid_h, grid_w, &win_members_, &win_offsets_);
 
-  m_.w.patch.apply(patches, n, x_.data(), pool_);  // x = W_pe p: [n x dim]
-  for (int l = 0; l < c.n_layers; ++l) block(m_.w.layers[size_t(l)], c.full_attention(l), n);
+  m_.w.patch.apply(patches, n, x_.data(), pool_);  // x = W_pe p (+ b): [n x dim]
+  if (c.qwen3()) add_positions(grid_h, grid_w);
+  const int stride = c.embed_width(), nt = n / unit, mw = c.merged_width();
+  size_t next_ds = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    block(m_.w.layers[size_t(l)], c.full_attention(l), n);
+    if (next_ds < c.deepstack_layers.size() && c.deepstack_layers[next_ds] == l) {
+      // Qwen3-VL: this layer's own merger, its LayerNorm over the 4 grouped patches
+      const auto& ds = m_.w.deepstack[next_ds++];
+      layernorm(x_.data(), ds.norm_w.data(), ds.norm_b.data(), nrm_.data(), nt, mw, c.eps, pool_);
+      merger_mlp(nrm_.data(), ds.fc1, ds.fc2, nt, out + next_ds * size_t(c.out_dim), stride);
+    }
+  }
   // merger: Norm(x), each merged token = its `unit` consecutive patches side by side
   norm(c, m_.w.post_ln_w, m_.w.post_ln_b, x_.data(), nrm_.data(), n, pool_);
-  const int nt = n / unit;
-  m_.w.mm0.apply(nrm_.data(), nt, h1_.data(), pool_);  // [nt x unit*dim]
-  gelu_erf_inplace(h1_.data(), int64_t(nt) * c.merged_width(), pool_);
-  m_.w.mm2.apply(h1_.data(), nt, out, pool_);  // [nt x out_dim]
+  merger_mlp(nrm_.data(), m_.w.mm0, m_.w.mm2, nt, out, stride);
 }
 
 Result<QwenVisionEmbeddings> QwenVisionEncoder::encode(const QwenPatches& in) {
@@ -127,7 +195,7 @@ Result<QwenVisionEmbeddings> QwenVisionEncoder::encode(const QwenPatches& in) {
   e.grid_t = in.grid_t;
   e.grid_h = in.grid_h / fm;
   e.grid_w = in.grid_w / fm;
-  e.dim = c.out_dim;
+  e.dim = c.embed_width();
   e.rows.resize(size_t(e.n_rows()) * e.dim);
   const size_t slice_in = size_t(in.grid_h) * in.grid_w * in.patch_values;
   const size_t slice_out = size_t(e.grid_h) * e.grid_w * e.dim;

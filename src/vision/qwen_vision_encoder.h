@@ -1,5 +1,5 @@
-// The forward of the Qwen2-VL / Qwen2.5-VL vision tower (the math is in qwen_vision.h): patches
-// of one image or video -> one row of the decoder's width per merged 2 x 2 block.
+// The forward of the Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower (the math is in qwen_vision.h):
+// patches of one image or video -> one row of the decoder's width per merged 2 x 2 block.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,8 @@ namespace kamera {
 class ThreadPool;
 
 // grid_t x grid_h x grid_w rows (grid_h, grid_w in merged tokens), raster order per temporal
-// slice; each row is `dim` floats (the decoder's width).
+// slice; each row is `dim` floats: the decoder's width, or Qwen3-VL's 1 + N deepstack slices of
+// it (QwenVisionConfig::embed_width).
 struct QwenVisionEmbeddings {
   int grid_t = 0, grid_h = 0, grid_w = 0;
   int dim = 0;
@@ -39,9 +40,16 @@ class QwenVisionEncoder {
                               std::vector<int32_t>* col);
   static void window_groups(const QwenVisionConfig& c, int grid_h, int grid_w,
                             std::vector<int32_t>* members, std::vector<int32_t>* offsets);
+  // Qwen3-VL's position resampling along one side: n grid indices into a table of `side`,
+  // their lower and upper table rows and the fraction between them (HF's linspace in f32).
+  static void position_weights(int side, int n, std::vector<int32_t>* lo, std::vector<int32_t>* hi,
+                               std::vector<float>* frac);
 
  private:
   void encode_slice(const float* patches, int grid_h, int grid_w, float* out);
+  void add_positions(int grid_h, int grid_w);
+  void merger_mlp(const float* normed, const QwenLinear& fc1, const QwenLinear& fc2, int nt,
+                  float* out, int stride);
   void block(const QwenVisionWeights::Layer& L, bool full, int n);
 
   const QwenVisionModel& m_;

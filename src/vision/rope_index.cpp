@@ -50,7 +50,7 @@ Result<std::vector<float>> prefill_pieces(Engine& engine, KvPool& pool, SeqId se
                                           std::span<const ChunkContent> pieces, int32_t start,
                                           LogitsMode logits, int32_t* next) {
   const ModelConfig& cfg = engine.model().cfg;
-  for (const ChunkContent& c : pieces) KAMERA_TRY(c.validate(cfg.n_vocab, cfg.dim));
+  for (const ChunkContent& c : pieces) KAMERA_TRY(c.validate(cfg.n_vocab, cfg.input_width()));
   const auto positions = place_pieces(pieces, start, next);
   std::vector<float> out;
   for (size_t i = 0; i < pieces.size(); ++i) {

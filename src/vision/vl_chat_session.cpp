@@ -25,15 +25,7 @@ Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatT
   if (!m.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "{}: chat needs a model with a vocabulary",
                       m.source);
-  if (m.cfg.arch != Arch::Qwen2Vl)
-    return make_error(ErrorCode::InvalidArgument,
-                      "images need a qwen2vl (M-RoPE) decoder; {} is '{}'", m.source,
-                      arch_name(m.cfg.arch));
-  if (tower.cfg.out_dim != m.cfg.dim)
-    return make_error(ErrorCode::InvalidArgument,
-                      "the vision tower projects to width {}, but the decoder is {} wide (not a "
-                      "pair)",
-                      tower.cfg.out_dim, m.cfg.dim);
+  KAMERA_TRY(check_qwen_pair(tower.cfg, m.cfg, tower.source));
   const Tokenizer& tok = *m.tokenizer;
   if (find_piece(tok, kVisionStart) < 0 || find_piece(tok, kVisionEnd) < 0)
     return make_error(ErrorCode::InvalidArgument, "{} has no {} / {} tokens in its vocabulary",

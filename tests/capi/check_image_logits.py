@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes a tiny random-weight Qwen2-VL decoder and mmproj with `kamera make-model`, takes the
+"""Writes a tiny random-weight Qwen2-VL (--arch qwen3vl: Qwen3-VL) decoder and mmproj with
+`kamera make-model`, takes the
 next-token logits after "look <|vision_start|><image><|vision_end|> now" from `kamera logits
 --mmproj --image --json` (the CLI's own path: decode, preprocess, encode, place, prefill), and runs
 a public-API program that must reproduce them through kamera_chunk_from_image.
@@ -20,12 +21,12 @@ import sys
 PROMPT = "look <|vision_start|><image><|vision_end|> now"
 
 
-def make_pair(kamera, scratch):
+def make_pair(kamera, scratch, arch):
     dec = os.path.join(scratch, "capi-image-dec.gguf")
     mm = os.path.join(scratch, "capi-image-mmproj.gguf")
-    subprocess.run([kamera, "make-model", "--arch", "qwen2vl", "--preset", "tiny", "--seed", "3",
+    subprocess.run([kamera, "make-model", "--arch", arch, "--preset", "tiny", "--seed", "3",
                     "-o", dec], check=True, capture_output=True)
-    subprocess.run([kamera, "make-model", "--arch", "qwen2vl-mmproj", "--preset", "tiny",
+    subprocess.run([kamera, "make-model", "--arch", arch + "-mmproj", "--preset", "tiny",
                     "--seed", "4", "-o", mm], check=True, capture_output=True)
     return dec, mm
 
@@ -43,11 +44,12 @@ def main():
     p = argparse.ArgumentParser()
     for opt in ("--kamera", "--image", "--scratch"):
         p.add_argument(opt, required=True)
+    p.add_argument("--arch", default="qwen2vl", help="qwen2vl or qwen3vl (decoder and tower)")
     p.add_argument("program", nargs=argparse.REMAINDER)
     a = p.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
     shutil.rmtree(os.path.join(a.scratch, "image-store"), ignore_errors=True)
-    dec, mm = make_pair(a.kamera, a.scratch)
+    dec, mm = make_pair(a.kamera, a.scratch, a.arch)
     before, after, logits = cli_reference(a.kamera, dec, mm, a.image)
     ref = os.path.join(a.scratch, "capi-image-reference.txt")
     with open(ref, "w") as f:

@@ -1,4 +1,5 @@
-/* Images through the public C API (kamera_chunk_from_image) on tiny random-weight Qwen2-VL files,
+/* Images through the public C API (kamera_chunk_from_image) on tiny random-weight Qwen2-VL files
+ * (and Qwen3-VL's: deepstack rows, interleaved M-RoPE),
  * against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
  * path), compiled as C11 against kamera.h alone. Run by check_image_logits.py:
  *
@@ -299,14 +300,23 @@ int main(int argc, char** argv) {
     CHECK_OK(kamera_vision_get_stats(vision, &vs));
     CHECK(vs.encodes == 1 && vs.hits == 1); /* the same pixels are encoded once */
     test_reuse(m, ctx, &r, img);
-    /* video: 3 frames pair into 2 temporal slices (the last repeated), t advancing per pair */
+    /* video: 3 frames pair into 2 temporal slices (the last repeated), t advancing per pair;
+     * a Qwen3-VL pair refuses it by name (its video is pairs with timestamps between) */
     const char* paths[] = {image, image, image};
     kamera_chunk* video = NULL;
-    if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
+    kamera_model_info info;
+    CHECK_OK(kamera_model_get_info(m, &info));
+    if (strncmp(info.arch, "qwen3vl", 7) == 0) {
+      CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
+      CHECK(strstr(kamera_last_error(), "Qwen3-VL") != NULL);
+      CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 2, &video)); /* one pair: an image */
+      CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
+    } else if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
       CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
     /* the rate: a Qwen2-VL tower keeps t = pair index, so the same chunk */
     kamera_chunk* at1 = NULL;
-    if (CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
+    if (strncmp(info.arch, "qwen3vl", 7) != 0 &&
+        CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
       char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
       CHECK_OK(kamera_chunk_id(video, a));
       CHECK_OK(kamera_chunk_id(at1, b));

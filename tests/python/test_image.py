@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""kamera.Chunk.from_image on tiny random-weight Qwen2-VL files written by `kamera make-model`,
+"""kamera.Chunk.from_image on tiny random-weight Qwen2-VL and Qwen3-VL files written by
+`kamera make-model`,
 against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
 path): the image chunk evaluated after the prompt's text gives the CLI's next-token logits within
 1e-5 of their scale, a path and the same file's bytes are one chunk encoded once, and bad images
@@ -24,12 +25,14 @@ PROMPT = "look <|vision_start|><image><|vision_end|> now"
 
 
 class Image(unittest.TestCase):
+    ARCH = "qwen2vl"
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dec = os.path.join(cls.tmp.name, "dec.gguf")
         cls.mm = os.path.join(cls.tmp.name, "mmproj.gguf")
-        for arch, seed, path in (("qwen2vl", 3, cls.dec), ("qwen2vl-mmproj", 4, cls.mm)):
+        for arch, seed, path in ((cls.ARCH, 3, cls.dec), (cls.ARCH + "-mmproj", 4, cls.mm)):
             subprocess.run([KAMERA, "make-model", "--arch", arch, "--preset", "tiny", "--seed",
                             str(seed), "-o", path], check=True, capture_output=True)
         out = subprocess.run([KAMERA, "logits", "-m", cls.dec, "--mmproj", cls.mm, "--image",
@@ -64,6 +67,15 @@ class Image(unittest.TestCase):
             b = kamera.Chunk.from_image(ctx, vision, f.read())
         self.assertEqual(a.id, b.id)
         self.assertEqual((vision.stats["encodes"], vision.stats["hits"]), (1, 1))
+        if self.ARCH == "qwen3vl":
+            # rows of the decoder's width and its 2 deepstack slices; video is pairs with
+            # timestamps between, so more than one pair in a chunk is refused by name
+            self.assertEqual(vision.out_dim, 3 * self.model.dim)
+            with self.assertRaises(kamera.Error) as e:
+                kamera.Chunk.from_frames(ctx, vision, [IMAGE] * 4)
+            self.assertEqual(e.exception.name, "unsupported")
+            self.assertIn("Qwen3-VL", str(e.exception))
+            return
         self.assertEqual(vision.out_dim, self.model.dim)
         video = kamera.Chunk.from_frames(ctx, vision, [IMAGE] * 4)
         self.assertEqual(len(video), 2 * len(a))  # 4 frames: 2 temporal slices
@@ -81,6 +93,11 @@ class Image(unittest.TestCase):
         with self.assertRaises(kamera.Error) as e:
             kamera.Chunk.from_image(ctx, self.vision, os.path.join(self.tmp.name, "absent.png"))
         self.assertIn("absent.png", str(e.exception))
+
+
+class Qwen3VlImage(Image):
+    """The same on a Qwen3-VL pair: image rows with deepstack slices, interleaved M-RoPE."""
+    ARCH = "qwen3vl"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 // engine's kernels, pool and attention. Covers bias, NeoX/normal rope, partial rotary, GQA/MHA,
 // qwen3's per-head q/k norms, M-RoPE (blocked and interleaved sections, 3-D positions) and MLA in
 // its expanded form (per-head keys and values rebuilt from the latent: the engine uses the absorbed
-// form), with DeepSeek-V2's MoE FFN and YaRN (naive_moe.h).
+// form), with DeepSeek-V2's MoE FFN and YaRN (naive_moe.h), and qwen3vl's deepstack (embedding
+// rows of 1 + n_deepstack slices, slice l + 1 added after layer l).
 #pragma once
 
 #include <cmath>
@@ -28,8 +29,8 @@ inline int mrope_component(const kamera::RopeDesc& r, int pair) {
   return 0;
 }
 
-// Logits (n_vocab) after the last token. embeddings (optional): n x dim input rows instead of
-// token embeddings. hidden[q][k]: query q may not attend to key k.
+// Logits (n_vocab) after the last token. embeddings (optional): n x input_width input rows
+// instead of token embeddings. hidden[q][k]: query q may not attend to key k.
 inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<int>& tokens,
                                      const std::vector<kamera::Pos>& positions,
                                      std::vector<std::vector<float>>* all_logits = nullptr,
@@ -37,7 +38,8 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
                                      const std::vector<float>* embeddings = nullptr) {
   const auto& c = m.cfg;
   const bool mla = c.attention == kamera::AttentionKind::Mla;
-  const int n = embeddings ? int(embeddings->size() / c.dim) : int(tokens.size());
+  const int iw = c.dim * (1 + c.n_deepstack);
+  const int n = embeddings ? int(embeddings->size() / iw) : int(tokens.size());
   const int d = c.dim;
   auto rms = [&](const std::vector<double>& x, const std::vector<float>& w) {
     double ss = 0;
@@ -86,7 +88,7 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
   const std::vector<float> embd = embeddings ? std::vector<float>() : m.tok_embd.to_f32();
   for (int t = 0; t < n; ++t)
     for (int i = 0; i < d; ++i)
-      x[t][i] = embeddings ? (*embeddings)[size_t(t) * d + i] : embd[size_t(tokens[t]) * d + i];
+      x[t][i] = embeddings ? (*embeddings)[size_t(t) * iw + i] : embd[size_t(tokens[t]) * d + i];
   const int group = c.n_heads / c.n_kv_heads;
   const int dq = c.head_dim;                           // query/key head width
   const int dv = mla ? c.mla.v_head_dim : c.head_dim;  // value head width
@@ -165,6 +167,10 @@ inline std::vector<float> forward_3d(const kamera::Model& m, const std::vector<i
       auto down = mat(gate, L.w_down, c.ffn_dim, d, {});
       for (int i = 0; i < d; ++i) x[t][i] += down[i];
     }
+    if (embeddings && l < c.n_deepstack)  // deepstack: the row's slice l + 1
+      for (int t = 0; t < n; ++t)
+        for (int i = 0; i < d; ++i)
+          x[t][i] += (*embeddings)[size_t(t) * iw + size_t(l + 1) * d + i];
   }
   std::vector<float> last;
   const std::vector<float> W = m.output_weight().to_f32();

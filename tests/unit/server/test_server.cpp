@@ -94,9 +94,9 @@ TEST(Server, CompletionsChatAndStreamingAgree) {
 
 // Prompts referencing stored chunks: the first request forms the patch, the second is served
 // from the store (only the query is recomputed); the usage says which segment came from where.
-// On GQA with biases (qwen2) and with per-head q/k norms (qwen3, qwen3moe).
+// On GQA with biases (qwen2) and with per-head q/k norms (qwen3, qwen3moe, qwen3vl).
 TEST(Server, ChunkReferencesAreReusedAndReportedHonestly) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "qwen3vl"}) {
     SCOPED_TRACE(arch);
     Running s({}, arch);
     int st = 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -43,27 +44,25 @@ json chat_body(json content, int max_tokens = 8) {
           {"temperature", 0}};
 }
 
-// The tiny tower, written once per process.
-std::string tower_path() {
-  static const std::string path = [] {
-    const std::string p = unique_temp("kamera-server-images-mmproj.gguf");
-    auto st = QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 5)
-                  .write_gguf(p, DType::F32);
-    EXPECT_TRUE(st.ok()) << st.message();
-    return p;
-  }();
-  return path;
+// The tiny tower of a family (qwen2vl, qwen3vl), written once per process.
+std::string tower_path(const std::string& arch = "qwen2vl") {
+  static std::map<std::string, std::string> made;
+  if (made.count(arch)) return made[arch];
+  const std::string p = unique_temp("kamera-server-images-mmproj-" + arch + ".gguf");
+  auto st = QwenVisionModel::random(*qwen_vision_preset(arch, "tiny"), 5).write_gguf(p, DType::F32);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return made[arch] = p;
 }
 
 struct VlServer {
   std::shared_ptr<const Model> model;
   std::unique_ptr<Server> server;
   std::unique_ptr<httplib::Client> client;
-  explicit VlServer(ServerOptions o = {}, bool vision = true) {
-    model = tiny::load(tiny::model_path("qwen2vl"));
+  explicit VlServer(ServerOptions o = {}, bool vision = true, const std::string& arch = "qwen2vl") {
+    model = tiny::load(tiny::model_path(arch));
     o.port = 0;
     o.threads = 1;
-    if (vision) o.mmproj = tower_path();
+    if (vision) o.mmproj = tower_path(arch);
     server = std::make_unique<Server>(model, o);
     auto st = server->start();
     EXPECT_TRUE(st.ok()) << st.message();
@@ -203,6 +202,49 @@ TEST(ServerImages, ImageEncodedOnceAndServedRelocated) {
   EXPECT_EQ(vid2["usage"]["images"]["encoded"], 0);
   EXPECT_EQ(vid2["usage"]["images"]["reused_chunks"], 1);
   EXPECT_EQ(s.metric("kamera_images_encoded_total"), 2);
+}
+
+// The same on a Qwen3-VL pair (image rows with deepstack slices, interleaved M-RoPE): the picture
+// is stretched to the processor's 65536-pixel floor (256 x 288: 8 x 9 merged rows), encoded once,
+// served from the prefix and relocated behind other text as a re-prefill answers; a video part is
+// refused by name (Qwen3-VL's video is pairs of frames with timestamps between).
+TEST(ServerImages, Qwen3VlImageEncodedOnceAndServedRelocated) {
+  VlServer s({}, true, "qwen3vl");
+  const std::string img = data_url(kVision + "img_140x112.png");
+  int st = 0;
+  const json a = chat_body({image_part(img), {{"type", "text"}, {"text", "What is in it?"}}});
+  auto first = s.chat(a, &st);
+  ASSERT_EQ(st, 200) << first.dump();
+  EXPECT_EQ(first["usage"]["images"]["encoded"], 1);
+  EXPECT_EQ(first["usage"]["images"]["image_tokens"], 72);
+  auto second = s.chat(a, &st);
+  ASSERT_EQ(st, 200) << second.dump();
+  EXPECT_EQ(second["usage"]["images"]["encoded"], 0);
+  EXPECT_EQ(image_segment(second)["source"], "prefix");
+  EXPECT_EQ(text_of(second), text_of(first));
+  const json b = chat_body({{{"type", "text"}, {"text", "A longer question comes first, then "}},
+                            image_part(img),
+                            {{"type", "text"}, {"text", " and tell me what it shows."}}});
+  auto moved = s.chat(b, &st);
+  ASSERT_EQ(st, 200) << moved.dump();
+  EXPECT_EQ(moved["usage"]["images"]["encoded"], 0);
+  EXPECT_EQ(moved["usage"]["images"]["reused_chunks"], 1);
+  json fresh_body = b;
+  fresh_body["reuse"] = "reprefill";
+  auto fresh = s.chat(fresh_body, &st);
+  ASSERT_EQ(st, 200) << fresh.dump();
+  EXPECT_EQ(image_segment(fresh)["source"], "reprefilled");
+  auto again = s.chat(b, &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_EQ(image_segment(again)["source"], "prefix");
+  EXPECT_EQ(text_of(again), text_of(fresh));
+  const json v = {{"type", "video"},
+                  {"frames",
+                   {data_url(kPrep + "rgb_61x47.png"), data_url(kPrep + "rgb_61x47.png"),
+                    data_url(kPrep + "color_70x50.jpg")}}};
+  auto vid = s.chat(chat_body({v, {{"type", "text"}, {"text", "What happens?"}}}), &st);
+  EXPECT_EQ(st, 400) << vid.dump();
+  EXPECT_EQ(s.metric("kamera_images_encoded_total"), 1);
 }
 
 // An image is worth a canonical: once the engine is idle, the server forms the image's canonical

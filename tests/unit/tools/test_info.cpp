@@ -79,13 +79,16 @@ TEST(Info, ModelWeightTypesAndBytes) {
 }
 
 // `kamera info -m` names the family and its features (model/config.h, model_features): the q/k
-// head norms of qwen3, its experts for qwen3moe, MLA for deepseek2.
+// head norms of qwen3, its experts for qwen3moe, qwen3vl's interleaved M-RoPE and deepstack, MLA
+// for deepseek2.
 TEST(Info, ModelFamilyAndFeatures) {
   const struct {
     const char* arch;
     std::vector<std::string> want;
   } cases[] = {{"qwen3", {"gqa (4 heads, 2 kv heads, head 32)", "qk_norm"}},
                {"qwen3moe", {"qk_norm", "moe (8 experts, 2 used, 0 shared", "top-k normalized"}},
+               {"qwen3vl", {"qk_norm", "mrope (interleaved)", "deepstack (2 layers"}},
+               {"qwen3vlmoe", {"moe (8 experts", "mrope (interleaved)", "deepstack (2 layers"}},
                {"qwen2", {"gqa", "qkv_bias"}},
                {"deepseek2", {"mla (kv_lora 32, rope 8)"}}};
   for (const auto& c : cases) {
@@ -100,7 +103,7 @@ TEST(Info, ModelFamilyAndFeatures) {
     std::string all;
     for (const auto& f : j["model"]["features"]) all += f.get<std::string>() + "; ";
     for (const std::string& w : c.want) EXPECT_NE(all.find(w), std::string::npos) << all;
-    if (std::string(c.arch) != "qwen3moe") {
+    if (!std::string(c.arch).ends_with("moe")) {
       EXPECT_EQ(all.find("moe"), std::string::npos) << all;
     }
     std::remove(model.c_str());

@@ -37,9 +37,9 @@ Image picture(int w, int h, int seed) {
   return img;
 }
 
-QwenPatches patches_of(const std::vector<Image>& frames) {
-  QwenImageOptions opt;
-  opt.min_pixels = 28 * 28;
+QwenPatches patches_of(const std::vector<Image>& frames, const QwenVisionConfig* c = nullptr) {
+  QwenImageOptions opt = c ? QwenImageOptions::from(*c) : QwenImageOptions{};
+  opt.min_pixels = opt.factor() * opt.factor();
   auto p = qwen_preprocess_frames(frames, opt);
   EXPECT_TRUE(p.ok()) << p.message();
   return *p;
@@ -102,7 +102,36 @@ void rope_hf(Mat& x, int n, int H, int hd, const std::vector<int>& hp, const std
   }
 }
 
-// One slice of the tower; returns (n / 4) x out_dim.
+// Qwen3-VL's position table resampled to a gh x gw patch grid (fast_pos_embed_interpolate in
+// double: linspace(0, S - 1, n), the four corners weighted bilinearly), in raster order.
+Mat positions_hf(const QwenVisionModel& m, int gh, int gw) {
+  const int S = m.cfg.pos_side(), d = m.cfg.dim;
+  Mat p(size_t(gh) * gw * d, 0.0);
+  auto at = [&](int n, int i) { return n > 1 ? double(i) * (S - 1) / (n - 1) : 0.0; };
+  for (int r = 0; r < gh; ++r)
+    for (int c = 0; c < gw; ++c) {
+      const double y = at(gh, r), x = at(gw, c);
+      const int y0 = int(y), x0 = int(x), y1 = std::min(y0 + 1, S - 1),
+                x1 = std::min(x0 + 1, S - 1);
+      const double dy = y - y0, dx = x - x0;
+      const int idx[4] = {y0 * S + x0, y0 * S + x1, y1 * S + x0, y1 * S + x1};
+      const double wt[4] = {(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx};
+      for (int q = 0; q < 4; ++q)
+        for (int j = 0; j < d; ++j)
+          p[(size_t(r) * gw + c) * d + j] += m.w.pos_embd[size_t(idx[q]) * d + j] * wt[q];
+    }
+  return p;
+}
+
+// A merger's MLP over rows already normed: W_2 gelu_erf(W_1 y + b_1) + b_2.
+Mat merger_hf(const Mat& y, int rows, const QwenLinear& fc1, const QwenLinear& fc2) {
+  Mat a = linear(y, rows, fc1);
+  for (double& e : a) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+  return linear(a, rows, fc2);
+}
+
+// One slice of the tower; returns (n / 4) x embed_width (the merger's out_dim, then Qwen3-VL's
+// deepstack mergers').
 Mat reference_slice(const QwenVisionModel& m, const float* pv, int gh, int gw) {
   const QwenVisionConfig& c = m.cfg;
   const int n = gh * gw, d = c.dim, H = c.n_heads, hd = c.head_dim(), P = c.patch;
@@ -130,6 +159,12 @@ Mat reference_slice(const QwenVisionModel& m, const float* pv, int gh, int gw) {
           hp.push_back(a * 2 + e);
           wp.push_back(b * 2 + f);
         }
+  if (c.qwen3()) {  // the learned positions, permuted into the same merge order
+    const Mat pos = positions_hf(m, gh, gw);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < d; ++j) x[size_t(i) * d + j] += pos[(size_t(hp[i]) * gw + wp[i]) * d + j];
+  }
+  std::vector<Mat> deep;
   // windows (Qwen2.5-VL): merged token (y, x) in window (y / s, x / s), s = window / 28
   const int s = c.window / c.merge / c.patch, mw = gw / 2;
   auto window_of = [&](int i) { return ((i / 4) / mw / s) * 1000 + ((i / 4) % mw) / s; };
@@ -171,15 +206,28 @@ Mat reference_slice(const QwenVisionModel& m, const float* pv, int gh, int gw) {
       Mat u = linear(h2, n, L.up);
       for (double& e : u)
         e = c.act == QwenVisionAct::Gelu ? 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)))
-                                         : e / (1 + std::exp(-1.702 * e));
+            : c.act == QwenVisionAct::GeluTanh
+                ? 0.5 * e * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (e + 0.044715 * e * e * e)))
+                : e / (1 + std::exp(-1.702 * e));
       f = linear(u, n, L.down);
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
+    for (size_t k = 0; k < c.deepstack_layers.size(); ++k)  // Qwen3-VL: postshuffle norm
+      if (c.deepstack_layers[k] == l) {
+        const auto& ds = m.w.deepstack[k];
+        const Mat y = norm(x, n / 4, 4 * d, ds.norm_w, ds.norm_b, false, c.eps);
+        deep.push_back(merger_hf(y, n / 4, ds.fc1, ds.fc2));
+      }
   }
   Mat y = norm(x, n, d, m.w.post_ln_w, m.w.post_ln_b, c.rms_norm(), c.eps);  // view (n/4, 4d)
-  Mat a = linear(y, n / 4, m.w.mm0);
-  for (double& e : a) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
-  return linear(a, n / 4, m.w.mm2);
+  const Mat main = merger_hf(y, n / 4, m.w.mm0, m.w.mm2);
+  const int od = c.out_dim, ew = c.embed_width();
+  Mat out(size_t(n / 4) * ew);
+  for (int t = 0; t < n / 4; ++t)
+    for (size_t k = 0; k <= deep.size(); ++k)
+      for (int j = 0; j < od; ++j)
+        out[size_t(t) * ew + k * od + j] = (k == 0 ? main : deep[k - 1])[size_t(t) * od + j];
+  return out;
 }
 
 // max |a - b| / max |b|
@@ -194,13 +242,15 @@ double rel_err(const std::vector<float>& a, const Mat& b) {
 
 TEST(QwenVision, ForwardEqualsNaiveReference) {
   ThreadPool pool(2);
-  for (const char* arch : {"qwen2vl", "qwen25vl"}) {
+  for (const char* arch : {"qwen2vl", "qwen25vl", "qwen3vl"}) {
     SCOPED_TRACE(arch);
     QwenVisionConfig c = tiny(arch);
     if (c.variant == QwenVisionVariant::Qwen25VL) c.window = 56;  // 2 x 2 merged tokens a window
     const QwenVisionModel m = QwenVisionModel::random(c, 11);
     // 140 x 112: a 10 x 8 patch grid, 5 x 4 merged, windows cut unevenly on both axes
-    const QwenPatches p = patches_of({picture(140, 112, 1)});
+    // (Qwen3-VL: 160 x 128 of 16-pixel patches, its 4 x 4 position table stretched to 8 x 10)
+    const QwenPatches p =
+        c.qwen3() ? patches_of({picture(160, 128, 1)}, &c) : patches_of({picture(140, 112, 1)});
     ASSERT_EQ(p.grid_h, 8);
     ASSERT_EQ(p.grid_w, 10);
     QwenVisionEncoder enc(m, &pool);
@@ -290,14 +340,20 @@ TEST(QwenVision, VisionOpsEqualTheirDefinitions) {
   layernorm(in.data(), w.data(), b.data(), y.data(), 2, 8, 1e-6f);
   const Mat ref = norm(Mat(in.begin(), in.end()), 2, 8, w, b, false, 1e-6);
   for (int i = 0; i < 16; ++i) EXPECT_NEAR(y[size_t(i)], ref[size_t(i)], 2e-6);
-  std::vector<float> g = {-6.0f, -1.5f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f}, q = g;
+  std::vector<float> g = {-6.0f, -1.5f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f}, q = g, t = g;
   gelu_erf_inplace(g.data(), int64_t(g.size()));
   quick_gelu_inplace(q.data(), int64_t(q.size()));
+  gelu_tanh_inplace(t.data(), int64_t(t.size()));
   const float src[] = {-6.0f, -1.5f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f};
   for (size_t i = 0; i < g.size(); ++i) {
-    EXPECT_NEAR(g[i], 0.5 * src[i] * (1 + std::erf(src[i] / std::sqrt(2.0))), 1e-6);
-    EXPECT_NEAR(q[i], src[i] / (1 + std::exp(-1.702 * src[i])), 1e-6);
+    const double s = src[i];
+    EXPECT_NEAR(g[i], 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))), 1e-6);
+    EXPECT_NEAR(q[i], s / (1 + std::exp(-1.702 * s)), 1e-6);
+    EXPECT_NEAR(t[i], 0.5 * s * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (s + 0.044715 * s * s * s))),
+                1e-6);
   }
+  // the two GELUs are not the same function: a kernel picking the wrong one is seen above
+  EXPECT_GT(std::abs(g[1] - t[1]), 1e-4);
 }
 
 TEST(QwenVision, GroupedAttentionEqualsMaskedDenseAttention) {
@@ -374,6 +430,61 @@ void rewrite(const std::string& from, const std::string& to,
                  [vals](float* dst) { std::copy(vals->begin(), vals->end(), dst); });
   }
   ASSERT_TRUE(w.write(to).ok());
+}
+
+// Qwen3-VL's file: the fused attn_qkv splits back into the three matrices, the position table,
+// the deepstack mergers (found by their tensors), the defaults of its processor; an F16 file's
+// matrices are held in f16; and the deepstack slices are each layer's own.
+TEST(QwenVision, Qwen3GgufRoundTripAndDeepstackSlices) {
+  const std::string dir = unique_temp("");
+  const QwenVisionModel m = QwenVisionModel::random(tiny("qwen3vl"), 9);
+  const std::string path = dir + "kamera-qwen3-vision.gguf";
+  ASSERT_TRUE(m.write_gguf(path, DType::F32).ok());
+  auto back = QwenVisionModel::load(path);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->fingerprint, m.fingerprint);
+  EXPECT_EQ(back->cfg.deepstack_layers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(back->cfg.n_pos_embd, 16);
+  EXPECT_EQ(back->cfg.patch, 16);
+  EXPECT_EQ(back->cfg.min_pixels, kQwen3VlMinPixels);
+  EXPECT_EQ(back->cfg.image_mean, kHalf);
+  EXPECT_EQ(back->cfg.act, QwenVisionAct::GeluTanh);
+  EXPECT_TRUE(back->w.layers[2].k.w.same_as(m.w.layers[2].k.w));
+  EXPECT_EQ(back->w.layers[2].v.b, m.w.layers[2].v.b);
+  EXPECT_EQ(back->cfg.embed_width(), 3 * 64);
+  {
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok());
+    EXPECT_NE((*f)->find_tensor("v.blk.0.attn_qkv.weight"), nullptr);
+    EXPECT_EQ((*f)->find_tensor("v.blk.0.attn_q.weight"), nullptr);
+    EXPECT_NE((*f)->find_tensor("v.deepstack.1.fc2.bias"), nullptr);
+    EXPECT_EQ((*f)->get_string("clip.projector_type").value_or(""), "qwen3vl_merger");
+  }
+  ASSERT_TRUE(m.write_gguf(path, DType::F16).ok());
+  auto half = QwenVisionModel::load(path);
+  ASSERT_TRUE(half.ok()) << half.message();
+  EXPECT_EQ(half->w.layers[1].v.w.type(), GgmlType::F16);
+  EXPECT_EQ(half->w.layers[1].v.w.to_f32()[5],
+            f16_to_f32(f32_to_f16(m.w.layers[1].v.w.to_f32()[5])));
+  std::filesystem::remove(path);
+  // each slice is its own: a deepstack merger's weights change only its slice of every row
+  ThreadPool pool(1);
+  const QwenPatches p = patches_of({picture(64, 64, 3)}, &m.cfg);
+  auto base = QwenVisionEncoder(m, &pool).encode(p);
+  QwenVisionModel m2 = QwenVisionModel::random(tiny("qwen3vl"), 9);
+  for (float& b : m2.w.deepstack[1].norm_b) b += 0.5f;
+  m2.finish();
+  auto other = QwenVisionEncoder(m2, &pool).encode(p);
+  ASSERT_TRUE(base.ok() && other.ok());
+  const int od = m.cfg.out_dim, ew = m.cfg.embed_width();
+  double same = 0, changed = 0;
+  for (int64_t r = 0; r < base->n_rows(); ++r)
+    for (int j = 0; j < ew; ++j) {
+      const double dlt = std::abs(base->rows[size_t(r * ew + j)] - other->rows[size_t(r * ew + j)]);
+      (j >= 2 * od ? changed : same) = std::max(j >= 2 * od ? changed : same, dlt);
+    }
+  EXPECT_EQ(same, 0.0);
+  EXPECT_GT(changed, 1e-3);
 }
 
 TEST(QwenVision, GgufRoundTripAndBothFfnNamings) {

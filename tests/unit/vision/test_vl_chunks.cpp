@@ -1,7 +1,9 @@
 // Images as position-free chunks (vision/image_chunks.h) in the reuse layer, on a tiny Qwen2-VL
-// tower and decoder: the image key, encode-once, relocation by delta on t, h and w against a
-// fresh prefill at the shifted positions, and a full-rank patch that rebuilds the KV of the image
-// conditioned on text before it.
+// tower and decoder and on a tiny Qwen3-VL pair (interleaved M-RoPE; each image row carries its
+// deepstack slices, added after the decoder's first layers): the image key, encode-once,
+// relocation by delta on t, h and w against a fresh prefill at the shifted positions (the first
+// layer's keys bit for bit), a full-rank patch that rebuilds the KV of the image conditioned on
+// text before it, and a window of frames that slides as a re-prefill.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,23 +31,29 @@ Image picture(int w, int h, int seed) {
   return img;
 }
 
+// The decoder and the tower of one family.
+class VlFamily : public testing::TestWithParam<const char*> {};
+
 struct VlRig {
   std::unique_ptr<Context> ctx;
   QwenVisionModel tower;
   ThreadPool threads{2};
   std::unique_ptr<ImageChunks> images;
 
-  VlRig() {
-    ctx = tiny::context(tiny::model_path("qwen2vl"), 2000, 16, size_t(1) << 28);
+  explicit VlRig(const std::string& arch = VlFamily::GetParam()) {
+    ctx = tiny::context(tiny::model_path(arch), 2000, 16, size_t(1) << 28);
     const std::string path = unique_temp("kamera-vl-chunks-tower.gguf");
-    EXPECT_TRUE(QwenVisionModel::random(*qwen_vision_preset("qwen2vl", "tiny"), 1)
+    EXPECT_TRUE(QwenVisionModel::random(*qwen_vision_preset(arch, "tiny"), 1)
                     .write_gguf(path, DType::F32)
                     .ok());
     auto t = QwenVisionModel::load(path);
     EXPECT_TRUE(t.ok()) << t.message();
     std::filesystem::remove(path);
     tower = std::move(*t);
-    EXPECT_EQ(tower.cfg.out_dim, ctx->model().cfg.dim);
+    EXPECT_TRUE(check_qwen_pair(tower.cfg, ctx->model().cfg, "tower").ok());
+    // Qwen3-VL's processor would stretch these small pictures to 65536 pixels: keep its floor at
+    // one merged token, so both families cut the same pictures into the same grids
+    tower.cfg.min_pixels = int64_t(tower.cfg.patch) * tower.cfg.patch * 4;
     images = std::make_unique<ImageChunks>(tower, ctx->model().fingerprint, &threads);
   }
   ChunkCache& cache() { return ctx->cache(); }
@@ -75,7 +83,7 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-TEST(VlChunks, ImageKeyAndEncodeOnce) {
+TEST_P(VlFamily, ImageKeyAndEncodeOnce) {
   VlRig rig;
   const Image a = picture(84, 56, 1), b = picture(84, 56, 2);
   bool encoded = false;
@@ -110,11 +118,21 @@ TEST(VlChunks, ImageKeyAndEncodeOnce) {
 
 // A video: 4 frames pair into 2 temporal patches; t advances once per pair, the key covers every
 // frame, and the chunk is cached like an image.
-TEST(VlChunks, VideoFramesPairInTime) {
+TEST_P(VlFamily, VideoFramesPairInTime) {
   VlRig rig;
   std::vector<Image> frames;
   for (int f = 0; f < 4; ++f) frames.push_back(picture(56, 112, 10 + f));
   bool encoded = false;
+  if (rig.tower.cfg.qwen3()) {  // pairs with timestamps between (vision/qwen3vl_video.h)
+    auto v = rig.images->frames(frames, &encoded);
+    ASSERT_FALSE(v.ok());
+    EXPECT_EQ(v.code(), ErrorCode::Unsupported);
+    EXPECT_FALSE(encoded);
+    auto pair = rig.images->frames(std::span<const Image>(frames.data(), 2), &encoded);
+    ASSERT_TRUE(pair.ok()) << pair.message();
+    EXPECT_EQ((*pair)->n(), 8);  // one pair: 4 x 2 rows at t = 0
+    return;
+  }
   auto v = rig.images->frames(frames, &encoded);
   ASSERT_TRUE(v.ok()) << v.message();
   EXPECT_TRUE(encoded);
@@ -137,7 +155,7 @@ TEST(VlChunks, VideoFramesPairInTime) {
 // served with everything moved by delta (anchor at delta, image at delta + 1: t, h and w all
 // shifted) equals a fresh prefill at the shifted positions: the image's KV rows and the logits of
 // a question after it.
-TEST(VlChunks, RelocatedImageEqualsFreshPrefill) {
+TEST_P(VlFamily, RelocatedImageEqualsFreshPrefill) {
   VlRig rig;
   const Image a = picture(112, 84, 3);
   auto img = rig.images->image(a);
@@ -165,6 +183,15 @@ TEST(VlChunks, RelocatedImageEqualsFreshPrefill) {
     const ChunkKV kv_f = read_chunk_kv(rig.pool(), fresh.id(), n_anchor, B.n());
     EXPECT_LT(max_rel_kv(kv_s, kv_f), 1e-5);
     EXPECT_LT(tiny::max_abs_diff(*ls, *lf), 1e-5 * std::max(1.0, max_abs(*lf)));
+    // the first layer's rows depend on the image rows alone (keys stored before the rotation)
+    for (int ch = 0; ch < 2; ++ch) {
+      std::vector<float> x(size_t(kv_f.at(0, ch).cols())), y(x.size());
+      for (int i = 0; i < B.n(); ++i) {
+        kv_s.at(0, ch).get_row(i, x.data());
+        kv_f.at(0, ch).get_row(i, y.data());
+        ASSERT_EQ(x, y) << "layer 0, channel " << ch << ", row " << i;
+      }
+    }
   }
   // Served instead behind an anchor left at 0, the image at 1 + delta is off: relative positions
   // matter, and the check above can see a wrong one.
@@ -178,7 +205,7 @@ TEST(VlChunks, RelocatedImageEqualsFreshPrefill) {
             1e-3);
 }
 
-TEST(VlChunks, FullRankPatchRebuildsConditionedImageKv) {
+TEST_P(VlFamily, FullRankPatchRebuildsConditionedImageKv) {
   VlRig rig;
   const auto& cfg = rig.ctx->model().cfg;
   auto img = rig.images->image(picture(84, 84, 4));
@@ -224,7 +251,7 @@ TEST(VlChunks, FullRankPatchRebuildsConditionedImageKv) {
 // re-prefill does; after a slide (the oldest frame evicted, survivors moved by its extent on t, h
 // and w) and a refresh of the survivors' patches on their new antecedents, it answers as a
 // re-prefill of the two frames at their new positions.
-TEST(VlChunks, WindowOfFramesSlidesLikeAReprefill) {
+TEST_P(VlFamily, WindowOfFramesSlidesLikeAReprefill) {
   VlRig rig;
   std::vector<ChunkContent> f;
   for (int i = 0; i < 3; ++i) {
@@ -261,6 +288,40 @@ TEST(VlChunks, WindowOfFramesSlidesLikeAReprefill) {
   const auto want2 = reprefill({f[1], f[2]});
   EXPECT_LT(tiny::max_abs_diff(*slid, want2), 1e-4 * std::max(1.0, max_abs(want2)));
   EXPECT_GT(tiny::max_abs_diff(*slid, want), 1e-3);  // the slide did change the answer
+}
+
+INSTANTIATE_TEST_SUITE_P(VlChunks, VlFamily, testing::Values("qwen2vl", "qwen3vl"));
+
+// The deepstack slices are part of an image chunk's content: its id, and the KV it leaves from
+// the second layer on (the first layer reads slice 0 alone).
+TEST(VlChunks, DeepstackSlicesAreTheImageChunksContent) {
+  VlRig rig("qwen3vl");
+  auto img = rig.images->image(picture(84, 56, 5));
+  ASSERT_TRUE(img.ok()) << img.message();
+  const ChunkContent& B = **img;
+  const ModelConfig& c = rig.ctx->model().cfg;
+  ASSERT_EQ(c.n_deepstack, 2);
+  ASSERT_EQ(B.dim, 3 * c.dim);
+  ChunkContent flat = B;  // the same rows without their deepstack slices
+  for (int i = 0; i < B.n(); ++i)
+    std::fill_n(flat.embeddings.begin() + size_t(i) * B.dim + c.dim, 2 * c.dim, 0.0f);
+  const auto fp = rig.ctx->model().fingerprint;
+  EXPECT_NE(chunk_id(fp, B).hex(), chunk_id(fp, flat).hex());
+  auto a = rig.cache().canonical(B), b = rig.cache().canonical(flat);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    double d = 0;
+    std::vector<float> x(size_t(c.kv_width())), y(x.size());
+    for (int i = 0; i < B.n(); ++i) {
+      (*a)->kv.at(layer, 0).get_row(i, x.data());
+      (*b)->kv.at(layer, 0).get_row(i, y.data());
+      for (size_t j = 0; j < x.size(); ++j) d = std::max(d, double(std::fabs(x[j] - y[j])));
+    }
+    if (layer == 0)
+      EXPECT_EQ(d, 0.0);
+    else
+      EXPECT_GT(d, 1e-3) << "layer " << layer;
+  }
 }
 
 }  // namespace
