@@ -19,7 +19,7 @@ using namespace kamera;
 
 namespace {
 
-constexpr DType kHalf[] = {DType::F16, DType::BF16};
+constexpr DType kHalfTypes[] = {DType::F16, DType::BF16};
 
 // Unit roundoff of round-to-nearest: half the spacing of the dtype's significand (2^-11 for f16,
 // 2^-8 for bf16, 2^-24 for f32).
@@ -61,7 +61,7 @@ std::unique_ptr<Context> context_of(const std::string& arch, DType kv) {
 // The vectorised conversions (F16C, AVX512-BF16 where the CPU has them) agree with the scalar
 // ones bit for bit on normal values, zeros and ties; every length exercises the tails.
 TEST(KvRow, VectorPathsMatchScalar) {
-  for (DType t : kHalf) {
+  for (DType t : kHalfTypes) {
     for (int n : {1, 7, 8, 15, 16, 17, 33, 100}) {
       auto x = randn(size_t(n), uint32_t(n), 30.0f);
       x[0] = 0.0f;
@@ -134,7 +134,7 @@ TEST(KvPoolDtype, HalfWidthPoolIsHalfTheBytes) {
   ASSERT_TRUE(f32.ok());
   const size_t expected = size_t(64) * 16 * 3 * (64 + 64) * 4;
   EXPECT_EQ((*f32)->arena_bytes(), expected);
-  for (DType t : kHalf) {
+  for (DType t : kHalfTypes) {
     p.dtype = t;
     auto half = KvPool::create(p);
     ASSERT_TRUE(half.ok());
@@ -193,7 +193,7 @@ TEST(AttentionDtype, HalfWidthRowsWithinRoundoffBound) {
       kmax = std::max(kmax, std::sqrt(s));
     }
     for (float x : v) vmax = std::max(vmax, double(std::fabs(x)));
-    for (DType t : kHalf) {
+    for (DType t : kHalfTypes) {
       std::vector<uint16_t> kh(k.size()), vh(v.size());
       kv_store_row(t, k.data(), kh.data(), int64_t(k.size()));
       kv_store_row(t, v.data(), vh.data(), int64_t(v.size()));
@@ -218,7 +218,7 @@ TEST(AttentionDtype, HalfWidthRowsWithinRoundoffBound) {
 // (the same f32 projection rounded once).
 TEST(RelocationDtype, ComposesExactlyAndMatchesFreshPrefill) {
   for (const std::string arch : {"llama", "deepseek2", "qwen3", "qwen3moe", "qwen3vl"}) {
-    for (DType t : kHalf) {
+    for (DType t : kHalfTypes) {
       auto ctx = context_of(arch, t);
       ASSERT_TRUE(ctx);
       KvPool& pool = ctx->pool();
@@ -286,7 +286,7 @@ TEST(StoreDtype, CanonicalsAndPatchesFollowThePool) {
   }
   const size_t patch32 = c32->store().stats().patch_bytes;
   const Fingerprint fp = c32->model().fingerprint;
-  for (DType t : kHalf) {
+  for (DType t : kHalfTypes) {
     auto ch = context_of("llama", t);
     ASSERT_TRUE(ch);
     auto e = ch->cache().canonical(B);
