@@ -96,7 +96,7 @@ typedef struct kamera_model_info {
                          "qwen3vlmoe" (static storage) */
   const char* format; /* "gguf", "llama2c-v0", "llama2c-v1" (valid while the model lives) */
   int32_t n_vocab;
-  int32_t dim; /* residual width: the width of embedding rows */
+  int32_t dim; /* residual width */
   int32_t n_layers;
   int32_t n_heads;
   int32_t n_kv_heads;
@@ -105,6 +105,9 @@ typedef struct kamera_model_info {
   int32_t bos, eos;
   int32_t has_tokenizer;
   int32_t n_kv_channels; /* KV channels per layer (2: k, v for GQA; c_kv, k_pe for MLA) */
+  int32_t input_dim;     /* width of an embedding row: dim, or dim x (1 + deepstack layers) for
+                            qwen3vl / qwen3vlmoe (the row, then the slice added after each of the
+                            first layers) */
 } kamera_model_info;
 
 /* Thread-safe. */
@@ -217,9 +220,9 @@ typedef struct kamera_pos {
 KAMERA_API kamera_status kamera_chunk_from_tokens(const kamera_model* model, const int32_t* tokens,
                                                   int32_t n_tokens, kamera_chunk** out);
 
-/* A chunk of n_rows embedding rows of `dim` floats (dim must be the model's), with one relative
- * position per row (layout NULL: t = h = w = row index). E.g. a frame on a g x g grid:
- * (0, row, col). Thread-safe with respect to the model. */
+/* A chunk of n_rows embedding rows of `dim` floats (dim must be the model's input_dim), with one
+ * relative position per row (layout NULL: t = h = w = row index). E.g. a frame on a g x g grid: (0,
+ * row, col). Thread-safe with respect to the model. */
 KAMERA_API kamera_status kamera_chunk_from_embeddings(const kamera_model* model, const float* rows,
                                                       int32_t n_rows, int32_t dim,
                                                       const kamera_pos* layout, kamera_chunk** out);

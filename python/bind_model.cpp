@@ -175,6 +175,9 @@ void bind_model_class(py::module_& m) {
       .def_property_readonly("format", [](const Model& x) { return std::string(x.info.format); })
       .def_property_readonly("n_vocab", [](const Model& x) { return x.info.n_vocab; })
       .def_property_readonly("dim", [](const Model& x) { return x.info.dim; })
+      .def_property_readonly(
+          "input_dim", [](const Model& x) { return x.info.input_dim; },
+          "width of an embedding row (dim x (1 + deepstack layers) for qwen3vl)")
       .def_property_readonly("n_layers", [](const Model& x) { return x.info.n_layers; })
       .def_property_readonly("n_heads", [](const Model& x) { return x.info.n_heads; })
       .def_property_readonly("n_kv_heads", [](const Model& x) { return x.info.n_kv_heads; })

@@ -32,11 +32,12 @@ kamera_status kamera::api::make_chunk(const char* fn, const Model& m, ChunkConte
 
 namespace {
 
-// Whether an mmproj GGUF holds a Qwen2-VL / Qwen2.5-VL tower (by clip.projector_type).
+// Whether an mmproj GGUF holds a Qwen2-VL / Qwen2.5-VL / Qwen3-VL tower (by
+// clip.projector_type).
 Result<bool> is_qwen_mmproj(const char* path) {
   KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
   const std::string type = f->get_string(gguf_key::kClipProjectorType).value_or("");
-  return type == "qwen2vl_merger" || type == "qwen2.5vl_merger";
+  return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
 }
 
 }  // namespace

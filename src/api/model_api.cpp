@@ -49,6 +49,7 @@ kamera_status kamera_model_get_info(const kamera_model* model, kamera_model_info
     out->eos = m.tokenizer ? m.tokenizer->eos() : 2;
     out->has_tokenizer = m.tokenizer.has_value();
     out->n_kv_channels = int32_t(model->layout.channels.size());
+    out->input_dim = c.input_width();
     return KAMERA_OK;
   });
 }

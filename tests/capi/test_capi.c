@@ -67,7 +67,8 @@ static void test_model_and_tokenizer(void) {
   kamera_model_info info;
   if (!CHECK_OK(kamera_model_get_info(model, &info))) return;
   CHECK(strcmp(info.arch, "qwen2vl") == 0 && strcmp(info.format, "gguf") == 0);
-  CHECK(info.n_vocab == 64 && info.dim == 64 && info.n_layers == 4 && info.has_tokenizer);
+  CHECK(info.n_vocab == 64 && info.dim == 64 && info.input_dim == 64 && info.n_layers == 4 &&
+        info.has_tokenizer);
   CHECK(info.n_kv_channels == 2);
   kamera_kv_channel k, v;
   CHECK_OK(kamera_model_kv_channel(model, 0, &k));

@@ -274,7 +274,9 @@ int main(int argc, char** argv) {
   kamera_vision_info vi;
   CHECK_OK(kamera_model_get_info(m, &mi));
   CHECK_OK(kamera_vision_get_info(vision, &vi));
-  CHECK(vi.out_dim == mi.dim && vi.image_size == 0 && mi.n_vocab == r.n_vocab);
+  CHECK(vi.out_dim == mi.input_dim && vi.image_size == 0 && mi.n_vocab == r.n_vocab);
+  /* a Qwen3-VL decoder's rows carry a slice per deepstack layer after the row itself */
+  CHECK(strncmp(mi.arch, "qwen3vl", 7) == 0 ? mi.input_dim > mi.dim : mi.input_dim == mi.dim);
 
   kamera_chunk *img = NULL, *again = NULL;
   if (CHECK_OK(kamera_chunk_from_image(ctx, vision, image, &img))) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Python binding on tiny random-weight qwen3, qwen3moe and qwen3vl files written by
+"""The Python binding on tiny random-weight qwen3, qwen3moe, qwen3vl and qwen3vlmoe files written by
 `kamera make-model`: the model's family, every position's logits of a token sequence against
 `kamera logits --all-positions` (the CLI's forward), and a chunk served behind another with a
 full-rank patch against re-prefill.
@@ -40,6 +40,8 @@ class Families(unittest.TestCase):
         ref = np.asarray(json.loads(out)["logits"], np.float32)
         model = kamera.Model(path)
         self.assertEqual(model.arch, arch)
+        # the tiny qwen3vl presets add 2 deepstack slices after each embedding row
+        self.assertEqual(model.input_dim, model.dim * (3 if arch.startswith("qwen3vl") else 1))
         ctx = kamera.Context(model, n_threads=1)
         got = ctx.sequence().eval(TOKENS, logits="all")
         scale = max(1.0, float(np.abs(ref).max()))
@@ -59,6 +61,9 @@ class Families(unittest.TestCase):
 
     def test_qwen3vl(self):
         self.check("qwen3vl")
+
+    def test_qwen3vlmoe(self):
+        self.check("qwen3vlmoe")
 
 
 if __name__ == "__main__":
