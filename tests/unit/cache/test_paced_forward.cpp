@@ -96,4 +96,5 @@ TEST_P(PacedForward, CanonicalFormedInSlicesIsTheSame) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, PacedForward,
-                         testing::Values("llama", "qwen2", "deepseek2", "qwen3", "qwen3moe"));
+                         testing::Values("llama", "qwen2", "deepseek2", "qwen3", "qwen3moe",
+                                         "deepseek2:kimi-vl-tiny"));

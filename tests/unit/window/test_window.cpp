@@ -57,9 +57,10 @@ WindowPolicy full_rank() {
 
 // Slide: survivors keep their rows byte for byte and only move by the evicted chunk's extent;
 // attention then sees their keys rotated exactly to the new positions. GQA with q/k biases
-// (qwen2) and with per-head q/k norms before the rope (qwen3, qwen3moe).
+// (qwen2), with per-head q/k norms before the rope (qwen3, qwen3moe), and MLA with Kimi-VL's
+// routing (deepseek2:kimi-vl-tiny).
 TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "deepseek2:kimi-vl-tiny"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());
@@ -193,9 +194,10 @@ TEST(Window, RecallCascadeReportsAndRefreshesDependents) {
 
 // In-place refresh: each stale slot re-forwards only its own tokens behind the rows in front; front
 // to back at full rank the window equals a re-prefill, with no patch formed in the store, and a
-// clean view / recondition of a refreshed slot still round-trips (qwen2, qwen3, qwen3moe).
+// clean view / recondition of a refreshed slot still round-trips (qwen2, qwen3, qwen3moe, and
+// Kimi-VL's decoder).
 TEST(Window, InPlaceRefreshFrontToBackEqualsReprefill) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe"}) {
+  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "deepseek2:kimi-vl-tiny"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());
