@@ -344,3 +344,17 @@ TEST(Deepseek2Gguf, KimiLogitsMatchLlamaCpp) {
     tiny::check_llama_cpp_case(spec, c, dir);
   }
 }
+
+// kimi-vl-a3b is Kimi-VL-A3B's decoder as its config describes it: 16 B weights ("16B" on its
+// model card), 27 layers of which 26 MoE, Kimi's routing; make-model --help lists the presets.
+TEST(Deepseek2Gguf, KimiPresetHasTheReleasedShape) {
+  const ModelConfig c = *synthetic_preset(Arch::Deepseek2, "kimi-vl-a3b");
+  EXPECT_EQ(count_parameters(c), int64_t(15960110208));
+  EXPECT_EQ(c.mla.q_lora_rank, 0);
+  EXPECT_EQ(c.moe.n_experts, 64);
+  EXPECT_EQ(c.moe.n_used, 6);
+  EXPECT_EQ(c.moe.gating, MoeGating::Sigmoid);
+  EXPECT_TRUE(c.moe.selection_bias);
+  EXPECT_TRUE(llama_cpp_incompatibilities(c).empty());  // 27 layers: llama.cpp's no-q-lora path
+  EXPECT_TRUE(c.validate("kimi-vl-a3b").ok());
+}

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "core/thread_pool.h"
@@ -234,4 +235,22 @@ TEST(KimiVision, LoaderRefusesWhatItDoesNotRun) {
   }
   tiny::copy_gguf(src, dst, [](GgufWriter&) {});
   EXPECT_TRUE(KimiVisionModel::load(dst).ok());
+}
+
+// `kamera make-model --arch kimivl-mmproj` writes KimiVisionModel::random's tower; the a3b preset
+// is Kimi-VL-A3B's MoonViT and projector (447.5 M weights).
+TEST(KimiVision, MakeModelWritesTheSeededTower) {
+  const std::string path = unique_temp("kamera-kimi-make-model.gguf");
+  const std::string cmd = std::string(KAMERA_BINARY_DIR) +
+                          "/bin/kamera make-model --arch kimivl-mmproj --preset tiny --seed 5 "
+                          "--json -o " +
+                          path + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto m = KimiVisionModel::load(path);
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ(m->fingerprint, KimiVisionModel::random(tiny_tower(), 5).fingerprint);
+  KimiVisionModel a3b;
+  a3b.cfg = *kimi_vision_preset("a3b");
+  EXPECT_EQ(a3b.n_parameters(), 447545840);
+  EXPECT_EQ(a3b.cfg.head_dim(), 72);
 }
