@@ -20,55 +20,67 @@ namespace gk = gguf_key;
 constexpr const char* kProjector = "kimivl";
 constexpr const char* kScaleFactor = "clip.vision.projector.scale_factor";
 
-// One tensor of the file: a product (matrix + bias) or an f32 vector.
+// One tensor of the file: a product's matrix or bias, or an f32 vector. The pointers are const:
+// load() and random() write through them into weights they own (shaped by shape_weights).
 struct Spec {
   std::string name;
   std::vector<int64_t> ne;  // GGUF order, ne[0] contiguous
-  std::vector<float>* vec = nullptr;
-  QwenLinear* lin = nullptr;  // ".weight" (the matrix) and ".bias" entries share it
+  const std::vector<float>* vec = nullptr;
+  const QwenLinear* lin = nullptr;  // ".weight" (the matrix) and ".bias" entries share it
   bool is_bias = false;
   char kind = 'w';  // random fill: w weight, n norm, b bias, p position table
 };
 
-// Every tensor of a file of this config; sizes w's layer list and the products' shapes.
-std::vector<Spec> tensor_specs(const KimiVisionConfig& c, KimiVisionWeights& w) {
+// Sizes w's layer list and the products' shapes to the config.
+void shape_weights(const KimiVisionConfig& c, KimiVisionWeights& w) {
+  const int d = c.dim, f = c.ffn_dim, mw = c.merged_width();
+  w.patch.in = c.patch_values();
+  w.patch.out = d;
+  w.layers.resize(size_t(c.n_layers));
+  for (auto& L : w.layers) {
+    for (QwenLinear* l : {&L.q, &L.k, &L.v, &L.o}) l->in = l->out = d;
+    L.fc0.in = L.fc1.out = d;
+    L.fc0.out = L.fc1.in = f;
+  }
+  w.mm1.in = w.mm1.out = w.mm2.in = mw;
+  w.mm2.out = c.out_dim;
+}
+
+// Every tensor of a file of this config (w shaped by shape_weights).
+std::vector<Spec> tensor_specs(const KimiVisionConfig& c, const KimiVisionWeights& w) {
   const int64_t d = c.dim, f = c.ffn_dim, p = c.patch, mw = c.merged_width();
   std::vector<Spec> s;
-  auto linear = [&s](const std::string& name, QwenLinear& l, int64_t in, int64_t out,
-                     std::vector<int64_t> ne) {
-    l.in = int(in);
-    l.out = int(out);
+  auto linear = [&s](const std::string& name, const QwenLinear& l, std::vector<int64_t> ne) {
     s.push_back({name + ".weight", std::move(ne), nullptr, &l, false, 'w'});
-    s.push_back({name + ".bias", {out}, &l.b, &l, true, 'b'});
+    s.push_back({name + ".bias", {l.out}, &l.b, &l, true, 'b'});
   };
-  linear("v.patch_embd", w.patch, 3 * p * p, d, {p, p, 3, d});
+  linear("v.patch_embd", w.patch, {p, p, 3, d});
   s.push_back({"v.position_embd.weight",
                {d, int64_t(c.pos_side) * c.pos_side},
                &w.pos,
                nullptr,
                false,
                'p'});
-  w.layers.resize(size_t(c.n_layers));
   for (int i = 0; i < c.n_layers; ++i) {
-    auto& L = w.layers[size_t(i)];
+    const auto& L = w.layers[size_t(i)];
     const std::string b = "v.blk." + std::to_string(i) + ".";
     s.push_back({b + "ln1.weight", {d}, &L.ln1_w, nullptr, false, 'n'});
     s.push_back({b + "ln1.bias", {d}, &L.ln1_b, nullptr, false, 'b'});
-    linear(b + "attn_q", L.q, d, d, {d, d});
-    linear(b + "attn_k", L.k, d, d, {d, d});
-    linear(b + "attn_v", L.v, d, d, {d, d});
-    linear(b + "attn_out", L.o, d, d, {d, d});
+    linear(b + "attn_q", L.q, {d, d});
+    linear(b + "attn_k", L.k, {d, d});
+    linear(b + "attn_v", L.v, {d, d});
+    linear(b + "attn_out", L.o, {d, d});
     s.push_back({b + "ln2.weight", {d}, &L.ln2_w, nullptr, false, 'n'});
     s.push_back({b + "ln2.bias", {d}, &L.ln2_b, nullptr, false, 'b'});
-    linear(b + "ffn_up", L.fc0, d, f, {d, f});
-    linear(b + "ffn_down", L.fc1, f, d, {f, d});
+    linear(b + "ffn_up", L.fc0, {d, f});
+    linear(b + "ffn_down", L.fc1, {f, d});
   }
   s.push_back({"v.post_ln.weight", {d}, &w.post_ln_w, nullptr, false, 'n'});
   s.push_back({"v.post_ln.bias", {d}, &w.post_ln_b, nullptr, false, 'b'});
   s.push_back({"mm.input_norm.weight", {d}, &w.mm_norm_w, nullptr, false, 'n'});
   s.push_back({"mm.input_norm.bias", {d}, &w.mm_norm_b, nullptr, false, 'b'});
-  linear("mm.1", w.mm1, mw, mw, {mw, mw});
-  linear("mm.2", w.mm2, mw, c.out_dim, {mw, c.out_dim});
+  linear("mm.1", w.mm1, {mw, mw});
+  linear("mm.2", w.mm2, {mw, c.out_dim});
   return s;
 }
 
@@ -180,7 +192,8 @@ Result<KimiVisionModel> KimiVisionModel::load(const std::string& path) {
   KimiVisionModel m;
   m.source = path;
   KAMERA_TRY(read_config(g, path, &m.cfg));
-  for (const Spec& t : tensor_specs(m.cfg, m.w)) {
+  shape_weights(m.cfg, m.w);
+  for (const Spec& t : tensor_specs(m.cfg, m.w)) {  // m.w is ours: its specs are written
     const GgufTensor* gt = g.find_tensor(t.name);
     if (!gt) return make_error(ErrorCode::CorruptData, "{}: tensor {} is missing", path, t.name);
     if (gt->ne != t.ne)
@@ -189,10 +202,10 @@ Result<KimiVisionModel> KimiVisionModel::load(const std::string& path) {
     if (t.lin && !t.is_bias) {  // the file's bytes in its type, in the mapping the model keeps
       auto b = Weight::borrow(gt->type, gt->data, t.lin->out, t.lin->in);
       if (!b.ok()) return make_error(b.code(), "{}: tensor {}: {}", path, t.name, b.message());
-      t.lin->w = std::move(b.value());
+      const_cast<QwenLinear*>(t.lin)->w = std::move(b.value());
       continue;
     }
-    KAMERA_ASSIGN_OR_RETURN(*t.vec, g.read_f32(*gt));
+    KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.vec), g.read_f32(*gt));
   }
   if (g.tensors().size() != tensor_specs(m.cfg, m.w).size())
     return make_error(ErrorCode::Unsupported,
@@ -231,8 +244,7 @@ Status KimiVisionModel::write_gguf(const std::string& path, DType weight_type) c
   g.set_u32(gk::kVisionImageMaxPixels, uint32_t(cfg.in_token_limit * cfg.patch * cfg.patch));
   g.set_f32_array(gk::kVisionImageMean, {cfg.image_mean.begin(), cfg.image_mean.end()});
   g.set_f32_array(gk::kVisionImageStd, {cfg.image_std.begin(), cfg.image_std.end()});
-  KimiVisionWeights& ww = const_cast<KimiVisionWeights&>(w);  // the specs only read it here
-  for (const Spec& t : tensor_specs(cfg, ww)) {
+  for (const Spec& t : tensor_specs(cfg, w)) {
     if (t.lin && !t.is_bias) {
       const Weight* m = &t.lin->w;
       g.add_tensor(t.name, t.ne, t.ne.size() == 4 ? patch_type : weight_type,
@@ -276,14 +288,16 @@ KimiVisionModel KimiVisionModel::random(const KimiVisionConfig& cfg, uint64_t se
   KimiVisionModel m;
   m.cfg = cfg;
   m.source = fmt::format("random(seed {})", seed);
-  for (const Spec& t : tensor_specs(m.cfg, m.w)) {
+  shape_weights(m.cfg, m.w);
+  for (const Spec& t : tensor_specs(m.cfg, m.w)) {  // m.w is ours: its specs are written
     size_t n = 1;
     for (int64_t e : t.ne) n *= size_t(e);
     if (t.lin && !t.is_bias) {
-      t.lin->w = Weight::from_f32(fill(n, seed, t.name, t.lin->in, 'w'), t.lin->out, t.lin->in);
+      const_cast<QwenLinear*>(t.lin)->w =
+          Weight::from_f32(fill(n, seed, t.name, t.lin->in, 'w'), t.lin->out, t.lin->in);
       continue;
     }
-    *t.vec = fill(n, seed, t.name, 1, t.kind);
+    *const_cast<std::vector<float>*>(t.vec) = fill(n, seed, t.name, 1, t.kind);
   }
   m.finish();
   return m;
@@ -319,7 +333,9 @@ void KimiVisionModel::finish() {
 
 int64_t KimiVisionModel::n_parameters() const {
   int64_t n = 0;
-  for (const Spec& t : tensor_specs(cfg, const_cast<KimiVisionWeights&>(w))) {
+  KimiVisionWeights shaped;  // only the layer count and the shapes matter here
+  shape_weights(cfg, shaped);
+  for (const Spec& t : tensor_specs(cfg, shaped)) {
     int64_t k = 1;
     for (int64_t e : t.ne) k *= e;
     n += k;
