@@ -33,4 +33,8 @@ for arch in llama qwen2 qwen2vl deepseek2 qwen3 qwen3moe qwen3vl qwen3vlmoe; do
   "$k" make-model --arch "$arch" --preset tiny --seed 1 -o "$models/tiny-$arch.gguf" 2>/dev/null
   run "tiny-$arch" -m "$models/tiny-$arch.gguf"
 done
+# Kimi-VL's decoder: MLA with DeepSeek-V3 routing (sigmoid scores, selection bias, shared experts)
+"$k" make-model --arch deepseek2 --preset kimi-vl-tiny --seed 1 -o "$models/tiny-kimi-vl.gguf" \
+  2>/dev/null
+run tiny-kimi-vl -m "$models/tiny-kimi-vl.gguf"
 "$k" report --in "${inputs[@]}" --out "${REPORT:-docs/report}"

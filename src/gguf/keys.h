@@ -90,7 +90,7 @@ inline constexpr const char* kRopeScalingFactor = "rope.scaling.factor";
 inline constexpr const char* kRopeScalingOrigCtx = "rope.scaling.original_context_length";
 inline constexpr const char* kRopeScalingAttnFactor = "rope.scaling.attn_factor";
 inline constexpr const char* kRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
-// {arch}.*: mixture of experts (deepseek2)
+// {arch}.*: mixture of experts (deepseek2, qwen3moe)
 inline constexpr const char* kLeadingDenseBlockCount = "leading_dense_block_count";
 inline constexpr const char* kExpertFeedForwardLength = "expert_feed_forward_length";
 inline constexpr const char* kExpertSharedFeedForwardLength = "expert_shared_feed_forward_length";
@@ -101,6 +101,7 @@ inline constexpr const char* kExpertWeightsScale = "expert_weights_scale";
 inline constexpr const char* kExpertWeightsNorm = "expert_weights_norm";
 inline constexpr const char* kExpertGatingFunc = "expert_gating_func";
 inline constexpr const char* kExpertGroupCount = "expert_group_count";
+inline constexpr const char* kExpertGroupUsedCount = "expert_group_used_count";
 // {arch}.*: qwen3vl's deepstack (model/qwen3vl.h)
 inline constexpr const char* kNumDeepstackLayers = "n_deepstack_layers";
 inline constexpr const char* kDeepstackMapping = "deepstack_mapping";

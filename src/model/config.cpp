@@ -100,6 +100,11 @@ std::vector<std::string> model_features(const ModelConfig& c) {
     f.push_back(fmt::format("moe ({} experts, {} used, {} shared, width {}, {} dense lead{})",
                             c.moe.n_experts, c.moe.n_used, c.moe.n_shared, c.moe.expert_ffn,
                             c.moe.n_dense_lead, c.moe.norm_weights ? ", top-k normalized" : ""));
+  if (c.moe.v3_routing())  // DeepSeek-V3 / Kimi-VL routing (model/moe.h)
+    f.push_back(fmt::format("v3_routing ({} scores{}, {} of {} groups, weights x {})",
+                            c.moe.gating == MoeGating::Sigmoid ? "sigmoid" : "softmax",
+                            c.moe.selection_bias ? ", selection bias exp_probs_b" : "",
+                            c.moe.n_groups_used, c.moe.n_groups, c.moe.weights_scale));
   if (c.rope.mrope != MropeMode::None)
     f.push_back(c.rope.mrope == MropeMode::Interleaved ? "mrope (interleaved)" : "mrope (blocked)");
   if (c.n_deepstack > 0)

@@ -26,6 +26,37 @@ Result<int> need_count(const GgufFile& f, const char* k) {
   return int(*v);
 }
 
+// expert_gating_func: 0 or absent (llama.cpp's default for V2 files) and 1 softmax, 2 sigmoid.
+Status read_gating(const GgufFile& f, MoeConfig& m) {
+  const int64_t gating = f.get_int(key(gk::kExpertGatingFunc)).value_or(0);
+  if (gating == 0 || gating == 1) {
+    m.gating = MoeGating::Softmax;
+  } else if (gating == 2) {
+    m.gating = MoeGating::Sigmoid;
+  } else if (gating == 3 || gating == 4) {
+    return make_error(ErrorCode::Unsupported,
+                      "{}: expert_gating_func = {} ({}) is not supported (1 softmax, 2 sigmoid)",
+                      f.name(), gating, gating == 3 ? "softmax of the chosen" : "sqrt-softplus");
+  } else {
+    return make_error(ErrorCode::CorruptData, "{}: expert_gating_func = {} is unknown", f.name(),
+                      gating);
+  }
+  return Status::Ok();
+}
+
+// expert_group_count (0 or absent: 1) and expert_group_used_count; validate_moe checks them.
+Status read_groups(const GgufFile& f, MoeConfig& m) {
+  const int64_t groups = f.get_int(key(gk::kExpertGroupCount)).value_or(1);
+  const int64_t used = f.get_int(key(gk::kExpertGroupUsedCount)).value_or(groups);
+  if (groups < 0 || groups > 1 << 16 || used < 0 || used > 1 << 16)
+    return make_error(ErrorCode::CorruptData,
+                      "{}: expert_group_count = {}, expert_group_used_count = {}", f.name(), groups,
+                      used);
+  m.n_groups = groups <= 1 ? 1 : int(groups);
+  m.n_groups_used = groups <= 1 ? 1 : int(used);
+  return Status::Ok();
+}
+
 Status read_moe_hparams(const GgufFile& f, ModelConfig& c) {
   const std::string& src = f.name();
   const int64_t lead = f.get_int(key(gk::kLeadingDenseBlockCount)).value_or(c.n_layers);
@@ -43,19 +74,10 @@ Status read_moe_hparams(const GgufFile& f, ModelConfig& c) {
   m.n_shared = int(shared);
   m.norm_weights = f.get_bool(key(gk::kExpertWeightsNorm)).value_or(false);
   m.weights_scale = float(f.get_float(key(gk::kExpertWeightsScale)).value_or(1.0));
-  const int64_t gating = f.get_int(key(gk::kExpertGatingFunc)).value_or(0);
-  if (gating == 2)
-    return make_error(ErrorCode::Unsupported,
-                      "{}: sigmoid expert gating (expert_gating_func = 2, DeepSeek-V3) is not "
-                      "supported: kamera runs softmax gating (DeepSeek-V2)",
-                      src);
-  if (gating != 0 && gating != 1)
-    return make_error(ErrorCode::CorruptData, "{}: expert_gating_func = {} is unknown", src,
-                      gating);
-  if (f.get_int(key(gk::kExpertGroupCount)).value_or(1) > 1)
-    return make_error(ErrorCode::Unsupported,
-                      "{}: group-limited expert routing (expert_group_count > 1) is not supported",
-                      src);
+  if (m.weights_scale == 0.0f) m.weights_scale = 1.0f;  // llama.cpp: 0 is "not scaled"
+  KAMERA_TRY(read_gating(f, m));
+  KAMERA_TRY(read_groups(f, m));
+  m.selection_bias = f.find_tensor(fmt::format("blk.{}.exp_probs_b.bias", lead)) != nullptr;
   const auto shexp = f.get_int(key(gk::kExpertSharedFeedForwardLength));
   if (shexp && *shexp != int64_t(m.shared_ffn()))
     return make_error(ErrorCode::Unsupported,
@@ -122,20 +144,17 @@ std::vector<MoeTensorSpec> moe_layer_tensors(const ModelConfig& c, int layer) {
     t.push_back({p + "ffn_down_shexp.weight", {S, d}, false});
     t.push_back({p + "ffn_up_shexp.weight", {d, S}, false});
   }
+  if (m.selection_bias) t.push_back({p + "exp_probs_b.bias", {E}, true});
   return t;
 }
 
-Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const TensorReader& read,
+Status read_moe_layer(const GgufFile&, const ModelConfig& c, int layer, const TensorReader& read,
                       MoeWeights& w) {
-  const std::string bias = fmt::format("blk.{}.exp_probs_b.bias", layer);
-  if (f.find_tensor(bias))
-    return make_error(ErrorCode::Unsupported,
-                      "{}: tensor '{}' (the expert-selection bias of DeepSeek-V3) is not supported",
-                      f.name(), bias);
   Weight* dst[] = {&w.router,     &w.gate_exps,  &w.down_exps, &w.up_exps,
                    &w.gate_shexp, &w.down_shexp, &w.up_shexp};
-  const auto specs = moe_layer_tensors(c, layer);
-  for (size_t i = 0; i < specs.size(); ++i) KAMERA_TRY(read(specs[i].name, specs[i].ne, *dst[i]));
+  size_t i = 0;
+  for (const MoeTensorSpec& t : moe_layer_tensors(c, layer))
+    if (t.ne.size() > 1) KAMERA_TRY(read(t.name, t.ne, *dst[i++]));  // the bias: the caller's
   return Status::Ok();
 }
 

@@ -1,16 +1,25 @@
-// DeepSeek-V2 beyond its MLA attention: the mixture-of-experts FFN's GGUF keys and tensors, YaRN
-// rope scaling and its attention scale, and the tensor names the
-// loader reads (make-model's shapes of it: synthetic/deepseek2_shapes.h). Keys,
-// tensor names and the arithmetic follow llama.cpp (checked at commit c392e50):
+// DeepSeek-V2 and -V3 (Kimi-VL's and Moonlight's decoders) beyond their MLA attention: the
+// mixture-of-experts FFN's GGUF keys and tensors, YaRN rope scaling and its attention scale, and
+// the tensor names the loader reads (make-model's shapes of it: synthetic/deepseek2_shapes.h).
+// Keys, tensor names and the arithmetic follow llama.cpp (V2: c392e50; V3 routing: d32676d):
 //
 //   {arch}.leading_dense_block_count        dense FFN layers before the MoE layers
 //   {arch}.expert_count / expert_used_count routed experts, experts per token (top-k)
 //   {arch}.expert_shared_count              shared experts (one SwiGLU of count x expert width)
 //   {arch}.expert_feed_forward_length       hidden width of one expert
-//   {arch}.expert_weights_norm / _scale     renormalize the top-k weights; scale them
-//   {arch}.expert_gating_func               1 softmax (0, absent: softmax); 2 sigmoid: refused
+//   {arch}.expert_weights_norm              renormalize the top-k weights (default false)
+//   {arch}.expert_weights_scale             multiply them (routed_scaling_factor; 0, absent: 1)
+//   {arch}.expert_gating_func               1 softmax (0, absent: softmax), 2 sigmoid (V3);
+//                                           3 (softmax of the chosen) and 4 (sqrt-softplus):
+//                                           refused
+//   {arch}.expert_group_count               n_group: experts in equal groups (0, 1: none)
+//   {arch}.expert_group_used_count          topk_group: groups kept per token (sum of each
+//                                           group's two best selection scores)
 //   blk.N.ffn_gate_inp, ffn_{gate,up,down}_exps (3-D: ne = {in, out, expert}),
 //   ffn_{gate,up,down}_shexp
+//   blk.N.exp_probs_b.bias                  {expert} f32: V3's e_score_correction_bias, added to
+//                                           the scores to choose experts, never to weigh them;
+//                                           in every MoE layer or in none
 //   {arch}.rope.scaling.type = yarn, .factor, .original_context_length, .yarn_log_multiplier,
 //   .attn_factor
 //
@@ -21,9 +30,9 @@
 // mscale = attn_factor * (1 + yarn_log_multiplier * ln factor) (the converter writes
 // yarn_log_multiplier = 0.1 * mscale_all_dim, so this is Hugging Face's yarn_get_mscale squared).
 //
-// Refused with a message: sigmoid gating and the expert-selection bias (exp_probs_b, DeepSeek-V3),
-// group-limited routing (expert_group_count > 1), linear rope scaling on deepseek2 (llama.cpp
-// shrinks only the rope band there), a shared-expert width other than count x expert width.
+// Refused with a message: gating functions 3 and 4, linear rope scaling on deepseek2 (llama.cpp
+// shrinks only the rope band there), a shared-expert width other than count x expert width, an
+// exp_probs_b in some MoE layers only.
 #pragma once
 
 #include <functional>
@@ -46,7 +55,8 @@ Status read_deepseek2_hparams(const GgufFile& f, ModelConfig& c);
 // naming it; a 3-D tensor {cols, rows, n} is one Weight of n * rows rows.
 using TensorReader =
     std::function<Status(const std::string& name, std::vector<int64_t> ne, Weight& dst)>;
-// The MoE tensors of layer `layer` (c.moe.is_moe_layer(layer)).
+// The MoE matrices of layer `layer` (c.moe.is_moe_layer(layer)); the caller reads the 1-D
+// exp_probs_b (moe_layer_tensors lists it last when c.moe.selection_bias).
 Status read_moe_layer(const GgufFile& f, const ModelConfig& c, int layer, const TensorReader& read,
                       MoeWeights& w);
 

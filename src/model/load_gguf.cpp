@@ -277,7 +277,10 @@ Status load_ffn(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int
     auto read = [&r](const std::string& name, std::vector<int64_t> ne, Weight& dst) {
       return r.weight(name, std::move(ne), dst);
     };
-    return read_moe_layer(f, c, i, read, l.moe);
+    KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
+    if (c.moe.selection_bias)  // DeepSeek-V3's per-expert selection bias (model/moe.h)
+      KAMERA_TRY(r.tensor(p + "exp_probs_b.bias", {c.moe.n_experts}, l.moe.exp_probs_b));
+    return Status::Ok();
   }
   KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
   KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));

@@ -91,6 +91,12 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
                               &l.moe.gate_shexp, &l.moe.up_shexp, &l.moe.down_shexp})
         add_w(*w);
   }
+  if (c.moe.v3_routing()) {  // DeepSeek-V3 routing (nothing otherwise: older fingerprints stay)
+    const MoeConfig& e = c.moe;
+    const int ints[] = {int(e.gating), e.n_groups, e.n_groups_used, int(e.selection_bias)};
+    XXH3_128bits_update(st, ints, sizeof(ints));
+    for (const LayerWeights& l : m.layers) add(l.moe.exp_probs_b);
+  }
   if (c.qk_norm)  // qwen3's per-head q/k norms (nothing otherwise: older fingerprints stay)
     for (const LayerWeights& l : m.layers) {
       add(l.q_norm);

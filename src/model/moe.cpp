@@ -68,24 +68,71 @@ Status validate_moe(const MoeConfig& c, int n_layers, const std::string& src) {
                            n_layers));
   if (!(c.weights_scale > 0) || !std::isfinite(c.weights_scale))
     return bad(fmt::format("expert weights scale {}", c.weights_scale));
+  if (c.n_groups < 1 || c.n_groups_used < 1)
+    return bad(fmt::format("{} expert groups, {} used", c.n_groups, c.n_groups_used));
+  if (c.grouped()) {
+    const int per = c.n_experts / c.n_groups;
+    // a group scores its two best experts; the groups kept must hold n_used experts
+    if (c.n_experts % c.n_groups != 0 || per < 2 || c.n_groups_used > c.n_groups ||
+        c.n_groups_used * per < c.n_used)
+      return bad(fmt::format(
+          "{} experts in {} groups, {} groups used, {} experts used (groups must be equal, of 2 "
+          "or more experts, and the groups used must hold the experts used)",
+          c.n_experts, c.n_groups, c.n_groups_used, c.n_used));
+  }
   return Status::Ok();
 }
 
-void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weights) {
-  // top n_used by probability, descending; ties keep the lower expert id first
-  std::vector<int32_t> order(size_t(c.n_experts));
+namespace {
+
+// Indices of the k largest of v[0, n) in descending order; ties keep the lower index first.
+void top_k(const float* v, int n, int k, std::vector<int32_t>& order) {
+  order.resize(size_t(n));
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(
-      order.begin(), order.begin() + c.n_used, order.end(),
-      [&](int32_t a, int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+}
+
+// Group-limited routing: every expert outside the n_groups_used groups of largest score (the sum
+// of a group's two largest s) gets s = -inf.
+void mask_groups(const MoeConfig& c, float* s) {
+  const int per = c.n_experts / c.n_groups;
+  std::vector<float> score(size_t(c.n_groups));
+  std::vector<int32_t> order;
+  for (int g = 0; g < c.n_groups; ++g) {
+    top_k(s + size_t(g) * per, per, 2, order);
+    score[size_t(g)] = s[g * per + order[0]] + s[g * per + order[1]];
+  }
+  top_k(score.data(), c.n_groups, c.n_groups_used, order);
+  std::vector<bool> keep(size_t(c.n_groups), false);
+  for (int i = 0; i < c.n_groups_used; ++i) keep[size_t(order[size_t(i)])] = true;
+  for (int e = 0; e < c.n_experts; ++e)
+    if (!keep[size_t(e / per)]) s[e] = -INFINITY;
+}
+
+}  // namespace
+
+void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weights,
+               const float* bias, float* select) {
+  std::vector<float> own;
+  if (!select) {
+    own.resize(size_t(c.n_experts));
+    select = own.data();
+  }
+  // selection scores: the gated scores plus the bias (which never weighs an expert)
+  for (int e = 0; e < c.n_experts; ++e) select[e] = probs[e] + (bias ? bias[e] : 0.0f);
+  if (c.grouped()) mask_groups(c, select);
+  std::vector<int32_t> order;
+  top_k(select, c.n_experts, c.n_used, order);
   float sum = 0.0f;
   for (int s = 0; s < c.n_used; ++s) {
     ids[s] = order[size_t(s)];
     weights[s] = probs[ids[s]];
     sum += weights[s];
   }
+  const float denom = std::max(sum, 6.103515625e-5f);  // llama.cpp clamps the sum at 2^-14
   for (int s = 0; s < c.n_used; ++s) {
-    if (c.norm_weights) weights[s] /= sum;
+    if (c.norm_weights) weights[s] /= denom;
     weights[s] *= c.weights_scale;
   }
 }
@@ -93,15 +140,22 @@ void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weig
 void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, int n, float* out,
              MoeWorkspace& ws, ThreadPool& pool) {
   const int E = c.n_experts, k = c.n_used, F = c.expert_ffn;
-  // router: probs (n x E) = softmax(x W_router^T); then each row's experts and weights
+  // router: probs (n x E) = softmax | sigmoid (x W_router^T); then each row's experts and weights
   grow(ws.probs, size_t(n) * E);
   ws.chosen.resize(size_t(n) * k);
   grow(ws.weights, size_t(n) * k);
   linear(w.router, x, n, nullptr, ws.probs.data(), pool);
+  grow(ws.select, size_t(E));
+  const float* bias = w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data();
   for (int t = 0; t < n; ++t) {
     float* p = ws.probs.data() + size_t(t) * E;
-    softmax(p, E);
-    moe_route(c, p, ws.chosen.data() + size_t(t) * k, ws.weights.data() + size_t(t) * k);
+    if (c.gating == MoeGating::Sigmoid) {
+      for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
+    } else {
+      softmax(p, E);
+    }
+    moe_route(c, p, ws.chosen.data() + size_t(t) * k, ws.weights.data() + size_t(t) * k, bias,
+              ws.select.data());
   }
   // per expert: gather its rows, SwiGLU, write w * y into the (row, slot) outputs
   grow(ws.slots, size_t(n) * k * dim);

@@ -1,9 +1,15 @@
-// The mixture-of-experts FFN of DeepSeek-V2 (GGUF arch deepseek2), as llama.cpp reads and runs it.
+// The mixture-of-experts FFN of DeepSeek-V2 and DeepSeek-V3 (GGUF arch deepseek2; Kimi-VL's and
+// Moonlight's decoders are V3-shaped), as llama.cpp reads and runs it.
 //
 // A MoE layer replaces the dense SwiGLU FFN of one layer by
-//   p      = softmax(W_router x)                          (n_experts)
-//   S      = the n_used experts of largest p (descending)
-//   w_e    = p_e for e in S; divided by their sum when norm_weights; times weights_scale
+//   p      = softmax(W_router x) | sigmoid(W_router x)    (n_experts; gating)
+//   s      = p + b                 the selection scores; b = exp_probs_b (V3's per-expert
+//                                  correction bias) or 0. b picks experts, never weighs them
+//   groups (n_groups > 1): the experts form n_groups equal runs; a group scores the sum of its
+//            two largest s; only the n_groups_used best groups stay eligible (the others' s = -inf)
+//   S      = the n_used experts of largest s (descending)
+//   w_e    = p_e for e in S; divided by their sum (clamped below at 2^-14, as llama.cpp does)
+//            when norm_weights; times weights_scale (routed_scaling_factor)
 //   out    = sum over S, in that order, of w_e * SwiGLU_e(x)   +   SwiGLU_shared(x)
 // where SwiGLU_e(x) = W_down_e (silu(W_gate_e x) * W_up_e x) with hidden width expert_ffn, and the
 // shared experts are one SwiGLU of width n_shared * expert_ffn (llama.cpp's *_shexp tensors). The
@@ -26,6 +32,9 @@ namespace kamera {
 
 class ThreadPool;
 
+// How router logits become expert scores (GGUF expert_gating_func: 1 softmax, 2 sigmoid).
+enum class MoeGating : uint8_t { Softmax, Sigmoid };
+
 struct MoeConfig {
   int n_experts = 0;           // routed experts (GGUF expert_count); 0: every FFN is dense
   int n_used = 0;              // experts per token (expert_used_count)
@@ -34,8 +43,15 @@ struct MoeConfig {
   int n_dense_lead = 0;        // leading layers with the dense FFN (leading_dense_block_count)
   bool norm_weights = false;   // expert_weights_norm: the n_used weights sum to 1
   float weights_scale = 1.0f;  // expert_weights_scale (routed_scaling_factor)
+  MoeGating gating = MoeGating::Softmax;  // expert_gating_func
+  int n_groups = 1;                       // expert_group_count (n_group): 1 = no group limit
+  int n_groups_used = 1;                  // expert_group_used_count (topk_group)
+  bool selection_bias = false;  // every MoE layer has exp_probs_b (e_score_correction_bias)
 
   bool enabled() const { return n_experts > 0; }
+  bool grouped() const { return n_groups > 1; }
+  // Anything beyond DeepSeek-V2's softmax top-k (sigmoid, bias, groups).
+  bool v3_routing() const { return gating != MoeGating::Softmax || selection_bias || grouped(); }
   bool is_moe_layer(int layer) const { return enabled() && layer >= n_dense_lead; }
   int shared_ffn() const { return n_shared * expert_ffn; }
 };
@@ -46,13 +62,14 @@ struct MoeConfig {
 // reads only the bytes of the experts it routes to. The router is held in its file's type too
 // (llama.cpp's converter writes it F32).
 struct MoeWeights {
-  Weight router;      // (n_experts, dim)                 ffn_gate_inp
-  Weight gate_exps;   // (n_experts * expert_ffn, dim)    ffn_gate_exps
-  Weight up_exps;     // (n_experts * expert_ffn, dim)    ffn_up_exps
-  Weight down_exps;   // (n_experts * dim, expert_ffn)    ffn_down_exps
-  Weight gate_shexp;  // (n_shared * expert_ffn, dim)     ffn_gate_shexp
-  Weight up_shexp;    // (n_shared * expert_ffn, dim)     ffn_up_shexp
-  Weight down_shexp;  // (dim, n_shared * expert_ffn)     ffn_down_shexp
+  Weight router;                   // (n_experts, dim)                 ffn_gate_inp
+  Weight gate_exps;                // (n_experts * expert_ffn, dim)    ffn_gate_exps
+  Weight up_exps;                  // (n_experts * expert_ffn, dim)    ffn_up_exps
+  Weight down_exps;                // (n_experts * dim, expert_ffn)    ffn_down_exps
+  Weight gate_shexp;               // (n_shared * expert_ffn, dim)     ffn_gate_shexp
+  Weight up_shexp;                 // (n_shared * expert_ffn, dim)     ffn_up_shexp
+  Weight down_shexp;               // (dim, n_shared * expert_ffn)     ffn_down_shexp
+  std::vector<float> exp_probs_b;  // (n_experts) selection bias, f32, or empty
 
   bool routed() const { return !router.empty(); }
   // Every matrix with its GGUF tensor suffix ("ffn_gate_inp"), empty ones included.
@@ -75,6 +92,7 @@ WeightView expert_view(const Weight& w, int n_experts, int e);
 // Scratch of moe_ffn, grown on demand (one per engine).
 struct MoeWorkspace {
   std::vector<float> probs;     // n x n_experts
+  std::vector<float> select;    // n_experts selection scores of one row
   std::vector<int32_t> chosen;  // n x n_used expert ids, descending probability
   std::vector<float> weights;   // n x n_used
   std::vector<int32_t> rows;    // rows routed to one expert, as row * n_used + slot
@@ -89,7 +107,10 @@ Status validate_moe(const MoeConfig& c, int n_layers, const std::string& source)
 void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, int n, float* out,
              MoeWorkspace& ws, ThreadPool& pool);
 
-// The routing of one row alone: ids (n_used, descending probability) and their final weights.
-void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weights);
+// The routing of one row alone: from its gated scores probs (n_experts) and the selection bias
+// (n_experts, or null), ids (n_used, descending selection score; ties keep the lower id) and
+// their final weights. select: n_experts floats of scratch (null: allocated here).
+void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weights,
+               const float* bias = nullptr, float* select = nullptr);
 
 }  // namespace kamera

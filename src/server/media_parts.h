@@ -70,7 +70,7 @@ class ServerMedia {
   const MediaOptions& options() const { return opts_; }
   // The decoder reads the mini-VL's word prompt (bare frames, then the question's words:
   // server/prompt_parts.h), not a chat template's text with delimited pictures.
-  bool word_prompt() const { return !tower_->delimited(); }
+  bool word_prompt() const { return tower_->word_prompt(); }
 
  private:
   ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder, const MediaOptions& opts);

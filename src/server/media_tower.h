@@ -13,6 +13,13 @@
 //                                      video. The model was trained on bare frames, so no
 //                                      delimiters (delimited() is false) and the prompt is the
 //                                      mini-VL's word prompt (server/prompt_parts.h).
+//   kimivl                             Kimi-VL's MoonViT (vision/kimi_vision.h) beside a deepseek2
+//                                      decoder: one picture per image part at its own resolution,
+//                                      a chunk of its merged tokens on linear positions (the
+//                                      decoder's rope is 1-D); embeddings kept by picture. No
+//                                      video. The prompt writes no delimiters (Kimi-VL's
+//                                      <|media_start|>image<|media_content|> ... <|media_end|> are
+//                                      not written yet), so delimited() is false.
 #pragma once
 
 #include <memory>
@@ -39,6 +46,8 @@ class MediaTower {
 
   // Whether the prompt writes the vision delimiters around each picture.
   virtual bool delimited() const = 0;
+  // Whether the decoder reads the mini-VL's word prompt (server/prompt_parts.h).
+  virtual bool word_prompt() const { return false; }
   // Whether several pictures may form one video chunk.
   virtual bool takes_video() const = 0;
   // The placed chunk of one picture (an image) or of a video's frames. encoded: whether this call

@@ -17,10 +17,15 @@ void write_deepseek2_keys(GgufWriter& w, const ModelConfig& c);
 
 // make-model shapes: "tiny-moe" (tiny MLA plus 1 dense and 2 MoE layers of 8 experts, 2 used,
 // 1 shared, YaRN factor 4 on 256), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (V2-Lite's
-// attention with one dense FFN of width 1408 per layer). False for another name.
+// attention with one dense FFN of width 1408 per layer), "kimi-vl-tiny" (tiny MLA plus 1 dense
+// and 2 MoE layers of 8 experts with Kimi-VL's routing: sigmoid scores, the selection bias, 2
+// used, 2 shared, normalized, x 2.446; rope theta 8e5; it keeps the tiny shape's q low-rank,
+// since llama.cpp infers "no q low-rank" from 27 layers only), "kimi-vl-a3b" (Kimi-VL-A3B's
+// decoder as released). False for another name.
 bool deepseek2_preset(const std::string& preset, ModelConfig& c);
 
 // --dims keys: experts, experts_used, shared_experts, expert_ffn, dense_lead, moe_norm, moe_scale,
+// sigmoid (0/1: sigmoid expert scores), sel_bias (0/1: exp_probs_b), groups, groups_used,
 // yarn (the factor; 1 turns YaRN off), yarn_orig, yarn_log_mul. False for another key.
 bool apply_deepseek2_dim(ModelConfig& c, const std::string& key, double value);
 

@@ -54,7 +54,7 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
     case Arch::Qwen2Vl:
       return {"tiny", "2b", "3b"};
     case Arch::Deepseek2:
-      return {"tiny", "tiny-moe", "lite", "lite-attn"};
+      return {"tiny", "tiny-moe", "lite", "lite-attn", "kimi-vl-tiny", "kimi-vl-a3b"};
     case Arch::Qwen3:
       return {"tiny", "0.6b"};
     case Arch::Qwen3Moe:
@@ -144,7 +144,7 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;
     c.rope.sections = {16, 24, 24, 0};
-  } else if (arch == Arch::Deepseek2 && preset == "tiny-moe") {
+  } else if (arch == Arch::Deepseek2 && (preset == "tiny-moe" || preset == "kimi-vl-tiny")) {
     c = *synthetic_preset(arch, "tiny");
     deepseek2_preset(preset, c);  // synthetic/deepseek2_shapes.h: MoE layers and YaRN
   } else if (arch == Arch::Deepseek2 && deepseek2_preset(preset, c)) {
@@ -260,7 +260,8 @@ Status apply_dim(ModelConfig& c, const std::string& item, bool* rot_set) {
                     "mrope=blocked|interleaved; qwen3vl: sections, deepstack; deepseek2: q_lora, "
                     "kv_lora, qk_nope, qk_rope, "
                     "v_head, experts, experts_used, shared_experts, expert_ffn, dense_lead, "
-                    "moe_norm, moe_scale, yarn, yarn_orig, yarn_log_mul)",
+                    "moe_norm, moe_scale, sigmoid, sel_bias, groups, groups_used, yarn, "
+                    "yarn_orig, yarn_log_mul)",
                     key);
 }
 

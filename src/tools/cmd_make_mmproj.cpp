@@ -8,9 +8,15 @@
 
 namespace kamera::cli {
 
+// make-model --arch kimivl-mmproj (tools/cmd_make_kimi_mmproj.cpp).
+int run_make_kimi_mmproj(const std::string& preset, const std::string& type, uint64_t seed,
+                         const std::string& out, bool json);
+
 int run_make_mmproj(const std::string& arch, const std::string& preset_in,
                     const std::string& type_name, uint64_t seed, const std::string& out,
                     bool as_json) {
+  if (arch == "kimivl-mmproj")
+    return run_make_kimi_mmproj(preset_in, type_name, seed, out, as_json);
   const std::string tower = arch.substr(0, arch.size() - std::string("-mmproj").size());
   const std::string preset = preset_in.empty() ? "tiny" : preset_in;
   auto cfg = qwen_vision_preset(tower, preset);

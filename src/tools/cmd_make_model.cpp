@@ -40,7 +40,7 @@ int run_make_model(const MakeModelArgs& a) {
   if (!arch)
     return fail(
         fmt::format("unknown --arch '{}' (architectures: {}, qwen2vl-mmproj, qwen25vl-mmproj, "
-                    "qwen3vl-mmproj)",
+                    "qwen3vl-mmproj, kimivl-mmproj)",
                     a.arch, arch_names()),
         a.json);
   auto cfg = synthetic_preset(*arch, preset);
@@ -99,7 +99,7 @@ Runner add_make_model(CLI::App& app) {
                  "Architecture: llama, qwen2, qwen2vl (M-RoPE), deepseek2 (MLA), qwen3, "
                  "qwen3moe (per-head q/k norms; top-k experts), qwen3vl, qwen3vlmoe (interleaved "
                  "M-RoPE, deepstack) decoders, or qwen2vl-mmproj, qwen25vl-mmproj, "
-                 "qwen3vl-mmproj (vision towers in llama.cpp's mmproj layout)")
+                 "qwen3vl-mmproj, kimivl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
                  "Shape preset (default tiny): tiny (every architecture, for tests); 0.5b (llama, "
@@ -109,10 +109,14 @@ Runner add_make_model(CLI::App& app) {
                  "experts, 2 used, 1 shared, YaRN factor 4 over 256), lite (DeepSeek-V2-Lite as "
                  "released: 27 layers, 1 dense, 64 experts of 1408, 6 used, 2 shared, YaRN 40 "
                  "over 4096; 15.7 B weights), lite-attn (V2-Lite's attention with a dense FFN of "
-                 "1408); qwen3: 0.6b (Qwen3-0.6B); qwen3moe: 30b-a3b-2l (Qwen3-30B-A3B's shapes, "
-                 "2 of its 48 layers); qwen3vl: 2b (Qwen3-VL-2B's decoder), qwen3vl-mmproj: 2b "
-                 "(its tower), 30b-a3b (Qwen3-VL-30B-A3B's tower); qwen3vlmoe: 30b-a3b-3l "
-                 "(Qwen3-VL-30B-A3B's decoder, 3 of its 48 layers)");
+                 "1408), kimi-vl-tiny (tiny MLA with Kimi-VL's routing: sigmoid scores, the "
+                 "selection bias exp_probs_b, 8 experts, 2 used, 2 shared, normalized, x 2.446), "
+                 "kimi-vl-a3b (Kimi-VL-A3B's decoder: 27 layers, 64 experts of 1408, 6 used); "
+                 "kimivl-mmproj: tiny, a3b (Kimi-VL-A3B's MoonViT into 2048); qwen3: 0.6b "
+                 "(Qwen3-0.6B); qwen3moe: 30b-a3b-2l (Qwen3-30B-A3B's shapes, 2 of its 48 layers); "
+                 "qwen3vl: 2b (Qwen3-VL-2B's decoder), qwen3vl-mmproj: 2b (its tower), 30b-a3b "
+                 "(Qwen3-VL-30B-A3B's tower); qwen3vlmoe: 30b-a3b-3l (Qwen3-VL-30B-A3B's decoder, "
+                 "3 of its 48 layers)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"
@@ -120,7 +124,9 @@ Runner add_make_model(CLI::App& app) {
       "sections=t:h:w; qwen3vl: deepstack (slices per image row); deepseek2 MLA: q_lora, "
       "kv_lora, qk_nope, qk_rope, v_head; MoE: experts, experts_used, shared_experts, "
       "expert_ffn, dense_lead (dense layers first), moe_norm (0/1: renormalize the top-k "
-      "weights), moe_scale; YaRN: yarn (factor; 1 = off), yarn_orig (original context; default "
+      "weights), moe_scale, sigmoid (0/1: sigmoid scores), sel_bias (0/1: the selection bias), "
+      "groups, groups_used (group-limited top-k); YaRN: yarn (factor; 1 = off), yarn_orig "
+      "(original context; default "
       "ctx / factor), yarn_log_mul (attention mscale 1 + yarn_log_mul * ln factor)");
   app.add_option("--type", a->type, "Weight dtype: f32, f16, bf16 or q8_0")->capture_default_str();
   app.add_option("--seed", a->seed, "Seed; the same seed gives the same file")

@@ -62,8 +62,12 @@ inline std::vector<double> swiglu(const std::vector<double>& x, const float* w_g
   return y;
 }
 
-// DeepseekV2MoE on one normed row: softmax router, greedy top-k, optional renormalization,
-// routed_scaling_factor, the weighted experts plus the shared experts.
+// DeepseekV2MoE / DeepseekV3MoE on one normed row: the router's softmax or sigmoid scores; V3's
+// MoEGate (topk_method noaux_tc) adds e_score_correction_bias to choose, keeps the n_group_used
+// groups whose two best biased scores sum highest (the others masked with -inf, as llama.cpp
+// does: Hugging Face fills 0.0, the same for the non-negative scores of these files), takes the
+// top-k of what is left; the weights are the unbiased scores, optionally renormalized, times
+// routed_scaling_factor; then the weighted experts plus the shared experts.
 inline std::vector<double> moe(const kamera::ModelConfig& c, const kamera::MoeWeights& w,
                                const std::vector<double>& x) {
   const kamera::MoeConfig& m = c.moe;
@@ -80,11 +84,35 @@ inline std::vector<double> moe(const kamera::ModelConfig& c, const kamera::MoeWe
     for (int i = 0; i < d; ++i) p[e] += x[i] * router[size_t(e) * d + i];
     mx = std::max(mx, p[e]);
   }
-  for (double& v : p) sum += v = std::exp(v - mx);
-  for (double& v : p) v /= sum;
-  std::vector<int> idx(E);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return p[a] > p[b]; });
+  if (m.gating == kamera::MoeGating::Sigmoid) {
+    for (double& v : p) v = 1.0 / (1.0 + std::exp(-v));
+  } else {
+    for (double& v : p) sum += v = std::exp(v - mx);
+    for (double& v : p) v /= sum;
+  }
+  std::vector<double> choice = p;
+  for (size_t e = 0; e < w.exp_probs_b.size(); ++e) choice[e] += w.exp_probs_b[e];
+  auto desc = [](const std::vector<double>& v) {
+    std::vector<int> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return v[a] > v[b]; });
+    return idx;
+  };
+  if (m.n_groups > 1) {
+    const int per = E / m.n_groups;
+    std::vector<double> group(m.n_groups);
+    for (int g = 0; g < m.n_groups; ++g) {
+      std::vector<double> members(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+      const auto o = desc(members);
+      group[g] = members[o[0]] + members[o[1]];
+    }
+    const auto kept = desc(group);
+    for (int e = 0; e < E; ++e)
+      if (std::find(kept.begin(), kept.begin() + m.n_groups_used, e / per) ==
+          kept.begin() + m.n_groups_used)
+        choice[e] = -INFINITY;
+  }
+  const std::vector<int> idx = desc(choice);
   double top_sum = 0;
   for (int s = 0; s < m.n_used; ++s) top_sum += p[idx[s]];
   std::vector<double> y(d, 0.0);

@@ -97,4 +97,4 @@ TEST_P(PacedForward, CanonicalFormedInSlicesIsTheSame) {
 
 INSTANTIATE_TEST_SUITE_P(Arch, PacedForward,
                          testing::Values("llama", "qwen2", "deepseek2", "qwen3", "qwen3moe",
-                                         "qwen3vl"));
+                                         "qwen3vl", "deepseek2:kimi-vl-tiny"));

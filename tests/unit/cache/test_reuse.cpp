@@ -279,15 +279,15 @@ TEST_P(ReuseArch, BadInputGivesClearErrorsAndLeavesNothingBehind) {
 }
 
 // The same reuse suite on every attention family: MHA/GQA (llama, qwen2), M-RoPE (qwen2vl),
-// MLA (deepseek2), MLA with MoE FFNs and YaRN (deepseek2:tiny-moe), GQA with per-head q/k norms
-// before the rope (qwen3; qwen3moe with its softmax top-k experts; qwen3vl and qwen3vlmoe with
-// interleaved M-RoPE: their image chunks in tests/unit/vision/test_vl_chunks.cpp). The family
-// appears only in
-// the model's channel layout and forward.
+// MLA (deepseek2), MLA with MoE FFNs and YaRN (deepseek2:tiny-moe), MLA with Kimi-VL's
+// DeepSeek-V3 routing (deepseek2:kimi-vl-tiny: only k_pe rotates, c_kv never changes), GQA with
+// per-head q/k norms before the rope (qwen3; qwen3moe with its softmax top-k experts; qwen3vl and
+// qwen3vlmoe with interleaved M-RoPE: their image chunks in tests/unit/vision/test_vl_chunks.cpp).
+// The family appears only in the model's channel layout and forward.
 INSTANTIATE_TEST_SUITE_P(Families, ReuseArch,
                          testing::Values("llama", "qwen2", "qwen2vl", "deepseek2",
-                                         "deepseek2:tiny-moe", "qwen3", "qwen3moe", "qwen3vl",
-                                         "qwen3vlmoe"));
+                                         "deepseek2:tiny-moe", "deepseek2:kimi-vl-tiny", "qwen3",
+                                         "qwen3moe", "qwen3vl", "qwen3vlmoe"));
 
 TEST(Patch, RandomizedSvdMatchesGesddOnLowRankData) {
   std::mt19937 rng(1);

@@ -217,7 +217,8 @@ TEST(AttentionDtype, HalfWidthRowsWithinRoundoffBound) {
 // logits), and the first layer's rows equal a fresh prefill's at the final position bit for bit
 // (the same f32 projection rounded once).
 TEST(RelocationDtype, ComposesExactlyAndMatchesFreshPrefill) {
-  for (const std::string arch : {"llama", "deepseek2", "qwen3", "qwen3moe", "qwen3vl"}) {
+  for (const std::string arch :
+       {"llama", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
     for (DType t : kHalfTypes) {
       auto ctx = context_of(arch, t);
       ASSERT_TRUE(ctx);

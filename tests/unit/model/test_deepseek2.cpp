@@ -1,7 +1,9 @@
-// DeepSeek-V2's mixture-of-experts FFN and YaRN: the engine against the naive reference
-// (support/naive_moe.h) and against llama.cpp's logits (a committed fixture), the routing and the
-// rope frequencies on their own, the GGUF layout and what the loader refuses. Chunk reuse on the
-// MoE model runs in test_reuse.cpp (ReuseArch with "deepseek2:tiny-moe").
+// DeepSeek-V2's mixture-of-experts FFN and YaRN, and DeepSeek-V3's routing (Kimi-VL's decoder:
+// sigmoid scores, the selection bias, group-limited top-k, routed scaling): the engine against the
+// naive reference (support/naive_moe.h) and against llama.cpp's logits (committed fixtures), the
+// routing and the rope frequencies on their own, the GGUF layout and what the loader refuses.
+// Chunk reuse on the MoE models runs in test_reuse.cpp (ReuseArch with "deepseek2:tiny-moe" and
+// "deepseek2:kimi-vl-tiny").
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -22,6 +24,7 @@ using namespace kamera;
 namespace {
 
 const std::string kMoe = "deepseek2:tiny-moe";
+const std::string kKimi = "deepseek2:kimi-vl-tiny";
 using tiny::copy_gguf;
 using tiny::prefill_all;
 
@@ -30,11 +33,21 @@ using tiny::prefill_all;
 // Prefill (every position) and decode (token by token) against the naive double-precision
 // forward, on the tiny MoE + YaRN preset and variants: renormalized and scaled weights with two
 // shared experts, no shared expert and top-1, MoE without YaRN.
+// Kimi-VL's routing (kimi-vl-tiny): sigmoid scores with the selection bias, normalized and scaled
+// by 2.446; with 4 groups of 2 experts of which 2 are kept; without the bias; unnormalized.
 TEST(Deepseek2Moe, ForwardMatchesNaive) {
-  for (const std::string dims : {"", "moe_norm=1,moe_scale=2.5,shared_experts=2",
-                                 "shared_experts=0,experts_used=1", "yarn=1,yarn_log_mul=0"}) {
-    SCOPED_TRACE(dims);
-    auto m = tiny::load(tiny::model_path(kMoe, DType::F32, dims));
+  const std::pair<std::string, std::string> cases[] = {
+      {kMoe, ""},
+      {kMoe, "moe_norm=1,moe_scale=2.5,shared_experts=2"},
+      {kMoe, "shared_experts=0,experts_used=1"},
+      {kMoe, "yarn=1,yarn_log_mul=0"},
+      {kKimi, ""},
+      {kKimi, "groups=4,groups_used=2,experts_used=3"},
+      {kKimi, "sel_bias=0"},
+      {kKimi, "moe_norm=0,sigmoid=1"}};
+  for (const auto& [preset, dims] : cases) {
+    SCOPED_TRACE(preset + " " + dims);
+    auto m = tiny::load(tiny::model_path(preset, DType::F32, dims));
     ASSERT_TRUE(m);
     ASSERT_TRUE(m->layers[1].moe.routed());
     ASSERT_FALSE(m->layers[0].moe.routed());  // the leading dense layer
@@ -84,6 +97,42 @@ TEST(Deepseek2Moe, RoutingPicksTopKThenNormalizesAndScales) {
   moe_route(c, p, ids, w);
   EXPECT_NEAR(w[0], 2.0 * 0.30 / 0.80, 1e-6);
   EXPECT_NEAR(w[0] + w[1] + w[2], 2.0, 1e-6);
+}
+
+// DeepSeek-V3's routing on one row: the bias changes which experts are chosen, never their
+// weights; a group limit masks the experts of the groups whose two best scores sum lowest.
+TEST(Deepseek2Moe, V3RoutingChoosesWithTheBiasAndWeighsWithout) {
+  MoeConfig c{6, 2, 0, 8, 0, true, 2.0f};
+  c.gating = MoeGating::Sigmoid;
+  const float p[6] = {0.90f, 0.80f, 0.10f, 0.70f, 0.20f, 0.30f};
+  const float bias[6] = {0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+  int32_t ids[2];
+  float w[2];
+  moe_route(c, p, ids, w, bias);
+  EXPECT_EQ(ids[0], 2);  // 0.1 + 1.0 beats 0.9
+  EXPECT_EQ(ids[1], 0);
+  EXPECT_NEAR(w[0], 2.0 * 0.10 / 1.00, 1e-6);  // weighed by the unbiased scores
+  EXPECT_NEAR(w[1], 2.0 * 0.90 / 1.00, 1e-6);
+  moe_route(c, p, ids, w);  // no bias: the two largest scores
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(ids[1], 1);
+  // 3 groups of 2: scores {0.9+0.8, 0.1+0.7, 0.2+0.3}; keep 1 group -> experts 0, 1 only
+  c.n_groups = 3;
+  c.n_groups_used = 1;
+  moe_route(c, p, ids, w, bias);  // group 1 now scores 1.1 + 0.7 = 1.8 > 1.7
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 3);
+  c.n_groups_used = 2;  // groups 1 and 0: 2.1 ... top 2 of {0.9, 0.8, 1.1, 0.7}
+  moe_route(c, p, ids, w, bias);
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 0);
+  EXPECT_TRUE(validate_moe(c, 1, "t").ok());
+  c.n_groups = 4;  // 6 experts do not split into 4 equal groups
+  EXPECT_FALSE(validate_moe(c, 1, "t").ok());
+  c.n_groups = 3;
+  c.n_groups_used = 1;
+  c.n_used = 3;  // one group of 2 cannot hold 3 experts
+  EXPECT_FALSE(validate_moe(c, 1, "t").ok());
 }
 
 // V2-Lite's YaRN (64 rotary dims, theta 1e4, factor 40, original context 4096): the correction
@@ -199,39 +248,62 @@ TEST(Deepseek2Gguf, RefusesWhatItDoesNotRun) {
   const std::string dst = unique_temp("kamera-moe-refused.gguf");
   struct Case {
     const char* what;
+    std::string from;
     std::function<void(GgufWriter&)> set;
     std::vector<std::pair<std::string, std::vector<int64_t>>> extra;
+    ErrorCode code;
     const char* expect;
   };
+  const std::string kimi = tiny::model_path(kKimi);
   const std::vector<Case> cases = {
-      {"sigmoid",
-       [](GgufWriter& w) { w.set_u32("deepseek2.expert_gating_func", 2); },
+      {"sqrt-softplus",
+       src,
+       [](GgufWriter& w) { w.set_u32("deepseek2.expert_gating_func", 4); },
        {},
-       "sigmoid"},
-      {"group routing",
-       [](GgufWriter& w) { w.set_u32("deepseek2.expert_group_count", 4); },
+       ErrorCode::Unsupported,
+       "sqrt-softplus"},
+      {"unequal groups",
+       src,
+       [](GgufWriter& w) { w.set_u32("deepseek2.expert_group_count", 3); },
        {},
-       "group-limited"},
-      {"selection bias", [](GgufWriter&) {}, {{"blk.1.exp_probs_b.bias", {8}}}, "exp_probs_b"},
+       ErrorCode::InvalidArgument,
+       "groups must be equal"},
+      {"bias in one layer only",
+       src,
+       [](GgufWriter&) {},
+       {{"blk.2.exp_probs_b.bias", {8}}},
+       ErrorCode::Unsupported,
+       "exp_probs_b"},
       {"linear scaling",
+       src,
        [](GgufWriter& w) { w.set_string("deepseek2.rope.scaling.type", "linear"); },
        {},
+       ErrorCode::Unsupported,
        "linear rope scaling"},
       {"shared width",
+       src,
        [](GgufWriter& w) { w.set_u32("deepseek2.expert_shared_feed_forward_length", 48); },
        {},
+       ErrorCode::Unsupported,
        "expert_shared_feed_forward_length"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    copy_gguf(src, dst, c.set, c.extra);
+    copy_gguf(c.from, dst, c.set, c.extra);
     auto m = load_model(dst);
     ASSERT_FALSE(m.ok());
-    EXPECT_EQ(m.code(), ErrorCode::Unsupported) << m.message();
+    EXPECT_EQ(m.code(), c.code) << m.message();
     EXPECT_NE(m.message().find(c.expect), std::string::npos) << m.message();
   }
-  copy_gguf(src, dst, [](GgufWriter&) {});  // the unchanged copy loads
+  copy_gguf(src, dst, [](GgufWriter&) {});  // the unchanged copies load
   EXPECT_TRUE(load_model(dst).ok());
+  copy_gguf(kimi, dst, [](GgufWriter&) {});
+  auto k = load_model(dst);
+  ASSERT_TRUE(k.ok()) << k.message();
+  EXPECT_EQ((*k)->cfg.moe.gating, MoeGating::Sigmoid);
+  EXPECT_TRUE((*k)->cfg.moe.selection_bias);
+  EXPECT_EQ((*k)->layers[2].moe.exp_probs_b.size(), 8u);
+  EXPECT_FLOAT_EQ((*k)->cfg.moe.weights_scale, 2.446f);
 }
 
 // llama.cpp (c392e50, CPU, f32 KV, one batch) loaded the tiny MoE + YaRN files and its logits at
@@ -251,4 +323,38 @@ TEST(Deepseek2Gguf, LogitsMatchLlamaCpp) {
     spec.name = fmt::format("kamera-synthetic-deepseek2-tiny-moe-seed{}", spec.seed);
     tiny::check_llama_cpp_case(spec, c, dir);
   }
+}
+
+// Kimi-VL's decoder (DeepSeek-V3 routing): llama.cpp d32676d loaded kimi-vl-tiny files (sigmoid
+// scores with the selection bias, normalized and scaled by 2.446; one with 4 groups of 2 experts
+// of which 2 are kept and 3 experts used) and its logits at every position are committed
+// (tests/data/kimivl/README.md says how they were made).
+TEST(Deepseek2Gguf, KimiLogitsMatchLlamaCpp) {
+  const std::string dir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/kimivl/";
+  const auto manifest = tiny::llama_cpp_manifest(dir);
+  ASSERT_GE(manifest["cases"].size(), 2u);
+  for (const auto& c : manifest["cases"]) {
+    SCOPED_TRACE(c["dims"].get<std::string>());
+    // what `kamera make-model --arch deepseek2 --preset kimi-vl-tiny --seed S --dims D` writes
+    SyntheticSpec spec;
+    spec.cfg = *synthetic_preset(Arch::Deepseek2, "kimi-vl-tiny");
+    ASSERT_TRUE(apply_dims(spec.cfg, c["dims"].get<std::string>()).ok());
+    spec.seed = c["seed"];
+    spec.name = fmt::format("kamera-synthetic-deepseek2-kimi-vl-tiny-seed{}", spec.seed);
+    tiny::check_llama_cpp_case(spec, c, dir);
+  }
+}
+
+// kimi-vl-a3b is Kimi-VL-A3B's decoder as its config describes it: 16 B weights ("16B" on its
+// model card), 27 layers of which 26 MoE, Kimi's routing; make-model --help lists the presets.
+TEST(Deepseek2Gguf, KimiPresetHasTheReleasedShape) {
+  const ModelConfig c = *synthetic_preset(Arch::Deepseek2, "kimi-vl-a3b");
+  EXPECT_EQ(count_parameters(c), int64_t(15960110208));
+  EXPECT_EQ(c.mla.q_lora_rank, 0);
+  EXPECT_EQ(c.moe.n_experts, 64);
+  EXPECT_EQ(c.moe.n_used, 6);
+  EXPECT_EQ(c.moe.gating, MoeGating::Sigmoid);
+  EXPECT_TRUE(c.moe.selection_bias);
+  EXPECT_TRUE(llama_cpp_incompatibilities(c).empty());  // 27 layers: llama.cpp's no-q-lora path
+  EXPECT_TRUE(c.validate("kimi-vl-a3b").ok());
 }

@@ -96,7 +96,8 @@ TEST(Server, CompletionsChatAndStreamingAgree) {
 // from the store (only the query is recomputed); the usage says which segment came from where.
 // On GQA with biases (qwen2) and with per-head q/k norms (qwen3, qwen3moe, qwen3vl).
 TEST(Server, ChunkReferencesAreReusedAndReportedHonestly) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "qwen3vl"}) {
+  for (const std::string arch :
+       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
     SCOPED_TRACE(arch);
     Running s({}, arch);
     int st = 0;

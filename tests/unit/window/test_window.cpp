@@ -57,9 +57,11 @@ WindowPolicy full_rank() {
 
 // Slide: survivors keep their rows byte for byte and only move by the evicted chunk's extent;
 // attention then sees their keys rotated exactly to the new positions. GQA with q/k biases
-// (qwen2) and with per-head q/k norms before the rope (qwen3, qwen3moe, qwen3vl).
+// (qwen2), with per-head q/k norms before the rope (qwen3, qwen3moe, qwen3vl), and MLA with
+// Kimi-VL's routing (deepseek2:kimi-vl-tiny).
 TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "qwen3vl"}) {
+  for (const std::string arch :
+       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());
@@ -77,20 +79,24 @@ TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
     const auto pos_after = rig.pool->positions(w->sequence()).subspan(1);
     for (size_t i = 0; i < pos_before.size(); ++i)
       EXPECT_EQ(pos_after[i], pos_before[i].shifted(-n0));
-    // The keys attention reads: R(new p) k == R(-n0) R(old p) k within f32 rounding.
+    // The keys attention reads: R(new p) k == R(-n0) R(old p) k within f32 rounding (the rope
+    // channel: GQA's keys, n_kv_heads heads; MLA's k_pe, one band shared by the heads).
     const auto& c = rig.model->cfg;
-    const int w_kv = c.kv_width(), n = int(pos_before.size());
+    const KvLayout layout = rig.model->kv_layout();
+    const int rc = layout.rope_channel(), w_kv = layout.channels[size_t(rc)].width;
+    const int heads = c.attention == AttentionKind::Mla ? 1 : c.n_kv_heads;
+    const int n = int(pos_before.size());
     std::vector<float> a(size_t(n) * w_kv), b(size_t(n) * w_kv);
     for (int t = 0; t < n; ++t) {
       const float* r =
-          static_cast<const KvPool&>(*rig.pool).row(w->sequence(), c.n_layers - 1, 0, 1 + t);
+          static_cast<const KvPool&>(*rig.pool).row(w->sequence(), c.n_layers - 1, rc, 1 + t);
       std::copy_n(r, w_kv, &a[size_t(t) * w_kv]);
       std::copy_n(r, w_kv, &b[size_t(t) * w_kv]);
     }
-    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, a.data(), n, w_kv, pos_after);
-    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, pos_before);
+    relocate_rope_channel(rig.engine->rope(), heads, a.data(), n, w_kv, pos_after);
+    relocate_rope_channel(rig.engine->rope(), heads, b.data(), n, w_kv, pos_before);
     std::vector<Pos> back(n, Pos::linear(-n0));
-    relocate_rope_channel(rig.engine->rope(), c.n_kv_heads, b.data(), n, w_kv, back);
+    relocate_rope_channel(rig.engine->rope(), heads, b.data(), n, w_kv, back);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(a[i])));
     // And a query sees exactly a sequence built from the same rows at the new positions.
     auto q = rig.chunk(5, 4);
@@ -103,8 +109,8 @@ TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
     for (int l = 0; l < c.n_layers; ++l)
       for (int ch = 0; ch < 2; ++ch)
         for (int t = 0; t < n; ++t)
-          std::copy_n(static_cast<const KvPool&>(*rig.pool).row(w->sequence(), l, ch, 1 + t), w_kv,
-                      rig.pool->row(ref.id(), l, ch, 1 + t));
+          std::copy_n(static_cast<const KvPool&>(*rig.pool).row(w->sequence(), l, ch, 1 + t),
+                      layout.channels[size_t(ch)].width, rig.pool->row(ref.id(), l, ch, 1 + t));
     auto want = rig.cache->forward_chunk(ref.id(), q, w->next_position(), LogitsMode::All);
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(*got, *want);
@@ -194,9 +200,10 @@ TEST(Window, RecallCascadeReportsAndRefreshesDependents) {
 // In-place refresh: each stale slot re-forwards only its own tokens behind the rows in front; front
 // to back at full rank the window equals a re-prefill, with no patch formed in the store, and a
 // clean view / recondition of a refreshed slot still round-trips (qwen2, qwen3, qwen3moe,
-// qwen3vl).
+// qwen3vl, and Kimi-VL's decoder).
 TEST(Window, InPlaceRefreshFrontToBackEqualsReprefill) {
-  for (const std::string arch : {"qwen2", "qwen3", "qwen3moe", "qwen3vl"}) {
+  for (const std::string arch :
+       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());
