@@ -244,13 +244,15 @@ void bind_vision_and_sampler(py::module_& m) {
            }),
            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
            py::arg("seed") = 0)
-      .def("sample",
-           [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> row) {
-             if (row.ndim() != 1) throw py::value_error("sample() takes one row of logits");
-             int32_t t = 0;
-             check(kamera_sampler_sample(s.h.get(), row.data(), int32_t(row.size()), &t));
-             return t;
-           });
+      .def(
+          "sample",
+          [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> logits) {
+            if (logits.ndim() != 1) throw py::value_error("sample() takes one row of logits");
+            int32_t t = 0;
+            check(kamera_sampler_sample(s.h.get(), logits.data(), int32_t(logits.size()), &t));
+            return t;
+          },
+          py::arg("logits"), "A token id drawn from one row of logits");
 }
 
 }  // namespace
