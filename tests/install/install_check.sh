@@ -36,7 +36,7 @@ fi
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 cc -std=c11 -O2 "$src/examples/reuse.c" $(pkg-config --cflags --libs kamera) -lm -o reuse
 LD_LIBRARY_PATH=$P/lib ./reuse "$model" > reuse.out
-grep -q "patched" reuse.out || { echo "FAIL: the C example printed no patched arm"; cat reuse.out; exit 1; }
+grep -q "^patch .*KL to re-prefill" reuse.out || { echo "FAIL: the C example printed no patch arm"; cat reuse.out; exit 1; }
 echo "C example (pkg-config): ok"
 
 # find_package(kamera) from a CMake project.
