@@ -174,8 +174,8 @@ py::object logits_array(kamera_logits* l, bool squeeze) {
 namespace {
 
 void bind_context_class(py::module_& m) {
-  py::class_<Context, std::shared_ptr<Context>>(
-      m, "Context", "A model's engine, KV pool and chunk store. Not thread-safe.")
+  // Declared first by the module (module.cpp), so that signatures naming it read "Context"
+  py::reinterpret_borrow<py::class_<Context, std::shared_ptr<Context>>>(m.attr("Context"))
       .def(py::init(&make_context), py::arg("model"), py::arg("n_threads") = 2,
            py::arg("kv_tokens") = 0, py::arg("page_tokens") = 16,
            py::arg("store_bytes") = uint64_t(1) << 30, py::arg("disk_dir") = py::none(),
@@ -253,8 +253,8 @@ void bind_sequence_class(py::module_& m) {
 }  // namespace
 
 void bind_context(py::module_& m) {
+  bind_sequence_class(m);  // first: Context's methods return Sequences
   bind_context_class(m);
-  bind_sequence_class(m);
 }
 
 }  // namespace kamera_py

@@ -45,6 +45,10 @@ PYBIND11_MODULE(_kamera, m) {
   py::register_exception_translator(&translate);
   m.attr("FULL_RANK") = KAMERA_FULL_RANK;
   m.attr("__version__") = kamera_version();
+  // Types named in the signatures of classes bound before them are declared first (help() and
+  // errors then show "Context", not the C++ type's name).
+  py::class_<Context, std::shared_ptr<Context>>(
+      m, "Context", "A model's engine, KV pool and chunk store. Not thread-safe.");
   bind_model(m);
   bind_context(m);
   bind_window(m);
