@@ -6,6 +6,9 @@ only move) and joins with a patch; every step asks a question about the window a
 kamera's answer next to a re-prefill's. Every third question recalls an evicted frame instead.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/agent.py [--frames 24] [--window 6]
+
+With kamera installed (cmake --install, or pip install ./python), from anywhere:
+    python3 agent.py --root KAMERA_CHECKOUT   (the folder that holds models/minivl)
 """
 import argparse
 import os
@@ -18,8 +21,10 @@ p.add_argument("--frames", type=int, default=24)
 p.add_argument("--window", type=int, default=6)
 p.add_argument("--rank", type=int, default=4)
 p.add_argument("--stream", type=int, default=0)
+p.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
+               help="the folder that holds models/minivl (default: this checkout)")
 args = p.parse_args()
-root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+root = args.root
 model = kamera.Model(os.path.join(root, kamera.minivl.decoder_file))
 vision = kamera.Vision(os.path.join(root, kamera.minivl.vision_file))
 ctx = kamera.Context(model)

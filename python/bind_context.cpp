@@ -174,8 +174,8 @@ py::object logits_array(kamera_logits* l, bool squeeze) {
 namespace {
 
 void bind_context_class(py::module_& m) {
-  py::class_<Context, std::shared_ptr<Context>>(
-      m, "Context", "A model's engine, KV pool and chunk store. Not thread-safe.")
+  // Declared first by the module (module.cpp), so that signatures naming it read "Context"
+  py::reinterpret_borrow<py::class_<Context, std::shared_ptr<Context>>>(m.attr("Context"))
       .def(py::init(&make_context), py::arg("model"), py::arg("n_threads") = 2,
            py::arg("kv_tokens") = 0, py::arg("page_tokens") = 16,
            py::arg("store_bytes") = uint64_t(1) << 30, py::arg("disk_dir") = py::none(),
@@ -205,17 +205,28 @@ void bind_context_class(py::module_& m) {
                 Sequence{std::shared_ptr<kamera_seq>(s, kamera_seq_free), c});
           },
           "An empty Sequence (no anchor)")
-      .def("store_stats", &store_stats)
-      .def("pool_stats", &pool_stats)
-      .def("set_store_budget",
-           [](Context& c, uint64_t b) { check(kamera_store_set_budget(c.h.get(), b)); })
-      .def("set_patch_budget",
-           [](Context& c, uint64_t b) { check(kamera_store_set_patch_budget(c.h.get(), b)); })
-      .def("add_disk_tier",
-           [](Context& c, const std::string& dir) {
-             check(kamera_store_add_disk_tier(c.h.get(), dir.c_str()));
-           })
-      .def("clear_store", [](Context& c) { check(kamera_store_clear(c.h.get())); });
+      .def("store_stats", &store_stats,
+           "The chunk store's counters and bytes, and its tiers' (a dict)")
+      .def("pool_stats", &pool_stats, "The KV pool's pages, sequences and tokens (a dict)")
+      .def(
+          "set_store_budget",
+          [](Context& c, uint64_t bytes) { check(kamera_store_set_budget(c.h.get(), bytes)); },
+          py::arg("bytes"), "The memory tier's byte budget (least recently used entries go)")
+      .def(
+          "set_patch_budget",
+          [](Context& c, uint64_t bytes) {
+            check(kamera_store_set_patch_budget(c.h.get(), bytes));
+          },
+          py::arg("bytes"), "The patches' share of the memory tier, in bytes")
+      .def(
+          "add_disk_tier",
+          [](Context& c, const std::string& dir) {
+            check(kamera_store_add_disk_tier(c.h.get(), dir.c_str()));
+          },
+          py::arg("dir"), "Adds a disk tier under `dir` (entries survive the process)")
+      .def(
+          "clear_store", [](Context& c) { check(kamera_store_clear(c.h.get())); },
+          "Drops every entry of the memory tier");
 }
 
 void bind_sequence_class(py::module_& m) {
@@ -223,13 +234,15 @@ void bind_sequence_class(py::module_& m) {
                                                   "A sequence of the context's KV pool.")
       .def("eval", &seq_eval, py::arg("input"), py::arg("logits") = "last",
            "Runs a Chunk or token ids at the next position; logits as a read-only array")
-      .def("fork",
-           [](const Sequence& s) {
-             kamera_seq* f = nullptr;
-             check(kamera_seq_fork(s.h.get(), &f));
-             return std::make_shared<Sequence>(
-                 Sequence{std::shared_ptr<kamera_seq>(f, kamera_seq_free), s.ctx});
-           })
+      .def(
+          "fork",
+          [](const Sequence& s) {
+            kamera_seq* f = nullptr;
+            check(kamera_seq_fork(s.h.get(), &f));
+            return std::make_shared<Sequence>(
+                Sequence{std::shared_ptr<kamera_seq>(f, kamera_seq_free), s.ctx});
+          },
+          "A copy-on-write fork (pages shared until written)")
       .def_property_readonly("report", &report)
       .def_property_readonly("n_tokens",
                              [](const Sequence& s) { return kamera_seq_n_tokens(s.h.get()); })
@@ -240,8 +253,8 @@ void bind_sequence_class(py::module_& m) {
 }  // namespace
 
 void bind_context(py::module_& m) {
+  bind_sequence_class(m);  // first: Context's methods return Sequences
   bind_context_class(m);
-  bind_sequence_class(m);
 }
 
 }  // namespace kamera_py

@@ -3,7 +3,7 @@
 // vocabulary. Pure data, no engine: the model itself is a kamera.Model and a kamera.Vision.
 #include "binding.h"
 #include "minivl/clips.h"
-#include "minivl/minivl.h"
+#include "minivl/files.h"
 
 namespace kamera_py {
 

@@ -168,9 +168,12 @@ std::shared_ptr<Chunk> as_chunk(const std::shared_ptr<Model>& model, py::handle 
 
 namespace {
 
-void bind_model_class(py::module_& m) {
-  py::class_<Model, std::shared_ptr<Model>>(m, "Model", "A loaded model (GGUF or llama2.c).")
-      .def(py::init(&load_model), py::arg("path"), py::arg("tokenizer") = "")
+using ModelClass = py::class_<Model, std::shared_ptr<Model>>;
+using ChunkClass = py::class_<Chunk, std::shared_ptr<Chunk>>;
+using VisionClass = py::class_<Vision>;
+
+void bind_model_class(ModelClass& cls) {
+  cls.def(py::init(&load_model), py::arg("path"), py::arg("tokenizer") = "")
       .def_property_readonly("arch", [](const Model& x) { return std::string(x.info.arch); })
       .def_property_readonly("format", [](const Model& x) { return std::string(x.info.format); })
       .def_property_readonly("n_vocab", [](const Model& x) { return x.info.n_vocab; })
@@ -192,10 +195,8 @@ void bind_model_class(py::module_& m) {
       .def("detokenize", &detokenize, py::arg("ids"));
 }
 
-void bind_chunk_class(py::module_& m) {
-  py::class_<Chunk, std::shared_ptr<Chunk>>(m, "Chunk",
-                                            "Token ids or embedding rows, with a content id.")
-      .def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
+void bind_chunk_class(ChunkClass& cls) {
+  cls.def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
       .def_static("from_embeddings", &chunk_from_embeddings, py::arg("model"), py::arg("rows"),
                   py::arg("layout") = py::none())
       .def_static("from_image", &chunk_from_image, py::arg("ctx"), py::arg("vision"),
@@ -216,8 +217,8 @@ void bind_chunk_class(py::module_& m) {
       .def("__len__", [](const Chunk& c) { return kamera_chunk_n_tokens(c.h.get()); });
 }
 
-void bind_vision_and_sampler(py::module_& m) {
-  py::class_<Vision>(m, "Vision", "A vision encoder (mmproj GGUF): frames to embedding chunks.")
+void bind_vision_and_sampler(py::module_& m, VisionClass& vision) {
+  vision
       .def(py::init([](const std::string& path) {
              auto v = std::make_unique<Vision>();
              kamera_vision* raw = nullptr;
@@ -247,21 +248,27 @@ void bind_vision_and_sampler(py::module_& m) {
            }),
            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
            py::arg("seed") = 0)
-      .def("sample",
-           [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> row) {
-             if (row.ndim() != 1) throw py::value_error("sample() takes one row of logits");
-             int32_t t = 0;
-             check(kamera_sampler_sample(s.h.get(), row.data(), int32_t(row.size()), &t));
-             return t;
-           });
+      .def(
+          "sample",
+          [](Sampler& s, py::array_t<float, py::array::c_style | py::array::forcecast> logits) {
+            if (logits.ndim() != 1) throw py::value_error("sample() takes one row of logits");
+            int32_t t = 0;
+            check(kamera_sampler_sample(s.h.get(), logits.data(), int32_t(logits.size()), &t));
+            return t;
+          },
+          py::arg("logits"), "A token id drawn from one row of logits");
 }
 
 }  // namespace
 
 void bind_model(py::module_& m) {
-  bind_model_class(m);
-  bind_chunk_class(m);
-  bind_vision_and_sampler(m);
+  // The classes first, then their methods: a signature names each class by its Python name.
+  ModelClass model(m, "Model", "A loaded model (GGUF or llama2.c).");
+  ChunkClass chunk(m, "Chunk", "Token ids or embedding rows, with a content id.");
+  VisionClass vision(m, "Vision", "A vision encoder (mmproj GGUF): frames to embedding chunks.");
+  bind_model_class(model);
+  bind_chunk_class(chunk);
+  bind_vision_and_sampler(m, vision);
 }
 
 }  // namespace kamera_py

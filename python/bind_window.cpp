@@ -119,16 +119,24 @@ void bind_admission(WindowClass& cls) {
           py::arg("rank") = 32, py::arg("deep_half") = false, py::arg("form_on_miss") = true,
           py::arg("patch_byte_budget") = py::none(), py::arg("patch_dtype") = "f32",
           py::arg("orbit_orderings") = 24)
-      .def("admit_back",
-           [](Window& w, const std::shared_ptr<Chunk>& c) {
-             nogil([&] { return kamera_window_admit_back(w.h.get(), c->h.get()); });
-           })
-      .def("admit_front",
-           [](Window& w, const std::shared_ptr<Chunk>& c) {
-             nogil([&] { return kamera_window_admit_front(w.h.get(), c->h.get()); });
-           })
-      .def("evict", [](Window& w, int slot) { check(kamera_window_evict(w.h.get(), slot)); })
-      .def("evict_front", [](Window& w) { check(kamera_window_evict(w.h.get(), 0)); });
+      .def(
+          "admit_back",
+          [](Window& w, const std::shared_ptr<Chunk>& chunk) {
+            nogil([&] { return kamera_window_admit_back(w.h.get(), chunk->h.get()); });
+          },
+          py::arg("chunk"), "Admits the chunk after the last slot")
+      .def(
+          "admit_front",
+          [](Window& w, const std::shared_ptr<Chunk>& chunk) {
+            nogil([&] { return kamera_window_admit_front(w.h.get(), chunk->h.get()); });
+          },
+          py::arg("chunk"), "Admits the chunk before the first slot")
+      .def(
+          "evict", [](Window& w, int slot) { check(kamera_window_evict(w.h.get(), slot)); },
+          py::arg("slot"), "Evicts slot `slot` (the chunk stays in the store)")
+      .def(
+          "evict_front", [](Window& w) { check(kamera_window_evict(w.h.get(), 0)); },
+          "Evicts the first slot (the slide)");
 }
 
 // Recall, reorder, views, refresh, fork, query and inspection.
@@ -153,23 +161,37 @@ void bind_edits(WindowClass& cls) {
             });
           },
           py::arg("order"), py::arg("mode") = "transfer")
-      .def("clean_view", [](Window& w, int s) { check(kamera_window_clean_view(w.h.get(), s)); })
-      .def("recondition", [](Window& w, int s) { check(kamera_window_recondition(w.h.get(), s)); })
-      .def("refresh",
-           [](Window& w, int s) { nogil([&] { return kamera_window_refresh(w.h.get(), s); }); })
-      .def("stale_slots", &stale)
-      .def("fork",
-           [](const Window& w) {
-             auto f = std::make_unique<Window>();
-             kamera_window* raw = nullptr;
-             check(kamera_window_fork(w.h.get(), &raw));
-             f->h.reset(raw);
-             f->ctx = w.ctx;
-             return f;
-           })
+      .def(
+          "clean_view",
+          [](Window& w, int slot) { check(kamera_window_clean_view(w.h.get(), slot)); },
+          py::arg("slot"), "Serves the slot without its patch (its canonical alone)")
+      .def(
+          "recondition",
+          [](Window& w, int slot) { check(kamera_window_recondition(w.h.get(), slot)); },
+          py::arg("slot"), "Serves the slot with its patch again")
+      .def(
+          "refresh",
+          [](Window& w, int slot) {
+            nogil([&] { return kamera_window_refresh(w.h.get(), slot); });
+          },
+          py::arg("slot"), "Re-forms the patch of a stale slot")
+      .def("stale_slots", &stale, "The slots whose patch no longer matches their antecedents")
+      .def(
+          "fork",
+          [](const Window& w) {
+            auto f = std::make_unique<Window>();
+            kamera_window* raw = nullptr;
+            check(kamera_window_fork(w.h.get(), &raw));
+            f->h.reset(raw);
+            f->ctx = w.ctx;
+            return f;
+          },
+          "A copy-on-write fork of the window")
       .def("query", &query, py::arg("query"), py::arg("logits") = "last",
            "Logits of a query (Chunk or token ids) after the window, on a scratch fork")
-      .def("check", [](const Window& w) { check(kamera_window_check(w.h.get())); })
+      .def(
+          "check", [](const Window& w) { check(kamera_window_check(w.h.get())); },
+          "Checks the window's invariants (raises kamera.Error when one is broken)")
       .def_property_readonly("slots", &slots)
       .def_property_readonly("next_position",
                              [](const Window& w) { return kamera_window_next_position(w.h.get()); })

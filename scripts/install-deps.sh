@@ -17,6 +17,8 @@ packages=(
   # serving: the HTTP front (Boost.Asio/Beast), HMAC of store entries (OpenSSL), the shared
   # Redis tier (and a local Redis server for its tests), the tests' HTTP client (cpp-httplib)
   libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
+  # `kamera chat` on a terminal: line editing and history (libedit, BSD-licensed readline)
+  libedit-dev
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
   # decoding of JPEG images given to the Qwen2-VL vision tower
@@ -25,6 +27,8 @@ packages=(
   libtorch-dev
   # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3
   pybind11-dev python3-dev python3-numpy
+  # `pip install --no-build-isolation ./python` (offline: meson-python builds it) and its test's venv
+  python3-pip python3-venv python3-mesonpy meson
   # the independent JSON Schema validator the grammar tests check generated documents with
   python3-jsonschema
 )

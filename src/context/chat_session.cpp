@@ -42,6 +42,15 @@ void ChatSession::reset() {
   turns_.clear();
 }
 
+void ChatSession::set_messages(std::vector<ChatMessage> messages) {
+  system_.clear();
+  if (!messages.empty() && messages.front().role == "system") {
+    system_ = std::move(messages.front().content);
+    messages.erase(messages.begin());
+  }
+  turns_ = std::move(messages);
+}
+
 std::vector<ChatMessage> ChatSession::messages() const {
   std::vector<ChatMessage> all;
   if (!system_.empty()) all.push_back({"system", system_});
@@ -91,7 +100,7 @@ Result<std::string> ChatSession::generate(std::vector<float> logits,
   GenerateParams gp = opts_.gen;
   gp.max_tokens = std::min(gp.max_tokens, ctx_.model().cfg.ctx_len - int(cached_.size()));
   gp.sampling.seed += turns_.size();  // each turn draws anew
-  Generator gen(&*ctx_.model().tokenizer, gp, cached_);
+  Generator gen(&*ctx_.model().tokenizer, gp, cached_, nullptr, opts_.cancel);
   auto forward = [&](int32_t next) -> Result<std::vector<float>> {
     const Pos p = Pos::linear(int32_t(cached_.size()));
     KAMERA_ASSIGN_OR_RETURN(
@@ -106,6 +115,7 @@ Result<std::string> ChatSession::generate(std::vector<float> logits,
   if (!end.ok()) return end.error();
   st.generated_tokens = int(gen.tokens().size());
   st.stopped_at_eog = *end == FinishReason::Stop;
+  st.cancelled = *end == FinishReason::Cancelled;
   return utf8_repair(gen.text());
 }
 

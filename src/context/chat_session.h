@@ -14,6 +14,7 @@
 //   auto reply = chat.reply("hi", [](std::string_view text) { print(text); });
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <span>
 #include <string>
@@ -34,6 +35,9 @@ struct ChatOptions {
   ChatRenderOptions render;
   // false: truncate to nothing and prefill the whole conversation every turn (for checks).
   bool reuse_cache = true;
+  // When set and true, the reply being generated stops (finish "cancelled"); what was generated
+  // so far stays in the conversation as the assistant's reply. The caller clears it.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct TurnStats {
@@ -41,6 +45,7 @@ struct TurnStats {
   int reused_tokens = 0;        // of those, already in the cache
   int generated_tokens = 0;     // of the reply (the end-of-generation token not counted)
   bool stopped_at_eog = false;  // an end-of-generation token or a stop string ended it
+  bool cancelled = false;       // ChatOptions::cancel stopped it
   double prefill_ms = 0, decode_ms = 0;
 };
 
@@ -68,6 +73,9 @@ class ChatSession {
 
   // The conversation as it will be rendered (system message first when set).
   std::vector<ChatMessage> messages() const;
+  // Replaces the conversation (a leading system message becomes the system message); the cache
+  // keeps what the new conversation shares with it as a prefix.
+  void set_messages(std::vector<ChatMessage> messages);
   // The tokens whose KV the sequence holds, in order.
   std::span<const int32_t> cached_tokens() const { return cached_; }
   const ChatTemplate& chat_template() const { return tmpl_; }

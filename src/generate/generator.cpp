@@ -42,6 +42,11 @@ std::string Generator::token_bytes(int32_t token) const {
   if (p_.special && token >= 0 && token < tok_->n_vocab() &&
       tok_->vocab().types[size_t(token)] == TokenType::Control)
     return tok_->piece(token);
+  if (p_.text_only && !p_.special && token >= 0 && token < tok_->n_vocab() &&
+      tok_->vocab().types[size_t(token)] == TokenType::UserDefined) {
+    const std::string& piece = tok_->vocab().pieces[size_t(token)];
+    if (piece.size() > 4 && piece.starts_with("<|") && piece.ends_with("|>")) return {};
+  }
   return tok_->decode(prev_, token);
 }
 

@@ -44,7 +44,10 @@ struct GenerateParams {
   std::vector<std::string> stop;  // the text ends before the first one that appears
   bool ignore_eog = false;        // sample past the end-of-generation set (and BOS)
   bool special = false;           // control tokens print their text (else nothing)
-  int logprobs = -1;              // < 0: none; k >= 0: the chosen token's and the k most likely
+  // Without `special`, user-defined tokens spelled like control tokens (<|fim_middle|>, ...)
+  // print nothing either, as llama.cpp retypes them control (the terminal chat sets it).
+  bool text_only = false;
+  int logprobs = -1;  // < 0: none; k >= 0: the chosen token's and the k most likely
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "minivl/clips.h"
+#include "minivl/files.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "reuse/chunk.h"
@@ -27,13 +28,6 @@ VisionConfig vision_config();
 
 // The decoder's vocabulary: words() as SentencePiece-style pieces, padded to kVocabSize.
 Tokenizer::Vocab word_vocab();
-
-// Where the committed weights live, relative to the repository root.
-inline constexpr const char* kDecoderFile = "models/minivl/minivl.gguf";
-inline constexpr const char* kVisionFile = "models/minivl/minivl-mmproj.gguf";
-// mini-VL v2 (docs/MINIVL.md): 16 tokens per frame, 6 decoder layers, two-frame family.
-inline constexpr const char* kV2DecoderFile = "models/minivl-v2/minivl.gguf";
-inline constexpr const char* kV2VisionFile = "models/minivl-v2/minivl-mmproj.gguf";
 
 struct MiniVl {
   std::shared_ptr<const Model> decoder;

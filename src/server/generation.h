@@ -85,6 +85,12 @@ struct PromptUsage {
   ReusePolicy policy = ReusePolicy::Patch;
   std::vector<ServedSegment> segments;
   int background_queued = 0;  // segments this request queued for a canonical (formed when idle)
+  // Seconds, measured on the scheduler: waiting in the queue, from the start of the admission to
+  // the first token (the prompt assembled and prefilled), and from the submission to the first
+  // token. prefill_tokens_per_s: the server's measured prefill speed when the first token went
+  // (Scheduler::note_prefill_speed; 0 before any prefill was long enough to measure).
+  double queue_s = 0, prefill_s = 0, ttft_s = 0;
+  double prefill_tokens_per_s = 0;
 };
 
 // What the HTTP side learns about a generation, event by event. Text: a choice's next text (and
@@ -134,7 +140,7 @@ struct Generation {
   int choices_left = 0;
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context
   PromptUsage usage;          // set at admission
-  double t_submit = 0, t_first = 0;
+  double t_submit = 0, t_admit = 0, t_first = 0;
   std::shared_ptr<void> client_slot;  // the client's count of requests in flight, held till done
 };
 

@@ -34,7 +34,9 @@ void Server::Impl::add_routes() {
     routes.push_back({method, std::regex(path), h, false});
   };
   routes.push_back({"GET", std::regex("/health"), nullptr, true});
+  routes.push_back({"GET", std::regex("/|/ui/[a-z0-9_-]{1,32}\\.[a-z]{1,8}"), nullptr, true});
   add("GET", "/metrics", nullptr);
+  add("GET", "/v1/stats", nullptr);
   add("GET", "/v1/models", nullptr);
   add("POST", "/v1/completions", &Impl::completions);
   add("POST", "/v1/chat/completions", &Impl::chat);
@@ -126,6 +128,8 @@ std::optional<HttpResponse> Server::Impl::inline_route(const HttpRequest& head) 
                                {"arch", arch_name(model.cfg.arch)},
                                {"ctx_len", model.cfg.ctx_len}});
   if (head.path == "/v1/models") return json_response(200, models_body());
+  if (head.path == "/v1/stats") return json_response(200, stats_body());
+  if (head.path == "/" || head.path.starts_with("/ui/")) return web_response(head);
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = render_metrics(metrics, ctx->store(), scheduler->queued());

@@ -195,6 +195,7 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   (encoded ? metrics.images_encoded : metrics.image_embedding_hits) += 1;
   const ChunkId id = chunk_id(decoder_.fingerprint, **chunk);
   if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
+  if (!encoded && !out.embedding_hit(id)) out.embedding_hits.push_back(id);
   const bool delimited = tower_->delimited();
   if (delimited) parts.push_back({{"type", "text"}, {"text", std::string(kVisionStart)}});
   parts.push_back({{"type", "chunk"}, {"id", id.hex()}});

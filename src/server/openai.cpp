@@ -176,6 +176,27 @@ Result<ReusePolicy> reuse_policy(const json& body, ReusePolicy fallback) {
                     "\"reuse\" must be patch, keep, prefix, blind or reprefill");
 }
 
+// Milliseconds, rounded to microseconds.
+double ms(double s) {
+  return std::round(s * 1e6) / 1e3;
+}
+
+// What the request's first token cost (measured) and what a re-prefill of its whole prompt
+// would have cost (estimated: the prompt's tokens at the server's measured prefill speed; null
+// until a prefill was long enough to measure one).
+json timings_json(const PromptUsage& u) {
+  json t = {{"queue_ms", ms(u.queue_s)},        {"prefill_ms", ms(u.prefill_s)},
+            {"ttft_ms", ms(u.ttft_s)},          {"prefill_tokens_per_s", nullptr},
+            {"reprefill_estimate_ms", nullptr}, {"saved_estimate_ms", nullptr}};
+  if (u.prefill_tokens_per_s > 0) {
+    const double whole = double(u.prompt_tokens) / u.prefill_tokens_per_s;
+    t["prefill_tokens_per_s"] = std::round(u.prefill_tokens_per_s * 10) / 10;
+    t["reprefill_estimate_ms"] = ms(whole);
+    t["saved_estimate_ms"] = ms(std::max(0.0, whole - u.prefill_s));
+  }
+  return t;
+}
+
 }  // namespace
 
 json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMedia* media) {
@@ -184,6 +205,8 @@ json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMe
     json j = {{"tokens", s.tokens}, {"position", s.position}, {"source", s.source}};
     if (s.id) j["id"] = s.id->hex();
     if (s.media) j["media"] = true;
+    if (s.media && s.id && media)
+      j["embedding"] = media->embedding_hit(*s.id) ? "cached" : "encoded";
     if (s.shared_antecedents >= 0) j["shared_antecedents"] = s.shared_antecedents;
     segments.push_back(std::move(j));
   }
@@ -196,7 +219,8 @@ json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMe
                 {"recomputed_tokens", u.recomputed},
                 {"policy", reuse_policy_name(u.policy)},
                 {"segments", std::move(segments)},
-                {"background", {{"canonicals_queued", u.background_queued}}}}}};
+                {"background", {{"canonicals_queued", u.background_queued}}},
+                {"timings", timings_json(u)}}}};
   if (media) out["images"] = media->usage();
   return out;
 }

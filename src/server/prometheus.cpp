@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "server/segment_counters.h"
 #include "store/store.h"
 
 namespace kamera {
@@ -79,17 +80,7 @@ void render_generation(std::string& out, const ServerMetrics& m) {
           double(m.prefill_pauses));
   out += "# HELP kamera_segments_total chunk segments served, by source\n";
   out += "# TYPE kamera_segments_total counter\n";
-  for (auto [k, v] : {std::pair{"canonical", &m.seg_canonical},
-                      {"patch_exact", &m.seg_patch_exact},
-                      {"patch_orbit", &m.seg_patch_orbit},
-                      {"patch_formed", &m.seg_patch_formed},
-                      {"blind", &m.seg_blind},
-                      {"reprefilled", &m.seg_reprefilled},
-                      {"prefix", &m.seg_prefix},
-                      {"context_exact", &m.seg_context_exact},
-                      {"context_nearest", &m.seg_context_nearest},
-                      {"keep", &m.seg_context_keep},
-                      {"patch_nearest", &m.seg_patch_nearest}})
+  for (auto [k, v] : segment_counters(m))
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
   counter(out, "kamera_background_canonicals_total",
           "canonicals of long prompt segments formed while the engine was idle",

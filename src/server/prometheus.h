@@ -43,8 +43,16 @@ struct ServerMetrics {
   // budget and let a decode step run before its next slice
   std::atomic<int64_t> prefill_pauses{0};
   std::atomic<double> decode_tokens_per_s{0};
+  // The prefill speed the scheduler measured (Scheduler::note_prefill_speed); 0: not yet.
+  std::atomic<double> prefill_tokens_per_s{0};
   // KV pool pages held now, the most held at once since the start, and the bytes of one page
-  std::atomic<int64_t> kv_pages_used{0}, kv_pages_used_max{0}, kv_page_bytes{0};
+  std::atomic<int64_t> kv_pages_used{0}, kv_pages_used_max{0}, kv_page_bytes{0}, kv_pages{0};
+  // The scheduler's caches, published after every step (GET /v1/stats): the exact-prefix index
+  // (entries, tokens held, budget, evictions) and the segment index (occurrences, bytes held,
+  // budget, evictions, occurrences that keep a patch instead of their rows).
+  std::atomic<int64_t> prefix_entries{0}, prefix_tokens{0}, prefix_budget{0}, prefix_evictions{0};
+  std::atomic<int64_t> segment_occurrences{0}, segment_bytes{0}, segment_budget{0},
+      segment_evictions{0}, segment_compacted{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   // images and video parts (server/media_parts.h): tower runs, embeddings found in the image
   // cache, image segments served from stored KV, and the tower's time per encode

@@ -1,5 +1,7 @@
 #include "server/request_media.h"
 
+#include <algorithm>
+
 #include "store/store.h"
 
 namespace kamera {
@@ -8,6 +10,10 @@ const ChunkContent* RequestMedia::find(const ChunkId& id) const {
   for (const auto& [k, c] : chunks)
     if (k == id) return c.get();
   return nullptr;
+}
+
+bool RequestMedia::embedding_hit(const ChunkId& id) const {
+  return std::find(embedding_hits.begin(), embedding_hits.end(), id) != embedding_hits.end();
 }
 
 int RequestMedia::already_stored(const ChunkStore& store) const {

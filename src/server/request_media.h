@@ -26,8 +26,10 @@ struct RequestMedia {
   int cached_embeddings = 0;  // parts whose embeddings came from the server's image cache
   int reused_chunks = 0;      // image segments served from KV already in the store (scheduler)
   int64_t image_tokens = 0;   // embedding rows of the prompt's images
+  std::vector<ChunkId> embedding_hits;  // parts whose embeddings were found, not encoded
 
   const ChunkContent* find(const ChunkId& id) const;
+  bool embedding_hit(const ChunkId& id) const;
   // Image chunks of `ids` (the prompt's chunk parts) whose canonical KV the store's memory tier
   // already holds: served relocated, never recomputed (unless the policy re-prefills).
   int already_stored(const ChunkStore& store) const;

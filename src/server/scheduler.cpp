@@ -20,6 +20,8 @@ Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metri
                              : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
   if (budget > 0)
     prefix_ = std::make_unique<PrefixIndex>(pool, PrefixIndex::Params{pool.page_tokens(), budget});
+  metrics_.prefix_budget = std::max<int64_t>(budget, 0);
+  metrics_.segment_budget = std::max<int64_t>(opts_.segment_cache_bytes, 0);
   if (opts_.segment_cache_bytes > 0)
     segments_ =
         std::make_unique<SegmentIndex>(SegmentIndex::Params{size_t(opts_.segment_cache_bytes), 4});
@@ -344,6 +346,30 @@ void Scheduler::note_pages() {
   if (used > metrics_.kv_pages_used_max) metrics_.kv_pages_used_max = used;
   metrics_.kv_page_bytes =
       pool.n_pages() ? int64_t(pool.arena_bytes() / size_t(pool.n_pages())) : 0;
+  metrics_.kv_pages = pool.n_pages();
+  if (prefix_) {
+    const PrefixIndex::Stats s = prefix_->stats();
+    metrics_.prefix_entries = s.entries;
+    metrics_.prefix_tokens = s.tokens_held;
+    metrics_.prefix_evictions = s.evictions;
+  }
+  if (segments_) {
+    const SegmentIndex::Stats s = segments_->stats();
+    metrics_.segment_occurrences = s.occurrences;
+    metrics_.segment_bytes = s.bytes;
+    metrics_.segment_evictions = s.evictions;
+    metrics_.segment_compacted = s.compacted;
+  }
+}
+
+// An admission recomputed `tokens` in `seconds` (its assembly, its prefill, and the decode steps
+// its slices rode along with): the server's prefill speed, a decayed average of such admissions.
+// Short prefills are left out: their time is mostly the fixed cost of a forward, not the tokens'.
+void Scheduler::note_prefill_speed(int64_t tokens, double seconds) {
+  if (tokens < kSpeedMinTokens || seconds <= 0) return;
+  speed_tokens_ = kSpeedDecay * speed_tokens_ + double(tokens);
+  speed_s_ = kSpeedDecay * speed_s_ + seconds;
+  metrics_.prefill_tokens_per_s = speed_tokens_ / speed_s_;
 }
 
 // Frees what the generation holds in the pool (its choices' forks, and its window fork or its

@@ -128,6 +128,7 @@ class Scheduler {
   void release(Generation& g);
   int active_rows() const;
   void note_pages();  // the pool's pages in use, for /metrics
+  void note_prefill_speed(int64_t tokens, double seconds);
   Status start_choices(Generation& g, std::vector<float> logits, int32_t next_pos);
   bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
   void end_choice(Generation& g, Generation::Choice& c, FinishReason reason);
@@ -163,6 +164,11 @@ class Scheduler {
   double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
   double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
   double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
+  // The measured prefill speed (usage.kamera.timings): tokens and seconds of the admissions
+  // that recomputed at least kSpeedMinTokens, each older one weighted down by kSpeedDecay.
+  double speed_tokens_ = 0, speed_s_ = 0;
+  static constexpr int64_t kSpeedMinTokens = 16;
+  static constexpr double kSpeedDecay = 0.75;
 };
 
 }  // namespace kamera

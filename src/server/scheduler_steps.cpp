@@ -154,6 +154,7 @@ Status Scheduler::admit_chunks(Generation& g, Admission& a) {
 // on decoding (in a task: the forwards run sliced).
 bool Scheduler::admit(Generation& g) {
   if (g.cancelled->load()) return false;
+  g.t_admit = now_s();
   make_room(g, 0);  // cached prefixes never take the pages this prompt needs
   Admission a;
   Status st = g.req.window_id.empty() ? admit_chunks(g, a) : admit_window(g, a);
@@ -232,6 +233,12 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
   g.choices_left = g.req.n;
   g.t_first = now_s();
   metrics_.ttft_seconds.observe(g.t_first - g.t_submit);
+  PromptUsage& u = g.usage;
+  u.queue_s = g.t_admit - g.t_submit;
+  u.prefill_s = g.t_first - g.t_admit;
+  u.ttft_s = g.t_first - g.t_submit;
+  note_prefill_speed(u.recomputed, u.prefill_s);
+  u.prefill_tokens_per_s = metrics_.prefill_tokens_per_s.load();
   for (size_t i = 0; i < g.choices.size() && g.choices_left > 0; ++i) {
     std::vector<float> l = i + 1 < g.choices.size() ? logits : std::move(logits);
     step_choice(g, g.choices[i], l);

@@ -94,6 +94,7 @@ struct Server::Impl {
   void on_scheduler(const Out& out, std::function<Result<json>()> fn, int ok = 200,
                     std::function<std::optional<HttpError>()> refuse = nullptr);
   std::optional<HttpResponse> inline_route(const HttpRequest& head);
+  HttpResponse web_response(const HttpRequest& head);  // web_routes.cpp: GET /, /ui/NAME
 
   // completions.cpp
   void completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
@@ -118,6 +119,7 @@ struct Server::Impl {
   // model_routes.cpp: /v1/embeddings, and the body of /v1/models
   void embeddings(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
   json models_body() const;
+  json stats_body() const;  // stats_route.cpp: GET /v1/stats
 
   // chunk_api.cpp
   void post_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);

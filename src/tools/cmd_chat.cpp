@@ -1,14 +1,15 @@
 // kamera chat: a multi-turn terminal chat with the model's chat template; the conversation stays
-// in the KV cache between turns (context/chat_session.h). Reads stdin line by line, so it can be
-// driven by a pipe: printf 'hi\nhow are you\n/quit\n' | kamera chat -m model.gguf --temp 0 -n 8
-#include <unistd.h>
-
+// in the KV cache between turns (context/chat_session.h). On a terminal: a banner, line editing
+// and history (tools/chat_line.h), Ctrl-C stops a reply; from a pipe it reads line by line:
+// printf 'hi\nhow are you\n/quit\n' | kamera chat -m model.gguf --temp 0 -n 8
 #include <cstdio>
-#include <iostream>
+#include <cstdlib>
+#include <fstream>
 
 #include "context/chat_session.h"
 #include "core/thread_pool.h"
 #include "store/disk_tier.h"
+#include "tools/chat_line.h"
 #include "tools/cli_common.h"
 #include "vision/vl_chat_session.h"
 
@@ -25,7 +26,8 @@ struct ChatArgs {
   bool seed_set = false;
   int threads = default_threads();
   int64_t ctx = 0;
-  bool verbose = false, no_reuse = false;
+  bool verbose = false, no_reuse = false, special = false;
+  std::string history;              // the terminal's line history ("": not kept)
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
   std::string store_dir;            // disk tier: image embeddings (and chunks) across runs
@@ -39,21 +41,30 @@ struct ChatDriver {
   std::function<void(std::string)> set_system;
   std::function<void()> reset;
   std::function<Status(const std::string&)> attach_image;
+  std::function<std::vector<ChatMessage>()> messages;
+  std::function<void(std::vector<ChatMessage>)> set_messages;
+  std::function<int()> images_in_conversation = [] { return 0; };
 };
 
 template <class Session>
 ChatDriver driver_of(Session& s) {
-  return {[&s](std::string u, const std::function<void(std::string_view)>& f, TurnStats* st) {
-            return s.reply(std::move(u), f, st);
-          },
-          [&s](std::string t) { s.set_system(std::move(t)); }, [&s] { s.reset(); }, nullptr};
+  ChatDriver d;
+  d.reply = [&s](std::string u, const std::function<void(std::string_view)>& f, TurnStats* st) {
+    return s.reply(std::move(u), f, st);
+  };
+  d.set_system = [&s](std::string t) { s.set_system(std::move(t)); };
+  d.reset = [&s] { s.reset(); };
+  d.messages = [&s] { return s.messages(); };
+  d.set_messages = [&s](std::vector<ChatMessage> m) { s.set_messages(std::move(m)); };
+  return d;
 }
 
 constexpr const char* kCommands =
     "commands: /system TEXT (set the system message; empty removes it), /reset (forget the "
-    "turns), /image PATH (attach a PNG or JPEG to the next message: needs --mmproj), /quit, /help; "
-    "a line that ends "
-    "with '\\' continues on the next; start a message with '//' to send a leading '/'";
+    "turns), /image PATH (attach a PNG or JPEG to the next message: needs --mmproj), /save FILE "
+    "(the conversation as OpenAI chat messages, JSON), /load FILE (replace the conversation by "
+    "one saved so), /quit, /help; a line that ends with '\\' continues on the next; start a "
+    "message with '//' to send a leading '/'";
 
 // The template: --chat-template, else the GGUF's tokenizer.chat_template, else the built-in that
 // fits the architecture.
@@ -75,23 +86,39 @@ Status no_images(const std::string& path) {
                     "/image {}: images need a vision tower: start kamera chat with --mmproj", path);
 }
 
-// One input line, with '\' continuations joined by newlines; false at the end of input.
-bool read_message(std::string& out) {
-  out.clear();
-  const bool tty = isatty(STDIN_FILENO);
-  std::string line;
-  if (tty) std::fprintf(stderr, "> ");
-  while (std::getline(std::cin, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line.back() != '\\') {
-      out += line;
-      return true;
-    }
-    line.pop_back();
-    out += line + "\n";
-    if (tty) std::fprintf(stderr, ". ");
+// /save FILE: {"messages": [{"role", "content"}, ...]}, what /v1/chat/completions takes.
+Status save_conversation(const std::string& path, ChatDriver& chat) {
+  nlohmann::json msgs = nlohmann::json::array();
+  for (const ChatMessage& m : chat.messages())
+    msgs.push_back({{"role", m.role}, {"content", m.content}});
+  std::ofstream f(path);
+  f << nlohmann::json{{"messages", msgs}}.dump(1) << "\n";
+  if (!f.good()) return make_error(ErrorCode::Io, "/save {}: cannot write the file", path);
+  if (chat.images_in_conversation() > 0)
+    std::fprintf(stderr, "kamera: note: the %d image(s) of the conversation are not saved\n",
+                 chat.images_in_conversation());
+  return Status::Ok();
+}
+
+// /load FILE: a conversation saved by /save (or any {"messages": [...]} of string contents).
+Status load_conversation(const std::string& path, ChatDriver& chat) {
+  std::ifstream f(path);
+  if (!f) return make_error(ErrorCode::NotFound, "/load {}: cannot open the file", path);
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
+    return make_error(ErrorCode::InvalidArgument, "/load {}: not a {{\"messages\": [...]}} file",
+                      path);
+  std::vector<ChatMessage> msgs;
+  for (const auto& m : j["messages"]) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string())
+      return make_error(ErrorCode::InvalidArgument,
+                        "/load {}: message {} needs a string role and a string content", path,
+                        msgs.size());
+    msgs.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
   }
-  return !out.empty();
+  chat.set_messages(std::move(msgs));
+  return Status::Ok();
 }
 
 // Runs a /command; false on /quit.
@@ -110,6 +137,13 @@ bool run_command(const std::string& line, ChatDriver& chat) {
     Status st = chat.attach_image(arg);
     if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
     if (st.ok()) std::fprintf(stderr, "kamera: image attached to the next message\n");
+  } else if (cmd == "/save" || cmd == "/load") {
+    Status st = cmd == "/save" ? save_conversation(arg, chat) : load_conversation(arg, chat);
+    if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
+    if (st.ok())
+      std::fprintf(stderr, "kamera: conversation %s %s (%zu messages)\n",
+                   cmd == "/save" ? "saved to" : "loaded from", arg.c_str(),
+                   chat.messages().size());
   } else if (cmd == "/help") {
     std::fprintf(stderr, "%s\n", kCommands);
   } else {
@@ -119,9 +153,9 @@ bool run_command(const std::string& line, ChatDriver& chat) {
 }
 
 // Reads messages until the end of input or /quit, printing each reply.
-void chat_loop(const ChatArgs& a, ChatDriver& chat) {
+void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
   std::string line;
-  for (int turn = 1; read_message(line);) {
+  for (int turn = 1; in.read_message(line);) {
     if (line.empty()) continue;
     if (line[0] == '/' && line.compare(0, 2, "//") != 0) {
       if (!run_command(line, chat)) break;
@@ -133,26 +167,31 @@ void chat_loop(const ChatArgs& a, ChatDriver& chat) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     };
+    in.begin_reply();
     auto reply = chat.reply(line, print, &st);
+    in.end_reply();
     std::printf("\n");
     std::fflush(stdout);
     if (!reply.ok()) {
       std::fprintf(stderr, "kamera: error: %s\n", reply.message().c_str());
       continue;
     }
+    if (st.cancelled) std::fprintf(stderr, "kamera: reply stopped (kept in the conversation)\n");
     if (a.verbose)
       std::fprintf(stderr,
                    "kamera: turn %d: prompt %d tokens, %d reused from the cache, %d prefilled in "
                    "%.1f ms; %d generated in %.1f ms%s\n",
                    turn, st.prompt_tokens, st.reused_tokens, st.prompt_tokens - st.reused_tokens,
                    st.prefill_ms, st.generated_tokens, st.decode_ms,
-                   st.stopped_at_eog ? " (end of generation)" : "");
+                   st.stopped_at_eog ? " (end of generation)"
+                   : st.cancelled    ? " (stopped)"
+                                     : "");
     ++turn;
   }
 }
 
 // kamera chat --mmproj: the chat with images; --image files go with the first message.
-int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o) {
+int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o, ChatInput& in) {
   auto tower = QwenVisionModel::load(a.mmproj);
   if (!tower.ok()) return fail(tower.error(), false);
   ThreadPool threads(std::max(1, a.threads));
@@ -166,7 +205,8 @@ int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions 
   }
   ChatDriver d = driver_of(c);
   d.attach_image = [&c](const std::string& path) { return c.attach_image(path); };
-  chat_loop(a, d);
+  d.images_in_conversation = [&c] { return c.images_in_conversation(); };
+  chat_loop(a, d, in);
   if (a.verbose)
     std::fprintf(stderr,
                  "kamera: %lld image(s) encoded, %lld found in the session's cache, %lld read "
@@ -174,6 +214,26 @@ int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions 
                  (long long)c.image_stats().encodes, (long long)c.image_stats().hits,
                  (long long)c.image_stats().store_hits);
   return 0;
+}
+
+// What llama-cli users look for first: the model, the template, the context, the threads and the
+// commands (on stderr: stdout carries the replies only).
+void print_banner(const ChatArgs& a, const Model& m, const ChatTemplate& tmpl, int64_t kv,
+                  bool tty) {
+  std::fprintf(stderr,
+               "kamera chat\n"
+               "model     %s (%s, %d layers, width %d, vocabulary %d%s)\n"
+               "template  %s%s\n"
+               "context   %lld tokens of KV (the model's: %d) · threads %d · cache reuse %s\n"
+               "sampling  temperature %.2f, top-k %d, top-p %.2f, at most %d tokens a reply\n",
+               m.source.c_str(), arch_name(m.cfg.arch), m.cfg.n_layers, m.cfg.dim, m.cfg.n_vocab,
+               a.mmproj.empty() ? "" : ", vision tower --mmproj", tmpl.name().c_str(),
+               a.special ? " · special tokens shown (--special)" : "", (long long)kv, m.cfg.ctx_len,
+               a.threads, a.no_reuse ? "off" : "on", a.temp, a.top_k, a.top_p, a.n);
+  std::fprintf(stderr, "%s\n%s\n\n", kCommands,
+               tty ? "Ctrl-C stops a reply (the conversation keeps it); Ctrl-C at the prompt "
+                     "exits. Up/Down: history; line editing as in a shell."
+                   : "Reading messages from stdin, one per line.");
 }
 
 int run_chat(const ChatArgs& a) {
@@ -199,13 +259,18 @@ int run_chat(const ChatArgs& a) {
       a.temp, a.top_k, a.top_p,
       a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count())};
   o.reuse_cache = !a.no_reuse;
-  if (!a.mmproj.empty()) return run_vl_chat(a, **ctx, std::move(tmpl.value()), std::move(o));
+  o.gen.special = a.special;
+  o.gen.text_only = !a.special;
+  ChatInput in(a.history);
+  o.cancel = in.cancel_flag();
+  print_banner(a, m, *tmpl, kv, in.tty());
+  if (!a.mmproj.empty()) return run_vl_chat(a, **ctx, std::move(tmpl.value()), std::move(o), in);
   auto chat = ChatSession::create(**ctx, std::move(tmpl.value()), std::move(o));
   if (!chat.ok()) return fail(chat.error(), false);
   if (!a.system.empty()) (*chat)->set_system(a.system);
   ChatDriver d = driver_of(**chat);
   d.attach_image = no_images;
-  chat_loop(a, d);
+  chat_loop(a, d, in);
   return 0;
 }
 
@@ -213,6 +278,8 @@ int run_chat(const ChatArgs& a) {
 
 Runner add_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
+  if (const char* home = std::getenv("HOME"); home && *home)
+    a->history = std::string(home) + "/.kamera_history";
   app.footer(
       std::string(
           "Reads messages from stdin, one per line, and prints each reply on stdout.\n"
@@ -251,6 +318,12 @@ Runner add_chat(CLI::App& app) {
   add_threads_option(app, a->threads);
   app.add_flag("-v,--verbose", a->verbose,
                "After each reply, print to stderr how many prompt tokens came from the cache");
+  app.add_flag("--special", a->special,
+               "Print special tokens (<|im_end|>, <|fim_middle|>, ...) in replies; by default "
+               "they print nothing");
+  app.add_option("--history", a->history,
+                 "Where the terminal's line history is kept (\"\": not kept)")
+      ->capture_default_str();
   app.add_flag("--no-cache-reuse", a->no_reuse,
                "Prefill the whole conversation every turn (for comparison)");
   app.add_option("--mmproj", a->mmproj,

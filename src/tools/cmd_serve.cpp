@@ -116,6 +116,9 @@ int run_serve(ServeArgs a) {
                a.opts.store_dir.empty() ? "memory store" : "disk store",
                a.opts.redis_url.empty() ? "" : " + redis",
                a.opts.api_keys.empty() ? "" : ", API key required");
+  std::fprintf(stderr,
+               "kamera: the chat page is at http://%s:%d/ (docs/SERVER.md, \"The web page\")\n",
+               a.opts.host.c_str(), server.port());
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -159,7 +159,7 @@ Result<std::string> VlChatSession::generate(std::vector<float> logits,
   GenerateParams gp = opts_.gen;
   gp.max_tokens = std::min(gp.max_tokens, ctx_.model().cfg.ctx_len - cached_.back().next_pos);
   gp.sampling.seed += turns_.size();  // each turn draws anew
-  Generator gen(&*ctx_.model().tokenizer, gp, history);
+  Generator gen(&*ctx_.model().tokenizer, gp, history, nullptr, opts_.cancel);
   auto forward = [&](int32_t next) -> Result<std::vector<float>> {
     const Pos p = Pos::linear(cached_.back().next_pos);
     KAMERA_ASSIGN_OR_RETURN(
@@ -174,7 +174,33 @@ Result<std::string> VlChatSession::generate(std::vector<float> logits,
   if (!end.ok()) return end.error();
   st.generated_tokens = int(gen.tokens().size());
   st.stopped_at_eog = *end == FinishReason::Stop;
+  st.cancelled = *end == FinishReason::Cancelled;
   return utf8_repair(gen.text());
+}
+
+std::vector<ChatMessage> VlChatSession::messages() const {
+  std::vector<ChatMessage> all;
+  if (!system_.empty()) all.push_back({"system", system_});
+  for (const Turn& t : turns_) all.push_back({t.role, t.text});
+  return all;
+}
+
+int VlChatSession::images_in_conversation() const {
+  int n = 0;
+  for (const Turn& t : turns_) n += int(t.images.size());
+  return n;
+}
+
+void VlChatSession::set_messages(std::vector<ChatMessage> messages) {
+  system_.clear();
+  turns_.clear();
+  pending_.clear();
+  for (ChatMessage& m : messages) {
+    if (m.role == "system" && turns_.empty() && system_.empty())
+      system_ = std::move(m.content);
+    else
+      turns_.push_back({std::move(m.role), std::move(m.content), {}});
+  }
 }
 
 Result<std::string> VlChatSession::reply(std::string user,

@@ -52,6 +52,13 @@ class VlChatSession {
                             TurnStats* stats = nullptr);
 
   const ImageChunks::Stats& image_stats() const { return images_.stats(); }
+  // The conversation's text, system message first when set (images are not in it), and how many
+  // images it holds.
+  std::vector<ChatMessage> messages() const;
+  int images_in_conversation() const;
+  // Replaces the conversation with text turns (a leading system message becomes the system
+  // message); attached images are dropped.
+  void set_messages(std::vector<ChatMessage> messages);
 
  private:
   using ImagePtr = std::shared_ptr<const ChunkContent>;

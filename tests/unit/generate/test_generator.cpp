@@ -13,7 +13,7 @@ using namespace kamera;
 
 namespace {
 
-enum : int32_t { kHe = 3, kLlo, kWo, kRld, kE2, k82, kAC, kEot, kImStart, kBang, kN };
+enum : int32_t { kHe = 3, kLlo, kWo, kRld, kE2, k82, kAC, kEot, kImStart, kBang, kFim, kN };
 
 Tokenizer vocab() {
   Vocab v;
@@ -24,6 +24,8 @@ Tokenizer vocab() {
              TokenType::Byte,    TokenType::Control, TokenType::Control, TokenType::Normal};
   v.pieces.insert(v.pieces.begin() + kAC, "<0xAC>");
   v.types.insert(v.types.begin() + kAC, TokenType::Byte);
+  v.pieces.push_back("<|fim_middle|>");  // user-defined in Qwen's GGUFs, control-looking
+  v.types.push_back(TokenType::UserDefined);
   v.scores.assign(v.pieces.size(), 0.0f);
   auto t = Tokenizer::from_vocab(v);
   EXPECT_TRUE(t.ok()) << t.message();
@@ -144,6 +146,21 @@ TEST(Generator, SpecialTokensPrintOnlyWhenAsked) {
   p.special = true;
   Generator special(&tok, p);
   EXPECT_EQ(drive(special, {kImStart, kHe}).shown, "<|im_start|>He");
+}
+
+// The terminal chat (text_only): a user-defined token spelled like a control token prints
+// nothing unless special tokens are asked for; the server's default prints it as its text.
+TEST(Generator, ControlLookingUserTokensHiddenInTextOnlyMode) {
+  const Tokenizer tok = vocab();
+  Generator plain(&tok, greedy(2));
+  EXPECT_EQ(drive(plain, {kFim, kHe}).shown, "<|fim_middle|>He");
+  GenerateParams p = greedy(2);
+  p.text_only = true;
+  Generator text_only(&tok, p);
+  EXPECT_EQ(drive(text_only, {kFim, kHe}).shown, "He");
+  p.special = true;
+  Generator special(&tok, p);
+  EXPECT_EQ(drive(special, {kFim, kHe}).shown, "<|fim_middle|>He");
 }
 
 TEST(Generator, LimitsAndCancellation) {
