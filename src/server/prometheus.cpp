@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "store/redis_tier.h"
 #include "store/store.h"
 
 namespace kamera {
@@ -89,7 +90,8 @@ void render_generation(std::string& out, const ServerMetrics& m) {
                       {"context_exact", &m.seg_context_exact},
                       {"context_nearest", &m.seg_context_nearest},
                       {"keep", &m.seg_context_keep},
-                      {"patch_nearest", &m.seg_patch_nearest}})
+                      {"patch_nearest", &m.seg_patch_nearest},
+                      {"store_patch", &m.seg_store_patch}})
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
   counter(out, "kamera_background_canonicals_total",
           "canonicals of long prompt segments formed while the engine was idle",
@@ -97,6 +99,12 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_background_patches_total",
           "segment occurrences that keep a patch against their canonical instead of their rows",
           double(m.background_patches));
+  counter(out, "kamera_store_fetch_batches_total",
+          "batches of prompt segments fetched from the shared tiers (one round trip per node)",
+          double(m.store_fetch_batches));
+  counter(out, "kamera_store_fetch_skipped_total",
+          "prompt segments not fetched: recomputing them was estimated cheaper",
+          double(m.store_fetch_skipped));
 }
 
 void render_images(std::string& out, const ServerMetrics& m) {
@@ -148,6 +156,13 @@ void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::S
                            {"forged", ts.forged},
                            {"evictions", ts.evictions}})
       lines += fmt::format("kamera_tier_{}_total{{tier=\"{}\"}} {}\n", what, n, v);
+    if (const auto* r = dynamic_cast<const RedisTier*>(t.get())) {
+      // what its batched fetches cost (the fetch-or-recompute break-even's inputs)
+      const StoreTier::FetchCost c = r->fetch_cost();
+      lines += fmt::format("kamera_tier_read_bytes_total{{tier=\"{}\"}} {}\n", n, r->read_bytes());
+      lines += fmt::format("kamera_tier_fetch_rtt_us{{tier=\"{}\"}} {:.1f}\n", n, c.rtt_us);
+      lines += fmt::format("kamera_tier_fetch_us_per_kib{{tier=\"{}\"}} {:.3f}\n", n, c.us_per_kib);
+    }
   }
   if (!lines.empty())
     out +=
