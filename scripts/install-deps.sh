@@ -17,6 +17,8 @@ packages=(
   # serving: the HTTP front (Boost.Asio/Beast), HMAC of store entries (OpenSSL), the shared
   # Redis tier (and a local Redis server for its tests), the tests' HTTP client (cpp-httplib)
   libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
+  # several servers: the deploy/ configs of the balancers kamera route is compared with (tested)
+  haproxy nginx-light
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
   # decoding of JPEG images given to the Qwen2-VL vision tower
