@@ -26,7 +26,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/[^"]+"', re.M)
 # (src/api/CMakeLists.txt, src/CMakeLists.txt's add_executable(kamera ...)).
 EXTRA_TARGETS = {
     'api': ['window', 'vision'],
-    'tools': ['bench', 'demo', 'server'],
+    'tools': ['bench', 'demo', 'server', 'route'],
 }
 
 

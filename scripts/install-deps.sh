@@ -19,6 +19,8 @@ packages=(
   libboost-dev libssl-dev libcpp-httplib-dev libhiredis-dev redis-server
   # `kamera chat` on a terminal: line editing and history (libedit, BSD-licensed readline)
   libedit-dev
+  # several servers: the deploy/ configs of the balancers kamera route is compared with (tested)
+  haproxy nginx-light
   # figures of `kamera report`; frames of the mini-VL clips (PNG)
   gnuplot-nox libpng-dev
   # decoding of JPEG images given to the Qwen2-VL vision tower

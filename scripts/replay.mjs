@@ -56,11 +56,11 @@
 //   node scripts/replay.mjs --help
 import { spawn, execFileSync } from 'node:child_process';
 import zlib from 'node:zlib';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { loadClient } from '../tests/openai/replay_harness.mjs';
 
 const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
   --kamera BIN            kamera binary (its serve is every kamera arm)
@@ -677,15 +677,6 @@ async function replayModel(model, arms, globalOpts) {
            results };
 }
 
-function loadClient(npm) {
-  const require = createRequire(path.join(path.resolve(npm), 'package.json'));
-  try {
-    return require('openai').OpenAI;
-  } catch {
-    console.log(`SKIP: the openai npm client is not under ${npm} (bash scripts/install-openai-client.sh ${npm})`);
-    process.exit(77);
-  }
-}
 
 function writeReport(report, out) {
   fs.writeFileSync(path.join(out, 'replay.json'), JSON.stringify(report, null, 1));

@@ -21,6 +21,7 @@ void SegmentIndex::erase(Lru::iterator it) {
     if (found->second.empty()) by_id_.erase(found);
   }
   bytes_ -= it->bytes;
+  tell(it->id, it->bytes, false);
   lru_.erase(it);
 }
 
@@ -47,6 +48,7 @@ void SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents, C
                    nullptr, nullptr, bytes, exact, ++clock_});
   by_id_[id].push_back(lru_.begin());
   bytes_ += bytes;
+  tell(id, bytes, true);
   shrink_to(params_.byte_budget);
 }
 
@@ -88,15 +90,18 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
 
 Result<int> SegmentIndex::compact(const ChunkId& id,
                                   std::shared_ptr<const CanonicalEntry> canonical,
-                                  const Factor& factor) {
+                                  const Factor& factor, const Factored& factored) {
   auto found = by_id_.find(id);
   if (found == by_id_.end() || !canonical) return 0;
   int n = 0;
   for (Lru::iterator it : found->second) {
     if (!it->kv) continue;
     KAMERA_ASSIGN_OR_RETURN(Patch p, factor(*it->kv, canonical->kv));
+    if (factored) factored(it->antecedents, p);
     const size_t bytes = p.bytes() + it->antecedents.size() * sizeof(ChunkId);
     if (bytes >= it->bytes) continue;  // the rows are no bigger: kept, exact
+    tell(id, it->bytes, false);
+    tell(id, bytes, true);
     bytes_ = bytes_ - it->bytes + bytes;
     it->bytes = bytes;
     it->kv.reset();

@@ -60,6 +60,12 @@ class SegmentIndex {
   };
   // Factors an occurrence's rows against the canonical (cache/chunk_cache's form_patch).
   using Factor = std::function<Result<Patch>(const ChunkKV& rows, const ChunkKV& canonical)>;
+  // Told each patch compact() factors (the occurrence's antecedents and the patch), kept or not:
+  // the caller may store it where other servers find it.
+  using Factored = std::function<void(std::span<const ChunkId> antecedents, const Patch& p)>;
+  // Told every change of what the index holds: an occurrence of `id` stored (its bytes) or
+  // dropped (evicted, replaced; a compaction is a drop of the rows and a store of the patch).
+  using Observer = std::function<void(const ChunkId& id, int64_t bytes, bool stored)>;
 
   struct Stats {
     int64_t occurrences = 0;
@@ -79,7 +85,8 @@ class SegmentIndex {
   // Replaces the rows of id's occurrences by their patches against `canonical` where the patch is
   // smaller. Returns how many were compacted.
   Result<int> compact(const ChunkId& id, std::shared_ptr<const CanonicalEntry> canonical,
-                      const Factor& factor);
+                      const Factor& factor, const Factored& factored = {});
+  void set_observer(Observer o) { observer_ = std::move(o); }
 
   // The best occurrence of `id` behind `antecedents` (exact, else nearest), or with latest the
   // most recent one. Marks it recently used.
@@ -106,7 +113,12 @@ class SegmentIndex {
 
   void erase(Lru::iterator it);
 
+  void tell(const ChunkId& id, size_t bytes, bool stored) const {
+    if (observer_) observer_(id, int64_t(bytes), stored);
+  }
+
   Params params_;
+  Observer observer_;
   Lru lru_;
   std::unordered_map<ChunkId, std::vector<Lru::iterator>, ChunkIdHash> by_id_;
   size_t bytes_ = 0;

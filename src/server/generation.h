@@ -132,7 +132,8 @@ struct Generation {
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
   // Which of req.segments the segment index served, where the exact prefix served ended, and
   // whether the segments computed here were kept (Scheduler::remember_segments).
-  std::vector<char> segment_served;  // 0: computed here, 1: served exact, 2: served otherwise
+  std::vector<char>
+      segment_served;  // 0: computed here, 1: served exact, 2: served otherwise, 3: from the store
   int prefix_end = 0;
   bool segments_kept = false;
   int max_tokens = 0;  // resolved at admission

@@ -7,9 +7,6 @@
 
 namespace kamera {
 
-namespace {
-
-// Equal strings, in a time that depends only on their lengths.
 bool same_secret(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   const size_t n = std::max(a.size(), b.size());
@@ -17,6 +14,8 @@ bool same_secret(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
 }
+
+namespace {
 
 bool is_json_type(std::string_view type) {
   const std::string_view base = type.substr(0, type.find(';'));

@@ -132,4 +132,7 @@ class HttpFront {
 // The reason phrase of a status ("Not Found").
 const char* http_reason(int status);
 
+// Equal strings, in a time that depends only on their lengths (API keys).
+bool same_secret(std::string_view a, std::string_view b);
+
 }  // namespace kamera

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "server/segment_counters.h"
+#include "store/redis_tier.h"
 #include "store/store.h"
 
 namespace kamera {
@@ -88,6 +89,12 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_background_patches_total",
           "segment occurrences that keep a patch against their canonical instead of their rows",
           double(m.background_patches));
+  counter(out, "kamera_store_fetch_batches_total",
+          "batches of prompt segments fetched from the shared tiers (one round trip per node)",
+          double(m.store_fetch_batches));
+  counter(out, "kamera_store_fetch_skipped_total",
+          "prompt segments not fetched: recomputing them was estimated cheaper",
+          double(m.store_fetch_skipped));
 }
 
 void render_images(std::string& out, const ServerMetrics& m) {
@@ -139,6 +146,13 @@ void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::S
                            {"forged", ts.forged},
                            {"evictions", ts.evictions}})
       lines += fmt::format("kamera_tier_{}_total{{tier=\"{}\"}} {}\n", what, n, v);
+    if (const auto* r = dynamic_cast<const RedisTier*>(t.get())) {
+      // what its batched fetches cost (the fetch-or-recompute break-even's inputs)
+      const StoreTier::FetchCost c = r->fetch_cost();
+      lines += fmt::format("kamera_tier_read_bytes_total{{tier=\"{}\"}} {}\n", n, r->read_bytes());
+      lines += fmt::format("kamera_tier_fetch_rtt_us{{tier=\"{}\"}} {:.1f}\n", n, c.rtt_us);
+      lines += fmt::format("kamera_tier_fetch_us_per_kib{{tier=\"{}\"}} {:.3f}\n", n, c.us_per_kib);
+    }
   }
   if (!lines.empty())
     out +=

@@ -38,6 +38,10 @@ struct ServerMetrics {
       seg_context_nearest{0}, seg_context_keep{0}, seg_patch_nearest{0};
   // Work the segment index did off the request path: canonicals formed, occurrences compacted.
   std::atomic<int64_t> background_canonicals{0}, background_patches{0};
+  // Prompt segments another server computed, fetched from the shared tiers (store_patch: served
+  // from the canonical and its context's patch), the batches asked for them, and the segments not
+  // asked for because recomputing them was estimated cheaper (the break-even, Scheduler).
+  std::atomic<int64_t> seg_store_patch{0}, store_fetch_batches{0}, store_fetch_skipped{0};
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
   // times a sliced task (an admission, an upload, a window edit) used up an engine step's prefill
   // budget and let a decode step run before its next slice

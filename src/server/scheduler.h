@@ -60,6 +60,10 @@ struct SchedulerOptions {
   int compact_tokens = 64;
   int compact_rank = 32;
   size_t compact_queue = 64;  // segments waiting at most (more are not queued)
+  // Segments the index misses, fetched from the store's tiers (their canonical and the patch of
+  // their context, stored by the server that computed them): Auto when the fetch is estimated to
+  // cost less than recomputing them (fetch_worth), Always, or Never.
+  enum class Fetch { Auto, Always, Never } fetch = Fetch::Auto;
 };
 
 class Scheduler {
@@ -79,6 +83,11 @@ class Scheduler {
   bool submit_all(std::vector<std::unique_ptr<Generation>> gens);
   bool post(Op op);
   int queued() const { return queued_.load(); }
+  // Told every change of the segment index (before start(); SegmentIndex::Observer), on the
+  // scheduler thread.
+  void observe_segments(SegmentIndex::Observer o) {
+    if (segments_) segments_->set_observer(std::move(o));
+  }
   int64_t prefill_pauses() const { return pacer_.pauses(); }
 
  private:
@@ -118,6 +127,11 @@ class Scheduler {
   int prefix_cut(Generation& g, int n_tokens, bool segment_reuse);
   void report_prefix(Generation& g, Admission& a, int anchor, int n);
   Status serve_segments(Generation& g, Admission& a, int& pending);
+  // For each segment of g past `pending` (but the last) that the index misses: its canonical and
+  // its context's patch from the store, fetched in one batch (nullopt: not fetched, or missing).
+  std::vector<std::optional<SegmentIndex::Hit>> fetch_segments(Generation& g, int pending);
+  bool fetch_worth(int64_t tokens, size_t bytes, const StoreTier::FetchCost& cost) const;
+  PatchOptions compact_patch_options() const;
   Status prefill_until(Generation& g, Admission& a, int& pending, int end);
   Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);
   void remember(Generation& g, bool with_reply);

@@ -19,7 +19,9 @@ const char* hit_source(const SegmentIndex::Hit& h) {
                                                    : "keep";
 }
 
-enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2 };
+// ServedStore: from the canonical and patch another server stored (kept in the index afterwards,
+// as a segment computed here, so that this server's events say it holds it; not exact).
+enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
 
 // Segment s's content: its image, or its tokens.
 std::shared_ptr<const ChunkContent> content_of(const GenRequest& r, const PromptSegment& s) {
@@ -89,27 +91,101 @@ Status Scheduler::write_hit(Generation& g, const PromptSegment& s, const Segment
   return Status::Ok();
 }
 
+PatchOptions Scheduler::compact_patch_options() const {
+  PatchOptions po;
+  po.rank = opts_.compact_rank;
+  po.cap_rank = true;
+  return po;
+}
+
+// The break-even of a fetch: recomputing `tokens` costs the measured seconds of a prefill token
+// each (token_s_); fetching `bytes` costs the tier's measured round trip and time per KiB. Before
+// either is measured, fetch (a fetch is how the tier's cost gets measured).
+bool Scheduler::fetch_worth(int64_t tokens, size_t bytes, const StoreTier::FetchCost& cost) const {
+  if (opts_.fetch != SchedulerOptions::Fetch::Auto)
+    return opts_.fetch == SchedulerOptions::Fetch::Always;
+  if (token_s_ <= 0 || cost.samples == 0) return true;
+  return cost.us(bytes) < double(tokens) * token_s_ * 1e6;
+}
+
+std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generation& g,
+                                                                        int pending) {
+  const std::vector<PromptSegment>& segs = g.req.segments;
+  std::vector<std::optional<SegmentIndex::Hit>> out(segs.size());
+  ChunkStore& store = ctx_.store();
+  if (opts_.fetch == SchedulerOptions::Fetch::Never || store.tiers().empty() ||
+      opts_.compact_tokens <= 0 || g.req.policy == ReusePolicy::Keep)
+    return out;
+  StoreTier::FetchCost cost;
+  for (const auto& t : store.tiers())
+    if (t->remote()) cost = t->fetch_cost();
+  // a canonical's rows: f32 KV of every channel per token, and a patch of about as much again
+  const size_t row_bytes = ctx_.model().kv_layout().floats_per_token() * sizeof(float);
+  StoreTier::Batch want;
+  std::vector<size_t> asked;
+  std::vector<ChunkId> ante;
+  int64_t tokens = 0;
+  const PatchOptions po = compact_patch_options();
+  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+    const PromptSegment& s = segs[i];
+    // only long segments get a canonical (and their contexts a patch) anywhere
+    if (s.span.begin < pending || s.image || s.span.size() < opts_.compact_tokens ||
+        segments_->contains(s.id))
+      continue;
+    if (!fetch_worth(s.span.size(), 2 * row_bytes * size_t(s.span.size()), cost)) {
+      ++metrics_.store_fetch_skipped;
+      continue;
+    }
+    want.canonicals.push_back(s.id);
+    want.patches.push_back(PatchKey::make(s.id, ante, po));
+    asked.push_back(i);
+    tokens += s.span.size();
+  }
+  if (asked.empty()) return out;
+  ++metrics_.store_fetch_batches;
+  const StoreTier::BatchLoaded got = store.find_batch(want);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    if (!got.canonicals[k] || !got.patches[k]) continue;
+    SegmentIndex::Hit h;
+    h.canonical = got.canonicals[k];
+    h.patch = std::make_shared<const Patch>(got.patches[k]->patch);
+    h.match = SegmentIndex::Match::Exact;
+    h.shared = int(asked[k]);
+    out[asked[k]] = h;
+  }
+  return out;
+}
+
 // Past `pending` (the first token g.seq does not hold), each segment the index holds for this
-// context is written from its stored KV at its position; the last segment is left to the query
-// (its last token's logits are the first token's).
+// context is written from its stored KV at its position (or, when another server computed it,
+// from the canonical and patch it stored in the shared tiers); the last segment is left to the
+// query (its last token's logits are the first token's).
 Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
   const bool latest = g.req.policy == ReusePolicy::Keep;
   std::vector<ChunkId> ante;
   const std::vector<PromptSegment>& segs = g.req.segments;
+  const std::vector<std::optional<SegmentIndex::Hit>> fetched = fetch_segments(g, pending);
   for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
     const PromptSegment& s = segs[i];
     if (s.span.begin < pending) continue;  // in the prefix
-    const SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
+    SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
+    const bool from_store = !h.found() && fetched[i].has_value();
+    if (from_store) h = *fetched[i];
     if (!h.found()) continue;
     KAMERA_TRY(prefill_until(g, a, pending, s.span.begin));
     KAMERA_TRY(write_hit(g, s, h));
     if (s.image && g.req.media) ++g.req.media->reused_chunks;
     const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
-    g.segment_served[i] = exact ? ServedExact : ServedNear;
+    g.segment_served[i] = from_store ? ServedStore : exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
     pending = s.span.end;
-    a.segments.push_back(
-        {s.id, s.span.size(), s.position, hit_source(h), h.shared, s.image != nullptr});
+    a.segments.push_back({s.id, s.span.size(), s.position,
+                          from_store ? "store-patch" : hit_source(h), h.shared,
+                          s.image != nullptr});
+    if (from_store) {
+      ++metrics_.seg_store_patch;
+      continue;
+    }
     ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
        : !h.kv ? (h.match == SegmentIndex::Match::Exact ? metrics_.seg_patch_exact
                                                         : metrics_.seg_patch_nearest)
@@ -203,7 +279,7 @@ void Scheduler::remember(Generation& g, bool with_reply) {
   const int held = ctx_.pool().n_tokens(g.seq), prompt = int(g.req.prompt_ids.size());
   std::vector<int32_t> tokens = g.req.prompt_ids;
   for (size_t i = 0; i < g.segment_served.size(); ++i) {
-    if (g.segment_served[i] != ServedNear) continue;
+    if (g.segment_served[i] != ServedNear && g.segment_served[i] != ServedStore) continue;
     tokens.resize(size_t(g.req.segments[i].span.begin));
     with_reply = false;
     break;
@@ -219,7 +295,8 @@ void Scheduler::remember(Generation& g, bool with_reply) {
 }
 
 // Keeps the conditioned KV of every segment this prompt computed (in whole or in part: not those
-// of the exact prefix, kept when they were computed, nor those served from the index), with the
+// of the exact prefix, kept when they were computed, nor those served from the index) or fetched
+// from the store (another server's, marked not exact), with the
 // ids of the segments before it and whether all of those were exact, once per generation; long
 // ones are queued for a canonical (compact_one).
 void Scheduler::remember_segments(Generation& g) {
@@ -230,19 +307,21 @@ void Scheduler::remember_segments(Generation& g) {
   bool exact = true;  // every segment so far holds what a re-prefill holds
   for (size_t i = 0; i < g.req.segments.size(); ++i) {
     const PromptSegment& s = g.req.segments[i];
-    if (!g.segment_served[i] && s.span.end > g.prefix_end) {
+    const char served = g.segment_served[i];
+    if ((served == NotServed || served == ServedStore) && s.span.end > g.prefix_end) {
       segments_->insert(
           s.id, ante,
           read_chunk_kv(ctx_.pool(), g.seq, s.span.begin, s.span.size(), ctx_.pool().dtype()),
-          exact);
-      const bool worth = opts_.compact_tokens > 0 && s.span.size() >= opts_.compact_tokens;
+          exact && served == NotServed);
+      const bool worth =
+          served == NotServed && opts_.compact_tokens > 0 && s.span.size() >= opts_.compact_tokens;
       if (worth && to_compact_.size() < opts_.compact_queue &&
           compact_queued_.insert(s.id).second) {
         to_compact_.push_back({s.id, content_of(g.req, s)});
         ++g.usage.background_queued;
       }
     }
-    exact = exact && g.segment_served[i] != ServedNear;
+    exact = exact && served != ServedNear && served != ServedStore;
     ante.push_back(s.id);
   }
 }
@@ -279,12 +358,16 @@ void Scheduler::compact_one() {
   auto canon = ctx_.cache().canonical(*content, DType::F32, &formed);
   if (!canon.ok()) return log().warn("background canonical: {}", canon.message());
   metrics_.background_canonicals += formed;
-  PatchOptions po;
-  po.rank = opts_.compact_rank;
-  po.cap_rank = true;
-  auto n = segments_->compact(id, *canon, [&](const ChunkKV& rows, const ChunkKV& base) {
-    return form_patch(rows, base, po);
-  });
+  const PatchOptions po = compact_patch_options();
+  // Each context's patch is stored too (through to the shared tiers): another server that meets
+  // the segment in the same context serves it from there (fetch_segments) instead of a forward.
+  auto n = segments_->compact(
+      id, *canon,
+      [&](const ChunkKV& rows, const ChunkKV& base) { return form_patch(rows, base, po); },
+      [&](std::span<const ChunkId> ante, const Patch& p) {
+        ctx_.store().put_patch(
+            std::make_shared<const PatchEntry>(PatchEntry{PatchKey::make(id, ante, po), p}));
+      });
   if (!n.ok()) return log().warn("background patch: {}", n.message());
   metrics_.background_patches += *n;
 }

@@ -10,7 +10,7 @@
 
 namespace kamera {
 
-inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 11> segment_counters(
+inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 12> segment_counters(
     const ServerMetrics& m) {
   return {{{"canonical", &m.seg_canonical},
            {"patch_exact", &m.seg_patch_exact},
@@ -22,7 +22,8 @@ inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 11> segme
            {"context_exact", &m.seg_context_exact},
            {"context_nearest", &m.seg_context_nearest},
            {"keep", &m.seg_context_keep},
-           {"patch_nearest", &m.seg_patch_nearest}}};
+           {"patch_nearest", &m.seg_patch_nearest},
+           {"store_patch", &m.seg_store_patch}}};
 }
 
 }  // namespace kamera

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "server/request_segments.h"
 #include "server/server_impl.h"
 #include "store/disk_tier.h"
 #include "store/redis_tier.h"
@@ -61,12 +62,7 @@ Status Server::Impl::open_context() {
   const ModelConfig& c = model.cfg;
   if (!model.tokenizer)
     log().warn("serve: the model has no tokenizer; prompts must use token chunks");
-  if (!opts.chat_template.empty()) {
-    KAMERA_ASSIGN_OR_RETURN(chat_template, ChatTemplate::from_arg(opts.chat_template));
-  } else if (model.tokenizer && !model.tokenizer->vocab().chat_template.empty()) {
-    KAMERA_ASSIGN_OR_RETURN(chat_template,
-                            ChatTemplate::from_gguf(model.tokenizer->vocab().chat_template));
-  }
+  KAMERA_ASSIGN_OR_RETURN(chat_template, chat_template_for(model, opts));
   if (chat_template) tool_format = toolcall::detect_format(chat_template->source());
   ContextOptions co;
   co.n_threads = opts.threads;
@@ -104,11 +100,24 @@ Status Server::Impl::open_context() {
                              opts.control_tokens_in_text);
       },
       q);
-  scheduler = std::make_unique<Scheduler>(
-      *ctx, *windows, metrics,
-      SchedulerOptions{opts.max_queue, opts.max_active, opts.prefill_slice_tokens,
-                       opts.prefill_share, opts.control_tokens_in_text, opts.prefix_cache_tokens,
-                       segment_bytes, opts.segment_compact_tokens, opts.segment_patch_rank});
+  SchedulerOptions so{opts.max_queue,
+                      opts.max_active,
+                      opts.prefill_slice_tokens,
+                      opts.prefill_share,
+                      opts.control_tokens_in_text,
+                      opts.prefix_cache_tokens,
+                      segment_bytes,
+                      opts.segment_compact_tokens,
+                      opts.segment_patch_rank};
+  if (opts.store_fetch == "always")
+    so.fetch = SchedulerOptions::Fetch::Always;
+  else if (opts.store_fetch == "never")
+    so.fetch = SchedulerOptions::Fetch::Never;
+  else if (opts.store_fetch != "auto")
+    return make_error(ErrorCode::InvalidArgument,
+                      "--store-fetch: expected auto, always or never, not \"{}\"",
+                      opts.store_fetch);
+  scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
   return Status::Ok();
 }
 
@@ -133,6 +142,8 @@ Result<std::vector<std::shared_ptr<StoreTier>>> Server::Impl::open_tiers() {
     r.ttl_s = opts.redis_ttl_s;
     r.max_entry_bytes = entry_limit;
     r.tls = opts.redis_tls;
+    r.read_replicas = opts.redis_read_replicas;
+    r.wait_replicas = opts.redis_wait_replicas;
     KAMERA_ASSIGN_OR_RETURN(
         auto redis, RedisTier::open(opts.redis_url, model.fingerprint, model.kv_layout(), r));
     tiers.push_back(redis);
@@ -167,6 +178,28 @@ Status Server::Impl::open_front() {
   return Status::Ok();
 }
 
+Status Server::Impl::open_events() {
+  if (opts.redis_url.empty() || !opts.events) return Status::Ok();
+  RedisLink::Options lo;
+  KAMERA_ASSIGN_OR_RETURN(auto seeds, RedisLink::parse_url(opts.redis_url, lo));
+  lo.tls_opts = opts.redis_tls;
+  const std::string url = !opts.advertise_url.empty()
+                              ? opts.advertise_url
+                              : fmt::format("http://{}:{}", opts.host, front->port());
+  events = std::make_unique<ClusterEvents>(
+      std::make_unique<RedisLink>(std::move(seeds), lo), events_channel(model.fingerprint), url,
+      [this] {
+        int64_t n = 0;
+        std::lock_guard<std::mutex> lock(inflight_mu);
+        for (const auto& [client, held] : inflight) n += held;
+        return json{{"inflight", n}, {"queued", scheduler->queued()}};
+      });
+  scheduler->observe_segments([e = events.get()](const ChunkId& id, int64_t bytes, bool stored) {
+    e->segment(id, bytes, stored);
+  });
+  return Status::Ok();
+}
+
 Server::Server(std::shared_ptr<const Model> model, const ServerOptions& opts)
     : impl_(std::make_unique<Impl>(std::move(model), opts)) {}
 
@@ -178,6 +211,7 @@ Status Server::start() {
   Impl& s = *impl_;
   KAMERA_TRY(s.open_context());
   KAMERA_TRY(s.open_front());
+  KAMERA_TRY(s.open_events());
   s.scheduler->start();
   s.front->start();
   return Status::Ok();
@@ -198,6 +232,7 @@ void Server::stop() {
   // The scheduler first: queued work is answered (errors) while the front can still send.
   if (s.scheduler) s.scheduler->stop();
   if (s.front) s.front->stop();
+  s.events.reset();
   if (s.windows) s.windows->clear();
   std::lock_guard<std::mutex> lock(s.stop_mu);
   s.stop_cv.notify_all();

@@ -109,6 +109,18 @@ struct ServerOptions {
   size_t store_dir_bytes = 0;  // disk tier cap, least recently used files go first (0: none)
   int redis_ttl_s = 0;         // expiry of Redis entries (0: none)
   TlsOptions redis_tls;        // CA / client certificate for rediss:// URLs
+  // A Redis Cluster (the URL names one node or several; told apart at connect time): loads may
+  // read replicas; a write counts once this many replicas hold it (WAIT).
+  bool redis_read_replicas = false;
+  int redis_wait_replicas = 0;
+  // Prompt segments the memory misses, fetched from the tiers when another server stored them:
+  // "auto" when fetching is estimated cheaper than recomputing (measured), "always", "never".
+  std::string store_fetch = "auto";
+  // With redis_url: what this server holds and its load are published for routers
+  // (server/cluster_events.h) under this URL (empty: http://HOST:PORT as bound); events = false:
+  // nothing published.
+  std::string advertise_url;
+  bool events = true;
 
   // Images in chat messages (server/media_parts.h): the vision tower (llama.cpp's mmproj GGUF;
   // empty: image parts are refused), the directory local paths are confined to (empty: refused),

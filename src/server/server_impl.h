@@ -17,6 +17,7 @@
 
 #include "context/context.h"
 #include "grammar/grammar_cache.h"
+#include "server/cluster_events.h"
 #include "server/http_front.h"
 #include "server/media_parts.h"
 #include "server/openai.h"
@@ -62,6 +63,7 @@ struct Server::Impl {
   std::unique_ptr<WindowRegistry> windows;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HttpFront> front;
+  std::unique_ptr<ClusterEvents> events;  // with --redis: what this server holds, for routers
   std::atomic<bool> stopped{false};
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -72,6 +74,7 @@ struct Server::Impl {
   Status open_context();
   Result<std::vector<std::shared_ptr<StoreTier>>> open_tiers();
   Status open_front();
+  Status open_events();  // after the front is bound (its URL names this server)
 
   // http_api.cpp
   void add_routes();

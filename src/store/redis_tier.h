@@ -19,17 +19,25 @@
 //
 // TLS (rediss://): Debian bookworm's hiredis is 0.14, without hiredis_ssl, so the tier runs the
 // TLS session itself (store/tls_tunnel.h) and gives hiredis a plain socket into it.
+//
+// Redis Cluster: the same URL names one node or several (HOST:PORT,HOST:PORT,...); a cluster is
+// recognised when the first node that answers serves CLUSTER SLOTS (store/redis_link.h follows
+// its slot map and redirects). Every key of a chunk carries the chunk's id as its hash tag
+// (kamera:<model>:c:{<id>}, t:{<id>}, ps:{<id>}, p:{<id>}<patch>, il:{<id>}), so the scripts above
+// run on one node; an image's keys are tagged with the image's key (i:{<key>}), so a delete drops
+// the chunk's keys atomically and then the images linked to it, one by one (a delete that cannot
+// reach an image's node is reported Unreachable, as an outage). With wait_replicas, a write counts
+// (stats().writes, save_*_acked) only once that many replicas hold it (WAIT), so a master killed
+// after the answer loses nothing the tier reported written.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <mutex>
 #include <string>
 
+#include "store/redis_link.h"
 #include "store/tier_load.h"
-#include "store/tls_tunnel.h"
-
-struct redisContext;
-struct redisReply;
 
 namespace kamera {
 
@@ -43,8 +51,12 @@ class RedisTier : public StoreTier {
     int tombstone_ttl_s = 7 * 24 * 3600;
     size_t max_entry_bytes = 0;  // a larger value is discarded (0: default_entry_size_limit)
     TlsOptions tls;              // used with rediss:// URLs
+    bool read_replicas = false;  // cluster: loads may read a replica (stale by the lag)
+    int wait_replicas = 0;       // a write is acknowledged once this many replicas have it
+    int wait_ms = 100;           // ... within this long (at most half of timeout_ms)
   };
-  // url: redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB] (AUTH on connect; rediss: TLS). Never fails
+  // url: redis[s]://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/DB] (AUTH on connect to
+  // every node; rediss: TLS; several nodes: seeds of a cluster, tried in order). Never fails
   // for an unreachable server (it is retried later); fails for a malformed URL or a missing key.
   static Result<std::shared_ptr<RedisTier>> open(const std::string& url, const Fingerprint& model,
                                                  const KvLayout& layout, const Options& opts);
@@ -61,43 +73,55 @@ class RedisTier : public StoreTier {
   std::shared_ptr<const ImageEntry> load_image(const ChunkId& key) override;
   void save_image(const ImageEntry& e) override;
   void link_image(const ChunkId& chunk, const ChunkId& image) override;
+  BatchLoaded load_batch(const Batch& want) override;
   Stats stats() const override;
   bool connected() const;
+  bool cluster() const;
+  // The writes of save_canonical / save_patch, answering whether the entry was acknowledged (stored
+  // and, with wait_replicas, replicated).
+  bool save_canonical_acked(const CanonicalEntry& e);
+  bool save_patch_acked(const PatchEntry& e);
+  // Fetch timings of this tier's load_batch round trips (zero until measured).
+  FetchCost fetch_cost() const override;
+  bool remote() const override { return true; }
+  int64_t redirects() const;
+  int64_t read_bytes() const;  // bytes of the entries its loads found
+  // Keys of this model's entries: a canonical, a tombstone (for tests and tools).
+  std::string canonical_key(const ChunkId& id) const { return key_prefix() + "c:" + tag(id); }
+  std::string tombstone_key(const ChunkId& id) const { return key_prefix() + "t:" + tag(id); }
+  std::string patch_key(const PatchKey& k) const { return key_prefix() + "p:" + patch_member(k); }
+  std::string image_key(const ChunkId& k) const { return key_prefix() + "i:" + tag(k); }
 
  private:
-  RedisTier(std::string host, int port, int db, const Fingerprint& fp, KvLayout layout, Options o);
-  bool ensure_connected();      // under mu_
-  bool connect_tls();           // under mu_: ctx_ over a TLS tunnel
-  bool handshake();             // under mu_: AUTH and SELECT
-  void fail(const char* what);  // under mu_: count, warn once per outage, drop the connection
-  // Runs a command (argv form); null on a transport failure (then the tier is in outage).
-  redisReply* command(const char* what, std::initializer_list<std::string_view> args);
+  RedisTier(const Fingerprint& fp, KvLayout layout, Options o);
+  static std::string tag(const ChunkId& id) { return "{" + id.hex() + "}"; }
+  // Runs a command routed by `key`; null on a transport failure (counted).
+  RedisReply command(const std::string& key, std::vector<std::string> args, bool read = false);
   // Under mu_: GET, or (with a tombstone key) a miss while that key exists.
   Fetched get(const std::string& key, const std::string& tombstone);
+  RedisLink::Command get_command(const std::string& key, const std::string& tombstone) const;
+  Fetched fetched(const std::string& key, RedisReply r);  // under mu_: a GET's reply read
   // Under mu_: SET unless the tombstone exists; `member` (when not empty) joins the set `index`.
   bool set(const std::string& key, const std::string& value, const std::string& tombstone,
            const std::string& index = {}, const std::string& member = {});
   void drop(const std::string& key);  // under mu_: a bad value goes
   template <class Entry>
-  std::shared_ptr<const Entry> load(const std::string& key, const typename Sealed<Entry>::Key& k,
-                                    const std::string& tombstone);
-  void save(const std::string& key, const std::string& blob, const std::string& tombstone,
+  std::shared_ptr<const Entry> open_fetched(const std::string& key,
+                                            const typename Sealed<Entry>::Key& k, Fetched f);
+  bool save(const std::string& key, const std::string& blob, const std::string& tombstone,
             const std::string& index = {}, const std::string& member = {});
   std::string key_prefix() const;
-  std::string tombstone_key(const ChunkId& id) const { return key_prefix() + "t:" + id.hex(); }
+  static std::string patch_member(const PatchKey& k) { return tag(k.chunk) + patch_key_name(k); }
 
-  std::string host_, user_, password_;
-  int port_ = 6379, db_ = 0;
   Fingerprint fp_;
   TierCodec codec_;
   Options opts_;
   mutable std::mutex mu_;
-  bool tls_ = false;
-  std::unique_ptr<TlsTunnel> tunnel_;  // with tls_, while ctx_ is open
-  redisContext* ctx_ = nullptr;
-  std::chrono::steady_clock::time_point next_attempt_{};
-  bool warned_ = false;
+  std::unique_ptr<RedisLink> link_;
   Stats stats_;
+  FetchCost cost_;
+  std::deque<double> rtt_samples_, kib_samples_;  // the last batches' (fetch_cost's medians)
+  int64_t read_bytes_ = 0;
 };
 
 }  // namespace kamera

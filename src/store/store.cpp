@@ -113,6 +113,71 @@ std::shared_ptr<const PatchEntry> ChunkStore::find_patch(const PatchKey& key) {
   return nullptr;
 }
 
+StoreTier::BatchLoaded StoreTier::load_batch(const Batch& want) {
+  BatchLoaded out;
+  for (const ChunkId& id : want.canonicals) out.canonicals.push_back(load_canonical(id));
+  for (const PatchKey& k : want.patches) out.patches.push_back(load_patch(k));
+  return out;
+}
+
+StoreTier::BatchLoaded ChunkStore::find_batch(const StoreTier::Batch& want) {
+  StoreTier::BatchLoaded out;
+  out.canonicals.resize(want.canonicals.size());
+  out.patches.resize(want.patches.size());
+  std::vector<std::shared_ptr<StoreTier>> tiers;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (size_t i = 0; i < want.canonicals.size(); ++i)
+      if (canon_.count(want.canonicals[i]))
+        out.canonicals[i] = memory_hit(lock, want.canonicals[i]);
+    for (size_t i = 0; i < want.patches.size(); ++i)
+      if (auto it = patches_.find(want.patches[i]); it != patches_.end()) {
+        ++stats_.patch_hits;
+        touch(it->second.lru);
+        out.patches[i] = it->second.entry;
+      }
+    tiers = tiers_;
+  }
+  for (size_t t = 0; t < tiers.size(); ++t) {
+    StoreTier::Batch ask;  // what is still missing, and not deleted here
+    std::vector<size_t> ci, pi;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < want.canonicals.size(); ++i)
+        if (!out.canonicals[i] && !tombstones_.count(want.canonicals[i]))
+          ask.canonicals.push_back(want.canonicals[i]), ci.push_back(i);
+      for (size_t i = 0; i < want.patches.size(); ++i)
+        if (!out.patches[i] && !tombstones_.count(want.patches[i].chunk))
+          ask.patches.push_back(want.patches[i]), pi.push_back(i);
+    }
+    if (ask.canonicals.empty() && ask.patches.empty()) break;
+    StoreTier::BatchLoaded got = tiers[t]->load_batch(ask);
+    // a tombstone in another tier (a tier's own load already honours its own)
+    auto gone = [&](const ChunkId& id) {
+      for (size_t o = 0; o < tiers.size(); ++o)
+        if (o != t && tiers[o]->tombstoned(id)) return true;
+      return false;
+    };
+    for (size_t k = 0; k < ci.size(); ++k)
+      if (got.canonicals[k] && !gone(got.canonicals[k]->id)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (tombstones_.count(got.canonicals[k]->id)) continue;
+        ++stats_.tier_canonical_hits;
+        insert_canonical_locked(got.canonicals[k]);
+        out.canonicals[ci[k]] = got.canonicals[k];
+      }
+    for (size_t k = 0; k < pi.size(); ++k)
+      if (got.patches[k] && !gone(got.patches[k]->key.chunk)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (tombstones_.count(got.patches[k]->key.chunk)) continue;
+        ++stats_.tier_patch_hits;
+        insert_patch_locked(got.patches[k]);
+        out.patches[pi[k]] = got.patches[k];
+      }
+  }
+  return out;
+}
+
 bool ChunkStore::deleted(std::unique_lock<std::mutex>& lock, const ChunkId& id) {
   if (tombstones_.count(id)) return true;
   const auto tiers = tiers_;

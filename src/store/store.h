@@ -98,6 +98,26 @@ class StoreTier {
   // Records that chunk `chunk` was made from image `image`, so that deleting the chunk deletes
   // the image's embeddings too; on a tombstoned chunk, deletes them now.
   virtual void link_image(const ChunkId& /*chunk*/, const ChunkId& /*image*/) {}
+  // Several entries at once (a request's segments): a tier over a network asks for all of them in
+  // one round trip per node. Answers in the order asked, null for a miss.
+  struct Batch {
+    std::vector<ChunkId> canonicals;
+    std::vector<PatchKey> patches;
+  };
+  struct BatchLoaded {
+    std::vector<std::shared_ptr<const CanonicalEntry>> canonicals;
+    std::vector<std::shared_ptr<const PatchEntry>> patches;
+  };
+  virtual BatchLoaded load_batch(const Batch& want);  // default: one load after the other
+  // What a fetch from the tier costs, measured on its batches (zero: not measured, or local):
+  // a round trip, and the time per KiB beyond it. The caller fetches when that beats recomputing.
+  struct FetchCost {
+    double rtt_us = 0, us_per_kib = 0;
+    int64_t samples = 0;
+    double us(size_t bytes) const { return rtt_us + us_per_kib * double(bytes) / 1024; }
+  };
+  virtual FetchCost fetch_cost() const { return {}; }
+  virtual bool remote() const { return false; }  // a network tier (its fetch is worth weighing)
   virtual Stats stats() const = 0;
 };
 
@@ -126,6 +146,9 @@ class ChunkStore {
   // Lookups count a hit or a miss and refresh recency.
   std::shared_ptr<const CanonicalEntry> find_canonical(const ChunkId& id);
   std::shared_ptr<const PatchEntry> find_patch(const PatchKey& key);
+  // Several at once: memory first, then each tier's load_batch for what is still missing (one
+  // round trip per node of a network tier); hits are kept in memory. In the order asked.
+  StoreTier::BatchLoaded find_batch(const StoreTier::Batch& want);
   bool contains_canonical(const ChunkId& id) const;  // no counting
 
   // Inserts (replacing an entry with the same key), then evicts LRU entries until within budget.

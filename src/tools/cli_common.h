@@ -31,6 +31,7 @@ Runner add_bench(CLI::App& app);
 Runner add_reuse_bench(CLI::App& app);
 Runner add_window_bench(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_route(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_report(CLI::App& app);
 Runner add_demo(CLI::App& app);

@@ -144,8 +144,25 @@ Runner add_serve(CLI::App& app) {
                  "checksummed, tied to this model)");
   app.add_option(
       "--redis", a->opts.redis_url,
-      "Shared tier: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://... over TLS; "
-      "servers sharing it reuse each other's chunks");
+      "Shared tier: redis://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]...][/DB], or rediss://... "
+      "over TLS; several nodes, or a node of a Redis Cluster: cluster mode (hash slots, "
+      "redirects); servers sharing it reuse each other's chunks and segments");
+  app.add_flag("--redis-read-replicas", a->opts.redis_read_replicas,
+               "Redis Cluster: loads may read a replica (stale by the replication lag)");
+  app.add_option("--redis-wait-replicas", a->opts.redis_wait_replicas,
+                 "A Redis write counts once this many replicas hold it (WAIT; 0: at once)")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  app.add_option("--store-fetch", a->opts.store_fetch,
+                 "Prompt segments stored by another server: fetch them when fetching is "
+                 "estimated cheaper than recomputing (auto, measured), always, or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  app.add_option("--advertise", a->opts.advertise_url,
+                 "With --redis: the URL routers reach this server at, in the events it publishes "
+                 "(default: http://HOST:PORT)");
+  app.add_flag("!--no-events", a->opts.events,
+               "With --redis: publish nothing for routers (what this server holds, its load)");
   app.add_option("--redis-ca", a->opts.redis_tls.ca_file,
                  "PEM CA bundle the rediss:// server's certificate must chain to (default: the "
                  "system store); the host name is checked")

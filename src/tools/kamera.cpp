@@ -167,6 +167,10 @@ int main(int argc, char** argv) {
       add_vlm_bench);
   reg("serve", "OpenAI-compatible HTTP server with chunk and window APIs (chunks reused by id)",
       add_serve);
+  reg("route",
+      "OpenAI-compatible front for several kamera servers: each request goes to the server "
+      "holding most of its prompt's segments",
+      add_route);
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

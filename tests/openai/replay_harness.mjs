@@ -2,6 +2,7 @@
 // scripts/replay.mjs whose report they read, and the verdict (the failures, or the report kept).
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -35,4 +36,15 @@ export function finish(failures, out, name) {
     console.log(`(report in ${out})`);
   }
   process.exit(failures.length ? 1 : 0);
+}
+
+// The openai npm client's OpenAI class from npm/node_modules; exits 77 (skipped) without it.
+export function loadClient(npm) {
+  const require = createRequire(path.join(path.resolve(npm), 'package.json'));
+  try {
+    return require('openai').OpenAI;
+  } catch {
+    console.log(`SKIP: the openai npm client is not under ${npm} (bash scripts/install-openai-client.sh ${npm})`);
+    process.exit(77);
+  }
 }

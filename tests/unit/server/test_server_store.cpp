@@ -213,9 +213,9 @@ TEST(ServerStore, DeleteHoldsOnlyOnceEveryTierHasTheTombstone) {
   EXPECT_EQ(a.status("GET", "/v1/chunks/" + id), 404);        // it holds here already
   EXPECT_EQ(b.upload({{"tokens", {9, 8, 7, 6, 5, 4}}}), id);  // in b's memory and on its disk
   EXPECT_EQ(a.status("DELETE", "/v1/chunks/" + id), 200);
-  EXPECT_EQ(redis.count("kamera:*:c:" + id), 0u);
+  EXPECT_EQ(redis.count("kamera:*:c:{" + id + "}"), 0u);
   EXPECT_EQ(redis.count("kamera:*:p:*"), 0u);
-  EXPECT_EQ(redis.count("kamera:*:t:" + id), 1u);
+  EXPECT_EQ(redis.count("kamera:*:t:{" + id + "}"), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // b's memory recheck
   EXPECT_EQ(b.status("GET", "/v1/chunks/" + id), 404);  // memory, then its disk: Redis says no
   EXPECT_EQ(b.status("GET", "/v1/chunks/" + id), 404);

@@ -178,7 +178,7 @@ TEST(StoreIntegrity, ForgedRedisEntryIsDiscarded) {
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
   const auto content = tokens({9, 8, 7, 6, 5, ::getpid() % 400 + 20});
   const ChunkId id = chunk_id(model->fingerprint, content);
-  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{{{}}}", model->fingerprint[0],
                                       model->fingerprint[1], id.hex());
   redis_cmd(rc, {"SELECT", "4"});
   {
@@ -216,7 +216,7 @@ TEST(StoreIntegrity, WrongTypeRedisKeyIsAMissNotAnOutage) {
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
   const auto content = tokens({4, 3, 2, 5, ::getpid() % 400 + 20});
   const ChunkId id = chunk_id(model->fingerprint, content);
-  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{{{}}}", model->fingerprint[0],
                                       model->fingerprint[1], id.hex());
   redis_cmd(rc, {"SELECT", "4"});
   redis_cmd(rc, {"DEL", key});
@@ -250,7 +250,7 @@ TEST(StoreIntegrity, GarbageRedisValueIsDeleted) {
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2"));
   const auto content = tokens({6, 1, 6, 1, ::getpid() % 400 + 20});
   const ChunkId id = chunk_id(model->fingerprint, content);
-  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+  const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{{{}}}", model->fingerprint[0],
                                       model->fingerprint[1], id.hex());
   redis_cmd(rc, {"SELECT", "4"});
   redis_cmd(rc, {"SET", key, "garbage, not an entry"});
@@ -288,7 +288,7 @@ TEST(StoreIntegrity, RedisAuthIsSent) {
     httplib::Client c("127.0.0.1", s.port());
     auto up = c.Post("/v1/chunks", json{{"tokens", content.tokens}}.dump(), "application/json");
     EXPECT_TRUE(up && up->status == 201);
-    const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{}", model->fingerprint[0],
+    const std::string key = fmt::format("kamera:{:016x}{:016x}:c:{{{}}}", model->fingerprint[0],
                                         model->fingerprint[1], id.hex());
     redis_cmd(rc, {"SELECT", "4"});
     const bool stored = !redis_cmd(rc, {"GET", key}).empty();
@@ -323,7 +323,8 @@ TEST(StoreIntegrity, RedisTombstoneStopsWriteBacksUntilAnUpload) {
   ASSERT_TRUE(a.ok() && b.ok());
   const std::string prefix =
       fmt::format("kamera:{:016x}{:016x}:", m.fingerprint[0], m.fingerprint[1]);
-  const std::string key = prefix + "c:" + (*e)->id.hex(), tomb = prefix + "t:" + (*e)->id.hex();
+  const std::string key = prefix + "c:{" + (*e)->id.hex() + "}",
+                    tomb = prefix + "t:{" + (*e)->id.hex() + "}";
   redis_cmd(rc, {"SELECT", "4"});
   (*a)->save_canonical(**e);
   ASSERT_EQ(redis_cmd(rc, {"EXISTS", key}), "1");

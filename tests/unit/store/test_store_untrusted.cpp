@@ -292,28 +292,29 @@ TEST(DiskUntrusted, RedisDeletesTakePatchesAndImages) {
   for (const auto* p : {&p1, &p2, &q}) t->save_patch(*p);
   t->save_image(img);
   t->link_image(c->id, img.key);
-  ASSERT_TRUE(exists("c:" + c->id.hex()) && exists("i:" + img.key.hex()));
+  ASSERT_TRUE(exists("c:{" + c->id.hex() + "}") && exists("i:{" + img.key.hex() + "}"));
   EXPECT_EQ(t->erase_canonical(c->id), TierErase::Erased);
-  EXPECT_FALSE(exists("c:" + c->id.hex()));
-  EXPECT_FALSE(exists("p:" + patch_key_name(p1.key)) || exists("p:" + patch_key_name(p2.key)));
-  EXPECT_FALSE(exists("i:" + img.key.hex()));
+  EXPECT_FALSE(exists("c:{" + c->id.hex() + "}"));
+  EXPECT_FALSE(exists("p:{" + c->id.hex() + "}" + patch_key_name(p1.key)) ||
+               exists("p:{" + c->id.hex() + "}" + patch_key_name(p2.key)));
+  EXPECT_FALSE(exists("i:{" + img.key.hex() + "}"));
   EXPECT_TRUE(t->tombstoned(c->id));
   EXPECT_NE(t->load_patch(q.key), nullptr);
   t->save_patch(p1);
-  EXPECT_FALSE(exists("p:" + patch_key_name(p1.key)));
+  EXPECT_FALSE(exists("p:{" + c->id.hex() + "}" + patch_key_name(p1.key)));
   t->save_image(img);
   t->link_image(c->id, img.key);  // an encode that finished after the delete
-  EXPECT_FALSE(exists("i:" + img.key.hex()));
-  const std::string legacy = pre + "p:" + patch_key_name(p2.key);
+  EXPECT_FALSE(exists("i:{" + img.key.hex() + "}"));
+  const std::string legacy = t->patch_key(p2.key);
   freeReplyObject(redisCommand(rc, "SET %b %b", legacy.data(), legacy.size(),
                                serialize_patch(p2, m.fingerprint, kKey).data(),
                                serialize_patch(p2, m.fingerprint, kKey).size()));
   EXPECT_EQ(t->load_patch(p2.key), nullptr);
   t->revive_canonical(c->id);
-  for (const std::string& k :
-       {"t:" + c->id.hex(), "p:" + patch_key_name(p2.key), "p:" + patch_key_name(q.key),
-        "c:" + keep->id.hex(), "ps:" + keep->id.hex(), "ps:" + c->id.hex()})
-    freeReplyObject(redisCommand(rc, "DEL %s", (pre + k).c_str()));
+  for (const std::string& k : {t->tombstone_key(c->id), t->patch_key(p2.key), t->patch_key(q.key),
+                               t->canonical_key(keep->id), pre + "ps:{" + keep->id.hex() + "}",
+                               pre + "ps:{" + c->id.hex() + "}"})
+    freeReplyObject(redisCommand(rc, "DEL %s", k.c_str()));
   redisFree(rc);
 }
 

@@ -97,7 +97,7 @@ TEST(VlStoreTiers, RedisKeepsImageEntriesSealed) {
   if (!rc) GTEST_SKIP() << "no Redis on 127.0.0.1:6379 (CI starts redis-server)";
   std::shared_ptr<const Model> model = tiny::load(tiny::model_path("qwen2vl"));
   const ImageEntry e = sample_entry();
-  const std::string rkey = fmt::format("kamera:{:016x}{:016x}:i:{}", model->fingerprint[0],
+  const std::string rkey = fmt::format("kamera:{:016x}{:016x}:i:{{{}}}", model->fingerprint[0],
                                        model->fingerprint[1], e.key.hex());
   redis_cmd(rc, {"SELECT", "5"});
   redis_cmd(rc, {"DEL", rkey});

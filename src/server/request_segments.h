@@ -1,0 +1,53 @@
+// The segments of a completion request's prompt as `kamera serve` cuts them: the same chat
+// template, request parsing (server/openai.h), tool rendering and tokenization
+// (server/prompt_tokens.h), so that a router scores servers by the very segment ids the servers
+// hold (server/cluster_events.h). No engine work: the context it keeps (a small KV pool) only
+// gives the anchor and the chunk ids.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "context/context.h"
+#include "jinja/chat_template.h"
+#include "server/openai.h"
+#include "server/server.h"
+#include "toolcall/request.h"
+
+namespace kamera {
+
+// The chat template a server renders messages with: --chat-template, else the GGUF's, else none.
+Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const ServerOptions& o);
+
+// A chat request's response_format and tool fields as a decoding plan, or the refusal (by name).
+std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
+    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format);
+
+class RequestSegmenter {
+ public:
+  static Result<std::unique_ptr<RequestSegmenter>> create(std::shared_ptr<const Model> model,
+                                                          const ServerOptions& opts);
+  struct Segment {
+    ChunkId id;
+    int tokens = 0;
+  };
+  // The segments of a /v1/completions (chat = false) or /v1/chat/completions body, in order (a
+  // batch: every prompt's). Fails where the server would refuse the request.
+  Result<std::vector<Segment>> segments(const json& body, std::string_view raw, bool chat) const;
+  // Bytes of one token's KV rows (f32): what a segment of n tokens holds, n times this.
+  size_t row_bytes() const { return row_bytes_; }
+
+ private:
+  RequestSegmenter() = default;
+  std::shared_ptr<const Model> model_;
+  ServerOptions opts_;
+  std::optional<ChatTemplate> tmpl_;
+  std::optional<toolcall::Format> tool_format_;
+  std::unique_ptr<Context> ctx_;
+  size_t row_bytes_ = 0;
+};
+
+}  // namespace kamera
