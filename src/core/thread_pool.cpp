@@ -1,22 +1,72 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KAMERA_PAUSE() _mm_pause()
+#else
+#define KAMERA_PAUSE() std::this_thread::yield()
+#endif
 
 #include "core/status.h"
 
 namespace kamera {
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+namespace {
+
+int default_spin_us(int n_threads) {
+  if (const char* env = std::getenv("KAMERA_POOL_SPIN_US"); env != nullptr && *env != '\0')
+    return std::clamp(std::atoi(env), 0, 100000);
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return cpus != 0 && unsigned(n_threads) > cpus ? 0 : 200;
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), spin_us_(default_spin_us(n_threads_)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
+  stop_.store(true);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(mu_);  // a worker between its check and its wait sees it
   }
   start_cv_.notify_all();
   for (auto& w : workers_) w.join();
+}
+
+// The waiter announces itself in `sleepers` before its last check and the waker bumps the state
+// before it reads `sleepers` (both sequentially consistent), so one of them sees the other; the
+// mutex orders the notify after the waiter's wait began.
+template <class Done>
+void ThreadPool::wait_for(const Done& done, std::condition_variable& cv,
+                          std::atomic<int>& sleepers) {
+  if (done()) return;
+  if (spin_us_ > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        if (done()) return;
+        KAMERA_PAUSE();
+      }
+      if (std::chrono::steady_clock::now() > until) break;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  sleepers.fetch_add(1);
+  cv.wait(lock, done);
+  sleepers.fetch_sub(1);
+}
+
+void ThreadPool::wake(std::condition_variable& cv, const std::atomic<int>& sleepers) {
+  if (sleepers.load() == 0) return;
+  { std::lock_guard<std::mutex> lock(mu_); }
+  cv.notify_all();
 }
 
 static void run_piece(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int pieces,
@@ -37,41 +87,27 @@ void ThreadPool::parallel_pieces(int64_t n, const std::function<void(int64_t, in
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_pieces_ = pieces;
-    pending_ = pieces - 1;
-    ++generation_;
-  }
-  start_cv_.notify_all();
+  job_ = &fn;
+  job_n_ = n;
+  job_pieces_ = pieces;
+  pending_.store(n_threads_ - 1);  // every worker checks in, with or without a piece
+  generation_.fetch_add(1);
+  wake(start_cv_, start_sleepers_);
   run_piece(fn, n, pieces, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  wait_for([this] { return pending_.load(std::memory_order_acquire) == 0; }, done_cv_,
+           done_sleepers_);
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n;
-    int pieces;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      pieces = job_pieces_;
-    }
-    if (index < pieces) {
-      run_piece(*job, n, pieces, index);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    wait_for([&] { return stop_.load(std::memory_order_relaxed) || generation_.load() != seen; },
+             start_cv_, start_sleepers_);
+    if (stop_.load()) return;
+    seen = generation_.load();
+    if (index < job_pieces_) run_piece(*job_, job_n_, job_pieces_, index);
+    if (pending_.fetch_sub(1) == 1) wake(done_cv_, done_sleepers_);
   }
 }
 

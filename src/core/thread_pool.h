@@ -1,8 +1,14 @@
-// A small blocking thread pool for kamera's element-wise and attention kernels.
-// Workers sleep on a condition variable between jobs (no spinning), so they do not steal cycles
-// from OpenBLAS's own threads, which run the large GEMMs.
+// A small thread pool for kamera's kernels: parallel_for splits a range into one piece per thread.
+//
+// Between jobs the workers spin on an atomic job counter for a short while (spin_us, 200 us by
+// default), then sleep on a condition variable. Decode runs a dozen short jobs per layer, each a
+// few tens of microseconds apart, and a sleeping worker is slow to wake on a VM (the hypervisor
+// has to run a halted vCPU again); docs/BENCHMARKS.md (issue 27) has the A/B. The short window
+// keeps the spinning away from long single-threaded stretches (and from OpenBLAS's own threads in
+// the f32 GEMMs). KAMERA_POOL_SPIN_US=0 makes every wait a sleep (A/B measurements).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -20,6 +26,9 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  // Microseconds a waiting thread spins before it sleeps (KAMERA_POOL_SPIN_US, else 200; 0 when
+  // the pool has more threads than the machine has CPUs).
+  int spin_us() const { return spin_us_; }
 
   // Calls fn(begin, end) on disjoint contiguous pieces covering [0, n), one piece per thread
   // (fewer when n is small); returns when all are done. Not reentrant.
@@ -30,17 +39,24 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Spins up to spin_us_ for done() to hold, then sleeps on cv (sleepers counts the sleepers).
+  template <class Done>
+  void wait_for(const Done& done, std::condition_variable& cv, std::atomic<int>& sleepers);
+  void wake(std::condition_variable& cv, const std::atomic<int>& sleepers);
 
   int n_threads_;
+  int spin_us_ = 0;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_cv_, done_cv_;
+  std::atomic<int> start_sleepers_{0}, done_sleepers_{0};
+  // The job: written by the caller before generation_ is bumped, read by workers after.
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_pieces_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace kamera

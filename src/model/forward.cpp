@@ -247,9 +247,11 @@ void Engine::qkv_projections(const LayerWeights& L, int n) {
   const ModelConfig& c = model_.cfg;
   const int d = c.dim, qw = c.q_width(), kvw = c.kv_width();
   KAMERA_ASSERT(L.wq.cols() == d && L.wq.rows() == qw && L.wk.rows() == kvw && L.wv.rows() == kvw);
-  linear(L.wq, xb_.data(), n, L.bq.empty() ? nullptr : L.bq.data(), q_.data(), pool_);
-  linear(L.wk, xb_.data(), n, L.bk.empty() ? nullptr : L.bk.data(), k_.data(), pool_);
-  linear(L.wv, xb_.data(), n, L.bv.empty() ? nullptr : L.bv.data(), v_.data(), pool_);
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  linear_many({{&L.wq, bias(L.bq), q_.data()},
+               {&L.wk, bias(L.bk), k_.data()},
+               {&L.wv, bias(L.bv), v_.data()}},
+              xb_.data(), n, pool_);
   if (c.qk_norm) {  // qwen3: every head of q and k RMS-normed before the rope (model/qwen3.h)
     rmsnorm(q_.data(), L.q_norm.data(), q_.data(), n * c.n_heads, c.head_dim, c.rms_eps, &pool_);
     rmsnorm(k_.data(), L.k_norm.data(), k_.data(), n * c.n_kv_heads, c.head_dim, c.rms_eps, &pool_);
@@ -270,8 +272,8 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
     add_inplace(x, tmp_.data(), int64_t(n) * d);
     return;
   }
-  linear(L.w_gate, xb_.data(), n, nullptr, gate_.data(), pool_);
-  linear(L.w_up, xb_.data(), n, nullptr, up_.data(), pool_);
+  linear_many({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), n,
+              pool_);
   silu_mul(gate_.data(), up_.data(), int64_t(n) * hid, &pool_);
   linear(L.w_down, gate_.data(), n, nullptr, tmp_.data(), pool_);
   add_inplace(x, tmp_.data(), int64_t(n) * d);

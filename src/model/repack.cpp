@@ -10,11 +10,18 @@ namespace kamera {
 
 size_t repack_for_decode(Model& m) {
   const char* env = std::getenv("KAMERA_REPACK");
-  if ((env != nullptr && std::strcmp(env, "0") == 0) || !quant::decode_has_q8_0x16()) return 0;
+  if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
   size_t bytes = 0;
   auto repack = [&](Weight& w) {
-    if (w.empty() || !quant::q8_0x16_fits(w.view())) return;
-    w = Weight::repacked(w, WeightLayout::Q8_0x16);
+    if (w.empty() || w.is_f32() || w.layout() != WeightLayout::Rows) return;
+    const WeightLayout l = quant::x16_layout_of(w.type());
+    if (quant::x16_fits(w.view()) && quant::decode_has_x16(l)) {
+      w = Weight::repacked(w, l);
+    } else if (!w.owned() && std::getenv("KAMERA_REPACK_COPY") != nullptr) {
+      w = Weight::repacked(w, WeightLayout::Rows);
+    } else {
+      return;
+    }
     bytes += w.bytes();
   };
   for (LayerWeights& L : m.layers)

@@ -46,17 +46,25 @@ std::shared_ptr<void> stream_bytes(size_t bytes) {
 }  // namespace
 
 Weight Weight::repacked(const Weight& src, WeightLayout layout) {
-  KAMERA_ASSERT(layout == WeightLayout::Q8_0x16 && quant::q8_0x16_fits(src.view()));
+  KAMERA_ASSERT(layout == WeightLayout::Rows ||
+                (quant::x16_fits(src.view()) && layout == quant::x16_layout_of(src.type())));
   const WeightView& v = src.view_;
   auto bytes = stream_bytes(src.bytes());
   auto* dst = static_cast<uint8_t*>(bytes.get());
-  const int64_t groups = v.rows / quant::kQ8x16Rows;
-  const size_t group_bytes = size_t(quant::kQ8x16Rows) * v.row_bytes;
+  // Rows layout: a plain copy in the same order, in groups of 16 rows like the others.
+  const int64_t groups = (v.rows + quant::kRepackRows - 1) / quant::kRepackRows;
+  const size_t group_bytes = size_t(quant::kRepackRows) * v.row_bytes;
   const int64_t step = std::max<int64_t>(1, int64_t((size_t(4) << 20) / group_bytes));
   for (int64_t g0 = 0; g0 < groups; g0 += step) {
     const int64_t g1 = std::min(groups, g0 + step);
-    quant::repack_q8_0x16(v, g0, g1, dst);
-    if (!src.owned()) release_mapped(v.data, v.data + size_t(g1) * group_bytes);
+    const size_t end = std::min(src.bytes(), size_t(g1) * group_bytes);
+    if (layout == WeightLayout::Rows) {
+      std::memcpy(dst + size_t(g0) * group_bytes, v.data + size_t(g0) * group_bytes,
+                  end - size_t(g0) * group_bytes);
+    } else {
+      quant::repack_x16(v, g0, g1, dst);
+    }
+    if (!src.owned()) release_mapped(v.data, v.data + end);
   }
   Weight w;
   w.view_ = v;
@@ -117,6 +125,18 @@ std::vector<float> Weight::to_f32() const {
 bool Weight::same_as(const Weight& o) const {
   return type() == o.type() && layout() == o.layout() && rows() == o.rows() && cols() == o.cols() &&
          (bytes() == 0 || std::memcmp(raw(), o.raw(), bytes()) == 0);
+}
+
+void linear_many(std::initializer_list<LinearOut> outs, const float* x, int n, ThreadPool& pool) {
+  std::vector<quant::Product> ps;
+  for (const LinearOut& o : outs) {
+    if (o.w->is_f32()) {
+      linear(*o.w, x, n, o.bias, o.y, pool);
+    } else {
+      ps.push_back({&o.w->view(), o.bias, o.y});
+    }
+  }
+  if (!ps.empty()) matmul_many(ps, x, n, pool);
 }
 
 void linear(const Weight& w, const float* x, int n, const float* bias, float* y, ThreadPool& pool) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -28,7 +29,8 @@ class Weight {
   static Result<Weight> borrow(GgmlType type, const void* data, int64_t rows, int64_t cols);
   // An owned copy of the same values in the same type.
   static Weight copy_of(const WeightView& v);
-  // The same values in `layout` (ops/quant_repack.h), in owned memory. A borrowed source's mapped
+  // The same values in `layout` (ops/quant_repack.h; Rows: the same bytes), in owned memory
+  // (huge pages for large matrices). A borrowed source's mapped
   // pages are released as they are consumed (read again, they fault back in from the file), so
   // the copy replaces them instead of doubling the resident set.
   static Weight repacked(const Weight& src, WeightLayout layout);
@@ -61,5 +63,15 @@ class Weight {
 // y[n x w.rows] = x[n x w.cols] * W^T (+ bias[w.rows] when given). F32 weights go through
 // OpenBLAS (ops/gemm.h, exact f32), every other type through ops/quant.h's kernels in that type.
 void linear(const Weight& w, const float* x, int n, const float* bias, float* y, ThreadPool& pool);
+
+// One product of linear_many.
+struct LinearOut {
+  const Weight* w;
+  const float* bias;  // null: none
+  float* y;
+};
+// linear() for several weights on the same rows x: the quantized ones run together (matmul_many:
+// x quantized once, one parallel pass in decode).
+void linear_many(std::initializer_list<LinearOut> outs, const float* x, int n, ThreadPool& pool);
 
 }  // namespace kamera

@@ -3,6 +3,7 @@
 #include "ops/quant.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -91,52 +92,115 @@ void add_bias(const float* bias, float* y, int64_t n, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) y[i * rows + r] += bias[r];
 }
 
-// Repacked Q8_0: groups of 16 rows split across threads, through the path's kernel for the
-// layout, or (a path without one) each group unpacked and multiplied row by row.
-void decode_q8_0x16(const QuantKernels& k, const WeightView& w, const uint8_t* act,
-                    size_t act_bytes, int64_t n, float* y, ThreadPool& pool) {
-  const int64_t nb = w.cols / 32;
-  std::vector<int32_t> sums(size_t(n * nb));
-  for (int64_t i = 0; i < n; ++i)
-    q8_0_block_sums(act + size_t(i) * act_bytes, w.cols, sums.data() + i * nb);
-  pool.parallel_for(w.rows / kQ8x16Rows, [&](int64_t g0, int64_t g1) {
-    if (k.vec_dot_q8_0x16 != nullptr) {
-      k.vec_dot_q8_0x16(w.cols, w.data, g0, g1, act, act_bytes, sums.data(), int(n), y, w.rows);
-      return;
-    }
-    uint8_t* rows = grow(scratch(2), kQ8x16Rows * w.row_bytes);
-    for (int64_t g = g0; g < g1; ++g) {
-      unpack_q8_0x16_rows(w, g * kQ8x16Rows, kQ8x16Rows, rows);
-      k.vec_dot_rows(w.type, w.cols, rows, w.row_bytes, 0, kQ8x16Rows, act, act_bytes, int(n),
-                     y + g * kQ8x16Rows, w.rows);
-    }
-  });
-}
-
 // Row r of w in the file's row layout: the view's bytes, or unpacked into `tmp`.
 const uint8_t* file_row(const WeightView& w, int64_t r, std::vector<uint8_t>& tmp) {
   if (w.layout == WeightLayout::Rows) return w.row(r);
   uint8_t* out = grow(tmp, w.row_bytes);
-  unpack_q8_0x16_rows(w, r, 1, out);
+  unpack_x16_rows(w, r, 1, out);
   return out;
 }
 
-// Each activation row quantized once to the dot type, then rows of W split across threads.
-void decode(const QuantKernels& k, const WeightView& w, const float* x, int64_t n, float* y,
-            ThreadPool& pool) {
-  const GgmlType dt = dot_type_of(w.type);
-  const size_t act_bytes = act_row_bytes(w.type, w.cols);
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  std::vector<uint8_t> q;
-  if (dt != GgmlType::F32) {
-    q.resize(act_bytes * size_t(n));
-    for (int64_t i = 0; i < n; ++i)
-      quantize_act_ref(dt, x + i * w.cols, q.data() + size_t(i) * act_bytes, w.cols);
-    act = q.data();
+// The activation rows of one decode call, quantized once per dot type (q8_0 with its block
+// sums, q8_1, q8_K; the f32 rows as they are) and shared by every product that reads them.
+struct DecodeActs {
+  const float* x;
+  int64_t n, cols;
+  ThreadPool& pool;
+  std::vector<uint8_t> q[3];  // q8_0, q8_1, q8_K
+  std::vector<int32_t> sums;  // q8_0 block sums
+
+  static int slot(GgmlType dt) { return dt == GgmlType::Q8_0 ? 0 : dt == GgmlType::Q8_1 ? 1 : 2; }
+  const uint8_t* rows(GgmlType t) {
+    const GgmlType dt = dot_type_of(t);
+    if (dt == GgmlType::F32) return reinterpret_cast<const uint8_t*>(x);
+    std::vector<uint8_t>& v = q[slot(dt)];
+    const size_t ab = act_row_bytes(t, cols);
+    if (v.empty()) {
+      v.resize(ab * size_t(n));
+      if (dt == GgmlType::Q8_0) sums.resize(size_t(n * cols / 32));
+      auto quantize = [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
+          if (dt == GgmlType::Q8_0)
+            q8_0_block_sums(v.data() + ab * i, cols, sums.data() + i * (cols / 32));
+        }
+      };
+      if (n > kQuantDecodeMaxRows) {
+        pool.parallel_for(n, quantize);
+      } else {
+        quantize(0, n);
+      }
+    }
+    return v.data();
   }
-  if (w.layout == WeightLayout::Q8_0x16) return decode_q8_0x16(k, w, act, act_bytes, n, y, pool);
-  pool.parallel_for(w.rows, [&](int64_t r0, int64_t r1) {
-    k.vec_dot_rows(w.type, w.cols, w.data, w.row_bytes, r0, r1, act, act_bytes, int(n), y, w.rows);
+};
+
+// One product of a decode call: its activation rows, and its work in units (groups of 16 rows
+// when repacked, else rows) of unit_bytes weight bytes each.
+struct DecodeJob {
+  const WeightView* w;
+  float* y;
+  const uint8_t* act;
+  size_t act_bytes;
+  int64_t units;
+  size_t unit_bytes;
+};
+
+// Units [u0, u1) of job j: the layout's kernel, or (a path without one) the groups unpacked and
+// multiplied row by row, or the file's rows.
+void run_units(const QuantKernels& k, const DecodeJob& j, const int32_t* sums, int n, int64_t u0,
+               int64_t u1) {
+  const WeightView& w = *j.w;
+  if (w.layout == WeightLayout::Rows) {
+    k.vec_dot_rows(w.type, w.cols, w.data, w.row_bytes, u0, u1, j.act, j.act_bytes, n, j.y, w.rows);
+  } else if (k.has_x16 != nullptr && k.has_x16(w.layout)) {
+    k.vec_dot_x16(w.layout, w.cols, w.data, u0, u1, j.act, j.act_bytes, sums, n, j.y, w.rows);
+  } else {
+    uint8_t* rows = grow(scratch(2), kRepackRows * w.row_bytes);
+    for (int64_t g = u0; g < u1; ++g) {
+      unpack_x16_rows(w, g * kRepackRows, kRepackRows, rows);
+      k.vec_dot_rows(w.type, w.cols, rows, w.row_bytes, 0, kRepackRows, j.act, j.act_bytes, n,
+                     j.y + g * kRepackRows, w.rows);
+    }
+  }
+}
+
+// Decode: every activation row quantized once per dot type, then all the products' weight bytes
+// split evenly across the threads in one parallel_for (piece p streams the units that start in
+// bytes [p/P, (p+1)/P) of the total), so products of one input wait at one barrier, not one each.
+void decode(const QuantKernels& k, std::span<const Product> ps, const float* x, int64_t n,
+            int64_t cols, ThreadPool& pool) {
+  DecodeActs acts{x, n, cols, pool, {}, {}};
+  std::vector<DecodeJob> jobs;
+  size_t total = 0;
+  for (const Product& p : ps) {
+    const WeightView& w = *p.w;
+    const bool grouped = w.layout != WeightLayout::Rows;
+    const int64_t units = grouped ? w.rows / kRepackRows : w.rows;
+    const size_t ub = (grouped ? kRepackRows : 1) * w.row_bytes;
+    jobs.push_back({&w, p.y, acts.rows(w.type), act_row_bytes(w.type, cols), units, ub});
+    total += size_t(units) * ub;
+  }
+  const int pieces = int(std::min<int64_t>(pool.size(), int64_t(total / 4096) + 1));
+  pool.parallel_for(pieces, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const size_t lo = total * size_t(p) / size_t(pieces);
+      const size_t hi = total * size_t(p + 1) / size_t(pieces);
+      size_t at = 0;  // the job's first byte
+      for (const DecodeJob& j : jobs) {
+        const size_t end = at + size_t(j.units) * j.unit_bytes;
+        auto first_at_or_after = [&](size_t b) {
+          return b <= at ? int64_t(0)
+                         : std::min<int64_t>(j.units,
+                                             int64_t((b - at + j.unit_bytes - 1) / j.unit_bytes));
+        };
+        if (end > lo && at < hi) {
+          const int64_t u0 = first_at_or_after(lo), u1 = first_at_or_after(hi);
+          if (u0 < u1) run_units(k, j, acts.sums.data(), int(n), u0, u1);
+        }
+        at = end;
+      }
+    }
   });
 }
 
@@ -194,16 +258,43 @@ const QuantKernels& prefill_kernels() {
   return k;
 }
 
+void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<const Product> ps,
+                      const float* x, int64_t n, ThreadPool& pool) {
+  KAMERA_ASSERT(n >= 0);
+  if (n == 0 || ps.empty()) return;
+  const int64_t cols = ps[0].w->cols;
+  bool decodes = n <= kQuantDecodeMaxRows;
+  for (const Product& p : ps) {
+    KAMERA_ASSERT(p.w->data != nullptr && p.w->cols == cols);
+    decodes = decodes || p.w->cols % 32 != 0;
+  }
+  // Prefill over repacked weights runs the layouts' integer kernels too (activations quantized
+  // once, 4 rows per pass over a group) unless KAMERA_PREFILL_X16=0; other weights go through
+  // dequantized panels.
+  static const bool x16_prefill = [] {
+    const char* e = std::getenv("KAMERA_PREFILL_X16");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  if (decodes) {
+    decode(dk, ps, x, n, cols, pool);
+  } else {
+    std::vector<Product> ints;
+    for (const Product& p : ps) {
+      if (x16_prefill && dk.has_x16 != nullptr && dk.has_x16(p.w->layout)) {
+        ints.push_back(p);
+      } else if (p.w->rows > 0) {
+        prefill(pk, *p.w, x, n, p.y, pool);
+      }
+    }
+    if (!ints.empty()) decode(dk, ints, x, n, cols, pool);
+  }
+  for (const Product& p : ps) add_bias(p.bias, p.y, n, p.w->rows);
+}
+
 void matmul_with(const QuantKernels& dk, const QuantKernels& pk, const WeightView& w,
                  const float* x, int64_t n, const float* bias, float* y, ThreadPool& pool) {
-  KAMERA_ASSERT(w.data != nullptr && n >= 0);
-  if (n == 0 || w.rows == 0) return;
-  if (n <= kQuantDecodeMaxRows || w.cols % 32 != 0) {
-    decode(dk, w, x, n, y, pool);
-  } else {
-    prefill(pk, w, x, n, y, pool);
-  }
-  add_bias(bias, y, n, w.rows);
+  const Product p{&w, bias, y};
+  matmul_many_with(dk, pk, {&p, 1}, x, n, pool);
 }
 
 }  // namespace quant
@@ -229,6 +320,10 @@ Result<WeightView> make_weight_view(GgmlType type, const void* data, int64_t row
 void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, float* y,
             ThreadPool& pool) {
   quant::matmul_with(quant::decode_kernels(), quant::prefill_kernels(), w, x, n, bias, y, pool);
+}
+
+void matmul_many(std::span<const quant::Product> ps, const float* x, int64_t n, ThreadPool& pool) {
+  quant::matmul_many_with(quant::decode_kernels(), quant::prefill_kernels(), ps, x, n, pool);
 }
 
 void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* out) {

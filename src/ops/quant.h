@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/ggml_type.h"
@@ -20,9 +21,9 @@ namespace kamera {
 
 class ThreadPool;
 
-// How a view's bytes are ordered: the file's rows, or Q8_0 rows repacked in groups of 16 for
-// the VNNI decode kernel (ops/quant_repack.h; the same bytes per row, another order).
-enum class WeightLayout : uint8_t { Rows, Q8_0x16 };
+// How a view's bytes are ordered: the file's rows, or rows repacked in groups of 16 for the VNNI
+// decode kernels (ops/quant_repack.h; the same bytes per row, another order).
+enum class WeightLayout : uint8_t { Rows, Q8_0x16, Q5_0x16, Q4_Kx16, Q6_Kx16 };
 
 // A weight matrix of `rows` (out) rows of `cols` (in) values in ggml type `type`, row-major,
 // e.g. a GGUF tensor's mapped bytes (ne[0] = cols). Not owning.
@@ -43,6 +44,14 @@ Result<WeightView> make_weight_view(GgmlType type, const void* data, int64_t row
 void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, float* y,
             ThreadPool& pool);
 
+namespace quant {
+struct Product;
+}
+// Several products of the same rows x (every W has x's cols): in decode, x is quantized once per
+// dot type and all the products run in one parallel pass (one barrier, not one per product).
+void matmul_many(std::span<const quant::Product> products, const float* x, int64_t n,
+                 ThreadPool& pool);
+
 // out[count x cols] = rows [first, first + count) of W in f32 (embedding lookups).
 void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* out);
 
@@ -56,9 +65,18 @@ inline constexpr int64_t kQuantDecodeMaxRows = 4;
 
 namespace quant {
 struct QuantKernels;
+// One product of matmul_many: y = x W^T (+ bias).
+struct Product {
+  const WeightView* w;
+  const float* bias;  // null: none
+  float* y;
+};
 // matmul through the given kernel tables (tests and benchmarks compare paths with it).
 void matmul_with(const QuantKernels& decode, const QuantKernels& prefill, const WeightView& w,
                  const float* x, int64_t n, const float* bias, float* y, ThreadPool& pool);
+void matmul_many_with(const QuantKernels& decode, const QuantKernels& prefill,
+                      std::span<const Product> products, const float* x, int64_t n,
+                      ThreadPool& pool);
 const QuantKernels& decode_kernels();  // the tables matmul uses on this CPU
 const QuantKernels& prefill_kernels();
 }  // namespace quant

@@ -10,6 +10,7 @@
 
 #include "core/cpu_features.h"
 #include "core/ggml_type.h"
+#include "ops/quant.h"
 
 namespace kamera::quant {
 
@@ -45,13 +46,15 @@ struct QuantKernels {
   void (*gemm)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
                float* y, int64_t ldy);
 
-  // Decode over Q8_0 weights in the Q8_0x16 layout (ops/quant_repack.h): y[a * y_stride + r]
-  // for the rows r of groups [g0, g1), activation rows in q8_0 blocks, act_sums[a * cols / 32 +
-  // b] = 128 * the sum of block b's quants of row a (q8_0_block_sums). Null where the path has
-  // none (matmul then unpacks the groups and runs vec_dot_rows).
-  void (*vec_dot_q8_0x16)(int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
-                          const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act,
-                          float* y, int64_t y_stride) = nullptr;
+  // Decode over weights repacked in groups of 16 rows (ops/quant_repack.h): y[a * y_stride + r]
+  // for the rows r of groups [g0, g1), activation rows in the type's dot type (q8_0 or q8_K),
+  // act_sums[a * cols / 32 + b] = the sum of block b's quants of q8_0 row a (q8_0_block_sums;
+  // unused for q8_K). has_x16 says which layouts the path has a kernel for; both null where it
+  // has none (matmul then unpacks the groups and runs vec_dot_rows).
+  bool (*has_x16)(WeightLayout l) = nullptr;
+  void (*vec_dot_x16)(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
+                      const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act,
+                      float* y, int64_t y_stride) = nullptr;
 };
 
 const QuantKernels& scalar_kernels();

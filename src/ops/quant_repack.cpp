@@ -1,4 +1,5 @@
-// The Q8_0x16 layout of quant_repack.h: repacking and unpacking, byte by byte in 4-byte units.
+// The layouts of quant_repack.h: repacking and unpacking, as moves of each row's block bytes to
+// and from their places in the group's block column.
 #include "ops/quant_repack.h"
 
 #include <cstring>
@@ -10,60 +11,132 @@ namespace kamera::quant {
 
 namespace {
 
-constexpr size_t kBlockGroupBytes = kQ8x16Rows * sizeof(BlockQ8_0);  // 544
-constexpr size_t kScaleBytes = kQ8x16Rows * 2;                       // 32
-
-const uint8_t* group_block(const WeightView& w, int64_t g, int64_t b) {
-  return w.data + size_t(g) * kQ8x16Rows * w.row_bytes + size_t(b) * kBlockGroupBytes;
+// Copies n bytes between a group's block column (grp, at g) and one row's block (blk, at b):
+// into the group when packing, back out when unpacking.
+template <bool kPack>
+inline void move(uint8_t* grp, size_t g, uint8_t* blk, size_t b, size_t n) {
+  if constexpr (kPack) {
+    std::memcpy(grp + g, blk + b, n);
+  } else {
+    std::memcpy(blk + b, grp + g, n);
+  }
 }
 
-uint32_t flip(uint32_t q) {
-  return q ^ 0x80808080u;
+// Row j's block <-> its places, per layout (the offsets of the table in quant_repack.h).
+template <bool kPack>
+void places(WeightLayout l, uint8_t* grp, uint8_t* blk, size_t j) {
+  switch (l) {
+    case WeightLayout::Q8_0x16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      for (size_t c = 0; c < 8; ++c) move<kPack>(grp, 32 + 64 * c + 4 * j, blk, 2 + 4 * c, 4);
+      return;
+    case WeightLayout::Q5_0x16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      move<kPack>(grp, 32 + 4 * j, blk, 2, 4);  // qh, its bits reordered by q5_qh_order
+      for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 96 + 64 * c + 4 * j, blk, 6 + 4 * c, 4);
+      return;
+    case WeightLayout::Q4_Kx16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      move<kPack>(grp, 32 + 2 * j, blk, 2, 2);
+      for (size_t k = 0; k < 12; ++k) move<kPack>(grp, 64 + 16 * k + j, blk, 4 + k, 1);
+      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, 256 + 64 * c + 4 * j, blk, 16 + 4 * c, 4);
+      return;
+    case WeightLayout::Q6_Kx16:
+      move<kPack>(grp, 2 * j, blk, 208, 2);
+      for (size_t g = 0; g < 16; ++g) move<kPack>(grp, 32 + 16 * g + j, blk, 192 + g, 1);
+      for (size_t h = 0; h < 2; ++h)
+        for (size_t c = 0; c < 8; ++c) {
+          const size_t at = 288 + 192 * (8 * h + c) + 4 * j;
+          move<kPack>(grp, at, blk, 64 * h + 4 * c, 4);
+          move<kPack>(grp, at + 64, blk, 64 * h + 32 + 4 * c, 4);
+          move<kPack>(grp, at + 128, blk, 128 + 32 * h + 4 * c, 4);
+        }
+      return;
+    case WeightLayout::Rows:
+      return;
+  }
+}
+
+// Q5_0x16's qh: the fifth bit of value 4m + i (bit 4m + i of the file's u32) at bit 8i + m, and
+// back.
+uint32_t q5_qh_order(uint32_t h, bool to_repacked) {
+  uint32_t out = 0;
+  for (uint32_t m = 0; m < 8; ++m)
+    for (uint32_t i = 0; i < 4; ++i) {
+      const uint32_t file = 4 * m + i, packed = 8 * i + m;
+      const uint32_t from = to_repacked ? file : packed, to = to_repacked ? packed : file;
+      out |= ((h >> from) & 1u) << to;
+    }
+  return out;
+}
+void reorder_q5_qh(uint8_t* blk, bool to_repacked) {
+  uint32_t h;
+  std::memcpy(&h, blk + 2, 4);
+  h = q5_qh_order(h, to_repacked);
+  std::memcpy(blk + 2, &h, 4);
+}
+
+// Q8_0x16 keeps its quants + 128 (bytes 2.. of a block flipped in their top bit).
+void flip_q8_0_quants(uint8_t* blk) {
+  for (size_t i = 2; i < sizeof(BlockQ8_0); ++i) blk[i] ^= 0x80;
 }
 
 }  // namespace
 
-bool decode_has_q8_0x16() {
-  return decode_kernels().vec_dot_q8_0x16 != nullptr;
+WeightLayout x16_layout_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0:
+      return WeightLayout::Q8_0x16;
+    case GgmlType::Q5_0:
+      return WeightLayout::Q5_0x16;
+    case GgmlType::Q4_K:
+      return WeightLayout::Q4_Kx16;
+    case GgmlType::Q6_K:
+      return WeightLayout::Q6_Kx16;
+    default:
+      return WeightLayout::Rows;
+  }
 }
 
-bool q8_0x16_fits(const WeightView& w) {
-  return w.type == GgmlType::Q8_0 && w.layout == WeightLayout::Rows && w.rows > 0 &&
-         w.rows % kQ8x16Rows == 0 && w.cols % 32 == 0;
+bool decode_has_x16(WeightLayout l) {
+  const QuantKernels& k = decode_kernels();
+  return l != WeightLayout::Rows && k.has_x16 != nullptr && k.has_x16(l);
 }
 
-void repack_q8_0x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst) {
-  const int64_t nb = src.cols / 32;
+bool x16_fits(const WeightView& w) {
+  return x16_layout_of(w.type) != WeightLayout::Rows && w.layout == WeightLayout::Rows &&
+         w.rows > 0 && w.rows % kRepackRows == 0 && w.cols % ggml_block_size(w.type) == 0;
+}
+
+void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst) {
+  const WeightLayout l = x16_layout_of(src.type);
+  const size_t bb = size_t(ggml_block_bytes(src.type)), nb = src.row_bytes / bb;
+  uint8_t tmp[256];
   for (int64_t g = g0; g < g1; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* out = dst + size_t(g) * kQ8x16Rows * src.row_bytes + size_t(b) * kBlockGroupBytes;
-      for (int64_t j = 0; j < kQ8x16Rows; ++j) {
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(src.row(g * kQ8x16Rows + j)) + b;
-        std::memcpy(out + 2 * j, &blk->d, 2);
-        for (int c = 0; c < 8; ++c) {
-          uint32_t q;
-          std::memcpy(&q, blk->qs + 4 * c, 4);
-          q = flip(q);
-          std::memcpy(out + kScaleBytes + 64 * c + 4 * j, &q, 4);
-        }
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* grp = dst + size_t(g) * kRepackRows * src.row_bytes + b * kRepackRows * bb;
+      for (size_t j = 0; j < size_t(kRepackRows); ++j) {
+        std::memcpy(tmp, src.row(g * kRepackRows + int64_t(j)) + b * bb, bb);
+        if (l == WeightLayout::Q8_0x16) flip_q8_0_quants(tmp);
+        if (l == WeightLayout::Q5_0x16) reorder_q5_qh(tmp, true);
+        places<true>(l, grp, tmp, j);
       }
     }
 }
 
-void unpack_q8_0x16_rows(const WeightView& w, int64_t r0, int64_t count, uint8_t* dst) {
-  const int64_t nb = w.cols / 32;
+void unpack_x16_rows(const WeightView& w, int64_t r0, int64_t count, uint8_t* dst) {
+  const size_t bb = size_t(ggml_block_bytes(w.type)), nb = w.row_bytes / bb;
   for (int64_t r = r0; r < r0 + count; ++r) {
-    auto* out = reinterpret_cast<BlockQ8_0*>(dst + size_t(r - r0) * w.row_bytes);
-    const int64_t g = r / kQ8x16Rows, j = r % kQ8x16Rows;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* in = group_block(w, g, b);
-      std::memcpy(&out[b].d, in + 2 * j, 2);
-      for (int c = 0; c < 8; ++c) {
-        uint32_t q;
-        std::memcpy(&q, in + kScaleBytes + 64 * c + 4 * j, 4);
-        q = flip(q);
-        std::memcpy(out[b].qs + 4 * c, &q, 4);
-      }
+    uint8_t* out = dst + size_t(r - r0) * w.row_bytes;
+    const int64_t g = r / kRepackRows;
+    const size_t j = size_t(r % kRepackRows);
+    for (size_t b = 0; b < nb; ++b) {
+      // places<false> only reads the group column.
+      auto* grp = const_cast<uint8_t*>(w.data + size_t(g) * kRepackRows * w.row_bytes +
+                                       b * kRepackRows * bb);
+      places<false>(w.layout, grp, out + b * bb, j);
+      if (w.layout == WeightLayout::Q8_0x16) flip_q8_0_quants(out + b * bb);
+      if (w.layout == WeightLayout::Q5_0x16) reorder_q5_qh(out + b * bb, false);
     }
   }
 }
@@ -73,7 +146,7 @@ void q8_0_block_sums(const void* act, int64_t cols, int32_t* sums) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     int32_t s = 0;
     for (int8_t q : a[b].qs) s += q;
-    sums[b] = 128 * s;
+    sums[b] = s;
   }
 }
 

@@ -1,11 +1,24 @@
-// Q8_0 weights repacked at load into the order the VNNI decode kernel streams them.
+// Quantized weights repacked at load into the order the VNNI decode kernels stream them.
 //
-// Layout Q8_0x16: rows in groups of 16. Group g (rows 16g .. 16g+15) takes the bytes those rows
-// took in the file (16 x row_bytes, at g * 16 * row_bytes); inside it, for each block b of 32
-// columns: the 16 rows' f16 scales (32 bytes), then 8 chunks of 64 bytes, chunk c holding
-// quants 4c .. 4c+3 of row j at byte 4j, each quant stored + 128 as an unsigned byte (q ^ 0x80).
-// One 64-byte load then feeds a dpbusd for 16 rows, and the activation side's bias is one sum
-// per block: dot(q + 128, a) = dot(q, a) + 128 * sum(a).
+// Every layout keeps rows in groups of 16: group g (rows 16g .. 16g+15) takes the bytes those
+// rows took in the file (16 x row_bytes, at g * 16 * row_bytes), and inside it each block
+// column b (the 16 rows' block b) takes 16 x the block's bytes at b * 16 * block_bytes, in an
+// order that lets one 64-byte load feed a dpbusd for 16 rows (4 quants of each row, row j at
+// byte 4j). Per block column:
+//   Q8_0x16 (34 B/row):  the 16 f16 scales (32 B); 8 chunks of 64 B, chunk c = quants 4c..4c+3
+//                        of each row, stored + 128 as unsigned bytes (q ^ 0x80).
+//   Q5_0x16 (22 B/row):  16 f16 scales (32 B); the 16 rows' 32-bit qh (64 B), the fifth bit of
+//                        value 4m + i moved to bit m of byte i (one shift per chunk); 4 chunks of
+//                        64 B, chunk c = bytes qs[4c .. 4c+3] of each row (low nibbles: values
+//                        4c.., high nibbles: values 16 + 4c..).
+//   Q4_Kx16 (144 B/row): 16 f16 d (32 B); 16 f16 dmin (32 B); the 12 scale bytes as [byte k]
+//                        [row j] (192 B); 32 chunks of 64 B, chunk 8p + c = bytes
+//                        qs[32p + 4c .. +3] of each row (sub-blocks 2p and 2p + 1 in the nibbles).
+//   Q6_Kx16 (210 B/row): 16 f16 d (32 B); the 16 scales as [sub-block g][row j] (256 B); for
+//                        half h and c = 0..7, three chunks of 64 B: ql[64h + 4c ..],
+//                        ql[64h + 32 + 4c ..], qh[32h + 4c ..] of each row.
+// The activation side's offsets (q8_0's +128, q5_0's -16, q6_K's -32) come off through sums of
+// the activation's quants per block (or q8_K's bsums).
 #pragma once
 
 #include <cstddef>
@@ -15,23 +28,26 @@
 
 namespace kamera::quant {
 
-inline constexpr int64_t kQ8x16Rows = 16;
+inline constexpr int64_t kRepackRows = 16;
 
-// True when this CPU's decode path has a kernel for the Q8_0x16 layout (else repacking would
-// only add unpacking).
-bool decode_has_q8_0x16();
+// The repacked layout of a weight type (Q8_0, Q5_0, Q4_K, Q6_K), else Rows.
+WeightLayout x16_layout_of(GgmlType t);
 
-// Q8_0, rows a whole number of groups (cols is whole blocks already).
-bool q8_0x16_fits(const WeightView& w);
+// True when this CPU's decode path has a kernel for layout l (else repacking would only add
+// unpacking).
+bool decode_has_x16(WeightLayout l);
 
-// Writes groups [g0, g1) of `src` (Rows layout) to dst in the Q8_0x16 layout; dst is the whole
-// matrix's buffer (group g at g * 16 * row_bytes).
-void repack_q8_0x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst);
+// A type with a repacked layout, in the file's layout, rows a whole number of groups.
+bool x16_fits(const WeightView& w);
 
-// Rows [r0, r0 + count) of a Q8_0x16 view back in the file's row layout (count * row_bytes).
-void unpack_q8_0x16_rows(const WeightView& w, int64_t r0, int64_t count, uint8_t* dst);
+// Writes groups [g0, g1) of `src` (Rows layout) to dst in x16_layout_of(src.type); dst is the
+// whole matrix's buffer (group g at g * 16 * row_bytes).
+void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst);
 
-// 128 * the sum of each block's quants of one q8_0 activation row (cols / 32 values).
+// Rows [r0, r0 + count) of a repacked view back in the file's row layout (count * row_bytes).
+void unpack_x16_rows(const WeightView& w, int64_t r0, int64_t count, uint8_t* dst);
+
+// The sum of each block's quants of one q8_0 activation row (cols / 32 values).
 void q8_0_block_sums(const void* act, int64_t cols, int32_t* sums);
 
 }  // namespace kamera::quant

@@ -39,7 +39,8 @@ const QuantKernels& scalar_kernels() {
       .packed_x_bytes = nullptr,
       .pack_x = nullptr,
       .gemm = gemm,
-      .vec_dot_q8_0x16 = nullptr,
+      .has_x16 = nullptr,
+      .vec_dot_x16 = nullptr,
   };
   return k;
 }

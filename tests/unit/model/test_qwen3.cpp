@@ -150,11 +150,11 @@ TEST(Qwen3Gguf, WeightsStayInTheFileTypeAndMatchTheNaiveForward) {
         // A Q8_0 matrix the decode path repacked (ops/quant_repack.h) holds the same rows in
         // another order, in owned memory; every other matrix is the mapped bytes themselves.
         std::vector<uint8_t> rows(w.bytes());
-        if (w.layout() == WeightLayout::Q8_0x16)
-          quant::unpack_q8_0x16_rows(w.view(), 0, w.rows(), rows.data());
-        const void* held = w.layout() == WeightLayout::Q8_0x16 ? rows.data() : w.raw();
+        if (w.layout() != WeightLayout::Rows)
+          quant::unpack_x16_rows(w.view(), 0, w.rows(), rows.data());
+        const void* held = w.layout() != WeightLayout::Rows ? rows.data() : w.raw();
         EXPECT_EQ(std::memcmp(held, t->data, t->nbytes), 0) << name;
-        EXPECT_EQ(w.owned(), w.layout() == WeightLayout::Q8_0x16)
+        EXPECT_EQ(w.owned(), w.layout() != WeightLayout::Rows)
             << name << " was copied out of the mapping";
         quantized += w.type() != GgmlType::F32;
       });

@@ -1,8 +1,12 @@
 // Every kernel's fast path against its scalar reference (ops/reference.h).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "core/thread_pool.h"
 #include "ops/gemm.h"
@@ -109,6 +113,28 @@ TEST(Kernels, MatmulMatchesReference) {
       for (size_t i = 0; i < y.size(); ++i) m = std::max(m, std::fabs(double(y[i]) - r[i]));
       EXPECT_LT(m, 1e-4) << "T " << T;
     }
+  }
+}
+
+// Jobs back to back (workers spinning) and jobs after pauses longer than the spin window
+// (workers asleep): none is lost, every piece runs once, with spinning on and off.
+TEST(ThreadPool, SpinningAndSleepingWorkersTakeEveryJob) {
+  for (const char* spin : {"0", "50", "200"}) {
+    setenv("KAMERA_POOL_SPIN_US", spin, 1);
+    ThreadPool pool(3);
+    unsetenv("KAMERA_POOL_SPIN_US");
+    EXPECT_EQ(pool.spin_us(), std::atoi(spin));
+    std::atomic<int64_t> sum{0};
+    int64_t want = 0;
+    for (int job = 0; job < 3000; ++job) {
+      if (job % 500 == 0) std::this_thread::sleep_for(std::chrono::microseconds(400));
+      const int64_t n = 1 + job % 7;
+      pool.parallel_for(n, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) sum += i + 1;
+      });
+      want += n * (n + 1) / 2;
+    }
+    EXPECT_EQ(sum.load(), want) << "spin " << spin;
   }
 }
 

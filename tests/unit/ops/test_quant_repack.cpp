@@ -1,4 +1,5 @@
-// Q8_0 weights repacked into the Q8_0x16 layout (ops/quant_repack.h): the bytes round-trip, and
+// Q8_0, Q5_0, Q4_K and Q6_K weights repacked in groups of 16 rows (ops/quant_repack.h): the bytes
+// round-trip, and
 // decode on every kernel path (the VNNI kernel for the layout, the unpacking fallback elsewhere)
 // matches the scalar reference dots of the file's rows; prefill and row lookups give exactly
 // what the file's layout gives; the loader repacks only where the decode path streams it and
@@ -16,6 +17,7 @@
 #include "model/model.h"
 #include "model/weight.h"
 #include "ops/quant.h"
+#include "ops/quant_blocks.h"
 #include "ops/quant_kernels.h"
 #include "ops/quant_ref.h"
 #include "ops/quant_repack.h"
@@ -30,139 +32,229 @@ namespace {
 struct Shape {
   int64_t rows, cols;
 };
-// One group of one block; several groups; the 0.5b shapes' column counts.
-constexpr Shape kShapes[] = {{16, 32},  {48, 64},    {32, 896},  {16, 4864},
-                             {80, 160}, {896, 4864}, {4864, 896}};
+// Per type: one group of one block, several groups, the 0.5b shapes' column counts (the
+// k-quants need whole super-blocks of 256).
+struct Case {
+  GgmlType type;
+  WeightLayout layout;
+  std::vector<Shape> shapes;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {GgmlType::Q8_0,
+       WeightLayout::Q8_0x16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {896, 4864}, {4864, 896}}},
+      {GgmlType::Q5_0,
+       WeightLayout::Q5_0x16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
+      {GgmlType::Q4_K, WeightLayout::Q4_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
+      {GgmlType::Q6_K, WeightLayout::Q6_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
+  };
+  return c;
+}
 
-WeightView view_of(const std::vector<uint8_t>& bytes, const Shape& s) {
-  auto v = make_weight_view(GgmlType::Q8_0, bytes.data(), s.rows, s.cols);
+std::string name_of(const Case& c, const Shape& s) {
+  return ggml_type_name(c.type) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+}
+
+WeightView view_of(GgmlType t, const std::vector<uint8_t>& bytes, const Shape& s) {
+  auto v = make_weight_view(t, bytes.data(), s.rows, s.cols);
   EXPECT_TRUE(v.ok());
   return *v;
 }
 
 std::vector<uint8_t> repack_all(const WeightView& v) {
   std::vector<uint8_t> out(size_t(v.rows) * v.row_bytes);
-  repack_q8_0x16(v, 0, v.rows / kQ8x16Rows, out.data());
+  repack_x16(v, 0, v.rows / kRepackRows, out.data());
   return out;
 }
 
 WeightView repacked_view(const WeightView& v, const std::vector<uint8_t>& bytes) {
   WeightView r = v;
   r.data = bytes.data();
-  r.layout = WeightLayout::Q8_0x16;
+  r.layout = x16_layout_of(v.type);
   return r;
 }
 
 TEST(QuantRepack, EveryByteRoundTrips) {
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(std::to_string(s.rows) + "x" + std::to_string(s.cols));
-    const auto w = quant_data::random_rows(GgmlType::Q8_0, s.rows, s.cols, 7);
-    const WeightView v = view_of(w, s);
-    ASSERT_TRUE(q8_0x16_fits(v));
-    const auto packed = repack_all(v);
-    EXPECT_NE(packed, w);  // another order
-    std::vector<uint8_t> back(w.size());
-    unpack_q8_0x16_rows(repacked_view(v, packed), 0, s.rows, back.data());
-    EXPECT_EQ(back, w);
-    // A few rows from inside a group.
-    std::vector<uint8_t> some(3 * v.row_bytes);
-    unpack_q8_0x16_rows(repacked_view(v, packed), 5, 3, some.data());
-    EXPECT_TRUE(std::equal(some.begin(), some.end(), w.begin() + 5 * v.row_bytes));
+  for (const Case& c : cases()) {
+    EXPECT_EQ(x16_layout_of(c.type), c.layout);
+    for (const Shape& s : c.shapes) {
+      SCOPED_TRACE(name_of(c, s));
+      const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 7);
+      const WeightView v = view_of(c.type, w, s);
+      ASSERT_TRUE(x16_fits(v));
+      const auto packed = repack_all(v);
+      EXPECT_NE(packed, w);  // another order
+      std::vector<uint8_t> back(w.size());
+      unpack_x16_rows(repacked_view(v, packed), 0, s.rows, back.data());
+      EXPECT_EQ(back, w);
+      // A few rows from inside a group.
+      std::vector<uint8_t> some(3 * v.row_bytes);
+      unpack_x16_rows(repacked_view(v, packed), 5, 3, some.data());
+      EXPECT_TRUE(std::equal(some.begin(), some.end(), w.begin() + 5 * v.row_bytes));
+    }
   }
-  // Rows not a whole number of groups, other types, a repacked view: not repacked.
+  // Rows not a whole number of groups, types without a layout, a repacked view: not repacked.
   const auto w = quant_data::random_rows(GgmlType::Q8_0, 53, 64, 7);
-  EXPECT_FALSE(q8_0x16_fits(view_of(w, {53, 64})));
+  EXPECT_FALSE(x16_fits(view_of(GgmlType::Q8_0, w, {53, 64})));
   const auto q4 = quant_data::random_rows(GgmlType::Q4_0, 16, 64, 7);
-  EXPECT_FALSE(q8_0x16_fits(*make_weight_view(GgmlType::Q4_0, q4.data(), 16, 64)));
+  EXPECT_FALSE(x16_fits(view_of(GgmlType::Q4_0, q4, {16, 64})));
+  const auto q8 = quant_data::random_rows(GgmlType::Q8_0, 16, 64, 7);
+  const auto packed = repack_all(view_of(GgmlType::Q8_0, q8, {16, 64}));
+  EXPECT_FALSE(x16_fits(repacked_view(view_of(GgmlType::Q8_0, q8, {16, 64}), packed)));
+}
+
+// n activation rows quantized to t's dot type, and the reference dots of every weight row.
+struct Acts {
+  std::vector<float> x;
+  std::vector<uint8_t> q;
+  size_t row_bytes;
+};
+Acts acts_for(GgmlType t, int n, int64_t cols, uint32_t seed) {
+  Acts a{quant_data::random_activations(n * cols, seed), {}, act_row_bytes(t, cols)};
+  a.q.resize(a.row_bytes * size_t(n));
+  for (int i = 0; i < n; ++i)
+    quantize_act_ref(dot_type_of(t), a.x.data() + i * cols, a.q.data() + a.row_bytes * i, cols);
+  return a;
 }
 
 // Decode (1 to 4 activation rows) on each path against vec_dot_ref over the file's rows: the
 // integer sums are exact, so only the float order of the block sums differs.
 TEST(QuantRepack, DecodeMatchesTheScalarReferenceOnEveryPath) {
   ThreadPool pool(2);
-  for (const Shape& s : kShapes) {
-    const auto w = quant_data::random_rows(GgmlType::Q8_0, s.rows, s.cols, 11);
-    const WeightView v = view_of(w, s);
-    const auto packed = repack_all(v);
-    const WeightView rv = repacked_view(v, packed);
-    for (int n = 1; n <= int(kQuantDecodeMaxRows); ++n) {
-      const auto x = quant_data::random_activations(n * s.cols, uint32_t(20 + n));
-      const size_t ab = act_row_bytes(GgmlType::Q8_0, s.cols);
-      std::vector<uint8_t> act(ab * size_t(n));
-      for (int a = 0; a < n; ++a)
-        quantize_act_ref(GgmlType::Q8_0, x.data() + a * s.cols, act.data() + ab * a, s.cols);
-      std::vector<float> ref(size_t(n * s.rows));
-      for (int a = 0; a < n; ++a)
-        for (int64_t r = 0; r < s.rows; ++r)
-          ref[a * s.rows + r] = vec_dot_ref(GgmlType::Q8_0, s.cols, v.row(r), act.data() + ab * a);
-      for (const QuantKernels* k : supported_quant_paths()) {
-        SCOPED_TRACE(std::string(k->name) + " " + std::to_string(s.rows) + "x" +
-                     std::to_string(s.cols) + " n=" + std::to_string(n));
-        std::vector<float> got(ref.size(), 1e30f);
-        matmul_with(*k, *k, rv, x.data(), n, nullptr, got.data(), pool);
-        EXPECT_LE(quant_data::nmse(got.data(), ref.data(), int64_t(ref.size())), 1e-10);
+  for (const Case& c : cases())
+    for (const Shape& s : c.shapes) {
+      const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 11);
+      const WeightView v = view_of(c.type, w, s);
+      const auto packed = repack_all(v);
+      const WeightView rv = repacked_view(v, packed);
+      for (int n = 1; n <= int(kQuantDecodeMaxRows); ++n) {
+        const Acts a = acts_for(c.type, n, s.cols, uint32_t(20 + n));
+        std::vector<float> ref(size_t(n * s.rows));
+        for (int i = 0; i < n; ++i)
+          for (int64_t r = 0; r < s.rows; ++r)
+            ref[i * s.rows + r] =
+                vec_dot_ref(c.type, s.cols, v.row(r), a.q.data() + a.row_bytes * i);
+        for (const QuantKernels* k : supported_quant_paths()) {
+          SCOPED_TRACE(std::string(k->name) + " " + name_of(c, s) + " n=" + std::to_string(n));
+          std::vector<float> got(ref.size(), 1e30f);
+          matmul_with(*k, *k, rv, a.x.data(), n, nullptr, got.data(), pool);
+          EXPECT_LE(quant_data::nmse(got.data(), ref.data(), int64_t(ref.size())), 1e-10);
+        }
       }
+    }
+}
+
+// The layout's kernel writes the rows of the groups it is given and no others, each within
+// float rounding of the reference dot.
+TEST(QuantRepack, KernelWritesOnlyItsGroups) {
+  int tested = 0;
+  for (const Case& c : cases()) {
+    const Shape s{48, c.shapes[1].cols};
+    const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 3);
+    const WeightView v = view_of(c.type, w, s);
+    const auto packed = repack_all(v);
+    const Acts a = acts_for(c.type, 2, s.cols, 4);
+    std::vector<int32_t> sums(2 * s.cols / 32);
+    if (dot_type_of(c.type) == GgmlType::Q8_0)
+      for (int i = 0; i < 2; ++i)
+        q8_0_block_sums(a.q.data() + a.row_bytes * i, s.cols, sums.data() + i * s.cols / 32);
+    for (const QuantKernels* k : supported_quant_paths()) {
+      if (k->has_x16 == nullptr || !k->has_x16(c.layout)) continue;
+      SCOPED_TRACE(std::string(k->name) + " " + name_of(c, s));
+      ++tested;
+      std::vector<float> y(2 * s.rows, 1e30f);
+      k->vec_dot_x16(c.layout, s.cols, packed.data(), 1, 2, a.q.data(), a.row_bytes, sums.data(), 2,
+                     y.data(), s.rows);
+      for (int i = 0; i < 2; ++i)
+        for (int64_t r = 0; r < s.rows; ++r) {
+          if (r >= 16 && r < 32) {
+            const float ref = vec_dot_ref(c.type, s.cols, v.row(r), a.q.data() + a.row_bytes * i);
+            EXPECT_NEAR(y[i * s.rows + r], ref, 1e-5 * (1 + std::abs(ref)));
+          } else {
+            EXPECT_EQ(y[i * s.rows + r], 1e30f);
+          }
+        }
+    }
+  }
+  if (cpu_isa_level() >= IsaLevel::Avx512Vnni) {
+    EXPECT_EQ(tested, 4 * int(supported_quant_paths().size() - 3));  // vnni, bf16, amx tables
+  }
+}
+
+// Row lookups dequantize the same values, so they are the file layout's to the bit. Prefill
+// (17 rows) runs the layout's integer kernel where the decode path has one: the scalar
+// reference's dots of the quantized activations to float rounding; elsewhere it dequantizes
+// the same values as the file layout, to the bit.
+TEST(QuantRepack, PrefillAndRowLookupsMatchTheFileLayouts) {
+  ThreadPool pool(2);
+  for (const Case& c : cases()) {
+    const Shape s{80, c.shapes[1].cols};
+    SCOPED_TRACE(name_of(c, s));
+    const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 5);
+    auto src = Weight::borrow(c.type, w.data(), s.rows, s.cols);
+    ASSERT_TRUE(src.ok());
+    const Weight copy = Weight::copy_of(src->view());  // owned: nothing to release
+    const Weight r = Weight::repacked(copy, c.layout);
+    EXPECT_EQ(r.layout(), c.layout);
+    EXPECT_TRUE(r.owned());
+    EXPECT_EQ(r.bytes(), copy.bytes());
+    EXPECT_EQ(r.to_f32(), copy.to_f32());
+    EXPECT_FALSE(r.same_as(copy));
+    const int n = 17;
+    const Acts a = acts_for(c.type, n, s.cols, 9);
+    std::vector<float> file(size_t(n * s.rows)), packed(file.size()), ref(file.size());
+    matmul(copy.view(), a.x.data(), n, nullptr, file.data(), pool);
+    matmul(r.view(), a.x.data(), n, nullptr, packed.data(), pool);
+    if (decode_has_x16(c.layout)) {
+      for (int i = 0; i < n; ++i)
+        for (int64_t row = 0; row < s.rows; ++row)
+          ref[i * s.rows + row] =
+              vec_dot_ref(c.type, s.cols, copy.view().row(row), a.q.data() + a.row_bytes * i);
+      EXPECT_LE(quant_data::nmse(packed.data(), ref.data(), int64_t(ref.size())), 1e-10);
+      // The f32 prefill of the file layout differs by the activations' quantization only.
+      EXPECT_LE(quant_data::nmse(packed.data(), file.data(), int64_t(ref.size())), 1e-3);
+    } else {
+      EXPECT_EQ(packed, file);
     }
   }
 }
 
-// The layout's kernel writes the rows of the groups it is given and no others.
-TEST(QuantRepack, KernelWritesOnlyItsGroups) {
-  const Shape s{48, 96};
-  const auto w = quant_data::random_rows(GgmlType::Q8_0, s.rows, s.cols, 3);
-  const WeightView v = view_of(w, s);
-  const auto packed = repack_all(v);
-  const auto x = quant_data::random_activations(2 * s.cols, 4);
-  const size_t ab = act_row_bytes(GgmlType::Q8_0, s.cols);
-  std::vector<uint8_t> act(2 * ab);
-  std::vector<int32_t> sums(2 * s.cols / 32);
-  for (int a = 0; a < 2; ++a) {
-    quantize_act_ref(GgmlType::Q8_0, x.data() + a * s.cols, act.data() + ab * a, s.cols);
-    q8_0_block_sums(act.data() + ab * a, s.cols, sums.data() + a * s.cols / 32);
-  }
-  int tested = 0;
-  for (const QuantKernels* k : supported_quant_paths()) {
-    if (k->vec_dot_q8_0x16 == nullptr) continue;
-    SCOPED_TRACE(k->name);
-    ++tested;
-    std::vector<float> y(2 * s.rows, 1e30f);
-    k->vec_dot_q8_0x16(s.cols, packed.data(), 1, 2, act.data(), ab, sums.data(), 2, y.data(),
-                       s.rows);
-    for (int a = 0; a < 2; ++a)
-      for (int64_t r = 0; r < s.rows; ++r) {
-        if (r >= 16 && r < 32) {
-          const float ref = vec_dot_ref(GgmlType::Q8_0, s.cols, v.row(r), act.data() + ab * a);
-          EXPECT_NEAR(y[a * s.rows + r], ref, 1e-5 * (1 + std::abs(ref)));
-        } else {
-          EXPECT_EQ(y[a * s.rows + r], 1e30f);
-        }
-      }
-  }
-  if (cpu_isa_level() >= IsaLevel::Avx512Vnni) {
-    EXPECT_GT(tested, 0);
-  }
-}
-
-// Prefill dequantizes the same values, so the product is the same to the bit; row lookups too.
-TEST(QuantRepack, PrefillAndRowLookupsAreExactlyTheFileLayouts) {
+// Several products of one input in one pass (matmul_many: mixed types and layouts, biases) give
+// what each product alone gives, to the bit.
+TEST(QuantRepack, ManyProductsMatchEachAlone) {
   ThreadPool pool(2);
-  const Shape s{80, 160};
-  const auto w = quant_data::random_rows(GgmlType::Q8_0, s.rows, s.cols, 5);
-  auto src = Weight::borrow(GgmlType::Q8_0, w.data(), s.rows, s.cols);
-  ASSERT_TRUE(src.ok());
-  const Weight copy = Weight::copy_of(src->view());  // owned: nothing to release
-  const Weight r = Weight::repacked(copy, WeightLayout::Q8_0x16);
-  EXPECT_EQ(r.layout(), WeightLayout::Q8_0x16);
-  EXPECT_TRUE(r.owned());
-  EXPECT_EQ(r.bytes(), copy.bytes());
-  EXPECT_EQ(r.to_f32(), copy.to_f32());
-  EXPECT_FALSE(r.same_as(copy));
-  const int n = 17;
-  const auto x = quant_data::random_activations(n * s.cols, 9);
-  std::vector<float> a(size_t(n * s.rows)), b(a.size());
-  matmul(copy.view(), x.data(), n, nullptr, a.data(), pool);
-  matmul(r.view(), x.data(), n, nullptr, b.data(), pool);
-  EXPECT_EQ(a, b);
+  const int64_t cols = 512;
+  std::vector<std::vector<uint8_t>> bytes, packed;
+  std::vector<WeightView> views;
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0,
+                            GgmlType::Q5_0};
+  const int64_t rows[] = {64, 32, 48, 40, 16};
+  for (int i = 0; i < 5; ++i)
+    bytes.push_back(quant_data::random_rows(types[i], rows[i], cols, 30 + i));
+  for (int i = 0; i < 5; ++i) {
+    WeightView v = view_of(types[i], bytes[i], {rows[i], cols});
+    if (i % 2 == 0 && x16_fits(v)) {  // some repacked, some not
+      packed.push_back(repack_all(v));
+      v = repacked_view(v, packed.back());
+    }
+    views.push_back(v);
+  }
+  const auto bias = quant_data::random_activations(64, 3);
+  for (int n : {1, 3, 9}) {
+    const auto x = quant_data::random_activations(n * cols, 40 + n);
+    std::vector<std::vector<float>> alone(5), together(5);
+    std::vector<Product> ps;
+    for (int i = 0; i < 5; ++i) {
+      alone[i].resize(size_t(n * rows[i]));
+      together[i].assign(alone[i].size(), 1e30f);
+      matmul(views[i], x.data(), n, i == 1 ? bias.data() : nullptr, alone[i].data(), pool);
+      ps.push_back({&views[i], i == 1 ? bias.data() : nullptr, together[i].data()});
+    }
+    matmul_many(ps, x.data(), n, pool);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(together[i], alone[i]) << "product " << i << " n " << n;
+  }
 }
 
 // The loader repacks a Q8_0 model where the decode path has the kernel (unless KAMERA_REPACK=0),
@@ -180,7 +272,8 @@ TEST(QuantRepack, ModelLogitsDoNotChange) {
   {
     auto m = load_model(model);
     ASSERT_TRUE(m.ok()) << m.message();
-    const WeightLayout want = decode_has_q8_0x16() ? WeightLayout::Q8_0x16 : WeightLayout::Rows;
+    const WeightLayout want =
+        decode_has_x16(WeightLayout::Q8_0x16) ? WeightLayout::Q8_0x16 : WeightLayout::Rows;
     EXPECT_EQ((*m)->output_weight().layout(), want);
     EXPECT_EQ((*m)->layers[0].w_down.layout(), want);
   }
