@@ -27,21 +27,6 @@ void cubic_weights(float t, float w[4]) {
   w[3] = far(2 - t);
 }
 
-// x = x * Phi(x) in the tanh form (PyTorch's gelu(approximate="tanh"), MoonViT's MLP).
-void gelu_tanh_inplace(float* x, int64_t n, ThreadPool* pool) {
-  auto run = [x](int64_t a, int64_t e) {
-    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-    for (int64_t i = a; i < e; ++i) {
-      const float v = x[i];
-      x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
-    }
-  };
-  if (pool && n >= 16384)
-    pool->parallel_for(n, run);
-  else
-    run(0, n);
-}
-
 }  // namespace
 
 void kimi_resize_positions(const float* table, int side, int dim, int h, int w, float* out) {
