@@ -112,7 +112,8 @@ def tps(r):
 names = []
 for b in builds:
     commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
-    names.append(f"llama.cpp {commit}")
+    # A build from a plain source tree reports "unknown": name it by its folder instead.
+    names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
 head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
 head += " | read floor tok/s (GB/s) | kamera / floor |"
 print(head)

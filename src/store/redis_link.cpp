@@ -140,7 +140,11 @@ void RedisLink::fail(Node& n, const char* what) {
 
 bool RedisLink::connect(Node& n, bool force) {
   if (n.ctx) return true;
-  if (!force && std::chrono::steady_clock::now() < n.next_attempt) return false;
+  // A node backing off, or every node while the last map read found none answering (a
+  // partition): no attempt, so a stopped cluster costs a few timeouts per retry_after_ms, not
+  // one per command.
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && (now < n.next_attempt || now < refresh_after_)) return false;
   const timeval tv{opts_.timeout_ms / 1000, (opts_.timeout_ms % 1000) * 1000};
   if (opts_.tls) {
     auto tunnel = TlsTunnel::open(n.host, n.port, opts_.tls_opts, opts_.timeout_ms);
@@ -209,7 +213,8 @@ bool RedisLink::refresh(bool force) {
   int silent = 0;
   for (Node* n : order) {
     if (silent >= 2) break;
-    const bool backing_off = !n->ctx && now < n->next_attempt;
+    const auto at = std::chrono::steady_clock::now();  // earlier nodes may have taken timeouts
+    const bool backing_off = !n->ctx && (at < n->next_attempt || at < refresh_after_);
     if (!connect(*n, false)) {
       silent += !backing_off;  // tried now, and it did not answer
       continue;
@@ -265,7 +270,11 @@ bool RedisLink::refresh(bool force) {
     cluster_ = true;
     return mapped_ = true;
   }
-  refresh_after_ = now + std::chrono::milliseconds(opts_.retry_after_ms);
+  // No node answered: none is tried again for retry_after_ms (unless none was tried at all:
+  // the outage is not extended by the reads it refuses).
+  if (silent > 0)  // counted from now: the timeouts of this read are behind it
+    refresh_after_ =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.retry_after_ms);
   return false;
 }
 

@@ -290,8 +290,11 @@ TEST(Forward, QuantizedWeightsStayCloseToF32) {
   // there they carry bf16's rounding like a BF16 file.
   const bool bf16_prefill = kernel_path(GgmlType::F16).find("bf16") != std::string::npos;
   const double f16_tol = bf16_prefill ? 2e-2 : 2e-3;
+  // Q8_0 weights repacked for the VNNI kernels also prefill through them, activations quantized to
+  // q8_0 as in decode (and in llama.cpp): 3.7e-2 of the scale on this model (AVX-512 VNNI host),
+  // against 3e-2 for dequantized f32 panels (KAMERA_PREFILL_X16=0 or KAMERA_REPACK=0).
   for (auto [type, tol] :
-       {std::pair{DType::F16, f16_tol}, {DType::BF16, 2e-2}, {DType::Q8_0, 3e-2}}) {
+       {std::pair{DType::F16, f16_tol}, {DType::BF16, 2e-2}, {DType::Q8_0, 5e-2}}) {
     auto m = tiny::load(tiny::model_path("llama", type));
     ASSERT_TRUE(m);
     // weights equal the f32 weights rounded through the storage type
