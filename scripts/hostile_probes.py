@@ -254,7 +254,8 @@ def redis_flags(x):
 
 
 def chunk_key(chunk_id):
-    keys = redis_cmd("KEYS", f"kamera:*:c:{chunk_id}")
+    # every key of a chunk carries its id as a hash tag (one cluster node per chunk)
+    keys = redis_cmd("KEYS", f"kamera:*:c:{{{chunk_id}}}")
     keys = keys if isinstance(keys, list) else []
     return keys[0] if keys else None
 
