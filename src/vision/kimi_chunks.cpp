@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "store/store.h"
+#include "vision/stored_image.h"
 
 namespace kamera {
 
@@ -74,13 +75,9 @@ KimiImageChunks::KimiImageChunks(const KimiVisionModel& tower,
 Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::placed(const Image& img,
                                                                     const ChunkId& key,
                                                                     bool* encoded) {
-  if (store_) {
-    auto e = store_->find_image(key);
-    // a stored entry is sealed with the store key; its shape is checked all the same
-    if (e && e->placed.dim == tower_.cfg.out_dim && e->placed.n() == int(e->placed.layout.size())) {
-      ++stats_.store_hits;
-      return std::shared_ptr<const ChunkContent>(e, &e->placed);
-    }
+  if (auto stored = find_stored_image(store_, key, tower_.cfg.out_dim)) {
+    ++stats_.store_hits;
+    return stored;
   }
   const auto t0 = std::chrono::steady_clock::now();
   KAMERA_ASSIGN_OR_RETURN(const KimiPatches p, kimi_preprocess_image(img, tower_.cfg));
@@ -89,9 +86,7 @@ Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::placed(const Image&
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.encodes;
   if (encoded) *encoded = true;
-  auto entry = std::make_shared<const ImageEntry>(ImageEntry{key, kimi_image_chunk(std::move(e))});
-  if (store_) store_->put_image(entry);
-  return std::shared_ptr<const ChunkContent>(entry, &entry->placed);
+  return put_stored_image(store_, key, kimi_image_chunk(std::move(e)));
 }
 
 Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::image(const Image& img,
