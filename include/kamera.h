@@ -468,8 +468,10 @@ typedef struct kamera_vision_info {
 
 /* Loads a vision encoder (an mmproj-style GGUF, general.architecture "clip"): llama.cpp's
  * mmproj of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL model (clip.projector_type "qwen2vl_merger",
- * "qwen2.5vl_merger" or "qwen3vl_merger"; images of any size through kamera_chunk_from_image), or
- * the mini-VL's fixed-size encoder (kamera_vision_encode). */
+ * "qwen2.5vl_merger" or "qwen3vl_merger"; images of any size through kamera_chunk_from_image),
+ * llama.cpp's mmproj of Kimi-VL (clip.projector_type "kimivl": MoonViT, for a deepseek2 decoder;
+ * images through kamera_chunk_from_image), or the mini-VL's fixed-size encoder
+ * (kamera_vision_encode). */
 KAMERA_API kamera_status kamera_vision_load(const char* path, kamera_vision** out);
 KAMERA_API void kamera_vision_free(kamera_vision* vision);
 KAMERA_API kamera_status kamera_vision_get_info(const kamera_vision* vision,
@@ -489,6 +491,11 @@ KAMERA_API kamera_status kamera_vision_encode(kamera_vision* vision, const kamer
  * ending in
  * <|vision_start|>, the image chunk, a token chunk starting with <|vision_end|>. The result is a
  * chunk like any other (sequences, windows, the store; relocation shifts t, h and w alike).
+ * A Kimi-VL tower takes a deepseek2 decoder of its output width: the image is preprocessed as
+ * Hugging Face's KimiVLImageProcessor does (native size, padded to multiples of 28; downscaled
+ * over 4096 patches) into one row per merged 2 x 2 patch block on linear positions 0..n-1 (the
+ * decoder's rope is 1-D). Its chat template writes <|media_start|>image<|media_content|> before
+ * the image and <|media_end|> after it: write those tokens around the chunk yourself.
  * An image is encoded once per vision handle and decoder: its key is a hash of the decoded
  * pixels, the preprocessing parameters and both models' fingerprints, and a second call with the
  * same picture returns the cached rows. The rows are also kept in the context's store under that
@@ -508,7 +515,8 @@ KAMERA_API kamera_status kamera_chunk_from_image_bytes(kamera_context* ctx, kame
  * t = trunc(k * 2 / fps * 2) (transformers' get_rope_index with second_per_grid_t = 2 / fps and
  * tokens_per_second = 2), at the processor's default of 2 frames per second here. A Qwen3-VL
  * tower takes one pair at most (KAMERA_ERR_UNSUPPORTED beyond: its video is pairs placed as
- * images with timestamp text between). */
+ * images with timestamp text between); a Kimi-VL tower one frame (KAMERA_ERR_UNSUPPORTED beyond:
+ * its video path is not here). */
 KAMERA_API kamera_status kamera_chunk_from_frames(kamera_context* ctx, kamera_vision* vision,
                                                   const char* const* paths, int32_t n_paths,
                                                   kamera_chunk** out);
@@ -526,7 +534,7 @@ typedef struct kamera_vision_stats {
   double encode_ms;   /* wall time in the tower, preprocessing included */
 } kamera_vision_stats;
 
-/* Counters of a Qwen2-VL vision handle (all zero for the mini-VL's encoder). */
+/* Counters of a Qwen2-VL or Kimi-VL vision handle (all zero for the mini-VL's encoder). */
 KAMERA_API kamera_status kamera_vision_get_stats(const kamera_vision* vision,
                                                  kamera_vision_stats* out);
 

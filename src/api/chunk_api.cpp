@@ -1,9 +1,8 @@
 // Chunks: made from token ids, embedding rows or a vision frame; cached in a context's store;
 // their canonical KV viewed read-only (include/kamera.h).
 #include "api/handles.h"
-#include "gguf/gguf.h"
-#include "gguf/keys.h"
 #include "vision/frame_chunk.h"
+#include "vision/mmproj_kind.h"
 
 using namespace kamera;
 using namespace kamera::api;
@@ -32,12 +31,15 @@ kamera_status kamera::api::make_chunk(const char* fn, const Model& m, ChunkConte
 
 namespace {
 
-// Whether an mmproj GGUF holds a Qwen2-VL / Qwen2.5-VL / Qwen3-VL tower (by
-// clip.projector_type).
-Result<bool> is_qwen_mmproj(const char* path) {
-  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
-  const std::string type = f->get_string(gguf_key::kClipProjectorType).value_or("");
-  return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
+// The tower side of a handle for a llama.cpp mmproj (Tower: QwenVisionModel or
+// KimiVisionModel).
+template <class Handle>
+kamera_status load_tower(const char* path, std::unique_ptr<Handle>& out) {
+  auto tower = decltype(Handle::tower)::load(path);
+  if (!tower.ok()) return set_error(tower.error());
+  out = std::make_unique<Handle>();
+  out->tower = std::move(tower.value());
+  return KAMERA_OK;
 }
 
 }  // namespace
@@ -157,15 +159,13 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
     KAMERA_API_REQUIRE("kamera_vision_load", path);
     KAMERA_API_REQUIRE("kamera_vision_load", out);
     auto h = std::make_unique<kamera_vision>();
-    auto qwen = is_qwen_mmproj(path);
-    if (!qwen.ok()) return set_error(with_context(qwen.error(), "kamera_vision_load"));
-    if (*qwen) {
-      auto tower = QwenVisionModel::load(path);
-      if (!tower.ok()) return set_error(tower.error());
-      h->qwen = std::make_unique<QwenVisionHandle>();
-      h->qwen->tower = std::move(tower.value());
-      *out = h.release();
-      return KAMERA_OK;
+    auto type = mmproj_projector_type(path);
+    if (!type.ok()) return set_error(with_context(type.error(), "kamera_vision_load"));
+    const bool qwen = is_qwen_projector(*type);
+    if (qwen || *type == "kimivl") {
+      const kamera_status st = qwen ? load_tower(path, h->qwen) : load_tower(path, h->kimi);
+      if (st == KAMERA_OK) *out = h.release();
+      return st;
     }
     auto vm = VisionModel::load(path);
     if (!vm.ok()) return set_error(vm.error());
@@ -188,6 +188,10 @@ kamera_status kamera_vision_get_info(const kamera_vision* vision, kamera_vision_
       *out = kamera_vision_info{0, 0, 0, vision->qwen->tower.cfg.embed_width()};
       return KAMERA_OK;
     }
+    if (vision->kimi) {  // any image size: one row per merged 2 x 2 patch block
+      *out = kamera_vision_info{0, 0, 0, vision->kimi->tower.cfg.out_dim};
+      return KAMERA_OK;
+    }
     const VisionConfig& c = vision->model.cfg;
     *out = kamera_vision_info{c.image_size, c.token_grid(), c.n_tokens(), c.out_dim};
     return KAMERA_OK;
@@ -202,10 +206,11 @@ kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* de
     KAMERA_API_REQUIRE("kamera_vision_encode", decoder);
     KAMERA_API_REQUIRE("kamera_vision_encode", rgb);
     KAMERA_API_REQUIRE("kamera_vision_encode", out);
-    if (vision->qwen)
+    if (vision->qwen || vision->kimi)
       return fail(KAMERA_ERR_UNSUPPORTED,
-                  "kamera_vision_encode: a Qwen2-VL tower takes images of any size "
-                  "(kamera_chunk_from_image)");
+                  "kamera_vision_encode: a {} tower takes images of any size "
+                  "(kamera_chunk_from_image)",
+                  vision->qwen ? "Qwen2-VL" : "Kimi-VL");
     const VisionConfig& vc = vision->model.cfg;
     if (vc.out_dim != decoder->model->cfg.dim)
       return fail(KAMERA_ERR_INVALID_ARGUMENT,

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "api/qwen_vision_handle.h"
+#include "api/tower_handle.h"
 #include "context/context.h"
 #include "kamera.h"
 #include "model/sampler.h"
@@ -78,7 +78,8 @@ struct kamera_sampler {
 struct kamera_vision {
   kamera::VisionModel model;  // the mini-VL's encoder (fixed-size frames), or
   std::unique_ptr<kamera::VisionEncoder> encoder;
-  std::unique_ptr<kamera::api::QwenVisionHandle> qwen;  // a Qwen2-VL / 2.5-VL mmproj
+  std::unique_ptr<kamera::api::QwenVisionHandle> qwen;  // a Qwen2-VL / 2.5-VL / 3-VL mmproj
+  std::unique_ptr<kamera::api::KimiVisionHandle> kimi;  // a Kimi-VL mmproj (MoonViT)
 };
 
 namespace kamera::api {

@@ -1,8 +1,9 @@
-// Image and video chunks through a Qwen2-VL / Qwen2.5-VL tower (include/kamera.h): PNG or JPEG
-// (a file or bytes in memory) -> decoded, preprocessed as Hugging Face's processor does, encoded
-// once per image key (vision/image_chunks.h) -> a chunk of embedding rows with the (t, h, w)
-// layout of vision/rope_index.h, made for the context's decoder and usable wherever a text chunk
-// is (sequences, windows, relocation, the store).
+// Image and video chunks through a Qwen2-VL / Qwen2.5-VL / Qwen3-VL tower or Kimi-VL's MoonViT
+// (include/kamera.h): PNG or JPEG (a file or bytes in memory) -> decoded, preprocessed as Hugging
+// Face's processor does, encoded once per image key (vision/image_chunks.h, vision/kimi_chunks.h)
+// -> a chunk of embedding rows (Qwen: the (t, h, w) layout of vision/rope_index.h; Kimi-VL:
+// linear positions), made for the context's decoder and usable wherever a text chunk is
+// (sequences, windows, relocation, the store).
 #include <string>
 #include <vector>
 
@@ -14,30 +15,31 @@ using namespace kamera::api;
 
 namespace {
 
-// The checks every image entry point shares; *qwen receives the tower side of the handle.
+// The checks every image entry point shares: a tower that takes pictures (Qwen or Kimi-VL) beside
+// the decoder it pairs with.
 kamera_status check_pair(const char* fn, kamera_context* ctx, kamera_vision* vision) {
   KAMERA_API_REQUIRE(fn, ctx);
   KAMERA_API_REQUIRE(fn, vision);
-  if (!vision->qwen)
+  if (!vision->qwen && !vision->kimi)
     return fail(KAMERA_ERR_INVALID_ARGUMENT,
-                "{}: the vision handle is the mini-VL's fixed-size encoder, not a Qwen2-VL "
-                "mmproj (use kamera_vision_encode)",
+                "{}: the vision handle is the mini-VL's fixed-size encoder, not a Qwen2-VL or "
+                "Kimi-VL mmproj (use kamera_vision_encode)",
                 fn);
   const Model& m = ctx->box->ctx->model();
-  if (Status st = check_qwen_pair(vision->qwen->tower.cfg, m.cfg, vision->qwen->tower.source);
-      !st.ok())
-    return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {}", fn, st.message());
+  Status st = vision->qwen
+                  ? check_qwen_pair(vision->qwen->tower.cfg, m.cfg, vision->qwen->tower.source)
+                  : check_kimi_pair(vision->kimi->tower.cfg, m.cfg, vision->kimi->tower.source);
+  if (!st.ok()) return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {}", fn, st.message());
   return KAMERA_OK;
 }
 
 // Decoded frames (one: an image; several: video frames paired in time) -> a new chunk handle.
 // The handle's cache, then the context's store (its memory, then its tiers: another process may
 // have encoded it), then the tower; fps as ImageChunks::frames (0: the default rate).
-kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* vision,
-                           const std::vector<Image>& frames, kamera_chunk** out, double fps = 0) {
-  Context& c = *ctx->box->ctx;
-  QwenVisionHandle& q = *vision->qwen;
-  ImageChunks& cache = q.for_decoder(c.model().fingerprint, c.engine().threads().size());
+template <class Handle>
+kamera_status tower_chunk(const char* fn, Context& c, Handle& q, const std::vector<Image>& frames,
+                          kamera_chunk** out, double fps) {
+  auto& cache = q.for_decoder(c.model().fingerprint, c.engine().threads().size());
   cache.set_store(&c.store());  // a handle may serve several contexts of one decoder
   const int64_t tier_hits = c.store().stats().image_tier_hits;
   const int64_t store_hits = cache.stats().store_hits;
@@ -47,6 +49,25 @@ kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* v
   if (cache.stats().store_hits > store_hits)
     ++(c.store().stats().image_tier_hits > tier_hits ? q.store_hits : q.memory_hits);
   return make_chunk(fn, c.model(), **placed, out);
+}
+
+kamera_status frames_chunk(const char* fn, kamera_context* ctx, kamera_vision* vision,
+                           const std::vector<Image>& frames, kamera_chunk** out, double fps = 0) {
+  Context& c = *ctx->box->ctx;
+  return vision->qwen ? tower_chunk(fn, c, *vision->qwen, frames, out, fps)
+                      : tower_chunk(fn, c, *vision->kimi, frames, out, fps);
+}
+
+// The counters of a tower handle's caches.
+template <class Handle>
+void add_stats(const Handle& h, kamera_vision_stats* out) {
+  for (const auto& [fp, c] : h.caches) {
+    out->encodes += c->stats().encodes;
+    out->hits += c->stats().hits;
+    out->encode_ms += c->stats().encode_ms;
+  }
+  out->hits += h.memory_hits;
+  out->store_hits = h.store_hits;
 }
 
 }  // namespace
@@ -118,14 +139,8 @@ kamera_status kamera_vision_get_stats(const kamera_vision* vision, kamera_vision
     KAMERA_API_REQUIRE("kamera_vision_get_stats", vision);
     KAMERA_API_REQUIRE("kamera_vision_get_stats", out);
     *out = kamera_vision_stats{};
-    if (!vision->qwen) return KAMERA_OK;
-    for (const auto& [fp, c] : vision->qwen->caches) {
-      out->encodes += c->stats().encodes;
-      out->hits += c->stats().hits;
-      out->encode_ms += c->stats().encode_ms;
-    }
-    out->hits += vision->qwen->memory_hits;
-    out->store_hits = vision->qwen->store_hits;
+    if (vision->qwen) add_stats(*vision->qwen, out);
+    if (vision->kimi) add_stats(*vision->kimi, out);
     return KAMERA_OK;
   });
 }

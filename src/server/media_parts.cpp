@@ -196,10 +196,10 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   const ChunkId id = chunk_id(decoder_.fingerprint, **chunk);
   if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
   if (!encoded && !out.embedding_hit(id)) out.embedding_hits.push_back(id);
-  const bool delimited = tower_->delimited();
-  if (delimited) parts.push_back({{"type", "text"}, {"text", std::string(kVisionStart)}});
+  const VisionDelimiters d = tower_->delimiters();
+  if (!d.open_text.empty()) parts.push_back({{"type", "text"}, {"text", d.open_text}});
   parts.push_back({{"type", "chunk"}, {"id", id.hex()}});
-  if (delimited) parts.push_back({{"type", "text"}, {"text", std::string(kVisionEnd)}});
+  if (!d.close_text.empty()) parts.push_back({{"type", "text"}, {"text", d.close_text}});
   return std::nullopt;
 }
 

@@ -1,16 +1,11 @@
 #include "server/media_tower.h"
 
-#include <xxhash.h>
-
-#include <list>
-
 #include "core/thread_pool.h"
-#include "gguf/gguf.h"
-#include "gguf/keys.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
 #include "vision/image_chunks.h"
-#include "vision/kimi_vision_encoder.h"
+#include "vision/kimi_chunks.h"
+#include "vision/mmproj_kind.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -21,10 +16,13 @@ namespace {
 class QwenTower final : public MediaTower {
  public:
   QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : tower_(std::move(tower)), pool_(threads), images_(tower_, decoder.fingerprint, &pool_) {
+      : tower_(std::move(tower)),
+        delimiters_(qwen_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
     images_.set_store(store);
   }
-  bool delimited() const override { return true; }
+  VisionDelimiters delimiters() const override { return delimiters_; }
   // Qwen3-VL's video is pairs of frames with timestamps between (vision/qwen3vl_video.h): not
   // through this interface yet
   bool takes_video() const override { return !tower_.cfg.qwen3(); }
@@ -35,6 +33,7 @@ class QwenTower final : public MediaTower {
 
  private:
   QwenVisionModel tower_;
+  VisionDelimiters delimiters_;
   ThreadPool pool_;
   ImageChunks images_;
 };
@@ -44,7 +43,7 @@ class QwenTower final : public MediaTower {
 class MiniVlTower final : public MediaTower {
  public:
   explicit MiniVlTower(VisionModel m) : model_(std::move(m)), enc_(model_) {}
-  bool delimited() const override { return false; }
+  VisionDelimiters delimiters() const override { return {}; }
   bool word_prompt() const override { return true; }
   bool takes_video() const override { return false; }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
@@ -71,16 +70,17 @@ class MiniVlTower final : public MediaTower {
   VisionEncoder enc_;  // holds a pointer to model_
 };
 
-// Kimi-VL: one picture per image part; its embeddings kept by picture (XXH3-128 of the pixels
-// and both fingerprints), the least recently used dropped beyond 64.
+// Kimi-VL: one picture per image part, through the picture cache of vision/kimi_chunks.h.
 class KimiTower final : public MediaTower {
  public:
-  KimiTower(KimiVisionModel tower, const Model& decoder, int threads)
+  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
       : tower_(std::move(tower)),
-        decoder_fp_(decoder.fingerprint),
+        delimiters_(kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
         pool_(threads),
-        enc_(tower_, &pool_) {}
-  bool delimited() const override { return false; }
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+  VisionDelimiters delimiters() const override { return delimiters_; }
   bool takes_video() const override { return false; }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double) override {
@@ -89,44 +89,14 @@ class KimiTower final : public MediaTower {
       return make_error(ErrorCode::InvalidArgument,
                         "Kimi-VL's tower reads one picture per image part, not {} (no video)",
                         pictures.size());
-    const Image& img = pictures.front();
-    const ChunkId key = picture_key(img);
-    for (auto it = lru_.begin(); it != lru_.end(); ++it)
-      if (it->first == key) {
-        lru_.splice(lru_.begin(), lru_, it);
-        return lru_.front().second;
-      }
-    KAMERA_ASSIGN_OR_RETURN(const KimiPatches p, kimi_preprocess_image(img, tower_.cfg));
-    KAMERA_ASSIGN_OR_RETURN(KimiVisionEmbeddings e, enc_.encode(p));
-    auto c = std::make_shared<ChunkContent>();
-    c->dim = e.dim;
-    c->embeddings = std::move(e.rows);
-    for (int i = 0; i < c->n(); ++i) c->layout.push_back(Pos::linear(i));
-    if (encoded) *encoded = true;
-    lru_.emplace_front(key, std::move(c));
-    if (lru_.size() > 64) lru_.pop_back();
-    return lru_.front().second;
+    return images_.image(pictures.front(), encoded);
   }
 
  private:
-  ChunkId picture_key(const Image& img) const {
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_128bits_reset(st);
-    const int wh[] = {img.width, img.height};
-    XXH3_128bits_update(st, wh, sizeof(wh));
-    XXH3_128bits_update(st, img.rgb.data(), img.rgb.size());
-    XXH3_128bits_update(st, tower_.fingerprint.data(), sizeof(tower_.fingerprint));
-    XXH3_128bits_update(st, decoder_fp_.data(), sizeof(decoder_fp_));
-    XXH3_128bits_update(st, &tower_.cfg.in_token_limit, sizeof(int));
-    const XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    return {h.high64, h.low64};
-  }
   KimiVisionModel tower_;
-  std::array<uint64_t, 2> decoder_fp_;
+  VisionDelimiters delimiters_;
   ThreadPool pool_;
-  KimiVisionEncoder enc_;  // holds a pointer to tower_
-  std::list<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> lru_;
+  KimiImageChunks images_;  // holds a reference to tower_
 };
 
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
@@ -142,19 +112,16 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                                                      const Model& decoder, int threads,
                                                      ChunkStore* store) {
-  std::string type;
-  {
-    KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(mmproj));
-    type = f->get_string(gguf_key::kClipProjectorType).value_or("");
-  }
+  KAMERA_ASSIGN_OR_RETURN(const std::string type, mmproj_projector_type(mmproj));
   if (type == "kimivl") {  // Kimi-VL: MoonViT beside a deepseek2 (MLA) decoder
     if (decoder.cfg.arch != Arch::Deepseek2)
       return make_error(ErrorCode::InvalidArgument,
                         "--mmproj: a Kimi-VL tower needs a deepseek2 decoder; {} is '{}'",
                         decoder.source, arch_name(decoder.cfg.arch));
     KAMERA_ASSIGN_OR_RETURN(KimiVisionModel m, KimiVisionModel::load(mmproj));
-    KAMERA_TRY(check_pair(mmproj, m.cfg.out_dim, decoder));
-    return std::unique_ptr<MediaTower>(new KimiTower(std::move(m), decoder, std::max(1, threads)));
+    KAMERA_TRY(check_kimi_pair(m.cfg, decoder.cfg, mmproj));
+    return std::unique_ptr<MediaTower>(
+        new KimiTower(std::move(m), decoder, std::max(1, threads), store));
   }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,

@@ -6,20 +6,23 @@
 //                                      any size, preprocessed and encoded once per distinct
 //                                      picture; a video's frames pair in time. The prompt writes
 //                                      <|vision_start|> and <|vision_end|> around each picture, as
-//                                      Qwen2-VL's chat template does (delimited() is true).
+//                                      Qwen2-VL's chat template does (delimiters()).
 //   kamera-minivl                      the mini-VL (vision/encoder.h, docs/MINIVL.md): one frame
 //                                      of image_size x image_size pixels (32 x 32) per image part,
 //                                      a chunk of its token grid with layout (0, row, col); no
 //                                      video. The model was trained on bare frames, so no
-//                                      delimiters (delimited() is false) and the prompt is the
+//                                      delimiters (delimiters() is empty) and the prompt is the
 //                                      mini-VL's word prompt (server/prompt_parts.h).
 //   kimivl                             Kimi-VL's MoonViT (vision/kimi_vision.h) beside a deepseek2
 //                                      decoder: one picture per image part at its own resolution,
 //                                      a chunk of its merged tokens on linear positions (the
-//                                      decoder's rope is 1-D); embeddings kept by picture. No
-//                                      video. The prompt writes no delimiters (Kimi-VL's
-//                                      <|media_start|>image<|media_content|> ... <|media_end|> are
-//                                      not written yet), so delimited() is false.
+//                                      decoder's rope is 1-D); embeddings kept by picture (and in
+//                                      the store, as a Qwen tower's). No
+//                                      video (vision/kimi_chunks.h). Where the decoder's vocabulary
+//                                      has them, the prompt writes Kimi-VL's
+//                                      <|media_start|>image<|media_content|> ... <|media_end|>
+//                                      around each picture, as its chat template does; without
+//                                      them (make-model's random vocabularies) nothing.
 #pragma once
 
 #include <memory>
@@ -29,6 +32,7 @@
 #include "media/image.h"
 #include "model/model.h"
 #include "reuse/chunk.h"
+#include "vision/vl_prompt.h"
 
 namespace kamera {
 
@@ -44,8 +48,8 @@ class MediaTower {
   static Result<std::unique_ptr<MediaTower>> load(const std::string& mmproj, const Model& decoder,
                                                   int threads, ChunkStore* store);
 
-  // Whether the prompt writes the vision delimiters around each picture.
-  virtual bool delimited() const = 0;
+  // What the prompt writes around each picture (empty: nothing).
+  virtual VisionDelimiters delimiters() const = 0;
   // Whether the decoder reads the mini-VL's word prompt (server/prompt_parts.h).
   virtual bool word_prompt() const { return false; }
   // Whether several pictures may form one video chunk.

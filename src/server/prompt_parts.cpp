@@ -6,6 +6,7 @@
 
 #include "server/openai.h"
 #include "toolcall/request.h"
+#include "vision/kimi_chunks.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -282,6 +283,23 @@ Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
   return p;
 }
 
+// The control pieces of the delimiters the server writes around a picture (server/media_tower.h):
+// Qwen's <|vision_start|> / <|vision_end|>, Kimi-VL's <|media_start|>image<|media_content|> /
+// <|media_end|>, where the text ends before an image or starts after one.
+void mark_delimiters(std::string_view t, const ControlSpots& spots,
+                     std::vector<TextRange>& control) {
+  if (spots.image_before)
+    for (std::string_view close : {kVisionEnd, kMediaEnd})
+      if (t.starts_with(close)) control.push_back({0, close.size()});
+  if (!spots.image_after) return;
+  if (t.ends_with(kVisionStart)) control.push_back({t.size() - kVisionStart.size(), t.size()});
+  if (t.ends_with(kKimiImageOpen)) {
+    const size_t at = t.size() - kKimiImageOpen.size();
+    control.push_back({at, at + kMediaStart.size()});
+    control.push_back({t.size() - kMediaContent.size(), t.size()});
+  }
+}
+
 }  // namespace
 
 std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part, bool first,
@@ -292,9 +310,7 @@ std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part,
     control.push_back({0, t.size()});
   } else {
     control = part.control;
-    if (spots.image_before && t.starts_with(kVisionEnd)) control.push_back({0, kVisionEnd.size()});
-    if (spots.image_after && t.ends_with(kVisionStart))
-      control.push_back({t.size() - kVisionStart.size(), t.size()});
+    mark_delimiters(t, spots, control);
     std::sort(control.begin(), control.end(),
               [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
     std::vector<TextRange> merged;  // overlapping or touching ranges as one

@@ -68,8 +68,9 @@ Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, cons
 Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words);
 
 // Where else a text part yields control tokens when it is tokenized: the vision delimiters the
-// server wrote around an image of this request (the part ends with <|vision_start|> and an image
-// follows; it starts with <|vision_end|> after one), or all of it with the server's opt-in
+// server wrote around an image of this request (the part ends with <|vision_start|>, or Kimi-VL's
+// <|media_start|>image<|media_content|>, and an image follows; it starts with <|vision_end|> or
+// <|media_end|> after one), or all of it with the server's opt-in
 // (--control-tokens-in-text).
 struct ControlSpots {
   bool image_before = false, image_after = false, everywhere = false;

@@ -340,17 +340,25 @@ int64_t count_parameters(const ModelConfig& c) {
 
 namespace {
 
+// The pieces of a synthetic vocabulary that end `skip` pieces before its end become the control
+// tokens `names`. False (nothing changed) when the vocabulary is too small: its byte pieces stay.
+bool add_control_tokens(Tokenizer::Vocab& v, const std::vector<std::string>& names, size_t skip) {
+  const size_t n = v.pieces.size(), k = names.size();
+  if (n < 300 + skip + k) return false;
+  for (size_t i = 0; i < k; ++i) {
+    const size_t at = n - skip - k + i;
+    v.pieces[at] = names[i];
+    v.types[at] = TokenType::Control;
+    if (!v.scores.empty()) v.scores[at] = 0.0f;
+  }
+  return true;
+}
+
 // A qwen2vl or qwen3vl decoder's vocabulary holds the Qwen-VL vision control tokens (the last four
 // pieces of a synthetic vocabulary become them), so that prompts with images can be written for it.
 void add_vision_tokens(Tokenizer::Vocab& v) {
-  const char* names[] = {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"};
-  const size_t n = v.pieces.size();
-  if (n < 300) return;  // keep the byte pieces of very small vocabularies
-  for (size_t i = 0; i < 4; ++i) {
-    v.pieces[n - 4 + i] = names[i];
-    v.types[n - 4 + i] = TokenType::Control;
-    if (!v.scores.empty()) v.scores[n - 4 + i] = 0.0f;
-  }
+  add_control_tokens(v, {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"},
+                     0);
 }
 
 }  // namespace
@@ -362,6 +370,12 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   if (!vocab.ok())
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
   if (!spec.vocab && is_mrope(spec.cfg.arch)) add_vision_tokens(*vocab);
+  if (!spec.control_tokens.empty() &&
+      (spec.vocab ||
+       !add_control_tokens(*vocab, spec.control_tokens, is_mrope(spec.cfg.arch) ? 4 : 0)))
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: control tokens go into the synthetic vocabulary of 300 pieces "
+                      "or more (not with --vocab: give them in its tokenizer.json)");
   const uint64_t seed = spec.seed;
   const float inv_sqrt_d = 1.0f / std::sqrt(float(spec.cfg.dim));
   auto fill = [seed, inv_sqrt_d](const std::string& name, const std::vector<int64_t>& ne,

@@ -22,6 +22,10 @@ struct SyntheticSpec {
   DType weight_type = DType::F32;  // 2-D weights; norms and biases stay f32 (as llama.cpp does)
   std::string name = "kamera-synthetic";
   std::optional<Tokenizer::Vocab> vocab;  // default: a SentencePiece vocabulary of n_vocab pieces
+  // Pieces of the default vocabulary replaced by these control tokens (just before the Qwen-VL
+  // vision tokens of a qwen2vl / qwen3vl decoder, else the last ones): tests write prompts with a
+  // real model's special tokens (Kimi-VL's <|media_start|> ...) on a random-weight file.
+  std::vector<std::string> control_tokens;
 };
 
 // Named shapes: "tiny" (tests, every architecture; qwen3, qwen3moe: synthetic/qwen3_shapes.h, with

@@ -11,6 +11,7 @@
 #include "store/disk_tier.h"
 #include "tools/chat_line.h"
 #include "tools/cli_common.h"
+#include "vision/mmproj_kind.h"
 #include "vision/vl_chat_session.h"
 
 namespace kamera::cli {
@@ -191,11 +192,21 @@ void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
 }
 
 // kamera chat --mmproj: the chat with images; --image files go with the first message.
+// The tower by the mmproj's projector type: Kimi-VL's MoonViT or a Qwen-VL tower.
 int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o, ChatInput& in) {
-  auto tower = QwenVisionModel::load(a.mmproj);
-  if (!tower.ok()) return fail(tower.error(), false);
+  auto type = mmproj_projector_type(a.mmproj);
+  if (!type.ok()) return fail(type.error(), false);
   ThreadPool threads(std::max(1, a.threads));
-  auto chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *tower, &threads);
+  Result<QwenVisionModel> qwen = make_error(ErrorCode::Internal, "unset");
+  Result<KimiVisionModel> kimi = make_error(ErrorCode::Internal, "unset");
+  Result<std::unique_ptr<VlChatSession>> chat = make_error(ErrorCode::Internal, "unset");
+  if (*type == "kimivl") {
+    if (!(kimi = KimiVisionModel::load(a.mmproj)).ok()) return fail(kimi.error(), false);
+    chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *kimi, &threads);
+  } else {
+    if (!(qwen = QwenVisionModel::load(a.mmproj)).ok()) return fail(qwen.error(), false);
+    chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *qwen, &threads);
+  }
   if (!chat.ok()) return fail(chat.error(), false);
   VlChatSession& c = **chat;
   if (!a.system.empty()) c.set_system(a.system);
@@ -289,10 +300,13 @@ Runner add_chat(CLI::App& app) {
           "departs from the cached tokens earlier (the template rewrites past turns, /system\n"
           "changed, or a reply re-tokenizes differently), the cache is cut at the first\n"
           "differing token and prefilled from there, so the model always sees exactly the\n"
-          "rendered conversation. With --mmproj (a Qwen2-VL / Qwen2.5-VL tower), --image and\n"
-          "/image attach pictures to the next message, each written as <|vision_start|> image\n"
-          "<|vision_end|> before its text; a picture is encoded once and stays in the cache\n"
-          "with the conversation. Generation stops at the vocabulary's end-of-generation tokens\n"
+          "rendered conversation. With --mmproj (a Qwen2-VL / Qwen2.5-VL / Qwen3-VL tower, or\n"
+          "Kimi-VL's beside a deepseek2 decoder), --image and /image attach pictures to the\n"
+          "next message, each written before its text between the tower's delimiters\n"
+          "(<|vision_start|> image <|vision_end|>; Kimi-VL: <|media_start|>image<|media_content|>\n"
+          "image <|media_end|> where the vocabulary has them); a picture is encoded once and\n"
+          "stays in the cache with the conversation. Generation stops at the vocabulary's "
+          "end-of-generation tokens\n"
           "(EOS, EOT, <|im_end|>, <|eot_id|>, ...) or after -n tokens.\n") +
       kCommands);
   add_model_option(app, a->model);
@@ -327,8 +341,9 @@ Runner add_chat(CLI::App& app) {
   app.add_flag("--no-cache-reuse", a->no_reuse,
                "Prefill the whole conversation every turn (for comparison)");
   app.add_option("--mmproj", a->mmproj,
-                 "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL; -m a qwen2vl "
-                 "decoder): enables --image and /image")
+                 "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside "
+                 "a qwen2vl / qwen3vl decoder, or Kimi-VL beside a deepseek2 one): enables --image "
+                 "and /image")
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->images,
                  "PNG or JPEG image sent with the first message (repeatable; needs --mmproj)")

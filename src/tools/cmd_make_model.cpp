@@ -12,6 +12,7 @@ namespace {
 struct MakeModelArgs {
   std::string arch = "llama", preset, dims, out, type = "f32";
   std::string vocab, tokenizer_config, vocab_pre;  // a Hugging Face tokenizer to embed
+  std::vector<std::string> control_tokens;         // into the synthetic vocabulary
   uint64_t seed = 1;
   bool json = false;
 };
@@ -63,6 +64,7 @@ int run_make_model(const MakeModelArgs& a) {
     spec.vocab = std::move(v.value());
   }
   spec.cfg = *cfg;
+  spec.control_tokens = a.control_tokens;
   spec.seed = a.seed;
   spec.weight_type = *type;
   spec.name = fmt::format("kamera-synthetic-{}-{}-seed{}", a.arch, preset, a.seed);
@@ -143,6 +145,11 @@ Runner add_make_model(CLI::App& app) {
   app.add_option("--vocab-pre", a->vocab_pre,
                  "Pre-tokenizer name to write (tokenizer.ggml.pre) instead of the one recognized "
                  "in --vocab");
+  app.add_option("--control-tokens", a->control_tokens,
+                 "Control tokens that replace the last pieces of the synthetic vocabulary "
+                 "(comma-separated; for prompts with a real model's special tokens, e.g. "
+                 "Kimi-VL's '<|media_start|>,<|media_content|>,<|media_end|>')")
+      ->delimiter(',');
   app.add_flag("--json", a->json, "Print a JSON summary");
   return [a] { return run_make_model(*a); };
 }

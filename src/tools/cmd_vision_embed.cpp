@@ -1,15 +1,19 @@
-// kamera vision-embed: image (or video frames) -> the Qwen2-VL / Qwen2.5-VL tower's embeddings.
+// kamera vision-embed: image (or video frames) -> the tower's embeddings: Qwen2-VL / Qwen2.5-VL /
+// Qwen3-VL, or Kimi-VL's MoonViT (by the mmproj's clip.projector_type).
 //
 //   kamera vision-embed --mmproj M --image F [--json]
 //   kamera vision-embed --mmproj M --frames a.png,b.png,... [--fps 30 --sample-fps 2] [--json]
 //
 // --json prints {"grid": [t, h, w], "embeddings": [[...], ...]}: one row per merged 2 x 2 patch
 // block, raster order within each temporal slice (t = frame pairs; h, w in merged tokens, so the
-// row count is t * h * w), plus "patch_grid" (Hugging Face's image_grid_thw, in 14-pixel patches),
-// the resized size and timings. Without --json a one-line summary goes to stderr.
+// row count is t * h * w), plus "tower" (the projector type), "patch_grid" (Hugging Face's
+// image_grid_thw, in 14-pixel patches), the resized size and timings. A Kimi-VL tower takes one
+// --image (t = 1; "resized" is the size before its padding to multiples of 28). Without --json a
+// one-line summary goes to stderr.
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 
 #include "core/cpu_features.h"
@@ -18,6 +22,8 @@
 #include "ops/blas_select.h"
 #include "ops/gemm.h"
 #include "tools/cli_common.h"
+#include "vision/kimi_vision_encoder.h"
+#include "vision/mmproj_kind.h"
 #include "vision/qwen_vision_encoder.h"
 
 namespace kamera::cli {
@@ -67,60 +73,122 @@ Result<std::vector<Image>> load_inputs(const VisionEmbedArgs& a) {
   return images;
 }
 
-int run_vision_embed(const VisionEmbedArgs& a) {
-  if (a.image.empty() == a.frames.empty())
-    return fail("give exactly one of --image and --frames", a.json);
+// What a tower gave, whichever it is: the embeddings and the grids the JSON reports.
+struct Embedded {
+  std::array<int, 3> grid{}, patch_grid{};  // merged tokens; 14-pixel patches
+  std::array<int, 2> resized{};
+  size_t frames = 0;
+  int dim = 0;
+  std::vector<float> rows;
+  double load_ms = 0, prep_ms = 0;
+  std::vector<double> encode_ms, encode_cpu_ms;
+};
+
+// Runs encode --repeat times, timing each (wall and process CPU); the last result is kept.
+template <class Encode>
+Status timed_encodes(const VisionEmbedArgs& a, Embedded& out, Encode&& encode) {
+  for (int r = 0; r < std::max(1, a.repeat); ++r) {
+    const double t0 = now_ms(), c0 = process_cpu_ms();
+    KAMERA_TRY(encode());
+    out.encode_cpu_ms.push_back(process_cpu_ms() - c0);
+    out.encode_ms.push_back(now_ms() - t0);
+  }
+  return Status::Ok();
+}
+
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL: an image, or video frames paired in time.
+Status embed_qwen(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out) {
   double t0 = now_ms();
-  auto model = QwenVisionModel::load(a.mmproj);
-  if (!model.ok()) return fail(model.message(), a.json);
-  const double load_ms = now_ms() - t0;
-  QwenImageOptions opt = QwenImageOptions::from(model->cfg);
+  KAMERA_ASSIGN_OR_RETURN(const QwenVisionModel model, QwenVisionModel::load(a.mmproj));
+  out.load_ms = now_ms() - t0;
+  QwenImageOptions opt = QwenImageOptions::from(model.cfg);
   if (a.min_pixels > 0) opt.min_pixels = a.min_pixels;
   if (a.max_pixels > 0) opt.max_pixels = a.max_pixels;
   t0 = now_ms();
-  auto frames = load_inputs(a);
-  if (!frames.ok()) return fail(frames.message(), a.json);
-  auto patches = qwen_preprocess_frames(*frames, opt);
-  if (!patches.ok()) return fail(patches.message(), a.json);
-  const double prep_ms = now_ms() - t0;
+  KAMERA_ASSIGN_OR_RETURN(const auto frames, load_inputs(a));
+  KAMERA_ASSIGN_OR_RETURN(const QwenPatches patches, qwen_preprocess_frames(frames, opt));
+  out.prep_ms = now_ms() - t0;
+  QwenVisionEncoder enc(model, &pool);
+  QwenVisionEmbeddings e;
+  KAMERA_TRY(timed_encodes(a, out, [&]() -> Status {
+    KAMERA_ASSIGN_OR_RETURN(e, enc.encode(patches));
+    return Status::Ok();
+  }));
+  out.grid = {e.grid_t, e.grid_h, e.grid_w};
+  out.patch_grid = {patches.grid_t, patches.grid_h, patches.grid_w};
+  out.resized = {patches.resized_width, patches.resized_height};
+  out.frames = frames.size();
+  out.dim = e.dim;
+  out.rows = std::move(e.rows);
+  return Status::Ok();
+}
+
+// Kimi-VL's MoonViT: one image at its own resolution (vision/kimi_preprocess.h).
+Status embed_kimi(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out) {
+  if (a.image.empty() || a.min_pixels > 0 || a.max_pixels > 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} is a Kimi-VL tower: it takes --image only (no --frames: its video path "
+                      "is not here; no --min-pixels / --max-pixels: its processor keeps the "
+                      "native size up to 4096 patches)",
+                      a.mmproj);
+  double t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(const KimiVisionModel model, KimiVisionModel::load(a.mmproj));
+  out.load_ms = now_ms() - t0;
+  t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(a.image));
+  KAMERA_ASSIGN_OR_RETURN(const KimiPatches patches, kimi_preprocess_image(img, model.cfg));
+  out.prep_ms = now_ms() - t0;
+  KimiVisionEncoder enc(model, &pool);
+  KimiVisionEmbeddings e;
+  KAMERA_TRY(timed_encodes(a, out, [&]() -> Status {
+    KAMERA_ASSIGN_OR_RETURN(e, enc.encode(patches));
+    return Status::Ok();
+  }));
+  out.grid = {1, e.grid_h, e.grid_w};
+  out.patch_grid = {1, patches.grid_h, patches.grid_w};
+  out.resized = {patches.width, patches.height};
+  out.frames = 1;
+  out.dim = e.dim;
+  out.rows = std::move(e.rows);
+  return Status::Ok();
+}
+
+int run_vision_embed(const VisionEmbedArgs& a) {
+  if (a.image.empty() == a.frames.empty())
+    return fail("give exactly one of --image and --frames", a.json);
+  auto type = mmproj_projector_type(a.mmproj);
+  if (!type.ok()) return fail(type.message(), a.json);
   set_blas_threads(a.threads);
   const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
-  QwenVisionEncoder enc(*model, &pool);
-  Result<QwenVisionEmbeddings> emb = make_error(ErrorCode::Internal, "not run");
-  std::vector<double> encode_ms, encode_cpu_ms;
-  for (int r = 0; r < std::max(1, a.repeat); ++r) {
-    t0 = now_ms();
-    const double c0 = process_cpu_ms();
-    emb = enc.encode(*patches);
-    encode_cpu_ms.push_back(process_cpu_ms() - c0);
-    encode_ms.push_back(now_ms() - t0);
-    if (!emb.ok()) return fail(emb.message(), a.json);
-  }
-  const double best = *std::min_element(encode_ms.begin(), encode_ms.end());
+  Embedded e;
+  const Status st = *type == "kimivl" ? embed_kimi(a, pool, e) : embed_qwen(a, pool, e);
+  if (!st.ok()) return fail(st.message(), a.json);
+  const double best = *std::min_element(e.encode_ms.begin(), e.encode_ms.end());
+  const int64_t n_rows = e.dim > 0 ? int64_t(e.rows.size()) / e.dim : 0;
   if (!a.json) {
     std::fprintf(stderr,
                  "kamera: %s: %d x %d -> grid [%d, %d, %d], %lld rows of %d; load %.0f ms, "
                  "preprocess %.1f ms, encode %.1f ms (best of %zu)\n",
-                 a.mmproj.c_str(), patches->resized_width, patches->resized_height, emb->grid_t,
-                 emb->grid_h, emb->grid_w, (long long)emb->n_rows(), emb->dim, load_ms, prep_ms,
-                 best, encode_ms.size());
+                 a.mmproj.c_str(), e.resized[0], e.resized[1], e.grid[0], e.grid[1], e.grid[2],
+                 (long long)n_rows, e.dim, e.load_ms, e.prep_ms, best, e.encode_ms.size());
     return 0;
   }
   json rows = json::array();
-  for (int64_t r = 0; r < emb->n_rows(); ++r) {
-    const float* p = emb->rows.data() + r * emb->dim;
-    rows.push_back(std::vector<float>(p, p + emb->dim));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* p = e.rows.data() + r * e.dim;
+    rows.push_back(std::vector<float>(p, p + e.dim));
   }
-  print_json(json{{"grid", {emb->grid_t, emb->grid_h, emb->grid_w}},
-                  {"patch_grid", {patches->grid_t, patches->grid_h, patches->grid_w}},
-                  {"resized", {patches->resized_width, patches->resized_height}},
-                  {"frames", frames->size()},
-                  {"dim", emb->dim},
-                  {"load_ms", load_ms},
-                  {"preprocess_ms", prep_ms},
-                  {"encode_ms", encode_ms},
-                  {"encode_cpu_ms", encode_cpu_ms},
+  print_json(json{{"tower", *type},
+                  {"grid", e.grid},
+                  {"patch_grid", e.patch_grid},
+                  {"resized", e.resized},
+                  {"frames", e.frames},
+                  {"dim", e.dim},
+                  {"load_ms", e.load_ms},
+                  {"preprocess_ms", e.prep_ms},
+                  {"encode_ms", e.encode_ms},
+                  {"encode_cpu_ms", e.encode_cpu_ms},
                   {"blas_threads", blas_threads()},
                   {"blas_core", blas.core},
                   {"cpu", cpu_feature_string()},
@@ -132,7 +200,8 @@ int run_vision_embed(const VisionEmbedArgs& a) {
 
 Runner add_vision_embed(CLI::App& app) {
   auto a = std::make_shared<VisionEmbedArgs>();
-  app.add_option("--mmproj", a->mmproj, "Qwen2-VL / Qwen2.5-VL mmproj GGUF (llama.cpp's layout)")
+  app.add_option("--mmproj", a->mmproj,
+                 "Qwen2-VL / Qwen2.5-VL / Qwen3-VL or Kimi-VL mmproj GGUF (llama.cpp's layout)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");

@@ -5,10 +5,13 @@
 namespace kamera::cli {
 
 void add_serve_media_options(CLI::App& app, ServerOptions& o) {
-  app.add_option("--mmproj", o.mmproj,
-                 "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL): chat messages "
-                 "may then hold image_url parts (data:image/png|jpeg;base64 URLs) and video parts "
-                 "({\"type\": \"video\", \"frames\": [url, ...]}); each picture is an image chunk")
+  app.add_option(
+         "--mmproj", o.mmproj,
+         "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL "
+         "beside a deepseek2 decoder, or the mini-VL's): chat messages may then hold "
+         "image_url parts (data:image/png|jpeg;base64 URLs) and video parts "
+         "({\"type\": \"video\", \"frames\": [url, ...]}; Qwen towers); each picture "
+         "is an image chunk")
       ->check(CLI::ExistingFile);
   app.add_option("--allow-local-media", o.allow_local_media,
                  "Let image URLs be local paths or file:// URLs, confined to this directory "

@@ -8,6 +8,7 @@
 
 #include "store/store.h"
 #include "vision/rope_index.h"
+#include "vision/stored_image.h"
 #include "vision/video_time.h"
 
 namespace kamera {
@@ -72,14 +73,9 @@ ChunkId timed_key(const ChunkId& key, const VideoTime& vt) {
 Result<std::shared_ptr<const ChunkContent>> ImageChunks::slice_placed(std::span<const Image> frames,
                                                                       const ChunkId& key,
                                                                       bool* encoded) {
-  if (store_) {
-    auto e = store_->find_image(key);
-    // a stored entry is sealed with the store key; its shape is checked all the same
-    if (e && e->placed.dim == tower_.cfg.embed_width() &&
-        e->placed.n() == int(e->placed.layout.size())) {
-      ++stats_.store_hits;
-      return std::shared_ptr<const ChunkContent>(e, &e->placed);
-    }
+  if (auto stored = find_stored_image(store_, key, tower_.cfg.embed_width())) {
+    ++stats_.store_hits;
+    return stored;
   }
   const auto t0 = std::chrono::steady_clock::now();
   KAMERA_ASSIGN_OR_RETURN(const QwenPatches patches, qwen_preprocess_frames(frames, opt_));
@@ -88,9 +84,7 @@ Result<std::shared_ptr<const ChunkContent>> ImageChunks::slice_placed(std::span<
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.encodes;
   if (encoded) *encoded = true;
-  auto entry = std::make_shared<const ImageEntry>(ImageEntry{key, image_chunk(std::move(e))});
-  if (store_) store_->put_image(entry);
-  return std::shared_ptr<const ChunkContent>(entry, &entry->placed);
+  return put_stored_image(store_, key, image_chunk(std::move(e)));
 }
 
 Result<std::shared_ptr<const ChunkContent>> ImageChunks::frames(std::span<const Image> frames,

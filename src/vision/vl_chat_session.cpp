@@ -17,40 +17,60 @@ constexpr std::string_view kImageMark = "\x1e";
 
 }  // namespace
 
-Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatTemplate tmpl,
-                                                             ChatOptions opts,
-                                                             const QwenVisionModel& tower,
-                                                             ThreadPool* pool) {
+Status VlChatSession::prepare(const Context& ctx, ChatOptions& opts) {
   const Model& m = ctx.model();
   if (!m.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "{}: chat needs a model with a vocabulary",
                       m.source);
-  KAMERA_TRY(check_qwen_pair(tower.cfg, m.cfg, tower.source));
-  const Tokenizer& tok = *m.tokenizer;
-  if (find_piece(tok, kVisionStart) < 0 || find_piece(tok, kVisionEnd) < 0)
-    return make_error(ErrorCode::InvalidArgument, "{} has no {} / {} tokens in its vocabulary",
-                      m.source, kVisionStart, kVisionEnd);
   if (opts.gen.max_tokens < 0)
     return make_error(ErrorCode::InvalidArgument, "chat: max_tokens {} must be >= 0",
                       opts.gen.max_tokens);
+  const Tokenizer& tok = *m.tokenizer;
   if (opts.render.bos_token.empty() && tok.bos() >= 0) opts.render.bos_token = tok.piece(tok.bos());
   if (opts.render.eos_token.empty() && tok.eos() >= 0) opts.render.eos_token = tok.piece(tok.eos());
   opts.render.add_generation_prompt = true;
-  return std::unique_ptr<VlChatSession>(
-      new VlChatSession(ctx, std::move(tmpl), std::move(opts), tower, pool));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatTemplate tmpl,
+                                                             ChatOptions opts,
+                                                             const QwenVisionModel& tower,
+                                                             ThreadPool* pool) {
+  KAMERA_TRY(prepare(ctx, opts));
+  const Model& m = ctx.model();
+  KAMERA_TRY(check_qwen_pair(tower.cfg, m.cfg, tower.source));
+  VisionDelimiters d = qwen_delimiters(&*m.tokenizer);
+  if (d.empty())
+    return make_error(ErrorCode::InvalidArgument, "{} has no {} / {} tokens in its vocabulary",
+                      m.source, kVisionStart, kVisionEnd);
+  std::unique_ptr<VlChatSession> s(
+      new VlChatSession(ctx, std::move(tmpl), std::move(opts), std::move(d)));
+  s->qwen_ = std::make_unique<ImageChunks>(tower, m.fingerprint, pool);
+  s->qwen_->set_store(&ctx.store());  // the context's tiers may hold the picture already
+  return s;
+}
+
+Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatTemplate tmpl,
+                                                             ChatOptions opts,
+                                                             const KimiVisionModel& tower,
+                                                             ThreadPool* pool) {
+  KAMERA_TRY(prepare(ctx, opts));
+  const Model& m = ctx.model();
+  KAMERA_TRY(check_kimi_pair(tower.cfg, m.cfg, tower.source));
+  std::unique_ptr<VlChatSession> s(
+      new VlChatSession(ctx, std::move(tmpl), std::move(opts), kimi_delimiters(&*m.tokenizer)));
+  s->kimi_ = std::make_unique<KimiImageChunks>(tower, m.fingerprint, pool);
+  s->kimi_->set_store(&ctx.store());
+  return s;
 }
 
 VlChatSession::VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts,
-                             const QwenVisionModel& tower, ThreadPool* pool)
+                             VisionDelimiters delimiters)
     : ctx_(ctx),
       tmpl_(std::move(tmpl)),
       opts_(std::move(opts)),
-      images_(tower, ctx.model().fingerprint, pool),
-      seq_(ctx.pool().create_sequence()) {
-  images_.set_store(&ctx.store());  // the context's tiers may hold the picture already
-  vision_start_ = find_piece(*ctx.model().tokenizer, kVisionStart);
-  vision_end_ = find_piece(*ctx.model().tokenizer, kVisionEnd);
-}
+      seq_(ctx.pool().create_sequence()),
+      delimiters_(std::move(delimiters)) {}
 
 VlChatSession::~VlChatSession() {
   ctx_.pool().free_sequence(seq_);
@@ -63,14 +83,15 @@ void VlChatSession::reset() {
 
 Status VlChatSession::attach_image(const std::string& path, bool* encoded) {
   KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
-  KAMERA_ASSIGN_OR_RETURN(ImagePtr chunk, images_.image(img, encoded));
+  KAMERA_ASSIGN_OR_RETURN(ImagePtr chunk,
+                          qwen_ ? qwen_->image(img, encoded) : kimi_->image(img, encoded));
   pending_.push_back(std::move(chunk));
   return Status::Ok();
 }
 
 // The conversation rendered with the generation prompt, as units: the template's text tokenized
-// (control tokens parsed, BOS as the vocabulary wants), each image mark replaced by
-// <|vision_start|> image <|vision_end|>.
+// (control tokens parsed, BOS as the vocabulary wants), each image mark replaced by the tower's
+// delimiters around the image (<|vision_start|> image <|vision_end|> for a Qwen tower).
 Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
   std::vector<ChatMessage> msgs;
   std::vector<ImagePtr> order;  // images in the order their marks appear
@@ -95,9 +116,9 @@ Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
     if (mark == std::string::npos) break;
     if (next_image == order.size())
       return make_error(ErrorCode::InvalidArgument, "chat: the template repeated an image");
-    units.push_back({vision_start_, nullptr});
+    for (int32_t id : delimiters_.open) units.push_back({id, nullptr});
     units.push_back({-1, order[next_image++]});
-    units.push_back({vision_end_, nullptr});
+    for (int32_t id : delimiters_.close) units.push_back({id, nullptr});
     at = mark + kImageMark.size();
   }
   if (next_image != order.size())

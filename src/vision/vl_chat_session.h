@@ -1,14 +1,16 @@
-// A multi-turn chat with images (Qwen2-VL / Qwen2.5-VL) over one KV sequence of a Context, as
-// ChatSession (context/chat_session.h) does for text: every turn renders the whole conversation
-// with the chat template, and the cached prefix it shares with what the sequence holds is kept;
-// only the rest is prefilled. Here the prefix is compared in units of tokens and whole images (an
-// image is equal when its image key is: same pixels, preprocessing and models), so a follow-up
-// question about a picture forwards neither the picture nor the tower again.
+// A multi-turn chat with images (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, or Kimi-VL) over one KV sequence
+// of a Context, as ChatSession (context/chat_session.h) does for text: every turn renders the whole
+// conversation with the chat template, and the cached prefix it shares with what the sequence holds
+// is kept; only the rest is prefilled. Here the prefix is compared in units of tokens and whole
+// images (an image is equal when its image key is: same pixels, preprocessing and models), so a
+// follow-up question about a picture forwards neither the picture nor the tower again.
 //
 // Images attached before a user message (attach_image) go with it, before its text, each as
 // <|vision_start|> image <|vision_end|> (ids written around the image rows, whatever the
 // vocabulary kind), placed as get_rope_index places them (vision/rope_index.h). Each distinct
-// picture is encoded once per session (vision/image_chunks.h).
+// picture is encoded once per session (vision/image_chunks.h). A Kimi-VL tower's pictures sit on
+// linear positions between <|media_start|>image<|media_content|> and <|media_end|> where the
+// vocabulary has them, bare otherwise (vision/kimi_chunks.h).
 //
 //   auto chat = VlChatSession::create(ctx, tmpl, opts, tower, &threads);
 //   chat->attach_image("cat.png");
@@ -22,6 +24,7 @@
 
 #include "context/chat_session.h"
 #include "vision/image_chunks.h"
+#include "vision/kimi_chunks.h"
 
 namespace kamera {
 
@@ -32,6 +35,11 @@ class VlChatSession {
   static Result<std::unique_ptr<VlChatSession>> create(Context& ctx, ChatTemplate tmpl,
                                                        ChatOptions opts,
                                                        const QwenVisionModel& tower,
+                                                       ThreadPool* pool);
+  // The same with Kimi-VL's tower beside a deepseek2 decoder of its width.
+  static Result<std::unique_ptr<VlChatSession>> create(Context& ctx, ChatTemplate tmpl,
+                                                       ChatOptions opts,
+                                                       const KimiVisionModel& tower,
                                                        ThreadPool* pool);
   ~VlChatSession();
   VlChatSession(const VlChatSession&) = delete;
@@ -51,7 +59,7 @@ class VlChatSession {
                             const std::function<void(std::string_view)>& on_text = {},
                             TurnStats* stats = nullptr);
 
-  const ImageChunks::Stats& image_stats() const { return images_.stats(); }
+  const ImageChunks::Stats& image_stats() const { return qwen_ ? qwen_->stats() : kimi_->stats(); }
   // The conversation's text, system message first when set (images are not in it), and how many
   // images it holds.
   std::vector<ChatMessage> messages() const;
@@ -77,8 +85,9 @@ class VlChatSession {
     int32_t rows_after = 0, next_pos = 0;  // KV rows and next position once this unit is in
   };
 
-  VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts, const QwenVisionModel& tower,
-                ThreadPool* pool);
+  VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts, VisionDelimiters delimiters);
+  // The checks and render options both towers share.
+  static Status prepare(const Context& ctx, ChatOptions& opts);
   Result<std::vector<Unit>> render_units() const;
   Status prefill(const std::vector<Unit>& units, TurnStats& st, std::vector<float>& logits);
   Result<std::string> generate(std::vector<float> logits,
@@ -87,9 +96,10 @@ class VlChatSession {
   Context& ctx_;
   ChatTemplate tmpl_;
   ChatOptions opts_;
-  ImageChunks images_;
+  std::unique_ptr<ImageChunks> qwen_;      // the tower's picture cache: Qwen's, or
+  std::unique_ptr<KimiImageChunks> kimi_;  // Kimi-VL's
   SeqId seq_;
-  int32_t vision_start_ = -1, vision_end_ = -1;
+  VisionDelimiters delimiters_;
   std::string system_;
   std::vector<Turn> turns_;
   std::vector<ImagePtr> pending_;

@@ -7,8 +7,12 @@
 // The delimiters become their token ids whatever the vocabulary kind (SentencePiece vocabularies
 // do not parse control tokens in text); the text runs are tokenized as the CLI tokenizes a prompt
 // (BOS first when the vocabulary's add_bos flag says so).
+//
+// Other towers write other delimiters (VisionDelimiters: Kimi-VL's are in vision/kimi_chunks.h),
+// or none: then the marker stands alone ("Describe <image> briefly.").
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,12 +29,24 @@ inline constexpr std::string_view kVisionEnd = "<|vision_end|>";
 // Id of the vocabulary piece equal to `text`, or -1.
 int32_t find_piece(const Tokenizer& tok, std::string_view text);
 
+// What a prompt writes right before and right after a picture's rows: as text (a chat message's
+// text parts, the prompt around an <image> marker) and as token ids. Both empty: none.
+struct VisionDelimiters {
+  std::string open_text, close_text;
+  std::vector<int32_t> open, close;
+  bool empty() const { return open_text.empty() && close_text.empty(); }
+};
+
+// Qwen2-VL's <|vision_start|> / <|vision_end|> in `tok`'s vocabulary (empty if either is missing).
+VisionDelimiters qwen_delimiters(const Tokenizer* tok);
+
 // Markers in the prompt.
 int count_image_markers(std::string_view prompt);
 
 // The checks of vl_prompt_pieces that need no model: counts and delimiters (cheap; run it before
-// encoding images).
+// encoding images). The default delimiters are Qwen2-VL's.
 Status check_vl_prompt(std::string_view prompt, size_t n_images);
+Status check_vl_prompt(std::string_view prompt, size_t n_images, const VisionDelimiters& d);
 
 // The pieces (text token runs and placed images, see rope_index.h) of the prompt. Errors: marker
 // and image counts differ, a marker without the delimiters right around it, a vocabulary without
@@ -38,5 +54,10 @@ Status check_vl_prompt(std::string_view prompt, size_t n_images);
 Result<std::vector<ChunkContent>> vl_prompt_pieces(const Tokenizer& tok, std::string_view prompt,
                                                    std::vector<QwenVisionEmbeddings> images,
                                                    int decoder_dim);
+// The same for placed image chunks (any tower) between the delimiters d (their token ids; none:
+// the marker stands alone). Errors: as above, and an image of another width than decoder_dim.
+Result<std::vector<ChunkContent>> vl_prompt_pieces(const Tokenizer& tok, std::string_view prompt,
+                                                   std::vector<ChunkContent> images,
+                                                   const VisionDelimiters& d, int decoder_dim);
 
 }  // namespace kamera

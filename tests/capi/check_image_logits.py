@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Writes a tiny random-weight Qwen2-VL (--arch qwen3vl: Qwen3-VL) decoder and mmproj with
-`kamera make-model`, takes the
+"""Writes a tiny random-weight Qwen2-VL (--arch qwen3vl: Qwen3-VL; --arch kimivl: Kimi-VL's
+deepseek2 decoder and MoonViT, whose random vocabulary has no delimiters: "look <image> now")
+decoder and mmproj with `kamera make-model`, takes the
 next-token logits after "look <|vision_start|><image><|vision_end|> now" from `kamera logits
 --mmproj --image --json` (the CLI's own path: decode, preprocess, encode, place, prefill), and runs
 a public-API program that must reproduce them through kamera_chunk_from_image.
@@ -21,19 +22,26 @@ import sys
 PROMPT = "look <|vision_start|><image><|vision_end|> now"
 
 
+# arch -> (decoder arch, its preset), (mmproj arch, its preset), prompt
+PAIRS = {
+    "qwen2vl": (("qwen2vl", "tiny"), ("qwen2vl-mmproj", "tiny"), PROMPT),
+    "qwen3vl": (("qwen3vl", "tiny"), ("qwen3vl-mmproj", "tiny"), PROMPT),
+    "kimivl": (("deepseek2", "kimi-vl-tiny"), ("kimivl-mmproj", "tiny"), "look <image> now"),
+}
+
+
 def make_pair(kamera, scratch, arch):
     dec = os.path.join(scratch, "capi-image-dec.gguf")
     mm = os.path.join(scratch, "capi-image-mmproj.gguf")
-    subprocess.run([kamera, "make-model", "--arch", arch, "--preset", "tiny", "--seed", "3",
-                    "-o", dec], check=True, capture_output=True)
-    subprocess.run([kamera, "make-model", "--arch", arch + "-mmproj", "--preset", "tiny",
-                    "--seed", "4", "-o", mm], check=True, capture_output=True)
+    for (a, preset), seed, path in zip(PAIRS[arch][:2], ("3", "4"), (dec, mm)):
+        subprocess.run([kamera, "make-model", "--arch", a, "--preset", preset, "--seed", seed,
+                        "-o", path], check=True, capture_output=True)
     return dec, mm
 
 
-def cli_reference(kamera, dec, mm, image):
+def cli_reference(kamera, dec, mm, image, prompt):
     out = subprocess.run([kamera, "logits", "-m", dec, "--mmproj", mm, "--image", image, "-t", "1",
-                          "--json", "-p", PROMPT], check=True, capture_output=True, text=True)
+                          "--json", "-p", prompt], check=True, capture_output=True, text=True)
     j = json.loads(out.stdout)
     pieces = j["pieces"]
     assert len(pieces) == 3 and "image_rows" in pieces[1], f"unexpected pieces {pieces}"
@@ -44,13 +52,14 @@ def main():
     p = argparse.ArgumentParser()
     for opt in ("--kamera", "--image", "--scratch"):
         p.add_argument(opt, required=True)
-    p.add_argument("--arch", default="qwen2vl", help="qwen2vl or qwen3vl (decoder and tower)")
+    p.add_argument("--arch", default="qwen2vl", choices=sorted(PAIRS),
+                   help="the pair: qwen2vl, qwen3vl or kimivl (decoder and tower)")
     p.add_argument("program", nargs=argparse.REMAINDER)
     a = p.parse_args()
     os.makedirs(a.scratch, exist_ok=True)
     shutil.rmtree(os.path.join(a.scratch, "image-store"), ignore_errors=True)
     dec, mm = make_pair(a.kamera, a.scratch, a.arch)
-    before, after, logits = cli_reference(a.kamera, dec, mm, a.image)
+    before, after, logits = cli_reference(a.kamera, dec, mm, a.image, PAIRS[a.arch][2])
     ref = os.path.join(a.scratch, "capi-image-reference.txt")
     with open(ref, "w") as f:
         f.write(" ".join(map(str, before)) + "\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""kamera.Chunk.from_image on tiny random-weight Qwen2-VL and Qwen3-VL files written by
+"""kamera.Chunk.from_image on tiny random-weight Qwen2-VL, Qwen3-VL and Kimi-VL files written by
 `kamera make-model`,
 against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
 path): the image chunk evaluated after the prompt's text gives the CLI's next-token logits within
@@ -26,17 +26,21 @@ PROMPT = "look <|vision_start|><image><|vision_end|> now"
 
 class Image(unittest.TestCase):
     ARCH = "qwen2vl"
+    DECODER = ("qwen2vl", "tiny")  # make-model --arch, --preset
+    TOWER = ("qwen2vl-mmproj", "tiny")
+    PROMPT = PROMPT
+    IMAGE = IMAGE
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dec = os.path.join(cls.tmp.name, "dec.gguf")
         cls.mm = os.path.join(cls.tmp.name, "mmproj.gguf")
-        for arch, seed, path in ((cls.ARCH, 3, cls.dec), (cls.ARCH + "-mmproj", 4, cls.mm)):
-            subprocess.run([KAMERA, "make-model", "--arch", arch, "--preset", "tiny", "--seed",
+        for (arch, preset), seed, path in ((cls.DECODER, 3, cls.dec), (cls.TOWER, 4, cls.mm)):
+            subprocess.run([KAMERA, "make-model", "--arch", arch, "--preset", preset, "--seed",
                             str(seed), "-o", path], check=True, capture_output=True)
         out = subprocess.run([KAMERA, "logits", "-m", cls.dec, "--mmproj", cls.mm, "--image",
-                              IMAGE, "-t", "1", "--json", "-p", PROMPT],
+                              cls.IMAGE, "-t", "1", "--json", "-p", cls.PROMPT],
                              check=True, capture_output=True, text=True).stdout
         j = json.loads(out)
         cls.before, cls.after = j["pieces"][0]["tokens"], j["pieces"][2]["tokens"]
@@ -50,7 +54,7 @@ class Image(unittest.TestCase):
 
     def test_logits_match_the_cli(self):
         ctx = kamera.Context(self.model, n_threads=1)
-        img = kamera.Chunk.from_image(ctx, self.vision, IMAGE)
+        img = kamera.Chunk.from_image(ctx, self.vision, self.IMAGE)
         self.assertGreater(len(img), 0)
         seq = ctx.sequence()
         seq.eval(self.before, logits="none")
@@ -62,22 +66,31 @@ class Image(unittest.TestCase):
     def test_path_and_bytes_are_one_chunk(self):
         ctx = kamera.Context(self.model, n_threads=1)
         vision = kamera.Vision(self.mm)
-        a = kamera.Chunk.from_image(ctx, vision, IMAGE)
-        with open(IMAGE, "rb") as f:
+        a = kamera.Chunk.from_image(ctx, vision, self.IMAGE)
+        with open(self.IMAGE, "rb") as f:
             b = kamera.Chunk.from_image(ctx, vision, f.read())
         self.assertEqual(a.id, b.id)
         self.assertEqual((vision.stats["encodes"], vision.stats["hits"]), (1, 1))
+        if self.ARCH == "kimivl":
+            # rows of the decoder's width on linear positions; one picture per chunk
+            self.assertEqual(vision.out_dim, self.model.dim)
+            self.assertEqual(a.extent, len(a))
+            with self.assertRaises(kamera.Error) as e:
+                kamera.Chunk.from_frames(ctx, vision, [self.IMAGE] * 2)
+            self.assertEqual(e.exception.name, "unsupported")
+            self.assertIn("Kimi-VL", str(e.exception))
+            return
         if self.ARCH == "qwen3vl":
             # rows of the decoder's width and its 2 deepstack slices; video is pairs with
             # timestamps between, so more than one pair in a chunk is refused by name
             self.assertEqual(vision.out_dim, 3 * self.model.dim)
             with self.assertRaises(kamera.Error) as e:
-                kamera.Chunk.from_frames(ctx, vision, [IMAGE] * 4)
+                kamera.Chunk.from_frames(ctx, vision, [self.IMAGE] * 4)
             self.assertEqual(e.exception.name, "unsupported")
             self.assertIn("Qwen3-VL", str(e.exception))
             return
         self.assertEqual(vision.out_dim, self.model.dim)
-        video = kamera.Chunk.from_frames(ctx, vision, [IMAGE] * 4)
+        video = kamera.Chunk.from_frames(ctx, vision, [self.IMAGE] * 4)
         self.assertEqual(len(video), 2 * len(a))  # 4 frames: 2 temporal slices
 
     def test_bad_images_raise(self):
@@ -85,7 +98,7 @@ class Image(unittest.TestCase):
         with self.assertRaises(kamera.Error) as e:
             kamera.Chunk.from_image(ctx, self.vision, b"not an image")
         self.assertEqual(e.exception.name, "invalid_argument")
-        with open(IMAGE, "rb") as f:
+        with open(self.IMAGE, "rb") as f:
             data = f.read()
         with self.assertRaises(kamera.Error) as e:
             kamera.Chunk.from_image(ctx, self.vision, data[: len(data) // 2])
@@ -98,6 +111,19 @@ class Image(unittest.TestCase):
 class Qwen3VlImage(Image):
     """The same on a Qwen3-VL pair: image rows with deepstack slices, interleaved M-RoPE."""
     ARCH = "qwen3vl"
+    DECODER = ("qwen3vl", "tiny")
+    TOWER = ("qwen3vl-mmproj", "tiny")
+
+
+class KimiVlImage(Image):
+    """The same on a Kimi-VL pair: MoonViT beside a deepseek2 (MLA) decoder, the picture on
+    linear positions; make-model's random vocabulary has no <|media_start|> tokens, so the prompt
+    writes none."""
+    ARCH = "kimivl"
+    DECODER = ("deepseek2", "kimi-vl-tiny")
+    TOWER = ("kimivl-mmproj", "tiny")
+    PROMPT = "look <image> now"
+    IMAGE = os.path.join(ROOT, "tests", "data", "kimivl", "img_112x112.png")
 
 
 if __name__ == "__main__":

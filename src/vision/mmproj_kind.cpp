@@ -1,0 +1,17 @@
+#include "vision/mmproj_kind.h"
+
+#include "gguf/gguf.h"
+#include "gguf/keys.h"
+
+namespace kamera {
+
+Result<std::string> mmproj_projector_type(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
+  return f->get_string(gguf_key::kClipProjectorType).value_or("");
+}
+
+bool is_qwen_projector(const std::string& type) {
+  return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
+}
+
+}  // namespace kamera

@@ -1,0 +1,18 @@
+// Which tower an mmproj GGUF holds: its clip.projector_type ("qwen2vl_merger",
+// "qwen2.5vl_merger", "qwen3vl_merger", "kimivl", "kamera-minivl"; "" when the file has none).
+// The callers that pick a loader by it: the server's tower (server/media_tower.h), the C API's
+// kamera_vision_load and `kamera vision-embed`.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace kamera {
+
+Result<std::string> mmproj_projector_type(const std::string& path);
+
+// A Qwen2-VL / Qwen2.5-VL / Qwen3-VL projector type (vision/qwen_vision.h).
+bool is_qwen_projector(const std::string& type);
+
+}  // namespace kamera
