@@ -124,7 +124,6 @@ std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generati
   StoreTier::Batch want;
   std::vector<size_t> asked;
   std::vector<ChunkId> ante;
-  int64_t tokens = 0;
   const PatchOptions po = compact_patch_options();
   for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
     const PromptSegment& s = segs[i];
@@ -139,7 +138,6 @@ std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generati
     want.canonicals.push_back(s.id);
     want.patches.push_back(PatchKey::make(s.id, ante, po));
     asked.push_back(i);
-    tokens += s.span.size();
   }
   if (asked.empty()) return out;
   ++metrics_.store_fetch_batches;
@@ -350,7 +348,8 @@ void Scheduler::start_background() {
 // C_B = KV(B | anchor) of the oldest queued segment (one forward of [anchor · B]), then each of
 // its occurrences keeps the patch of its deficit where that is smaller than its rows.
 void Scheduler::compact_one() {
-  auto [id, content] = std::move(to_compact_.front());
+  const ChunkId id = to_compact_.front().first;  // a plain variable: the lambdas below capture it
+  const auto content = std::move(to_compact_.front().second);
   to_compact_.pop_front();
   compact_queued_.erase(id);
   if (!segments_->contains(id)) return;  // evicted meanwhile
