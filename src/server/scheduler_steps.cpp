@@ -183,7 +183,9 @@ bool Scheduler::admit(Generation& g) {
   u.reused = a.reused;
   u.recomputed = a.recomputed + a.query.n();
   // Served without a forward: all but what was recomputed (the anchor only counts with the rest).
-  u.cached_tokens = u.reused > 0 ? u.prompt_tokens - u.recomputed : 0;
+  // `recomputed` counts forward tokens, which exceed the prompt's where a patch is formed here
+  // (the chunk's canonical and its conditioned forward): never below none.
+  u.cached_tokens = u.reused > 0 ? std::max<int64_t>(0, u.prompt_tokens - u.recomputed) : 0;
   u.policy = g.req.policy;
   u.segments = std::move(a.segments);
   if (g.query_ids.empty()) g.query_ids = a.query.tokens;  // admit_text sets the whole query's

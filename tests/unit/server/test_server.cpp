@@ -124,6 +124,10 @@ TEST(Server, ChunkReferencesAreReusedAndReportedHonestly) {
     EXPECT_EQ(segs[0]["source"], "canonical");
     EXPECT_EQ(segs[1]["source"], "patch-hit");
     EXPECT_EQ(first["usage"]["kamera"]["segments"][1]["source"], "patch-formed");
+    // forming the patch ran more forward tokens than the prompt holds: cached_tokens stays >= 0
+    EXPECT_GT(first["usage"]["kamera"]["recomputed_tokens"].get<int>(),
+              first["usage"]["prompt_tokens"].get<int>());
+    EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     EXPECT_EQ(second["usage"]["kamera"]["recomputed_tokens"],
               query_tokens(second));  // " Then" only
     EXPECT_EQ(completion_text(first), completion_text(second));
