@@ -7,6 +7,10 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 8
 CMAKE_GEN  := -G Ninja
+# The clang builds link with lld: GNU ld took 30 s for the ASan unit_tests binary and 24 s for
+# bin/kamera, lld about a tenth of that.
+LLD_LINK   := -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld \
+              -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld
 
 .PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval train-minivl train-minivl-v2 format clean
 
@@ -33,7 +37,7 @@ test-main: build
 test-asan: deps
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(ASAN_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
 	  -DKAMERA_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only \
-	  -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only >/dev/null
+	  -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only $(LLD_LINK) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target unit_tests
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -L unit -j $(JOBS)
@@ -43,7 +47,7 @@ test-asan: deps
 fuzz-build: deps
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DKAMERA_FUZZ=ON >/dev/null
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DKAMERA_FUZZ=ON $(LLD_LINK) >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
 
 fuzz-smoke: fuzz-build

@@ -10,7 +10,11 @@
 #     --rounds N       interleaved rounds, medians reported (default 3, at least 3 unless --tiny)
 #     --threads T      threads for both engines (default 2)
 #     --types "..."    file types (default "Q8_0 Q4_K_M F16")
+#     --pp N, --tg N   prompt tokens of the prefill test, tokens of the decode test (512, 128)
 #     --tiny           bounded run for tests: the tiny qwen2 preset, pp32 / tg16, 1 round
+#
+# Every decode run is timed under /usr/bin/time: the table gives each engine's peak RSS beside
+# the file's size (issue 27's bound: file + KV + 10%).
 #
 # Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1`, then the first
 # build's `llama-quantize` to each type. Without a llama.cpp build the kamera side runs alone
@@ -29,7 +33,9 @@ while (($#)); do
     --threads) threads="$2"; shift 2 ;;
     --types) types="$2"; shift 2 ;;
     --tiny) tiny=1 preset=tiny pp=32 tg=16 rounds=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --pp) pp="$2"; shift 2 ;;
+    --tg) tg="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
     *) builds+=("$1"); shift ;;
   esac
@@ -67,25 +73,32 @@ if ((${#builds[@]} == 0)); then
 fi
 
 # --- the runs: one JSON line per measurement -------------------------------------------------
-record() {  # engine type test round json
+record() {  # engine type test round json [peak-rss-kb]
   python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "type": sys.argv[2],
-    "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5])}))' \
+    "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5]),
+    "rss_kb": int(sys.argv[6]) if len(sys.argv) > 6 else None}))' \
     "$@" >> "$log"
 }
+rss="$dir/peak-rss.txt"
+peak() { tail -n 1 "$rss"; }  # the last line of /usr/bin/time -f %M -o
 run_kamera() {  # type test round
   local f; f=$(file_of "$1")
   if [[ "$2" == pp ]]; then
     out=$("$kamera" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
   else
-    out=$("$kamera" bench decode -m "$f" --tokens "$tg" --ctx 1 --reps 1 -t "$threads" --json)
+    out=$(/usr/bin/time -f %M -o "$rss" "$kamera" bench decode -m "$f" --tokens "$tg" --ctx 1 \
+      --reps 1 -t "$threads" --json)
+    record kamera "$1" "$2" "$3" "$out" "$(peak)"
+    return
   fi
   record kamera "$1" "$2" "$3" "$out"
 }
 run_llama() {  # build type test round
   local f; f=$(file_of "$2")
   if [[ "$3" == pp ]]; then a=(-p "$pp" -n 0); else a=(-p 0 -n "$tg"); fi
-  out=$("$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 -o json 2>/dev/null)
-  record "$1" "$2" "$3" "$4" "$out"
+  out=$(/usr/bin/time -f %M -o "$rss" "$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 \
+    -o json 2>/dev/null)
+  record "$1" "$2" "$3" "$4" "$out" "$(peak)"
 }
 for ((r = 1; r <= rounds; ++r)); do
   for t in "${made[@]}"; do
@@ -99,7 +112,7 @@ done
 
 # --- the table -------------------------------------------------------------------------------
 python3 - "$log" "$pp" "$tg" "$threads" "$rounds" "${builds[@]}" <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 log, pp, tg, threads, rounds, builds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 runs = [json.loads(l) for l in open(log)]
 system = next(r["out"]["system"] for r in runs if r["engine"] == "kamera")
@@ -115,7 +128,8 @@ for b in builds:
     # A build from a plain source tree reports "unknown": name it by its folder instead.
     names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
 head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
-head += " | read floor tok/s (GB/s) | kamera / floor |"
+head += " | read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
+head += "".join(f", {n}" for n in names[:1]) + " (file MB) |"
 print(head)
 print("|" + "---|" * (head.count("|") - 1))
 types = list(dict.fromkeys(r["type"] for r in runs))
@@ -133,7 +147,11 @@ for t in types:
             ft = med([f["floor_tokens_per_s"] for f in fl])
             gb = med([f["read_gb_per_s"] for f in fl])
             row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
+            mb = lambda rs: med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
+            cells = [f"{mb(k):.0f}"] + [f"{mb(sel(b)):.0f}" for b in builds[:1]]
+            size = os.path.getsize(k[0]["out"]["model"]["path"]) / 2**20
+            row += f" {', '.join(cells)} ({size:.0f}) |"
         else:
-            row += " – | – |"
+            row += " – | – | – |"
         print(row)
 EOF

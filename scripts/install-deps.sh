@@ -7,7 +7,8 @@ packages=(
   # build and test
   cmake g++ ninja-build pkg-config make curl jq  # jq: docs/SERVER.md's curl examples
   libgtest-dev libgmock-dev libbenchmark-dev clang-format
-  clang-14 libclang-rt-14-dev            # libFuzzer targets for the file parsers
+  clang-14 libclang-rt-14-dev lld-14     # libFuzzer targets for the file parsers; lld links
+                                         # the clang (ASan, fuzz) builds
   # math
   libopenblas-dev liblapacke-dev
   # libraries

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_row.h"
+#include "ops/gemm.h"
 #include "ops/kernels.h"
 
 namespace kamera {
@@ -130,27 +131,37 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   };
 
   if (T >= kGemmMinQueries) {
-    // Score blocks through sgemm: S = Q_h K_g^T, then O_h = softmax(S) V_g.
+    // Score blocks through sgemm: S = Q_h K_g^T, then O_h = softmax(S) V_g. One task per (head,
+    // query block), spread over the pool, each with its own score block and sgemm on its own
+    // thread (OpenBLAS's threads would otherwise spin between calls and take the pool's cores).
+    // Mass capture accumulates into one buffer: its tasks run in order on this thread.
     const int qb = std::min(T, kQueryBlock);
-    if (ws.scores.size() < size_t(qb) * N) ws.scores.resize(size_t(qb) * N);
-    for (int h = 0; h < s.n_heads; ++h) {
-      const int g = h / group;
-      const float* kg = ws.k.data() + size_t(g) * hd;
-      const float* vg = ws.v.data() + size_t(g) * hd;
-      for (int t0 = 0; t0 < T; t0 += qb) {
+    const int n_blocks = (T + qb - 1) / qb;
+    const int pieces = extras.key_mass ? 1 : pool.size();
+    if (ws.scores.size() < size_t(pieces) * qb * N) ws.scores.resize(size_t(pieces) * qb * N);
+    auto run = [&](int64_t a, int64_t b, int piece) {
+      float* S = ws.scores.data() + size_t(piece) * qb * N;
+      for (int64_t task = a; task < b; ++task) {
+        const int h = int(task / n_blocks), t0 = int(task % n_blocks) * qb;
+        const int g = h / group;
         const int t1 = std::min(T, t0 + qb);
         const int rows = t1 - t0;
         const int n_keys = last_of(t1 - 1) + 1;  // causal: later keys are never seen by this block
-        float* S = ws.scores.data();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, hd, 1.0f,
-                    q + size_t(t0) * qw + size_t(h) * hd, qw, kg, kvw, 0.0f, S, n_keys);
-        pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) finish_row(S + size_t(r) * n_keys, t0 + int(r), n_keys);
-        });
+                    q + size_t(t0) * qw + size_t(h) * hd, qw, ws.k.data() + size_t(g) * hd, kvw,
+                    0.0f, S, n_keys);
+        for (int r = 0; r < rows; ++r) finish_row(S + size_t(r) * n_keys, t0 + r, n_keys);
         for (int r = 0; r < rows; ++r) add_mass(S + size_t(r) * n_keys, n_keys);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n_keys, 1.0f, S, n_keys,
-                    vg, kvw, 0.0f, out + size_t(t0) * qw + size_t(h) * hd, qw);
+                    ws.v.data() + size_t(g) * hd, kvw, 0.0f, out + size_t(t0) * qw + size_t(h) * hd,
+                    qw);
       }
+    };
+    const BlasOnCallingThread one_thread_each;
+    if (pieces == 1) {
+      run(0, int64_t(s.n_heads) * n_blocks, 0);
+    } else {
+      pool.parallel_pieces(int64_t(s.n_heads) * n_blocks, run);
     }
     return;
   }

@@ -73,6 +73,13 @@ int blas_threads() {
   return openblas_get_num_threads();
 }
 
+BlasOnCallingThread::BlasOnCallingThread() : saved_(blas_threads()) {
+  if (saved_ != 1) set_blas_threads(1);
+}
+BlasOnCallingThread::~BlasOnCallingThread() {
+  if (saved_ != 1) set_blas_threads(saved_);
+}
+
 std::string blas_path() {
   const BlasInfo i = blas_info();
   std::string version = i.config.substr(0, i.config.find(' ', i.config.find(' ') + 1));

@@ -23,6 +23,22 @@ void matmul_wt(const float* x, const float* w, const float* bias, float* y, int 
 void set_blas_threads(int n);
 int blas_threads();
 
+// While alive, every OpenBLAS call runs on its caller's thread alone, so kamera's pool can run
+// products side by side. OpenBLAS's own threads are then never handed work: after a call they
+// would spin (sched_yield) for about 0.1 s and take a core from the pool's kernels (on the 2-core
+// AMD host, F16 prefill went from 232 to 305 tok/s without that spinning). Restores the previous
+// count when it ends.
+class BlasOnCallingThread {
+ public:
+  BlasOnCallingThread();
+  ~BlasOnCallingThread();
+  BlasOnCallingThread(const BlasOnCallingThread&) = delete;
+  BlasOnCallingThread& operator=(const BlasOnCallingThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 // The library and kernels in use, e.g. "OpenBLAS 0.3.21 SkylakeX (avx512 kernels; ...)".
 std::string blas_path();
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "support/shell.h"
 #include "support/temp_path.h"
 
@@ -83,8 +85,8 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
   for (const std::string type : {"Q8_0", "F16"}) {
     SCOPED_TRACE(type);
     const auto pp = row(o.out, type, "pp32"), tg = row(o.out, type, "tg16");
-    ASSERT_EQ(pp.size(), 5 + ratio_cols) << o.out;
-    ASSERT_EQ(tg.size(), 5 + ratio_cols) << o.out;
+    ASSERT_EQ(pp.size(), 6 + ratio_cols) << o.out;
+    ASSERT_EQ(tg.size(), 6 + ratio_cols) << o.out;
     EXPECT_GT(std::stod(pp[2]), 0.0);
     EXPECT_EQ(pp[3 + ratio_cols], "–");
     // tg: kamera tok/s, then the floor's tok/s (GB/s) and kamera's share of it.
@@ -92,6 +94,13 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
     EXPECT_GT(k, 0.0);
     EXPECT_GT(floor, 0.0);
     EXPECT_NEAR(std::stod(tg[4 + ratio_cols]), k / floor, 0.006 + 0.05 * k / floor);
+    // Peak RSS of the decode run (MB), then the file's size in MB, as measured here: a process
+    // that maps the whole file holds at least its bytes once it has read them all.
+    const std::string rss = tg[5 + ratio_cols];
+    const std::string file = dir + "/qwen2-tiny-" + type + ".gguf";
+    const double file_mb = double(std::filesystem::file_size(file)) / (1 << 20);
+    EXPECT_NE(rss.find(fmt::format("({:.0f})", file_mb)), std::string::npos) << rss;
+    EXPECT_GE(std::stod(rss), file_mb) << rss;
   }
   std::filesystem::remove_all(dir);
 }
