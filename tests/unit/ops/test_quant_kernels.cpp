@@ -50,7 +50,17 @@ TEST(QuantKernels, PathsAreListedAndTheDispatchedOnesAreSupported) {
   for (GgmlType t : weight_types()) {
     const std::string s = kernel_path(t);
     EXPECT_NE(s.find(decode_kernels().name), std::string::npos) << s;
-    EXPECT_NE(s.find(prefill_kernels().name), std::string::npos) << s;
+    EXPECT_NE(s.find(prefill_kernels(t).name), std::string::npos) << s;
+    EXPECT_TRUE(cpu_supports(prefill_kernels(t)));
+    // Only BF16 weights leave the default table, for bf16 tiles, on CPUs with AVX512-BF16.
+    const char* off = std::getenv("KAMERA_PREFILL_BF16");
+    const bool bf16_tiles = cpu_features().avx512_bf16 && isa_level() >= IsaLevel::Avx512Vnni &&
+                            (off == nullptr || std::string(off) != "0");
+    if (t == GgmlType::BF16 && bf16_tiles) {
+      EXPECT_EQ(prefill_kernels(t).panel, PanelFormat::BF16) << s;
+    } else {
+      EXPECT_EQ(&prefill_kernels(t), &prefill_kernels()) << s;
+    }
   }
 }
 
