@@ -157,10 +157,10 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
                     qw);
       }
     };
-    const BlasOnCallingThread one_thread_each;
     if (pieces == 1) {
-      run(0, int64_t(s.n_heads) * n_blocks, 0);
+      run(0, int64_t(s.n_heads) * n_blocks, 0);  // OpenBLAS may use its threads here
     } else {
+      const BlasOnCallingThread one_thread_each;
       pool.parallel_pieces(int64_t(s.n_heads) * n_blocks, run);
     }
     return;
