@@ -340,8 +340,13 @@ void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, f
 
 void matmul_many(std::span<const quant::Product> ps, const float* x, int64_t n, ThreadPool& pool) {
   if (ps.empty()) return;
-  // Products of one input whose types prefill through different tables run as two groups.
+  // Products of one input whose types prefill through different tables run as two groups (the
+  // common case, one table, allocates nothing: this runs per layer on every decoded token).
   const quant::QuantKernels& pk = quant::prefill_kernels(ps[0].w->type);
+  if (std::all_of(ps.begin(), ps.end(), [&](const quant::Product& p) {
+        return &quant::prefill_kernels(p.w->type) == &pk;
+      }))
+    return quant::matmul_many_with(quant::decode_kernels(), pk, ps, x, n, pool);
   std::vector<quant::Product> same, other;
   for (const quant::Product& p : ps)
     (&quant::prefill_kernels(p.w->type) == &pk ? same : other).push_back(p);
