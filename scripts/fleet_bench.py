@@ -13,7 +13,7 @@ Then the cost model's constants are fitted on the round-robin arm (TTFT against 
 tokens: least squares) and written with the router arm's trace for scripts/fleet_sim.py.
 
   python3 scripts/fleet_bench.py --kamera build/bin/kamera --out DIR [--dims D] [--agents 16]
-         [--turns 6] [--arms router,round-robin,session-hash] [--load-penalty X]
+         [--turns 6] [--arms router,round-robin,session-hash] [--load-penalty X] [--serve-args '...']
 Run timing under `flock -x /tmp/kamera-cpu.lock`.
 """
 import argparse
@@ -147,8 +147,8 @@ def run_arm(arm, a, cluster, model, key, workdir):
     for _ in range(3):
         port = free_port()
         cmd = ('%s serve -m %s -t 1 --port %d --redis %s --store-key-file %s --advertise '
-               'http://127.0.0.1:%d --max-queue 256' % (a.kamera, model, port, cluster.url(), key,
-                                                        port))
+               'http://127.0.0.1:%d --max-queue 256 %s' % (a.kamera, model, port, cluster.url(),
+                                                           key, port, a.serve_args))
         s = ServerProc(cmd.replace('--port %d' % port, '--port {port}').replace(
             'http://127.0.0.1:%d' % port, 'http://127.0.0.1:{port}'))
         servers.append(s)
@@ -191,7 +191,8 @@ def run_arm(arm, a, cluster, model, key, workdir):
         summary = data['summary']
         reqs = [x.get('kamera_requests_total{endpoint="chat"}', 0) for x in m]
         summary['requests_per_server'] = reqs
-        # the first turns arrive together on empty servers: every arm recomputes them whole
+        # the first turns arrive together on empty servers: what they share is computed once per
+        # server at best (--hold-shared-tokens), their observations always
         summary['recomputed_first_turns'] = sum(r['recomputed'] for r in data['results']
                                                 if r['turn'] == 0)
         summary['recomputed_later_turns'] = summary['recomputed_tokens'] - summary[
@@ -218,7 +219,8 @@ def run_arm(arm, a, cluster, model, key, workdir):
 
 def start_server(a, model, cluster, key):
     cmd = ('%s serve -m %s -t 1 --port {port} --redis %s --store-key-file %s --advertise '
-           'http://127.0.0.1:{port} --max-queue 256' % (a.kamera, model, cluster.url(), key))
+           'http://127.0.0.1:{port} --max-queue 256 %s' % (a.kamera, model, cluster.url(), key,
+                                                           a.serve_args))
     return ServerProc(cmd)
 
 
@@ -261,6 +263,24 @@ def fit(results):
     return max(slope, 1e-7), max(my - slope * mx, 0.0), sorted(dec)[len(dec) // 2]
 
 
+def lower_bound(results):
+    """Prompt tokens that any policy recomputes, in the order the requests were sent: each
+    segment the first time any request of the trace has it (no server, and no cluster, can hold
+    it before), and every request's last segment (the query, always run for the first token's
+    logits). Needs the router arm's cuts (every request's whole segment list)."""
+    seen, first, later = set(), 0, 0
+    for r in sorted(results, key=lambda r: r['t_send_ms']):
+        cut = r.get('cut') or []
+        for i, seg in enumerate(cut):
+            if i + 1 == len(cut) or seg['id'] not in seen:
+                if r['turn'] == 0:
+                    first += seg['tokens']
+                else:
+                    later += seg['tokens']
+            seen.add(seg['id'])
+    return first, later
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument('--kamera', required=True)
@@ -271,6 +291,8 @@ def main():
     ap.add_argument('--max-tokens', type=int, default=8)
     ap.add_argument('--load-penalty', type=float, default=1.0)
     ap.add_argument('--arms', default='router,round-robin,session-hash')
+    ap.add_argument('--serve-args', default='',
+                    help="more flags for every kamera serve (e.g. '--hold-shared-tokens 0')")
     ap.add_argument('--npm', default=os.path.join(ROOT, 'build', 'npm'))
     a = ap.parse_args()
     for tool in ('redis-server', 'redis-cli', 'haproxy', 'nginx', 'node'):
@@ -324,6 +346,12 @@ def main():
             s['ttft_p99_ms'], s['prompt_tokens'], s['recomputed_tokens'],
             s['recomputed_first_turns'], s['recomputed_later_turns'], s['redis_read_bytes'],
             '/'.join('%d' % r for r in s['requests_per_server']), s['imbalance']))
+    if 'router' in traces:
+        first, later = lower_bound(traces['router'])
+        report['lower_bound'] = {'first_turns': first, 'later_turns': later}
+        json.dump(report, open(os.path.join(a.out, 'fleet.json'), 'w'), indent=1)
+        print('| lower bound (any policy: each segment once in the whole fleet, and every query) '
+              '| | | | | | %d (%d + %d) | | | |' % (first + later, first, later))
     return 0
 
 

@@ -73,6 +73,8 @@ class PrefixIndex {
 
   // The longest prefix of `tokens` some entry holds. Marks the entry recently used.
   Match lookup(std::span<const int32_t> tokens);
+  // The same, without marking it (a scheduler asking what a queued prompt would reuse).
+  Match best_match(std::span<const int32_t> tokens) const;
 
   // A new pool sequence (the caller owns it) sharing the first n tokens of the entry's pages,
   // positions included. Fails cleanly on an unknown entry or n beyond it.
@@ -102,7 +104,6 @@ class PrefixIndex {
   };
 
   std::vector<uint64_t> block_names(std::span<const int32_t> tokens) const;
-  Match best_match(std::span<const int32_t> tokens) const;  // lookup without touching
   std::vector<EntryId> candidates(const std::vector<uint64_t>& names, size_t& depth) const;
   void erase(EntryId id);
   void drop_covered(std::span<const int32_t> tokens);  // unpinned entries that are its prefixes

@@ -136,6 +136,7 @@ struct Generation {
       segment_served;  // 0: computed here, 1: served exact, 2: served otherwise, 3: from the store
   int prefix_end = 0;
   bool segments_kept = false;
+  bool held = false;   // waited in the queue for an admission computing tokens it shares
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices
   int choices_left = 0;

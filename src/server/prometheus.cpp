@@ -89,6 +89,10 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_background_patches_total",
           "segment occurrences that keep a patch against their canonical instead of their rows",
           double(m.background_patches));
+  counter(out, "kamera_admissions_held_total",
+          "requests that waited for an admission computing prompt tokens they share, then "
+          "reused them",
+          double(m.admissions_held));
   counter(out, "kamera_store_fetch_batches_total",
           "batches of prompt segments fetched from the shared tiers (one round trip per node)",
           double(m.store_fetch_batches));

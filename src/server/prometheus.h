@@ -42,6 +42,9 @@ struct ServerMetrics {
   // from the canonical and its context's patch), the batches asked for them, and the segments not
   // asked for because recomputing them was estimated cheaper (the break-even, Scheduler).
   std::atomic<int64_t> seg_store_patch{0}, store_fetch_batches{0}, store_fetch_skipped{0};
+  // Generations that waited in the queue for an admission computing tokens they share
+  // (SchedulerOptions::hold_shared_tokens), each counted once.
+  std::atomic<int64_t> admissions_held{0};
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
   // times a sliced task (an admission, an upload, a window edit) used up an engine step's prefill
   // budget and let a decode step run before its next slice

@@ -121,8 +121,12 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
   bool exclusive_busy = exclusive_in_flight(), exclusive_wait = false, gen_wait = false;
   const int in_flight = generations_in_flight();
   int gens = 0, rows = rows_in_flight();  // generations admitted in this batch; their choices
+  std::vector<const Generation*> busy;    // admissions in flight, and those of this batch
+  if (opts_.hold_shared_tokens > 0)
+    for (const auto& t : tasks_)
+      if (t->gen) busy.push_back(t->gen.get());
   for (auto it = queue_.begin(); it != queue_.end();) {
-    const Generation* g = it->gen.get();
+    Generation* g = it->gen.get();
     bool wait = it->exclusive() && (exclusive_busy || exclusive_wait);
     if (g && !wait) make_room(*g, gens + in_flight - int(active_.size()));
     if (g && !wait)
@@ -134,6 +138,14 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
       ++it;
       continue;
     }
+    if (g && opts_.hold_shared_tokens > 0 &&
+        shared_in_flight(*g, busy) >= opts_.hold_shared_tokens) {
+      metrics_.admissions_held += !g->held;
+      g->held = true;
+      ++it;  // it waits for that admission alone: the generations behind it may start
+      continue;
+    }
+    if (g && opts_.hold_shared_tokens > 0) busy.push_back(g);
     exclusive_busy = exclusive_busy || it->exclusive();
     gens += g != nullptr;
     rows += g ? g->req.n : 0;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -64,6 +65,11 @@ struct SchedulerOptions {
   // their context, stored by the server that computed them): Auto when the fetch is estimated to
   // cost less than recomputing them (fetch_worth), Always, or Never.
   enum class Fetch { Auto, Always, Never } fetch = Fetch::Auto;
+  // A queued generation that shares at least this many prompt tokens (a common prefix, or
+  // segments) with a generation being admitted, none of which the caches hold yet, waits until
+  // that admission has kept them, then reuses them instead of computing them beside it (0: never
+  // wait). Agents that start together with one system prompt compute it once, not once each.
+  int hold_shared_tokens = 64;
 };
 
 class Scheduler {
@@ -106,6 +112,8 @@ class Scheduler {
   bool enqueue(Job j);
   void loop();
   std::vector<Job> take_batch();
+  // Prompt tokens of g that an admission of `busy` is computing and the caches do not hold yet.
+  int64_t shared_in_flight(const Generation& g, std::span<const Generation* const> busy) const;
   bool exclusive_in_flight() const;
   int generations_in_flight() const;
   int rows_in_flight() const;

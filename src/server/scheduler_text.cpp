@@ -3,6 +3,8 @@
 // segment index holds, written at its new position from the KV it was computed with in an earlier
 // context (cache/segment_index.h); the tokens between are prefilled in order. After the prefill
 // the prompt and the segments it computed are kept for the next requests (server/scheduler.h).
+#include <algorithm>
+
 #include "core/log.h"
 #include "server/prompt_tokens.h"
 #include "server/scheduler.h"
@@ -266,6 +268,48 @@ Result<bool> Scheduler::admit_text(Generation& g, const ChunkContent& q, Admissi
   a.pos = last ? last->position + (from - last->span.begin) : from;
   a.query = ChunkContent::from_tokens({all.begin() + from, all.end()});
   return true;
+}
+
+// The prompt tokens of g that an admission in `busy` is computing and the caches do not hold yet
+// (its common prefix with that prompt past what the prefix index holds, and g's segments past it
+// that the segment index misses and that prompt has), for the admission where waiting pays: one
+// whose prompt is at most g's plus those tokens (g then waits about as long as sharing the
+// engine with it would have cost, and nobody computes them twice); not for a short prompt
+// behind a long one. 0 for prompts that reuse nothing.
+int64_t Scheduler::shared_in_flight(const Generation& g,
+                                    std::span<const Generation* const> busy) const {
+  const std::vector<int32_t>& ids = g.req.prompt_ids;
+  if (busy.empty() || ids.size() < 2 || g.req.policy == ReusePolicy::Reprefill ||
+      !g.req.window_id.empty())
+    return 0;
+  const size_t held =
+      prefix_ ? size_t(prefix_->best_match(std::span(ids).first(ids.size() - 1)).n_tokens) : 0;
+  const bool by_segment =
+      segments_ && g.req.policy != ReusePolicy::Prefix && g.req.policy != ReusePolicy::Blind;
+  int64_t best = 0;
+  for (const Generation* b : busy) {
+    const std::vector<int32_t>& o = b->req.prompt_ids;
+    const size_t n = std::min(ids.size() - 1, o.size());
+    const size_t common =
+        prefix_
+            ? size_t(std::mismatch(ids.begin(), ids.begin() + std::ptrdiff_t(n), o.begin()).first -
+                     ids.begin())
+            : 0;
+    int64_t shared = common > held ? int64_t(common - held) : 0;
+    const std::vector<PromptSegment>& segs = g.req.segments;
+    for (size_t i = 0; by_segment && i + 1 < segs.size(); ++i) {
+      const PromptSegment& s = segs[i];
+      if (size_t(s.span.end) <= std::max(common, held) || s.image || segments_->contains(s.id))
+        continue;
+      for (const PromptSegment& t : b->req.segments)
+        if (t.id == s.id && !t.image) {
+          shared += s.span.size();
+          break;
+        }
+    }
+    if (o.size() <= ids.size() + size_t(shared)) best = std::max(best, shared);
+  }
+  return best;
 }
 
 // Keeps what g's prompt sequence holds exactly (the prompt; with_reply: and choice 0's reply up to

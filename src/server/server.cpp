@@ -109,6 +109,7 @@ Status Server::Impl::open_context() {
                       segment_bytes,
                       opts.segment_compact_tokens,
                       opts.segment_patch_rank};
+  so.hold_shared_tokens = opts.hold_shared_tokens;
   if (opts.store_fetch == "always")
     so.fetch = SchedulerOptions::Fetch::Always;
   else if (opts.store_fetch == "never")

@@ -76,6 +76,9 @@ struct ServerOptions {
   // patch is smaller (0: never).
   int segment_compact_tokens = 64;
   int segment_patch_rank = 32;
+  // A queued request sharing at least this many prompt tokens (not yet cached) with a request
+  // being admitted waits for that admission and reuses them (SchedulerOptions; 0: never waits).
+  int hold_shared_tokens = 64;
 
   // Fairness: prompt, chunk and window forwards run in slices of at most this many tokens,
   // batched with the decode steps, so one client's prefill holds others' streams for one slice at

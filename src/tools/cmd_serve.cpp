@@ -247,6 +247,12 @@ Runner add_serve(CLI::App& app) {
          "Rank of those patches (top singular vectors of the deficit per layer and channel)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  app.add_option("--hold-shared-tokens", a->opts.hold_shared_tokens,
+                 "A queued request that shares at least this many prompt tokens (a prefix, or "
+                 "segments) not yet cached with a request being admitted waits for that admission, "
+                 "then reuses them instead of computing them beside it (0: never waits)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--reuse", a->reuse,
                  "Reuse policy of requests that name none (\"reuse\"): patch (prefix, then seen "
                  "segments from their nearest context), keep (prefix, then segments' latest KV as "

@@ -123,3 +123,46 @@ TEST(ServerPrefix, CachedPrefixesGiveTheirPagesBackWhenARequestNeedsThem) {
   const json again = s.post("/v1/completions", big, &st);
   EXPECT_EQ(cached(again), ctx - 64) << again["usage"].dump();
 }
+
+// Prompts that arrive together (one request's prompt array: queued at once) and share a long
+// prefix: the first computes it, the others wait for its admission and reuse it
+// (SchedulerOptions::hold_shared_tokens) instead of each computing it beside the first; the
+// answers stay a cold run's. With the wait off, all four compute it.
+TEST(ServerPrefix, PromptsArrivingTogetherComputeTheirSharedPrefixOnce) {
+  const std::string shared =
+      "Once upon a time there was a little girl named Lily. She liked to play in the park with "
+      "her red ball. One day the ball rolled away and she ran after it past the pond, the old "
+      "oak tree and the bench where her grandmother sat every morning to feed the ducks. ";
+  const json body = {
+      {"prompt",
+       {shared + "The cat", shared + "Then a dog", shared + "A bird", shared + "Two fish swam"}},
+      {"max_tokens", 6},
+      {"temperature", 0}};
+  kamera::ServerOptions apart = prefix_cache(-1);
+  apart.hold_shared_tokens = 0;
+  tiny::TestServer held(prefix_cache(-1)), each(apart), cold(prefix_cache(0));
+  const auto& tok = *held.model->tokenizer;
+  const int64_t shared_tokens = int64_t(tok.encode(shared, false).size());
+  ASSERT_GT(shared_tokens, 64) << "the shared prefix must be longer than one prefill slice";
+  int st = 0;
+  const json ref = cold.post("/v1/completions", body, &st);
+  ASSERT_EQ(st, 200) << ref.dump();
+  const json a = held.post("/v1/completions", body, &st);
+  ASSERT_EQ(st, 200) << a.dump();
+  const json b = each.post("/v1/completions", body, &st);
+  ASSERT_EQ(st, 200) << b.dump();
+  // Three of the four reuse all but the shared prefix's last token or two (its tokenization at
+  // the seam may differ by a token).
+  EXPECT_GE(cached(a), 3 * (shared_tokens - 2)) << a["usage"].dump();
+  EXPECT_LT(cached(b), shared_tokens) << b["usage"].dump();
+  auto texts = [](const json& r) {
+    std::vector<std::string> t(r["choices"].size());
+    for (const json& c : r["choices"]) t.at(c["index"].get<size_t>()) = c["text"];
+    return t;
+  };
+  EXPECT_EQ(texts(a), texts(ref));
+  EXPECT_EQ(texts(b), texts(ref));
+  auto m = held.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kamera_admissions_held_total 3"), std::string::npos);
+}
