@@ -23,7 +23,16 @@ class ThreadPool;
 
 // How a view's bytes are ordered: the file's rows, or rows repacked in groups of 16 for the VNNI
 // decode kernels (ops/quant_repack.h; the same bytes per row, another order).
-enum class WeightLayout : uint8_t { Rows, Q8_0x16, Q5_0x16, Q4_Kx16, Q6_Kx16 };
+enum class WeightLayout : uint8_t {
+  Rows,
+  Q8_0x16,
+  Q5_0x16,
+  Q4_Kx16,
+  Q6_Kx16,
+  Q4_0x16,
+  IQ4_XSx16,
+  IQ4_NLx16
+};
 
 // A weight matrix of `rows` (out) rows of `cols` (in) values in ggml type `type`, row-major,
 // e.g. a GGUF tensor's mapped bytes (ne[0] = cols). Not owning.

@@ -35,6 +35,11 @@ void places(WeightLayout l, uint8_t* grp, uint8_t* blk, size_t j) {
       move<kPack>(grp, 32 + 4 * j, blk, 2, 4);  // qh, its bits reordered by q5_qh_order
       for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 96 + 64 * c + 4 * j, blk, 6 + 4 * c, 4);
       return;
+    case WeightLayout::Q4_0x16:
+    case WeightLayout::IQ4_NLx16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 32 + 64 * c + 4 * j, blk, 2 + 4 * c, 4);
+      return;
     case WeightLayout::Q4_Kx16:
       move<kPack>(grp, 2 * j, blk, 0, 2);
       move<kPack>(grp, 32 + 2 * j, blk, 2, 2);
@@ -51,6 +56,11 @@ void places(WeightLayout l, uint8_t* grp, uint8_t* blk, size_t j) {
           move<kPack>(grp, at + 64, blk, 64 * h + 32 + 4 * c, 4);
           move<kPack>(grp, at + 128, blk, 128 + 32 * h + 4 * c, 4);
         }
+      return;
+    case WeightLayout::IQ4_XSx16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      for (size_t k = 0; k < 6; ++k) move<kPack>(grp, 32 + 16 * k + j, blk, 2 + k, 1);
+      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, 128 + 64 * c + 4 * j, blk, 8 + 4 * c, 4);
       return;
     case WeightLayout::Rows:
       return;
@@ -87,12 +97,18 @@ WeightLayout x16_layout_of(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0:
       return WeightLayout::Q8_0x16;
+    case GgmlType::Q4_0:
+      return WeightLayout::Q4_0x16;
     case GgmlType::Q5_0:
       return WeightLayout::Q5_0x16;
     case GgmlType::Q4_K:
       return WeightLayout::Q4_Kx16;
     case GgmlType::Q6_K:
       return WeightLayout::Q6_Kx16;
+    case GgmlType::IQ4_XS:
+      return WeightLayout::IQ4_XSx16;
+    case GgmlType::IQ4_NL:
+      return WeightLayout::IQ4_NLx16;
     default:
       return WeightLayout::Rows;
   }

@@ -11,14 +11,21 @@
 //                        value 4m + i moved to bit m of byte i (one shift per chunk); 4 chunks of
 //                        64 B, chunk c = bytes qs[4c .. 4c+3] of each row (low nibbles: values
 //                        4c.., high nibbles: values 16 + 4c..).
+//   Q4_0x16 (18 B/row):  16 f16 scales (32 B); 4 chunks of 64 B, chunk c = bytes qs[4c .. 4c+3]
+//                        of each row (low nibbles: values 4c.., high nibbles: values 16 + 4c..).
+//   IQ4_NLx16 (18 B/row): as Q4_0x16 (the nibbles index the 16 levels).
 //   Q4_Kx16 (144 B/row): 16 f16 d (32 B); 16 f16 dmin (32 B); the 12 scale bytes as [byte k]
 //                        [row j] (192 B); 32 chunks of 64 B, chunk 8p + c = bytes
 //                        qs[32p + 4c .. +3] of each row (sub-blocks 2p and 2p + 1 in the nibbles).
 //   Q6_Kx16 (210 B/row): 16 f16 d (32 B); the 16 scales as [sub-block g][row j] (256 B); for
 //                        half h and c = 0..7, three chunks of 64 B: ql[64h + 4c ..],
 //                        ql[64h + 32 + 4c ..], qh[32h + 4c ..] of each row.
-// The activation side's offsets (q8_0's +128, q5_0's -16, q6_K's -32) come off through sums of
-// the activation's quants per block (or q8_K's bsums).
+//   IQ4_XSx16 (136 B/row): 16 f16 d (32 B); the 6 scale bytes (scales_h, scales_l) as
+//                        [byte k][row j] (96 B); 32 chunks of 64 B, chunk 4s + c = bytes
+//                        qs[16s + 4c .. +3] of each row (sub-block s: low nibbles values 4c..,
+//                        high nibbles 16 + 4c..).
+// The activation side's offsets (q8_0's +128, q4_0's -8, q5_0's -16, q6_K's -32, iq4_xs's levels
+// looked up + 128) come off through sums of the activation's quants per block (or q8_K's bsums).
 #pragma once
 
 #include <cstddef>
@@ -30,7 +37,8 @@ namespace kamera::quant {
 
 inline constexpr int64_t kRepackRows = 16;
 
-// The repacked layout of a weight type (Q8_0, Q5_0, Q4_K, Q6_K), else Rows.
+// The repacked layout of a weight type (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS),
+// else Rows.
 WeightLayout x16_layout_of(GgmlType t);
 
 // True when this CPU's decode path has a kernel for layout l (else repacking would only add

@@ -1,9 +1,8 @@
-// Q8_0, Q5_0, Q4_K and Q6_K weights repacked in groups of 16 rows (ops/quant_repack.h): the bytes
-// round-trip, and
-// decode on every kernel path (the VNNI kernel for the layout, the unpacking fallback elsewhere)
-// matches the scalar reference dots of the file's rows; prefill and row lookups give exactly
-// what the file's layout gives; the loader repacks only where the decode path streams it and
-// the model's outputs do not change.
+// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL and IQ4_XS weights repacked in groups of 16 rows
+// (ops/quant_repack.h): the bytes round-trip, and decode on every kernel path (the VNNI kernel for
+// the layout, the unpacking fallback elsewhere) matches the scalar reference dots of the file's
+// rows; prefill and row lookups give exactly what the file's layout gives; the loader repacks only
+// where the decode path streams it and the model's outputs do not change.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -44,11 +43,18 @@ const std::vector<Case>& cases() {
       {GgmlType::Q8_0,
        WeightLayout::Q8_0x16,
        {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {896, 4864}, {4864, 896}}},
+      {GgmlType::Q4_0,
+       WeightLayout::Q4_0x16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
+      {GgmlType::IQ4_NL,
+       WeightLayout::IQ4_NLx16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
       {GgmlType::Q5_0,
        WeightLayout::Q5_0x16,
        {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
       {GgmlType::Q4_K, WeightLayout::Q4_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
       {GgmlType::Q6_K, WeightLayout::Q6_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
+      {GgmlType::IQ4_XS, WeightLayout::IQ4_XSx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
   };
   return c;
 }
@@ -98,8 +104,8 @@ TEST(QuantRepack, EveryByteRoundTrips) {
   // Rows not a whole number of groups, types without a layout, a repacked view: not repacked.
   const auto w = quant_data::random_rows(GgmlType::Q8_0, 53, 64, 7);
   EXPECT_FALSE(x16_fits(view_of(GgmlType::Q8_0, w, {53, 64})));
-  const auto q4 = quant_data::random_rows(GgmlType::Q4_0, 16, 64, 7);
-  EXPECT_FALSE(x16_fits(view_of(GgmlType::Q4_0, q4, {16, 64})));
+  const auto q4 = quant_data::random_rows(GgmlType::Q4_1, 16, 64, 7);
+  EXPECT_FALSE(x16_fits(view_of(GgmlType::Q4_1, q4, {16, 64})));
   const auto q8 = quant_data::random_rows(GgmlType::Q8_0, 16, 64, 7);
   const auto packed = repack_all(view_of(GgmlType::Q8_0, q8, {16, 64}));
   EXPECT_FALSE(x16_fits(repacked_view(view_of(GgmlType::Q8_0, q8, {16, 64}), packed)));
@@ -179,7 +185,8 @@ TEST(QuantRepack, KernelWritesOnlyItsGroups) {
     }
   }
   if (cpu_isa_level() >= IsaLevel::Avx512Vnni) {
-    EXPECT_EQ(tested, 4 * int(supported_quant_paths().size() - 3));  // vnni, bf16, amx tables
+    // every layout on the vnni, bf16 and amx tables
+    EXPECT_EQ(tested, int(cases().size()) * int(supported_quant_paths().size() - 3));
   }
 }
 
