@@ -200,6 +200,10 @@ def run_arm(arm, a, cluster, model, key, workdir):
         summary['imbalance'] = max(reqs) / (sum(reqs) / len(reqs)) if sum(reqs) else 0
         summary['redis_read_bytes'] = sum(x.get('kamera_tier_read_bytes_total{tier="redis"}', 0)
                                           for x in m)
+        summary['canonicals_formed'] = sum(x.get('kamera_background_canonicals_total', 0)
+                                           for x in m)
+        summary['redis_bytes_written'] = sum(x.get('kamera_store_bytes{tier="redis"}', 0)
+                                             for x in m)
         summary['store_patch_segments'] = sum(
             x.get('kamera_segments_total{source="store_patch"}', 0) for x in m)
         summary['fetch_rtt_us'] = [x.get('kamera_tier_fetch_rtt_us{tier="redis"}', 0) for x in m]
@@ -337,21 +341,22 @@ def main():
         json.dump({'results': traces['router']}, open(os.path.join(a.out, 'trace.json'), 'w'))
     json.dump(report, open(os.path.join(a.out, 'fleet.json'), 'w'), indent=1)
     print('| arm | requests/s | completion tok/s | TTFT p50 ms | TTFT p99 ms | prompt tokens | '
-          'recomputed (first turns + later) | Redis bytes read | requests per server | '
-          'imbalance |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
+          'recomputed (first turns + later) | canonicals formed | Redis bytes written | '
+          'Redis bytes read | requests per server | imbalance |')
+    print('|---|---|---|---|---|---|---|---|---|---|---|---|')
     for arm, s in report['arms'].items():
-        print('| %s | %.2f | %.1f | %.0f | %.0f | %d | %d (%d + %d) | %d | %s | %.2f |' % (
+        print('| %s | %.2f | %.1f | %.0f | %.0f | %d | %d (%d + %d) | %d | %d | %d | %s | %.2f |' % (
             arm, s['requests_per_s'], s['completion_tokens_per_s'], s['ttft_p50_ms'],
             s['ttft_p99_ms'], s['prompt_tokens'], s['recomputed_tokens'],
-            s['recomputed_first_turns'], s['recomputed_later_turns'], s['redis_read_bytes'],
+            s['recomputed_first_turns'], s['recomputed_later_turns'], s['canonicals_formed'],
+            s['redis_bytes_written'], s['redis_read_bytes'],
             '/'.join('%d' % r for r in s['requests_per_server']), s['imbalance']))
     if 'router' in traces:
         first, later = lower_bound(traces['router'])
         report['lower_bound'] = {'first_turns': first, 'later_turns': later}
         json.dump(report, open(os.path.join(a.out, 'fleet.json'), 'w'), indent=1)
         print('| lower bound (any policy: each segment once in the whole fleet, and every query) '
-              '| | | | | | %d (%d + %d) | | | |' % (first + later, first, later))
+              '| | | | | | %d (%d + %d) | | | | | |' % (first + later, first, later))
     return 0
 
 

@@ -220,16 +220,22 @@ void Scheduler::loop() {
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
     if (!active_.empty()) decode_step();
-    if (!batch.empty() || !active_.empty() || !tasks_.empty()) {
-      last_busy_ = now_s();
-    } else if (now_s() - last_busy_ > kIdleBeforeBackground) {
-      start_background();
-    }
+    const bool admitting = !batch.empty() || !tasks_.empty() || queued_ > 0;
+    if (background_due(admitting)) start_background();
+    if (admitting || !active_.empty()) last_busy_ = now_s();
     note_pages();
   }
   drain_tasks();
   for (auto& g : active_) finish(*g, "abort");
   active_.clear();
+}
+
+// A queued canonical starts when nothing is being admitted, and the engine has been idle for
+// kIdleBeforeBackground or (compact_while_decoding) is decoding: at most one at a time.
+bool Scheduler::background_due(bool admitting) const {
+  if (admitting || to_compact_.empty()) return false;
+  if (!active_.empty()) return opts_.compact_while_decoding;
+  return now_s() - last_busy_ > kIdleBeforeBackground;
 }
 
 // A job becomes a task; it starts running at its first turn (step_tasks).
@@ -253,7 +259,8 @@ void Scheduler::start_task(Job j) {
 
 // One engine step's turn of the tasks, round-robin from where the last step stopped: each task
 // not waiting for its offered forward runs until it offers one (while generations decode), uses
-// up what is left of the step's budget, or ends. A task that ends without a forward (a lookup,
+// up what is left of the step's budget, or ends; a background canonical only when it is the one
+// task in flight. A task that ends without a forward (a lookup,
 // a delete) costs none. With nothing decoding, the tasks run their own pieces until the budget
 // is used up.
 void Scheduler::step_tasks() {
@@ -267,7 +274,8 @@ void Scheduler::step_tasks() {
     if (!mixing && pacer_.used_up()) break;
     if (next_task_ >= tasks_.size()) next_task_ = 0;
     Task& t = *tasks_[next_task_];
-    if (pacer_.waiting(t.run.get()) || !t.run->resume()) {
+    const bool yields = t.background && tasks_.size() > 1;  // admissions go first
+    if (yields || pacer_.waiting(t.run.get()) || !t.run->resume()) {
       ++next_task_;
       continue;
     }

@@ -61,6 +61,11 @@ struct SchedulerOptions {
   int compact_tokens = 64;
   int compact_rank = 32;
   size_t compact_queue = 64;  // segments waiting at most (more are not queued)
+  // Those canonicals are formed after kIdleBeforeBackground of idleness, or with this also while
+  // generations decode with no admission in flight or queued (the task then yields to any
+  // admission): a server under steady load still stores its segments for the others, at the cost
+  // of their forwards and patches.
+  bool compact_while_decoding = false;
   // Segments the index misses, fetched from the store's tiers (their canonical and the patch of
   // their context, stored by the server that computed them): Auto when the fetch is estimated to
   // cost less than recomputing them (fetch_worth), Always, or Never.
@@ -106,7 +111,8 @@ class Scheduler {
   struct Task {
     std::unique_ptr<Generation> gen;
     bool exclusive = false;
-    bool admitted = false;  // the generation decodes from now on
+    bool admitted = false;    // the generation decodes from now on
+    bool background = false;  // a canonical formed off the request path: yields to the others
     std::unique_ptr<SlicedTask> run;
   };
   bool enqueue(Job j);
@@ -144,6 +150,7 @@ class Scheduler {
   Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);
   void remember(Generation& g, bool with_reply);
   void remember_segments(Generation& g);
+  bool background_due(bool admitting) const;
   void start_background();  // the next queued canonical, when the engine is idle
   void compact_one();
   void make_room(const Generation& g, int admitted);
@@ -186,6 +193,9 @@ class Scheduler {
   double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
   double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
   double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
+  // Moving average of the seconds per token of writing a segment from its canonical and patch
+  // (relocated, patch multiplied out): part of what a fetch from the store costs (fetch_worth).
+  double rebuild_s_ = 0;
   // The measured prefill speed (usage.kamera.timings): tokens and seconds of the admissions
   // that recomputed at least kSpeedMinTokens, each older one weighted down by kSpeedDecay.
   double speed_tokens_ = 0, speed_s_ = 0;

@@ -101,13 +101,15 @@ PatchOptions Scheduler::compact_patch_options() const {
 }
 
 // The break-even of a fetch: recomputing `tokens` costs the measured seconds of a prefill token
-// each (token_s_); fetching `bytes` costs the tier's measured round trip and time per KiB. Before
-// either is measured, fetch (a fetch is how the tier's cost gets measured).
+// each (token_s_); fetching `bytes` costs the tier's measured round trip and time per KiB, and
+// then the measured seconds per token of rebuilding the rows from the canonical and the patch
+// (rebuild_s_). Before the prefill or the tier is measured, fetch (a fetch is how the tier's cost
+// gets measured).
 bool Scheduler::fetch_worth(int64_t tokens, size_t bytes, const StoreTier::FetchCost& cost) const {
   if (opts_.fetch != SchedulerOptions::Fetch::Auto)
     return opts_.fetch == SchedulerOptions::Fetch::Always;
   if (token_s_ <= 0 || cost.samples == 0) return true;
-  return cost.us(bytes) < double(tokens) * token_s_ * 1e6;
+  return cost.us(bytes) + double(tokens) * rebuild_s_ * 1e6 < double(tokens) * token_s_ * 1e6;
 }
 
 std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generation& g,
@@ -173,7 +175,12 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
     if (from_store) h = *fetched[i];
     if (!h.found()) continue;
     KAMERA_TRY(prefill_until(g, a, pending, s.span.begin));
+    const double t0 = now_s();
     KAMERA_TRY(write_hit(g, s, h));
+    if (!h.kv) {  // rebuilt from a canonical and a patch: what a fetch costs past its bytes
+      const double t = (now_s() - t0) / std::max(1, s.span.size());
+      rebuild_s_ = rebuild_s_ > 0 ? 0.8 * rebuild_s_ + 0.2 * t : t;
+    }
     if (s.image && g.req.media) ++g.req.media->reused_chunks;
     const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
     g.segment_served[i] = from_store ? ServedStore : exact ? ServedExact : ServedNear;
@@ -368,9 +375,9 @@ void Scheduler::remember_segments(Generation& g) {
   }
 }
 
-// When the engine has been idle a while (Scheduler::loop) and the pool has room for two whole
+// When nothing is being admitted (Scheduler::background_due) and the pool has room for two whole
 // contexts besides: the oldest queued segment's canonical, formed as a task (its forward runs in
-// slices, beside any request that arrives meanwhile).
+// slices, and waits while any admission is in flight).
 void Scheduler::start_background() {
   if (to_compact_.empty() || !segments_) return;
   // Only with room to spare: a request arriving meanwhile never waits for these pages.
@@ -379,6 +386,7 @@ void Scheduler::start_background() {
   if (ctx_.pool().n_free_pages() < need) return;
   auto t = std::make_unique<Task>();
   t->exclusive = true;  // it writes to the store
+  t->background = true;
   t->run = std::make_unique<SlicedTask>([this] {
     try {
       compact_one();

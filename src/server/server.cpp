@@ -110,6 +110,7 @@ Status Server::Impl::open_context() {
                       opts.segment_compact_tokens,
                       opts.segment_patch_rank};
   so.hold_shared_tokens = opts.hold_shared_tokens;
+  so.compact_while_decoding = opts.segment_compact_while_decoding;
   if (opts.store_fetch == "always")
     so.fetch = SchedulerOptions::Fetch::Always;
   else if (opts.store_fetch == "never")

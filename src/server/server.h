@@ -71,11 +71,15 @@ struct ServerOptions {
   // store_bytes, 0: none); and the policy of a request that names no "reuse".
   int64_t segment_cache_bytes = -1;
   ReusePolicy reuse = ReusePolicy::Patch;
-  // Segments of at least this many tokens get their canonical formed while the engine is idle;
+  // Segments of at least this many tokens get their canonical formed off the request path;
   // then each context they were seen in keeps a patch of this rank instead of its rows, where the
   // patch is smaller (0: never).
   int segment_compact_tokens = 64;
   int segment_patch_rank = 32;
+  // Formed when the engine has been idle 0.3 s; with this, also while generations decode and
+  // nothing is being admitted (the canonical's forward then waits for any admission): under steady
+  // load the shared tiers still receive them, for the cost of those forwards.
+  bool segment_compact_while_decoding = false;
   // A queued request sharing at least this many prompt tokens (not yet cached) with a request
   // being admitted waits for that admission and reuses them (SchedulerOptions; 0: never waits).
   int hold_shared_tokens = 64;

@@ -43,6 +43,7 @@ struct ServeArgs {
   ServerOptions opts;
   double store_mb = 1024, store_dir_mb = 0, segment_cache_mb = -1;
   std::string reuse = "patch";
+  std::string compact_when = "idle";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
   std::string api_key_file, store_key_file;
 };
@@ -103,6 +104,7 @@ int run_serve(ServeArgs a) {
   a.opts.segment_cache_bytes =
       a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
   a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
+  a.opts.segment_compact_while_decoding = a.compact_when == "decoding";
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
@@ -237,10 +239,17 @@ Runner add_serve(CLI::App& app) {
       ->check(mebibytes(-1))
       ->capture_default_str();
   app.add_option("--segment-compact-tokens", a->opts.segment_compact_tokens,
-                 "Segments of at least this many tokens get their canonical formed while the "
-                 "engine is idle; each context they were seen in then keeps a patch instead of its "
-                 "rows where that is smaller (0: never)")
+                 "Segments of at least this many tokens get their canonical formed off the "
+                 "request path (and stored to the tiers); each context they were seen in then "
+                 "keeps a patch instead of its rows where that is smaller (0: never)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--segment-compact-when", a->compact_when,
+                 "When those canonicals are formed: idle (after 0.3 s with nothing to do) or "
+                 "decoding (also while generations decode and no request is being admitted, the "
+                 "forward waiting for any admission: a loaded server still stores its segments "
+                 "to the shared tiers, at the cost of those forwards)")
+      ->check(CLI::IsMember({"decoding", "idle"}))
       ->capture_default_str();
   app.add_option(
          "--segment-patch-rank", a->opts.segment_patch_rank,

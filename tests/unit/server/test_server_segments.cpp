@@ -5,6 +5,7 @@
 // give what a cold run gives.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -47,6 +48,13 @@ int served(const json& r, const std::string& source) {
   for (const json& s : r["usage"]["kamera"]["segments"])
     if (s["source"] == source) n += s["tokens"].get<int>();
   return n;
+}
+
+// A counter of the server's /metrics (-1 when absent).
+double metric(tiny::TestServer& s, const std::string& name) {
+  const std::string body = s.client->Get("/metrics")->body;
+  const size_t at = body.find("\n" + name + " ");  // a sample line, not its # HELP
+  return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
 }
 
 }  // namespace
@@ -220,11 +228,7 @@ TEST(ServerSegments, IdleTimeFormsCanonicalsAndLongSegmentsKeepPatches) {
   const json t0 = s.post("/v1/chat/completions", window_turn(0), &st);
   ASSERT_EQ(st, 200) << t0.dump();
   EXPECT_GT(t0["usage"]["kamera"]["background"]["canonicals_queued"].get<int>(), 3);
-  auto counter = [&](const std::string& name) {
-    const std::string body = s.client->Get("/metrics")->body;
-    const size_t at = body.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
-  };
+  auto counter = [&](const std::string& name) { return metric(s, name); };
   for (int i = 0; i < 100 && counter("kamera_background_patches_total") < 4; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the engine is idle now
   EXPECT_GE(counter("kamera_background_canonicals_total"), 4);
@@ -236,4 +240,57 @@ TEST(ServerSegments, IdleTimeFormsCanonicalsAndLongSegmentsKeepPatches) {
     if (seg["source"] == "context-nearest") {
       EXPECT_LT(seg["tokens"].get<int>(), 16);
     }
+}
+
+// Under steady load the engine is never idle for 0.3 s, yet the canonicals of long segments are
+// formed (and so reach the shared tiers): while generations decode and nothing is being admitted,
+// the queued canonical's forward runs, waiting for any admission that arrives. With
+// --segment-compact-when idle, the same load leaves them unformed.
+TEST(ServerSegments, CanonicalsAreFormedUnderSteadyLoad) {
+  for (const bool while_decoding : {true, false}) {
+    SCOPED_TRACE(while_decoding ? "decoding" : "idle");
+    kamera::ServerOptions o;
+    o.segment_compact_tokens = 16;
+    o.segment_patch_rank = 4;
+    o.segment_compact_while_decoding = while_decoding;
+    tiny::TestServer s(o);
+    std::atomic<bool> stop{false};
+    std::atomic<int> done{0};
+    auto load = [&](int k) {  // short completions back to back: something always decodes
+      httplib::Client c("127.0.0.1", s.server->port());
+      c.set_read_timeout(60, 0);
+      const json body = {{"prompt", "Once upon a time " + std::to_string(k)},
+                         {"max_tokens", 24},
+                         {"temperature", 0}};
+      while (!stop) {
+        auto r = c.Post("/v1/completions", body.dump(), "application/json");
+        EXPECT_TRUE(r && r->status == 200);
+        ++done;
+      }
+    };
+    std::thread l0(load, 0), l1(load, 1);
+    int st = 0;
+    const json t0 = s.post("/v1/chat/completions", window_turn(0), &st);
+    EXPECT_EQ(st, 200) << t0.dump();
+    EXPECT_GT(t0["usage"]["kamera"]["background"]["canonicals_queued"].get<int>(), 3);
+    auto counter = [&](const std::string& name) { return metric(s, name); };
+    const int before = done;
+    const auto t_start = std::chrono::steady_clock::now();
+    // formed while decoding: well within 10 s; idle: watched for 1 s of load
+    const auto limit = std::chrono::milliseconds(while_decoding ? 10000 : 1000);
+    while (counter("kamera_background_canonicals_total") < 4 &&
+           std::chrono::steady_clock::now() - t_start < limit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double formed = counter("kamera_background_canonicals_total");
+    const int during = done - before;
+    stop = true;
+    l0.join();
+    l1.join();
+    EXPECT_GT(during, 5) << "the load did not keep the engine busy";
+    if (while_decoding) {
+      EXPECT_GE(formed, 4);
+    } else {
+      EXPECT_EQ(formed, 0);
+    }
+  }
 }
