@@ -205,7 +205,8 @@ def run_arm(arm, a, cluster, model, key, workdir):
         summary['redis_bytes_written'] = sum(x.get('kamera_store_bytes{tier="redis"}', 0)
                                              for x in m)
         summary['store_patch_segments'] = sum(
-            x.get('kamera_segments_total{source="store_patch"}', 0) for x in m)
+            x.get('kamera_segments_total{source="store_patch"}', 0) +
+            x.get('kamera_segments_total{source="store_patch_nearest"}', 0) for x in m)
         summary['fetch_rtt_us'] = [x.get('kamera_tier_fetch_rtt_us{tier="redis"}', 0) for x in m]
         summary['fetch_us_per_kib'] = [x.get('kamera_tier_fetch_us_per_kib{tier="redis"}', 0)
                                        for x in m]

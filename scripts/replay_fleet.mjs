@@ -134,7 +134,7 @@ async function calibrate(client, trace) {
     const second = new OpenAI({ baseURL: args['second-url'], apiKey: args['api-key'], maxRetries: 0, timeout: 600000 });
     const r = await one(trace[0][0], 1, second);
     out.second = { ttft_ms: r.ttft_ms, recomputed: r.recomputed,
-                   store_patch_tokens: r.segments.filter((s) => s.source === 'store-patch').reduce((n, s) => n + s.tokens, 0),
+                   store_patch_tokens: r.segments.filter((s) => s.source.startsWith('store-patch')).reduce((n, s) => n + s.tokens, 0),
                    cold_ttft_ms: firsts[0].ttft_ms, cold_recomputed: firsts[0].recomputed };
   }
   return out;

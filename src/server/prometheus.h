@@ -39,9 +39,11 @@ struct ServerMetrics {
   // Work the segment index did off the request path: canonicals formed, occurrences compacted.
   std::atomic<int64_t> background_canonicals{0}, background_patches{0};
   // Prompt segments another server computed, fetched from the shared tiers (store_patch: served
-  // from the canonical and its context's patch), the batches asked for them, and the segments not
-  // asked for because recomputing them was estimated cheaper (the break-even, Scheduler).
-  std::atomic<int64_t> seg_store_patch{0}, store_fetch_batches{0}, store_fetch_skipped{0};
+  // from the canonical and its context's patch; store_patch_nearest: the patch of the nearest
+  // context stored), the batches asked for them, and the segments not asked for because
+  // recomputing them was estimated cheaper (the break-even, Scheduler).
+  std::atomic<int64_t> seg_store_patch{0}, seg_store_patch_nearest{0}, store_fetch_batches{0},
+      store_fetch_skipped{0};
   // Generations that waited in the queue for an admission computing tokens they share
   // (SchedulerOptions::hold_shared_tokens), each counted once.
   std::atomic<int64_t> admissions_held{0};

@@ -21,6 +21,11 @@ const char* hit_source(const SegmentIndex::Hit& h) {
                                                    : "keep";
 }
 
+// A segment from the shared tiers: with the patch of the request's own context, or the nearest.
+const char* store_source(const SegmentIndex::Hit& h) {
+  return h.match == SegmentIndex::Match::Exact ? "store-patch" : "store-patch-nearest";
+}
+
 // ServedStore: from the canonical and patch another server stored (kept in the index afterwards,
 // as a segment computed here, so that this server's events say it holds it; not exact).
 enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
@@ -112,6 +117,24 @@ bool Scheduler::fetch_worth(int64_t tokens, size_t bytes, const StoreTier::Fetch
   return cost.us(bytes) + double(tokens) * rebuild_s_ * 1e6 < double(tokens) * token_s_ * 1e6;
 }
 
+// Of the contexts a segment's patches were stored with, the request's own, else the one sharing
+// the most antecedents with it in order (ties: the first listed), as the segment index picks.
+struct StoredContext {
+  const std::vector<ChunkId>* ids = nullptr;  // null: none stored
+  int shared = -1;                            // antecedents in common with the request's
+  bool same = false;                          // the request's own context
+};
+StoredContext nearest_context(const StoreTier::Contexts& stored, std::span<const ChunkId> ante) {
+  StoredContext best;
+  for (const std::vector<ChunkId>& c : stored) {
+    if (std::equal(c.begin(), c.end(), ante.begin(), ante.end()))
+      return {&c, int(ante.size()), true};
+    const int n = common_in_order(c, ante);
+    if (n > best.shared) best = {&c, n, false};
+  }
+  return best;
+}
+
 std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generation& g,
                                                                         int pending) {
   const std::vector<PromptSegment>& segs = g.req.segments;
@@ -125,11 +148,9 @@ std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generati
     if (t->remote()) cost = t->fetch_cost();
   // a canonical's rows: f32 KV of every channel per token, and a patch of about as much again
   const size_t row_bytes = ctx_.model().kv_layout().floats_per_token() * sizeof(float);
-  StoreTier::Batch want;
   std::vector<size_t> asked;
-  std::vector<ChunkId> ante;
-  const PatchOptions po = compact_patch_options();
-  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+  std::vector<ChunkId> ids;
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
     const PromptSegment& s = segs[i];
     // only long segments get a canonical (and their contexts a patch) anywhere
     if (s.span.begin < pending || s.image || s.span.size() < opts_.compact_tokens ||
@@ -139,21 +160,38 @@ std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generati
       ++metrics_.store_fetch_skipped;
       continue;
     }
-    want.canonicals.push_back(s.id);
-    want.patches.push_back(PatchKey::make(s.id, ante, po));
+    ids.push_back(s.id);
     asked.push_back(i);
   }
   if (asked.empty()) return out;
+  // The contexts their patches were stored with (one round trip), then each one's canonical and
+  // the patch of its own context, else of the nearest stored one (a second round trip).
+  const std::vector<StoreTier::Contexts> stored = store.find_contexts(ids);
+  StoreTier::Batch want;
+  std::vector<size_t> kept;
+  std::vector<StoredContext> chosen;
+  std::vector<ChunkId> ante;  // the request's antecedents of segment asked[k]
+  const PatchOptions po = compact_patch_options();
+  for (size_t k = 0; k < asked.size(); ++k) {
+    while (ante.size() < asked[k]) ante.push_back(segs[ante.size()].id);
+    const StoredContext c = nearest_context(stored[k], ante);
+    if (c.ids == nullptr) continue;  // no patch of it anywhere: its canonical alone is not served
+    want.canonicals.push_back(ids[k]);
+    want.patches.push_back(PatchKey::make(ids[k], *c.ids, po));
+    kept.push_back(asked[k]);
+    chosen.push_back(c);
+  }
+  if (kept.empty()) return out;
   ++metrics_.store_fetch_batches;
   const StoreTier::BatchLoaded got = store.find_batch(want);
-  for (size_t k = 0; k < asked.size(); ++k) {
+  for (size_t k = 0; k < kept.size(); ++k) {
     if (!got.canonicals[k] || !got.patches[k]) continue;
     SegmentIndex::Hit h;
     h.canonical = got.canonicals[k];
     h.patch = std::make_shared<const Patch>(got.patches[k]->patch);
-    h.match = SegmentIndex::Match::Exact;
-    h.shared = int(asked[k]);
-    out[asked[k]] = h;
+    h.match = chosen[k].same ? SegmentIndex::Match::Exact : SegmentIndex::Match::Nearest;
+    h.shared = chosen[k].shared;
+    out[kept[k]] = h;
   }
   return out;
 }
@@ -187,10 +225,11 @@ Status Scheduler::serve_segments(Generation& g, Admission& a, int& pending) {
     a.reused += s.span.size();
     pending = s.span.end;
     a.segments.push_back({s.id, s.span.size(), s.position,
-                          from_store ? "store-patch" : hit_source(h), h.shared,
+                          from_store ? store_source(h) : hit_source(h), h.shared,
                           s.image != nullptr});
     if (from_store) {
-      ++metrics_.seg_store_patch;
+      ++(h.match == SegmentIndex::Match::Exact ? metrics_.seg_store_patch
+                                               : metrics_.seg_store_patch_nearest);
       continue;
     }
     ++(h.match == SegmentIndex::Match::Latest ? metrics_.seg_context_keep
@@ -416,8 +455,8 @@ void Scheduler::compact_one() {
       id, *canon,
       [&](const ChunkKV& rows, const ChunkKV& base) { return form_patch(rows, base, po); },
       [&](std::span<const ChunkId> ante, const Patch& p) {
-        ctx_.store().put_patch(
-            std::make_shared<const PatchEntry>(PatchEntry{PatchKey::make(id, ante, po), p}));
+        ctx_.store().put_patch(std::make_shared<const PatchEntry>(PatchEntry{
+            PatchKey::make(id, ante, po), p, std::vector<ChunkId>(ante.begin(), ante.end())}));
       });
   if (!n.ok()) return log().warn("background patch: {}", n.message());
   metrics_.background_patches += *n;

@@ -10,7 +10,7 @@
 
 namespace kamera {
 
-inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 12> segment_counters(
+inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segment_counters(
     const ServerMetrics& m) {
   return {{{"canonical", &m.seg_canonical},
            {"patch_exact", &m.seg_patch_exact},
@@ -23,7 +23,8 @@ inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 12> segme
            {"context_nearest", &m.seg_context_nearest},
            {"keep", &m.seg_context_keep},
            {"patch_nearest", &m.seg_patch_nearest},
-           {"store_patch", &m.seg_store_patch}}};
+           {"store_patch", &m.seg_store_patch},
+           {"store_patch_nearest", &m.seg_store_patch_nearest}}};
 }
 
 }  // namespace kamera

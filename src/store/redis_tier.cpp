@@ -14,16 +14,21 @@ namespace {
 
 // SET KEYS[1] = ARGV[1] (expiring after ARGV[2] seconds unless 0), unless the tombstone KEYS[2]
 // exists: one round trip, and no write-back can slip between the check and the write. With a
-// third key, ARGV[3] joins the set KEYS[3] (the patches of a chunk, for its delete).
+// third key, ARGV[3] joins the set KEYS[3] (the patches of a chunk, for its delete); with a
+// fourth, the hash KEYS[4] maps ARGV[3] to ARGV[4] (the context a patch was measured in).
 const char* kSetUnlessTombstoned =
     "if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end "
     "if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) "
     "else redis.call('SET', KEYS[1], ARGV[1]) end "
-    "if #KEYS == 3 then "
-    "  local t = redis.call('TYPE', KEYS[3]).ok "
-    "  if t ~= 'set' and t ~= 'none' then redis.call('DEL', KEYS[3]) end "
-    "  redis.call('SADD', KEYS[3], ARGV[3]) "
-    "  if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[3], ARGV[2]) end "
+    "local function keep(k, kind, add) "
+    "  local t = redis.call('TYPE', k).ok "
+    "  if t ~= kind and t ~= 'none' then redis.call('DEL', k) end "
+    "  add() "
+    "  if ARGV[2] ~= '0' then redis.call('EXPIRE', k, ARGV[2]) end end "
+    "if #KEYS >= 3 then keep(KEYS[3], 'set', function() redis.call('SADD', KEYS[3], ARGV[3]) end) "
+    "end "
+    "if #KEYS == 4 then "
+    "  keep(KEYS[4], 'hash', function() redis.call('HSET', KEYS[4], ARGV[3], ARGV[4]) end) "
     "end return 1";
 
 // GET KEYS[1], a miss while the tombstone KEYS[2] exists; a wrong type answers its WRONGTYPE.
@@ -34,7 +39,8 @@ const char* kGetUnlessTombstoned =
 // A delete: the tombstone KEYS[1] (expiring after ARGV[1] s) first, then the canonical KEYS[2],
 // the patches named in the set KEYS[3] (keys ARGV[2] .. 'p:' .. name, tagged as the chunk: on this
 // node), then the set of images KEYS[4], whose names it answers after whether the canonical was
-// there ({had, image, ...}): images live on their own nodes, and the caller deletes them.
+// there ({had, image, ...}): images live on their own nodes, and the caller deletes them. KEYS[5],
+// the hash of the patches' contexts, goes too.
 const char* kErase =
     "redis.call('SET', KEYS[1], '1', 'EX', ARGV[1]) "
     "local out = {redis.call('DEL', KEYS[2])} "
@@ -43,7 +49,7 @@ const char* kErase =
     "  return {} end "
     "for _, p in ipairs(members(KEYS[3])) do redis.call('DEL', ARGV[2] .. 'p:' .. p) end "
     "for _, i in ipairs(members(KEYS[4])) do table.insert(out, i) end "
-    "redis.call('DEL', KEYS[3], KEYS[4]) return out";
+    "redis.call('DEL', KEYS[3], KEYS[4], KEYS[5]) return out";
 
 // The image named ARGV[1] made chunk KEYS[1]'s content: it joins the set KEYS[2] (answer 1), or,
 // when the chunk is tombstoned (KEYS[1]), the answer is 0 and the caller deletes the image.
@@ -164,14 +170,18 @@ Fetched RedisTier::get(const std::string& key, const std::string& tombstone) {
 }
 
 bool RedisTier::set(const std::string& key, const std::string& value, const std::string& tombstone,
-                    const std::string& index, const std::string& member) {
+                    const Indexed& in) {
   const std::string ttl = std::to_string(std::max(0, opts_.ttl_s));
+  std::vector<std::string> eval{"EVAL", kSetUnlessTombstoned, "2", key, tombstone, value, ttl};
+  if (!in.index.empty()) {
+    const bool context = !in.contexts.empty();
+    eval = {"EVAL", kSetUnlessTombstoned, context ? "4" : "3", key, tombstone, in.index};
+    if (context) eval.push_back(in.contexts);
+    for (const std::string& a : {value, ttl, in.member}) eval.push_back(a);
+    if (context) eval.push_back(in.context);
+  }
   std::vector<RedisLink::Command> cmds;
-  cmds.push_back({key, index.empty()
-                           ? std::vector<std::string>{"EVAL", kSetUnlessTombstoned, "2", key,
-                                                      tombstone, value, ttl}
-                           : std::vector<std::string>{"EVAL", kSetUnlessTombstoned, "3", key,
-                                                      tombstone, index, value, ttl, member}});
+  cmds.push_back({key, std::move(eval)});
   // WAIT on the same connection, right behind the write (one round trip: a pipeline)
   if (opts_.wait_replicas > 0)
     cmds.push_back({key,  // within half the command timeout: a slow WAIT is not an outage
@@ -281,9 +291,9 @@ int64_t RedisTier::redirects() const {
 }
 
 bool RedisTier::save(const std::string& key, const std::string& blob, const std::string& tombstone,
-                     const std::string& index, const std::string& member) {
+                     const Indexed& in) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!set(key, blob, tombstone, index, member)) return false;
+  if (!set(key, blob, tombstone, in)) return false;
   ++stats_.writes;
   stats_.bytes += int64_t(blob.size());
   return true;
@@ -294,8 +304,37 @@ bool RedisTier::save_canonical_acked(const CanonicalEntry& e) {
 }
 
 bool RedisTier::save_patch_acked(const PatchEntry& e) {
-  return save(patch_key(e.key), codec_.seal(e), tombstone_key(e.key.chunk),
-              key_prefix() + "ps:" + tag(e.key.chunk), patch_member(e.key));
+  Indexed in{key_prefix() + "ps:" + tag(e.key.chunk), patch_member(e.key), {}, {}};
+  if (!e.antecedents.empty()) {  // the context, as the antecedents' hex ids one after the other
+    in.contexts = contexts_key(e.key.chunk);
+    for (const ChunkId& a : e.antecedents) in.context += a.hex();
+  }
+  return save(patch_key(e.key), codec_.seal(e), tombstone_key(e.key.chunk), in);
+}
+
+// One HVALS per chunk, pipelined (replicas allowed): each value a context's ids; a malformed one
+// is skipped. A tombstoned chunk's hash went with its delete.
+std::vector<StoreTier::Contexts> RedisTier::load_contexts(std::span<const ChunkId> chunks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Contexts> out(chunks.size());
+  std::vector<RedisLink::Command> cmds;
+  for (const ChunkId& id : chunks)
+    cmds.push_back({contexts_key(id), {"HVALS", contexts_key(id)}, true});
+  if (cmds.empty()) return out;
+  std::vector<RedisReply> r = link_->run_many(cmds);
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!r[i]) ++stats_.errors;
+    if (!r[i] || r[i]->type != REDIS_REPLY_ARRAY) continue;
+    for (size_t k = 0; k < r[i]->elements; ++k) {
+      const redisReply* v = r[i]->element[k];
+      if (v->type != REDIS_REPLY_STRING || v->len % 32 != 0) continue;
+      std::vector<ChunkId> ids;
+      for (size_t at = 0; at < v->len; at += 32)
+        if (auto id = ChunkId::from_hex(std::string_view(v->str + at, 32))) ids.push_back(*id);
+      if (ids.size() * 32 == v->len) out[i].push_back(std::move(ids));
+    }
+  }
+  return out;
 }
 
 void RedisTier::save_canonical(const CanonicalEntry& e) {
@@ -331,8 +370,8 @@ TierErase RedisTier::erase_canonical(const ChunkId& id) {
   // a delete tries now, whatever the back-off
   RedisReply r = link_->run(
       {tombstone_key(id),
-       {"EVAL", kErase, "4", tombstone_key(id), canonical_key(id), key_prefix() + "ps:" + tag(id),
-        key_prefix() + "il:" + tag(id), ttl, key_prefix()}},
+       {"EVAL", kErase, "5", tombstone_key(id), canonical_key(id), key_prefix() + "ps:" + tag(id),
+        key_prefix() + "il:" + tag(id), contexts_key(id), ttl, key_prefix()}},
       true, true);
   if (!r) {
     ++stats_.errors;

@@ -74,6 +74,7 @@ class RedisTier : public StoreTier {
   void save_image(const ImageEntry& e) override;
   void link_image(const ChunkId& chunk, const ChunkId& image) override;
   BatchLoaded load_batch(const Batch& want) override;
+  std::vector<Contexts> load_contexts(std::span<const ChunkId> chunks) override;
   Stats stats() const override;
   bool connected() const;
   bool cluster() const;
@@ -91,6 +92,8 @@ class RedisTier : public StoreTier {
   std::string tombstone_key(const ChunkId& id) const { return key_prefix() + "t:" + tag(id); }
   std::string patch_key(const PatchKey& k) const { return key_prefix() + "p:" + patch_member(k); }
   std::string image_key(const ChunkId& k) const { return key_prefix() + "i:" + tag(k); }
+  // The hash of a chunk's patches' contexts (patch name -> the antecedents' hex ids).
+  std::string contexts_key(const ChunkId& id) const { return key_prefix() + "pc:" + tag(id); }
 
  private:
   RedisTier(const Fingerprint& fp, KvLayout layout, Options o);
@@ -108,15 +111,20 @@ class RedisTier : public StoreTier {
   Fetched get(const std::string& key, const std::string& tombstone);
   RedisLink::Command get_command(const std::string& key, const std::string& tombstone) const;
   Fetched fetched(const std::string& key, RedisReply r);  // under mu_: a GET's reply read
-  // Under mu_: SET unless the tombstone exists; `member` (when not empty) joins the set `index`.
+  // Where a write is also recorded: `member` joins the set `index` (when not empty), and the hash
+  // `contexts` maps it to `context` (when not empty).
+  struct Indexed {
+    std::string index, member, contexts, context;
+  };
+  // Under mu_: SET unless the tombstone exists, recorded as `in` says.
   bool set(const std::string& key, const std::string& value, const std::string& tombstone,
-           const std::string& index = {}, const std::string& member = {});
+           const Indexed& in = {});
   void drop(const std::string& key);  // under mu_: a bad value goes
   template <class Entry>
   std::shared_ptr<const Entry> open_fetched(const std::string& key,
                                             const typename Sealed<Entry>::Key& k, Fetched f);
   bool save(const std::string& key, const std::string& blob, const std::string& tombstone,
-            const std::string& index = {}, const std::string& member = {});
+            const Indexed& in = {});
   std::string key_prefix() const;
   static std::string patch_member(const PatchKey& k) { return tag(k.chunk) + patch_key_name(k); }
 

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+
 namespace kamera {
 
 size_t CanonicalEntry::bytes() const {
@@ -175,6 +177,26 @@ StoreTier::BatchLoaded ChunkStore::find_batch(const StoreTier::Batch& want) {
         out.patches[pi[k]] = got.patches[k];
       }
   }
+  return out;
+}
+
+std::vector<StoreTier::Contexts> ChunkStore::find_contexts(std::span<const ChunkId> chunks) {
+  std::vector<StoreTier::Contexts> out(chunks.size());
+  std::vector<std::shared_ptr<StoreTier>> tiers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tiers = tiers_;
+  }
+  for (const auto& t : tiers) {
+    std::vector<StoreTier::Contexts> got = t->load_contexts(chunks);
+    for (size_t i = 0; i < chunks.size() && i < got.size(); ++i)
+      for (auto& c : got[i])
+        if (std::find(out[i].begin(), out[i].end(), c) == out[i].end())
+          out[i].push_back(std::move(c));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (tombstones_.count(chunks[i])) out[i].clear();
   return out;
 }
 

@@ -49,6 +49,10 @@ struct PatchKeyHash {
 struct PatchEntry {
   PatchKey key;
   Patch patch;
+  // The context the patch was measured in (the ordered antecedent ids), when known: tiers that
+  // can keep it beside the patch (load_contexts), so that a server meeting the segment behind
+  // other antecedents picks the nearest context's patch. Not part of the sealed entry.
+  std::vector<ChunkId> antecedents = {};
   size_t bytes() const { return patch.bytes() + sizeof(PatchEntry); }
 };
 
@@ -109,6 +113,13 @@ class StoreTier {
     std::vector<std::shared_ptr<const PatchEntry>> patches;
   };
   virtual BatchLoaded load_batch(const Batch& want);  // default: one load after the other
+  // For each chunk asked, the contexts (ordered antecedent ids) of the patches stored with theirs
+  // (PatchEntry::antecedents), in one round trip; empty lists where none, or for tiers that keep
+  // no contexts (the default).
+  using Contexts = std::vector<std::vector<ChunkId>>;
+  virtual std::vector<Contexts> load_contexts(std::span<const ChunkId> chunks) {
+    return std::vector<Contexts>(chunks.size());
+  }
   // What a fetch from the tier costs, measured on its batches (zero: not measured, or local):
   // a round trip, and the time per KiB beyond it. The caller fetches when that beats recomputing.
   struct FetchCost {
@@ -149,6 +160,9 @@ class ChunkStore {
   // Several at once: memory first, then each tier's load_batch for what is still missing (one
   // round trip per node of a network tier); hits are kept in memory. In the order asked.
   StoreTier::BatchLoaded find_batch(const StoreTier::Batch& want);
+  // The contexts the tiers keep for each chunk's patches (StoreTier::load_contexts), from every
+  // tier that keeps them, tombstoned chunks left out; memory keeps none.
+  std::vector<StoreTier::Contexts> find_contexts(std::span<const ChunkId> chunks);
   bool contains_canonical(const ChunkId& id) const;  // no counting
 
   // Inserts (replacing an entry with the same key), then evicts LRU entries until within budget.

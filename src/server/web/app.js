@@ -96,6 +96,7 @@ function segmentClass(s) {
       return 'prefix';
     case 'context-exact': case 'context-nearest': case 'keep': case 'patch-exact':
     case 'patch-nearest': case 'patch-hit': case 'patch-orbit': case 'store-patch':
+    case 'store-patch-nearest':
       return 'relocated';
     case 'blind':
       return 'blind';

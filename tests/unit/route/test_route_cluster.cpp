@@ -2,7 +2,9 @@
 // own (3 masters + 3 replicas, support/redis_cluster.h), two kamera servers sharing it and
 // `kamera route` in front of them.
 //   - a segment one server computed is served by the other from the cluster (store-patch), and
-//     the answer is the one the first server gave;
+//     the answer is the one the first server gave; behind other antecedents, a third server
+//     serves it with the nearest stored context's patch (store-patch-nearest), as the first
+//     does from memory;
 //   - the router sends a repeated conversation to the server that holds it (its events say so);
 //   - a master killed under load: every request through the router still answers 200, the
 //     repeated request's answer is unchanged and nothing discarded was read (nothing wrong is
@@ -130,6 +132,22 @@ TEST(RouteCluster, TwoServersShareSegmentsAndTheRouterSendsAConversationWhereItI
   EXPECT_GT(served(other, "store-patch"), 40) << other["usage"].dump();
   EXPECT_EQ(text(other), text(first));
   EXPECT_GT(metric(b.server->port(), "kamera_store_fetch_batches_total"), 0);
+
+  // 1b. The same reports behind another system prompt, on a third server: served from the
+  // cluster with the patch of the nearest context stored (A's): the answer A gives from memory.
+  Node c(model, cluster.url(3));
+  json moved = conversation(1, 2);
+  moved["messages"][0]["content"] = "You watch the town for the team and report in short lines.\n";
+  const json near = post(c.server->port(), "/v1/chat/completions", moved, &st);
+  ASSERT_EQ(st, 200) << near.dump();
+  EXPECT_GT(served(near, "store-patch-nearest"), 40) << near["usage"].dump();
+  EXPECT_EQ(served(near, "store-patch"), 0) << near["usage"].dump();
+  EXPECT_GT(metric(c.server->port(), "kamera_segments_total{source=\"store_patch_nearest\"}"), 0);
+  const json near_a = post(a.server->port(), "/v1/chat/completions", moved, &st);
+  ASSERT_EQ(st, 200) << near_a.dump();
+  // A keeps their rows (a full-rank patch is not smaller): C's canonical + patch restores them
+  EXPECT_GT(served(near_a, "context-nearest"), 40) << near_a["usage"].dump();
+  EXPECT_EQ(text(near), text(near_a));
 
   // 2. The router, told by the servers' events only: a conversation B computed (sent to B
   // directly) goes to B when it comes back one turn longer, one A computed goes to A.

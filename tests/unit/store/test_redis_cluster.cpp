@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -122,6 +123,33 @@ TEST_F(RedisCluster, EntriesSpreadOverTheMastersAndComeBackThroughAnySeed) {
   EXPECT_EQ(a->erase_canonical(es[0]->id), TierErase::Erased);
   EXPECT_EQ(b->load_canonical(es[0]->id), nullptr);
   EXPECT_TRUE(b->tombstoned(es[0]->id));
+}
+
+// A patch saved with its context: the chunk's contexts come back in one pipelined batch (none for
+// a chunk without), for the nearest-context choice of another server, and go with a delete.
+TEST_F(RedisCluster, PatchContextsComeBackInABatchAndGoWithADelete) {
+  auto a = open_tier(cluster_->url(1), ctx_->model());
+  ASSERT_TRUE(a && a->cluster());
+  const auto c = entry(::getpid() % 1000 + 7001), d = entry(::getpid() % 1000 + 7002);
+  ASSERT_TRUE(a->save_canonical_acked(*c) && a->save_canonical_acked(*d));
+  const std::vector<std::vector<ChunkId>> ctxs = {{ChunkId{1, 2}, ChunkId{3, 4}}, {ChunkId{5, 6}}};
+  for (const auto& ante : ctxs) {
+    PatchEntry p{PatchKey::make(c->id, ante, PatchOptions{}), Patch{}, ante};
+    EXPECT_TRUE(a->save_patch_acked(p));
+  }
+  EXPECT_TRUE(a->save_patch_acked(PatchEntry{PatchKey::make(d->id, {}, PatchOptions{}), Patch{}}));
+  const std::vector<ChunkId> ask = {c->id, d->id, ChunkId{9, 9}};
+  auto got = a->load_contexts(ask);
+  ASSERT_EQ(got.size(), 3u);
+  std::vector<std::vector<ChunkId>> back = got[0];
+  std::sort(back.begin(), back.end(),
+            [](const auto& x, const auto& y) { return x.size() > y.size(); });
+  EXPECT_EQ(back, ctxs);
+  EXPECT_TRUE(got[1].empty());  // saved without its context
+  EXPECT_TRUE(got[2].empty());  // nothing saved
+  EXPECT_EQ(a->erase_canonical(c->id), TierErase::Erased);
+  EXPECT_TRUE(a->load_contexts(ask)[0].empty());
+  EXPECT_EQ(a->stats().errors, 0);
 }
 
 // A slot migrating from one master to another: a read of a key already moved is sent on with
