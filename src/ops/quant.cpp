@@ -136,7 +136,11 @@ struct DecodeActs {
             k.acts_to_bf16(x + i * cols, v.data() + ab * i, cols);
             continue;
           }
-          quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
+          if (dt == GgmlType::Q8_0 && k.quantize_q8_0 != nullptr) {
+            k.quantize_q8_0(x + i * cols, v.data() + ab * i, cols);
+          } else {
+            quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
+          }
           if (dt == GgmlType::Q8_0)
             q8_0_block_sums(v.data() + ab * i, cols, sums.data() + i * (cols / 32));
         }

@@ -32,6 +32,10 @@ struct QuantKernels {
                        int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,
                        int64_t y_stride);
 
+  // n activations (a multiple of 32) to q8_0 blocks, the same bytes as quantize_act_ref; null
+  // where the path has no faster quantizer than the reference.
+  void (*quantize_q8_0)(const float* x, void* dst, int64_t n) = nullptr;
+
   // Non-null where vec_dot_rows takes BF16 weights' activation rows rounded to bf16 (2 bytes a
   // value, round to nearest even) by this function instead of f32 (see act_bytes_of).
   void (*acts_to_bf16)(const float* src, void* dst, int64_t n) = nullptr;

@@ -214,6 +214,32 @@ TEST(QuantKernels, Bf16DotsMatchReferenceAtEveryTileShape) {
   if (tested == 0) GTEST_SKIP() << "no path with bf16 dot products on this CPU";
 }
 
+// A path's q8_0 activation quantizer writes the reference's bytes: random rows at several
+// scales, an all-zero block, and blocks whose scaled values fall on halves (7 * 18.142857 / 127
+// ... : amax 127 makes 1 / d exactly 1, so x.5 values test the half-away-from-zero rounding).
+TEST(QuantKernels, Q8_0ActivationsEqualTheReferenceByteForByte) {
+  const int64_t n = 32 * 6;
+  std::vector<float> x = quant_data::random_activations(n, 90);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[64 + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
+  for (int j = 0; j < 32; ++j) x[96 + j] = j == 0 ? -127.0f : -float(j) - 0.5f;
+  for (int j = 0; j < 32; ++j) x[128 + j] *= 1e-6f;
+  for (int j = 0; j < 32; ++j) x[160 + j] *= 3e4f;
+  const size_t bytes = *ggml_row_bytes(GgmlType::Q8_0, n);
+  std::vector<uint8_t> ref(bytes), got(bytes);
+  quantize_act_ref(GgmlType::Q8_0, x.data(), ref.data(), n);
+  int tested = 0;
+  for (const QuantKernels* k : supported_paths()) {
+    if (k->quantize_q8_0 == nullptr) continue;
+    SCOPED_TRACE(k->name);
+    std::fill(got.begin(), got.end(), uint8_t(0xa5));
+    k->quantize_q8_0(x.data(), got.data(), n);
+    EXPECT_EQ(got, ref);
+    ++tested;
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with its own q8_0 quantizer on this CPU";
+}
+
 // NMSE of matmul against x * dequantized(W)^T in double. Decode quantizes the activations to 8
 // bits: per 32 values (q8_0, q8_1) that measures 3e-5 to 1e-4 here, per 256 (q8_K, where one
 // outlier sets the step of 256 values) 2e-4 to 6e-4. bf16 panels (prefill on bf16 paths) and
