@@ -31,6 +31,8 @@ const QuantKernels& avx512_bf16_kernels() {
     t.packed_x_bytes = bf16::packed_x_bytes;
     t.pack_x = bf16::pack_x;
     t.gemm = bf16::gemm;
+    t.vec_dot_rows = bf16::vec_dot_rows;
+    t.acts_to_bf16 = bf16::to_bf16;
     return t;
   }();
   return k;
@@ -55,6 +57,11 @@ const QuantKernels* const* all_kernels(int* count) {
                                           &avx512_bf16_kernels(), &amx_kernels()};
   *count = int(std::size(k));
   return k;
+}
+
+size_t act_bytes_of(const QuantKernels& k, GgmlType t, int64_t cols) {
+  return t == GgmlType::BF16 && k.acts_to_bf16 != nullptr ? size_t(cols) * 2
+                                                          : act_row_bytes(t, cols);
 }
 
 bool cpu_supports(const QuantKernels& k) {
@@ -101,26 +108,39 @@ const uint8_t* file_row(const WeightView& w, int64_t r, std::vector<uint8_t>& tm
 }
 
 // The activation rows of one decode call, quantized once per dot type (q8_0 with its block
-// sums, q8_1, q8_K; the f32 rows as they are) and shared by every product that reads them.
+// sums, q8_1, q8_K; bf16 for BF16 weights on tables that take it; the f32 rows as they are) and
+// shared by every product that reads them.
 struct DecodeActs {
+  const QuantKernels& k;
   const float* x;
   int64_t n, cols;
   ThreadPool& pool;
-  std::vector<uint8_t> q[3];  // q8_0, q8_1, q8_K
+  std::vector<uint8_t> q[4];  // q8_0, q8_1, q8_K, bf16
   std::vector<int32_t> sums;  // q8_0 block sums
 
-  static int slot(GgmlType dt) { return dt == GgmlType::Q8_0 ? 0 : dt == GgmlType::Q8_1 ? 1 : 2; }
+  static int slot(GgmlType dt) {
+    return dt == GgmlType::Q8_0 ? 0 : dt == GgmlType::Q8_1 ? 1 : dt == GgmlType::Q8_K ? 2 : 3;
+  }
   const uint8_t* rows(GgmlType t) {
-    const GgmlType dt = dot_type_of(t);
+    const bool bf16 = t == GgmlType::BF16 && k.acts_to_bf16 != nullptr;
+    const GgmlType dt = bf16 ? GgmlType::BF16 : dot_type_of(t);
     if (dt == GgmlType::F32) return reinterpret_cast<const uint8_t*>(x);
     std::vector<uint8_t>& v = q[slot(dt)];
-    const size_t ab = act_row_bytes(t, cols);
+    const size_t ab = act_bytes_of(k, t, cols);
     if (v.empty()) {
       v.resize(ab * size_t(n));
       if (dt == GgmlType::Q8_0) sums.resize(size_t(n * cols / 32));
       auto quantize = [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
-          quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
+          if (bf16) {
+            k.acts_to_bf16(x + i * cols, v.data() + ab * i, cols);
+            continue;
+          }
+          if (dt == GgmlType::Q8_0 && k.quantize_q8_0 != nullptr) {
+            k.quantize_q8_0(x + i * cols, v.data() + ab * i, cols);
+          } else {
+            quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
+          }
           if (dt == GgmlType::Q8_0)
             q8_0_block_sums(v.data() + ab * i, cols, sums.data() + i * (cols / 32));
         }
@@ -170,7 +190,7 @@ void run_units(const QuantKernels& k, const DecodeJob& j, const int32_t* sums, i
 // bytes [p/P, (p+1)/P) of the total), so products of one input wait at one barrier, not one each.
 void decode(const QuantKernels& k, std::span<const Product> ps, const float* x, int64_t n,
             int64_t cols, ThreadPool& pool) {
-  DecodeActs acts{x, n, cols, pool, {}, {}};
+  DecodeActs acts{k, x, n, cols, pool, {}, {}};
   std::vector<DecodeJob> jobs;
   size_t total = 0;
   for (const Product& p : ps) {
@@ -178,7 +198,7 @@ void decode(const QuantKernels& k, std::span<const Product> ps, const float* x, 
     const bool grouped = w.layout != WeightLayout::Rows;
     const int64_t units = grouped ? w.rows / kRepackRows : w.rows;
     const size_t ub = (grouped ? kRepackRows : 1) * w.row_bytes;
-    jobs.push_back({&w, p.y, acts.rows(w.type), act_row_bytes(w.type, cols), units, ub});
+    jobs.push_back({&w, p.y, acts.rows(w.type), act_bytes_of(k, w.type, cols), units, ub});
     total += size_t(units) * ub;
   }
   const int pieces = int(std::min<int64_t>(pool.size(), int64_t(total / 4096) + 1));
@@ -240,13 +260,34 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
   });
 }
 
+// An on-by-default switch: false only when the variable is "0".
+bool switched_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e == nullptr || std::strcmp(e, "0") != 0;
+}
+
+// The avx512_bf16 table where the CPU (and KAMERA_ISA) allow it, else k.
+const QuantKernels& bf16_if_supported(const QuantKernels& k) {
+  const QuantKernels& b = avx512_bf16_kernels();
+  return b.level <= isa_level() && cpu_supports(b) ? b : k;
+}
+
 }  // namespace
 
-// Decode: the highest integer path (the bf16 and amx tables decode with avx512_vnni's kernels).
+// Decode: the highest integer path (the bf16 and amx tables decode with avx512_vnni's kernels,
+// BF16 weights aside).
 const QuantKernels& decode_kernels() {
   static const QuantKernels& k =
       best([](const QuantKernels& t) { return t.panel == PanelFormat::F32; });
   return k;
+}
+
+// BF16 weights decode through the avx512_bf16 table's vdpbf16ps rows (activations rounded to
+// bf16 once per call, as llama.cpp does for BF16 files) where the CPU has AVX512-BF16, unless
+// KAMERA_DECODE_BF16=0.
+const QuantKernels& decode_kernels(GgmlType t) {
+  static const bool bf16_dots = switched_on("KAMERA_DECODE_BF16");
+  return t == GgmlType::BF16 && bf16_dots ? bf16_if_supported(decode_kernels()) : decode_kernels();
 }
 
 // Prefill: the highest path, except avx512_bf16: its vdpbf16ps tiles measured slower than the
@@ -263,14 +304,10 @@ const QuantKernels& prefill_kernels() {
 // KAMERA_PREFILL_BF16=0. On the 2-core AMD host (Zen 5, no AMX), 0.5b BF16 file, pp512, three
 // interleaved rounds: 445 / 368 / 429 tok/s against 340 / 341 / 291 through f32 panels.
 const QuantKernels& prefill_kernels(GgmlType t) {
-  static const bool bf16_tiles = [] {
-    const char* e = std::getenv("KAMERA_PREFILL_BF16");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool bf16_tiles = switched_on("KAMERA_PREFILL_BF16");
   const QuantKernels& k = prefill_kernels();
-  const QuantKernels& b = avx512_bf16_kernels();
   if (t != GgmlType::BF16 || !bf16_tiles || k.panel == PanelFormat::BF16) return k;
-  return b.level <= isa_level() && cpu_supports(b) ? b : k;
+  return bf16_if_supported(k);
 }
 
 void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<const Product> ps,
@@ -286,10 +323,7 @@ void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<
   // Prefill over repacked weights runs the layouts' integer kernels too (activations quantized
   // once, 4 rows per pass over a group) unless KAMERA_PREFILL_X16=0; other weights go through
   // dequantized panels.
-  static const bool x16_prefill = [] {
-    const char* e = std::getenv("KAMERA_PREFILL_X16");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool x16_prefill = switched_on("KAMERA_PREFILL_X16");
   if (decodes) {
     decode(dk, ps, x, n, cols, pool);
   } else {
@@ -334,23 +368,25 @@ Result<WeightView> make_weight_view(GgmlType type, const void* data, int64_t row
 
 void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, float* y,
             ThreadPool& pool) {
-  quant::matmul_with(quant::decode_kernels(), quant::prefill_kernels(w.type), w, x, n, bias, y,
-                     pool);
+  quant::matmul_with(quant::decode_kernels(w.type), quant::prefill_kernels(w.type), w, x, n, bias,
+                     y, pool);
 }
 
 void matmul_many(std::span<const quant::Product> ps, const float* x, int64_t n, ThreadPool& pool) {
   if (ps.empty()) return;
-  // Products of one input whose types prefill through different tables run as two groups (the
-  // common case, one table, allocates nothing: this runs per layer on every decoded token).
-  const quant::QuantKernels& pk = quant::prefill_kernels(ps[0].w->type);
-  if (std::all_of(ps.begin(), ps.end(), [&](const quant::Product& p) {
-        return &quant::prefill_kernels(p.w->type) == &pk;
-      }))
-    return quant::matmul_many_with(quant::decode_kernels(), pk, ps, x, n, pool);
+  // Products of one input whose types decode or prefill through different tables run as two
+  // groups (the common case, one pair of tables, allocates nothing: this runs per layer on every
+  // decoded token).
+  const GgmlType t0 = ps[0].w->type;
+  const quant::QuantKernels &dk = quant::decode_kernels(t0), &pk = quant::prefill_kernels(t0);
+  auto same_tables = [&](const quant::Product& p) {
+    return &quant::decode_kernels(p.w->type) == &dk && &quant::prefill_kernels(p.w->type) == &pk;
+  };
+  if (std::all_of(ps.begin(), ps.end(), same_tables))
+    return quant::matmul_many_with(dk, pk, ps, x, n, pool);
   std::vector<quant::Product> same, other;
-  for (const quant::Product& p : ps)
-    (&quant::prefill_kernels(p.w->type) == &pk ? same : other).push_back(p);
-  quant::matmul_many_with(quant::decode_kernels(), pk, same, x, n, pool);
+  for (const quant::Product& p : ps) (same_tables(p) ? same : other).push_back(p);
+  quant::matmul_many_with(dk, pk, same, x, n, pool);
   if (!other.empty()) matmul_many(other, x, n, pool);
 }
 
@@ -363,12 +399,16 @@ void dequantize_rows(const WeightView& w, int64_t first, int64_t count, float* o
 }
 
 std::string kernel_path(GgmlType t) {
-  const quant::QuantKernels& d = quant::decode_kernels();
+  const quant::QuantKernels& d = quant::decode_kernels(t);
   const quant::QuantKernels& p = quant::prefill_kernels(t);
   const GgmlType dt = quant::dot_type_of(t);
   const char* panel = p.panel == quant::PanelFormat::F32 ? "f32" : "bf16";
+  const bool bf16_dot = t == GgmlType::BF16 && d.acts_to_bf16 != nullptr;
   return fmt::format("decode {} {}-dot, prefill {} {}-gemm", d.name,
-                     dt == GgmlType::F32 ? "f32" : ggml_type_name(dt), p.name, panel);
+                     bf16_dot              ? "bf16"
+                     : dt == GgmlType::F32 ? "f32"
+                                           : ggml_type_name(dt),
+                     p.name, panel);
 }
 
 }  // namespace kamera

@@ -88,6 +88,9 @@ void matmul_many_with(const QuantKernels& decode, const QuantKernels& prefill,
                       ThreadPool& pool);
 const QuantKernels& decode_kernels();  // the tables matmul uses on this CPU
 const QuantKernels& prefill_kernels();
+// The decode table for weights of type t: decode_kernels(), except BF16 weights on CPUs with
+// AVX512-BF16, which take its vdpbf16ps rows (activations rounded to bf16).
+const QuantKernels& decode_kernels(GgmlType t);
 // The prefill table for weights of type t: prefill_kernels(), except BF16 weights on CPUs with
 // AVX512-BF16, which take its bf16 tiles (their panels are then exact).
 const QuantKernels& prefill_kernels(GgmlType t);

@@ -138,6 +138,98 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
   }
 }
 
+// --- decode of BF16 weights: vdpbf16ps over the file's rows -------------------------------------
+//
+// NR weight rows (row_bytes apart) against NA activation rows rounded to bf16 (act_bytes apart):
+// each 64-byte load of an activation row feeds NR rows' products, each weight load NA rows'.
+// The last cols % 32 values come in through masked loads (zero past the end in both operands).
+template <int NA, int NR>
+void bf16_rows(const uint8_t* w, size_t row_bytes, int64_t cols, const uint8_t* act,
+               size_t act_bytes, float* y, int64_t y_stride) {
+  __m512 acc[NA][NR];
+#pragma GCC unroll 4
+  for (int i = 0; i < NA; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  auto step = [&](int64_t p, __mmask32 m) {
+    __m512bh wv[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) {
+      const __m512i v = _mm512_maskz_loadu_epi16(m, w + j * row_bytes + 2 * p);
+      wv[j] = reinterpret_cast<const __m512bh&>(v);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NA; ++i) {
+      const __m512i v = _mm512_maskz_loadu_epi16(m, act + i * act_bytes + 2 * p);
+      const __m512bh xv = reinterpret_cast<const __m512bh&>(v);
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 32 <= cols; p += 32) step(p, ~__mmask32(0));
+  if (p < cols) step(p, __mmask32((1ull << (cols - p)) - 1));
+#pragma GCC unroll 4
+  for (int i = 0; i < NA; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) y[i * y_stride + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+template <int NA>
+void bf16_rows_na(int nr, const uint8_t* w, size_t row_bytes, int64_t cols, const uint8_t* act,
+                  size_t act_bytes, float* y, int64_t y_stride) {
+  switch (nr) {
+    case 1:
+      return bf16_rows<NA, 1>(w, row_bytes, cols, act, act_bytes, y, y_stride);
+    case 2:
+      return bf16_rows<NA, 2>(w, row_bytes, cols, act, act_bytes, y, y_stride);
+    case 3:
+      return bf16_rows<NA, 3>(w, row_bytes, cols, act, act_bytes, y, y_stride);
+    default:
+      return bf16_rows<NA, 4>(w, row_bytes, cols, act, act_bytes, y, y_stride);
+  }
+}
+
+// Measured on the 2-core AMD host (0.5b BF16 file, tg64, 3 interleaved rounds): 4 rows per
+// pass with the rows 4 KiB on requested as a burst per pass beat 1 row per pass and prefetches
+// spread over the loads (46.7 / 43.2 / 36.3 tok/s against at most 43.0 / 35.4 / 35.1).
+constexpr int kRowsPerPass = 4;
+constexpr size_t kAheadBytes = 4096;
+
+// BF16 rows [r0, r1) against n_act bf16 activation rows, kRowsPerPass weight rows and up to 4
+// activation rows per pass. The weights stream once: while a pass runs, the rows about
+// kAheadBytes further on are requested (the hardware prefetchers stop at 4 KiB page edges).
+void vec_dot_rows_bf16(int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
+                       const uint8_t* act, size_t act_bytes, int n_act, float* y,
+                       int64_t y_stride) {
+  const uint8_t* end = w + size_t(r1) * row_bytes;
+  for (int64_t r = r0; r < r1; r += kRowsPerPass) {
+    const int nr = int(r1 - r < kRowsPerPass ? r1 - r : kRowsPerPass);
+    const uint8_t* wr = w + size_t(r) * row_bytes;
+    const uint8_t* pf = wr + kAheadBytes;
+    const uint8_t* pf_end = pf + size_t(nr) * row_bytes < end ? pf + size_t(nr) * row_bytes : end;
+    for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+    for (int a = 0; a < n_act; a += 4) {
+      const uint8_t* xa = act + size_t(a) * act_bytes;
+      float* ya = y + a * y_stride + r;
+      switch (n_act - a < 4 ? n_act - a : 4) {
+        case 1:
+          bf16_rows_na<1>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
+          break;
+        case 2:
+          bf16_rows_na<2>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
+          break;
+        case 3:
+          bf16_rows_na<3>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
+          break;
+        default:
+          bf16_rows_na<4>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
+          break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // The entry points (quant_kernels.h); the table that holds them is built in quant.cpp, because
@@ -155,6 +247,14 @@ void pack_x(const float* x, int64_t m, int64_t k, void* dst) {
 void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
           int64_t ldy) {
   kamera::quant::gemm(m, nw, k, x, w, ldw, y, ldy);
+}
+void vec_dot_rows(GgmlType t, int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0,
+                  int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,
+                  int64_t y_stride) {
+  if (t != GgmlType::BF16)
+    return avx512_vnni_kernels().vec_dot_rows(t, cols, w, row_bytes, r0, r1, act, act_bytes, n_act,
+                                              y, y_stride);
+  vec_dot_rows_bf16(cols, w, row_bytes, r0, r1, act, act_bytes, n_act, y, y_stride);
 }
 }  // namespace bf16
 

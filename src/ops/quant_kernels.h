@@ -32,6 +32,14 @@ struct QuantKernels {
                        int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,
                        int64_t y_stride);
 
+  // n activations (a multiple of 32) to q8_0 blocks, the same bytes as quantize_act_ref; null
+  // where the path has no faster quantizer than the reference.
+  void (*quantize_q8_0)(const float* x, void* dst, int64_t n) = nullptr;
+
+  // Non-null where vec_dot_rows takes BF16 weights' activation rows rounded to bf16 (2 bytes a
+  // value, round to nearest even) by this function instead of f32 (see act_bytes_of).
+  void (*acts_to_bf16)(const float* src, void* dst, int64_t n) = nullptr;
+
   // Prefill: a GEMM over weight panels dequantized to the path's panel format.
   PanelFormat panel;
   // Converts n f32 values (a dequantized weight row) to the panel format; null for F32.
@@ -73,6 +81,10 @@ size_t packed_x_bytes(int64_t m, int64_t k);
 void pack_x(const float* x, int64_t m, int64_t k, void* dst);
 void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
           int64_t ldy);
+// avx512_vnni's vec_dot_rows, except BF16 weights: vdpbf16ps against bf16 activation rows.
+void vec_dot_rows(GgmlType t, int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0,
+                  int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,
+                  int64_t y_stride);
 }  // namespace bf16
 namespace amx {
 size_t packed_x_bytes(int64_t m, int64_t k);
@@ -80,6 +92,9 @@ void pack_x(const float* x, int64_t m, int64_t k, void* dst);
 void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
           int64_t ldy);
 }  // namespace amx
+
+// Bytes of a row of cols activations as k.vec_dot_rows takes them for weight type t.
+size_t act_bytes_of(const QuantKernels& k, GgmlType t, int64_t cols);
 
 // Every path compiled in, scalar first.
 const QuantKernels* const* all_kernels(int* count);

@@ -190,8 +190,8 @@ void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
     const auto x = quant_data::random_activations(n * C, 2);
     std::vector<float> y(size_t(n * R));
     for (const quant::QuantKernels* k : paths) {
-      const quant::QuantKernels& dk = k ? *k : quant::decode_kernels();
-      const quant::QuantKernels& pk = k ? *k : quant::prefill_kernels();
+      const quant::QuantKernels& dk = k ? *k : quant::decode_kernels(t);
+      const quant::QuantKernels& pk = k ? *k : quant::prefill_kernels(t);
       quant::matmul_with(dk, pk, wv, x.data(), n, nullptr, y.data(), pool);  // warm up
       double best = 1e30;
       for (int rep = 0; rep < a.reps; ++rep) {

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "ops/quant.h"
 #include "ops/quant_blocks.h"
@@ -49,9 +51,21 @@ TEST(QuantKernels, PathsAreListedAndTheDispatchedOnesAreSupported) {
   }
   for (GgmlType t : weight_types()) {
     const std::string s = kernel_path(t);
-    EXPECT_NE(s.find(decode_kernels().name), std::string::npos) << s;
+    EXPECT_NE(s.find(decode_kernels(t).name), std::string::npos) << s;
     EXPECT_NE(s.find(prefill_kernels(t).name), std::string::npos) << s;
     EXPECT_TRUE(cpu_supports(prefill_kernels(t)));
+    EXPECT_TRUE(cpu_supports(decode_kernels(t)));
+    // Only BF16 weights leave the default decode table, for vdpbf16ps rows, on CPUs with
+    // AVX512-BF16 (unless KAMERA_DECODE_BF16=0).
+    const char* dot_off = std::getenv("KAMERA_DECODE_BF16");
+    const bool bf16_dots = cpu_features().avx512_bf16 && isa_level() >= IsaLevel::Avx512Vnni &&
+                           (dot_off == nullptr || std::string(dot_off) != "0");
+    if (t == GgmlType::BF16 && bf16_dots) {
+      EXPECT_NE(decode_kernels(t).acts_to_bf16, nullptr) << s;
+      EXPECT_NE(s.find("bf16-dot"), std::string::npos) << s;
+    } else {
+      EXPECT_EQ(&decode_kernels(t), &decode_kernels()) << s;
+    }
     // Only BF16 weights leave the default table, for bf16 tiles, on CPUs with AVX512-BF16.
     const char* off = std::getenv("KAMERA_PREFILL_BF16");
     const bool bf16_tiles = cpu_features().avx512_bf16 && isa_level() >= IsaLevel::Avx512Vnni &&
@@ -99,6 +113,24 @@ TEST(QuantKernels, DequantizeMatchesReferenceOnEveryPath) {
   }
 }
 
+// Activation row x as path k's vec_dot_rows takes it for weight type t (appended to act), and
+// the values the reference multiplies: x itself, or x rounded to bf16 where the path rounds it.
+std::vector<float> prepare_acts(const QuantKernels& k, GgmlType t, const std::vector<float>& x,
+                                uint8_t* act) {
+  const int64_t cols = int64_t(x.size());
+  if (t != GgmlType::BF16 || k.acts_to_bf16 == nullptr) {
+    quantize_act_ref(dot_type_of(t), x.data(), act, cols);
+    return x;
+  }
+  std::vector<float> rounded(x.size());
+  for (int64_t c = 0; c < cols; ++c) {
+    const uint16_t b = f32_to_bf16(x[c]);
+    std::memcpy(act + 2 * c, &b, 2);
+    rounded[c] = bf16_to_f32(b);
+  }
+  return rounded;
+}
+
 TEST(QuantKernels, DotProductsMatchReferenceOnEveryPath) {
   const int64_t rows = 13;
   for (const QuantKernels* k : supported_paths()) {
@@ -108,16 +140,18 @@ TEST(QuantKernels, DotProductsMatchReferenceOnEveryPath) {
       const size_t rb = *ggml_row_bytes(t, cols);
       const auto w = quant_data::random_rows(t, rows, cols, 21);
       const int n_act = 3;
-      const size_t ab = act_row_bytes(t, cols);
-      std::vector<uint8_t> act(ab * n_act);
+      const size_t ab = act_bytes_of(*k, t, cols);
+      const size_t rab = act_row_bytes(t, cols);  // the reference's activation rows
+      std::vector<uint8_t> act(ab * n_act), ref_act(rab * n_act);
       for (int a = 0; a < n_act; ++a) {
-        const auto x = quant_data::random_activations(cols, 30 + a);
-        quantize_act_ref(dot_type_of(t), x.data(), act.data() + ab * a, cols);
+        const auto x =
+            prepare_acts(*k, t, quant_data::random_activations(cols, 30 + a), act.data() + ab * a);
+        quantize_act_ref(dot_type_of(t), x.data(), ref_act.data() + rab * a, cols);
       }
       std::vector<float> ref(rows * n_act), got(rows * n_act, 1e30f);
       for (int a = 0; a < n_act; ++a)
         for (int64_t r = 0; r < rows; ++r)
-          ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, act.data() + ab * a);
+          ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, ref_act.data() + rab * a);
       // rows [2, rows) only: the first two must stay untouched
       k->vec_dot_rows(t, cols, w.data(), rb, 2, rows, act.data(), ab, n_act, got.data(), rows);
       for (int a = 0; a < n_act; ++a) {
@@ -131,12 +165,89 @@ TEST(QuantKernels, DotProductsMatchReferenceOnEveryPath) {
   }
 }
 
+// BF16 weights against activations rounded to bf16, every tile shape of the vdpbf16ps rows
+// (1 to 4 weight rows by 1 to 4 activation rows per pass, more activation rows in two passes) and
+// the masked tail of cols % 32 values, against the reference on the same rounded activations.
+// Products of two bf16 values are exact in f32, so only the summation order differs: the dots
+// agree to f32 rounding (NMSE 1e-10, the other paths' bound).
+TEST(QuantKernels, Bf16DotsMatchReferenceAtEveryTileShape) {
+  const GgmlType t = GgmlType::BF16;
+  int tested = 0;
+  for (const QuantKernels* k : supported_paths()) {
+    if (k->acts_to_bf16 == nullptr) continue;
+    for (int64_t cols : {int64_t(7), int64_t(32), int64_t(160), int64_t(901)}) {
+      const int64_t rows = 11;
+      const size_t rb = *ggml_row_bytes(t, cols);
+      const auto w = quant_data::random_rows(t, rows, cols, uint32_t(60 + cols));
+      for (int n_act : {1, 2, 3, 4, 5, 8}) {
+        for (auto [r0, r1] : {std::pair{0, 1}, {1, 3}, {2, 5}, {3, 7}, {0, 11}}) {
+          SCOPED_TRACE(std::string(k->name) + " cols=" + std::to_string(cols) +
+                       " n_act=" + std::to_string(n_act) + " rows [" + std::to_string(r0) + ", " +
+                       std::to_string(r1) + ")");
+          const size_t ab = act_bytes_of(*k, t, cols);
+          ASSERT_EQ(ab, size_t(2 * cols));
+          std::vector<uint8_t> act(ab * n_act);
+          std::vector<std::vector<float>> xr;
+          for (int a = 0; a < n_act; ++a)
+            xr.push_back(prepare_acts(*k, t, quant_data::random_activations(cols, 70 + a),
+                                      act.data() + ab * a));
+          std::vector<float> got(rows * n_act, 1e30f), ref(got.size(), 1e30f);
+          for (int a = 0; a < n_act; ++a)
+            for (int64_t r = r0; r < r1; ++r)
+              ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, xr[a].data());
+          k->vec_dot_rows(t, cols, w.data(), rb, r0, r1, act.data(), ab, n_act, got.data(), rows);
+          std::vector<float> g, e;  // the rows in [r0, r1); the others stay untouched
+          for (size_t i = 0; i < got.size(); ++i) {
+            if (ref[i] == 1e30f) {
+              EXPECT_EQ(got[i], 1e30f) << i;
+            } else {
+              g.push_back(got[i]);
+              e.push_back(ref[i]);
+            }
+          }
+          EXPECT_LE(quant_data::nmse(g.data(), e.data(), int64_t(g.size())), kDotNmse);
+          ++tested;
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with bf16 dot products on this CPU";
+}
+
+// A path's q8_0 activation quantizer writes the reference's bytes: random rows at several
+// scales, an all-zero block, and blocks whose scaled values fall on halves (7 * 18.142857 / 127
+// ... : amax 127 makes 1 / d exactly 1, so x.5 values test the half-away-from-zero rounding).
+TEST(QuantKernels, Q8_0ActivationsEqualTheReferenceByteForByte) {
+  const int64_t n = 32 * 6;
+  std::vector<float> x = quant_data::random_activations(n, 90);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;
+  for (int j = 0; j < 32; ++j) x[64 + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
+  for (int j = 0; j < 32; ++j) x[96 + j] = j == 0 ? -127.0f : -float(j) - 0.5f;
+  for (int j = 0; j < 32; ++j) x[128 + j] *= 1e-6f;
+  for (int j = 0; j < 32; ++j) x[160 + j] *= 3e4f;
+  const size_t bytes = *ggml_row_bytes(GgmlType::Q8_0, n);
+  std::vector<uint8_t> ref(bytes), got(bytes);
+  quantize_act_ref(GgmlType::Q8_0, x.data(), ref.data(), n);
+  int tested = 0;
+  for (const QuantKernels* k : supported_paths()) {
+    if (k->quantize_q8_0 == nullptr) continue;
+    SCOPED_TRACE(k->name);
+    std::fill(got.begin(), got.end(), uint8_t(0xa5));
+    k->quantize_q8_0(x.data(), got.data(), n);
+    EXPECT_EQ(got, ref);
+    ++tested;
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with its own q8_0 quantizer on this CPU";
+}
+
 // NMSE of matmul against x * dequantized(W)^T in double. Decode quantizes the activations to 8
 // bits: per 32 values (q8_0, q8_1) that measures 3e-5 to 1e-4 here, per 256 (q8_K, where one
-// outlier sets the step of 256 values) 2e-4 to 6e-4. bf16 panels (prefill on bf16 paths) cost
-// about 1e-5; f32 panels only rounding.
+// outlier sets the step of 256 values) 2e-4 to 6e-4. bf16 panels (prefill on bf16 paths) and
+// BF16 weights' decode on those paths (activations rounded to bf16: 2^-9 relative per value)
+// cost about 1e-5; f32 panels only rounding.
 double matmul_bound(const QuantKernels& k, GgmlType t, int64_t n) {
   if (n <= kQuantDecodeMaxRows) {
+    if (t == GgmlType::BF16 && k.acts_to_bf16 != nullptr) return 1e-4;
     const GgmlType dt = dot_type_of(t);
     return dt == GgmlType::F32 ? 1e-10 : dt == GgmlType::Q8_K ? 1.5e-3 : 3e-4;
   }
