@@ -119,18 +119,19 @@ bool Scheduler::fetch_worth(int64_t tokens, size_t bytes, const StoreTier::Fetch
 
 // Of the contexts a segment's patches were stored with, the request's own, else the one sharing
 // the most antecedents with it in order (ties: the first listed), as the segment index picks.
+// With none listed (tiers that keep no contexts: the disk), the request's own is asked for.
 struct StoredContext {
-  const std::vector<ChunkId>* ids = nullptr;  // null: none stored
-  int shared = -1;                            // antecedents in common with the request's
-  bool same = false;                          // the request's own context
+  std::span<const ChunkId> ids;
+  int shared = -1;    // antecedents in common with the request's
+  bool same = false;  // the request's own context
 };
 StoredContext nearest_context(const StoreTier::Contexts& stored, std::span<const ChunkId> ante) {
-  StoredContext best;
+  StoredContext best{ante, int(ante.size()), true};
   for (const std::vector<ChunkId>& c : stored) {
     if (std::equal(c.begin(), c.end(), ante.begin(), ante.end()))
-      return {&c, int(ante.size()), true};
+      return {c, int(ante.size()), true};
     const int n = common_in_order(c, ante);
-    if (n > best.shared) best = {&c, n, false};
+    if (best.same || n > best.shared) best = {c, n, false};
   }
   return best;
 }
@@ -168,30 +169,26 @@ std::vector<std::optional<SegmentIndex::Hit>> Scheduler::fetch_segments(Generati
   // the patch of its own context, else of the nearest stored one (a second round trip).
   const std::vector<StoreTier::Contexts> stored = store.find_contexts(ids);
   StoreTier::Batch want;
-  std::vector<size_t> kept;
   std::vector<StoredContext> chosen;
   std::vector<ChunkId> ante;  // the request's antecedents of segment asked[k]
   const PatchOptions po = compact_patch_options();
   for (size_t k = 0; k < asked.size(); ++k) {
     while (ante.size() < asked[k]) ante.push_back(segs[ante.size()].id);
     const StoredContext c = nearest_context(stored[k], ante);
-    if (c.ids == nullptr) continue;  // no patch of it anywhere: its canonical alone is not served
     want.canonicals.push_back(ids[k]);
-    want.patches.push_back(PatchKey::make(ids[k], *c.ids, po));
-    kept.push_back(asked[k]);
-    chosen.push_back(c);
+    want.patches.push_back(PatchKey::make(ids[k], c.ids, po));
+    chosen.push_back({{}, c.shared, c.same});  // c.ids may view `ante`, which grows
   }
-  if (kept.empty()) return out;
   ++metrics_.store_fetch_batches;
   const StoreTier::BatchLoaded got = store.find_batch(want);
-  for (size_t k = 0; k < kept.size(); ++k) {
+  for (size_t k = 0; k < asked.size(); ++k) {
     if (!got.canonicals[k] || !got.patches[k]) continue;
     SegmentIndex::Hit h;
     h.canonical = got.canonicals[k];
     h.patch = std::make_shared<const Patch>(got.patches[k]->patch);
     h.match = chosen[k].same ? SegmentIndex::Match::Exact : SegmentIndex::Match::Nearest;
     h.shared = chosen[k].shared;
-    out[kept[k]] = h;
+    out[asked[k]] = h;
   }
   return out;
 }

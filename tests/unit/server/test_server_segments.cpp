@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "server/prompt_segments.h"
+#include "support/temp_path.h"
 #include "support/test_server.h"
 #include "support/tiny_models.h"
 
@@ -293,4 +295,35 @@ TEST(ServerSegments, CanonicalsAreFormedUnderSteadyLoad) {
       EXPECT_EQ(formed, 0);
     }
   }
+}
+
+// A disk tier keeps no patches' contexts: after a restart on the same --store-dir, a segment the
+// memory no longer holds is asked for with the patch of its own context (store-patch), and the
+// answer is the one the first run gave.
+TEST(ServerSegments, ARestartServesSegmentsFromTheDiskTier) {
+  const std::string dir = unique_temp("segments-disk");
+  std::filesystem::remove_all(dir);
+  kamera::ServerOptions o;
+  o.store_dir = dir;
+  o.segment_compact_tokens = 16;
+  o.segment_patch_rank = 4096;  // capped at full rank: the patch restores the rows
+  o.store_fetch = "always";     // the tiny model recomputes faster than any fetch
+  json first;
+  {
+    tiny::TestServer s(o);
+    int st = 0;
+    first = s.post("/v1/chat/completions", window_turn(0), &st);
+    ASSERT_EQ(st, 200) << first.dump();
+    for (int i = 0; i < 100 && metric(s, "kamera_background_canonicals_total") < 4; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // idle: stored to disk
+    ASSERT_GE(metric(s, "kamera_background_canonicals_total"), 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last one's patches
+  }
+  tiny::TestServer s(o);
+  int st = 0;
+  const json again = s.post("/v1/chat/completions", window_turn(0), &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_GT(served(again, "store-patch"), 40) << again["usage"].dump();
+  EXPECT_EQ(again["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"]);
+  std::filesystem::remove_all(dir);
 }
