@@ -2,8 +2,10 @@
 // gap between streamed tokens from 2 ms to 810 ms, because their forwards ran whole between two
 // decode steps. Now they run in slices of --prefill-slice-tokens between decode steps: with one
 // client appending 1,000-token chunks in a loop, another client's streamed tokens keep their p99
-// gap within 2x of the idle one. The same test with 512-token slices in every step (no share)
-// shows the stall that slicing and the share remove.
+// gap within 2x of the idle one (or 1 ms above it: below a millisecond the gaps are the machine's
+// scheduling noise; on a fast CI host the tiny model's decode step is 0.08 ms, and a single thread
+// wake-up moves the p99 by more than that). The same test with 512-token slices in every step (no
+// share) shows the stall that slicing and the share remove.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -149,6 +151,12 @@ Measure measure(int slice_tokens, double share) {
   return m;
 }
 
+// The stream kept its pace beside the appends: its p99 gap within 2x of the idle one, with 1 ms of
+// the machine's scheduling noise allowed where the idle gap is a fraction of a millisecond.
+bool kept_pace(const Measure& m) {
+  return m.busy_p99 <= std::max(2.0 * m.idle_p99, m.idle_p99 + 1.0);
+}
+
 }  // namespace
 
 TEST(ServerFairness, AppendsDoNotStallAnotherClientsStream) {
@@ -163,13 +171,14 @@ TEST(ServerFairness, AppendsDoNotStallAnotherClientsStream) {
         m.idle_p99, m.busy_p99, m.busy_p99 / m.idle_p99, m.appends, m.pauses);
     EXPECT_GT(m.pauses, 0) << "no prefill ran beside the streams";
     if (run == 0 || m.busy_p99 / m.idle_p99 < best.busy_p99 / best.idle_p99) best = m;
-    if (best.busy_p99 <= 2.0 * best.idle_p99) break;
+    if (kept_pace(best)) break;
   }
-  EXPECT_LE(best.busy_p99, 2.0 * best.idle_p99);
+  EXPECT_TRUE(kept_pace(best)) << "p99 gap " << best.busy_p99 << " ms beside the appends, "
+                               << best.idle_p99 << " ms idle";
   // With a micro-batch of 512 tokens run beside every decode step (no share, the largest slice)
   // the appends hold the stream: the measurement can fail.
   const Measure whole = measure(512, 0);
   std::printf("512-token slices every step: idle %.2f ms, with appends %.2f ms (%.1fx)\n",
               whole.idle_p99, whole.busy_p99, whole.busy_p99 / whole.idle_p99);
-  EXPECT_GT(whole.busy_p99, 2.0 * whole.idle_p99);
+  EXPECT_FALSE(kept_pace(whole)) << "the control kept its pace: the test cannot tell a stall";
 }
