@@ -243,6 +243,9 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
     xp = packed.data();
   }
   const size_t elem = k.panel == PanelFormat::F32 ? 4 : 2;
+  // BF16 weights in their file's rows are already a bf16 panel: no dequantizing round trip.
+  const bool in_panel_format =
+      w.layout == WeightLayout::Rows && k.panel == PanelFormat::BF16 && w.type == GgmlType::BF16;
   const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
   pool.parallel_for(n_panels, [&](int64_t p0, int64_t p1) {
     auto* f32 = reinterpret_cast<float*>(grow(scratch(0), size_t(kPanelRows * w.cols) * 4));
@@ -250,6 +253,10 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
                                            : grow(scratch(1), size_t(kPanelRows * w.cols) * elem);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t r0 = p * kPanelRows, nr = std::min(kPanelRows, w.rows - r0);
+      if (in_panel_format) {  // the weight rows are the panel
+        k.gemm(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
+        continue;
+      }
       for (int64_t j = 0; j < nr; ++j) {
         float* row = f32 + j * w.cols;
         k.dequantize(w.type, file_row(w, r0 + j, scratch(2)), row, w.cols);

@@ -1,6 +1,7 @@
-// The avx512_bf16 path: decode as avx512_vnni; prefill multiplies bf16 weight panels by bf16
-// activations with vdpbf16ps (two products per f32 lane, twice the f32 FMA rate), in 4 x 6
-// register tiles whose k-sums sit in the vector lanes. Compiled with AVX512-BF16 flags
+// The avx512_bf16 path: decode as avx512_vnni (BF16 weights aside: vdpbf16ps rows); prefill
+// multiplies bf16 weight panels by bf16 activations with vdpbf16ps (two products per f32 lane,
+// twice the f32 FMA rate), in 6 x 64 register tiles that hold y's columns in the vector lanes.
+// Compiled with AVX512-BF16 flags
 // (src/CMakeLists.txt); used only when the CPU has them.
 // GCC 12's AVX-512 headers fill unused lanes with an "undefined" value that its own
 // -Wuninitialized then reports inside the header.
@@ -12,23 +13,16 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "ops/quant_kernels.h"
 
 namespace kamera::quant {
 
 namespace {
-
-constexpr int kMr = 4, kNr = 6;
-
-inline float hsum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // n f32 values to bf16, round to nearest even (n a multiple of 16 but any tail is handled).
 void to_bf16(const float* src, void* dst, int64_t n) {
@@ -53,86 +47,144 @@ void pack(const float* x, int64_t m, int64_t k, void* dst) {
   to_bf16(x, dst, m * k);
 }
 
-template <int MR, int NR>
-void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k, float* y,
-          int64_t ldy, bool add) {
-  // Loops over the tile are unrolled so the accumulators stay in registers.
-  __m512 acc[MR][NR];
+// --- prefill with the output columns in the vector lanes ---------------------------------------
+//
+// The panel's rows (at most 64 weight rows of k bf16 values) are laid out once per call as k/2
+// steps of 64 columns x 2 values (256 bytes: 4 vectors of 16 columns, each lane one column's pair
+// of k values; zero past nw). A step then broadcasts each of MR activation rows' pair of values
+// into a vdpbf16ps against NS of those vectors: MR x NS accumulators that hold y's columns, so no
+// horizontal sums. k runs in chunks of kKc values, so that a chunk of the laid-out panel
+// (64 x kKc x 2 bytes = 32 KiB) stays in L1 while every activation row passes it.
+constexpr int kLaneRows = 6, kStrips = 4;
+constexpr int64_t kKc = 256;
+
+// out[c] = column c of the 16 x 16 matrix of 32-bit elements whose rows are r[0..15].
+inline void transpose16(const __m512i (&r)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c
+    u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // lane L of u[c], u[4 + c], u[8 + c], u[12 + c] side by side
+    const __m512i ab_lo = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    const __m512i ab_hi = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    const __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    out[c] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
+    out[4 + c] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xdd);
+    out[8 + c] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
+    out[12 + c] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xdd);
+  }
+}
+
+// Rows [0, nw) of w (ldw apart, k values) as dst[s * 64 + j] = the pair (w[j][2s], w[j][2s + 1]),
+// zero for j >= nw: 16 x 16 blocks of pairs transposed in registers.
+void lay_out_panel(const uint16_t* w, int64_t ldw, int64_t nw, int64_t k, uint32_t* dst) {
+  for (int q = 0; q < kStrips; ++q)
+    for (int64_t s0 = 0; s0 < k / 2; s0 += 16) {
+      __m512i r[16], c[16];
+      for (int j = 0; j < 16; ++j)
+        r[j] = 16 * q + j < nw ? _mm512_loadu_si512(w + (16 * q + j) * ldw + 2 * s0)
+                               : _mm512_setzero_si512();
+      transpose16(r, c);
+      for (int t = 0; t < 16; ++t) _mm512_storeu_si512(dst + (s0 + t) * 64 + 16 * q, c[t]);
+    }
+}
+
+// y[i][16 q + c] (+)= sum over `steps` pairs of x[i] . panel column 16 q + c, for i < MR and
+// q < NS; the columns past the masks are neither read nor written.
+template <int MR, int NS>
+void lanes_tile(const uint16_t* x, int64_t ldx, const uint32_t* wp, int64_t steps, float* y,
+                int64_t ldy, const __mmask16* mask, bool add) {
+  __m512 acc[MR][NS];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < k; p += 32) {
-    __m512bh wv[NR];
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      const __m512i v = _mm512_loadu_si512(w + j * ldw + p);
-      wv[j] = reinterpret_cast<const __m512bh&>(v);
+#pragma GCC unroll 4
+    for (int q = 0; q < NS; ++q)
+      acc[i][q] = add ? _mm512_maskz_loadu_ps(mask[q], y + i * ldy + 16 * q) : _mm512_setzero_ps();
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512bh wv[NS];
+#pragma GCC unroll 4
+    for (int q = 0; q < NS; ++q) {
+      const __m512i v = _mm512_loadu_si512(wp + s * 64 + 16 * q);
+      wv[q] = reinterpret_cast<const __m512bh&>(v);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m512i v = _mm512_loadu_si512(x + i * ldx + p);
-      const __m512bh xv = reinterpret_cast<const __m512bh&>(v);
-#pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+      uint32_t pair;
+      std::memcpy(&pair, x + i * ldx + 2 * s, 4);
+      const __m512i b = _mm512_set1_epi32(int32_t(pair));
+      const __m512bh xv = reinterpret_cast<const __m512bh&>(b);
+#pragma GCC unroll 4
+      for (int q = 0; q < NS; ++q) acc[i][q] = _mm512_dpbf16_ps(acc[i][q], xv, wv[q]);
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      const float s = hsum512(acc[i][j]);
-      y[i * ldy + j] = add ? y[i * ldy + j] + s : s;
-    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NS; ++q) _mm512_mask_storeu_ps(y + i * ldy + 16 * q, mask[q], acc[i][q]);
 }
 
 template <int MR>
-void tile_row(int nr, const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t k,
-              float* y, int64_t ldy, bool add) {
-  switch (nr) {
+void lanes_tile_ns(int ns, const uint16_t* x, int64_t ldx, const uint32_t* wp, int64_t steps,
+                   float* y, int64_t ldy, const __mmask16* mask, bool add) {
+  switch (ns) {
     case 1:
-      return tile<MR, 1>(x, ldx, w, ldw, k, y, ldy, add);
+      return lanes_tile<MR, 1>(x, ldx, wp, steps, y, ldy, mask, add);
     case 2:
-      return tile<MR, 2>(x, ldx, w, ldw, k, y, ldy, add);
+      return lanes_tile<MR, 2>(x, ldx, wp, steps, y, ldy, mask, add);
     case 3:
-      return tile<MR, 3>(x, ldx, w, ldw, k, y, ldy, add);
-    case 4:
-      return tile<MR, 4>(x, ldx, w, ldw, k, y, ldy, add);
-    case 5:
-      return tile<MR, 5>(x, ldx, w, ldw, k, y, ldy, add);
+      return lanes_tile<MR, 3>(x, ldx, wp, steps, y, ldy, mask, add);
     default:
-      return tile<MR, 6>(x, ldx, w, ldw, k, y, ldy, add);
+      return lanes_tile<MR, 4>(x, ldx, wp, steps, y, ldy, mask, add);
   }
 }
 
-void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int64_t ldw, float* y,
-          int64_t ldy) {
+void lanes_tile_any(int mr, int ns, const uint16_t* x, int64_t ldx, const uint32_t* wp,
+                    int64_t steps, float* y, int64_t ldy, const __mmask16* mask, bool add) {
+  switch (mr) {
+    case 1:
+      return lanes_tile_ns<1>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+    case 2:
+      return lanes_tile_ns<2>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+    case 3:
+      return lanes_tile_ns<3>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+    case 4:
+      return lanes_tile_ns<4>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+    case 5:
+      return lanes_tile_ns<5>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+    default:
+      return lanes_tile_ns<6>(ns, x, ldx, wp, steps, y, ldy, mask, add);
+  }
+}
+
+void gemm_lanes(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int64_t ldw,
+                float* y, int64_t ldy) {
   const auto* x = static_cast<const uint16_t*>(xv);
   const auto* w = static_cast<const uint16_t*>(wv);
-  constexpr int64_t kc_max = 2048;
-  for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
-    const int64_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-    for (int64_t i = 0; i < m; i += kMr) {
-      const int mr = int(m - i < kMr ? m - i : kMr);
-      for (int64_t j = 0; j < nw; j += kNr) {
-        const int nr = int(nw - j < kNr ? nw - j : kNr);
-        const uint16_t* xs = x + i * k + k0;
-        const uint16_t* ws = w + j * ldw + k0;
-        float* ys = y + i * ldy + j;
-        switch (mr) {
-          case 1:
-            tile_row<1>(nr, xs, k, ws, ldw, kc, ys, ldy, k0 > 0);
-            break;
-          case 2:
-            tile_row<2>(nr, xs, k, ws, ldw, kc, ys, ldy, k0 > 0);
-            break;
-          case 3:
-            tile_row<3>(nr, xs, k, ws, ldw, kc, ys, ldy, k0 > 0);
-            break;
-          default:
-            tile_row<4>(nr, xs, k, ws, ldw, kc, ys, ldy, k0 > 0);
-            break;
-        }
+  thread_local std::vector<uint32_t> panel;
+  panel.resize(size_t(k / 2) * 64);
+  for (int64_t j0 = 0; j0 < nw; j0 += 64) {
+    const int64_t nj = std::min<int64_t>(64, nw - j0);
+    lay_out_panel(w + j0 * ldw, ldw, nj, k, panel.data());
+    const int ns = int((nj + 15) / 16);
+    __mmask16 mask[kStrips];
+    for (int q = 0; q < kStrips; ++q) {
+      const int64_t left = std::clamp<int64_t>(nj - 16 * q, 0, 16);
+      mask[q] = __mmask16((1u << left) - 1);
+    }
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0);
+      for (int64_t i = 0; i < m; i += kLaneRows) {
+        const int mr = int(std::min<int64_t>(kLaneRows, m - i));
+        lanes_tile_any(mr, ns, x + i * k + k0, k, panel.data() + (k0 / 2) * 64, kc / 2,
+                       y + i * ldy + j0, ldy, mask, k0 > 0);
       }
     }
   }
@@ -246,7 +298,7 @@ void pack_x(const float* x, int64_t m, int64_t k, void* dst) {
 }
 void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
           int64_t ldy) {
-  kamera::quant::gemm(m, nw, k, x, w, ldw, y, ldy);
+  gemm_lanes(m, nw, k, x, w, ldw, y, ldy);
 }
 void vec_dot_rows(GgmlType t, int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0,
                   int64_t r1, const uint8_t* act, size_t act_bytes, int n_act, float* y,

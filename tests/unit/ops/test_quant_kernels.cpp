@@ -165,53 +165,124 @@ TEST(QuantKernels, DotProductsMatchReferenceOnEveryPath) {
   }
 }
 
-// BF16 weights against activations rounded to bf16, every tile shape of the vdpbf16ps rows
-// (1 to 4 weight rows by 1 to 4 activation rows per pass, more activation rows in two passes) and
-// the masked tail of cols % 32 values, against the reference on the same rounded activations.
-// Products of two bf16 values are exact in f32, so only the summation order differs: the dots
-// agree to f32 rounding (NMSE 1e-10, the other paths' bound).
+// The NMSE of the outputs a kernel was to write (ref not 1e30); the others, filled with 1e30
+// before the call, must stay untouched.
+double nmse_of_written(const std::vector<float>& got, const std::vector<float>& ref) {
+  std::vector<float> g, e;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (ref[i] == 1e30f) {
+      EXPECT_EQ(got[i], 1e30f) << i;
+    } else {
+      g.push_back(got[i]);
+      e.push_back(ref[i]);
+    }
+  }
+  return quant_data::nmse(g.data(), e.data(), int64_t(g.size()));
+}
+
+// Float weights against every tile shape of the row kernels (1 to 4 weight rows by 1 to 4
+// activation rows per pass, more activation rows in two passes) and the masked tail of the last
+// cols % 32 values, against the reference on the same activations (for BF16 on paths with bf16
+// dots, rounded to bf16 as the path rounds them). Products of two bf16 values are exact in f32,
+// and f16 x f32 products differ only by rounding, so only the summation order differs: the dots
+// agree to f32 rounding (NMSE 1e-10, the other paths' bound). Returns the cases checked.
+int check_row_tiles(const QuantKernels& k, GgmlType t) {
+  int tested = 0;
+  for (int64_t cols : {int64_t(7), int64_t(32), int64_t(160), int64_t(901)}) {
+    const int64_t rows = 11;
+    const size_t rb = *ggml_row_bytes(t, cols);
+    const auto w = quant_data::random_rows(t, rows, cols, uint32_t(60 + cols));
+    for (int n_act : {1, 2, 3, 4, 5, 8}) {
+      for (auto [r0, r1] : {std::pair{0, 1}, {1, 3}, {2, 5}, {3, 7}, {0, 11}}) {
+        SCOPED_TRACE(std::string(k.name) + " " + ggml_type_name(t) +
+                     " cols=" + std::to_string(cols) + " n_act=" + std::to_string(n_act) +
+                     " rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")");
+        const size_t ab = act_bytes_of(k, t, cols);
+        std::vector<uint8_t> act(ab * n_act);
+        std::vector<std::vector<float>> xr;
+        for (int a = 0; a < n_act; ++a)
+          xr.push_back(prepare_acts(k, t, quant_data::random_activations(cols, 70 + a),
+                                    act.data() + ab * a));
+        std::vector<float> got(rows * n_act, 1e30f), ref(got.size(), 1e30f);
+        for (int a = 0; a < n_act; ++a)
+          for (int64_t r = r0; r < r1; ++r)
+            ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, xr[a].data());
+        k.vec_dot_rows(t, cols, w.data(), rb, r0, r1, act.data(), ab, n_act, got.data(), rows);
+        EXPECT_LE(nmse_of_written(got, ref), kDotNmse);  // the rows in [r0, r1)
+        ++tested;
+      }
+    }
+  }
+  return tested;
+}
+
 TEST(QuantKernels, Bf16DotsMatchReferenceAtEveryTileShape) {
-  const GgmlType t = GgmlType::BF16;
   int tested = 0;
   for (const QuantKernels* k : supported_paths()) {
     if (k->acts_to_bf16 == nullptr) continue;
-    for (int64_t cols : {int64_t(7), int64_t(32), int64_t(160), int64_t(901)}) {
-      const int64_t rows = 11;
-      const size_t rb = *ggml_row_bytes(t, cols);
-      const auto w = quant_data::random_rows(t, rows, cols, uint32_t(60 + cols));
-      for (int n_act : {1, 2, 3, 4, 5, 8}) {
-        for (auto [r0, r1] : {std::pair{0, 1}, {1, 3}, {2, 5}, {3, 7}, {0, 11}}) {
-          SCOPED_TRACE(std::string(k->name) + " cols=" + std::to_string(cols) +
-                       " n_act=" + std::to_string(n_act) + " rows [" + std::to_string(r0) + ", " +
-                       std::to_string(r1) + ")");
-          const size_t ab = act_bytes_of(*k, t, cols);
-          ASSERT_EQ(ab, size_t(2 * cols));
-          std::vector<uint8_t> act(ab * n_act);
-          std::vector<std::vector<float>> xr;
-          for (int a = 0; a < n_act; ++a)
-            xr.push_back(prepare_acts(*k, t, quant_data::random_activations(cols, 70 + a),
-                                      act.data() + ab * a));
-          std::vector<float> got(rows * n_act, 1e30f), ref(got.size(), 1e30f);
-          for (int a = 0; a < n_act; ++a)
-            for (int64_t r = r0; r < r1; ++r)
-              ref[a * rows + r] = vec_dot_ref(t, cols, w.data() + rb * r, xr[a].data());
-          k->vec_dot_rows(t, cols, w.data(), rb, r0, r1, act.data(), ab, n_act, got.data(), rows);
-          std::vector<float> g, e;  // the rows in [r0, r1); the others stay untouched
-          for (size_t i = 0; i < got.size(); ++i) {
-            if (ref[i] == 1e30f) {
-              EXPECT_EQ(got[i], 1e30f) << i;
+    ASSERT_EQ(act_bytes_of(*k, GgmlType::BF16, 32), size_t(64));
+    tested += check_row_tiles(*k, GgmlType::BF16);
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with bf16 dot products on this CPU";
+}
+
+// F16 rows on every path (the AVX-512 ones run 4 rows by up to 4 activation rows per pass).
+TEST(QuantKernels, F16DotsMatchReferenceAtEveryTileShape) {
+  for (const QuantKernels* k : supported_paths()) EXPECT_GT(check_row_tiles(*k, GgmlType::F16), 0);
+}
+
+// Every path's prefill GEMM at tile edges: m rows of x against nw panel rows (x's row tiles, the
+// panel's column strips and their masked tails), k across the kernels' k chunks. The values are
+// exact in bf16, so the products are exact in every panel format and only the summation order
+// differs from the double reference.
+TEST(QuantKernels, PanelGemmMatchesReferenceAtEveryTileShape) {
+  auto bf16_exact = [](float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u &= 0xffff0000u;
+    std::memcpy(&v, &u, 4);
+    return v;
+  };
+  for (const QuantKernels* k : supported_paths()) {
+    for (int64_t kk : {int64_t(32), int64_t(288), int64_t(544)}) {
+      for (int64_t m : {int64_t(1), int64_t(5), int64_t(6), int64_t(7), int64_t(13)}) {
+        for (int64_t nw : {int64_t(1), int64_t(16), int64_t(17), int64_t(53), int64_t(64)}) {
+          SCOPED_TRACE(std::string(k->name) + " m=" + std::to_string(m) +
+                       " nw=" + std::to_string(nw) + " k=" + std::to_string(kk));
+          std::vector<float> x = quant_data::random_activations(m * kk, uint32_t(80 + m));
+          std::vector<float> w = quant_data::random_activations(nw * kk, uint32_t(90 + nw));
+          for (float& v : x) v = bf16_exact(v);
+          for (float& v : w) v = bf16_exact(v);
+          const size_t elem = k->panel == PanelFormat::F32 ? 4 : 2;
+          std::vector<uint8_t> panel(size_t(nw * kk) * elem);
+          for (int64_t j = 0; j < nw; ++j) {
+            if (k->to_panel == nullptr) {
+              std::memcpy(panel.data() + size_t(j * kk) * 4, w.data() + j * kk, size_t(kk) * 4);
             } else {
-              g.push_back(got[i]);
-              e.push_back(ref[i]);
+              k->to_panel(w.data() + j * kk, panel.data() + size_t(j * kk) * elem, kk);
             }
           }
-          EXPECT_LE(quant_data::nmse(g.data(), e.data(), int64_t(g.size())), kDotNmse);
-          ++tested;
+          std::vector<uint8_t> packed;
+          const void* xp = x.data();
+          if (k->pack_x != nullptr) {
+            packed.resize(k->packed_x_bytes(m, kk));
+            k->pack_x(x.data(), m, kk, packed.data());
+            xp = packed.data();
+          }
+          const int64_t ldy = nw + 3;  // y's rows wider than the panel: the rest stays untouched
+          std::vector<float> got(size_t(m * ldy), 1e30f), ref(got.size(), 1e30f);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < nw; ++j) {
+              double acc = 0;
+              for (int64_t c = 0; c < kk; ++c) acc += double(x[i * kk + c]) * w[j * kk + c];
+              ref[i * ldy + j] = float(acc);
+            }
+          k->gemm(m, nw, kk, xp, panel.data(), kk, got.data(), ldy);
+          EXPECT_LE(nmse_of_written(got, ref), kDotNmse);
         }
       }
     }
   }
-  if (tested == 0) GTEST_SKIP() << "no path with bf16 dot products on this CPU";
 }
 
 // A path's q8_0 activation quantizer writes the reference's bytes: random rows at several
