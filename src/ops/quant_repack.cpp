@@ -41,11 +41,17 @@ void places(WeightLayout l, uint8_t* grp, uint8_t* blk, size_t j) {
       for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 32 + 64 * c + 4 * j, blk, 2 + 4 * c, 4);
       return;
     case WeightLayout::Q4_Kx16:
+    case WeightLayout::Q5_Kx16: {
+      const bool five = l == WeightLayout::Q5_Kx16;
+      const size_t qs = five ? 48 : 16, qs_at = five ? 768 : 256;  // in the block, in the column
       move<kPack>(grp, 2 * j, blk, 0, 2);
       move<kPack>(grp, 32 + 2 * j, blk, 2, 2);
       for (size_t k = 0; k < 12; ++k) move<kPack>(grp, 64 + 16 * k + j, blk, 4 + k, 1);
-      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, 256 + 64 * c + 4 * j, blk, 16 + 4 * c, 4);
+      if (five)
+        for (size_t c = 0; c < 8; ++c) move<kPack>(grp, 256 + 64 * c + 4 * j, blk, 16 + 4 * c, 4);
+      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, qs_at + 64 * c + 4 * j, blk, qs + 4 * c, 4);
       return;
+    }
     case WeightLayout::Q6_Kx16:
       move<kPack>(grp, 2 * j, blk, 208, 2);
       for (size_t g = 0; g < 16; ++g) move<kPack>(grp, 32 + 16 * g + j, blk, 192 + g, 1);
@@ -103,6 +109,8 @@ WeightLayout x16_layout_of(GgmlType t) {
       return WeightLayout::Q5_0x16;
     case GgmlType::Q4_K:
       return WeightLayout::Q4_Kx16;
+    case GgmlType::Q5_K:
+      return WeightLayout::Q5_Kx16;
     case GgmlType::Q6_K:
       return WeightLayout::Q6_Kx16;
     case GgmlType::IQ4_XS:

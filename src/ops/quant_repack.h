@@ -17,6 +17,10 @@
 //   Q4_Kx16 (144 B/row): 16 f16 d (32 B); 16 f16 dmin (32 B); the 12 scale bytes as [byte k]
 //                        [row j] (192 B); 32 chunks of 64 B, chunk 8p + c = bytes
 //                        qs[32p + 4c .. +3] of each row (sub-blocks 2p and 2p + 1 in the nibbles).
+//   Q5_Kx16 (176 B/row): d, dmin and scale bytes as Q4_Kx16 (256 B); 8 chunks of 64 B, chunk c =
+//                        bytes qh[4c .. 4c+3] of each row (bit 2p + s of byte i: the fifth bit of
+//                        the value in sub-block 2p + s at byte i of chunk 8p + c's nibbles, so one
+//                        shift and one mask bring it to bit 4); 32 chunks of 64 B as Q4_Kx16's.
 //   Q6_Kx16 (210 B/row): 16 f16 d (32 B); the 16 scales as [sub-block g][row j] (256 B); for
 //                        half h and c = 0..7, three chunks of 64 B: ql[64h + 4c ..],
 //                        ql[64h + 32 + 4c ..], qh[32h + 4c ..] of each row.
@@ -37,7 +41,7 @@ namespace kamera::quant {
 
 inline constexpr int64_t kRepackRows = 16;
 
-// The repacked layout of a weight type (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS),
+// The repacked layout of a weight type (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS),
 // else Rows.
 WeightLayout x16_layout_of(GgmlType t);
 
