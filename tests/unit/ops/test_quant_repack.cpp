@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights repacked in groups of 16 rows
+// Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights repacked in groups of 16 rows
 // (ops/quant_repack.h): the bytes round-trip, and decode on every kernel path (the VNNI kernel for
 // the layout, the unpacking fallback elsewhere) matches the scalar reference dots of the file's
 // rows; prefill and row lookups give exactly what the file's layout gives; the loader repacks only
@@ -51,6 +51,9 @@ const std::vector<Case>& cases() {
        {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
       {GgmlType::Q5_0,
        WeightLayout::Q5_0x16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
+      {GgmlType::Q5_1,
+       WeightLayout::Q5_1x16,
        {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
       {GgmlType::Q4_K, WeightLayout::Q4_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
       {GgmlType::Q5_K, WeightLayout::Q5_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
