@@ -31,7 +31,9 @@ enum class WeightLayout : uint8_t {
   Q6_Kx16,
   Q4_0x16,
   IQ4_XSx16,
-  IQ4_NLx16
+  IQ4_NLx16,
+  Q5_Kx16,
+  Q5_1x16
 };
 
 // A weight matrix of `rows` (out) rows of `cols` (in) values in ggml type `type`, row-major,

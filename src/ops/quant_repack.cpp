@@ -35,17 +35,29 @@ void places(WeightLayout l, uint8_t* grp, uint8_t* blk, size_t j) {
       move<kPack>(grp, 32 + 4 * j, blk, 2, 4);  // qh, its bits reordered by q5_qh_order
       for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 96 + 64 * c + 4 * j, blk, 6 + 4 * c, 4);
       return;
+    case WeightLayout::Q5_1x16:
+      move<kPack>(grp, 2 * j, blk, 0, 2);
+      move<kPack>(grp, 32 + 2 * j, blk, 2, 2);
+      move<kPack>(grp, 64 + 4 * j, blk, 4, 4);  // qh, as Q5_0x16's
+      for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 128 + 64 * c + 4 * j, blk, 8 + 4 * c, 4);
+      return;
     case WeightLayout::Q4_0x16:
     case WeightLayout::IQ4_NLx16:
       move<kPack>(grp, 2 * j, blk, 0, 2);
       for (size_t c = 0; c < 4; ++c) move<kPack>(grp, 32 + 64 * c + 4 * j, blk, 2 + 4 * c, 4);
       return;
     case WeightLayout::Q4_Kx16:
+    case WeightLayout::Q5_Kx16: {
+      const bool five = l == WeightLayout::Q5_Kx16;
+      const size_t qs = five ? 48 : 16, qs_at = five ? 768 : 256;  // in the block, in the column
       move<kPack>(grp, 2 * j, blk, 0, 2);
       move<kPack>(grp, 32 + 2 * j, blk, 2, 2);
       for (size_t k = 0; k < 12; ++k) move<kPack>(grp, 64 + 16 * k + j, blk, 4 + k, 1);
-      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, 256 + 64 * c + 4 * j, blk, 16 + 4 * c, 4);
+      if (five)
+        for (size_t c = 0; c < 8; ++c) move<kPack>(grp, 256 + 64 * c + 4 * j, blk, 16 + 4 * c, 4);
+      for (size_t c = 0; c < 32; ++c) move<kPack>(grp, qs_at + 64 * c + 4 * j, blk, qs + 4 * c, 4);
       return;
+    }
     case WeightLayout::Q6_Kx16:
       move<kPack>(grp, 2 * j, blk, 208, 2);
       for (size_t g = 0; g < 16; ++g) move<kPack>(grp, 32 + 16 * g + j, blk, 192 + g, 1);
@@ -79,11 +91,13 @@ uint32_t q5_qh_order(uint32_t h, bool to_repacked) {
     }
   return out;
 }
-void reorder_q5_qh(uint8_t* blk, bool to_repacked) {
+void reorder_q5_qh(WeightLayout l, uint8_t* blk, bool to_repacked) {
+  if (l != WeightLayout::Q5_0x16 && l != WeightLayout::Q5_1x16) return;
+  uint8_t* at = blk + (l == WeightLayout::Q5_1x16 ? 4 : 2);  // after d (and m)
   uint32_t h;
-  std::memcpy(&h, blk + 2, 4);
+  std::memcpy(&h, at, 4);
   h = q5_qh_order(h, to_repacked);
-  std::memcpy(blk + 2, &h, 4);
+  std::memcpy(at, &h, 4);
 }
 
 // Q8_0x16 keeps its quants + 128 (bytes 2.. of a block flipped in their top bit).
@@ -101,8 +115,12 @@ WeightLayout x16_layout_of(GgmlType t) {
       return WeightLayout::Q4_0x16;
     case GgmlType::Q5_0:
       return WeightLayout::Q5_0x16;
+    case GgmlType::Q5_1:
+      return WeightLayout::Q5_1x16;
     case GgmlType::Q4_K:
       return WeightLayout::Q4_Kx16;
+    case GgmlType::Q5_K:
+      return WeightLayout::Q5_Kx16;
     case GgmlType::Q6_K:
       return WeightLayout::Q6_Kx16;
     case GgmlType::IQ4_XS:
@@ -134,7 +152,7 @@ void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst) {
       for (size_t j = 0; j < size_t(kRepackRows); ++j) {
         std::memcpy(tmp, src.row(g * kRepackRows + int64_t(j)) + b * bb, bb);
         if (l == WeightLayout::Q8_0x16) flip_q8_0_quants(tmp);
-        if (l == WeightLayout::Q5_0x16) reorder_q5_qh(tmp, true);
+        reorder_q5_qh(l, tmp, true);
         places<true>(l, grp, tmp, j);
       }
     }
@@ -152,7 +170,7 @@ void unpack_x16_rows(const WeightView& w, int64_t r0, int64_t count, uint8_t* ds
                                        b * kRepackRows * bb);
       places<false>(w.layout, grp, out + b * bb, j);
       if (w.layout == WeightLayout::Q8_0x16) flip_q8_0_quants(out + b * bb);
-      if (w.layout == WeightLayout::Q5_0x16) reorder_q5_qh(out + b * bb, false);
+      reorder_q5_qh(w.layout, out + b * bb, false);
     }
   }
 }

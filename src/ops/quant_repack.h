@@ -11,12 +11,17 @@
 //                        value 4m + i moved to bit m of byte i (one shift per chunk); 4 chunks of
 //                        64 B, chunk c = bytes qs[4c .. 4c+3] of each row (low nibbles: values
 //                        4c.., high nibbles: values 16 + 4c..).
+//   Q5_1x16 (24 B/row):  16 f16 d (32 B); 16 f16 m (32 B); then qh and chunks as Q5_0x16's.
 //   Q4_0x16 (18 B/row):  16 f16 scales (32 B); 4 chunks of 64 B, chunk c = bytes qs[4c .. 4c+3]
 //                        of each row (low nibbles: values 4c.., high nibbles: values 16 + 4c..).
 //   IQ4_NLx16 (18 B/row): as Q4_0x16 (the nibbles index the 16 levels).
 //   Q4_Kx16 (144 B/row): 16 f16 d (32 B); 16 f16 dmin (32 B); the 12 scale bytes as [byte k]
 //                        [row j] (192 B); 32 chunks of 64 B, chunk 8p + c = bytes
 //                        qs[32p + 4c .. +3] of each row (sub-blocks 2p and 2p + 1 in the nibbles).
+//   Q5_Kx16 (176 B/row): d, dmin and scale bytes as Q4_Kx16 (256 B); 8 chunks of 64 B, chunk c =
+//                        bytes qh[4c .. 4c+3] of each row (bit 2p + s of byte i: the fifth bit of
+//                        the value in sub-block 2p + s at byte i of chunk 8p + c's nibbles, so one
+//                        shift and one mask bring it to bit 4); 32 chunks of 64 B as Q4_Kx16's.
 //   Q6_Kx16 (210 B/row): 16 f16 d (32 B); the 16 scales as [sub-block g][row j] (256 B); for
 //                        half h and c = 0..7, three chunks of 64 B: ql[64h + 4c ..],
 //                        ql[64h + 32 + 4c ..], qh[32h + 4c ..] of each row.
@@ -25,7 +30,8 @@
 //                        qs[16s + 4c .. +3] of each row (sub-block s: low nibbles values 4c..,
 //                        high nibbles 16 + 4c..).
 // The activation side's offsets (q8_0's +128, q4_0's -8, q5_0's -16, q6_K's -32, iq4_xs's levels
-// looked up + 128) come off through sums of the activation's quants per block (or q8_K's bsums).
+// looked up + 128) come off through sums of the activation's quants per block (or q8_K's bsums);
+// q5_1's mins are added as m times q8_1's s.
 #pragma once
 
 #include <cstddef>
@@ -37,8 +43,8 @@ namespace kamera::quant {
 
 inline constexpr int64_t kRepackRows = 16;
 
-// The repacked layout of a weight type (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS),
-// else Rows.
+// The repacked layout of a weight type (Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS), else Rows.
 WeightLayout x16_layout_of(GgmlType t);
 
 // True when this CPU's decode path has a kernel for layout l (else repacking would only add

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL and IQ4_XS weights repacked in groups of 16 rows
+// Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights repacked in groups of 16 rows
 // (ops/quant_repack.h): the bytes round-trip, and decode on every kernel path (the VNNI kernel for
 // the layout, the unpacking fallback elsewhere) matches the scalar reference dots of the file's
 // rows; prefill and row lookups give exactly what the file's layout gives; the loader repacks only
@@ -52,7 +52,11 @@ const std::vector<Case>& cases() {
       {GgmlType::Q5_0,
        WeightLayout::Q5_0x16,
        {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
+      {GgmlType::Q5_1,
+       WeightLayout::Q5_1x16,
+       {{16, 32}, {48, 64}, {32, 896}, {16, 4864}, {80, 160}, {4864, 896}}},
       {GgmlType::Q4_K, WeightLayout::Q4_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
+      {GgmlType::Q5_K, WeightLayout::Q5_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
       {GgmlType::Q6_K, WeightLayout::Q6_Kx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
       {GgmlType::IQ4_XS, WeightLayout::IQ4_XSx16, {{16, 256}, {48, 512}, {32, 4864}, {896, 4864}}},
   };
@@ -236,11 +240,12 @@ TEST(QuantRepack, ManyProductsMatchEachAlone) {
   std::vector<std::vector<uint8_t>> bytes, packed;
   std::vector<WeightView> views;
   const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0,
-                            GgmlType::Q5_0};
-  const int64_t rows[] = {64, 32, 48, 40, 16};
-  for (int i = 0; i < 5; ++i)
+                            GgmlType::Q5_0, GgmlType::Q5_K, GgmlType::Q5_1};
+  const int64_t rows[] = {64, 32, 48, 40, 16, 32, 48};
+  constexpr int kN = 7;
+  for (int i = 0; i < kN; ++i)
     bytes.push_back(quant_data::random_rows(types[i], rows[i], cols, 30 + i));
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kN; ++i) {
     WeightView v = view_of(types[i], bytes[i], {rows[i], cols});
     if (i % 2 == 0 && x16_fits(v)) {  // some repacked, some not
       packed.push_back(repack_all(v));
@@ -251,16 +256,16 @@ TEST(QuantRepack, ManyProductsMatchEachAlone) {
   const auto bias = quant_data::random_activations(64, 3);
   for (int n : {1, 3, 9}) {
     const auto x = quant_data::random_activations(n * cols, 40 + n);
-    std::vector<std::vector<float>> alone(5), together(5);
+    std::vector<std::vector<float>> alone(kN), together(kN);
     std::vector<Product> ps;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < kN; ++i) {
       alone[i].resize(size_t(n * rows[i]));
       together[i].assign(alone[i].size(), 1e30f);
       matmul(views[i], x.data(), n, i == 1 ? bias.data() : nullptr, alone[i].data(), pool);
       ps.push_back({&views[i], i == 1 ? bias.data() : nullptr, together[i].data()});
     }
     matmul_many(ps, x.data(), n, pool);
-    for (int i = 0; i < 5; ++i) EXPECT_EQ(together[i], alone[i]) << "product " << i << " n " << n;
+    for (int i = 0; i < kN; ++i) EXPECT_EQ(together[i], alone[i]) << "product " << i << " n " << n;
   }
 }
 
