@@ -95,14 +95,15 @@ class GgufFile {
   const std::vector<int64_t>* get_int_array(const std::string& key) const;
 
   const GgufTensor* find_tensor(const std::string& name) const;
+  // What keeps the mapped bytes the tensors point into alive, without the parsed metadata: a
+  // model holds this, not the file, so the tokens and merges parsed here (tens of MB of strings
+  // on a 150k vocabulary) are freed once it has read them. Null for parse()d bytes.
+  std::shared_ptr<const void> mapping() const { return map_; }
   // Dequantizes a tensor of any weight type to f32 (row-major, ne[0] contiguous).
   Result<std::vector<float>> read_f32(const GgufTensor& t) const;
 
-  ~GgufFile();
-
  private:
   GgufFile() = default;
-  // Not copyable: the destructor unmaps map_, so a copy would unmap it twice.
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
   std::string name_;
@@ -110,8 +111,7 @@ class GgufFile {
   std::map<std::string, GgufValue> kv_;
   std::vector<GgufTensor> tensors_;
   std::map<std::string, size_t> tensor_index_;
-  void* map_ = nullptr;  // mmap base when opened from a file
-  size_t map_size_ = 0;
+  std::shared_ptr<const void> map_;  // the mmap when opened from a file; unmaps when last held
 };
 
 // Streaming writer: metadata and tensor descriptions first, data produced tensor by tensor at

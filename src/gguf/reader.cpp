@@ -467,6 +467,18 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::parse(std::span<const uint8_t>
   }
 }
 
+// The header (metadata and tensor infos) has been copied into the parsed values: its mapped pages
+// are dropped (whole pages below the first tensor's data). They are clean pages of a read-only
+// private mapping, so a later read faults them back in from the file.
+static void release_header_pages(std::span<const uint8_t> bytes,
+                                 const std::vector<GgufTensor>& ts) {
+  const uint8_t* first = bytes.data() + bytes.size();
+  for (const GgufTensor& t : ts) first = std::min(first, t.data);
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  const size_t len = size_t(first - bytes.data()) / page * page;
+  if (len > 0) ::madvise(const_cast<uint8_t*>(bytes.data()), len, MADV_DONTNEED);
+}
+
 Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error(ErrorCode::Io, "{}: cannot open: {}", path, std::strerror(errno));
@@ -491,14 +503,16 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) 
   if (map == MAP_FAILED)
     return make_error(ErrorCode::Io, "{}: mmap failed: {}", path, std::strerror(map_errno));
 
+  std::shared_ptr<const void> owner(
+      map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   try {
     std::shared_ptr<GgufFile> f(new GgufFile());
-    f->map_ = map;  // owned from here: the destructor unmaps
-    f->map_size_ = size;
+    f->map_ = owner;
     f->name_ = path;
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(map), size);
     const Status st = parse_into(bytes, &f->version_, &f->kv_, &f->tensors_, &f->tensor_index_);
     if (!st.ok()) return with_context(st.error(), path);
+    release_header_pages(bytes, f->tensors_);
     return std::shared_ptr<const GgufFile>(std::move(f));
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "{}: out of memory while parsing ({} bytes)", path,
@@ -506,10 +520,6 @@ Result<std::shared_ptr<const GgufFile>> GgufFile::open(const std::string& path) 
   } catch (const std::exception& e) {
     return make_error(ErrorCode::Internal, "{}: internal error while parsing: {}", path, e.what());
   }
-}
-
-GgufFile::~GgufFile() {
-  if (map_ != nullptr) ::munmap(map_, map_size_);
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

@@ -6,6 +6,8 @@
 // shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
 // weights (load_weights: the head, then each layer's attention and FFN), the check that no
 // tensor is left unread, and the embedded tokenizer.
+#include <malloc.h>
+
 #include <set>
 
 #include "core/log.h"
@@ -341,9 +343,9 @@ Status attach_tokenizer(const GgufFile& f, Model& m) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
+// The model as the file has it: config, weights pointing into the mapping, tokenizer. The parsed
+// metadata (a copy of the vocabulary and its merges) goes with the file when this returns.
+Result<std::unique_ptr<Model>> read_gguf_model(const std::string& path) {
   auto file = GgufFile::open(path);
   if (!file.ok()) return file.error();
   const GgufFile& f = **file;
@@ -358,7 +360,15 @@ Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
   KAMERA_TRY(attach_tokenizer(f, *m));
   m->source = path;
   m->format = "gguf";
-  m->mapping = *file;  // the weights point into it
+  m->mapping = f.mapping();  // the weights point into it
+  return m;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, read_gguf_model(path));
+  malloc_trim(0);  // the freed metadata's pages go back before the repacked weights are written
   m->fingerprint = compute_fingerprint(*m);
   repack_for_decode(*m);
   return m;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ops/quant_kernels.h"
+#include "ops/row_passes.h"
 
 namespace kamera::quant {
 
@@ -227,59 +228,15 @@ void bf16_rows(const uint8_t* w, size_t row_bytes, int64_t cols, const uint8_t* 
     for (int j = 0; j < NR; ++j) y[i * y_stride + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-template <int NA>
-void bf16_rows_na(int nr, const uint8_t* w, size_t row_bytes, int64_t cols, const uint8_t* act,
-                  size_t act_bytes, float* y, int64_t y_stride) {
-  switch (nr) {
-    case 1:
-      return bf16_rows<NA, 1>(w, row_bytes, cols, act, act_bytes, y, y_stride);
-    case 2:
-      return bf16_rows<NA, 2>(w, row_bytes, cols, act, act_bytes, y, y_stride);
-    case 3:
-      return bf16_rows<NA, 3>(w, row_bytes, cols, act, act_bytes, y, y_stride);
-    default:
-      return bf16_rows<NA, 4>(w, row_bytes, cols, act, act_bytes, y, y_stride);
-  }
-}
-
-// Measured on the 2-core AMD host (0.5b BF16 file, tg64, 3 interleaved rounds): 4 rows per
-// pass with the rows 4 KiB on requested as a burst per pass beat 1 row per pass and prefetches
-// spread over the loads (46.7 / 43.2 / 36.3 tok/s against at most 43.0 / 35.4 / 35.1).
-constexpr int kRowsPerPass = 4;
-constexpr size_t kAheadBytes = 4096;
-
-// BF16 rows [r0, r1) against n_act bf16 activation rows, kRowsPerPass weight rows and up to 4
-// activation rows per pass. The weights stream once: while a pass runs, the rows about
-// kAheadBytes further on are requested (the hardware prefetchers stop at 4 KiB page edges).
+// BF16 rows [r0, r1) against n_act bf16 activation rows, in passes (ops/row_passes.h).
 void vec_dot_rows_bf16(int64_t cols, const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                        const uint8_t* act, size_t act_bytes, int n_act, float* y,
                        int64_t y_stride) {
-  const uint8_t* end = w + size_t(r1) * row_bytes;
-  for (int64_t r = r0; r < r1; r += kRowsPerPass) {
-    const int nr = int(r1 - r < kRowsPerPass ? r1 - r : kRowsPerPass);
-    const uint8_t* wr = w + size_t(r) * row_bytes;
-    const uint8_t* pf = wr + kAheadBytes;
-    const uint8_t* pf_end = pf + size_t(nr) * row_bytes < end ? pf + size_t(nr) * row_bytes : end;
-    for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-    for (int a = 0; a < n_act; a += 4) {
-      const uint8_t* xa = act + size_t(a) * act_bytes;
-      float* ya = y + a * y_stride + r;
-      switch (n_act - a < 4 ? n_act - a : 4) {
-        case 1:
-          bf16_rows_na<1>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
-          break;
-        case 2:
-          bf16_rows_na<2>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
-          break;
-        case 3:
-          bf16_rows_na<3>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
-          break;
-        default:
-          bf16_rows_na<4>(nr, wr, row_bytes, cols, xa, act_bytes, ya, y_stride);
-          break;
-      }
-    }
-  }
+  rows_in_passes(w, row_bytes, r0, r1, act, act_bytes, n_act, y, y_stride,
+                 [&](auto na, auto nr, const uint8_t* wr, const uint8_t* xa, float* ya) {
+                   bf16_rows<decltype(na)::value, decltype(nr)::value>(wr, row_bytes, cols, xa,
+                                                                       act_bytes, ya, y_stride);
+                 });
 }
 
 }  // namespace

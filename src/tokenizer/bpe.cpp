@@ -5,6 +5,7 @@
 #include <climits>
 #include <deque>
 #include <queue>
+#include <unordered_map>
 
 #include "tokenizer/utf8.h"
 
@@ -110,38 +111,19 @@ Result<std::shared_ptr<const BpeModel>> BpeModel::create(const Vocab& v) {
   KAMERA_ASSIGN_OR_RETURN(m->pre_, PreTokenizer::create(info));
 
   const size_t n = v.pieces.size();
-  m->index_.reserve(n);
-  m->bytes_.resize(n);
   m->trie_.emplace_back();
+  std::string out;
   for (size_t i = 0; i < n; ++i) {
     const std::string& piece = v.pieces[i];
-    m->index_.emplace(piece, int32_t(i));  // the first id of a duplicated piece wins
+    m->pieces_.add(piece);
     const TokenType t = v.types[i];
     if (t == TokenType::Control || t == TokenType::UserDefined) {
-      m->bytes_[i] = piece;
-      if (piece.empty()) continue;
-      int32_t node = 0;
-      for (char c : piece) {
-        int32_t child = m->trie_child(node, uint8_t(c));
-        if (child < 0) {
-          child = int32_t(m->trie_.size());
-          auto& nx = m->trie_[size_t(node)].next;
-          nx.insert(std::upper_bound(nx.begin(), nx.end(), std::make_pair(uint8_t(c), -1)),
-                    {uint8_t(c), child});
-          m->trie_.emplace_back();
-        }
-        node = child;
-      }
-      TrieNode& end = m->trie_[size_t(node)];
-      if (end.token < 0) {
-        end.token = int32_t(i);
-        end.control = t == TokenType::Control;
-      }
-      m->first_byte_[uint8_t(piece[0])] = true;
+      m->bytes_.add(piece);
+      m->add_to_trie(piece, int32_t(i), t == TokenType::Control);
       continue;
     }
     // A normal piece: its characters are bytes under GPT-2's map. Others are kept as written.
-    std::string& out = m->bytes_[i];
+    out.clear();
     const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
     size_t k = 0;
     while (k < piece.size()) {
@@ -157,18 +139,17 @@ Result<std::shared_ptr<const BpeModel>> BpeModel::create(const Vocab& v) {
       }
       k += len == 0 ? 1 : len;
     }
+    m->bytes_.add(out);
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = m->index_.find(gpt2_byte_char(uint8_t(b)));
-    m->byte_id_[b] = it == m->index_.end() ? -1 : it->second;
-  }
+  m->pieces_.build_index();  // the first id of a duplicated piece wins
+  for (int b = 0; b < 256; ++b) m->byte_id_[b] = m->find(gpt2_byte_char(uint8_t(b)));
   KAMERA_TRY(m->build_merges(v.merges));
   return std::shared_ptr<const BpeModel>(std::move(m));
 }
 
 Status BpeModel::build_merges(const std::vector<std::string>& merges) {
   size_t cap = 16;
-  while (cap < merges.size() * 2) cap <<= 1;
+  while (cap * 3 < merges.size() * 5) cap <<= 1;  // at most 60% full
   merges_.assign(cap, Merge{});
   merge_mask_ = cap - 1;
   std::string joined;
@@ -191,8 +172,29 @@ Status BpeModel::build_merges(const std::vector<std::string>& merges) {
 }
 
 int32_t BpeModel::find(std::string_view piece) const {
-  const auto it = index_.find(piece);
-  return it == index_.end() ? -1 : it->second;
+  return pieces_.find(piece);
+}
+
+void BpeModel::add_to_trie(std::string_view piece, int32_t id, bool control) {
+  if (piece.empty()) return;
+  int32_t node = 0;
+  for (char c : piece) {
+    int32_t child = trie_child(node, uint8_t(c));
+    if (child < 0) {
+      child = int32_t(trie_.size());
+      auto& nx = trie_[size_t(node)].next;
+      nx.insert(std::upper_bound(nx.begin(), nx.end(), std::make_pair(uint8_t(c), -1)),
+                {uint8_t(c), child});
+      trie_.emplace_back();
+    }
+    node = child;
+  }
+  TrieNode& end = trie_[size_t(node)];
+  if (end.token < 0) {
+    end.token = id;
+    end.control = control;
+  }
+  first_byte_[uint8_t(piece[0])] = true;
 }
 
 const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
@@ -288,9 +290,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& ids,
   if (pre_->info().ignore_merges && word.size() > 1) {
     std::string mapped;
     for (char c : word) mapped += gpt2_byte_char(uint8_t(c));
-    const auto it = index_.find(mapped);
-    if (it != index_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = find(mapped); id >= 0) {
+      out.push_back(id);
       return;
     }
   }

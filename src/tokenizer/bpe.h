@@ -15,11 +15,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/string_table.h"
 #include "tokenizer/vocab.h"
 
 namespace kamera {
@@ -47,7 +47,7 @@ class BpeModel {
   void encode(std::string_view text, std::span<const TextRange> control, std::vector<int32_t>& out,
               size_t limit = SIZE_MAX) const;
   // Bytes a token stands for: normal tokens through the byte map, added tokens as written.
-  const std::string& token_bytes(int32_t id) const { return bytes_[size_t(id)]; }
+  std::string_view token_bytes(int32_t id) const { return bytes_.at(id); }
   const PreTokenizerInfo& pre() const { return pre_->info(); }
   int32_t find(std::string_view piece) const;  // id of a vocabulary piece, or -1
 
@@ -66,6 +66,7 @@ class BpeModel {
   Status build_merges(const std::vector<std::string>& merges);
   const Merge* find_merge(int32_t left, int32_t right) const;
   int32_t trie_child(int32_t node, uint8_t b) const;
+  void add_to_trie(std::string_view piece, int32_t id, bool control);
   // Longest added token at text[pos..]: its id and length, or {-1, 0}. A control token counts
   // only when it ends at or before control_end (0: none; SIZE_MAX: any).
   std::pair<int32_t, size_t> match_added(std::string_view text, size_t pos,
@@ -78,16 +79,11 @@ class BpeModel {
   void merge_small(std::vector<int32_t>& ids) const;
   void merge_large(std::vector<int32_t>& ids) const;
 
-  struct StringHash {  // lets index_ be searched with a string_view, without a copy
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-
   std::shared_ptr<const PreTokenizer> pre_;
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> index_;
-  std::vector<std::string> bytes_;  // token id -> bytes
-  int32_t byte_id_[256] = {};       // id of each byte's one-character piece, or -1
-  std::vector<Merge> merges_;       // open addressing, power-of-two size
+  StringTable pieces_;         // token id <-> piece as the vocabulary spells it (indexed)
+  StringTable bytes_;          // token id -> bytes
+  int32_t byte_id_[256] = {};  // id of each byte's one-character piece, or -1
+  std::vector<Merge> merges_;  // open addressing, power-of-two size
   uint64_t merge_mask_ = 0;
   std::vector<TrieNode> trie_;  // added tokens; node 0 is the root
   bool first_byte_[256] = {};   // bytes an added token can start with

@@ -204,9 +204,9 @@ std::vector<int32_t> Tokenizer::encode_with(std::string_view text, bool add_bos,
     const Symbol& r = syms[size_t(right)];
     key.assign(s, l.off, l.len);
     key.append(s, r.off, r.len);
-    const auto it = index_.find(key);
-    if (it == index_.end()) return;
-    queue.push({left, right, vocab_.scores[size_t(it->second)], l.len + r.len});
+    const int32_t id = index_.find(key);
+    if (id < 0) return;
+    queue.push({left, right, vocab_.scores[size_t(id)], l.len + r.len});
   };
   for (size_t i = 1; i < syms.size(); ++i) try_add(int(i) - 1, int(i));
 
@@ -228,9 +228,8 @@ std::vector<int32_t> Tokenizer::encode_with(std::string_view text, bool add_bos,
   for (int i = 0; i >= 0; i = syms[size_t(i)].next) {
     const Symbol& sym = syms[size_t(i)];
     key.assign(s, sym.off, sym.len);
-    const auto it = index_.find(key);
-    if (it != index_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = index_.find(key); id >= 0) {
+      out.push_back(id);
       continue;
     }
     bool all_bytes = true;

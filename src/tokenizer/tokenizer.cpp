@@ -15,10 +15,11 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   const size_t n = vocab.pieces.size();
   if (n == 0) return make_error(ErrorCode::CorruptData, "tokenizer: empty vocabulary");
   if (vocab.kind == VocabKind::Bpe) {
-    if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
+    vocab.scores.clear();  // byte-level BPE ranks merges, not pieces: scores are not kept
+    vocab.scores.shrink_to_fit();
     if (vocab.types.empty()) vocab.types.assign(n, TokenType::Normal);
   }
-  if (vocab.scores.size() != n || vocab.types.size() != n) {
+  if ((vocab.kind == VocabKind::Spm && vocab.scores.size() != n) || vocab.types.size() != n) {
     return make_error(ErrorCode::CorruptData, "tokenizer: {} pieces but {} scores and {} types", n,
                       vocab.scores.size(), vocab.types.size());
   }
@@ -52,14 +53,14 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   KAMERA_TRY(check_id("unk", vocab.unk));
 
   Tokenizer tok;
-  tok.index_.reserve(n);
   std::fill(std::begin(tok.byte_token_), std::end(tok.byte_token_), -1);
   for (size_t i = 0; i < n; ++i) {
     const std::string& piece = vocab.pieces[i];
-    tok.index_.emplace(piece, int32_t(i));  // keeps the first id of a duplicated piece
+    tok.index_.add(piece);
     const int b = byte_piece_value(piece);
     if (b >= 0 && tok.byte_token_[b] < 0) tok.byte_token_[b] = int32_t(i);
   }
+  tok.index_.build_index();  // keeps the first id of a duplicated piece
   tok.vocab_ = std::move(vocab);
   tok.init_eog();
   return tok;
@@ -92,10 +93,10 @@ std::vector<int32_t> Tokenizer::encode_marked(std::string_view text,
   };
   for (const TextRange& r : control) {
     if (r.begin < at || r.end > text.size() || r.begin >= r.end) continue;
-    const auto it = index_.find(std::string(text.substr(r.begin, r.end - r.begin)));
-    if (it == index_.end() || vocab_.types[size_t(it->second)] != TokenType::Control) continue;
+    const int32_t id = index_.find(text.substr(r.begin, r.end - r.begin));
+    if (id < 0 || vocab_.types[size_t(id)] != TokenType::Control) continue;
     run(text.substr(at, r.begin - at));
-    out.push_back(it->second);
+    out.push_back(id);
     at = r.end;
   }
   run(text.substr(at));
@@ -119,7 +120,7 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
     default:
       break;
   }
-  if (bpe_) return bpe_->token_bytes(token);
+  if (bpe_) return std::string(bpe_->token_bytes(token));
   std::string text = unescape_spaces(piece);
   if (prev == vocab_.bos && !text.empty() && text[0] == ' ') text.erase(0, 1);
   return text;
@@ -148,7 +149,7 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, const EncodeOpti
 
 std::string Tokenizer::piece(int32_t token) const {
   if (token < 0 || token >= n_vocab()) return {};
-  if (bpe_) return bpe_->token_bytes(token);
+  if (bpe_) return std::string(bpe_->token_bytes(token));
   const std::string& p = vocab_.pieces[size_t(token)];
   const TokenType type = vocab_.types[size_t(token)];
   if (type == TokenType::Control || type == TokenType::Unknown || type == TokenType::Unused)
@@ -164,6 +165,9 @@ Status Tokenizer::init_bpe() {
   auto m = BpeModel::create(vocab_);
   if (!m.ok()) return m.error();
   bpe_ = std::move(m.value());
+  // The merge table holds the merges by id pair: the text list (6 MB on a 150k vocabulary) goes.
+  vocab_.merges.clear();
+  vocab_.merges.shrink_to_fit();
   return Status::Ok();
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/string_table.h"
 #include "tokenizer/vocab.h"
 
 namespace kamera {
@@ -50,6 +51,8 @@ class Tokenizer {
   VocabKind kind() const { return vocab_.kind; }
   bool add_bos() const { return vocab_.add_bos; }
   bool add_eos() const { return vocab_.add_eos; }
+  // The vocabulary it was built from, except a BPE vocabulary's merges: the BPE model keeps them
+  // as a table of id pairs, and the list of "left right" texts is not kept.
   const Vocab& vocab() const { return vocab_; }
   // End of generation: EOS, EOT, EOM and the tokens llama.cpp stops on by their text
   // (<|im_end|>, <|eot_id|>, <|endoftext|>, <｜end▁of▁sentence｜>, ...).
@@ -90,10 +93,10 @@ class Tokenizer {
   void init_eog();
 
   Vocab vocab_;
-  std::unordered_map<std::string, int32_t> index_;  // SPM
-  int32_t byte_token_[256] = {};                    // SPM: id of "<0xXX>" or -1
-  std::shared_ptr<const BpeModel> bpe_;             // BPE
-  std::vector<int32_t> eog_;                        // sorted
+  StringTable index_;                    // SPM: the pieces, indexed
+  int32_t byte_token_[256] = {};         // SPM: id of "<0xXX>" or -1
+  std::shared_ptr<const BpeModel> bpe_;  // BPE
+  std::vector<int32_t> eog_;             // sorted
 };
 
 }  // namespace kamera

@@ -32,7 +32,7 @@ struct TextRange {
 struct Vocab {
   VocabKind kind = VocabKind::Spm;
   std::vector<std::string> pieces;  // SPM: "▁" for space; BPE: GPT-2 byte characters
-  std::vector<float> scores;        // SPM merge scores; BPE: unused (may be empty)
+  std::vector<float> scores;        // SPM merge scores; BPE: unused (a Tokenizer keeps none)
   std::vector<TokenType> types;
   int32_t bos = 1, eos = 2, unk = 0;  // BPE: -1 where the vocabulary has none
   bool add_space_prefix = true;       // SPM only

@@ -212,7 +212,7 @@ Result<KimiVisionModel> KimiVisionModel::load(const std::string& path) {
                       "{}: {} tensors, a Kimi-VL tower of this config has {} (kamera would ignore "
                       "the others)",
                       path, g.tensors().size(), tensor_specs(m.cfg, m.w).size());
-  m.mapping = file;
+  m.mapping = file->mapping();  // the matrices point into it
   m.finish();
   return m;
 }

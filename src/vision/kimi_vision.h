@@ -116,8 +116,8 @@ struct KimiVisionModel {
   KimiVisionConfig cfg;
   KimiVisionWeights w;
   std::string source;
-  std::array<uint64_t, 2> fingerprint{};    // XXH3-128 of the config and every weight
-  std::shared_ptr<const GgufFile> mapping;  // the loaded file the matrices point into, or null
+  std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of the config and every weight
+  std::shared_ptr<const void> mapping;    // the mapped file the matrices point into, or null
 
   // Loads an mmproj GGUF of projector type "kimivl" (the layout above).
   static Result<KimiVisionModel> load(const std::string& path);

@@ -203,7 +203,7 @@ struct QwenVisionModel {
   std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of the config and every weight
   // The mapped file the matrices of a loaded tower point into (shared by copies); null for a
   // tower built in memory, whose matrices own their bytes.
-  std::shared_ptr<const GgufFile> mapping;
+  std::shared_ptr<const void> mapping;
 
   // Loads an mmproj GGUF (llama.cpp's layout above). Errors name the file and the problem.
   static Result<QwenVisionModel> load(const std::string& path);

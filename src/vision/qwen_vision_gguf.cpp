@@ -273,7 +273,7 @@ Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
     }
     KAMERA_ASSIGN_OR_RETURN(*const_cast<std::vector<float>*>(t.data), g.read_f32(*gt));
   }
-  m.mapping = file;  // the matrices point into it
+  m.mapping = file->mapping();  // the matrices point into it
   m.finish();
   return m;
 }

@@ -226,9 +226,12 @@ TEST(QuantKernels, Bf16DotsMatchReferenceAtEveryTileShape) {
   if (tested == 0) GTEST_SKIP() << "no path with bf16 dot products on this CPU";
 }
 
-// F16 rows on every path (the AVX-512 ones run 4 rows by up to 4 activation rows per pass).
-TEST(QuantKernels, F16DotsMatchReferenceAtEveryTileShape) {
-  for (const QuantKernels* k : supported_paths()) EXPECT_GT(check_row_tiles(*k, GgmlType::F16), 0);
+// Float rows on every path (the AVX-512 ones run 4 rows by up to 4 activation rows per pass;
+// BF16 there against f32 activations where the path has no bf16 dots).
+TEST(QuantKernels, FloatDotsMatchReferenceAtEveryTileShape) {
+  for (const QuantKernels* k : supported_paths())
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+      EXPECT_GT(check_row_tiles(*k, t), 0);
 }
 
 // Every path's prefill GEMM at tile edges: m rows of x against nw panel rows (x's row tiles, the
