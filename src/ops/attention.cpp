@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_row.h"
+#include "ops/clones.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
 
@@ -20,8 +21,6 @@ namespace {
 constexpr int kQueryBlock = 256;  // queries per score block in the GEMM path
 constexpr int kGemmMinQueries = 8;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-#define KAMERA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 
 // row[j] = q . K[j] for n keys of hd values, K rows `stride` floats apart.
 KAMERA_CLONES void score_row(const float* q, const float* K, int n, int stride, int hd,
@@ -80,21 +79,37 @@ void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena
 
 }  // namespace
 
+namespace {
+
+// row[j] *= scale for j < n; returns the largest scaled value.
+KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < n; ++j) {
+    row[j] *= scale;
+    mx = row[j] > mx ? row[j] : mx;
+  }
+  return mx;
+}
+
+}  // namespace
+
 void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
                       const AttentionMask* mask) {
   const int last = std::min(n_keys - 1, last_key);
-  for (int j = 0; j <= last; ++j) row[j] *= scale;
   std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
-  if (mask)
+  float mx = scale_and_max(row, last + 1, scale);
+  if (mask) {
     for (int j = 0; j <= last; ++j)
       if (mask->hidden(t, j)) row[j] = kNegInf;
-  float mx = kNegInf;
-  for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+    mx = kNegInf;
+    for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
+  }
   if (mx == kNegInf) {  // everything hidden: attend nothing
     std::fill(row, row + n_keys, 0.0f);
     return;
   }
-  softmax(row, last + 1);
+  softmax_given_max(row, last + 1, mx);
 }
 
 void attention_paged(const AttentionShape& s, const float* q, int T, int first, const void* k_arena,

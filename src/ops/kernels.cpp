@@ -5,8 +5,7 @@
 #include <limits>
 
 #include "core/thread_pool.h"
-
-#define KAMERA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#include "ops/clones.h"
 
 namespace kamera {
 
@@ -77,10 +76,7 @@ KAMERA_CLONES void exp_inplace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i]);
 }
 
-KAMERA_CLONES void softmax(float* x, int n) {
-  float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-  for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+KAMERA_CLONES void softmax_given_max(float* x, int n, float mx) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int i = 0; i < n; ++i) {
@@ -90,6 +86,13 @@ KAMERA_CLONES void softmax(float* x, int n) {
   const float inv = 1.0f / sum;
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+KAMERA_CLONES void softmax(float* x, int n) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  softmax_given_max(x, n, mx);
 }
 
 void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {

@@ -1,6 +1,6 @@
 // Element-wise and row kernels of the forward pass (fast paths). Each has a scalar reference in
-// ops/reference.h and a test comparing the two. Fast paths are compiled twice (x86-64-v3 with
-// AVX2+FMA, and baseline x86-64) and picked at run time, so one binary runs on any x86-64.
+// ops/reference.h and a test comparing the two. Fast paths are compiled for three x86 levels and
+// picked at load by the CPU (ops/clones.h), so one binary runs on any x86-64.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,9 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int dim, 
 
 // In place softmax over n values.
 void softmax(float* x, int n);
+
+// In place softmax over n values whose maximum is mx (the caller found it in an earlier pass).
+void softmax_given_max(float* x, int n, float mx);
 
 // gate[i] = silu(gate[i]) * up[i] for n values (SwiGLU), silu(x) = x / (1 + e^-x).
 void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);

@@ -4,10 +4,9 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "ops/clones.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
-
-#define KAMERA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 
 namespace kamera {
 
