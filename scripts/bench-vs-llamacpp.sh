@@ -118,6 +118,8 @@ runs = [json.loads(l) for l in open(log)]
 system = next(r["out"]["system"] for r in runs if r["engine"] == "kamera")
 print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA level: "
       f"{system['isa_level']}; {threads} threads; medians of {rounds} interleaved rounds")
+# kamera's attention products run on OpenBLAS: say which kernel table (OPENBLAS_CORETYPE moves it).
+print(f"kamera's f32 BLAS: {system['blas_path']}")
 def med(xs): return statistics.median(xs) if xs else float("nan")
 def tps(r):
     if r["engine"] == "kamera": return r["out"]["tokens_per_s"]

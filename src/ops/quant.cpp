@@ -138,6 +138,8 @@ struct DecodeActs {
           }
           if (dt == GgmlType::Q8_0 && k.quantize_q8_0 != nullptr) {
             k.quantize_q8_0(x + i * cols, v.data() + ab * i, cols);
+          } else if (dt == GgmlType::Q8_K && k.quantize_q8_K != nullptr) {
+            k.quantize_q8_K(x + i * cols, v.data() + ab * i, cols);
           } else {
             quantize_act_ref(dt, x + i * cols, v.data() + ab * i, cols);
           }

@@ -35,6 +35,8 @@ struct QuantKernels {
   // n activations (a multiple of 32) to q8_0 blocks, the same bytes as quantize_act_ref; null
   // where the path has no faster quantizer than the reference.
   void (*quantize_q8_0)(const float* x, void* dst, int64_t n) = nullptr;
+  // The same for q8_K (n a multiple of 256).
+  void (*quantize_q8_K)(const float* x, void* dst, int64_t n) = nullptr;
 
   // Non-null where vec_dot_rows takes BF16 weights' activation rows rounded to bf16 (2 bytes a
   // value, round to nearest even) by this function instead of f32 (see act_bytes_of).

@@ -291,27 +291,53 @@ TEST(QuantKernels, PanelGemmMatchesReferenceAtEveryTileShape) {
 // A path's q8_0 activation quantizer writes the reference's bytes: random rows at several
 // scales, an all-zero block, and blocks whose scaled values fall on halves (7 * 18.142857 / 127
 // ... : amax 127 makes 1 / d exactly 1, so x.5 values test the half-away-from-zero rounding).
-TEST(QuantKernels, Q8_0ActivationsEqualTheReferenceByteForByte) {
-  const int64_t n = 32 * 6;
-  std::vector<float> x = quant_data::random_activations(n, 90);
-  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;
-  for (int j = 0; j < 32; ++j) x[64 + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
-  for (int j = 0; j < 32; ++j) x[96 + j] = j == 0 ? -127.0f : -float(j) - 0.5f;
-  for (int j = 0; j < 32; ++j) x[128 + j] *= 1e-6f;
-  for (int j = 0; j < 32; ++j) x[160 + j] *= 3e4f;
-  const size_t bytes = *ggml_row_bytes(GgmlType::Q8_0, n);
-  std::vector<uint8_t> ref(bytes), got(bytes);
-  quantize_act_ref(GgmlType::Q8_0, x.data(), ref.data(), n);
-  int tested = 0;
-  for (const QuantKernels* k : supported_paths()) {
-    if (k->quantize_q8_0 == nullptr) continue;
-    SCOPED_TRACE(k->name);
-    std::fill(got.begin(), got.end(), uint8_t(0xa5));
-    k->quantize_q8_0(x.data(), got.data(), n);
-    EXPECT_EQ(got, ref);
-    ++tested;
+// Activations with the quantizers' edge cases in blocks of 32: an all-zero block, ties at .5 of
+// both signs (the amax of 127 makes the step 1), tiny and large values.
+std::vector<float> q8_test_activations(int64_t n, uint32_t seed) {
+  std::vector<float> x = quant_data::random_activations(n, seed);
+  for (int64_t b = 1; b < n / 32; b += 5) {
+    float* v = x.data() + 32 * b;
+    for (int j = 0; j < 32; ++j) v[j] = 0.0f;
+    if (b + 1 < n / 32)
+      for (int j = 0; j < 32; ++j) v[32 + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
+    if (b + 2 < n / 32)
+      for (int j = 0; j < 32; ++j) v[64 + j] = j == 0 ? -127.0f : -float(j) - 0.5f;
+    if (b + 3 < n / 32)
+      for (int j = 0; j < 32; ++j) v[96 + j] *= 1e-6f;
+    if (b + 4 < n / 32)
+      for (int j = 0; j < 32; ++j) v[128 + j] *= 3e4f;
   }
-  if (tested == 0) GTEST_SKIP() << "no path with its own q8_0 quantizer on this CPU";
+  return x;
+}
+
+TEST(QuantKernels, Q8ActivationsEqualTheReferenceByteForByte) {
+  using Quantizer = void (*)(const float*, void*, int64_t);
+  struct Case {
+    GgmlType type;
+    int64_t n;
+    Quantizer QuantKernels::*fn;
+  };
+  // q8_K: the tie and zero blocks land inside 256-value blocks, and one block is all zeros.
+  const Case cases[] = {{GgmlType::Q8_0, 32 * 6, &QuantKernels::quantize_q8_0},
+                        {GgmlType::Q8_K, 256 * 3, &QuantKernels::quantize_q8_K}};
+  int tested = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ggml_type_name(c.type));
+    std::vector<float> x = q8_test_activations(c.n, 90);
+    if (c.type == GgmlType::Q8_K) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
+    const size_t bytes = *ggml_row_bytes(c.type, c.n);
+    std::vector<uint8_t> ref(bytes), got(bytes);
+    quantize_act_ref(c.type, x.data(), ref.data(), c.n);
+    for (const QuantKernels* k : supported_paths()) {
+      if (k->*c.fn == nullptr) continue;
+      SCOPED_TRACE(k->name);
+      std::fill(got.begin(), got.end(), uint8_t(0xa5));
+      (k->*c.fn)(x.data(), got.data(), c.n);
+      EXPECT_EQ(got, ref);
+      ++tested;
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with its own q8 quantizers on this CPU";
 }
 
 // NMSE of matmul against x * dequantized(W)^T in double. Decode quantizes the activations to 8

@@ -78,6 +78,7 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
   ASSERT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("host: "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("kamera ISA level: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("kamera's f32 BLAS: "), std::string::npos) << o.out;
   if (!with_llama) {
     EXPECT_NE(o.err.find("no llama.cpp build given"), std::string::npos) << o.err;
     EXPECT_NE(o.err.find("skipped Q4_K_M"), std::string::npos) << o.err;
