@@ -12,9 +12,12 @@
 #     --types "..."    file types (default "Q8_0 Q4_K_M F16")
 #     --pp N, --tg N   prompt tokens of the prefill test, tokens of the decode test (512, 128)
 #     --tiny           bounded run for tests: the tiny qwen2 preset, pp32 / tg16, 1 round
+#     --from-log FILE  run nothing: print the table of an earlier run's log (DIR/runs.jsonl)
 #
 # Every decode run is timed under /usr/bin/time: the table gives each engine's peak RSS beside
-# the file's size (issue 27's bound: file + KV + 10%).
+# the file's size (issue 27's bound: file + KV + 10%). The read floor is probed beside every
+# decode run, and its reading moves with the host's load; the last column holds kamera's decode
+# against the floor at the fastest read of the whole run, the strictest of the run's floors.
 #
 # Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1`, then the first
 # build's `llama-quantize` to each type. Without a llama.cpp build the kamera side runs alone
@@ -23,7 +26,7 @@
 set -euo pipefail
 
 kamera=build/bin/kamera dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
-types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0
+types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0 from_log=
 builds=()
 while (($#)); do
   case "$1" in
@@ -35,11 +38,72 @@ while (($#)); do
     --tiny) tiny=1 preset=tiny pp=32 tg=16 rounds=1; shift ;;
     --pp) pp="$2"; shift 2 ;;
     --tg) tg="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --from-log) from_log="$2"; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
     *) builds+=("$1"); shift ;;
   esac
 done
+# --- the table: everything it needs is in the log ----------------------------------------------
+table() {
+  python3 - "$1" <<'EOF'
+import json, os, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+kam = [r for r in runs if r["engine"] == "kamera"]
+if not kam: sys.exit("bench-vs-llamacpp: no kamera run in " + sys.argv[1])
+builds = list(dict.fromkeys(r["engine"] for r in runs if r["engine"] != "kamera"))
+def length(test): return next((r["out"]["tokens"] for r in kam if r["test"] == test), "?")
+pp, tg = length("pp"), length("tg")
+rounds, threads = max(r["round"] for r in runs), kam[0]["out"]["threads"]
+system = kam[0]["out"]["system"]
+print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA level: "
+      f"{system['isa_level']}; {threads} threads; medians of {rounds} interleaved rounds")
+# kamera's attention products run on OpenBLAS: say which kernel table (OPENBLAS_CORETYPE moves it).
+print(f"kamera's f32 BLAS: {system['blas_path']}")
+floors = [r["out"]["read_floor"] for r in kam if r["test"] == "tg"]
+best_gb = max((f["read_gb_per_s"] for f in floors), default=0.0)
+def med(xs): return statistics.median(xs) if xs else float("nan")
+def tps(r):
+    if r["engine"] == "kamera": return r["out"]["tokens_per_s"]
+    return r["out"][0]["avg_ts"]
+names = []
+for b in builds:
+    commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
+    # A build from a plain source tree reports "unknown": name it by its folder instead.
+    names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
+head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
+head += " | read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
+head += "".join(f", {n}" for n in names[:1]) + " (file MB)"
+head += f" | kamera / floor at the run's fastest read ({best_gb:.1f} GB/s) |"
+print(head)
+print("|" + "---|" * (head.count("|") - 1))
+types = list(dict.fromkeys(r["type"] for r in runs))
+for t in types:
+    for test, label in (("pp", f"pp{pp}"), ("tg", f"tg{tg}")):
+        sel = lambda e: [r for r in runs if r["engine"] == e and r["type"] == t and r["test"] == test]
+        k = sel("kamera")
+        kt = med([tps(r) for r in k])
+        row = f"| {t} | {label} | {kt:.1f} |"
+        for b in builds:
+            lt = med([tps(r) for r in sel(b)])
+            row += f" {lt:.1f} | {kt / lt:.2f}x |"
+        if test == "tg":
+            fl = [r["out"]["read_floor"] for r in k]
+            ft = med([f["floor_tokens_per_s"] for f in fl])
+            gb = med([f["read_gb_per_s"] for f in fl])
+            row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
+            mb = lambda rs: med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
+            cells = [f"{mb(k):.0f}"] + [f"{mb(sel(b)):.0f}" for b in builds[:1]]
+            size = os.path.getsize(k[0]["out"]["model"]["path"]) / 2**20
+            best_tps = best_gb * 1e9 / fl[0]["weight_bytes_per_token"]
+            row += f" {', '.join(cells)} ({size:.0f}) | {kt / best_tps:.2f} |"
+        else:
+            row += " – | – | – | – |"
+        print(row)
+EOF
+}
+if [[ -n "$from_log" ]]; then table "$from_log"; exit 0; fi
+
 if ((!tiny && rounds < 3)); then echo "bench-vs-llamacpp: --rounds must be >= 3" >&2; exit 2; fi
 for b in "${builds[@]}"; do
   [[ -x "$b/llama-bench" ]] || { echo "bench-vs-llamacpp: no llama-bench in $b" >&2; exit 2; }
@@ -110,50 +174,4 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 
-# --- the table -------------------------------------------------------------------------------
-python3 - "$log" "$pp" "$tg" "$threads" "$rounds" "${builds[@]}" <<'EOF'
-import json, os, statistics, sys
-log, pp, tg, threads, rounds, builds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
-runs = [json.loads(l) for l in open(log)]
-system = next(r["out"]["system"] for r in runs if r["engine"] == "kamera")
-print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA level: "
-      f"{system['isa_level']}; {threads} threads; medians of {rounds} interleaved rounds")
-# kamera's attention products run on OpenBLAS: say which kernel table (OPENBLAS_CORETYPE moves it).
-print(f"kamera's f32 BLAS: {system['blas_path']}")
-def med(xs): return statistics.median(xs) if xs else float("nan")
-def tps(r):
-    if r["engine"] == "kamera": return r["out"]["tokens_per_s"]
-    return r["out"][0]["avg_ts"]
-names = []
-for b in builds:
-    commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
-    # A build from a plain source tree reports "unknown": name it by its folder instead.
-    names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
-head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
-head += " | read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
-head += "".join(f", {n}" for n in names[:1]) + " (file MB) |"
-print(head)
-print("|" + "---|" * (head.count("|") - 1))
-types = list(dict.fromkeys(r["type"] for r in runs))
-for t in types:
-    for test, label in (("pp", f"pp{pp}"), ("tg", f"tg{tg}")):
-        sel = lambda e: [r for r in runs if r["engine"] == e and r["type"] == t and r["test"] == test]
-        k = sel("kamera")
-        kt = med([tps(r) for r in k])
-        row = f"| {t} | {label} | {kt:.1f} |"
-        for b in builds:
-            lt = med([tps(r) for r in sel(b)])
-            row += f" {lt:.1f} | {kt / lt:.2f}x |"
-        if test == "tg":
-            fl = [r["out"]["read_floor"] for r in k]
-            ft = med([f["floor_tokens_per_s"] for f in fl])
-            gb = med([f["read_gb_per_s"] for f in fl])
-            row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
-            mb = lambda rs: med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
-            cells = [f"{mb(k):.0f}"] + [f"{mb(sel(b)):.0f}" for b in builds[:1]]
-            size = os.path.getsize(k[0]["out"]["model"]["path"]) / 2**20
-            row += f" {', '.join(cells)} ({size:.0f}) |"
-        else:
-            row += " – | – | – |"
-        print(row)
-EOF
+table "$log"

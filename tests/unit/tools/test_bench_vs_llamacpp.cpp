@@ -88,8 +88,8 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
     SCOPED_TRACE(type);
     // --pp and --tg after --tiny set the two tests' lengths (the rows are named by them).
     const auto pp = row(o.out, type, "pp24"), tg = row(o.out, type, "tg8");
-    ASSERT_EQ(pp.size(), 6 + ratio_cols) << o.out;
-    ASSERT_EQ(tg.size(), 6 + ratio_cols) << o.out;
+    ASSERT_EQ(pp.size(), 7 + ratio_cols) << o.out;
+    ASSERT_EQ(tg.size(), 7 + ratio_cols) << o.out;
     EXPECT_GT(std::stod(pp[2]), 0.0);
     EXPECT_EQ(pp[3 + ratio_cols], "–");
     // tg: kamera tok/s, then the floor's tok/s (GB/s) and kamera's share of it.
@@ -104,7 +104,17 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
     const double file_mb = double(std::filesystem::file_size(file)) / (1 << 20);
     EXPECT_NE(rss.find(fmt::format("({:.0f})", file_mb)), std::string::npos) << rss;
     EXPECT_GE(std::stod(rss), file_mb) << rss;
+    // The floor at the run's fastest read is the strictest: kamera's share of it is at most its
+    // share of this row's own (median) floor.
+    EXPECT_LE(std::stod(tg[6 + ratio_cols]), std::stod(tg[4 + ratio_cols]) + 0.005);
+    EXPECT_GT(std::stod(tg[6 + ratio_cols]), 0.0);
   }
+  // --from-log prints the same table again from the run's log, running nothing.
+  const ShellOutput again =
+      run_shell("bash " + std::string(KAMERA_SOURCE_DIR) +
+                "/scripts/bench-vs-llamacpp.sh --from-log " + dir + "/runs.jsonl");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(again.out, o.out);
   std::filesystem::remove_all(dir);
 }
 
