@@ -102,7 +102,10 @@ for t in types:
         print(row)
 EOF
 }
-if [[ -n "$from_log" ]]; then table "$from_log"; exit 0; fi
+if [[ -n "$from_log" ]]; then
+  [[ -s "$from_log" ]] || { echo "bench-vs-llamacpp: no log at $from_log" >&2; exit 2; }
+  table "$from_log"; exit 0
+fi
 
 if ((!tiny && rounds < 3)); then echo "bench-vs-llamacpp: --rounds must be >= 3" >&2; exit 2; fi
 for b in "${builds[@]}"; do

@@ -77,10 +77,6 @@ void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena
   }
 }
 
-}  // namespace
-
-namespace {
-
 // row[j] *= scale for j < n; returns the largest scaled value.
 KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
   float mx = kNegInf;

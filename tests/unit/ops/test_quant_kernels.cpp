@@ -288,51 +288,46 @@ TEST(QuantKernels, PanelGemmMatchesReferenceAtEveryTileShape) {
   }
 }
 
-// A path's q8_0 activation quantizer writes the reference's bytes: random rows at several
-// scales, an all-zero block, and blocks whose scaled values fall on halves (7 * 18.142857 / 127
-// ... : amax 127 makes 1 / d exactly 1, so x.5 values test the half-away-from-zero rounding).
-// Activations with the quantizers' edge cases in blocks of 32: an all-zero block, ties at .5 of
-// both signs (the amax of 127 makes the step 1), tiny and large values.
-std::vector<float> q8_test_activations(int64_t n, uint32_t seed) {
-  std::vector<float> x = quant_data::random_activations(n, seed);
-  for (int64_t b = 1; b < n / 32; b += 5) {
-    float* v = x.data() + 32 * b;
-    for (int j = 0; j < 32; ++j) v[j] = 0.0f;
-    if (b + 1 < n / 32)
-      for (int j = 0; j < 32; ++j) v[32 + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
-    if (b + 2 < n / 32)
-      for (int j = 0; j < 32; ++j) v[64 + j] = j == 0 ? -127.0f : -float(j) - 0.5f;
-    if (b + 3 < n / 32)
-      for (int j = 0; j < 32; ++j) v[96 + j] *= 1e-6f;
-    if (b + 4 < n / 32)
-      for (int j = 0; j < 32; ++j) v[128 + j] *= 3e4f;
+// Six blocks of `block` activations, one of each case the quantizers must agree on: random, all
+// zero, ties at .5 of both signs (the block's amax is 127, so 1 / d is exactly 1 and x.5 values
+// test the half-away-from-zero rounding), tiny and large values.
+std::vector<float> q8_test_activations(int64_t block, uint32_t seed) {
+  std::vector<float> x = quant_data::random_activations(6 * block, seed);
+  float* v = x.data();
+  for (int64_t j = 0; j < block; ++j) {
+    v[block + j] = 0.0f;
+    v[2 * block + j] = j == 0 ? 127.0f : float(j % 16 - 8) + 0.5f;
+    v[3 * block + j] = j == 0 ? -127.0f : -float(j % 120) - 0.5f;
+    v[4 * block + j] *= 1e-6f;
+    v[5 * block + j] *= 3e4f;
   }
   return x;
 }
 
+// A path's q8_0 and q8_K activation quantizers write the reference's bytes (q8_K: with its sums
+// of each 16 quants).
 TEST(QuantKernels, Q8ActivationsEqualTheReferenceByteForByte) {
   using Quantizer = void (*)(const float*, void*, int64_t);
   struct Case {
     GgmlType type;
-    int64_t n;
+    int64_t block;
     Quantizer QuantKernels::*fn;
   };
-  // q8_K: the tie and zero blocks land inside 256-value blocks, and one block is all zeros.
-  const Case cases[] = {{GgmlType::Q8_0, 32 * 6, &QuantKernels::quantize_q8_0},
-                        {GgmlType::Q8_K, 256 * 3, &QuantKernels::quantize_q8_K}};
+  const Case cases[] = {{GgmlType::Q8_0, 32, &QuantKernels::quantize_q8_0},
+                        {GgmlType::Q8_K, 256, &QuantKernels::quantize_q8_K}};
   int tested = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(ggml_type_name(c.type));
-    std::vector<float> x = q8_test_activations(c.n, 90);
-    if (c.type == GgmlType::Q8_K) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
-    const size_t bytes = *ggml_row_bytes(c.type, c.n);
+    const std::vector<float> x = q8_test_activations(c.block, 90);
+    const int64_t n = int64_t(x.size());
+    const size_t bytes = *ggml_row_bytes(c.type, n);
     std::vector<uint8_t> ref(bytes), got(bytes);
-    quantize_act_ref(c.type, x.data(), ref.data(), c.n);
+    quantize_act_ref(c.type, x.data(), ref.data(), n);
     for (const QuantKernels* k : supported_paths()) {
       if (k->*c.fn == nullptr) continue;
       SCOPED_TRACE(k->name);
       std::fill(got.begin(), got.end(), uint8_t(0xa5));
-      (k->*c.fn)(x.data(), got.data(), c.n);
+      (k->*c.fn)(x.data(), got.data(), n);
       EXPECT_EQ(got, ref);
       ++tested;
     }

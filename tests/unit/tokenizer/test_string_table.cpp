@@ -42,7 +42,7 @@ TEST(StringTable, MatchesAMapOfCopies) {
       ASSERT_EQ(t.find(strings[size_t(i)]), first.at(strings[size_t(i)])) << "n=" << n;
     }
     for (int i = 0; i < 2000; ++i) {
-      const std::string s = random_string(rng) + "\x01" "absent";
+      const std::string s = random_string(rng) + "\001absent";
       ASSERT_EQ(t.find(s), first.count(s) ? first.at(s) : -1);
     }
   }

@@ -105,9 +105,11 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
     EXPECT_NE(rss.find(fmt::format("({:.0f})", file_mb)), std::string::npos) << rss;
     EXPECT_GE(std::stod(rss), file_mb) << rss;
     // The floor at the run's fastest read is the strictest: kamera's share of it is at most its
-    // share of this row's own (median) floor.
-    EXPECT_LE(std::stod(tg[6 + ratio_cols]), std::stod(tg[4 + ratio_cols]) + 0.005);
-    EXPECT_GT(std::stod(tg[6 + ratio_cols]), 0.0);
+    // share of this row's own (median) floor. (The tiny files are read from cache, some rows far
+    // faster than others, so the strict share may print as 0.00 here.)
+    const double strict = std::stod(tg[6 + ratio_cols]);
+    EXPECT_GE(strict, 0.0);
+    EXPECT_LE(strict, std::stod(tg[4 + ratio_cols]) + 0.005);
   }
   // --from-log prints the same table again from the run's log, running nothing.
   const ShellOutput again =
