@@ -13,6 +13,8 @@ const char* finish_reason_name(FinishReason r) {
       return "length";
     case FinishReason::Cancelled:
       return "cancelled";
+    case FinishReason::Abort:
+      return "abort";
     case FinishReason::None:
       break;
   }

@@ -50,8 +50,9 @@ struct GenerateParams {
   int logprobs = -1;  // < 0: none; k >= 0: the chosen token's and the k most likely
 };
 
-enum class FinishReason { None, Stop, Length, Cancelled };
-// "stop", "length", "cancelled" ("" for None).
+// Abort: the server stopped while the generation ran (never set by the loop itself).
+enum class FinishReason { None, Stop, Length, Cancelled, Abort };
+// "stop", "length", "cancelled", "abort" ("" for None).
 const char* finish_reason_name(FinishReason r);
 
 // A token's log-probability under the distribution it was sampled from (after logit_bias,

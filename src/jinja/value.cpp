@@ -211,9 +211,6 @@ Value Value::tuple(Array a) {
 Value Value::object(Object o) {
   return Value(std::make_shared<Object>(std::move(o)));
 }
-Value Value::empty_object() {
-  return Value(std::make_shared<Object>());
-}
 Value Value::callable(std::string name, Function fn, bool is_macro) {
   return Value(std::make_shared<Callable>(Callable{std::move(name), std::move(fn), is_macro}));
 }

@@ -59,7 +59,6 @@ class Value {
   static Value array(Array a = {});
   static Value tuple(Array a);  // a list that prints as (a, b), as dict.items() pairs do
   static Value object(Object o);
-  static Value empty_object();
   static Value callable(std::string name, Function fn, bool is_macro = false);
 
   Kind kind() const { return Kind(v_.index()); }

@@ -15,17 +15,6 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
   return ImageFormat::Unknown;
 }
 
-const char* image_format_name(ImageFormat f) {
-  switch (f) {
-    case ImageFormat::Png:
-      return "png";
-    case ImageFormat::Jpeg:
-      return "jpeg";
-    default:
-      return "unknown";
-  }
-}
-
 Status check_image_dims(int64_t width, int64_t height, std::string_view name,
                         const DecodeLimits& limits) {
   if (width <= 0 || height <= 0)

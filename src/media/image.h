@@ -47,7 +47,6 @@ enum class ImageFormat { Unknown, Png, Jpeg };
 
 // The format from the first bytes ("\x89PNG\r\n\x1a\n", or a JPEG SOI marker FF D8 FF).
 ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
-const char* image_format_name(ImageFormat f);
 
 // Decodes PNG or JPEG bytes. `name` (a path, "request image 2", ...) starts every error message.
 // Errors: InvalidArgument (over a limit, unknown format), CorruptData (malformed or truncated),

@@ -101,24 +101,6 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
   }
 }
 
-void rope_apply_reference_3d(const RopeDesc& d, Pos pos, float* x, int n_heads, bool inverse) {
-  const int half = d.n_rot / 2;
-  const int32_t comp[3] = {pos.t, pos.h, pos.w};
-  for (int h = 0; h < n_heads; ++h) {
-    for (int i = 0; i < half; ++i) {
-      const double freq = d.pair_freq(i);
-      const double a = double(comp[d.component(i)]) * freq * (inverse ? -1.0 : 1.0);
-      const float c = float(std::cos(a)), s = float(std::sin(a));
-      const int i0 = d.layout == RopeLayout::Normal ? 2 * i : i;
-      const int i1 = d.layout == RopeLayout::Normal ? 2 * i + 1 : i + half;
-      float* xh = x + size_t(h) * d.head_dim;
-      const float x0 = xh[i0], x1 = xh[i1];
-      xh[i0] = x0 * c - x1 * s;
-      xh[i1] = x0 * s + x1 * c;
-    }
-  }
-}
-
 void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse) {
   const int half = d.n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {

@@ -96,8 +96,6 @@ void rope_apply(const RopeDesc& d, const float* cos, const float* sin, float* x,
 
 // Scalar reference: evaluates angles itself in double and rotates one token (tests only).
 void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse);
-// Same for a 3-D position (M-RoPE descriptions; equals the 1-D one when t = h = w).
-void rope_apply_reference_3d(const RopeDesc& d, Pos pos, float* x, int n_heads, bool inverse);
 
 // Cos/sin pointers for a token's position: the table rows for 1-D positions in the table, else
 // evaluated into `scratch` (2 x n_pairs floats).

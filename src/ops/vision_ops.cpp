@@ -79,10 +79,6 @@ void quick_gelu_inplace(float* x, int64_t n, ThreadPool* pool) {
   maybe_parallel(pool, n, 16384, [&](int64_t a, int64_t e) { quick_gelu_range(x, a, e); });
 }
 
-void add_bias_rows(float* x, const float* b, int64_t n_rows, int dim) {
-  for (int64_t r = 0; r < n_rows; ++r) add_inplace(x + r * dim, b, dim);
-}
-
 void vision_rope(float* x, int n, int n_heads, int head_dim, std::span<const int32_t> h,
                  std::span<const int32_t> w, double theta, ThreadPool* pool) {
   const int half = head_dim / 2, quarter = head_dim / 4;

@@ -22,8 +22,6 @@ void gelu_erf_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
 void gelu_tanh_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
 // x = x * sigmoid(1.702 x) (Hugging Face "quick_gelu").
 void quick_gelu_inplace(float* x, int64_t n, ThreadPool* pool = nullptr);
-// x = x + b per row (n_rows rows of dim values).
-void add_bias_rows(float* x, const float* b, int64_t n_rows, int dim);
 
 // 2-D rotary embedding of the Qwen2-VL vision tower, in place on n tokens of n_heads heads of
 // head_dim values (head_dim % 4 == 0). Pair k = dims (k, k + head_dim/2) turns by

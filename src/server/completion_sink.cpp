@@ -51,14 +51,20 @@ json completion_logprobs(const std::vector<TokenLogprob>& lp, size_t& offset) {
 }
 
 CompletionSink::CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
-                               std::shared_ptr<std::atomic<bool>> cancel)
+                               std::shared_ptr<std::atomic<bool>> cancel,
+                               std::shared_ptr<AnswerThreads::Serial> serial)
     : meta_(std::move(meta)),
       out_(std::move(out)),
       respond_(std::move(respond)),
-      cancel_(std::move(cancel)) {}
+      cancel_(std::move(cancel)),
+      serial_(std::move(serial)) {}
 
+// Called on the scheduler thread: the event moves to the answer's Serial, nothing else.
 EventSink CompletionSink::sink() {
-  return [self = shared_from_this()](Event e) { self->on(std::move(e)); };
+  return [self = shared_from_this()](Event e) {
+    auto event = std::make_shared<Event>(std::move(e));
+    self->serial_->post([self, event] { self->on(*event); });
+  };
 }
 
 void CompletionSink::write(const json& j) {
@@ -116,7 +122,7 @@ toolcall::Delta CompletionSink::parse(int index, std::string text, bool final) {
   return d;
 }
 
-void CompletionSink::on_text(Event& e) {
+void CompletionSink::on_text(TextDelta& e) {
   toolcall::Delta d = parse(e.index, std::move(e.text), false);
   if (meta_.stream) {
     if (d.empty() && e.logprobs.empty()) return;  // held back by the parser
@@ -142,24 +148,25 @@ void CompletionSink::add_usage(const json& usage) {
   if (kamera_.size() > 1) usage_["kamera"] = {{"prompts", kamera_}};
 }
 
-void CompletionSink::on_finish(const Event& e) {
-  Choice& choice = choices_[e.index];
-  json finish = e.info["finish_reason"];
+// A choice ended; `usage` set: its generation's last choice.
+void CompletionSink::on_finish(int index, FinishReason reason, const Usage* usage) {
+  Choice& choice = choices_[index];
+  json finish = finish_reason_name(reason);
   if (meta_.tool_calls) {
-    toolcall::Delta rest = parse(e.index, "", true);
+    toolcall::Delta rest = parse(index, "", true);
     if (meta_.stream && !rest.empty())
-      write(chunk(json::array({stream_choice(e.index, rest, nullptr, nullptr)})));
+      write(chunk(json::array({stream_choice(index, rest, nullptr, nullptr)})));
     choice.text += rest.content;
-    if (!choice.calls->calls().empty() && finish == "stop") finish = "tool_calls";
+    if (!choice.calls->calls().empty() && reason == FinishReason::Stop) finish = "tool_calls";
   }
   choice.finish_reason = finish;
-  const bool last = e.kind == Event::Done && done_ + 1 == meta_.generations;
-  if (e.kind == Event::Done) {
-    add_usage(e.info["usage"]);
+  const bool last = usage && done_ + 1 == meta_.generations;
+  if (usage) {
+    add_usage(usage_json(*usage, meta_.media.get()));
     ++done_;
   }
   if (meta_.stream) {
-    json c = chunk(json::array({stream_choice(e.index, {}, nullptr, finish)}));
+    json c = chunk(json::array({stream_choice(index, {}, nullptr, finish)}));
     if (last && !meta_.include_usage) c["usage"] = usage_;  // kamera's: with the last finish
     write(c);
   }
@@ -207,22 +214,41 @@ json CompletionSink::whole_body() const {
       {"choices", choices},       {"usage", usage_}};
 }
 
-void CompletionSink::on(Event e) {
-  if (ended_) return;
+namespace {
+
+// The HTTP error of a failed generation.
+HttpError serve_http_error(const ServeError& e) {
   switch (e.kind) {
-    case Event::Text:
-      return on_text(e);
-    case Event::ChoiceDone:
-    case Event::Done:
-      return on_finish(e);
-    case Event::Error:
-      ended_ = true;
-      cancel_->store(true);  // the request failed: its other generations stop
-      if (!streaming_) return respond_(e.status, e.info);
-      out_->write("data: " + dump(e.info) + "\n\n");
-      out_->write("data: [DONE]\n\n");
-      return out_->end();
+    case ServeError::Kind::ContextLength:
+      return {400, e.error.message, "invalid_request_error", "context_length_exceeded", e.param};
+    case ServeError::Kind::Stopping:
+      return {503, e.error.message, "server_error", "stopping"};
+    case ServeError::Kind::Failed:
+      break;
   }
+  HttpError h = http_error(e.error);
+  h.param = e.param;
+  return h;
+}
+
+}  // namespace
+
+void CompletionSink::on_error(const ServeError& e) {
+  ended_ = true;
+  cancel_->store(true);  // the request failed: its other generations stop
+  const HttpError h = serve_http_error(e);
+  if (!streaming_) return respond_(h.status, error_body(h));
+  out_->write("data: " + dump(error_body(h)) + "\n\n");
+  out_->write("data: [DONE]\n\n");
+  out_->end();
+}
+
+void CompletionSink::on(Event& e) {
+  if (ended_) return;
+  if (auto* t = std::get_if<TextDelta>(&e)) return on_text(*t);
+  if (auto* c = std::get_if<ChoiceEnd>(&e)) return on_finish(c->index, c->reason, nullptr);
+  if (auto* d = std::get_if<GenerationEnd>(&e)) return on_finish(d->index, d->reason, &d->usage);
+  if (auto* f = std::get_if<GenerationFailed>(&e)) return on_error(f->error);
 }
 
 }  // namespace kamera

@@ -4,7 +4,8 @@
 // completions' tokens / token_logprobs / top_logprobs / text_offset), and the usage summed. With
 // tools, each choice's text goes through a tool-call parser (toolcall/parser.h): the message's
 // tool_calls (finish_reason "tool_calls"), or the stream's tool-call deltas.
-// Events arrive on the scheduler thread only.
+// Events arrive on the scheduler thread, typed (serve/events.h), and are handed at once to the
+// answer's Serial (server/answer_threads.h): the JSON is built and written there, in order.
 #pragma once
 
 #include <functional>
@@ -13,7 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/generation.h"
+#include "serve/generation.h"
+#include "server/answer_threads.h"
 #include "server/http_front.h"
 #include "toolcall/parser.h"
 
@@ -28,6 +30,7 @@ struct CompletionMeta {
   bool logprobs = false;       // the request asked for them
   int generations = 1;         // prompts in the batch
   std::optional<toolcall::Format> tool_calls;  // set: parse tool calls of this format
+  std::shared_ptr<const RequestMedia> media;   // the request's images (usage.images)
 };
 
 // Log-probabilities of tokens as OpenAI writes them. Chat: {"content": [{token, logprob, bytes,
@@ -42,7 +45,8 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
   // `respond` answers a whole body (or an error before a stream began); `cancel` stops the
   // request's other generations once it failed.
   CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
-                 std::shared_ptr<std::atomic<bool>> cancel);
+                 std::shared_ptr<std::atomic<bool>> cancel,
+                 std::shared_ptr<AnswerThreads::Serial> serial);
   // The sink each of the request's generations sends its events to.
   EventSink sink();
 
@@ -55,9 +59,10 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
     bool started = false;  // chat streams: the first delta carries the role
     std::unique_ptr<toolcall::ToolCallParser> calls;  // with tools
   };
-  void on(Event e);
-  void on_text(Event& e);
-  void on_finish(const Event& e);
+  void on(Event& e);
+  void on_text(TextDelta& e);
+  void on_finish(int index, FinishReason reason, const Usage* usage);
+  void on_error(const ServeError& e);
   void add_usage(const nlohmann::json& usage);
   nlohmann::json whole_body() const;
   nlohmann::json chunk(nlohmann::json choices) const;
@@ -71,6 +76,7 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
   std::shared_ptr<Responder> out_;
   Respond respond_;
   std::shared_ptr<std::atomic<bool>> cancel_;
+  std::shared_ptr<AnswerThreads::Serial> serial_;
   std::map<int, Choice> choices_;
   nlohmann::json usage_;
   std::vector<nlohmann::json> kamera_;  // usage.kamera of each generation

@@ -10,21 +10,21 @@
 
 namespace kamera {
 
-void Server::Impl::completions(const HttpRequest& r, const std::smatch&, const std::string& c,
+void Server::Impl::completions(const HttpRequest& r, const PathParams&, const std::string& c,
                                Out o) {
   ++metrics.requests_completions;
   generate(r, c, "", false, o);
 }
 
-void Server::Impl::chat(const HttpRequest& r, const std::smatch&, const std::string& c, Out o) {
+void Server::Impl::chat(const HttpRequest& r, const PathParams&, const std::string& c, Out o) {
   ++metrics.requests_chat;
   generate(r, c, "", true, o);
 }
 
-void Server::Impl::window_completions(const HttpRequest& r, const std::smatch& m,
+void Server::Impl::window_completions(const HttpRequest& r, const PathParams& m,
                                       const std::string& c, Out o) {
   ++metrics.requests_windows;
-  generate(r, c, m[1].str(), false, o);
+  generate(r, c, m[1], false, o);
 }
 
 // A prompt whose text cannot fit the context is refused before it is tokenized: a token covers
@@ -119,9 +119,11 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
   meta.logprobs = reqs->front().gen.logprobs >= 0;
   meta.tool_calls = reqs->front().tool_calls;
   meta.generations = int(reqs->size());
+  if (images->images > 0) meta.media = images;
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   auto sink = std::make_shared<CompletionSink>(
-      meta, out, [this, out](int status, const json& b) { respond(out, status, b); }, cancelled);
+      meta, out, [this, out](int status, const json& b) { respond(out, status, b); }, cancelled,
+      answers->serial());
   std::vector<std::unique_ptr<Generation>> gens;
   const TokenizeOptions to{opts.control_tokens_in_text, opts.segment_cache_bytes != 0};
   for (GenRequest& r : *reqs) {

@@ -124,11 +124,21 @@ std::optional<EmbedRequest> parse_embeddings(const json& body, const Model& mode
   return r;
 }
 
-Result<json> run_embeddings(Context& ctx, const EmbedRequest& r, const std::string& model_name) {
+Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r) {
+  std::vector<std::vector<float>> out;
+  for (const std::vector<int32_t>& ids : r.inputs) {
+    KAMERA_ASSIGN_OR_RETURN(std::vector<float> v, embed_one(ctx, ids, r.last_token));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+json embeddings_json(const EmbedRequest& r, const std::vector<std::vector<float>>& vectors,
+                     const std::string& model_name) {
   json data = json::array();
   int64_t tokens = 0;
-  for (size_t i = 0; i < r.inputs.size(); ++i) {
-    KAMERA_ASSIGN_OR_RETURN(std::vector<float> v, embed_one(ctx, r.inputs[i], r.last_token));
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    const std::vector<float>& v = vectors[i];
     tokens += int64_t(r.inputs[i].size());
     data.push_back(
         {{"object", "embedding"},

@@ -24,9 +24,12 @@ struct EmbedRequest {
 std::optional<EmbedRequest> parse_embeddings(const json& body, const Model& model,
                                              size_t max_text_bytes, HttpError& refusal);
 
-// Runs every input through the engine on a scratch sequence (on the scheduler thread) and
-// answers OpenAI's body: {"object": "list", "data": [{"object": "embedding", "index",
+// Runs every input through the engine on a scratch sequence (on the scheduler thread): one
+// vector per input.
+Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r);
+// OpenAI's body of the vectors: {"object": "list", "data": [{"object": "embedding", "index",
 // "embedding"}], "model", "usage"}.
-Result<json> run_embeddings(Context& ctx, const EmbedRequest& r, const std::string& model_name);
+json embeddings_json(const EmbedRequest& r, const std::vector<std::vector<float>>& vectors,
+                     const std::string& model_name);
 
 }  // namespace kamera

@@ -85,8 +85,13 @@ std::optional<HttpResponse> Server::Impl::inspect(HttpRequest& head) {
   const Route* route = nullptr;
   std::string allow;
   for (const Route& r : routes) {
-    if (!std::regex_match(head.path, r.path)) continue;
-    if (r.method == method) route = &r;
+    std::smatch m;
+    if (!std::regex_match(head.path, m, r.path)) continue;
+    if (r.method == method && !route) {
+      route = &r;
+      head.route = int(&r - routes.data());
+      head.params.assign(m.begin(), m.end());
+    }
     allow += (allow.empty() ? "" : ", ") + r.method + (r.method == "GET" ? ", HEAD" : "");
   }
   if (allow.empty())
@@ -135,43 +140,17 @@ std::optional<HttpResponse> Server::Impl::inline_route(const HttpRequest& head) 
   return r;
 }
 
+// The route and the client were found by inspect(), on the I/O thread, from the same head.
 void Server::Impl::dispatch(HttpRequest req, Out out) {
-  const std::string method = req.method == "HEAD" ? "GET" : req.method;
-  for (const Route& r : routes) {
-    std::smatch m;
-    if (r.method != method || !r.handler || !std::regex_match(req.path, m, r.path)) continue;
-    auto client = client_of(req);
-    if (!client.ok()) return respond_error(out, {401, client.message(), "authentication_error"});
-    try {
-      (this->*r.handler)(req, m, *client, out);
-    } catch (const std::exception& e) {  // never let an exception cross the handler
-      respond_error(out,
-                    {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
-    }
-    return;
+  if (req.route < 0 || !routes[size_t(req.route)].handler)
+    return respond_error(out, {404, "no such endpoint", "not_found_error", "no_route"});
+  const Route& r = routes[size_t(req.route)];
+  try {
+    (this->*r.handler)(req, req.params, req.client, out);
+  } catch (const std::exception& e) {  // never let an exception cross the handler
+    respond_error(out,
+                  {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
   }
-  respond_error(out, {404, "no such endpoint", "not_found_error", "no_route"});
-}
-
-void Server::Impl::on_scheduler(const Out& out, std::function<Result<json>()> fn, int ok,
-                                std::function<std::optional<HttpError>()> refuse) {
-  const bool queued = scheduler->post([this, out, fn, refuse, ok](bool run) {
-    if (!run)
-      return respond_error(out, {503, "the server is stopping", "server_error", "stopping"});
-    try {
-      if (refuse)
-        if (auto e = refuse()) return respond_error(out, *e);
-      Result<json> r = fn();
-      if (r.ok()) return respond(out, ok, *r);
-      respond_error(out, http_error(r.error()));
-    } catch (const std::exception& e) {  // never let an exception end the scheduler thread
-      respond_error(out,
-                    {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
-    }
-  });
-  if (!queued)
-    respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
-                        "queue_full"});
 }
 
 }  // namespace kamera

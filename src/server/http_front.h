@@ -48,6 +48,10 @@ struct HttpRequest {
   // Who the request speaks for (an API key, or the address), set by the Inspect callback: the
   // front's per-client shares count it. Empty: none (the request is counted by address only).
   std::string client;
+  // Set by the Inspect callback too: the route the request goes to (-1: none yet) and its path's
+  // captures ([0]: the whole path), so that the handler's dispatch does not match it again.
+  int route = -1;
+  std::vector<std::string> params;
   bool has_body = false;        // a Content-Length > 0 or a chunked body follows the head
   int64_t content_length = -1;  // -1: none or chunked
   std::string body;

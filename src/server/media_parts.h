@@ -41,10 +41,10 @@
 #include <string>
 
 #include "model/model.h"
+#include "serve/request_media.h"
+#include "server/json_fields.h"
 #include "server/media_tower.h"
-#include "server/openai.h"
 #include "server/prometheus.h"
-#include "server/request_media.h"
 
 namespace kamera {
 

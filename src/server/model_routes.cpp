@@ -5,7 +5,7 @@
 
 namespace kamera {
 
-void Server::Impl::embeddings(const HttpRequest& req, const std::smatch&, const std::string&,
+void Server::Impl::embeddings(const HttpRequest& req, const PathParams&, const std::string&,
                               Out out) {
   ++metrics.requests_embeddings;
   json body;
@@ -13,8 +13,12 @@ void Server::Impl::embeddings(const HttpRequest& req, const std::smatch&, const 
   HttpError refusal;
   auto r = parse_embeddings(body, model, max_prompt_bytes, refusal);
   if (!r) return respond_error(out, refusal);
-  on_scheduler(out,
-               [this, r = std::move(*r)]() { return run_embeddings(*ctx, r, opts.model_name); });
+  auto req_ptr = std::make_shared<const EmbedRequest>(std::move(*r));
+  on_scheduler(
+      out, [this, req_ptr] { return run_embeddings(*ctx, *req_ptr); },
+      [this, req_ptr](const std::vector<std::vector<float>>& v) {
+        return embeddings_json(*req_ptr, v, opts.model_name);
+      });
 }
 
 json Server::Impl::models_body() const {

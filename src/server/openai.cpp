@@ -5,166 +5,11 @@
 #include <cmath>
 #include <set>
 
+#include "server/prompt_parts.h"
 #include "server/request_fields.h"
 #include "toolcall/request.h"
 
-#include "server/prompt_parts.h"
-
 namespace kamera {
-
-int http_status(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::InvalidArgument:
-    case ErrorCode::CorruptData:
-      return 400;
-    case ErrorCode::NotFound:
-      return 404;
-    case ErrorCode::Unsupported:
-      return 501;
-    case ErrorCode::OutOfMemory:
-      return 503;
-    case ErrorCode::Internal:
-    case ErrorCode::Io:
-      return 500;
-  }
-  return 500;
-}
-
-namespace {
-
-// The documented error.code of a failed operation (docs/SERVER.md, "Validation").
-const char* api_code(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::InvalidArgument:
-    case ErrorCode::CorruptData:  // what the client sent is malformed: its argument is invalid
-      return "invalid_argument";
-    case ErrorCode::NotFound:
-      return "not_found";
-    case ErrorCode::OutOfMemory:
-      return "capacity";
-    case ErrorCode::Unsupported:
-      return "unsupported";
-    case ErrorCode::Internal:
-    case ErrorCode::Io:
-      return "internal";
-  }
-  return "internal";
-}
-
-}  // namespace
-
-HttpError http_error(const Error& e) {
-  const int status = http_status(e.code);
-  return {status, e.message,
-          status == 404  ? "not_found_error"
-          : status < 500 ? "invalid_request_error"
-                         : "server_error",
-          api_code(e.code)};
-}
-
-json error_body(const HttpError& e) {
-  return json{{"error",
-               {{"message", e.message},
-                {"type", e.type},
-                {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-                {"code", e.code}}}};
-}
-
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-namespace {
-
-// Thrown from the parser's callback to stop at the first value past a limit.
-struct JsonLimitHit {
-  HttpError error;
-};
-
-}  // namespace
-
-std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out) {
-  int64_t values = 0;
-  // depth: the containers open around the event (0 for the top-level value).
-  auto bounded = [&](int depth, json::parse_event_t event, json&) {
-    const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth + 1 > limits.max_depth)
-      throw JsonLimitHit{{400,
-                          fmt::format("the JSON body nests arrays and objects deeper than {} "
-                                      "levels (the limit)",
-                                      limits.max_depth),
-                          "invalid_request_error", "json_too_deep"}};
-    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end &&
-        ++values > limits.max_values)
-      throw JsonLimitHit{
-          {400,
-           fmt::format("the JSON body holds more than {} values (the limit)", limits.max_values),
-           "invalid_request_error", "json_too_many_values"}};
-    return true;
-  };
-  try {
-    out = json::parse(body, bounded);
-  } catch (const JsonLimitHit& hit) {
-    return hit.error;
-  } catch (const std::exception& e) {
-    return HttpError{400, fmt::format("malformed JSON: {}", e.what()), "invalid_request_error",
-                     "invalid_json"};
-  }
-  if (!out.is_object())
-    return HttpError{400, "the request body must be a JSON object", "invalid_request_error",
-                     "invalid_json"};
-  return std::nullopt;
-}
-
-Result<bool> bool_field(const json& body, const char* key, bool dflt) {
-  if (!body.contains(key) || body[key].is_null()) return dflt;
-  if (!body[key].is_boolean())
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be true or false, not {}", key,
-                      body[key].type_name());
-  return body[key].get<bool>();
-}
-
-Result<std::string> string_field(const json& body, const char* key, const std::string& dflt) {
-  if (!body.contains(key) || body[key].is_null()) return dflt;
-  if (!body[key].is_string())
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a string, not {}", key,
-                      body[key].type_name());
-  return body[key].get<std::string>();
-}
-
-Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi) {
-  int64_t x = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > uint64_t(INT64_MAX))
-      return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, u, lo, hi);
-    x = int64_t(u);
-  } else if (v.is_number_integer()) {
-    x = v.get<int64_t>();
-  } else {
-    return make_error(ErrorCode::InvalidArgument, "{} must be an integer", what);
-  }
-  if (x < lo || x > hi)
-    return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, x, lo, hi);
-  return x;
-}
-
-Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
-  if (!body.contains(key) || body[key].is_null()) return dflt;
-  return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
-}
-
-Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
-  if (!body.contains(key) || body[key].is_null()) return dflt;
-  if (!body[key].is_number())
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
-  const double v = body[key].get<double>();
-  if (!(v >= lo && v <= hi))
-    return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
-                      hi);
-  return v;
-}
 
 namespace {
 
@@ -199,10 +44,13 @@ json timings_json(const PromptUsage& u) {
 
 }  // namespace
 
-json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMedia* media) {
+json usage_json(const Usage& usage, const RequestMedia* media) {
+  const PromptUsage& u = usage.prompt;
+  const int64_t completion_tokens = usage.completion_tokens;
   json segments = json::array();
   for (const ServedSegment& s : u.segments) {
-    json j = {{"tokens", s.tokens}, {"position", s.position}, {"source", s.source}};
+    json j = {
+        {"tokens", s.tokens}, {"position", s.position}, {"source", span_source_name(s.source)}};
     if (s.id) j["id"] = s.id->hex();
     if (s.media) j["media"] = true;
     if (s.media && s.id && media)
@@ -221,7 +69,13 @@ json usage_json(const PromptUsage& u, int64_t completion_tokens, const RequestMe
                 {"segments", std::move(segments)},
                 {"background", {{"canonicals_queued", u.background_queued}}},
                 {"timings", timings_json(u)}}}};
-  if (media) out["images"] = media->usage();
+  if (media)
+    out["images"] = {{"count", media->images},
+                     {"frames", media->frames},
+                     {"image_tokens", media->image_tokens},
+                     {"encoded", media->encoded},
+                     {"cached_embeddings", media->cached_embeddings},
+                     {"reused_chunks", media->reused_chunks}};
   return out;
 }
 

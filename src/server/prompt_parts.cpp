@@ -4,7 +4,7 @@
 #include <set>
 #include <string_view>
 
-#include "server/openai.h"
+#include "server/json_fields.h"
 #include "toolcall/request.h"
 #include "vision/kimi_chunks.h"
 #include "vision/vl_prompt.h"

@@ -20,7 +20,7 @@
 
 #include "core/status.h"
 #include "jinja/chat_template.h"
-#include "server/generation.h"
+#include "serve/generation.h"
 #include "toolcall/format.h"
 
 namespace kamera {

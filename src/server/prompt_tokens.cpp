@@ -30,7 +30,7 @@ int32_t media_row(const ChunkId& id, int64_t row) {
 
 // r.prompt_ids: the anchor, then each text part's tokens and, for an image, one media_row per
 // embedding row (the sequence's token slots); r.segments: each image one segment and, with a
-// tokenizer, the text parts cut apart (server/prompt_segments.h; without one, each part whole:
+// tokenizer, the text parts cut apart (serve/prompt_segments.h; without one, each part whole:
 // only a prompt with images needs them, for the images' positions), with their start positions.
 void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r) {
   std::vector<int32_t>& all = r.prompt_ids;
@@ -59,22 +59,6 @@ void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r
 }
 
 }  // namespace
-
-bool text_only(const GenRequest& r) {
-  return r.window_id.empty() && std::none_of(r.parts.begin(), r.parts.end(),
-                                             [](const PromptPart& p) { return p.is_chunk; });
-}
-
-bool text_and_images(const GenRequest& r) {
-  return r.window_id.empty() &&
-         std::all_of(r.parts.begin(), r.parts.end(),
-                     [&](const PromptPart& p) { return !p.is_chunk || image_of(r, p) != nullptr; });
-}
-
-bool has_images(const GenRequest& r) {
-  return std::any_of(r.segments.begin(), r.segments.end(),
-                     [](const PromptSegment& s) { return s.image != nullptr; });
-}
 
 Result<std::vector<int32_t>> part_tokens(const Model& model, const GenRequest& r, size_t i,
                                          bool control_everywhere) {

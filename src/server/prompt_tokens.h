@@ -2,11 +2,11 @@
 // which decodes every client's tokens, only looks ids up: each text part gets its tokens (literal
 // but for what the chat template wrote and the vision delimiters: server/prompt_parts.h), and a
 // prompt of text only gets its tokens from the anchor on and its segments with their ids
-// (server/prompt_segments.h), which the scheduler serves from its caches.
+// (serve/prompt_segments.h), which the scheduler serves from its caches.
 #pragma once
 
 #include "cache/chunk_cache.h"
-#include "server/generation.h"
+#include "serve/generation.h"
 
 namespace kamera {
 
@@ -23,13 +23,5 @@ Result<std::vector<int32_t>> part_tokens(const Model& model, const GenRequest& r
 // request's images fills r.prompt_ids (and, with o.segments, r.segments). Fails (nothing to queue)
 // on a part that tokenizes to nothing or a model without a tokenizer.
 Status tokenize_prompt(const ChunkCache& cache, GenRequest& r, const TokenizeOptions& o);
-
-// A prompt of text (and token) parts only, after no window.
-bool text_only(const GenRequest& r);
-// A prompt of text and the request's own images and video (no stored chunk parts), after no
-// window: the prompts the scheduler serves by segments.
-bool text_and_images(const GenRequest& r);
-// Whether r's segments hold an image (its prompt_ids then hold -1 for its rows: no prefix reuse).
-bool has_images(const GenRequest& r);
 
 }  // namespace kamera

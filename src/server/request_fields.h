@@ -6,8 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "server/generation.h"
-#include "server/openai.h"
+#include "serve/generation.h"
+#include "server/json_fields.h"
+#include "server/server_options.h"
 
 namespace kamera {
 

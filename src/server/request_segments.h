@@ -14,7 +14,7 @@
 #include "context/context.h"
 #include "jinja/chat_template.h"
 #include "server/openai.h"
-#include "server/server.h"
+#include "server/server_options.h"
 #include "toolcall/request.h"
 
 namespace kamera {

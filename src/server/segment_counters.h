@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "server/prometheus.h"
+#include "serve/metrics.h"
 
 namespace kamera {
 

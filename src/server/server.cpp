@@ -93,13 +93,7 @@ Status Server::Impl::open_context() {
   q.ttl_s = opts.window_ttl_s;
   q.client_pages = int64_t(opts.client_pool_share * double(pages));
   q.total_pages = int64_t(opts.window_pool_share * double(pages));
-  windows = std::make_unique<WindowRegistry>(
-      *ctx,
-      [this](const json& b) {
-        return chunk_content(b, model, opts.max_chunk_tokens, max_chunk_bytes,
-                             opts.control_tokens_in_text);
-      },
-      q);
+  windows = std::make_unique<WindowRegistry>(*ctx, q);
   SchedulerOptions so{opts.max_queue,
                       opts.max_active,
                       opts.prefill_slice_tokens,
@@ -120,6 +114,7 @@ Status Server::Impl::open_context() {
                       "--store-fetch: expected auto, always or never, not \"{}\"",
                       opts.store_fetch);
   scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
+  answers = std::make_unique<AnswerThreads>(std::max(1, opts.http_threads / 4));
   return Status::Ok();
 }
 
@@ -231,8 +226,10 @@ void Server::wait() {
 void Server::stop() {
   Impl& s = *impl_;
   if (s.stopped.exchange(true)) return;
-  // The scheduler first: queued work is answered (errors) while the front can still send.
+  // The scheduler first: queued work is answered (errors) while the front can still send; then
+  // the answer threads finish what it handed them.
   if (s.scheduler) s.scheduler->stop();
+  if (s.answers) s.answers->join();
   if (s.front) s.front->stop();
   s.events.reset();
   if (s.windows) s.windows->clear();

@@ -1,7 +1,8 @@
 // Server::Impl, shared by the files of the server: server.cpp (start and stop), http_api.cpp
 // (routing, authentication, refusals before the body), completions.cpp (completion requests and
-// their answers), chunk_api.cpp (chunk and window routes), tokenize_api.cpp (/tokenize and
-// /detokenize).
+// their answers), chunk_routes.cpp (chunk and window routes), model_routes.cpp (/v1/embeddings,
+// /v1/models), tokenize_routes.cpp (/tokenize and /detokenize), stats_route.cpp (/v1/stats),
+// web_routes.cpp (the web page), tool_requests.cpp (response_format and tools).
 #pragma once
 
 #include <atomic>
@@ -17,12 +18,13 @@
 
 #include "context/context.h"
 #include "grammar/grammar_cache.h"
+#include "serve/scheduler.h"
+#include "server/answer_threads.h"
 #include "server/cluster_events.h"
 #include "server/http_front.h"
 #include "server/media_parts.h"
 #include "server/openai.h"
 #include "server/prometheus.h"
-#include "server/scheduler.h"
 #include "server/server.h"
 #include "server/window_ops.h"
 #include "toolcall/request.h"
@@ -31,8 +33,10 @@ namespace kamera {
 
 struct Server::Impl {
   using Out = std::shared_ptr<Responder>;
-  // A route's handler, on a worker thread: the request, its path's matches, the client.
-  using Handler = void (Impl::*)(const HttpRequest&, const std::smatch&, const std::string&, Out);
+  using PathParams = std::vector<std::string>;
+  // A route's handler, on a worker thread: the request, its path's captures (params[1], ...),
+  // the client (both found once, by inspect()).
+  using Handler = void (Impl::*)(const HttpRequest&, const PathParams&, const std::string&, Out);
   struct Route {
     std::string method;
     std::regex path;
@@ -62,6 +66,7 @@ struct Server::Impl {
   std::optional<WordVocab> words;      // the mini-VL pair: its word prompt (server/prompt_parts.h)
   std::unique_ptr<WindowRegistry> windows;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<AnswerThreads> answers;  // JSON of answers is built there (never the engine's)
   std::unique_ptr<HttpFront> front;
   std::unique_ptr<ClusterEvents> events;  // with --redis: what this server holds, for routers
   std::atomic<bool> stopped{false};
@@ -92,17 +97,42 @@ struct Server::Impl {
     out->reply(json_response(status, body));
   }
   void respond_error(const Out& out, const HttpError& e) { out->reply(error_response(e)); }
-  // Runs fn on the scheduler thread and answers with its result (`ok` on success), unless
-  // `refuse` (run there first) gives a refusal.
-  void on_scheduler(const Out& out, std::function<Result<json>()> fn, int ok = 200,
-                    std::function<std::optional<HttpError>()> refuse = nullptr);
+  // An error answered from the answer threads (from any thread, the scheduler's included).
+  void answer_error(const Out& out, HttpError e) {
+    answers->post([this, out, e = std::move(e)] { respond_error(out, e); });
+  }
+  // Runs fn (a Result<T>) on the scheduler thread, then answers on the answer threads with
+  // to_json(T) and status `ok`, or with the error; unless `refuse` (run on the scheduler first)
+  // gives a refusal. The engine side returns typed values: the JSON is built off its thread.
+  template <class Fn, class ToJson>
+  void on_scheduler(const Out& out, Fn fn, ToJson to_json, int ok = 200,
+                    std::function<std::optional<HttpError>()> refuse = nullptr) {
+    const bool queued = scheduler->post([this, out, fn, to_json, refuse, ok](bool run) {
+      if (!run)
+        return answer_error(out, {503, "the server is stopping", "server_error", "stopping"});
+      try {
+        if (refuse)
+          if (auto e = refuse()) return answer_error(out, *e);
+        auto r = fn();
+        if (!r.ok()) return answer_error(out, http_error(r.error()));
+        answers->post(
+            [this, out, v = std::move(*r), to_json, ok] { respond(out, ok, to_json(v)); });
+      } catch (const std::exception& e) {  // never let an exception end the scheduler thread
+        answer_error(out,
+                     {500, std::string("internal error: ") + e.what(), "server_error", "internal"});
+      }
+    });
+    if (!queued)
+      respond_error(out, {429, "the server is busy: too many queued requests", "rate_limit_error",
+                          "queue_full"});
+  }
   std::optional<HttpResponse> inline_route(const HttpRequest& head);
   HttpResponse web_response(const HttpRequest& head);  // web_routes.cpp: GET /, /ui/NAME
 
   // completions.cpp
-  void completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void chat(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void window_completions(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void completions(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void chat(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void window_completions(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
   std::optional<std::vector<GenRequest>> parse_generation(const json& body, std::string_view raw,
@@ -120,25 +150,26 @@ struct Server::Impl {
   std::shared_ptr<void> client_slot(const std::string& client);
 
   // model_routes.cpp: /v1/embeddings, and the body of /v1/models
-  void embeddings(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  void embeddings(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   json models_body() const;
   json stats_body() const;  // stats_route.cpp: GET /v1/stats
 
-  // chunk_api.cpp
-  void post_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void get_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void delete_chunk(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void post_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void get_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void delete_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void edit_window(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  // chunk_routes.cpp
+  void post_chunk(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void get_chunk(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void delete_chunk(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void post_window(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void get_window(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void delete_window(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void edit_window(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  // A window edit (e null: a create) on the scheduler thread, refused first past a quota.
   void window_op(const Out& out, const std::string& client, const std::string& id,
-                 const std::string& op, std::shared_ptr<const json> body,
-                 std::function<Result<json>()> fn, int ok);
+                 std::shared_ptr<const WindowEdit> e, std::function<Result<WindowView>()> fn,
+                 int ok);
 
-  // tokenize_api.cpp
-  void tokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
-  void detokenize_route(const HttpRequest& r, const std::smatch& m, const std::string& c, Out o);
+  // tokenize_routes.cpp
+  void tokenize_route(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void detokenize_route(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
 };
 
 }  // namespace kamera

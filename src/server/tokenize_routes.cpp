@@ -59,7 +59,7 @@ Result<std::string> detokenize(const json& body, const Tokenizer& tok, int64_t m
 
 }  // namespace
 
-void Server::Impl::tokenize_route(const HttpRequest& req, const std::smatch&, const std::string&,
+void Server::Impl::tokenize_route(const HttpRequest& req, const PathParams&, const std::string&,
                                   Out out) {
   if (!model.tokenizer)
     return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});
@@ -70,7 +70,7 @@ void Server::Impl::tokenize_route(const HttpRequest& req, const std::smatch&, co
   respond(out, 200, {{"tokens", *ids}});
 }
 
-void Server::Impl::detokenize_route(const HttpRequest& req, const std::smatch&, const std::string&,
+void Server::Impl::detokenize_route(const HttpRequest& req, const PathParams&, const std::string&,
                                     Out out) {
   if (!model.tokenizer)
     return respond_error(out, {501, "this model has no tokenizer", "server_error", "unsupported"});

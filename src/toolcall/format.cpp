@@ -14,12 +14,6 @@ const char* format_name(Format f) {
   return "?";
 }
 
-std::optional<Format> format_from_name(std::string_view name) {
-  for (Format f : {Format::Hermes, Format::Llama3, Format::DeepSeek3})
-    if (name == format_name(f)) return f;
-  return std::nullopt;
-}
-
 std::optional<Format> detect_format(std::string_view src) {
   if (src.find(kDsCallBegin) != std::string_view::npos) return Format::DeepSeek3;
   if (src.find(kHermesOpen) != std::string_view::npos) return Format::Hermes;

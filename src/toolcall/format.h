@@ -21,7 +21,6 @@ namespace kamera::toolcall {
 enum class Format { Hermes, Llama3, DeepSeek3 };
 
 const char* format_name(Format f);
-std::optional<Format> format_from_name(std::string_view name);
 // The format a chat template renders tool calls in; nullopt when it renders none.
 std::optional<Format> detect_format(std::string_view template_source);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -203,19 +204,29 @@ TEST(ServerHostile, SlowlorisLeavesHealthFast) {
   EXPECT_EQ(closed, 64);
 }
 
-// /health answers on the I/O thread while the engine decodes many long generations.
+// /health answers on the I/O thread while the engine decodes many long generations: the load is
+// checked to be decoding when the probes run (it has generated tokens before the first probe, and
+// not every load request is answered when the last probe is).
 TEST(ServerHostile, HealthIsFastWhileTheEngineIsBusy) {
   ServerOptions o;
   o.http_threads = 1;
   Served s(o);
   std::vector<std::thread> load;
+  std::atomic<int> answered{0};
   for (int i = 0; i < 16; ++i)
-    load.emplace_back([&] { s.post("/v1/completions", {{"prompt", "Tom"}, {"max_tokens", 400}}); });
+    load.emplace_back([&] {
+      s.post("/v1/completions", {{"prompt", "Tom"}, {"max_tokens", 400}});
+      ++answered;
+    });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double before = s.metric("kamera_tokens_generated_total");
   std::vector<double> ms;
   for (int i = 0; i < 20; ++i) ms.push_back(health_ms(s.port()));
+  const int answered_by_then = answered.load();
   for (auto& t : load) t.join();
   expect_fast(ms);
+  EXPECT_GT(before, 0) << "the load had not started decoding when /health was probed";
+  EXPECT_LT(answered_by_then, 16) << "the load had ended before the probes did";
 }
 
 // Finding 7 and the smaller ones: every boundary value gets a JSON 4xx with a stable code.

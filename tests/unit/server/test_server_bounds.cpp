@@ -1,7 +1,7 @@
-// The server against the second hostile review (issue 24; docs/SERVER.md, "Hostile clients"), on
-// loopback: bounded parsing (finding 1), per-peer limits (4), and the smaller findings (6):
-// recall's 64-bit range, half-closed requests, strict types, window completions with chunk parts,
-// the HTTP layer's refusals in /metrics, and malformed framing answered at once.
+// Bounds at the HTTP edge, from the second hostile review (issue 24; docs/SERVER.md, "Hostile
+// clients"), on loopback: bounded parsing (finding 1), per-peer limits (4), and the smaller
+// findings (6): recall's 64-bit range, half-closed requests, strict types, window completions with
+// chunk parts, the HTTP layer's refusals in /metrics, and malformed framing answered at once.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -41,7 +41,7 @@ const json kCompletion = {{"prompt", "Once upon a time"}, {"max_tokens", 4}};
 // Finding 1: arrays nested 131,250 deep in a prompt, or in any field of a window route (the
 // window need not exist), overflowed the stack (SIGSEGV). Now 400 json_too_deep, and the server
 // lives on.
-TEST(ServerRound2, DeeplyNestedBodiesAreRefusedNamingTheLimit) {
+TEST(ServerBounds, DeeplyNestedBodiesAreRefusedNamingTheLimit) {
   Served s;
   const std::string deep = nested(131250);
   for (const auto& [path, body] :
@@ -68,7 +68,7 @@ TEST(ServerRound2, DeeplyNestedBodiesAreRefusedNamingTheLimit) {
 }
 
 // Finding 6: recall's "at" was narrowed to 32 bits, so 4294967296 landed at slot 0.
-TEST(ServerRound2, RecallAtIsRangeCheckedIn64Bits) {
+TEST(ServerBounds, RecallAtIsRangeCheckedIn64Bits) {
   Served s;
   auto [st, up] = s.call("POST", "/v1/chunks", {{"tokens", {5, 6, 7, 8}}});
   ASSERT_EQ(st, 201);
@@ -86,7 +86,7 @@ TEST(ServerRound2, RecallAtIsRangeCheckedIn64Bits) {
 
 // Finding 6: a client that sends its whole request and then shutdown(SHUT_WR) got no answer from
 // /v1/completions (0 of 30) and from /tokenize (12 of 50).
-TEST(ServerRound2, HalfClosedRequestsAreAnswered) {
+TEST(ServerBounds, HalfClosedRequestsAreAnswered) {
   Served s;
   for (const auto& [path, body] : {std::pair<std::string, json>{"/v1/completions", kCompletion},
                                    {"/tokenize", {{"content", "Once upon a time"}}},
@@ -109,7 +109,7 @@ TEST(ServerRound2, HalfClosedRequestsAreAnswered) {
 
 // Finding 6: "stream": "true" was silently not streamed, window "form_on_miss": "no" was read as
 // true. A string is not a boolean anywhere, and a wrong type is refused by name.
-TEST(ServerRound2, StrictTypesEverywhere) {
+TEST(ServerBounds, StrictTypesEverywhere) {
   Served s;
   auto refused = [&](const std::string& path, const json& body, const std::string& field) {
     auto [st, b] = s.call("POST", path, body);
@@ -132,7 +132,7 @@ TEST(ServerRound2, StrictTypesEverywhere) {
 
 // Finding 6: window completions dropped the chunk parts of their prompt. They are now prefilled
 // after the window's content, in order, and reported.
-TEST(ServerRound2, WindowCompletionsKeepChunkParts) {
+TEST(ServerBounds, WindowCompletionsKeepChunkParts) {
   Served s;
   auto [st, up] = s.call("POST", "/v1/chunks", {{"tokens", {9, 8, 7, 6, 5}}});
   ASSERT_EQ(st, 201);
@@ -158,7 +158,7 @@ TEST(ServerRound2, WindowCompletionsKeepChunkParts) {
 }
 
 // Finding 6: kamera_responses_4xx_total missed the HTTP layer's own 431, 413 and 400.
-TEST(ServerRound2, TheFrontsRefusalsAreCounted) {
+TEST(ServerBounds, TheFrontsRefusalsAreCounted) {
   Served s;
   const double before = s.metric("kamera_responses_4xx_total");
   rawhttp::exchange(
@@ -174,7 +174,7 @@ TEST(ServerRound2, TheFrontsRefusalsAreCounted) {
 // Finding 6: a chunk-size overflow and bare-LF request lines got no answer (the latter only after
 // the 10 s head timeout), "Transfer-Encoding: gzip, chunked" was read with the gzip ignored,
 // and obs-fold headers were accepted.
-TEST(ServerRound2, MalformedFramingIsRefusedAtOnce) {
+TEST(ServerBounds, MalformedFramingIsRefusedAtOnce) {
   Served s;
   auto timed = [&](const std::string& raw, int want, int or_this = 0) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -207,7 +207,7 @@ TEST(ServerRound2, MalformedFramingIsRefusedAtOnce) {
 
 // Finding 4: the 1,024-connection cap was global: one peer holding 1,030 connections made another
 // client's /health fail 10 of 10 times with 503. Now each address, and each API key, has a share.
-TEST(ServerRound2, OnePeerCannotTakeEveryConnection) {
+TEST(ServerBounds, OnePeerCannotTakeEveryConnection) {
   ServerOptions o;
   o.max_connections = 64;
   o.max_peer_connections = 16;
@@ -232,7 +232,7 @@ TEST(ServerRound2, OnePeerCannotTakeEveryConnection) {
 
 // Per API key: requests in flight (a request counts from its head until its answer), so that one
 // key cannot hold every worker or every body read; another key is unaffected.
-TEST(ServerRound2, OneKeyCannotTakeEveryWorker) {
+TEST(ServerBounds, OneKeyCannotTakeEveryWorker) {
   ServerOptions o;
   o.api_keys = {"key-a-0123456789", "key-b-0123456789"};
   o.max_client_inflight = 2;

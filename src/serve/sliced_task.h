@@ -1,24 +1,23 @@
-// Scheduler work whose forwards run in slices between decode steps (server/scheduler.h): chunk
+// Scheduler work whose forwards run in slices between decode steps (serve/scheduler.h): chunk
 // uploads, window edits, and the admission of a completion (its chunks assembled, its prompt
 // prefilled).
 //
-// A task runs on a thread of its own, but only while the scheduler has resumed it: exactly one of
-// the scheduler thread and its tasks runs at any time, handing control back and forth under one
-// mutex, so the engine, the KV pool and the windows still have one user at a time and need no
-// locks. A task hands control back when a slice of its forwards is used up (SlicePacer, which the
-// chunk cache calls between the pieces of every forward) or when its work ends. The cursor of a
-// task is where its thread waits: a forward in the middle (Engine::forward_step), or between two.
+// A task runs on a stack of its own (core/fiber.h) on the scheduler thread, only while the
+// scheduler has resumed it: exactly one of the scheduler and its tasks runs at any time, so the
+// engine, the KV pool and the windows have one user and need no locks, and a task costs a stack,
+// never a thread (the server's thread count does not grow with its requests). A task hands control
+// back when a slice of its forwards is used up (SlicePacer, which the chunk cache calls between the
+// pieces of every forward) or when its work ends. The cursor of a task is where its stack waits: a
+// forward in the middle (Engine::forward_step), or between two.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "core/fiber.h"
 
 namespace kamera {
 
@@ -32,19 +31,13 @@ class SlicedTask {
 
   // Scheduler thread: runs the task until it pauses or ends; true once it has ended.
   bool resume();
-  // Task thread: hands control back and waits for the next resume().
+  // Inside the task: hands control back until the next resume().
   void pause();
-  // The task whose thread this is, or null (the scheduler thread, any other).
+  // The task running now, or null (the scheduler itself, any other thread).
   static SlicedTask* current();
 
  private:
-  void run();
-
-  std::function<void()> work_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool task_turn_ = false, ended_ = false;
-  std::thread thread_;
+  Fiber fiber_;
 };
 
 // The prefill budget of the engine steps, shared by the tasks. While generations decode, a task's

@@ -1,4 +1,4 @@
-#include "server/prompt_segments.h"
+#include "serve/prompt_segments.h"
 
 namespace kamera {
 

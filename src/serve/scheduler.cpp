@@ -1,14 +1,11 @@
-#include "server/scheduler.h"
+#include "serve/scheduler.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/log.h"
-#include "server/openai.h"
 
 namespace kamera {
-
-using json = nlohmann::json;
 
 Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metrics,
                      SchedulerOptions o)
@@ -42,12 +39,10 @@ void Scheduler::stop() {
     stopping_ = true;
     for (Job& j : queue_) {
       if (j.gen) {
-        j.gen->out({Event::Error,
-                    "",
-                    error_body({503, "the server is stopping", "server_error", "stopping"}),
-                    503,
-                    0,
-                    {}});
+        GenerationFailed f;
+        f.error.kind = ServeError::Kind::Stopping;
+        f.error.error = Error{ErrorCode::OutOfMemory, "the server is stopping"};
+        j.gen->out(std::move(f));
       } else {
         j.op(false);
       }
@@ -70,12 +65,6 @@ bool Scheduler::enqueue(Job j) {
   }
   cv_.notify_one();
   return true;
-}
-
-bool Scheduler::submit(std::unique_ptr<Generation> g) {
-  std::vector<std::unique_ptr<Generation>> one;
-  one.push_back(std::move(g));
-  return submit_all(std::move(one));
 }
 
 bool Scheduler::submit_all(std::vector<std::unique_ptr<Generation>> gens) {
@@ -226,7 +215,7 @@ void Scheduler::loop() {
     note_pages();
   }
   drain_tasks();
-  for (auto& g : active_) finish(*g, "abort");
+  for (auto& g : active_) finish(*g, FinishReason::Abort);
   active_.clear();
 }
 
@@ -346,17 +335,17 @@ void Scheduler::fail_context(Generation& g, int64_t prompt_positions) {
           : fmt::format("the prompt ({} positions) plus {} ({}) exceeds the model's context of {}",
                         prompt_positions, g.req.max_tokens_field, g.req.gen.max_tokens, ctx_len);
   const char* param = !prompt ? g.req.max_tokens_field : g.req.chat ? "messages" : "prompt";
-  g.out({Event::Error,
-         "",
-         error_body({400, msg, "invalid_request_error", "context_length_exceeded", param}),
-         400,
-         0,
-         {}});
+  GenerationFailed f;
+  f.error.kind = ServeError::Kind::ContextLength;
+  f.error.error = Error{ErrorCode::InvalidArgument, msg};
+  f.error.param = param;
+  g.out(std::move(f));
 }
 
 void Scheduler::fail(Generation& g, const Error& e) {
-  const HttpError h = http_error(e);
-  g.out({Event::Error, "", error_body(h), h.status, 0, {}});
+  GenerationFailed f;
+  f.error.error = e;
+  g.out(std::move(f));
 }
 
 void Scheduler::note_pages() {

@@ -2,28 +2,30 @@
 // holds (a copy-on-write fork of its pages), then, past it, every segment of the prompt the
 // segment index holds, written at its new position from the KV it was computed with in an earlier
 // context (cache/segment_index.h); the tokens between are prefilled in order. After the prefill
-// the prompt and the segments it computed are kept for the next requests (server/scheduler.h).
+// the prompt and the segments it computed are kept for the next requests (serve/scheduler.h).
 #include <algorithm>
 
 #include "core/log.h"
-#include "server/prompt_tokens.h"
-#include "server/scheduler.h"
+#include "serve/scheduler.h"
 
 namespace kamera {
 
 namespace {
 
 // Rows from their context (context-*), or the canonical plus that context's patch (patch-*).
-const char* hit_source(const SegmentIndex::Hit& h) {
+SpanSource hit_source(const SegmentIndex::Hit& h) {
   const bool rows = h.kv != nullptr;
-  return h.match == SegmentIndex::Match::Exact     ? (rows ? "context-exact" : "patch-exact")
-         : h.match == SegmentIndex::Match::Nearest ? (rows ? "context-nearest" : "patch-nearest")
-                                                   : "keep";
+  return h.match == SegmentIndex::Match::Exact
+             ? (rows ? SpanSource::ContextExact : SpanSource::PatchExact)
+         : h.match == SegmentIndex::Match::Nearest
+             ? (rows ? SpanSource::ContextNearest : SpanSource::PatchNearest)
+             : SpanSource::Keep;
 }
 
 // A segment from the shared tiers: with the patch of the request's own context, or the nearest.
-const char* store_source(const SegmentIndex::Hit& h) {
-  return h.match == SegmentIndex::Match::Exact ? "store-patch" : "store-patch-nearest";
+SpanSource store_source(const SegmentIndex::Hit& h) {
+  return h.match == SegmentIndex::Match::Exact ? SpanSource::StorePatch
+                                               : SpanSource::StorePatchNearest;
 }
 
 // ServedStore: from the canonical and patch another server stored (kept in the index afterwards,
@@ -51,7 +53,7 @@ Status Scheduler::prefill_until(Generation& g, Admission& a, int& pending, int e
     if (run.empty()) return Status::Ok();
     auto r = ctx_.cache().forward_chunk(g.seq, ChunkContent::from_tokens(std::move(run)), run_pos);
     if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
-    a.segments.push_back({std::nullopt, pending - run_at, run_pos, "recomputed"});
+    a.segments.push_back({std::nullopt, pending - run_at, run_pos, SpanSource::Recomputed});
     a.recomputed += pending - run_at;
     run.clear();
     return Status::Ok();
@@ -62,7 +64,7 @@ Status Scheduler::prefill_until(Generation& g, Admission& a, int& pending, int e
       KAMERA_TRY(flush());
       auto r = ctx_.cache().forward_chunk(g.seq, *s.image, s.position);
       if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
-      a.segments.push_back({s.id, s.span.size(), s.position, "recomputed", -1, true});
+      a.segments.push_back({s.id, s.span.size(), s.position, SpanSource::Recomputed, -1, true});
       a.recomputed += s.span.size();
       pending = run_at = s.span.end;
       continue;
@@ -260,13 +262,13 @@ void Scheduler::report_prefix(Generation& g, Admission& a, int anchor, int n) {
   for (const PromptSegment& s : g.req.segments) {
     if (!s.image || s.span.end > n) continue;  // (the prefix never ends inside an image)
     if (s.span.begin > from)
-      a.segments.push_back({std::nullopt, s.span.begin - from, at, "prefix"});
-    a.segments.push_back({s.id, s.span.size(), s.position, "prefix", -1, true});
+      a.segments.push_back({std::nullopt, s.span.begin - from, at, SpanSource::Prefix});
+    a.segments.push_back({s.id, s.span.size(), s.position, SpanSource::Prefix, -1, true});
     if (g.req.media) ++g.req.media->reused_chunks;
     from = s.span.end;
     at = s.position + int32_t(s.image->extent());
   }
-  if (n > from) a.segments.push_back({std::nullopt, n - from, at, "prefix"});
+  if (n > from) a.segments.push_back({std::nullopt, n - from, at, SpanSource::Prefix});
 }
 
 // A prompt of text (and of the request's images): the exact prefix (text only), then its

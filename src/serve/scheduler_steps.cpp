@@ -1,12 +1,9 @@
 // The scheduler's engine-thread steps: admitting a generation (its prompt's chunks resolved and
 // assembled into a sequence) and the batched decode step that emits every active generation's
-// next token (server/scheduler.h).
+// next token (serve/scheduler.h).
 #include "core/log.h"
 #include "grammar/triggered.h"
-#include "server/openai.h"
-#include "server/prompt_parts.h"
-#include "server/prompt_tokens.h"
-#include "server/scheduler.h"
+#include "serve/scheduler.h"
 
 namespace kamera {
 
@@ -26,9 +23,9 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
     return r.parts[i].is_chunk && r.media ? r.media->find(r.parts[i].id) : nullptr;
   };
   auto text = [&](size_t i) -> Result<ChunkContent> {
-    KAMERA_ASSIGN_OR_RETURN(auto ids,
-                            part_tokens(ctx_.model(), r, i, opts_.control_tokens_in_text));
-    return ChunkContent::from_tokens(std::move(ids));
+    if (r.parts[i].tokens.empty())
+      return make_error(ErrorCode::Internal, "prompt part {} reached the scheduler untokenized", i);
+    return ChunkContent::from_tokens(r.parts[i].tokens);
   };
   std::vector<ChunkContent> chunks;
   for (size_t i = 0; i + 1 < r.parts.size(); ++i) {
@@ -58,10 +55,10 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
   g.window_fork = std::move(f.value());
   g.seq = g.window_fork->sequence();
   for (const WindowSlot& s : g.window_fork->slots()) {
-    const char* src = s.clean    ? "clean-view"
-                      : !s.patch ? (s.conditioned ? "canonical" : "blind")
-                      : s.orbit  ? "patch-orbit"
-                                 : "patch";
+    const SpanSource src = s.clean    ? SpanSource::WindowClean
+                           : !s.patch ? (s.conditioned ? SpanSource::Canonical : SpanSource::Blind)
+                           : s.orbit  ? SpanSource::WindowOrbit
+                                      : SpanSource::WindowPatch;
     a.segments.push_back({s.id, s.n_tokens(), s.position, src});
     a.reused += s.n_tokens();
     metrics_.seg_patch_orbit += s.orbit;
@@ -76,8 +73,7 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
   for (const ChunkContent& c : chunks) {
     auto r = ctx_.cache().forward_chunk(g.seq, c, pos);
     if (!r.ok()) return capacity_error(r.error());
-    a.segments.push_back(
-        {ctx_.cache().id_of(c), c.n(), pos, segment_source_name(SegmentSource::Reprefilled)});
+    a.segments.push_back({ctx_.cache().id_of(c), c.n(), pos, SpanSource::Reprefilled});
     ++metrics_.seg_reprefilled;
     a.recomputed += c.n();
     pos += c.extent();
@@ -140,7 +136,7 @@ Status Scheduler::admit_chunks(Generation& g, Admission& a) {
   if (!rep.ok()) return capacity_error(rep.error());
   for (const SegmentReport& s : rep->segments) {
     const bool media = g.req.media && g.req.media->find(s.id);
-    a.segments.push_back({s.id, s.n_tokens, s.position, segment_source_name(s.source), -1, media});
+    a.segments.push_back({s.id, s.n_tokens, s.position, span_source_of(s.source), -1, media});
     count_segment(s.source);
   }
   a.reused = rep->tokens_reused;
@@ -256,10 +252,8 @@ bool Scheduler::step_choice(Generation& g, Generation::Choice& c, std::span<floa
   const int64_t made = int64_t(c.gen->tokens().size() - before);
   g.generated += int(made);
   metrics_.tokens_generated += made;
-  if (!s.text.empty() || !s.logprobs.empty()) {
-    Event e{Event::Text, std::move(s.text), {}, 200, c.index, std::move(s.logprobs)};
-    g.out(std::move(e));
-  }
+  if (!s.text.empty() || !s.logprobs.empty())
+    g.out(TextDelta{c.index, std::move(s.text), std::move(s.logprobs)});
   if (!s.done) {
     c.last = s.token;
     return true;
@@ -274,16 +268,15 @@ void Scheduler::end_choice(Generation& g, Generation::Choice& c, FinishReason re
   if (--g.choices_left > 0) {
     if (c.seq != g.seq) ctx_.pool().free_sequence(c.seq);
     c.seq = -1;
-    g.out(
-        {Event::ChoiceDone, "", {{"finish_reason", finish_reason_name(reason)}}, 200, c.index, {}});
+    g.out(ChoiceEnd{c.index, reason});
     return;
   }
-  finish(g, finish_reason_name(reason), c.index);
+  finish(g, reason, c.index);
 }
 
 // Ends the generation with `reason`: every choice still decoding ends so, and the Done event
 // (with the usage) goes with choice `last` (by default, the last one still decoding).
-void Scheduler::finish(Generation& g, const char* reason, int last) {
+void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   std::vector<Generation::Choice*> open;
   for (Generation::Choice& c : g.choices)
     if (!c.done) open.push_back(&c);
@@ -293,13 +286,12 @@ void Scheduler::finish(Generation& g, const char* reason, int last) {
   }
   for (Generation::Choice* c : open) {
     c->done = true;
-    g.out({Event::ChoiceDone, "", {{"finish_reason", reason}}, 200, c->index, {}});
+    g.out(ChoiceEnd{c->index, reason});
   }
   g.choices_left = 0;
   remember(g, true);
   remember_segments(g);
-  json usage = usage_json(g.usage, g.generated, g.req.media.get());
-  g.out({Event::Done, "", {{"usage", std::move(usage)}, {"finish_reason", reason}}, 200, last, {}});
+  g.out(GenerationEnd{last, reason, Usage{g.usage, g.generated}});
   release(g);
 }
 

@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,9 +14,10 @@
 #include "cache/chunk_cache.h"
 #include "generate/generator.h"
 #include "grammar/mask_cache.h"
-#include "server/prompt_segments.h"
-#include "server/request_media.h"
-#include "server/reuse_policy.h"
+#include "serve/events.h"
+#include "serve/prompt_segments.h"
+#include "serve/request_media.h"
+#include "serve/reuse_policy.h"
 #include "toolcall/format.h"
 #include "window/window.h"
 
@@ -65,48 +65,8 @@ struct GenRequest {
   std::vector<PromptSegment> segments;
 };
 
-// A run of prompt tokens and where its KV came from (usage.kamera.segments): source is prefix,
-// context-exact, context-nearest, keep, recomputed (text prompts); canonical, patch-hit,
-// patch-formed, blind, reprefilled (chunk parts); patch, patch-orbit, clean-view (window slots).
-struct ServedSegment {
-  std::optional<ChunkId> id;  // the chunk's or segment's (none: the prefix, a recomputed run)
-  int64_t tokens = 0;
-  int32_t position = 0;
-  std::string source;
-  int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
-  bool media = false;           // an image or video part (else text)
-};
-
-// What admission made of a prompt (usage.prompt_tokens, its details and usage.kamera).
-struct PromptUsage {
-  int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;  // served without a forward (the anchor included)
-  int64_t reused = 0, recomputed = 0;
-  ReusePolicy policy = ReusePolicy::Patch;
-  std::vector<ServedSegment> segments;
-  int background_queued = 0;  // segments this request queued for a canonical (formed when idle)
-  // Seconds, measured on the scheduler: waiting in the queue, from the start of the admission to
-  // the first token (the prompt assembled and prefilled), and from the submission to the first
-  // token. prefill_tokens_per_s: the server's measured prefill speed when the first token went
-  // (Scheduler::note_prefill_speed; 0 before any prefill was long enough to measure).
-  double queue_s = 0, prefill_s = 0, ttft_s = 0;
-  double prefill_tokens_per_s = 0;
-};
-
-// What the HTTP side learns about a generation, event by event. Text: a choice's next text (and
-// the log-probabilities of its tokens); ChoiceDone: a choice ended (info: finish_reason); Done:
-// the generation's last choice ended (info: finish_reason and the generation's usage); Error:
-// the generation failed (info: the error body).
-struct Event {
-  enum Kind { Text, ChoiceDone, Done, Error } kind;
-  std::string text;
-  nlohmann::json info;
-  int status = 200;
-  int index = 0;  // the choice
-  std::vector<TokenLogprob> logprobs;
-};
-
-// Where a generation's events go, in order, called on the scheduler thread.
+// Where a generation's events go, in order, called on the scheduler thread (the API layer's
+// sink hands them to its own threads at once: server/completion_sink.h).
 using EventSink = std::function<void(Event)>;
 
 // A generation being decoded by the scheduler.
@@ -145,6 +105,14 @@ struct Generation {
   double t_submit = 0, t_admit = 0, t_first = 0;
   std::shared_ptr<void> client_slot;  // the client's count of requests in flight, held till done
 };
+
+// A prompt of text (and token) parts only, after no window.
+bool text_only(const GenRequest& r);
+// A prompt of text and the request's own images and video (no stored chunk parts), after no
+// window: the prompts the scheduler serves by segments.
+bool text_and_images(const GenRequest& r);
+// Whether r's segments hold an image (its prompt_ids then hold -1 for its rows: no prefix reuse).
+bool has_images(const GenRequest& r);
 
 // Seconds on a monotonic clock.
 double now_s();

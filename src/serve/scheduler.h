@@ -2,7 +2,7 @@
 // active generation together, one batched forward per step (continuous batching), and between
 // two steps advances the work that needs the engine otherwise: the admission of queued
 // generations (their prompt assembled from the chunk store and prefilled) and queued operations
-// (chunk uploads, window edits). That work runs as sliced tasks (server/sliced_task.h): each
+// (chunk uploads, window edits). That work runs as sliced tasks (serve/sliced_task.h): each
 // engine step gives them a budget of forward tokens, round-robin, so one client's long prefill
 // delays the others' next tokens by one slice at most, and a short request is admitted while a
 // long one is still running. While generations decode, the tasks' forward pieces run inside the
@@ -27,10 +27,10 @@
 #include "cache/prefix_index.h"
 #include "cache/segment_index.h"
 #include "context/context.h"
-#include "server/generation.h"
-#include "server/prometheus.h"
-#include "server/sliced_task.h"
-#include "server/window_ops.h"
+#include "serve/generation.h"
+#include "serve/metrics.h"
+#include "serve/sliced_task.h"
+#include "serve/window_registry.h"
 
 namespace kamera {
 
@@ -88,9 +88,8 @@ class Scheduler {
   // Answers queued work with errors, ends active generations ("abort") and joins the thread.
   void stop();
 
-  // Queue a generation or an operation; false when the queue is full or the server stopping.
-  bool submit(std::unique_ptr<Generation> g);
-  // Several generations (a batch of prompts) queued together, or none of them.
+  // Queue generations (a batch of prompts: together, or none of them) or an operation; false when
+  // the queue is full or the server stopping.
   bool submit_all(std::vector<std::unique_ptr<Generation>> gens);
   bool post(Op op);
   int queued() const { return queued_.load(); }
@@ -161,7 +160,7 @@ class Scheduler {
   Status start_choices(Generation& g, std::vector<float> logits, int32_t next_pos);
   bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
   void end_choice(Generation& g, Generation::Choice& c, FinishReason reason);
-  void finish(Generation& g, const char* reason, int last = -1);
+  void finish(Generation& g, FinishReason reason, int last = -1);
   void fail(Generation& g, const Error& e);
   void fail_context(Generation& g, int64_t prompt_positions);
   void decode_step();

@@ -1,4 +1,4 @@
-#include "server/request_media.h"
+#include "serve/request_media.h"
 
 #include <algorithm>
 
@@ -20,15 +20,6 @@ int RequestMedia::already_stored(const ChunkStore& store) const {
   int n = 0;
   for (const auto& [k, c] : chunks) n += store.contains_canonical(k);
   return n;
-}
-
-nlohmann::json RequestMedia::usage() const {
-  return {{"count", images},
-          {"frames", frames},
-          {"image_tokens", image_tokens},
-          {"encoded", encoded},
-          {"cached_embeddings", cached_embeddings},
-          {"reused_chunks", reused_chunks}};
 }
 
 }  // namespace kamera

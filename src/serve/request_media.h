@@ -5,7 +5,6 @@
 #pragma once
 
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -33,8 +32,6 @@ struct RequestMedia {
   // Image chunks of `ids` (the prompt's chunk parts) whose canonical KV the store's memory tier
   // already holds: served relocated, never recomputed (unless the policy re-prefills).
   int already_stored(const ChunkStore& store) const;
-  // The "images" object of the usage.
-  nlohmann::json usage() const;
 };
 
 }  // namespace kamera

@@ -1,4 +1,4 @@
-#include "server/sliced_task.h"
+#include "serve/sliced_task.h"
 
 namespace kamera {
 
@@ -8,42 +8,23 @@ thread_local SlicedTask* tl_current = nullptr;
 
 }  // namespace
 
-SlicedTask::SlicedTask(std::function<void()> work)
-    : work_(std::move(work)), thread_([this] { run(); }) {}
+SlicedTask::SlicedTask(std::function<void()> work) : fiber_(std::move(work)) {}
 
 SlicedTask::~SlicedTask() {
   while (!resume()) {
   }
-  thread_.join();
-}
-
-void SlicedTask::run() {
-  tl_current = this;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return task_turn_; });
-  }
-  work_();  // the work catches what it throws (Scheduler::start_task)
-  std::lock_guard<std::mutex> lock(mu_);
-  ended_ = true;
-  task_turn_ = false;
-  cv_.notify_all();
 }
 
 bool SlicedTask::resume() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (ended_) return true;
-  task_turn_ = true;
-  cv_.notify_all();
-  cv_.wait(lock, [this] { return !task_turn_; });
-  return ended_;
+  SlicedTask* outer = tl_current;
+  tl_current = this;
+  const bool ended = fiber_.resume();
+  tl_current = outer;
+  return ended;
 }
 
 void SlicedTask::pause() {
-  std::unique_lock<std::mutex> lock(mu_);
-  task_turn_ = false;
-  cv_.notify_all();
-  cv_.wait(lock, [this] { return task_turn_; });
+  fiber_.yield();
 }
 
 SlicedTask* SlicedTask::current() {

@@ -1,4 +1,4 @@
-#include "server/reuse_policy.h"
+#include "serve/reuse_policy.h"
 
 namespace kamera {
 

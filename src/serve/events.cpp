@@ -1,0 +1,61 @@
+#include "serve/events.h"
+
+namespace kamera {
+
+const char* span_source_name(SpanSource s) {
+  switch (s) {
+    case SpanSource::Prefix:
+      return "prefix";
+    case SpanSource::ContextExact:
+      return "context-exact";
+    case SpanSource::ContextNearest:
+      return "context-nearest";
+    case SpanSource::PatchExact:
+      return "patch-exact";
+    case SpanSource::PatchNearest:
+      return "patch-nearest";
+    case SpanSource::Keep:
+      return "keep";
+    case SpanSource::StorePatch:
+      return "store-patch";
+    case SpanSource::StorePatchNearest:
+      return "store-patch-nearest";
+    case SpanSource::Recomputed:
+      return "recomputed";
+    case SpanSource::Canonical:
+      return "canonical";
+    case SpanSource::PatchHit:
+      return "patch-hit";
+    case SpanSource::PatchFormed:
+      return "patch-formed";
+    case SpanSource::Blind:
+      return "blind";
+    case SpanSource::Reprefilled:
+      return "reprefilled";
+    case SpanSource::WindowPatch:
+      return "patch";
+    case SpanSource::WindowOrbit:
+      return "patch-orbit";
+    case SpanSource::WindowClean:
+      return "clean-view";
+  }
+  return "?";
+}
+
+SpanSource span_source_of(SegmentSource s) {
+  switch (s) {
+    case SegmentSource::Canonical:
+      return SpanSource::Canonical;
+    case SegmentSource::PatchHit:
+      return SpanSource::PatchHit;
+    case SegmentSource::PatchFormed:
+      return SpanSource::PatchFormed;
+    case SegmentSource::Blind:
+      return SpanSource::Blind;
+    case SegmentSource::Reprefilled:
+      return SpanSource::Reprefilled;
+  }
+  return SpanSource::Recomputed;
+}
+
+}  // namespace kamera

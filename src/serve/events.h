@@ -1,0 +1,107 @@
+// What the engine side of the server tells the API layer about a generation, typed: the report of
+// what its prompt reused (the ServeReport: a span per run of tokens, with where its KV came from),
+// its text as it is decoded, how each choice ended, and the usage. The scheduler emits the events
+// on the engine thread, in order; the API translators (server/completion_sink.h) turn them into
+// their wire format on their own threads. Nothing here is JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cache/chunk_cache.h"
+#include "core/status.h"
+#include "generate/generator.h"
+#include "serve/reuse_policy.h"
+
+namespace kamera {
+
+// Where a span of the prompt got its KV (usage.kamera.segments[].source).
+enum class SpanSource {
+  Prefix,             // the exact token prefix (prefix index)
+  ContextExact,       // a segment's rows from an earlier context with the same antecedents
+  ContextNearest,     // ... from the context nearest to this one
+  PatchExact,         // the segment's canonical plus that context's patch
+  PatchNearest,       // ... plus the nearest context's patch
+  Keep,               // the segment's latest rows, relocated as they are
+  StorePatch,         // canonical and patch another server stored (this context's)
+  StorePatchNearest,  // ... the nearest stored context's
+  Recomputed,         // prefilled here
+  Canonical,          // a chunk part: its canonical, no patch needed (leading)
+  PatchHit,           // a chunk part: canonical plus a stored patch
+  PatchFormed,        // a chunk part: canonical plus a patch formed for this request
+  Blind,              // a chunk part: canonical, relocated, no patch
+  Reprefilled,        // a chunk part prefilled in context
+  WindowPatch,        // a window slot: canonical plus its patch
+  WindowOrbit,        // a window slot: canonical plus its orbit patch
+  WindowClean,        // a window slot: its clean (canonical) view
+};
+const char* span_source_name(SpanSource s);
+SpanSource span_source_of(SegmentSource s);  // a chunk part's (cache/chunk_cache.h)
+
+// A run of prompt tokens and where its KV came from.
+struct ServedSegment {
+  std::optional<ChunkId> id;  // the chunk's or segment's (none: the prefix, a recomputed run)
+  int64_t tokens = 0;
+  int32_t position = 0;
+  SpanSource source = SpanSource::Recomputed;
+  int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
+  bool media = false;           // an image or video part (else text)
+};
+
+// What admission made of a prompt (usage.prompt_tokens, its details and usage.kamera).
+struct PromptUsage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // served without a forward (the anchor included)
+  int64_t reused = 0, recomputed = 0;
+  ReusePolicy policy = ReusePolicy::Patch;
+  std::vector<ServedSegment> segments;
+  int background_queued = 0;  // segments this request queued for a canonical (formed when idle)
+  // Seconds, measured on the scheduler: waiting in the queue, from the start of the admission to
+  // the first token (the prompt assembled and prefilled), and from the submission to the first
+  // token. prefill_tokens_per_s: the server's measured prefill speed when the first token went
+  // (Scheduler::note_prefill_speed; 0 before any prefill was long enough to measure).
+  double queue_s = 0, prefill_s = 0, ttft_s = 0;
+  double prefill_tokens_per_s = 0;
+};
+
+// The usage of a finished generation: its prompt's, and the tokens its choices generated.
+struct Usage {
+  PromptUsage prompt;
+  int64_t completion_tokens = 0;
+};
+
+// Why a generation failed: a plain failure (its code gives the HTTP status), a prompt that does
+// not fit the context (`param` names the field to change), or the server stopping first.
+struct ServeError {
+  enum class Kind { Failed, ContextLength, Stopping } kind = Kind::Failed;
+  Error error;
+  std::string param;  // the request field at fault ("messages", "prompt", "max_tokens"); or none
+};
+
+// A choice's next text, and the log-probabilities of its tokens.
+struct TextDelta {
+  int index = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+};
+// A choice ended (not the generation's last).
+struct ChoiceEnd {
+  int index = 0;
+  FinishReason reason = FinishReason::Stop;
+};
+// The generation's last choice ended: the usage goes with it.
+struct GenerationEnd {
+  int index = 0;
+  FinishReason reason = FinishReason::Stop;
+  Usage usage;
+};
+struct GenerationFailed {
+  ServeError error;
+};
+
+using Event = std::variant<TextDelta, ChoiceEnd, GenerationEnd, GenerationFailed>;
+
+}  // namespace kamera
