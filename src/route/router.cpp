@@ -8,8 +8,10 @@
 #include <regex>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 #include "core/log.h"
+#include "route/upstream.h"
 #include "server/cluster_events.h"
 #include "server/http_front.h"
 #include "store/redis_link.h"
@@ -33,8 +35,9 @@ struct Backend {
   int inflight = 0;      // this router's requests there now
   int64_t reported = 0;  // its own count of completions in flight (events)
   Clock::time_point reported_at{};
-  int64_t requests = 0, failures = 0, snapshots = 0;
-  int64_t hot_bytes_routed = 0;  // sum of hot_bytes over the requests sent there
+  int64_t requests = 0, failures = 0, snapshots = 0, timeouts = 0, bad_replies = 0;
+  Clock::time_point held_down{};  // down until then, whatever the health check says
+  int64_t hot_bytes_routed = 0;   // sum of hot_bytes over the requests sent there
   std::unordered_map<ChunkId, int64_t, ChunkIdHash> held;       // from its events
   std::unordered_map<ChunkId, int64_t, ChunkIdHash> predicted;  // from this router's sends
   bool hot(const ChunkId& id) const { return held.count(id) || predicted.count(id); }
@@ -60,12 +63,16 @@ std::string trim_slash(std::string s) {
 }
 
 HttpResponse error_reply(int status, const std::string& message, const std::string& code,
-                         const std::string& type = "invalid_request_error") {
+                         const std::string& type = "invalid_request_error",
+                         const std::string& param = "") {
   HttpResponse r;
   r.status = status;
-  r.body =
-      json{{"error", {{"message", message}, {"type", type}, {"code", code}, {"param", nullptr}}}}
-          .dump();
+  r.body = json{{"error",
+                 {{"message", message},
+                  {"type", type},
+                  {"code", code},
+                  {"param", param.empty() ? json(nullptr) : json(param)}}}}
+               .dump();
   return r;
 }
 
@@ -79,6 +86,7 @@ struct Router::Impl {
   std::vector<Backend> backends;
   size_t next = 0;  // round robin
   int64_t routed_hot = 0, routed_cold = 0, events = 0, retries = 0, midstream_failures = 0;
+  int64_t refused_too_long = 0;
   double work = 0;  // bytes recent requests recomputed where they went (moving average)
   std::unique_ptr<HttpFront> front;
   std::atomic<bool> stopping{false};
@@ -88,10 +96,18 @@ struct Router::Impl {
   // A backend for a request of these segments (index into backends), or -1 when none is up;
   // `tried` are left out. Counts the send (inflight, predicted segments).
   int pick(const std::vector<RequestSegmenter::Segment>& segs, const std::vector<int>& tried);
-  void done(int b, bool failed);
+  // The end of a request sent to b: counted by how it went (a failure marks b down; a time-out
+  // holds it down for down_hold_s).
+  void done(int b, const Relayed& r);
   void forward(const HttpRequest& req, const std::shared_ptr<Responder>& out);
+  // The segments of a completion body (empty where the server refuses it: its refusal is the
+  // server's to answer, unless `strict`), or the router's own refusal: a prompt whose text cannot
+  // fit the context, refused before it is tokenized, as the server refuses it.
+  std::variant<std::vector<RequestSegmenter::Segment>, HttpResponse> cut(const json& body,
+                                                                         std::string_view raw,
+                                                                         bool chat, bool strict);
   // One attempt; false when the backend failed before anything reached the client.
-  bool attempt(int b, const HttpRequest& req, const std::shared_ptr<Responder>& out);
+  bool attempt(int b, const HttpRequest& req, const std::shared_ptr<Responder>& out, Relayed& last);
   std::optional<HttpResponse> inspect(HttpRequest& head);
   void check_health();
   void on_event(std::string_view payload);
@@ -139,104 +155,70 @@ int Router::Impl::pick(const std::vector<RequestSegmenter::Segment>& segs,
   return best;
 }
 
-void Router::Impl::done(int b, bool failed) {
+void Router::Impl::done(int b, const Relayed& r) {
+  using O = Relayed::Outcome;
   std::lock_guard<std::mutex> lock(mu);
   Backend& be = backends[size_t(b)];
   --be.inflight;
-  if (failed) {
-    ++be.failures;
-    if (be.up) log().warn("route: backend {} failed; marked down", be.url);
-    be.up = false;
+  be.bad_replies += r.outcome == O::BadReply;
+  if (r.outcome == O::BadReply) log().warn("route: backend {}: {}", be.url, r.why);
+  if (r.outcome != O::Unreachable && r.outcome != O::TimedOut && r.outcome != O::MidStream) return;
+  ++be.failures;
+  midstream_failures += r.outcome == O::MidStream;
+  if (r.timed_out) {
+    ++be.timeouts;
+    be.held_down = Clock::now() + std::chrono::seconds(opts.down_hold_s);
   }
+  if (be.up) log().warn("route: backend {} failed ({}); marked down", be.url, r.why);
+  be.up = false;
 }
 
-bool Router::Impl::attempt(int b, const HttpRequest& req, const std::shared_ptr<Responder>& out) {
-  std::string host, url;
-  int port = 0;
+bool Router::Impl::attempt(int b, const HttpRequest& req, const std::shared_ptr<Responder>& out,
+                           Relayed& last) {
+  UpstreamTarget to;
   {
     std::lock_guard<std::mutex> lock(mu);
-    host = backends[size_t(b)].host;
-    port = backends[size_t(b)].port;
-    url = backends[size_t(b)].url;
+    to = {backends[size_t(b)].host, backends[size_t(b)].url, backends[size_t(b)].port};
   }
-  httplib::Client cli(host, port);
-  cli.set_connection_timeout(opts.connect_timeout_ms / 1000,
-                             (opts.connect_timeout_ms % 1000) * 1000);
-  cli.set_read_timeout(opts.read_timeout_s, 0);
-  cli.set_write_timeout(30, 0);
-  httplib::Request r;
-  r.method = req.method;
-  r.path = req.path;
-  r.body = req.body;
+  HttpHeaders headers;
   for (const auto& [k, v] : req.headers)
-    if (k == "content-type" || k == "accept" || k == "x-session-id") r.headers.emplace(k, v);
+    if (k == "content-type" || k == "accept" || k == "x-session-id") headers.emplace_back(k, v);
   if (!opts.backend_key.empty())
-    r.headers.emplace("Authorization", "Bearer " + opts.backend_key);
+    headers.emplace_back("Authorization", "Bearer " + opts.backend_key);
   else if (!req.raw_authorization.empty())
-    r.headers.emplace("Authorization", req.raw_authorization[0]);
-  bool streaming = false, answered = false;
-  int status = 0;
-  std::string ctype, body;
-  const HttpHeaders extra = {{"x-kamera-backend", url}};
-  r.response_handler = [&](const httplib::Response& res) {
-    status = res.status;
-    ctype = res.get_header_value("Content-Type");
-    streaming = ctype.rfind("text/event-stream", 0) == 0;
-    if (streaming) {
-      out->begin_stream(status, ctype, extra);
-      answered = true;
-    }
-    return true;
-  };
-  r.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (streaming)
-      out->write(std::string(data, n));
-    else
-      body.append(data, n);
-    return !out->gone();
-  };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  const bool ok = cli.send(r, res, err);
-  if (ok && !streaming) {
-    HttpResponse reply;
-    reply.status = status;
-    reply.content_type = ctype.empty() ? "application/json" : ctype;
-    reply.body = std::move(body);
-    reply.headers = extra;
-    for (const char* h : {"Retry-After", "WWW-Authenticate", "Allow"})
-      if (res.has_header(h)) reply.headers.push_back({h, res.get_header_value(h)});
-    out->reply(std::move(reply));
-    done(b, false);
-    return true;
+    headers.emplace_back("Authorization", req.raw_authorization[0]);
+  const UpstreamLimits limits{opts.connect_timeout_ms, opts.backend_timeout_s,
+                              opts.max_reply_bytes};
+  last = relay(to, req, headers, limits, out);
+  done(b, last);
+  return last.outcome != Relayed::Outcome::Unreachable &&
+         last.outcome != Relayed::Outcome::TimedOut;
+}
+
+std::variant<std::vector<RequestSegmenter::Segment>, HttpResponse> Router::Impl::cut(
+    const json& body, std::string_view raw, bool chat, bool strict) {
+  auto reqs = segmenter->requests(body, raw, chat);
+  if (!reqs.ok()) {
+    if (strict) return error_reply(400, reqs.message(), "invalid_value");
+    return std::vector<RequestSegmenter::Segment>{};
   }
-  if (ok) {
-    out->end();
-    done(b, false);
-    return true;
-  }
-  if (out->gone()) {  // the client left: not the backend's fault
-    done(b, false);
-    if (answered) out->end();
-    return true;
-  }
-  done(b, true);
-  if (!answered) return false;  // nothing reached the client: another backend may answer
-  {
+  const size_t limit = max_prompt_bytes(*model);
+  for (const GenRequest& g : *reqs) {
+    size_t bytes = 0;
+    for (const PromptPart& p : g.parts) bytes += p.text.size();
+    if (bytes <= limit) continue;
     std::lock_guard<std::mutex> lock(mu);
-    ++midstream_failures;
+    ++refused_too_long;
+    return error_reply(400,
+                       fmt::format("the prompt text ({} bytes) cannot fit the model's context of "
+                                   "{} tokens",
+                                   bytes, model->cfg.ctx_len),
+                       "context_length_exceeded", "invalid_request_error",
+                       chat ? "messages" : "prompt");
   }
-  out->write("data: " +
-             json{{"error",
-                   {{"message", fmt::format("the backend {} failed mid-stream ({})", url,
-                                            httplib::to_string(err))},
-                    {"type", "server_error"},
-                    {"code", "backend_failed"},
-                    {"param", nullptr}}}}
-                 .dump() +
-             "\n\n");
-  out->end();
-  return true;
+  auto s = segmenter->segments_of(*reqs);
+  if (!s.ok() && strict) return error_reply(400, s.message(), "invalid_value");
+  return s.ok() ? std::move(*s) : std::vector<RequestSegmenter::Segment>{};
 }
 
 void Router::Impl::forward(const HttpRequest& req, const std::shared_ptr<Responder>& out) {
@@ -246,10 +228,10 @@ void Router::Impl::forward(const HttpRequest& req, const std::shared_ptr<Respond
     json body;
     if (auto bad = parse_body(req.body, JsonLimits{}, body))
       return out->reply(error_reply(bad->status, bad->message, bad->code));
-    auto s = segmenter->segments(body, req.body, true);
-    if (!s.ok()) return out->reply(error_reply(400, s.message(), "invalid_value"));
+    auto c = cut(body, req.body, true, true);
+    if (auto* refusal = std::get_if<HttpResponse>(&c)) return out->reply(std::move(*refusal));
     json list = json::array();
-    for (const auto& x : *s) list.push_back({{"id", x.id.hex()}, {"tokens", x.tokens}});
+    for (const auto& x : std::get<0>(c)) list.push_back({{"id", x.id.hex()}, {"tokens", x.tokens}});
     HttpResponse r;
     r.body = json{{"segments", list}, {"row_bytes", segmenter->row_bytes()}}.dump();
     return out->reply(std::move(r));
@@ -257,16 +239,24 @@ void Router::Impl::forward(const HttpRequest& req, const std::shared_ptr<Respond
   if (req.method == "POST" && (chat || req.path == "/v1/completions")) {
     json body;  // parsed under the servers' limits (depth, values); a refusal is theirs to answer
     if (!parse_body(req.body, JsonLimits{}, body) && body.is_object()) {
-      auto s = segmenter->segments(body, req.body, chat);
-      if (s.ok()) segs = std::move(*s);  // else: the server answers the refusal
+      auto c = cut(body, req.body, chat, false);
+      if (auto* refusal = std::get_if<HttpResponse>(&c)) return out->reply(std::move(*refusal));
+      segs = std::move(std::get<0>(c));
     }
   }
   std::vector<int> tried;
+  Relayed last;
   for (;;) {
     const int b = pick(segs, tried);
+    if (b < 0 && last.timed_out)
+      return out->reply(
+          error_reply(504,
+                      fmt::format("no backend answered: the last one sent none for {} s",
+                                  opts.backend_timeout_s),
+                      "backend_timeout", "server_error"));
     if (b < 0)
       return out->reply(error_reply(503, "no backend is up", "no_backend", "server_error"));
-    if (attempt(b, req, out)) return;
+    if (attempt(b, req, out, last)) return;
     tried.push_back(b);
     std::lock_guard<std::mutex> lock(mu);
     ++retries;
@@ -324,9 +314,9 @@ void Router::Impl::check_health() {
       cli.set_connection_timeout(0, 300000);
       cli.set_read_timeout(1, 0);
       auto r = cli.Get("/health");
-      const bool up = r && r->status == 200;
       std::lock_guard<std::mutex> lock(mu);
       Backend& b = backends[i];
+      const bool up = r && r->status == 200 && Clock::now() >= b.held_down;
       if (up != b.up) log().info("route: backend {} is {}", b.url, up ? "up" : "down");
       b.up = up;
     }
@@ -379,6 +369,8 @@ json Router::Impl::state() const {
                   {"reported_inflight", b.reported},
                   {"requests", b.requests},
                   {"failures", b.failures},
+                  {"timeouts", b.timeouts},
+                  {"bad_replies", b.bad_replies},
                   {"hot_bytes_routed", b.hot_bytes_routed},
                   {"held_segments", b.held.size()},
                   {"snapshots", b.snapshots},
@@ -391,7 +383,8 @@ json Router::Impl::state() const {
           {"routed_cold", routed_cold},
           {"events", events},
           {"retries", retries},
-          {"midstream_failures", midstream_failures}};
+          {"midstream_failures", midstream_failures},
+          {"refused_too_long", refused_too_long}};
 }
 
 Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const Model> model,
@@ -404,6 +397,9 @@ Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const Model> mode
     return make_error(ErrorCode::InvalidArgument,
                       "--policy: expected score, round-robin or least-loaded, not \"{}\"",
                       opts.policy);
+  if (opts.backend_timeout_s < 1 || opts.down_hold_s < 0 || opts.max_reply_bytes == 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "route: the backend timeout (s) and the reply bound need at least 1");
   if (!(opts.load_penalty >= 0))
     return make_error(ErrorCode::InvalidArgument, "--load-penalty: a number >= 0");
   for (const std::string& u : opts.backends) {

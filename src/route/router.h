@@ -20,7 +20,16 @@
 // Backends are health-checked (GET /health every health_ms); one that fails a request (refused,
 // reset) is marked down at once and the request goes to the next best before any byte reached the
 // client; a backend that dies mid-stream ends the client's stream with an error event
-// (data: {"error": ...}) and is marked down. Policies for comparison: round-robin, least-loaded.
+// (data: {"error": ...}) and is marked down. A backend silent for backend_timeout_s (a hung one
+// still answers /health from its I/O thread) is marked down for down_hold_s whatever its health
+// check says, and the request goes to the next best (504 `backend_timeout` when none is left).
+// Each exchange with a backend is route/upstream.h's: a client that leaves closes the backend's
+// connection, and an answer a server would not give (a status outside 200..599, a foreign content
+// type, a body that is not JSON or is over max_reply_bytes) is answered 502 `bad_gateway`.
+// A prompt whose text cannot fit the model's context is refused (400 context_length_exceeded, the
+// server's words) before the router tokenizes it: the servers' own limit,
+// server/request_segments.h's max_prompt_bytes. Policies for comparison: round-robin,
+// least-loaded.
 // Every answer names its backend (header x-kamera-backend). POST /router/segments with a chat
 // body answers the segments the router cuts it into ({"segments": [{"id", "tokens"}], ...}).
 #pragma once
@@ -49,9 +58,13 @@ struct RouterOptions {
   int health_ms = 500;
   int workers = 32;  // requests forwarded at once
   int connect_timeout_ms = 1000;
-  int read_timeout_s = 600;
+  // The longest a backend may stay silent: before its answer begins (a non-streamed completion
+  // is sent whole when it is done: raise it for long ones, or stream) and between two bytes.
+  int backend_timeout_s = 120;
+  int down_hold_s = 30;  // a backend that timed out stays down this long, healthy or not
   size_t max_body_bytes = size_t(32) << 20;
-  ServerOptions segmentation;  // the servers' chat template and text options
+  size_t max_reply_bytes = size_t(64) << 20;  // a non-streamed answer, held to be checked
+  ServerOptions segmentation;                 // the servers' chat template and text options
 };
 
 class Router {

@@ -5,6 +5,9 @@
 
 namespace kamera {
 
+// The upload is formed and stored in the refusal check, so that a store that cannot keep it
+// answers 507: an acknowledgement (201) means the entry is written whole to every durable tier
+// (ChunkStore::make_durable), and a refused upload leaves nothing of it behind.
 void Server::Impl::post_chunk(const HttpRequest& req, const PathParams&, const std::string&,
                               Out out) {
   ++metrics.requests_chunks;
@@ -14,21 +17,27 @@ void Server::Impl::post_chunk(const HttpRequest& req, const PathParams&, const s
                                opts.control_tokens_in_text);
   if (!content.ok()) return respond_error(out, http_error(content.error()));
   using Formed = std::pair<std::shared_ptr<const CanonicalEntry>, bool>;
+  auto made = std::make_shared<Formed>();
+  auto store = [this, c = std::make_shared<const ChunkContent>(std::move(content.value())),
+                made]() -> std::optional<HttpError> {
+    const ChunkId id = chunk_id(model.fingerprint, *c);
+    ctx->store().revive_canonical(id);  // an explicit upload undoes an earlier delete
+    bool formed = false;
+    auto e = ctx->cache().canonical(*c, DType::F32, &formed);
+    if (!e.ok()) return http_error(e.error());
+    if (Status kept = ctx->store().make_durable(*e); !kept.ok())
+      return HttpError{507, kept.message(), "server_error", "insufficient_storage"};
+    *made = Formed{*e, formed};
+    return std::nullopt;
+  };
   on_scheduler(
-      out,
-      [this, c = std::move(content.value())]() -> Result<Formed> {
-        const ChunkId id = chunk_id(model.fingerprint, c);
-        ctx->store().revive_canonical(id);  // an explicit upload undoes an earlier delete
-        bool formed = false;
-        KAMERA_ASSIGN_OR_RETURN(auto e, ctx->cache().canonical(c, DType::F32, &formed));
-        return Formed{std::move(e), formed};
-      },
+      out, [made]() -> Result<Formed> { return *made; },
       [](const Formed& f) {
         json j = chunk_json(*f.first);
         j["formed"] = f.second;
         return j;
       },
-      201);
+      201, std::move(store));
 }
 
 void Server::Impl::get_chunk(const HttpRequest&, const PathParams& m, const std::string&, Out out) {

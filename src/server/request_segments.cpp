@@ -14,6 +14,17 @@ bool asks_for_decoding(const json& body) {
 
 }  // namespace
 
+size_t longest_piece_bytes(const Model& m) {
+  size_t n = 4;
+  if (m.tokenizer)
+    for (const auto& p : m.tokenizer->vocab().pieces) n = std::max(n, p.size());
+  return n;
+}
+
+size_t max_prompt_bytes(const Model& m) {
+  return size_t(m.cfg.ctx_len) * longest_piece_bytes(m);
+}
+
 Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const ServerOptions& o) {
   std::optional<ChatTemplate> t;
   if (!o.chat_template.empty()) {
@@ -55,9 +66,8 @@ Result<std::unique_ptr<RequestSegmenter>> RequestSegmenter::create(
   return s;
 }
 
-Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(const json& body,
-                                                                          std::string_view raw,
-                                                                          bool chat) const {
+Result<std::vector<GenRequest>> RequestSegmenter::requests(const json& body, std::string_view raw,
+                                                           bool chat) const {
   toolcall::DecodePlan plan;
   if (chat) {
     auto p = plan_chat_fields(body, raw, tool_format_);
@@ -66,9 +76,11 @@ Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(const 
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
   const ChatTools tools{plan.render_tools, tool_format_};
-  KAMERA_ASSIGN_OR_RETURN(
-      std::vector<GenRequest> reqs,
-      gen_requests(body, chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr, &tools));
+  return gen_requests(body, chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr, &tools);
+}
+
+Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments_of(
+    std::vector<GenRequest>& reqs) const {
   std::vector<Segment> out;
   const TokenizeOptions to{opts_.control_tokens_in_text, true};
   for (GenRequest& r : reqs) {
@@ -76,6 +88,13 @@ Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(const 
     for (const PromptSegment& s : r.segments) out.push_back({s.id, s.span.size()});
   }
   return out;
+}
+
+Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(const json& body,
+                                                                          std::string_view raw,
+                                                                          bool chat) const {
+  KAMERA_ASSIGN_OR_RETURN(std::vector<GenRequest> reqs, requests(body, raw, chat));
+  return segments_of(reqs);
 }
 
 }  // namespace kamera

@@ -22,6 +22,12 @@ namespace kamera {
 // The chat template a server renders messages with: --chat-template, else the GGUF's, else none.
 Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const ServerOptions& o);
 
+// The most prompt text (bytes) a server takes before tokenizing: a token covers at most the
+// longest vocabulary piece ("▁" counts its 3 bytes; a byte-fallback token one byte, a UTF-8
+// character at most 4), so longer text needs more tokens than the context.
+size_t longest_piece_bytes(const Model& model);
+size_t max_prompt_bytes(const Model& model);
+
 // A chat request's response_format and tool fields as a decoding plan, or the refusal (by name).
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
     const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format);
@@ -37,6 +43,10 @@ class RequestSegmenter {
   // The segments of a /v1/completions (chat = false) or /v1/chat/completions body, in order (a
   // batch: every prompt's). Fails where the server would refuse the request.
   Result<std::vector<Segment>> segments(const json& body, std::string_view raw, bool chat) const;
+  // The same in two steps: the body's generations (templated, not tokenized: a caller checks
+  // their size first), then their segments (tokenized).
+  Result<std::vector<GenRequest>> requests(const json& body, std::string_view raw, bool chat) const;
+  Result<std::vector<Segment>> segments_of(std::vector<GenRequest>& reqs) const;
   // Bytes of one token's KV rows (f32): what a segment of n tokens holds, n times this.
   size_t row_bytes() const { return row_bytes_; }
 

@@ -15,26 +15,13 @@
 
 namespace kamera {
 
-namespace {
-
-// Bytes of the longest vocabulary piece ("▁" counts its 3 bytes: an upper bound on the input
-// bytes one token covers).
-size_t longest_piece(const Model& m) {
-  size_t n = 4;  // a byte-fallback token covers one byte; a UTF-8 character at most 4
-  if (m.tokenizer)
-    for (const auto& p : m.tokenizer->vocab().pieces) n = std::max(n, p.size());
-  return n;
-}
-
-}  // namespace
-
 Server::Impl::Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
     : model_ptr(std::move(m)), model(*model_ptr), opts(o) {
   keys = opts.api_keys;
   if (!opts.api_key.empty()) keys.push_back(opts.api_key);
-  max_prompt_bytes = size_t(model.cfg.ctx_len) * longest_piece(model);
+  max_prompt_bytes = kamera::max_prompt_bytes(model);
   const int chunk_tokens = opts.max_chunk_tokens > 0 ? opts.max_chunk_tokens : model.cfg.ctx_len;
-  max_chunk_bytes = size_t(chunk_tokens) * longest_piece(model);
+  max_chunk_bytes = size_t(chunk_tokens) * longest_piece_bytes(model);
   json_limits = {opts.max_json_depth, opts.max_json_values};
   completion_salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ uint64_t(now_s() * 1e9);
 }

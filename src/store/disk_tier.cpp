@@ -98,34 +98,51 @@ Fetched read_untrusted(const std::string& path, size_t limit, bool follow_links)
 
 namespace {
 
+// Every byte of `blob` to `fd` (a short write past a file-size limit or on a full disk is
+// followed by the failing one: EFBIG, ENOSPC).
+bool write_whole(int fd, const std::string& blob) {
+  size_t done = 0;
+  while (done < blob.size()) {
+    const ssize_t n = ::write(fd, blob.data() + done, blob.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+bool fsync_parent(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return false;
+  const bool ok = ::fsync(dfd) == 0;
+  ::close(dfd);
+  return ok;
+}
+
 // Temporary file, fsync, rename, fsync of the directory; the temporary never follows a link.
+// True only when all of it succeeded; otherwise nothing is left at `path` nor in the temporary
+// (errno tells why).
 bool write_atomic(const std::string& path, const std::string& blob) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return false;
-  size_t done = 0;
-  while (done < blob.size()) {
-    const ssize_t n = ::write(fd, blob.data() + done, blob.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
-    done += size_t(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  const bool written = write_whole(fd, blob) && ::fsync(fd) == 0;
+  const int write_err = errno;
+  // close() may report a failed write too (some file systems)
+  if (::close(fd) != 0 || !written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = written ? errno : write_err;
     ::unlink(tmp.c_str());
+    errno = err;
     return false;
   }
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // the rename itself survives a crash
-    ::close(dfd);
+  if (!fsync_parent(path)) {  // the rename might not survive a crash: take it back
+    const int err = errno;
+    ::unlink(path.c_str());
+    fsync_parent(path);
+    errno = err;
+    return false;
   }
   return true;
 }
@@ -365,13 +382,15 @@ bool DiskTier::tombstoned(const ChunkId& id) {
   return is_tombstoned_file(tombstone_path(id));  // another process's delete
 }
 
-void DiskTier::save_blob(const std::string& path, const std::string& blob, const ChunkId* chunk) {
-  if (chunk && tombstoned(*chunk)) return;  // deleted: an in-flight write-back is dropped
+bool DiskTier::save_blob(const std::string& path, const std::string& blob, const ChunkId* chunk) {
+  if (chunk && tombstoned(*chunk)) return true;  // deleted: an in-flight write-back is dropped
   if (!write_atomic(path, blob)) {
+    const int err = errno;
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.errors;
-    log().warn("store: cannot write {}: {}", path, std::strerror(errno));
-    return;
+    last_error_ = std::strerror(err);
+    log().warn("store: cannot write {}: {}", path, last_error_);
+    return false;
   }
   // Checked again after the rename: a delete that wrote its tombstone before this check removes
   // the file itself after it, and one that wrote it later is seen here.
@@ -388,10 +407,12 @@ void DiskTier::save_blob(const std::string& path, const std::string& blob, const
   }
   if (gone) victims.push_back(path);
   remove_files(victims);
+  // An entry larger than the tier's cap is evicted at once: not held.
+  return gone || std::find(victims.begin(), victims.end(), path) == victims.end();
 }
 
-void DiskTier::save_canonical(const CanonicalEntry& e) {
-  save_blob(canonical_path(e.id), codec_.seal(e), &e.id);
+bool DiskTier::save_canonical(const CanonicalEntry& e) {
+  return save_blob(canonical_path(e.id), codec_.seal(e), &e.id);
 }
 
 void DiskTier::save_patch(const PatchEntry& e) {
@@ -466,6 +487,21 @@ void DiskTier::revive_canonical(const ChunkId& id) {
   }
   std::error_code ec;
   std::filesystem::remove(tombstone_path(id), ec);
+}
+
+bool DiskTier::holds_canonical(const ChunkId& id) const {
+  const std::string path = canonical_path(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!files_.count(path)) return false;
+  }
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);  // not removed since
+}
+
+std::string DiskTier::last_write_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
 }
 
 StoreTier::Stats DiskTier::stats() const {

@@ -1,5 +1,6 @@
 // The disk tier of the chunk store: one file per entry under a directory, crash-safe writes
-// (temporary file, fsync, rename, fsync of the directory), a model fingerprint, a checksum and a
+// (temporary file, fsync, rename, fsync of the directory; a write that fails at any step, a full
+// disk or a file-size limit, leaves no file and is reported), a model fingerprint, a checksum and a
 // MAC under the store key in every file (store/entry_codec.h). Survives restarts; corrupt, foreign
 // or forged files are detected, deleted and counted, and the entry is recomputed by the caller,
 // never served. Temporary files left by a crashed writer are swept at open; an optional byte cap
@@ -51,7 +52,10 @@ class DiskTier : public StoreTier {
   std::string name() const override { return "disk"; }
   std::shared_ptr<const CanonicalEntry> load_canonical(const ChunkId& id) override;
   std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) override;
-  void save_canonical(const CanonicalEntry& e) override;
+  bool save_canonical(const CanonicalEntry& e) override;
+  bool durable() const override { return true; }
+  bool holds_canonical(const ChunkId& id) const override;
+  std::string last_write_error() const override;
   void save_patch(const PatchEntry& e) override;
   TierErase erase_canonical(const ChunkId& id) override;
   void revive_canonical(const ChunkId& id) override;
@@ -76,7 +80,8 @@ class DiskTier : public StoreTier {
   void expire_tombstones();
   std::string migrate_patch(const std::string& path);  // a patch file of the older naming
   // Writes `blob` at `path` unless `chunk` (when given) is tombstoned; counts writes / errors.
-  void save_blob(const std::string& path, const std::string& blob, const ChunkId* chunk);
+  // Whether the file is there, whole and durable (or the write was dropped for a tombstone).
+  bool save_blob(const std::string& path, const std::string& blob, const ChunkId* chunk);
   template <class Entry>
   std::shared_ptr<const Entry> load(const std::string& path, const typename Sealed<Entry>::Key& key,
                                     const ChunkId* chunk);
@@ -96,6 +101,7 @@ class DiskTier : public StoreTier {
   mutable std::mutex mu_;
   Stats stats_;
   int64_t swept_ = 0;
+  std::string last_error_;  // why the last failed write failed
   struct FileInfo {
     int64_t bytes;
     std::list<std::string>::iterator lru;

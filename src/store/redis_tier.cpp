@@ -337,8 +337,8 @@ std::vector<StoreTier::Contexts> RedisTier::load_contexts(std::span<const ChunkI
   return out;
 }
 
-void RedisTier::save_canonical(const CanonicalEntry& e) {
-  save_canonical_acked(e);
+bool RedisTier::save_canonical(const CanonicalEntry& e) {
+  return save_canonical_acked(e);
 }
 
 void RedisTier::save_patch(const PatchEntry& e) {

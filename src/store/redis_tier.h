@@ -65,7 +65,7 @@ class RedisTier : public StoreTier {
   std::string name() const override { return "redis"; }
   std::shared_ptr<const CanonicalEntry> load_canonical(const ChunkId& id) override;
   std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) override;
-  void save_canonical(const CanonicalEntry& e) override;
+  bool save_canonical(const CanonicalEntry& e) override;
   void save_patch(const PatchEntry& e) override;
   TierErase erase_canonical(const ChunkId& id) override;
   void revive_canonical(const ChunkId& id) override;

@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 namespace kamera {
@@ -219,7 +221,22 @@ void ChunkStore::put_canonical(std::shared_ptr<const CanonicalEntry> e) {
   const auto tiers = tiers_;
   lock.unlock();
   // a delete from here on is ordered by each tier's own tombstone
-  for (const auto& t : tiers) t->save_canonical(*e);
+  for (const auto& t : tiers) t->save_canonical(*e);  // a failure: counted and logged there
+}
+
+Status ChunkStore::make_durable(const std::shared_ptr<const CanonicalEntry>& e) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto tiers = tiers_;
+  lock.unlock();
+  std::vector<std::string> failed;
+  for (const auto& t : tiers)
+    if (t->durable() && !t->holds_canonical(e->id) && !t->save_canonical(*e))
+      failed.push_back(fmt::format("{} ({})", t->name(), t->last_write_error()));
+  if (failed.empty()) return Status::Ok();
+  lock.lock();
+  forget_locked(e->id);  // not acknowledged: not served from memory either
+  return make_error(ErrorCode::Io, "chunk {} could not be stored durably: the {} tier failed",
+                    e->id.hex(), fmt::format("{}", fmt::join(failed, ", ")));
 }
 
 void ChunkStore::insert_canonical_locked(std::shared_ptr<const CanonicalEntry> e) {

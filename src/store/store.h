@@ -86,8 +86,17 @@ class StoreTier {
   virtual std::string name() const = 0;
   virtual std::shared_ptr<const CanonicalEntry> load_canonical(const ChunkId& id) = 0;
   virtual std::shared_ptr<const PatchEntry> load_patch(const PatchKey& key) = 0;
-  virtual void save_canonical(const CanonicalEntry& e) = 0;
+  // Whether the tier holds the entry now, whole (a write that failed leaves nothing of it); a
+  // write dropped because the chunk is tombstoned answers true (the delete wins).
+  virtual bool save_canonical(const CanonicalEntry& e) = 0;
   virtual void save_patch(const PatchEntry& e) = 0;
+  // Whether what the tier holds survives a restart of this process on its own (a disk): an
+  // upload is acknowledged only once its entry is written to every such tier
+  // (ChunkStore::make_durable). Such a tier tells whether it holds a canonical written whole,
+  // and why its last write failed.
+  virtual bool durable() const { return false; }
+  virtual bool holds_canonical(const ChunkId&) const { return false; }
+  virtual std::string last_write_error() const { return {}; }
   // A delete: a durable tombstone first (it survives restarts, and every server sharing the tier
   // honours it: writes of the chunk, its patches and images are dropped, loads miss, until
   // revive_canonical, an explicit upload), then the canonical, every patch of the chunk and the
@@ -168,6 +177,12 @@ class ChunkStore {
   // Inserts (replacing an entry with the same key), then evicts LRU entries until within budget.
   // An entry larger than the whole budget is not kept (and not an error).
   void put_canonical(std::shared_ptr<const CanonicalEntry> e);
+  // An upload's acknowledgement: the entry written whole to every durable tier (StoreTier::
+  // durable). A tier that does not hold it (its write failed in put_canonical, or the entry was
+  // formed before) is written again; when that fails too (a full disk, a file-size limit) the
+  // entry is dropped from memory, nothing of it is left in that tier, and the error names the
+  // tier and the cause.
+  Status make_durable(const std::shared_ptr<const CanonicalEntry>& e);
   void put_patch(std::shared_ptr<const PatchEntry> e);
   // A durable delete: drops the canonical, its patches and the image embeddings linked to it
   // from every tier and leaves a tombstone in each, so that work already in flight cannot store

@@ -24,11 +24,13 @@ struct RouteArgs {
   RouterOptions opts;
   std::string api_key_env = "KAMERA_API_KEY", backend_key_env = "KAMERA_BACKEND_KEY";
   bool as_json = false;
+  int max_reply_mb = 64;
 };
 
 int run_route(RouteArgs a) {
   if (const char* k = std::getenv(a.api_key_env.c_str()); k && *k) a.opts.api_keys.push_back(k);
   if (const char* k = std::getenv(a.backend_key_env.c_str()); k && *k) a.opts.backend_key = k;
+  a.opts.max_reply_bytes = size_t(a.max_reply_mb) << 20;
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.error(), a.as_json);
   auto router = Router::create(*loaded, a.opts);
@@ -95,6 +97,21 @@ Runner add_route(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--health-ms", a->opts.health_ms, "Health check interval (ms)")
       ->check(CLI::Range(50, 600000))
+      ->capture_default_str();
+  app.add_option("--backend-timeout-s", a->opts.backend_timeout_s,
+                 "The longest a backend may stay silent (before its answer, between two bytes): "
+                 "then it is marked down and the request goes to another (a non-streamed "
+                 "completion is sent whole when done: raise this for long ones, or stream)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--down-hold-s", a->opts.down_hold_s,
+                 "A backend that timed out stays down this long, whatever its health check says")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  app.add_option("--max-reply-mb", a->max_reply_mb,
+                 "The largest non-streamed answer taken from a backend (held to be checked as "
+                 "JSON; a larger one is answered 502 bad_gateway)")
+      ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   app.add_option("--workers", a->opts.workers, "Requests forwarded at once")
       ->check(CLI::Range(1, 4096))

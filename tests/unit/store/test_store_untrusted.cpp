@@ -161,7 +161,7 @@ class StalledTier : public StoreTier {
     return nullptr;
   }
   std::shared_ptr<const PatchEntry> load_patch(const PatchKey&) override { return nullptr; }
-  void save_canonical(const CanonicalEntry&) override {}
+  bool save_canonical(const CanonicalEntry&) override { return true; }
   void save_patch(const PatchEntry&) override {}
   TierErase erase_canonical(const ChunkId&) override { return TierErase::Absent; }
   Stats stats() const override { return {}; }
