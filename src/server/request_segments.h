@@ -22,9 +22,11 @@ namespace kamera {
 // The chat template a server renders messages with: --chat-template, else the GGUF's, else none.
 Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const ServerOptions& o);
 
-// A chat request's response_format and tool fields as a decoding plan, or the refusal (by name).
+// A chat request's response_format and tool fields as a decoding plan, or the refusal (by name);
+// its grammars compiled under `budget` (null: a default budget).
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
-    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format);
+    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
+    grammar::Budget* budget = nullptr);
 
 class RequestSegmenter {
  public:
