@@ -1170,6 +1170,92 @@ def obs_fold(x):
     answered_at_once(x, b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", (400,))
 
 
+# ---- issue 46, item 1: grammar compilation --------------------------------------------------
+def cpu_seconds(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def any_of_body(n, title=None):
+    """A chat request whose response_format is the finding's schema: anyOf of n strings with
+    maxLength 1..n (3.9 KB at n = 100, 1.3 KB at n = 30)."""
+    schema = {"anyOf": [{"type": "string", "maxLength": k} for k in range(1, n + 1)]}
+    if title:
+        schema["title"] = title
+    return {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+
+
+@probe("46.1 a 3.9 KB anyOf schema costs seconds and 100+ MB")
+def grammar_any_of(x):
+    srv = x.serve()
+    try:
+        pid, rss0 = srv.proc.pid, srv.kb("VmRSS")
+        srv.reset_peak()
+        cpu0 = cpu_seconds(pid)
+        st, b, _ = request(srv.port, "POST", "/v1/chat/completions", any_of_body(100), timeout=120)
+        cpu = cpu_seconds(pid) - cpu0
+        peak, kept = (srv.kb("VmHWM") - rss0) / 1024, (srv.kb("VmRSS") - rss0) / 1024
+        x.note = f"status {st}, {cpu:.2f} s of CPU, peak RSS +{peak:.0f} MB, kept +{kept:.0f} MB"
+        expect(cpu <= 2 and peak <= 64, x.note)
+        expect(st == 200 or (st == 400 and b["error"]["param"] == "response_format.json_schema.schema"),
+               x.note)
+    finally:
+        srv.stop()
+
+
+@probe("46.1 60 distinct 1.3 KB schemas fill a cache bounded by entries")
+def grammar_cache_bytes(x):
+    srv = x.serve()
+    try:
+        rss0 = srv.kb("VmRSS")
+        srv.reset_peak()
+        statuses = [request(srv.port, "POST", "/v1/chat/completions", any_of_body(30, f"s{i}"),
+                            timeout=120)[0] for i in range(60)]
+        grown = (srv.kb("VmHWM") - rss0) / 1024
+        x.note = f"statuses {sorted(set(statuses))}, peak RSS +{grown:.0f} MB"
+        expect(grown <= 128 + 64 and set(statuses) == {200}, x.note)
+    finally:
+        srv.stop()
+
+
+@probe("46.1 a compile goes on after its client leaves, and holds SIGTERM")
+def grammar_cancel(x):
+    # A budget far past the schema's cost, so only the cancellation can stop the compile (a build
+    # without a budget compiles without bound anyway).
+    flags = ("--grammar-states", "4000000000", "--grammar-seconds", "600")
+    flags = flags if "--grammar-states" in x.help else ()
+    data = json.dumps(any_of_body(2000)).encode()
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(data))
+    srv = x.serve(*flags)
+    try:
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(head + data)
+        time.sleep(1.0)
+        s.close()  # the client leaves
+        time.sleep(1.0)
+        cpu0 = cpu_seconds(srv.proc.pid)
+        time.sleep(2.0)
+        after = cpu_seconds(srv.proc.pid) - cpu0
+    finally:
+        srv.stop()
+    srv = x.serve(*flags)
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.sendall(head + data)
+    time.sleep(1.0)
+    t0 = time.time()
+    srv.proc.terminate()
+    try:
+        srv.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        srv.proc.kill()
+    took = time.time() - t0
+    s.close()
+    x.note = f"CPU 1-3 s after the client left {after:.2f} s; SIGTERM to exit {took:.1f} s"
+    expect(after < 0.5 and took < 5, x.note)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kamera", required=True, help="the kamera binary to probe")

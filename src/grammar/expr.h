@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/budget.h"
 #include "grammar/grammar.h"
 
 namespace kamera::grammar {
@@ -34,8 +35,11 @@ class Expr {
   static Expr opt(Expr e) { return repeat(std::move(e), 0, 1); }
   static Expr star(Expr e) { return repeat(std::move(e), 0, -1); }
 
-  // The rule's automaton. Fails when a repetition would unroll into more than `max_states`
-  // states (a bounded repetition is copied once per count).
+  // The rule's automaton, each state built (of the Thompson automaton and of the deterministic
+  // one) charged to `budget`: fails once the budget does (a bounded repetition is copied once
+  // per count, so a long one can be costly).
+  Result<Automaton> compile(Budget& budget) const;
+  // The same under a budget of `max_states` states and no time limit.
   Result<Automaton> compile(size_t max_states = 200000) const;
 
   struct Node;

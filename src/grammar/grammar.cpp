@@ -164,13 +164,20 @@ void Grammar::trim() {
   }
 }
 
+// Each state's edges become its byte table; the class arrays are shared between states that
+// split the bytes alike (every count of a bounded repetition does), and the edges are dropped.
 Status Grammar::build_tables() {
   tables_.clear();
+  classes_.clear();
+  target_sets_.clear();
+  target_pool_.clear();
+  std::map<std::array<uint8_t, 256>, int32_t> class_ids;
   for (State& st : states_) {
     st.byte_table = -1;
     if (st.bytes.empty()) continue;
-    ByteTable t;
+    std::array<uint8_t, 256> cls{};
     std::map<std::vector<int32_t>, uint8_t> ids;
+    ByteTable t{0, int32_t(target_sets_.size()), 0};
     for (int b = 0; b < 256; ++b) {
       std::vector<int32_t> to;
       for (const Edge& e : st.bytes)
@@ -178,21 +185,37 @@ Status Grammar::build_tables() {
       if (to.empty()) continue;
       std::sort(to.begin(), to.end());
       to.erase(std::unique(to.begin(), to.end()), to.end());
-      auto [it, fresh] = ids.try_emplace(to, uint8_t(t.targets.size() + 1));
+      auto [it, fresh] = ids.try_emplace(to, uint8_t(t.n + 1));
       if (fresh) {
-        if (t.targets.size() == 255)
+        if (t.n == 255)
           return make_error(ErrorCode::Unsupported,
                             "grammar: a state of rule '{}' reads bytes "
                             "into more than 255 different target sets",
                             rules_[size_t(st.rule)].name);
-        t.targets.push_back(to);
+        target_sets_.push_back(Range{int32_t(target_pool_.size()), int32_t(to.size())});
+        target_pool_.insert(target_pool_.end(), to.begin(), to.end());
+        ++t.n;
       }
-      t.cls[size_t(b)] = it->second;
+      cls[size_t(b)] = it->second;
     }
+    auto [c, fresh] = class_ids.try_emplace(cls, int32_t(classes_.size()));
+    if (fresh) classes_.push_back(cls);
+    t.classes = c->second;
     st.byte_table = int32_t(tables_.size());
-    tables_.push_back(std::move(t));
+    tables_.push_back(t);
+    std::vector<Edge>().swap(st.bytes);
   }
   return Status::Ok();
+}
+
+size_t Grammar::memory_bytes() const {
+  size_t n = sizeof(*this) + states_.capacity() * sizeof(State) + rules_.capacity() * sizeof(Rule) +
+             tables_.capacity() * sizeof(ByteTable) + classes_.capacity() * 256 +
+             target_sets_.capacity() * sizeof(Range) + target_pool_.capacity() * sizeof(int32_t);
+  for (const State& st : states_)
+    n += st.bytes.capacity() * sizeof(Edge) + st.calls.capacity() * sizeof(Call);
+  for (const Rule& r : rules_) n += r.name.capacity();
+  return n;
 }
 
 Status Grammar::finish(int32_t root) {

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,12 @@ class Grammar {
   struct State {
     int32_t rule = 0;
     bool final = false;
-    bool tail = false;  // final with no edges: a call returning here returns to its caller's
-                        // caller (the return needs no stack entry)
-    std::vector<Edge> bytes;
+    bool tail = false;        // final with no edges: a call returning here returns to its caller's
+                              // caller (the return needs no stack entry)
+    std::vector<Edge> bytes;  // until finish(); then its byte table holds them
     std::vector<Call> calls;
     int32_t byte_table = -1;  // index of its byte-class table, -1 when it reads no byte
+    bool reads() const { return byte_table >= 0; }
   };
 
   // A rule id, defined later (rules may call rules defined after them).
@@ -76,15 +78,15 @@ class Grammar {
 
   // Byte classes of a state that reads bytes: class 0 reads nothing, class c >= 1 goes to the
   // targets of targets(s, c) (several only in a nondeterministic rule).
-  uint8_t byte_class(int32_t s, uint8_t b) const {
-    return tables_[size_t(states_[size_t(s)].byte_table)].cls[b];
+  uint8_t byte_class(int32_t s, uint8_t b) const { return classes_[size_t(table(s).classes)][b]; }
+  int n_classes(int32_t s) const { return int(table(s).n); }
+  std::span<const int32_t> targets(int32_t s, int c) const {
+    const Range& r = target_sets_[size_t(table(s).first + c - 1)];
+    return {target_pool_.data() + r.off, size_t(r.len)};
   }
-  int n_classes(int32_t s) const {
-    return int(tables_[size_t(states_[size_t(s)].byte_table)].targets.size());
-  }
-  const std::vector<int32_t>& targets(int32_t s, int c) const {
-    return tables_[size_t(states_[size_t(s)].byte_table)].targets[size_t(c - 1)];
-  }
+
+  // The heap bytes the finished grammar holds (what a cache of grammars counts).
+  size_t memory_bytes() const;
 
  private:
   struct Rule {
@@ -92,10 +94,17 @@ class Grammar {
     int32_t start = -1;  // -1: declared, not defined
     int32_t n_states = 0;
   };
+  // A state's byte table: its class of each byte (one of classes_, shared by every state that
+  // splits the bytes alike) and each class's targets (target_sets_[first + c - 1]).
   struct ByteTable {
-    std::array<uint8_t, 256> cls{};
-    std::vector<std::vector<int32_t>> targets;
+    int32_t classes = 0;
+    int32_t first = 0;
+    int32_t n = 0;
   };
+  struct Range {
+    int32_t off = 0, len = 0;
+  };
+  const ByteTable& table(int32_t s) const { return tables_[size_t(states_[size_t(s)].byte_table)]; }
 
   Status check_calls() const;
   std::vector<bool> nullable_rules() const;
@@ -106,6 +115,9 @@ class Grammar {
   std::vector<Rule> rules_;
   std::vector<State> states_;
   std::vector<ByteTable> tables_;
+  std::vector<std::array<uint8_t, 256>> classes_;
+  std::vector<Range> target_sets_;
+  std::vector<int32_t> target_pool_;
   int32_t root_ = -1;
 };
 

@@ -60,7 +60,7 @@ Expr JsonRules::string_char() {
 }
 
 Result<int32_t> JsonRules::rule(std::string name, const Expr& e) {
-  auto a = e.compile();
+  auto a = e.compile(budget_);
   if (!a.ok()) return with_context(a.error(), name);
   const int32_t id = g_.declare(std::move(name));
   if (Status st = g_.define(id, *a); !st.ok()) return st.error();
@@ -121,7 +121,7 @@ Status JsonRules::declare_values() {
   const Expr object = Expr::seq({Expr::lit("{"), ws(), list(member, "}")});
   const Expr arr = Expr::seq({Expr::lit("["), ws(), list(Expr::call(value_), "]")});
   for (auto [id, e] : {std::pair{value_, value}, {object_, object}, {array, arr}}) {
-    auto a = e.compile();
+    auto a = e.compile(budget_);
     if (!a.ok()) return a.error();
     if (Status st = g_.define(id, *a); !st.ok()) return st;
   }

@@ -12,9 +12,11 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "grammar/budget.h"
 #include "grammar/expr.h"
 #include "grammar/grammar.h"
 #include "grammar/json_number.h"
@@ -23,8 +25,13 @@ namespace kamera::grammar {
 
 class JsonRules {
  public:
-  explicit JsonRules(Grammar& g) : g_(g) {}
+  // Every rule compiled is charged to `budget` (null: a default budget of its own).
+  explicit JsonRules(Grammar& g, Budget* budget = nullptr)
+      : g_(g),
+        own_(budget ? nullptr : std::make_unique<Budget>()),
+        budget_(budget ? *budget : *own_) {}
   Grammar& grammar() { return g_; }
+  Budget& budget() { return budget_; }
 
   static Expr ws();
   static Expr string_char();  // one character of a string's content
@@ -42,6 +49,8 @@ class JsonRules {
   Status declare_values();
 
   Grammar& g_;
+  std::unique_ptr<Budget> own_;
+  Budget& budget_;
   std::map<std::pair<int, int>, int32_t> strings_;
   std::map<std::string, int32_t> numbers_;
   int32_t value_ = -1, object_ = -1;

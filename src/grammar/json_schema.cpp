@@ -63,7 +63,8 @@ class SchemaCompiler {
                bool allow_type) const;
   Result<std::vector<std::string>> types_of(const ojson& s, const std::string& path) const;
   Result<Expr> ref(const ojson& s, const std::string& path, int depth);
-  Result<Expr> literals(const ojson& s, const std::string& path) const;
+  Result<Expr> literals(const ojson& s, const std::string& path);
+  Result<Expr> lit(const std::string& text);
   Result<Expr> any_of(const ojson& s, const std::string& path, int depth);
   Result<Expr> typed(const ojson& s, std::string_view type, const std::string& path, int depth);
   Result<Expr> object(const ojson& s, const std::string& path, int depth);
@@ -128,6 +129,7 @@ Result<Expr> SchemaCompiler::value(const ojson& s, const std::string& path, int 
   if (depth > kMaxDepth)
     return schema_error(ErrorCode::Unsupported, path,
                         "nested deeper than " + std::to_string(kMaxDepth) + " schemas");
+  if (Status st = rules_.budget().charge_nodes(1); !st.ok()) return st.error();
   if (s.is_boolean()) {
     if (!s.get<bool>())
       return schema_error(ErrorCode::InvalidArgument, path, "the schema false accepts nothing");
@@ -179,17 +181,18 @@ Result<Expr> SchemaCompiler::ref(const ojson& s, const std::string& path, int de
   refs_[ptr] = id;  // before compiling it: a recursive schema calls its own rule
   auto e = value(*target, "#" + ptr, depth + 1);
   if (!e.ok()) return e.error();
-  auto a = e->compile();
+  auto a = e->compile(rules_.budget());
   if (!a.ok()) return with_context(a.error(), "json_schema " + where(path));
   if (Status st = g.define(id, *a); !st.ok()) return st.error();
   return Expr::call(id);
 }
 
-Result<Expr> SchemaCompiler::literals(const ojson& s, const std::string& path) const {
+Result<Expr> SchemaCompiler::literals(const ojson& s, const std::string& path) {
   const bool is_const = s.contains("const");
   const char* key = is_const ? "const" : "enum";
   if (Status st = alone(s, key, path, true); !st.ok()) return st.error();
-  const ojson values = is_const ? ojson::array({s["const"]}) : s["enum"];
+  const ojson one = is_const ? ojson::array({s["const"]}) : ojson();
+  const ojson& values = is_const ? one : s["enum"];  // not a copy: an enum may be megabytes
   if (!values.is_array() || values.empty())
     return schema_error(ErrorCode::InvalidArgument, path, "'enum' must be a non-empty array");
   auto types = types_of(s, path);
@@ -198,12 +201,21 @@ Result<Expr> SchemaCompiler::literals(const ojson& s, const std::string& path) c
   for (const ojson& v : values) {
     bool fits = types->empty();
     for (const std::string& t : *types) fits = fits || has_type(v, t);
-    if (fits) options.push_back(Expr::lit(v.dump()));
+    if (!fits) continue;
+    auto e = lit(v.dump());
+    if (!e.ok()) return e.error();
+    options.push_back(std::move(*e));
   }
   if (options.empty())
     return schema_error(ErrorCode::InvalidArgument, path,
                         std::string("no value of '") + key + "' has the schema's type");
   return Expr::alt(std::move(options));
+}
+
+// A literal of the request's text: its bytes charged to the budget before they become nodes.
+Result<Expr> SchemaCompiler::lit(const std::string& text) {
+  if (Status st = rules_.budget().charge_nodes(text.size()); !st.ok()) return st.error();
+  return Expr::lit(text);
 }
 
 Result<Expr> SchemaCompiler::any_of(const ojson& s, const std::string& path, int depth) {
@@ -284,8 +296,9 @@ Result<Expr> SchemaCompiler::number(const ojson& s, bool integer, const std::str
 }
 
 Result<Expr> SchemaCompiler::object(const ojson& s, const std::string& path, int depth) {
-  const ojson props = s.value("properties", ojson::object());
-  const ojson required = s.value("required", ojson::array());
+  static const ojson kNoProperties = ojson::object(), kNoneRequired = ojson::array();
+  const ojson& props = s.contains("properties") ? s["properties"] : kNoProperties;
+  const ojson& required = s.contains("required") ? s["required"] : kNoneRequired;
   if (!props.is_object() || !required.is_array())
     return schema_error(ErrorCode::InvalidArgument, path,
                         "'properties' must be an object and 'required' an array");
@@ -311,7 +324,9 @@ Result<Expr> SchemaCompiler::object(const ojson& s, const std::string& path, int
   for (const auto& [key, sub] : props.items()) {
     auto v = value(sub, path + "/properties/" + key, depth + 1);
     if (!v.ok()) return v.error();
-    kv.push_back(Expr::seq({Expr::lit(ojson(key).dump()), ws, Expr::lit(":"), ws, *v}));
+    auto name = lit(ojson(key).dump());
+    if (!name.ok()) return name.error();
+    kv.push_back(Expr::seq({*name, ws, Expr::lit(":"), ws, *v}));
     must.push_back(req.count(key) > 0);
   }
   // after[i]: properties i.. once one has been written (each comes with a comma);
@@ -332,7 +347,8 @@ Result<Expr> SchemaCompiler::object(const ojson& s, const std::string& path, int
 }
 
 Result<Expr> SchemaCompiler::array(const ojson& s, const std::string& path, int depth) {
-  const ojson items = s.value("items", ojson(true));
+  static const ojson kAnyItem = true;
+  const ojson& items = s.contains("items") ? s["items"] : kAnyItem;
   if (items.is_array())
     return schema_error(ErrorCode::Unsupported, path,
                         "'items' as a list (a tuple) is not supported");
@@ -384,15 +400,15 @@ Result<std::shared_ptr<const Grammar>> finish_root(std::shared_ptr<Grammar> g, J
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> json_schema_grammar(const ojson& schema) {
+Result<std::shared_ptr<const Grammar>> json_schema_grammar(const ojson& schema, Budget* budget) {
   auto g = std::make_shared<Grammar>();
-  JsonRules rules(*g);
+  JsonRules rules(*g, budget);
   return finish_root(g, rules, json_schema_expr(rules, schema));
 }
 
-Result<std::shared_ptr<const Grammar>> json_object_grammar() {
+Result<std::shared_ptr<const Grammar>> json_object_grammar(Budget* budget) {
   auto g = std::make_shared<Grammar>();
-  JsonRules rules(*g);
+  JsonRules rules(*g, budget);
   auto o = rules.any_object();
   if (!o.ok()) return o.error();
   return finish_root(g, rules, Expr::call(*o));

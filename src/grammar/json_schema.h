@@ -29,12 +29,14 @@
 namespace kamera::grammar {
 
 // One document of `schema`, compiled into the rules of `rules` (for grammars that embed JSON,
-// such as a tool call's arguments).
+// such as a tool call's arguments), charged to the rules' budget.
 Result<Expr> json_schema_expr(JsonRules& rules, const nlohmann::ordered_json& schema);
 
-// A finished grammar whose documents are the schema's (optional whitespace first).
-Result<std::shared_ptr<const Grammar>> json_schema_grammar(const nlohmann::ordered_json& schema);
+// A finished grammar whose documents are the schema's (optional whitespace first). The compile
+// is charged to `budget` (grammar/budget.h; null: a default budget).
+Result<std::shared_ptr<const Grammar>> json_schema_grammar(const nlohmann::ordered_json& schema,
+                                                           Budget* budget = nullptr);
 // Any JSON object (response_format json_object).
-Result<std::shared_ptr<const Grammar>> json_object_grammar();
+Result<std::shared_ptr<const Grammar>> json_object_grammar(Budget* budget = nullptr);
 
 }  // namespace kamera::grammar

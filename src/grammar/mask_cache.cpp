@@ -17,7 +17,10 @@ void TokenSet::add_to(std::vector<uint64_t>& out) const {
 
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> g,
                                  std::shared_ptr<const TokenTrie> trie)
-    : grammar_(std::move(g)), trie_(std::move(trie)), walker_(*grammar_) {}
+    : grammar_(std::move(g)), trie_(std::move(trie)), walker_(*grammar_) {
+  grammar_bytes_ = sizeof(*this) + grammar_->memory_bytes();
+  bytes_ = grammar_bytes_ + walker_.memory_bytes();
+}
 
 const PositionMasks& CompiledGrammar::masks(int32_t pos) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -50,6 +53,11 @@ const PositionMasks& CompiledGrammar::masks(int32_t pos) const {
   stats_.steps += walk.steps();
   stats_.accepted += pm->accepted.size;
   stats_.escaped += pm->escaped.size();
+  // The position's masks and its entry in by_pos_ (node, key, value, hash, bucket).
+  mask_bytes_ += sizeof(PositionMasks) + pm->accepted.bits.capacity() * sizeof(uint64_t) +
+                 pm->accepted.list.capacity() * sizeof(int32_t) +
+                 pm->escaped.capacity() * sizeof(int32_t) + 6 * sizeof(void*);
+  bytes_ = grammar_bytes_ + mask_bytes_ + walker_.memory_bytes();
   slot = std::move(pm);
   return *slot;
 }

@@ -17,6 +17,7 @@
 // (the same schema on the same model) share the work.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,9 @@ class CompiledGrammar {
   // The masks of a position that reads bytes (filled now if it is the first time).
   const PositionMasks& masks(int32_t pos) const;
   MaskCacheStats stats() const;
+  // The heap bytes it holds now: the grammar, and the masks and walks filled so far (they grow
+  // as generations reach new positions). Read without waiting for a fill.
+  size_t memory_bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<const Grammar> grammar_;
@@ -67,6 +71,9 @@ class CompiledGrammar {
   mutable Matcher walker_;  // its stacks all sit on kOutside
   mutable std::unordered_map<int32_t, std::unique_ptr<PositionMasks>> by_pos_;
   mutable MaskCacheStats stats_;
+  size_t grammar_bytes_ = 0;
+  mutable size_t mask_bytes_ = 0;
+  mutable std::atomic<size_t> bytes_{0};
 };
 
 }  // namespace kamera::grammar

@@ -42,6 +42,14 @@ std::vector<int32_t> Matcher::initial() {
   return std::vector<int32_t>(c.begin(), c.end());
 }
 
+size_t Matcher::memory_bytes() const {
+  // An unordered_map entry: the pair, the next pointer and the cached hash, plus its bucket.
+  const size_t entry = sizeof(std::pair<const uint64_t, int32_t>) + 2 * sizeof(void*);
+  return nodes_.capacity() * sizeof(Node) + index_.size() * entry +
+         index_.bucket_count() * sizeof(void*) + pool_.capacity() * sizeof(int32_t) +
+         steps_.capacity() * sizeof(Range) + scratch_.capacity() * sizeof(int32_t);
+}
+
 std::vector<int32_t> Matcher::inside(int32_t pos) {
   return {node(pos, kOutside)};
 }
@@ -49,7 +57,7 @@ std::vector<int32_t> Matcher::inside(int32_t pos) {
 void Matcher::closure_into(int32_t n, std::vector<int32_t>& out) {
   const Node nd = nodes_[size_t(n)];
   const Grammar::State& st = g_.state(nd.pos);
-  if (!st.bytes.empty()) out.push_back(n);
+  if (st.reads()) out.push_back(n);
   if (st.final) {
     auto c = closure(nd.below);
     out.insert(out.end(), c.begin(), c.end());

@@ -47,6 +47,8 @@ class Matcher {
   int32_t below(int32_t node) const { return nodes_[size_t(node)].below; }
   int depth(int32_t node) const { return nodes_[size_t(node)].depth; }
   size_t n_nodes() const { return nodes_.size(); }
+  // The heap bytes its interned stacks and memoized steps hold.
+  size_t memory_bytes() const;
 
   // The state before any byte: the closure of the root rule's start over kAccept.
   std::vector<int32_t> initial();

@@ -65,7 +65,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
   if (auto refused = check_fields(body, ep)) return respond_error(out, *refused), std::nullopt;
   toolcall::DecodePlan plan;
   if (chat) {
-    auto p = plan_chat(body, raw);
+    auto p = plan_chat(body, raw, out);
     if (auto* e = std::get_if<HttpError>(&p)) return respond_error(out, *e), std::nullopt;
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }

@@ -36,13 +36,14 @@ Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const 
 }
 
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
-    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format) {
+    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
+    grammar::Budget* budget) {
   if (!asks_for_decoding(body)) return toolcall::DecodePlan{};
   // The body again, in its order: a schema's properties are written in the order it lists them.
   const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, false);
   if (ordered.is_discarded() || !ordered.is_object())
     return HttpError{400, "the request body must be a JSON object"};
-  auto plan = toolcall::plan_decoding(ordered, tool_format);
+  auto plan = toolcall::plan_decoding(ordered, tool_format, budget);
   if (auto* e = std::get_if<toolcall::PlanError>(&plan))  // the request's fault: 400, by name
     return HttpError{
         400, e->error.message, "invalid_request_error",

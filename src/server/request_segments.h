@@ -28,9 +28,11 @@ Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const 
 size_t longest_piece_bytes(const Model& model);
 size_t max_prompt_bytes(const Model& model);
 
-// A chat request's response_format and tool fields as a decoding plan, or the refusal (by name).
+// A chat request's response_format and tool fields as a decoding plan, or the refusal (by name);
+// its grammars compiled under `budget` (null: a default budget).
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
-    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format);
+    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
+    grammar::Budget* budget = nullptr);
 
 class RequestSegmenter {
  public:

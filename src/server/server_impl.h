@@ -143,7 +143,9 @@ struct Server::Impl {
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
   // decoding (the raw body keeps the schemas' property order), refused with the field named;
   // then the plan's grammar, compiled once per key, on each request.
-  std::variant<toolcall::DecodePlan, HttpError> plan_chat(const json& body, std::string_view raw);
+  // The compile is cancelled when the client leaves or the server stops.
+  std::variant<toolcall::DecodePlan, HttpError> plan_chat(const json& body, std::string_view raw,
+                                                          const Out& out);
   std::optional<HttpError> apply_plan(const toolcall::DecodePlan& plan,
                                       std::vector<GenRequest>& reqs);
   // A hold on one of the client's request slots (released when dropped), or none past its cap.

@@ -45,6 +45,13 @@ struct ServerOptions {
   int max_json_depth = 64;
   int64_t max_json_values = int64_t(1) << 21;
 
+  // The grammars of response_format and tools (grammar/budget.h): one request's compile may build
+  // this many automaton states and spend this many CPU seconds (past either: 400
+  // grammar_budget_exceeded, naming the field); compiled grammars are kept under this many bytes.
+  size_t grammar_states = 300000;
+  double grammar_seconds = 1.0;
+  size_t grammar_cache_bytes = size_t(128) << 20;
+
   // Control tokens (<|im_start|>, ...) written in client text (message contents, prompts, chunk
   // and window texts, /tokenize) are read as control tokens only with this opt-in; by default
   // that text is literal and only the chat template's own structure yields control tokens.

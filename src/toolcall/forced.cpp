@@ -52,11 +52,11 @@ std::string_view call_trigger(Format f) {
   return kDsCallsBegin;
 }
 
-Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f,
-                                                                     const ForcedCalls& c) {
+Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f, const ForcedCalls& c,
+                                                                     grammar::Budget* budget) {
   if (c.tools.empty()) return make_error(ErrorCode::InvalidArgument, "tool calls: no tool to call");
   auto g = std::make_shared<grammar::Grammar>();
-  grammar::JsonRules rules(*g);
+  grammar::JsonRules rules(*g, budget);
   std::vector<Expr> calls;
   for (const ToolSpec& t : c.tools) {
     auto args = arguments(rules, t);
@@ -64,7 +64,7 @@ Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f,
     calls.push_back(one_call(f, t.name, *args));
   }
   const int32_t call = g->declare("call");
-  auto ca = Expr::alt(std::move(calls)).compile();
+  auto ca = Expr::alt(std::move(calls)).compile(rules.budget());
   if (!ca.ok()) return ca.error();
   KAMERA_TRY(g->define(call, *ca));
   const bool many = c.parallel && f != Format::Llama3;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "grammar/budget.h"
 #include "grammar/grammar.h"
 #include "toolcall/format.h"
 
@@ -26,9 +27,10 @@ struct ForcedCalls {
   bool parallel = true;         // one call or more (llama3's templates take one: always one)
 };
 
-// The whole output: one call or more, nothing else.
-Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f,
-                                                                     const ForcedCalls& c);
+// The whole output: one call or more, nothing else; the compile charged to `budget` (null: a
+// default budget).
+Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(
+    Format f, const ForcedCalls& c, grammar::Budget* budget = nullptr);
 // The text every call sequence of the format begins with: a lazily started constraint
 // (grammar/triggered.h) takes over once the model has written it.
 std::string_view call_trigger(Format f);

@@ -92,8 +92,8 @@ std::variant<Choice, PlanError> read_choice(const ojson& body, const std::vector
   return out;
 }
 
-std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(const ojson& body,
-                                                                             bool* json_output) {
+std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(
+    const ojson& body, bool* json_output, grammar::Budget& budget) {
   const ojson rf = body.value("response_format", ojson());
   *json_output = false;
   if (rf.is_null()) return std::shared_ptr<const grammar::Grammar>();
@@ -103,13 +103,13 @@ std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(con
   Result<std::shared_ptr<const grammar::Grammar>> g = Error{};
   std::string param = "response_format";
   if (type == "json_object") {
-    g = grammar::json_object_grammar();
+    g = grammar::json_object_grammar(&budget);
   } else if (type == "json_schema") {
     const ojson js = rf.value("json_schema", ojson());
     if (!js.is_object() || !js.contains("schema"))
       return bad("response_format.json_schema", "must be an object with a 'schema'");
     param = "response_format.json_schema.schema";
-    g = grammar::json_schema_grammar(js["schema"]);
+    g = grammar::json_schema_grammar(js["schema"], &budget);
   } else {
     return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -118,9 +118,11 @@ std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(con
   return *g;
 }
 
-// The forced-call grammar over the tools `choice` allows.
+// The forced-call grammar over the tools `choice` allows. A tool whose parameters do not compile
+// is any object unless it is strict; a spent budget is never worked around that way.
 std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> calls_grammar(
-    const std::vector<Tool>& tools, const Choice& choice, bool parallel, Format format) {
+    const std::vector<Tool>& tools, const Choice& choice, bool parallel, Format format,
+    grammar::Budget& budget) {
   ForcedCalls forced;
   forced.parallel = parallel;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -128,21 +130,25 @@ std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> calls_grammar(
     if (choice.kind == Choice::Named && t.name != choice.name) continue;
     ToolSpec spec{t.name, t.parameters};
     if (!t.parameters.is_null()) {
-      auto g = grammar::json_schema_grammar(t.parameters);
+      auto g = grammar::json_schema_grammar(t.parameters, &budget);
       const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
-      if (!g.ok() && t.strict) return PlanError{param, with_context(g.error(), param)};
+      const bool spent = budget.stopped() != grammar::Budget::Stop::None;
+      if (!g.ok() && (t.strict || spent)) return PlanError{param, with_context(g.error(), param)};
       if (!g.ok()) spec.parameters = nullptr;  // not strict: any object
     }
     forced.tools.push_back(std::move(spec));
   }
-  auto g = forced_calls_grammar(format, forced);
+  auto g = forced_calls_grammar(format, forced, &budget);
   if (!g.ok()) return PlanError{"tools", with_context(g.error(), "tools")};
   return *g;
 }
 
 }  // namespace
 
-std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::optional<Format> format) {
+std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::optional<Format> format,
+                                                  grammar::Budget* budget) {
+  grammar::Budget own;
+  grammar::Budget& spend = budget ? *budget : own;
   auto tools_or = read_tools(body);
   if (auto* e = std::get_if<PlanError>(&tools_or)) return *e;
   const std::vector<Tool>& tools = std::get<std::vector<Tool>>(tools_or);
@@ -152,7 +158,7 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
   const ojson parallel = body.value("parallel_tool_calls", ojson(true));
   if (!parallel.is_boolean()) return bad("parallel_tool_calls", "must be a boolean");
   DecodePlan plan;
-  auto json_or = read_format(body, &plan.json_output);
+  auto json_or = read_format(body, &plan.json_output, spend);
   if (auto* e = std::get_if<PlanError>(&json_or)) return *e;
   plan.grammar = std::get<std::shared_ptr<const grammar::Grammar>>(json_or);
   plan.format = format;
@@ -175,7 +181,7 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
                            {"parallel_tool_calls", parallel},
                            {"format", format_name(*format)}}
                          .dump();
-  auto g = calls_grammar(tools, choice, parallel.get<bool>(), *format);
+  auto g = calls_grammar(tools, choice, parallel.get<bool>(), *format, spend);
   if (auto* e = std::get_if<PlanError>(&g)) return *e;
   plan.grammar = std::get<std::shared_ptr<const grammar::Grammar>>(g);
   if (choice.kind == Choice::Auto) plan.trigger = std::string(call_trigger(*format));

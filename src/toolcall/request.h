@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "grammar/budget.h"
 #include "grammar/grammar.h"
 #include "toolcall/format.h"
 #include "toolcall/parser.h"
@@ -51,9 +52,13 @@ struct PlanError {
 };
 
 // `format`: detect_format() of the model's template. The body is kept in its order
-// (nlohmann::ordered_json), so properties are written in the schema's order.
+// (nlohmann::ordered_json), so properties are written in the schema's order. Every grammar the
+// request needs is compiled under the one `budget` (grammar/budget.h; null: a default budget):
+// once it is spent the request is refused, naming the field whose compile ran out (ask the
+// budget whether it was spent, cancelled, or the schema itself was refused).
 std::variant<DecodePlan, PlanError> plan_decoding(const nlohmann::ordered_json& body,
-                                                  std::optional<Format> format);
+                                                  std::optional<Format> format,
+                                                  grammar::Budget* budget = nullptr);
 
 // The messages as the template expects them: each assistant tool call's `arguments` an object
 // where the template serializes it (hermes, llama3: a JSON string from a client is parsed), a

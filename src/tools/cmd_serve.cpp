@@ -41,7 +41,7 @@ void on_signal(int) {
 struct ServeArgs {
   std::string model, tokenizer;
   ServerOptions opts;
-  double store_mb = 1024, store_dir_mb = 0, segment_cache_mb = -1;
+  double store_mb = 1024, store_dir_mb = 0, segment_cache_mb = -1, grammar_cache_mb = 128;
   std::string reuse = "patch";
   std::string compact_when = "idle";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
@@ -101,6 +101,7 @@ int run_serve(ServeArgs a) {
   if (!loaded.ok()) return fail(loaded.error(), false);
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
   a.opts.store_dir_bytes = size_t(a.store_dir_mb * 1024 * 1024);
+  a.opts.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
   a.opts.segment_cache_bytes =
       a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
   a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
@@ -277,6 +278,22 @@ Runner add_serve(CLI::App& app) {
                  "Most values (scalars, arrays, objects, keys) in a request body (checked while "
                  "parsing)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--grammar-states", a->opts.grammar_states,
+                 "Most automaton states one request's response_format or tools grammars may "
+                 "build while compiling (past it: 400 grammar_budget_exceeded)")
+      ->check(CLI::Range(size_t(1000), size_t(1) << 32))
+      ->capture_default_str();
+  app.add_option("--grammar-seconds", a->opts.grammar_seconds,
+                 "Most CPU seconds one request's grammar compile may take (past it: 400 "
+                 "grammar_budget_exceeded)")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--grammar-cache-mb", a->grammar_cache_mb,
+                 "Compiled grammars (and the token masks their generations filled) kept for "
+                 "requests with the same response_format or tools, in MiB (least recently used "
+                 "out first)")
+      ->check(mebibytes(0))
       ->capture_default_str();
   app.add_flag("--control-tokens-in-text", a->opts.control_tokens_in_text,
                "Read control tokens (<|im_start|>, ...) written in client text (messages, "

@@ -143,7 +143,7 @@ TEST(DecodePlan, RequestsWithTheSameFieldsShareOneCompiledGrammar) {
   std::vector<std::string> bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
   grammar::GrammarCache cache(
-      std::make_shared<const grammar::TokenTrie>(bytes, std::vector<int32_t>{}), 2);
+      std::make_shared<const grammar::TokenTrie>(bytes, std::vector<int32_t>{}), size_t(64) << 20);
   const std::string tools = std::string(R"({"tools":)") + kTools + R"(,"tool_choice":"required")";
   const DecodePlan a = plan_ok(with(tools + R"(,"temperature":0.5})"));
   const DecodePlan b = plan_ok(with(tools + R"(,"temperature":0.9})"));
