@@ -58,10 +58,14 @@ echo " a second server at $ref is the reference: it is sent every request again 
 printf '\n== 2. An unchanged OpenAI agent watches a frame stream through a sliding window\n'
 "$k" demo --decoder "$decoder" --vision "$vision" --json --png none --reps 1 --save-frames "$out/frames" >"$out/frames/demo.json"
 turns="$out/agent-turns.jsonl"
-client=${KAMERA_DEMO_CLIENT:-node}
-if [ "$client" = node ] && command -v node >/dev/null 2>&1 &&
-   node "$root/scripts/demo_agent.mjs" --url "$url" --reference "$ref" --frames "$out/frames" \
-        --npm "$build/npm" >"$turns"; then
+client=${KAMERA_DEMO_CLIENT:-node} rc=77
+if [ "$client" = node ] && command -v node >/dev/null 2>&1; then
+  rc=0
+  node "$root/scripts/demo_agent.mjs" --url "$url" --reference "$ref" --frames "$out/frames" \
+    --npm "$build/npm" >"$turns" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 77 ] || { echo "demo: the agent failed (exit $rc)" >&2; exit 1; }
+fi
+if [ "$rc" = 0 ]; then
   echo "The agent is examples/frame_agent.mjs, written with the official openai npm client and nothing"
 else
   [ "$client" = curl ] || echo "(Node or the openai npm client is absent: the same agent in curl, scripts/demo_agent.sh)"
