@@ -1,5 +1,7 @@
 # kamera: the two set-up commands are `make demo` and `make test` (see README.md).
-# Both install the Debian packages the project needs (scripts/install-deps.sh), then build.
+# `make demo` installs the runtime set of Debian packages (scripts/install-deps.sh runtime) and the
+# openai npm client, builds bin/kamera alone and runs the demo; `make test` installs every set and
+# builds and runs everything.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -12,18 +14,29 @@ CMAKE_GEN  := -G Ninja
 LLD_LINK   := -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld \
               -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld
 
-.PHONY: all deps build demo test test-main test-asan fuzz-build fuzz-smoke bench eval train-minivl train-minivl-v2 format clean
+.PHONY: all deps deps-runtime build demo demo-build test test-main test-asan fuzz-build fuzz-smoke bench eval train-minivl train-minivl-v2 format clean
 
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh runtime test trainer
+
+deps-runtime:
+	@bash scripts/install-deps.sh runtime
 
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DKAMERA_TESTS=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo's install-and-build phase (scripts/time-demo-build.sh times it on a fresh clone): the
+# runtime packages, the openai npm client (where npm is), and the one binary the demo runs. The
+# tests are configured only where GoogleTest is installed (then nothing of them is built here).
+demo-build: deps-runtime
+	@bash scripts/install-openai-client.sh $(BUILD)/npm
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target kamera
+
+demo: demo-build
 	@bash scripts/demo.sh $(BUILD)
 
 # Every test label in the release build, then the unit label under ASan+UBSan (clang, -O0 with

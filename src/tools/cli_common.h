@@ -63,6 +63,9 @@ void add_serve_media_options(CLI::App& app, ServerOptions& o);
 
 int default_threads();
 
+// Blocks until SIGINT or SIGTERM (kamera serve, kamera route).
+void wait_for_stop_signal();
+
 // Prints an error (as {"error": ...} on stdout too when json) and returns exit code 1.
 int fail(const std::string& message, bool as_json);
 

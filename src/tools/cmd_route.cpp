@@ -1,11 +1,7 @@
 // kamera route: one OpenAI-compatible front for several kamera servers, sending each completion
 // to the server that holds most of its prompt (src/route/router.h).
-#include <atomic>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "route/router.h"
 #include "tools/cli_common.h"
@@ -13,11 +9,6 @@
 namespace kamera::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
 
 struct RouteArgs {
   std::string model, tokenizer;
@@ -48,9 +39,7 @@ int run_route(RouteArgs a) {
                             .c_str());
     std::fflush(stdout);
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  wait_for_stop_signal();
   (*router)->stop();
   return 0;
 }

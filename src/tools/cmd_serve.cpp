@@ -1,14 +1,10 @@
 // kamera serve: the OpenAI-compatible server with chunk and window APIs (src/server/server.h).
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <thread>
 
 #include "core/log.h"
 #include "server/server.h"
@@ -31,11 +27,6 @@ CLI::Validator mebibytes(double least) {
         return "";
       },
       "MiB");
-}
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
 }
 
 struct ServeArgs {
@@ -122,9 +113,7 @@ int run_serve(ServeArgs a) {
   std::fprintf(stderr,
                "kamera: the chat page is at http://%s:%d/ (docs/SERVER.md, \"The web page\")\n",
                a.opts.host.c_str(), server.port());
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  wait_for_stop_signal();
   std::fprintf(stderr, "kamera: stopping\n");
   server.stop();
   return 0;

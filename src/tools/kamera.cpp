@@ -1,6 +1,9 @@
 // kamera: position-free KV cache engine. Command-line entry point.
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -14,6 +17,19 @@ namespace kamera::cli {
 int default_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : int(n);
+}
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) {
+  g_stop = true;
+}
+}  // namespace
+
+void wait_for_stop_signal() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 int fail(const std::string& message, bool as_json) {
