@@ -23,22 +23,6 @@ PatchOptions ChunkCache::stored_options(const PatchOptions& opts) const {
   return o;
 }
 
-const char* segment_source_name(SegmentSource s) {
-  switch (s) {
-    case SegmentSource::Canonical:
-      return "canonical";
-    case SegmentSource::PatchHit:
-      return "patch-hit";
-    case SegmentSource::PatchFormed:
-      return "patch-formed";
-    case SegmentSource::Blind:
-      return "blind";
-    case SegmentSource::Reprefilled:
-      return "reprefilled";
-  }
-  return "?";
-}
-
 ChunkCache::ChunkCache(const Model& model, Engine& engine, KvPool& pool, ChunkStore& store,
                        std::vector<int32_t> anchor)
     : model_(model), engine_(engine), pool_(pool), store_(store), anchor_(std::move(anchor)) {}

@@ -34,7 +34,6 @@ struct ServeOptions {
 };
 
 enum class SegmentSource { Canonical, PatchHit, PatchFormed, Blind, Reprefilled };
-const char* segment_source_name(SegmentSource s);
 
 struct SegmentReport {
   ChunkId id;

@@ -291,7 +291,7 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   g.choices_left = 0;
   remember(g, true);
   remember_segments(g);
-  g.out(GenerationEnd{last, reason, Usage{g.usage, g.generated}});
+  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated}});  // g ends here
   release(g);
 }
 
