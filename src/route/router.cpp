@@ -189,8 +189,7 @@ bool Router::Impl::attempt(int b, const HttpRequest& req, const std::shared_ptr<
     headers.emplace_back("Authorization", req.raw_authorization[0]);
   const UpstreamLimits limits{opts.connect_timeout_ms, opts.backend_timeout_s,
                               opts.max_reply_bytes};
-  last = relay(to, req, headers, limits, out);
-  done(b, last);
+  last = relay(to, req, headers, limits, out, [&](const Relayed& r) { done(b, r); });
   return last.outcome != Relayed::Outcome::Unreachable &&
          last.outcome != Relayed::Outcome::TimedOut;
 }

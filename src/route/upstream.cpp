@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace kamera {
@@ -99,11 +100,13 @@ bool take_bytes(const char* data, size_t n, const UpstreamLimits& lim, Responder
 }
 
 // A whole non-streamed answer: checked, then passed on.
+template <class Finish>
 Relayed answer(const UpstreamTarget& to, const HttpRequest& req, const httplib::Response& res,
-               Seen& s, Responder& out) {
+               Seen& s, Responder& out, const Finish& finish) {
   if (auto why = bad_reply_body(s.ctype, s.body, req.method == "HEAD")) {
+    auto v = finish(Relayed{Relayed::Outcome::BadReply, false, *why});
     out.reply(bad_gateway(to, *why));
-    return {Relayed::Outcome::BadReply, false, *why};
+    return v;
   }
   HttpResponse reply;
   reply.status = s.status;
@@ -112,8 +115,9 @@ Relayed answer(const UpstreamTarget& to, const HttpRequest& req, const httplib::
   reply.headers = {{"x-kamera-backend", to.url}};
   for (const char* h : {"Retry-After", "WWW-Authenticate", "Allow"})
     if (res.has_header(h)) reply.headers.push_back({h, res.get_header_value(h)});
+  auto v = finish(Relayed{});
   out.reply(std::move(reply));
-  return {};
+  return v;
 }
 
 }  // namespace
@@ -136,7 +140,8 @@ std::optional<std::string> bad_reply_body(std::string_view content_type, std::st
 }
 
 Relayed relay(const UpstreamTarget& to, const HttpRequest& req, const HttpHeaders& headers,
-              const UpstreamLimits& lim, const std::shared_ptr<Responder>& out) {
+              const UpstreamLimits& lim, const std::shared_ptr<Responder>& out,
+              const std::function<void(const Relayed&)>& record) {
   auto cli = std::make_shared<httplib::Client>(to.host, to.port);
   cli->set_connection_timeout(lim.connect_timeout_ms / 1000,
                               (lim.connect_timeout_ms % 1000) * 1000);
@@ -159,23 +164,32 @@ Relayed relay(const UpstreamTarget& to, const HttpRequest& req, const HttpHeader
   r.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     return take_bytes(data, n, lim, *out, s);
   };
-  if (out->gone()) return {Relayed::Outcome::ClientGone, false, "the client left"};
+  // The books are kept before the client hears the end: a client that reads the router's state
+  // after its answer ended sees this relay in it.
+  const auto finish = [&](Relayed v) {
+    record(v);
+    return v;
+  };
+  if (out->gone()) return finish({Relayed::Outcome::ClientGone, false, "the client left"});
   s.last = Clock::now();
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   const bool ok = cli->send(r, res, err);
   if (s.bad) {
+    auto v = finish({Relayed::Outcome::BadReply, false, *s.bad});
     out->reply(bad_gateway(to, *s.bad));
-    return {Relayed::Outcome::BadReply, false, *s.bad};
+    return v;
   }
-  if (ok && !s.streaming) return answer(to, req, res, s, *out);
+  if (ok && !s.streaming) return answer(to, req, res, s, *out, finish);
   if (ok) {
+    auto v = finish({});
     out->end();
-    return {};
+    return v;
   }
   if (out->gone()) {
+    auto v = finish({Relayed::Outcome::ClientGone, false, "the client left"});
     if (s.began) out->end();
-    return {Relayed::Outcome::ClientGone, false, "the client left"};
+    return v;
   }
   // A read that failed after the whole timeout without a byte: the backend went silent.
   const bool silent = err == httplib::Error::Read &&
@@ -183,10 +197,12 @@ Relayed relay(const UpstreamTarget& to, const HttpRequest& req, const HttpHeader
   const std::string why = silent ? fmt::format("no answer for {} s", lim.timeout_s)
                                  : std::string(httplib::to_string(err));
   if (!s.began)
-    return {silent ? Relayed::Outcome::TimedOut : Relayed::Outcome::Unreachable, silent, why};
+    return finish(
+        {silent ? Relayed::Outcome::TimedOut : Relayed::Outcome::Unreachable, silent, why});
+  auto v = finish({Relayed::Outcome::MidStream, silent, why});
   out->write(error_event(fmt::format("the backend {} failed mid-stream ({})", to.url, why)));
   out->end();
-  return {Relayed::Outcome::MidStream, silent, why};
+  return v;
 }
 
 }  // namespace kamera

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,8 +52,11 @@ struct Relayed {
 };
 
 // Sends `req` (method, path, body) with `headers` to `to` and answers `out` with what comes back.
+// `record` is called once with the outcome before the client's answer ends (the router's books
+// are kept by then: a client reading the router's state after its answer sees this relay).
 Relayed relay(const UpstreamTarget& to, const HttpRequest& req, const HttpHeaders& headers,
-              const UpstreamLimits& limits, const std::shared_ptr<Responder>& out);
+              const UpstreamLimits& limits, const std::shared_ptr<Responder>& out,
+              const std::function<void(const Relayed&)>& record);
 
 // Why an answer's head is not one a server gives (nullopt: it is): its status, its content type
 // for `path`.
