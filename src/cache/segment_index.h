@@ -1,5 +1,5 @@
 // Position-free segments seen in context: the conditioned KV a request computed for each segment
-// of its prompt (a chat message, a paragraph: serve/prompt_segments.h), kept so that a later
+// of its prompt (a chat message, a paragraph: cache/prompt_plan.h), kept so that a later
 // prompt holding the same segment at another position, behind other antecedents, is served
 // without a forward.
 //

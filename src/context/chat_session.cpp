@@ -25,13 +25,10 @@ Result<std::unique_ptr<ChatSession>> ChatSession::create(Context& ctx, ChatTempl
 }
 
 ChatSession::ChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts)
-    : ctx_(ctx),
-      tmpl_(std::move(tmpl)),
-      opts_(std::move(opts)),
-      seq_(ctx.pool().create_sequence()) {}
+    : ctx_(ctx), tmpl_(std::move(tmpl)), opts_(std::move(opts)) {}
 
 ChatSession::~ChatSession() {
-  ctx_.pool().free_sequence(seq_);
+  if (seq_ >= 0) ctx_.pool().free_sequence(seq_);
 }
 
 void ChatSession::set_system(std::string text) {
@@ -70,25 +67,61 @@ Result<std::vector<int32_t>> ChatSession::render_tokens() const {
   return ids;
 }
 
-// Keeps the cached prefix that `ids` shares, prefills the rest; logits of the last token.
+// The last turn's prompt and reply stay in the caches (the prefix index forks the sequence's
+// pages, the segment index keeps the segments it computed); the sequence itself is let go.
+void ChatSession::keep_turn() {
+  if (seq_ < 0) return;
+  const int prompt = int(plan_.ids.size());
+  const std::span<const int32_t> reply =
+      std::span<const int32_t>(cached_).subspan(size_t(std::min<int>(prompt, int(cached_.size()))));
+  ctx_.assembler().remember(plan_, assembly_, seq_, reply);
+  ctx_.assembler().keep_segments(plan_, assembly_, seq_);
+  ctx_.pool().free_sequence(seq_);
+  seq_ = -1;
+}
+
+// All of the plan but its query from the caches (or prefilled when they hold none of it), then
+// the query's forward: the last token's logits. a.seq is the new sequence, also on failure.
+Result<std::vector<float>> ChatSession::assemble(const PromptPlan& plan, Assembly& a) {
+  ChunkCache& cache = ctx_.cache();
+  auto served = ctx_.assembler().assemble(plan, a);
+  if (!served.ok()) return served.error();
+  if (!*served) {  // nothing held: the whole prompt in one forward
+    a = Assembly{};
+    a.seq = ctx_.pool().create_sequence();
+    a.query = ChunkContent::from_tokens(plan.ids);
+  }
+  return cache.forward_chunk(a.seq, a.query, a.query_pos, LogitsMode::Last);
+}
+
+// The prompt `ids` as the assembler serves it; logits of its last token.
 Status ChatSession::prefill(std::span<const int32_t> ids, TurnStats& st,
                             std::vector<float>& logits) {
-  size_t keep = 0;
-  if (opts_.reuse_cache)
-    while (keep < cached_.size() && keep < ids.size() && cached_[keep] == ids[keep]) ++keep;
-  keep = std::min(keep, ids.size() - 1);  // at least one token to forward for the logits
-  KAMERA_TRY(ctx_.pool().truncate(seq_, int(keep)));
-  cached_.resize(keep);
-  std::vector<Pos> pos(ids.size() - keep);
-  for (size_t i = 0; i < pos.size(); ++i) pos[i] = Pos::linear(int32_t(keep + i));
+  ChunkCache& cache = ctx_.cache();
+  const std::vector<int32_t>& anchor = cache.anchor();
+  const bool anchored =
+      ids.size() > anchor.size() && std::equal(anchor.begin(), anchor.end(), ids.begin());
+  PromptPlan plan = plan_start(cache, opts_.reuse_cache ? opts_.policy : ReusePolicy::Reprefill);
+  plan_text(plan, cache, &*ctx_.model().tokenizer, ids.subspan(anchored ? anchor.size() : 0));
   const double t0 = now_ms();
-  KAMERA_ASSIGN_OR_RETURN(
-      logits,
-      ctx_.engine().forward(ctx_.pool(), seq_, ForwardInput::from_tokens(ids.subspan(keep), pos)));
+  keep_turn();
+  Assembly a;
+  auto l = assemble(plan, a);
+  if (!l.ok()) {
+    if (a.seq >= 0) ctx_.pool().free_sequence(a.seq);
+    cached_.clear();
+    return l.error();
+  }
+  logits = std::move(*l);
   st.prefill_ms = now_ms() - t0;
-  cached_.assign(ids.begin(), ids.end());
-  st.prompt_tokens = int(ids.size());
-  st.reused_tokens = int(keep);
+  seq_ = a.seq;
+  cached_ = plan.ids;
+  st.prompt_tokens = int(plan.ids.size());
+  st.reused_tokens = int(st.prompt_tokens - a.recomputed - a.query.n());
+  st.spans = a.spans;
+  st.spans.push_back({std::nullopt, a.query.n(), a.query_pos, SpanSource::Recomputed});
+  plan_ = std::move(plan);
+  assembly_ = std::move(a);
   return Status::Ok();
 }
 
@@ -137,12 +170,7 @@ Result<std::string> ChatSession::reply(std::string user,
                            ids->size(), ctx_len));
   std::vector<float> logits;
   Status pre = prefill(*ids, st, logits);
-  if (!pre.ok()) {
-    // keep only the prefix known to be in the cache (a failed forward may leave rows behind)
-    cached_.resize(std::min(cached_.size(), size_t(ctx_.pool().n_tokens(seq_))));
-    (void)ctx_.pool().truncate(seq_, int(cached_.size()));
-    return undo(pre.error());
-  }
+  if (!pre.ok()) return undo(pre.error());
   auto text = generate(std::move(logits), on_text, st);
   if (!text.ok()) return undo(text.error());
   turns_.push_back({"assistant", *text});

@@ -1,13 +1,18 @@
-// A multi-turn chat over one KV sequence of a Context: the conversation's tokens stay cached
-// between turns, and each turn forwards only what is new.
+// A multi-turn chat over a Context: each turn's prompt is served by the context's prompt
+// assembler (cache/prompt_assembler.h), as the server serves a request, so each turn forwards
+// only what the caches do not hold.
 //
 // Every turn renders the whole conversation with the chat template (add_generation_prompt),
-// tokenizes it, and compares the ids with the tokens whose KV the sequence holds. The common
-// prefix is kept; the sequence is truncated to it and the rest is prefilled. Usually the prefix
-// is the whole previous conversation (the new turn only appends). When it is not, because the
-// template rewrites earlier turns (e.g. drops a reasoning block), the system message changed, or
-// the reply re-tokenizes differently from the ids that were sampled, the prefill restarts at the
-// first differing token, so what the model attends to is always exactly the rendered prompt.
+// tokenizes it and cuts it into segments (one per message, cache/prompt_plan.h). The assembler
+// serves the longest exact token prefix it holds (usually the whole previous conversation and
+// its reply: the new turn only appends), then, under the patch policy, each later segment it saw
+// in an earlier context (a conversation whose history was edited or slid keeps its survivors'
+// KV, conditioned on the nearest context they were seen in: not exact, measured in
+// docs/RESULTS.md), and prefills the rest. Where the prefix ends early (the template rewrote an
+// earlier turn, the system message changed, the reply re-tokenizes differently from the sampled
+// ids) the exact prefix stops at the first differing token. TurnStats::spans says where each run
+// of the prompt came from (`kamera chat -v`). The reuse policy prefix keeps to the exact prefix
+// (a turn then replies exactly as a full prefill), reprefill forwards everything.
 //
 //   ChatSession chat(ctx, tmpl, opts);
 //   chat.set_system("You are terse.");
@@ -33,20 +38,24 @@ struct ChatOptions {
   GenerateParams gen;
   // Template variables; bos_token / eos_token default to the vocabulary's pieces.
   ChatRenderOptions render;
-  // false: truncate to nothing and prefill the whole conversation every turn (for checks).
+  // false: prefill the whole conversation every turn (for checks): the policy reprefill.
   bool reuse_cache = true;
+  // How a turn reuses cached KV (cache/reuse_policy.h): patch (the prefix, then segments seen in
+  // other contexts), prefix (exact only), keep, blind or reprefill.
+  ReusePolicy policy = ReusePolicy::Patch;
   // When set and true, the reply being generated stops (finish "cancelled"); what was generated
   // so far stays in the conversation as the assistant's reply. The caller clears it.
   const std::atomic<bool>* cancel = nullptr;
 };
 
 struct TurnStats {
-  int prompt_tokens = 0;        // the rendered conversation
-  int reused_tokens = 0;        // of those, already in the cache
+  int prompt_tokens = 0;        // the rendered conversation (the context's anchor first)
+  int reused_tokens = 0;        // of those, served from the caches without a forward
   int generated_tokens = 0;     // of the reply (the end-of-generation token not counted)
   bool stopped_at_eog = false;  // an end-of-generation token or a stop string ended it
   bool cancelled = false;       // ChatOptions::cancel stopped it
   double prefill_ms = 0, decode_ms = 0;
+  std::vector<ServedSegment> spans;  // where each run of the prompt came from (the query last)
 };
 
 class ChatSession {
@@ -76,7 +85,7 @@ class ChatSession {
   // Replaces the conversation (a leading system message becomes the system message); the cache
   // keeps what the new conversation shares with it as a prefix.
   void set_messages(std::vector<ChatMessage> messages);
-  // The tokens whose KV the sequence holds, in order.
+  // The tokens whose KV the conversation's sequence holds, in order (the anchor first).
   std::span<const int32_t> cached_tokens() const { return cached_; }
   const ChatTemplate& chat_template() const { return tmpl_; }
   // The prompt the next turn would start from: the conversation rendered with the generation
@@ -86,13 +95,17 @@ class ChatSession {
  private:
   ChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts);
   Status prefill(std::span<const int32_t> ids, TurnStats& st, std::vector<float>& logits);
+  Result<std::vector<float>> assemble(const PromptPlan& plan, Assembly& a);
+  void keep_turn();
   Result<std::string> generate(std::vector<float> logits,
                                const std::function<void(std::string_view)>& on_text, TurnStats& st);
 
   Context& ctx_;
   ChatTemplate tmpl_;
   ChatOptions opts_;
-  SeqId seq_;
+  SeqId seq_ = -1;   // the last turn's sequence: its prompt and reply
+  PromptPlan plan_;  // the last turn's prompt, and what the assembler made of it
+  Assembly assembly_;
   std::string system_;
   std::vector<ChatMessage> turns_;
   std::vector<int32_t> cached_;

@@ -40,6 +40,7 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   std::vector<int32_t> anchor = opts.anchor;
   if (anchor.empty()) anchor = {c->bos()};
   c->cache_ = std::make_unique<ChunkCache>(*c->model_, *c->engine_, *c->pool_, *c->store_, anchor);
+  c->assembler_ = std::make_unique<PromptAssembler>(*c->cache_, opts.reuse);
   return c;
 }
 

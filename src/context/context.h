@@ -5,6 +5,7 @@
 //
 //   auto ctx = Context::load("model.gguf", {.n_threads = 2, .kv_tokens = 8192});
 //   ctx->cache().assemble(seq, chunks, serve_options);   // zero-forward reuse
+//   ctx->assembler().assemble(plan, assembly);           // a prompt from what the caches hold
 //
 // Not thread-safe: one Context per serving thread (the engine and the pool are single-threaded);
 // the model inside it is immutable and may be shared by several contexts.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/prompt_assembler.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "store/store.h"
@@ -38,6 +40,9 @@ struct ContextOptions {
   // The fixed prefix every canonical is formed behind (empty: the model's BOS, or token 1 when it
   // has no tokenizer).
   std::vector<int32_t> anchor;
+  // The caches prompts are served from by the assembler (cache/prompt_assembler.h): the exact
+  // prefix index (a quarter of the pool by default) and the segment index.
+  AssemblerOptions reuse{.segment_cache_bytes = int64_t(64) << 20};
   // llama2.c checkpoints: their tokenizer.bin (GGUF files carry their own).
   std::string tokenizer_path;
 };
@@ -61,6 +66,9 @@ class Context {
   KvPool& pool() { return *pool_; }
   ChunkStore& store() { return *store_; }
   ChunkCache& cache() { return *cache_; }
+  // The one assembler of prompts over this context's caches (the server's scheduler, the C API's
+  // kamera_prompt_eval and the chat sessions all serve prompts through it).
+  PromptAssembler& assembler() { return *assembler_; }
 
   // The BOS id (1 when the model has no tokenizer).
   int32_t bos() const;
@@ -77,6 +85,7 @@ class Context {
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<ChunkCache> cache_;
+  std::unique_ptr<PromptAssembler> assembler_;  // destroyed first: its prefixes hold pool pages
 };
 
 // The pool parameters a Context builds: capacity for `kv_tokens` tokens of this model.

@@ -23,8 +23,7 @@ bool text_and_images(const GenRequest& r) {
 }
 
 bool has_images(const GenRequest& r) {
-  return std::any_of(r.segments.begin(), r.segments.end(),
-                     [](const PromptSegment& s) { return s.image != nullptr; });
+  return r.plan.has_media();
 }
 
 }  // namespace kamera

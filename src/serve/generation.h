@@ -12,12 +12,11 @@
 #include <vector>
 
 #include "cache/chunk_cache.h"
+#include "cache/prompt_assembler.h"
 #include "generate/generator.h"
 #include "grammar/mask_cache.h"
 #include "serve/events.h"
-#include "serve/prompt_segments.h"
 #include "serve/request_media.h"
-#include "serve/reuse_policy.h"
 #include "toolcall/format.h"
 #include "window/window.h"
 
@@ -45,7 +44,6 @@ struct GenRequest {
   int n = 1;            // choices sampled from this prompt (prefilled once, forked per choice)
   int first_index = 0;  // the index of the first choice in the response (a batch of prompts)
   bool chat = false;
-  ReusePolicy policy = ReusePolicy::Patch;
   int rank = 32;
   bool deep_half = false;
   bool stream = false;    // answer as server-sent events
@@ -59,10 +57,10 @@ struct GenRequest {
   // Set: the output is parsed into text and tool calls of this format (the answer's
   // message.tool_calls, streamed as tool-call deltas).
   std::optional<toolcall::Format> tool_calls;
-  // Filled where the request was parsed (server/prompt_tokens.h): a prompt of text only, its
-  // tokens from the anchor on (the prefix index's key) and its segments past the anchor.
-  std::vector<int32_t> prompt_ids;
-  std::vector<PromptSegment> segments;
+  // The prompt as the caches take it (cache/prompt_plan.h), filled where the request was parsed
+  // (server/prompt_tokens.h): for a prompt of text and the request's images, its tokens from the
+  // anchor on (the prefix index's key) and its segments; the reuse policy for every prompt.
+  PromptPlan plan;
 };
 
 // Where a generation's events go, in order, called on the scheduler thread (the API layer's
@@ -90,12 +88,8 @@ struct Generation {
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
-  // Which of req.segments the segment index served, where the exact prefix served ended, and
-  // whether the segments computed here were kept (Scheduler::remember_segments).
-  std::vector<char>
-      segment_served;  // 0: computed here, 1: served exact, 2: served otherwise, 3: from the store
-  int prefix_end = 0;
-  bool segments_kept = false;
+  // What the assembler made of the prompt (its spans, and its marks for remember/keep_segments).
+  Assembly assembly;
   bool held = false;   // waited in the queue for an admission computing tokens it shares
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/reuse_counters.h"
+
 namespace kamera {
 
 class Histogram {
@@ -31,18 +33,9 @@ struct ServerMetrics {
   std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0}, rejected_quota{0};
   std::atomic<int64_t> tokens_generated{0}, prompt_tokens{0}, tokens_reused{0},
       tokens_recomputed{0};
-  // chunk segments served, by where their KV came from
-  std::atomic<int64_t> seg_canonical{0}, seg_patch_exact{0}, seg_patch_orbit{0},
-      seg_patch_formed{0}, seg_blind{0}, seg_reprefilled{0}, seg_prefix{0}, seg_context_exact{0},
-      seg_context_nearest{0}, seg_context_keep{0}, seg_patch_nearest{0};
-  // Work the segment index did off the request path: canonicals formed, occurrences compacted.
-  std::atomic<int64_t> background_canonicals{0}, background_patches{0};
-  // Prompt segments another server computed, fetched from the shared tiers (store_patch: served
-  // from the canonical and its context's patch; store_patch_nearest: the patch of the nearest
-  // context stored), the batches asked for them, and the segments not asked for because
-  // recomputing them was estimated cheaper (the break-even, Scheduler).
-  std::atomic<int64_t> seg_store_patch{0}, seg_store_patch_nearest{0}, store_fetch_batches{0},
-      store_fetch_skipped{0};
+  // Prompt spans served, by where their KV came from, and the caches' background work: the
+  // context's assembler's counters (set by the scheduler; null before).
+  const ReuseCounters* seg = nullptr;
   // Generations that waited in the queue for an admission computing tokens they share
   // (SchedulerOptions::hold_shared_tokens), each counted once.
   std::atomic<int64_t> admissions_held{0};

@@ -9,19 +9,11 @@ namespace kamera {
 
 Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metrics,
                      SchedulerOptions o)
-    : ctx_(ctx), windows_(windows), metrics_(metrics), opts_(o) {
+    : ctx_(ctx), windows_(windows), metrics_(metrics), opts_(o), assembler_(ctx.assembler()) {
   ctx_.cache().set_pacer(&pacer_);
-  KvPool& pool = ctx_.pool();
-  const int64_t budget = opts_.prefix_cache_tokens >= 0
-                             ? opts_.prefix_cache_tokens
-                             : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
-  if (budget > 0)
-    prefix_ = std::make_unique<PrefixIndex>(pool, PrefixIndex::Params{pool.page_tokens(), budget});
-  metrics_.prefix_budget = std::max<int64_t>(budget, 0);
-  metrics_.segment_budget = std::max<int64_t>(opts_.segment_cache_bytes, 0);
-  if (opts_.segment_cache_bytes > 0)
-    segments_ =
-        std::make_unique<SegmentIndex>(SegmentIndex::Params{size_t(opts_.segment_cache_bytes), 4});
+  metrics_.seg = &assembler_.counters();
+  metrics_.prefix_budget = assembler_.prefix_budget();
+  metrics_.segment_budget = std::max<int64_t>(assembler_.options().segment_cache_bytes, 0);
 }
 
 Scheduler::~Scheduler() {
@@ -189,10 +181,21 @@ bool Scheduler::room_for(const Generation& g, int admitted) const {
 
 // Cached prefixes give their pages back (least recently used first) while `g` would not fit.
 void Scheduler::make_room(const Generation& g, int admitted) {
-  while (prefix_ && prefix_->tokens_held() > 0 && !room_for(g, admitted)) {
-    const int64_t held = prefix_->tokens_held();
-    if (prefix_->shrink_to(held / 2) == held) break;  // the rest is pinned
+  PrefixIndex* prefix = assembler_.prefix();
+  while (prefix && prefix->tokens_held() > 0 && !room_for(g, admitted)) {
+    const int64_t held = prefix->tokens_held();
+    if (prefix->shrink_to(held / 2) == held) break;  // the rest is pinned
   }
+}
+
+// The prompt tokens of g that an admission in `busy` computes and the caches do not hold yet
+// (PromptAssembler::shared_in_flight); 0 after a window.
+int64_t Scheduler::shared_in_flight(const Generation& g,
+                                    std::span<const Generation* const> busy) const {
+  if (!g.req.window_id.empty()) return 0;
+  std::vector<const PromptPlan*> plans;
+  for (const Generation* b : busy) plans.push_back(&b->req.plan);
+  return assembler_.shared_in_flight(g.req.plan, plans);
 }
 
 void Scheduler::loop() {
@@ -222,9 +225,26 @@ void Scheduler::loop() {
 // A queued canonical starts when nothing is being admitted, and the engine has been idle for
 // kIdleBeforeBackground or (compact_while_decoding) is decoding: at most one at a time.
 bool Scheduler::background_due(bool admitting) const {
-  if (admitting || to_compact_.empty()) return false;
+  if (admitting || !assembler_.background_waiting()) return false;
   if (!active_.empty()) return opts_.compact_while_decoding;
   return now_s() - last_busy_ > kIdleBeforeBackground;
+}
+
+// The oldest queued segment's canonical (PromptAssembler::compact_one), as a task: its forward runs
+// in slices, and waits while any admission is in flight. Only with room to spare in the pool.
+void Scheduler::start_background() {
+  if (!assembler_.background_room()) return;
+  auto t = std::make_unique<Task>();
+  t->exclusive = true;  // it writes to the store
+  t->background = true;
+  t->run = std::make_unique<SlicedTask>([this] {
+    try {
+      assembler_.compact_one();
+    } catch (const std::exception& e) {  // never let an exception end a task
+      log().warn("background canonical: {}", e.what());
+    }
+  });
+  tasks_.push_back(std::move(t));
 }
 
 // A job becomes a task; it starts running at its first turn (step_tasks).
@@ -305,6 +325,7 @@ void Scheduler::account_prefill(double step_s, int piece_tokens) {
   if (n > 0) {
     const double t = (piece_tokens > 0 ? piece_s : tasks_s_) / n;
     token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
+    assembler_.note_token_seconds(token_s_);
   }
   credit_s_ -= tasks_s_ + piece_s;
   credit_s_ = std::min(credit_s_ + opts_.prefill_share * decode_s_, decode_s_);
@@ -356,14 +377,14 @@ void Scheduler::note_pages() {
   metrics_.kv_page_bytes =
       pool.n_pages() ? int64_t(pool.arena_bytes() / size_t(pool.n_pages())) : 0;
   metrics_.kv_pages = pool.n_pages();
-  if (prefix_) {
-    const PrefixIndex::Stats s = prefix_->stats();
+  if (const PrefixIndex* prefix = assembler_.prefix()) {
+    const PrefixIndex::Stats s = prefix->stats();
     metrics_.prefix_entries = s.entries;
     metrics_.prefix_tokens = s.tokens_held;
     metrics_.prefix_evictions = s.evictions;
   }
-  if (segments_) {
-    const SegmentIndex::Stats s = segments_->stats();
+  if (const SegmentIndex* segments = assembler_.segments()) {
+    const SegmentIndex::Stats s = segments->stats();
     metrics_.segment_occurrences = s.occurrences;
     metrics_.segment_bytes = s.bytes;
     metrics_.segment_evictions = s.evictions;

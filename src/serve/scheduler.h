@@ -1,7 +1,8 @@
 // The scheduler: one thread that owns the engine, the KV pool and the windows. It decodes every
 // active generation together, one batched forward per step (continuous batching), and between
 // two steps advances the work that needs the engine otherwise: the admission of queued
-// generations (their prompt assembled from the chunk store and prefilled) and queued operations
+// generations (their prompt assembled by the prompt assembler from the prefix and segment indexes,
+// or from the chunk store, and prefilled) and queued operations
 // (chunk uploads, window edits). That work runs as sliced tasks (serve/sliced_task.h): each
 // engine step gives them a budget of forward tokens, round-robin, so one client's long prefill
 // delays the others' next tokens by one slice at most, and a short request is admitted while a
@@ -21,11 +22,9 @@
 #include <mutex>
 #include <span>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
-#include "cache/prefix_index.h"
-#include "cache/segment_index.h"
+#include "cache/prompt_assembler.h"
 #include "context/context.h"
 #include "serve/generation.h"
 #include "serve/metrics.h"
@@ -33,15 +32,6 @@
 #include "serve/window_registry.h"
 
 namespace kamera {
-
-// What admission made of a prompt: the segments served, the tokens reused and recomputed, and
-// the query (prefilled last, for the first token's logits) with its position.
-struct Admission {
-  std::vector<ServedSegment> segments;
-  int64_t reused = 0, recomputed = 0;
-  int32_t pos = 0;
-  ChunkContent query;
-};
 
 struct SchedulerOptions {
   int max_queue = 64;             // jobs waiting before submissions are refused
@@ -51,25 +41,11 @@ struct SchedulerOptions {
   // ride along with the steps the share allows); 0: a slice every step.
   double prefill_share = 0.5;
   bool control_tokens_in_text = false;  // ServerOptions::control_tokens_in_text
-  // Tokens of finished and live prompts kept for exact prefix reuse (cache/prefix_index.h);
-  // -1: a quarter of the KV pool, 0: none.
-  int64_t prefix_cache_tokens = -1;
-  // Bytes of segments' conditioned KV kept for reuse past the prefix (cache/segment_index.h).
-  int64_t segment_cache_bytes = 0;
-  // Segments of at least this many tokens get a canonical formed when the engine is idle, and
-  // their occurrences keep a patch of this rank where it is smaller than their rows (0: never).
-  int compact_tokens = 64;
-  int compact_rank = 32;
-  size_t compact_queue = 64;  // segments waiting at most (more are not queued)
-  // Those canonicals are formed after kIdleBeforeBackground of idleness, or with this also while
-  // generations decode with no admission in flight or queued (the task then yields to any
-  // admission): a server under steady load still stores its segments for the others, at the cost
-  // of their forwards and patches.
+  // Long segments' canonicals are formed after kIdleBeforeBackground of idleness, or with this
+  // also while generations decode with no admission in flight or queued (the task then yields to
+  // any admission): a server under steady load still stores its segments for the others, at the
+  // cost of their forwards and patches.
   bool compact_while_decoding = false;
-  // Segments the index misses, fetched from the store's tiers (their canonical and the patch of
-  // their context, stored by the server that computed them): Auto when the fetch is estimated to
-  // cost less than recomputing them (fetch_worth), Always, or Never.
-  enum class Fetch { Auto, Always, Never } fetch = Fetch::Auto;
   // A queued generation that shares at least this many prompt tokens (a common prefix, or
   // segments) with a generation being admitted, none of which the caches hold yet, waits until
   // that admission has kept them, then reuses them instead of computing them beside it (0: never
@@ -96,7 +72,7 @@ class Scheduler {
   // Told every change of the segment index (before start(); SegmentIndex::Observer), on the
   // scheduler thread.
   void observe_segments(SegmentIndex::Observer o) {
-    if (segments_) segments_->set_observer(std::move(o));
+    if (SegmentIndex* s = assembler_.segments()) s->set_observer(std::move(o));
   }
   int64_t prefill_pauses() const { return pacer_.pauses(); }
 
@@ -131,27 +107,16 @@ class Scheduler {
   bool room_for(const Generation& g, int admitted) const;
   bool admit(Generation& g);
   bool exceeds_context(const Generation& g, int64_t end) const;
-  Status refuse_context(Generation& g, Admission& a, int64_t end);
-  Status admit_window(Generation& g, Admission& a);
-  Status admit_chunks(Generation& g, Admission& a);
+  Status refuse_context(Generation& g, Assembly& a, int64_t end);
+  Status admit_window(Generation& g, Assembly& a);
+  Status admit_chunks(Generation& g, Assembly& a);
+  Status admit_plan(Generation& g, Assembly& a);
   Result<std::pair<std::vector<ChunkContent>, ChunkContent>> resolve(const GenRequest& r);
   void count_segment(SegmentSource s);
-  Result<bool> admit_text(Generation& g, const ChunkContent& q, Admission& a);
-  int prefix_cut(Generation& g, int n_tokens, bool segment_reuse);
-  void report_prefix(Generation& g, Admission& a, int anchor, int n);
-  Status serve_segments(Generation& g, Admission& a, int& pending);
-  // For each segment of g past `pending` (but the last) that the index misses: its canonical and
-  // its context's patch from the store, fetched in one batch (nullopt: not fetched, or missing).
-  std::vector<std::optional<SegmentIndex::Hit>> fetch_segments(Generation& g, int pending);
-  bool fetch_worth(int64_t tokens, size_t bytes, const StoreTier::FetchCost& cost) const;
-  PatchOptions compact_patch_options() const;
-  Status prefill_until(Generation& g, Admission& a, int& pending, int end);
-  Status write_hit(Generation& g, const PromptSegment& s, const SegmentIndex::Hit& h);
   void remember(Generation& g, bool with_reply);
-  void remember_segments(Generation& g);
+  void keep_segments(Generation& g);
   bool background_due(bool admitting) const;
   void start_background();  // the next queued canonical, when the engine is idle
-  void compact_one();
   void make_room(const Generation& g, int admitted);
   void release(Generation& g);
   int active_rows() const;
@@ -173,12 +138,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Task>> tasks_;         // in flight, resumed round-robin
   size_t next_task_ = 0;
   SlicePacer pacer_;
-  std::unique_ptr<PrefixIndex> prefix_;     // null: no prefix reuse
-  std::unique_ptr<SegmentIndex> segments_;  // null: no segment reuse
-  // Long segments whose canonical is to be formed off the request path (then their occurrences
-  // keep patches: SegmentIndex::compact), oldest first, each once.
-  std::deque<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> to_compact_;
-  std::unordered_set<ChunkId, ChunkIdHash> compact_queued_;
+  PromptAssembler& assembler_;  // the context's: text prompts are served from its caches
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -192,9 +152,6 @@ class Scheduler {
   double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
   double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
   double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
-  // Moving average of the seconds per token of writing a segment from its canonical and patch
-  // (relocated, patch multiplied out): part of what a fetch from the store costs (fetch_worth).
-  double rebuild_s_ = 0;
   // The measured prefill speed (usage.kamera.timings): tokens and seconds of the admissions
   // that recomputed at least kSpeedMinTokens, each older one weighted down by kSpeedDecay.
   double speed_tokens_ = 0, speed_s_ = 0;

@@ -48,7 +48,7 @@ Result<std::pair<std::vector<ChunkContent>, ChunkContent>> Scheduler::resolve(co
 // The prompt after a window: a fork of the window (its slots are the reused segments), then the
 // prompt's parts before the query (chunks and text) prefilled behind the window's content, in
 // order ("reprefilled": a window completion keeps every part it is given).
-Status Scheduler::admit_window(Generation& g, Admission& a) {
+Status Scheduler::admit_window(Generation& g, Assembly& a) {
   KAMERA_ASSIGN_OR_RETURN(Window * w, windows_.find(g.client, g.req.window_id));
   auto f = w->fork();
   if (!f.ok()) return capacity_error(f.error());
@@ -59,11 +59,11 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
                            : !s.patch ? (s.conditioned ? SpanSource::Canonical : SpanSource::Blind)
                            : s.orbit  ? SpanSource::WindowOrbit
                                       : SpanSource::WindowPatch;
-    a.segments.push_back({s.id, s.n_tokens(), s.position, src});
+    a.spans.push_back({s.id, s.n_tokens(), s.position, src});
     a.reused += s.n_tokens();
-    metrics_.seg_patch_orbit += s.orbit;
+    assembler_.counters().patch_orbit += s.orbit;
   }
-  int32_t& pos = a.pos;
+  int32_t& pos = a.query_pos;
   pos = g.window_fork->next_position();
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
@@ -73,8 +73,8 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
   for (const ChunkContent& c : chunks) {
     auto r = ctx_.cache().forward_chunk(g.seq, c, pos);
     if (!r.ok()) return capacity_error(r.error());
-    a.segments.push_back({ctx_.cache().id_of(c), c.n(), pos, SpanSource::Reprefilled});
-    ++metrics_.seg_reprefilled;
+    a.spans.push_back({ctx_.cache().id_of(c), c.n(), pos, SpanSource::Reprefilled});
+    ++assembler_.counters().reprefilled;
     a.recomputed += c.n();
     pos += c.extent();
   }
@@ -85,19 +85,19 @@ Status Scheduler::admit_window(Generation& g, Admission& a) {
 void Scheduler::count_segment(SegmentSource s) {
   switch (s) {
     case SegmentSource::Canonical:
-      ++metrics_.seg_canonical;
+      ++assembler_.counters().canonical;
       break;
     case SegmentSource::PatchHit:
-      ++metrics_.seg_patch_exact;
+      ++assembler_.counters().patch_exact;
       break;
     case SegmentSource::PatchFormed:
-      ++metrics_.seg_patch_formed;
+      ++assembler_.counters().patch_formed;
       break;
     case SegmentSource::Blind:
-      ++metrics_.seg_blind;
+      ++assembler_.counters().blind;
       break;
     case SegmentSource::Reprefilled:
-      ++metrics_.seg_reprefilled;
+      ++assembler_.counters().reprefilled;
       break;
   }
 }
@@ -109,24 +109,40 @@ bool Scheduler::exceeds_context(const Generation& g, int64_t end) const {
 }
 
 // A prompt found too long before any forward: admit() answers it (fail_context).
-Status Scheduler::refuse_context(Generation& g, Admission& a, int64_t end) {
+Status Scheduler::refuse_context(Generation& g, Assembly& a, int64_t end) {
   g.over_context = true;
-  a.pos = int32_t(std::min<int64_t>(end, INT32_MAX));
+  a.query_pos = int32_t(std::min<int64_t>(end, INT32_MAX));
   return make_error(ErrorCode::InvalidArgument, "the prompt does not fit the context");
 }
 
-// A prompt of parts: its chunks assembled from the store into a new sequence.
-Status Scheduler::admit_chunks(Generation& g, Admission& a) {
+// A prompt of text and the request's images served by the assembler from the caches (the
+// sequence it built is the generation's, also on failure: release frees it). Images it served are
+// counted in the request's reused images.
+Status Scheduler::admit_plan(Generation& g, Assembly& a) {
+  auto served = assembler_.assemble(g.req.plan, a);
+  g.seq = a.seq;
+  if (!served.ok()) return served.error();
+  if (!*served) return make_error(ErrorCode::NotFound, "nothing held");
+  if (g.req.media)
+    for (const ServedSegment& s : a.spans)
+      g.req.media->reused_chunks += s.media && s.source != SpanSource::Recomputed;
+  return Status::Ok();
+}
+
+// A prompt of parts: served from the caches when they hold some of it (admit_plan), else its
+// chunks assembled from the store into a new sequence.
+Status Scheduler::admit_chunks(Generation& g, Assembly& a) {
   KAMERA_ASSIGN_OR_RETURN(auto res, resolve(g.req));
   auto& [chunks, q] = res;
   int64_t end = ctx_.cache().anchor_extent() + q.extent();
   for (const auto& c : chunks) end += c.extent();
   if (exceeds_context(g, end)) return refuse_context(g, a, end);  // before any forward
-  KAMERA_ASSIGN_OR_RETURN(bool served, admit_text(g, q, a));
-  if (served) return Status::Ok();
+  g.query_ids = q.tokens;
+  Status planned = admit_plan(g, a);
+  if (planned.ok() || planned.code() != ErrorCode::NotFound) return planned;
   g.seq = ctx_.pool().create_sequence();
   ServeOptions so;
-  so.policy = chunk_policy(g.req.policy);
+  so.policy = chunk_policy(g.req.plan.policy);
   so.patch.rank = g.req.rank;
   so.patch.cap_rank = true;
   if (g.req.deep_half) so.patch.layers.kind = LayerSet::Kind::DeepHalf;
@@ -136,12 +152,12 @@ Status Scheduler::admit_chunks(Generation& g, Admission& a) {
   if (!rep.ok()) return capacity_error(rep.error());
   for (const SegmentReport& s : rep->segments) {
     const bool media = g.req.media && g.req.media->find(s.id);
-    a.segments.push_back({s.id, s.n_tokens, s.position, span_source_of(s.source), -1, media});
+    a.spans.push_back({s.id, s.n_tokens, s.position, span_source_of(s.source), -1, media});
     count_segment(s.source);
   }
   a.reused = rep->tokens_reused;
   a.recomputed = rep->tokens_computed;
-  a.pos = rep->next_position;
+  a.query_pos = rep->next_position;
   a.query = std::move(q);
   return Status::Ok();
 }
@@ -152,10 +168,10 @@ bool Scheduler::admit(Generation& g) {
   if (g.cancelled->load()) return false;
   g.t_admit = now_s();
   make_room(g, 0);  // cached prefixes never take the pages this prompt needs
-  Admission a;
+  Assembly& a = g.assembly;
   Status st = g.req.window_id.empty() ? admit_chunks(g, a) : admit_window(g, a);
   const int32_t ctx_len = ctx_.model().cfg.ctx_len;
-  const int64_t prompt_end = g.over_context ? a.pos : int64_t(a.pos) + a.query.extent();
+  const int64_t prompt_end = g.over_context ? a.query_pos : int64_t(a.query_pos) + a.query.extent();
   const int64_t left = ctx_len - prompt_end;
   if (st.ok() && exceeds_context(g, prompt_end)) g.over_context = true;
   if (g.over_context) {
@@ -166,7 +182,7 @@ bool Scheduler::admit(Generation& g) {
   const int64_t cap = g.req.default_max_tokens > 0 ? g.req.default_max_tokens : left;
   g.max_tokens = int(g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens : std::min(cap, left));
   Result<std::vector<float>> logits =
-      st.ok() ? ctx_.cache().forward_chunk(g.seq, a.query, a.pos, LogitsMode::Last)
+      st.ok() ? ctx_.cache().forward_chunk(g.seq, a.query, a.query_pos, LogitsMode::Last)
               : Result<std::vector<float>>(st.error());
   if (!logits.ok()) {
     release(g);
@@ -175,16 +191,16 @@ bool Scheduler::admit(Generation& g) {
   }
   PromptUsage& u = g.usage;
   u.prompt_tokens = ctx_.cache().anchor_extent() + a.query.n();
-  for (const ServedSegment& s : a.segments) u.prompt_tokens += s.tokens;
+  for (const ServedSegment& s : a.spans) u.prompt_tokens += s.tokens;
   u.reused = a.reused;
   u.recomputed = a.recomputed + a.query.n();
   // Served without a forward: all but what was recomputed (the anchor only counts with the rest).
   // `recomputed` counts forward tokens, which exceed the prompt's where a patch is formed here
   // (the chunk's canonical and its conditioned forward): never below none.
   u.cached_tokens = u.reused > 0 ? std::max<int64_t>(0, u.prompt_tokens - u.recomputed) : 0;
-  u.policy = g.req.policy;
-  u.segments = std::move(a.segments);
-  if (g.query_ids.empty()) g.query_ids = a.query.tokens;  // admit_text sets the whole query's
+  u.policy = g.req.plan.policy;
+  u.segments = std::move(a.spans);
+  if (g.query_ids.empty()) g.query_ids = a.query.tokens;  // admit_chunks sets the whole query's
   remember(g, false);
   if (g.req.media) metrics_.image_chunk_hits += g.req.media->reused_chunks;
   metrics_.prompt_tokens += u.prompt_tokens;
@@ -196,8 +212,26 @@ bool Scheduler::admit(Generation& g) {
     fail(g, capacity_error(started.error()));
     return false;
   }
-  if (g.choices_left > 0) remember_segments(g);  // after the first token: not in its latency
+  if (g.choices_left > 0) keep_segments(g);  // after the first token: not in its latency
   return g.choices_left > 0;
+}
+
+// Keeps what g's prompt sequence holds exactly in the prefix index (with_reply: and choice 0's
+// reply up to its last decoded token), for the next request that repeats or extends it.
+void Scheduler::remember(Generation& g, bool with_reply) {
+  if (g.seq < 0 || g.window_fork || g.req.plan.ids.empty()) return;
+  std::span<const int32_t> reply;
+  if (with_reply && !g.choices.empty() && g.choices[0].seq == g.seq && g.choices[0].gen)
+    reply = g.choices[0].gen->tokens();
+  assembler_.remember(g.req.plan, g.assembly, g.seq, reply);
+}
+
+// Keeps the segments g's prompt computed in the segment index, once per generation.
+void Scheduler::keep_segments(Generation& g) {
+  if (g.seq < 0 || g.window_fork || g.req.plan.ids.empty()) return;
+  const int queued = g.assembly.background_queued;
+  assembler_.keep_segments(g.req.plan, g.assembly, g.seq);
+  g.usage.background_queued += g.assembly.background_queued - queued;
 }
 
 // The prompt's choices: choice 0 on the prompt's sequence, each other on a copy-on-write fork of
@@ -290,7 +324,7 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   }
   g.choices_left = 0;
   remember(g, true);
-  remember_segments(g);
+  keep_segments(g);
   g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated}});  // g ends here
   release(g);
 }
@@ -313,8 +347,9 @@ void Scheduler::decode_step() {
   auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   const double dt = now_s() - t0;
   pacer_.ran(logits.ok());  // on a failure the tasks run their pieces themselves
-  if (!logits.ok() && prefix_ && prefix_->tokens_held() > 0) {
-    prefix_->shrink_to(0);  // cached prefixes give their pages back first; retry next step
+  PrefixIndex* prefix = assembler_.prefix();
+  if (!logits.ok() && prefix && prefix->tokens_held() > 0) {
+    prefix->shrink_to(0);  // cached prefixes give their pages back first; retry next step
     return;
   }
   if (!logits.ok()) {  // the pool is full: end the newest generation and retry next step

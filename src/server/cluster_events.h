@@ -10,7 +10,7 @@
 //    "stored":  [{"id": "<32 hex>", "bytes": <n>, "kind": "segment"}, ...],
 //    "evicted": [{"id": "<32 hex>", "bytes": <n>, "kind": "segment"}, ...]}
 //
-// A segment's id is the chunk id of its tokens (serve/prompt_segments.h), which a router computes
+// A segment's id is the chunk id of its tokens (cache/prompt_plan.h), which a router computes
 // from a request the same way. "reset": true on a snapshot: "stored" then lists everything the
 // server holds (an id's bytes summed over its occurrences), and a router replaces what it knew of
 // this server. A snapshot is sent first, every snapshot_ms, and after a message was lost.

@@ -98,7 +98,7 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   r.rank = int(*rank);
   auto policy = reuse_policy(body, opts.reuse);
   if (!policy.ok()) return failed("reuse", policy.error());
-  r.policy = *policy;
+  r.plan.policy = *policy;
   auto deep_half = bool_field(body, "deep_half", false);
   if (!deep_half.ok()) return failed("deep_half", deep_half.error());
   r.deep_half = *deep_half;

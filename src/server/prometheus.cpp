@@ -62,20 +62,20 @@ void render_generation(std::string& out, const ServerMetrics& m) {
     out += fmt::format("kamera_segments_total{{source=\"{}\"}} {}\n", k, v->load());
   counter(out, "kamera_background_canonicals_total",
           "canonicals of long prompt segments formed while the engine was idle",
-          double(m.background_canonicals));
+          double(m.seg->background_canonicals));
   counter(out, "kamera_background_patches_total",
           "segment occurrences that keep a patch against their canonical instead of their rows",
-          double(m.background_patches));
+          double(m.seg->background_patches));
   counter(out, "kamera_admissions_held_total",
           "requests that waited for an admission computing prompt tokens they share, then "
           "reused them",
           double(m.admissions_held));
   counter(out, "kamera_store_fetch_batches_total",
           "batches of prompt segments fetched from the shared tiers (one round trip per node)",
-          double(m.store_fetch_batches));
+          double(m.seg->store_fetch_batches));
   counter(out, "kamera_store_fetch_skipped_total",
           "prompt segments not fetched: recomputing them was estimated cheaper",
-          double(m.store_fetch_skipped));
+          double(m.seg->store_fetch_skipped));
 }
 
 void render_images(std::string& out, const ServerMetrics& m) {

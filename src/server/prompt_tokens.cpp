@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/mix.h"
 #include "server/prompt_parts.h"
 
 namespace kamera {
@@ -20,42 +19,19 @@ std::shared_ptr<const ChunkContent> image_of(const GenRequest& r, const PromptPa
   return nullptr;
 }
 
-// An image's row i in r.prompt_ids: a negative value (no token is) derived from the image's id,
-// so that the prefix index compares images as it compares tokens (a different image differs at
-// its first row but for a 2^-30 chance per row).
-int32_t media_row(const ChunkId& id, int64_t row) {
-  const uint64_t h = mix64_finalize(id.lo ^ (id.hi + uint64_t(row + 1) * 0x9e3779b97f4a7c15ull));
-  return -2 - int32_t(h & 0x3fffffff);
-}
-
-// r.prompt_ids: the anchor, then each text part's tokens and, for an image, one media_row per
-// embedding row (the sequence's token slots); r.segments: each image one segment and, with a
-// tokenizer, the text parts cut apart (serve/prompt_segments.h; without one, each part whole:
-// only a prompt with images needs them, for the images' positions), with their start positions.
+// r.plan: the anchor, then each text part's tokens (cut into segments with a tokenizer; without
+// one, each part whole: only a prompt with images needs them, for the images' positions) and each
+// image as one segment of its rows (cache/prompt_plan.h).
 void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r) {
-  std::vector<int32_t>& all = r.prompt_ids;
-  all = cache.anchor();
-  r.segments.clear();
-  int32_t pos = cache.anchor_extent();
+  PromptPlan plan = plan_start(cache, r.plan.policy);
   for (const PromptPart& p : r.parts) {
-    const int begin = int(all.size());
-    if (auto img = image_of(r, p)) {
-      for (int64_t i = 0; i < img->n(); ++i) all.push_back(media_row(p.id, i));
-      r.segments.push_back({{begin, int(all.size())}, p.id, pos, img});
-      pos += img->extent();
-      continue;
-    }
-    all.insert(all.end(), p.tokens.begin(), p.tokens.end());
-    const std::vector<TokenSpan> cuts =
-        tok ? cut_segments(*tok, p.tokens) : std::vector<TokenSpan>{{0, int(p.tokens.size())}};
-    for (TokenSpan s : cuts) {
-      const auto first = p.tokens.begin() + s.begin;
-      const ChunkId id = cache.id_of(ChunkContent::from_tokens({first, first + s.size()}));
-      r.segments.push_back({{begin + s.begin, begin + s.end}, id, pos + s.begin, nullptr});
-    }
-    pos += int32_t(p.tokens.size());
+    if (auto img = image_of(r, p))
+      plan_media(plan, p.id, std::move(img));
+    else
+      plan_text(plan, cache, tok, p.tokens);
   }
-  if (!tok && !has_images(r)) r.segments.clear();
+  if (!tok && !plan.has_media()) plan.segments.clear();
+  r.plan = std::move(plan);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // which decodes every client's tokens, only looks ids up: each text part gets its tokens (literal
 // but for what the chat template wrote and the vision delimiters: server/prompt_parts.h), and a
 // prompt of text only gets its tokens from the anchor on and its segments with their ids
-// (serve/prompt_segments.h), which the scheduler serves from its caches.
+// (cache/prompt_plan.h), which the scheduler serves from its caches.
 #pragma once
 
 #include "cache/chunk_cache.h"

@@ -86,7 +86,7 @@ Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments_of(
   const TokenizeOptions to{opts_.control_tokens_in_text, true};
   for (GenRequest& r : reqs) {
     KAMERA_TRY(tokenize_prompt(ctx_->cache(), r, to));
-    for (const PromptSegment& s : r.segments) out.push_back({s.id, s.span.size()});
+    for (const PromptSegment& s : r.plan.segments) out.push_back({s.id, s.span.size()});
   }
   return out;
 }

@@ -12,19 +12,19 @@ namespace kamera {
 
 inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segment_counters(
     const ServerMetrics& m) {
-  return {{{"canonical", &m.seg_canonical},
-           {"patch_exact", &m.seg_patch_exact},
-           {"patch_orbit", &m.seg_patch_orbit},
-           {"patch_formed", &m.seg_patch_formed},
-           {"blind", &m.seg_blind},
-           {"reprefilled", &m.seg_reprefilled},
-           {"prefix", &m.seg_prefix},
-           {"context_exact", &m.seg_context_exact},
-           {"context_nearest", &m.seg_context_nearest},
-           {"keep", &m.seg_context_keep},
-           {"patch_nearest", &m.seg_patch_nearest},
-           {"store_patch", &m.seg_store_patch},
-           {"store_patch_nearest", &m.seg_store_patch_nearest}}};
+  return {{{"canonical", &m.seg->canonical},
+           {"patch_exact", &m.seg->patch_exact},
+           {"patch_orbit", &m.seg->patch_orbit},
+           {"patch_formed", &m.seg->patch_formed},
+           {"blind", &m.seg->blind},
+           {"reprefilled", &m.seg->reprefilled},
+           {"prefix", &m.seg->prefix},
+           {"context_exact", &m.seg->context_exact},
+           {"context_nearest", &m.seg->context_nearest},
+           {"keep", &m.seg->context_keep},
+           {"patch_nearest", &m.seg->patch_nearest},
+           {"store_patch", &m.seg->store_patch},
+           {"store_patch_nearest", &m.seg->store_patch_nearest}}};
 }
 
 }  // namespace kamera

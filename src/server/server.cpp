@@ -59,6 +59,18 @@ Status Server::Impl::open_context() {
   KAMERA_ASSIGN_OR_RETURN(const int64_t segment_bytes, segment_budget(opts));
   co.store_bytes = opts.store_bytes - size_t(segment_bytes);  // the segments' share is carved out
   KAMERA_ASSIGN_OR_RETURN(co.tiers, open_tiers());
+  co.reuse.prefix_cache_tokens = opts.prefix_cache_tokens;
+  co.reuse.segment_cache_bytes = segment_bytes;
+  co.reuse.compact_tokens = opts.segment_compact_tokens;
+  co.reuse.compact_rank = opts.segment_patch_rank;
+  if (opts.store_fetch == "always")
+    co.reuse.fetch = AssemblerOptions::Fetch::Always;
+  else if (opts.store_fetch == "never")
+    co.reuse.fetch = AssemblerOptions::Fetch::Never;
+  else if (opts.store_fetch != "auto")
+    return make_error(ErrorCode::InvalidArgument,
+                      "--store-fetch: expected auto, always or never, not \"{}\"",
+                      opts.store_fetch);
   KAMERA_ASSIGN_OR_RETURN(ctx, Context::create(model_ptr, co));
   if (!opts.mmproj.empty()) {
     const MediaOptions mo{opts.allow_local_media, opts.max_image_bytes, opts.max_image_pixels,
@@ -81,25 +93,10 @@ Status Server::Impl::open_context() {
   q.client_pages = int64_t(opts.client_pool_share * double(pages));
   q.total_pages = int64_t(opts.window_pool_share * double(pages));
   windows = std::make_unique<WindowRegistry>(*ctx, q);
-  SchedulerOptions so{opts.max_queue,
-                      opts.max_active,
-                      opts.prefill_slice_tokens,
-                      opts.prefill_share,
-                      opts.control_tokens_in_text,
-                      opts.prefix_cache_tokens,
-                      segment_bytes,
-                      opts.segment_compact_tokens,
-                      opts.segment_patch_rank};
+  SchedulerOptions so{opts.max_queue, opts.max_active, opts.prefill_slice_tokens,
+                      opts.prefill_share, opts.control_tokens_in_text};
   so.hold_shared_tokens = opts.hold_shared_tokens;
   so.compact_while_decoding = opts.segment_compact_while_decoding;
-  if (opts.store_fetch == "always")
-    so.fetch = SchedulerOptions::Fetch::Always;
-  else if (opts.store_fetch == "never")
-    so.fetch = SchedulerOptions::Fetch::Never;
-  else if (opts.store_fetch != "auto")
-    return make_error(ErrorCode::InvalidArgument,
-                      "--store-fetch: expected auto, always or never, not \"{}\"",
-                      opts.store_fetch);
   scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
   answers = std::make_unique<AnswerThreads>(std::max(1, opts.http_threads / 4));
   return Status::Ok();

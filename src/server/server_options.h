@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "serve/reuse_policy.h"
+#include "cache/reuse_policy.h"
 #include "store/tls_tunnel.h"
 
 namespace kamera {

@@ -2,6 +2,7 @@
 // in the KV cache between turns (context/chat_session.h). On a terminal: a banner, line editing
 // and history (tools/chat_line.h), Ctrl-C stops a reply; from a pipe it reads line by line:
 // printf 'hi\nhow are you\n/quit\n' | kamera chat -m model.gguf --temp 0 -n 8
+#include <fmt/format.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,6 +29,7 @@ struct ChatArgs {
   int threads = default_threads();
   int64_t ctx = 0;
   bool verbose = false, no_reuse = false, special = false;
+  std::string reuse = "patch";      // the reuse policy of every turn (cache/reuse_policy.h)
   std::string history;              // the terminal's line history ("": not kept)
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
@@ -153,6 +155,17 @@ bool run_command(const std::string& line, ChatDriver& chat) {
   return true;
 }
 
+// Where each run of the turn's prompt came from, in order: "prefix 41 | context-nearest 18 |
+// recomputed 9" (the sources of usage.kamera.segments; -v).
+void print_spans(const std::vector<ServedSegment>& spans) {
+  std::string line;
+  for (const ServedSegment& s : spans) {
+    if (!line.empty() && line.back() != ' ') line += " | ";
+    line += fmt::format("{} {}", span_source_name(s.source), s.tokens);
+  }
+  if (!spans.empty()) std::fprintf(stderr, "kamera:   served: %s\n", line.c_str());
+}
+
 // Reads messages until the end of input or /quit, printing each reply.
 void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
   std::string line;
@@ -187,6 +200,7 @@ void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
                    st.stopped_at_eog ? " (end of generation)"
                    : st.cancelled    ? " (stopped)"
                                      : "");
+    if (a.verbose) print_spans(st.spans);
     ++turn;
   }
 }
@@ -240,7 +254,7 @@ void print_banner(const ChatArgs& a, const Model& m, const ChatTemplate& tmpl, i
                m.source.c_str(), arch_name(m.cfg.arch), m.cfg.n_layers, m.cfg.dim, m.cfg.n_vocab,
                a.mmproj.empty() ? "" : ", vision tower --mmproj", tmpl.name().c_str(),
                a.special ? " · special tokens shown (--special)" : "", (long long)kv, m.cfg.ctx_len,
-               a.threads, a.no_reuse ? "off" : "on", a.temp, a.top_k, a.top_p, a.n);
+               a.threads, a.no_reuse ? "off" : a.reuse.c_str(), a.temp, a.top_k, a.top_p, a.n);
   std::fprintf(stderr, "%s\n%s\n\n", kCommands,
                tty ? "Ctrl-C stops a reply (the conversation keeps it); Ctrl-C at the prompt "
                      "exits. Up/Down: history; line editing as in a shell."
@@ -270,6 +284,9 @@ int run_chat(const ChatArgs& a) {
       a.temp, a.top_k, a.top_p,
       a.seed_set ? a.seed : uint64_t(std::chrono::system_clock::now().time_since_epoch().count())};
   o.reuse_cache = !a.no_reuse;
+  const auto policy = reuse_policy_named(a.reuse);
+  if (!policy) return fail(fmt::format("--reuse: unknown policy \"{}\"", a.reuse), false);
+  o.policy = *policy;
   o.gen.special = a.special;
   o.gen.text_only = !a.special;
   ChatInput in(a.history);
@@ -331,7 +348,15 @@ Runner add_chat(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   add_threads_option(app, a->threads);
   app.add_flag("-v,--verbose", a->verbose,
-               "After each reply, print to stderr how many prompt tokens came from the cache");
+               "After each reply, print to stderr how many prompt tokens came from the cache and "
+               "where each run of the prompt came from (prefix, context-exact, context-nearest, "
+               "patch-*, recomputed: the sources of the server's usage.kamera.segments)");
+  app.add_option("--reuse", a->reuse,
+                 "How each turn reuses cached KV: patch (the exact prefix, then every message seen "
+                 "in an earlier context, conditioned on the nearest one), prefix (exact prefix "
+                 "only: replies as a full prefill), keep, blind, reprefill")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"patch", "prefix", "keep", "blind", "reprefill"}));
   app.add_flag("--special", a->special,
                "Print special tokens (<|im_end|>, <|fim_middle|>, ...) in replies; by default "
                "they print nothing");

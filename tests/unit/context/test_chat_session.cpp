@@ -20,11 +20,13 @@ namespace {
 struct Chat {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<ChatSession> s;
-  Chat(const std::string& model, bool reuse, int max_tokens = 6) {
+  Chat(const std::string& model, bool reuse, int max_tokens = 6,
+       ReusePolicy policy = ReusePolicy::Prefix) {
     ctx = tiny::context(model, 2048);
     ChatOptions o;
     o.gen.max_tokens = max_tokens;
     o.reuse_cache = reuse;
+    o.policy = policy;
     auto t = ChatTemplate::named("chatml");
     EXPECT_TRUE(t.ok());
     auto c = ChatSession::create(*ctx, std::move(t.value()), o);
@@ -74,8 +76,8 @@ TEST(ChatSession, TurnsReuseTheCacheAndReplyAsAFullPrefill) {
   EXPECT_EQ(cached.s->messages().size(), 7u);  // system + 3 x (user, assistant)
 }
 
-// A changed system message: the cache is cut at the first token that differs and refilled from
-// there, and the reply is still the full prefill's.
+// A changed system message, under the exact policy prefix: the cache is cut at the first token
+// that differs and refilled from there, and the reply is still the full prefill's.
 TEST(ChatSession, ChangedPrefixRefillsFromTheFirstDifference) {
   const std::string model = tiny::model_path("llama");
   Chat cached(model, true), fresh(model, false);
@@ -89,6 +91,37 @@ TEST(ChatSession, ChangedPrefixRefillsFromTheFirstDifference) {
   const auto after = cached.s->cached_tokens().first(size_t(st.prompt_tokens));
   EXPECT_EQ(size_t(st.reused_tokens), common_prefix(before, after));
   EXPECT_LT(st.reused_tokens, st.prompt_tokens / 2);  // the system message is at the front
+}
+
+// The same edit under the default policy patch: past the exact prefix, the messages seen in the
+// earlier context are served from their KV there (the nearest context: the system message
+// differs), so more of the prompt is reused than the prefix, and the spans say where it came from.
+TEST(ChatSession, ChangedPrefixServesTheLaterMessagesFromTheirEarlierContext) {
+  const std::string model = tiny::model_path("llama");
+  Chat c(model, true, 6, ReusePolicy::Patch);
+  c.s->set_system("Answer in English.");
+  c.say("tell me a story about a cat that lived in a small house by the sea");
+  const std::vector<int32_t> before(c.s->cached_tokens().begin(), c.s->cached_tokens().end());
+  c.s->set_system("Answer briefly.");
+  TurnStats st;
+  c.say("go on", &st);
+  const auto after = c.s->cached_tokens().first(size_t(st.prompt_tokens));
+  EXPECT_GT(size_t(st.reused_tokens), common_prefix(before, after));
+  int64_t from_context = 0, total = 0;
+  for (const ServedSegment& s : st.spans) {
+    total += s.tokens;
+    if (s.source == SpanSource::ContextNearest) from_context += s.tokens;
+  }
+  const int anchor = c.ctx->cache().anchor_extent();  // cached, in no span
+  EXPECT_EQ(total + anchor, st.prompt_tokens);
+  EXPECT_GT(from_context, 0);
+  EXPECT_EQ(
+      st.reused_tokens, int(total) + anchor - [&] {
+        int64_t n = 0;
+        for (const ServedSegment& s : st.spans)
+          n += s.source == SpanSource::Recomputed ? s.tokens : 0;
+        return int(n);
+      }());
 }
 
 // /reset forgets the turns: the first message again gives the first reply, and its whole prompt
@@ -155,7 +188,8 @@ TEST(ChatCli, PipedConversation) {
       "Once upon a time\nwhat next?\n/system Be brief.\n/image cat.png\n/bogus\n//slash\n/quit\n"
       "never read\n";
   const std::string args = "-m " + model + " --chat-template chatml --temp 0 -n 5 -t 1 -v";
-  const CliRun a = run_chat(input, args), b = run_chat(input, args + " --no-cache-reuse");
+  const CliRun a = run_chat(input, args + " --reuse prefix"),
+               b = run_chat(input, args + " --no-cache-reuse");
   ASSERT_EQ(a.rc, 0) << a.err;
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_EQ(a.out, b.out);
@@ -181,6 +215,13 @@ TEST(ChatCli, PipedConversation) {
   EXPECT_GT(prompt1, 0);
   EXPECT_GE(reused, prompt1);
   EXPECT_LT(reused, prompt);
+  // -v names where each run came from: turn 2's prompt starts with the exact prefix, of the
+  // tokens it reused
+  const size_t served2 = a.err.find("served: ", t2);
+  ASSERT_NE(served2, std::string::npos) << a.err;
+  int prefix_tokens = 0;
+  ASSERT_EQ(std::sscanf(a.err.c_str() + served2, "served: prefix %d", &prefix_tokens), 1) << a.err;
+  EXPECT_EQ(prefix_tokens + 1, reused) << "the anchor counts as reused, not as the prefix's";
   EXPECT_NE(b.err.find("turn 2: prompt " + std::to_string(prompt) + " tokens, 0 reused"),
             std::string::npos)
       << b.err;

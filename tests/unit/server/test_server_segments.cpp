@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "serve/prompt_segments.h"
+#include "cache/prompt_plan.h"
 #include "support/temp_path.h"
 #include "support/test_server.h"
 #include "support/tiny_models.h"

@@ -1,4 +1,4 @@
-#include "serve/reuse_policy.h"
+#include "cache/reuse_policy.h"
 
 namespace kamera {
 

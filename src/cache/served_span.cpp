@@ -1,4 +1,4 @@
-#include "serve/events.h"
+#include "cache/served_span.h"
 
 namespace kamera {
 

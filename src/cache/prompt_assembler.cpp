@@ -1,0 +1,262 @@
+// PromptAssembler's assembly of a plan: the exact prefix, the segments held, the prefill between
+// (cache/prompt_assembler.h).
+#include "cache/prompt_assembler.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kamera {
+
+namespace {
+
+double seconds_now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Rows from their context (context-*), or the canonical plus that context's patch (patch-*).
+SpanSource hit_source(const SegmentIndex::Hit& h) {
+  const bool rows = h.kv != nullptr;
+  return h.match == SegmentIndex::Match::Exact
+             ? (rows ? SpanSource::ContextExact : SpanSource::PatchExact)
+         : h.match == SegmentIndex::Match::Nearest
+             ? (rows ? SpanSource::ContextNearest : SpanSource::PatchNearest)
+             : SpanSource::Keep;
+}
+
+// A segment from the shared tiers: with the patch of the request's own context, or the nearest.
+SpanSource store_source(const SegmentIndex::Hit& h) {
+  return h.match == SegmentIndex::Match::Exact ? SpanSource::StorePatch
+                                               : SpanSource::StorePatchNearest;
+}
+
+// ServedStore: from the canonical and patch another server stored (kept in the index afterwards,
+// as a segment computed here, so that this server's events say it holds it; not exact).
+enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
+
+}  // namespace
+
+PromptAssembler::PromptAssembler(ChunkCache& cache, AssemblerOptions o) : cache_(cache), opts_(o) {
+  KvPool& pool = cache_.pool();
+  prefix_budget_ = opts_.prefix_cache_tokens >= 0
+                       ? opts_.prefix_cache_tokens
+                       : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
+  if (prefix_budget_ > 0)
+    prefix_ = std::make_unique<PrefixIndex>(
+        pool, PrefixIndex::Params{pool.page_tokens(), prefix_budget_});
+  prefix_budget_ = std::max<int64_t>(prefix_budget_, 0);
+  if (opts_.segment_cache_bytes > 0)
+    segments_ =
+        std::make_unique<SegmentIndex>(SegmentIndex::Params{size_t(opts_.segment_cache_bytes), 4});
+}
+
+// Prefills tokens [pending, end) of the plan behind what a.seq holds, segment by segment: a run
+// of text in one forward, each image in its own (its rows at its (t, h, w) positions).
+Status PromptAssembler::prefill_until(const PromptPlan& plan, Assembly& a, int& pending, int end) {
+  const std::vector<int32_t>& ids = plan.ids;
+  std::vector<int32_t> run;  // text tokens [run_at, pending) not yet forwarded
+  int run_at = pending;
+  int32_t run_pos = 0;
+  auto flush = [&]() -> Status {
+    if (run.empty()) return Status::Ok();
+    auto r = cache_.forward_chunk(a.seq, ChunkContent::from_tokens(std::move(run)), run_pos);
+    if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
+    a.spans.push_back({std::nullopt, pending - run_at, run_pos, SpanSource::Recomputed});
+    a.recomputed += pending - run_at;
+    run.clear();
+    return Status::Ok();
+  };
+  for (const PromptSegment& s : plan.segments) {
+    if (s.span.end <= pending || s.span.begin >= end) continue;
+    if (s.image) {
+      KAMERA_TRY(flush());
+      auto r = cache_.forward_chunk(a.seq, *s.image, s.position);
+      if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
+      a.spans.push_back({s.id, s.span.size(), s.position, SpanSource::Recomputed, -1, true});
+      a.recomputed += s.span.size();
+      pending = run_at = s.span.end;
+      continue;
+    }
+    const int from = std::max(pending, s.span.begin), to = std::min(end, s.span.end);
+    if (run.empty()) run_at = from, run_pos = s.position + (from - s.span.begin);
+    run.insert(run.end(), ids.begin() + from, ids.begin() + to);
+    pending = to;
+  }
+  if (plan.segments.empty() && pending < end) {  // no segments: the tokens as they are
+    run_at = pending, run_pos = pending;
+    run.assign(ids.begin() + pending, ids.begin() + end);
+    pending = end;
+  }
+  return flush();
+}
+
+// Writes a hit's rows (or its canonical plus patch) at segment s's positions.
+Status PromptAssembler::write_hit(const PromptSegment& s, SeqId seq, const SegmentIndex::Hit& h) {
+  if (!h.kv) {
+    Status st = cache_.append_chunk(seq, *h.canonical, h.patch.get(), s.position);
+    return st.ok() ? st : Error{ErrorCode::OutOfMemory, st.message()};
+  }
+  std::vector<Pos> pos;
+  if (s.image) {
+    pos = s.image->positions_at(s.position);
+  } else {
+    for (int t = 0; t < s.span.size(); ++t) pos.push_back(Pos::linear(s.position + t));
+  }
+  auto at = cache_.pool().append(seq, pos);
+  if (!at.ok()) return Error{ErrorCode::OutOfMemory, at.message()};
+  write_chunk_kv(*h.kv, cache_.pool(), seq, *at);
+  return Status::Ok();
+}
+
+void PromptAssembler::count_hit(const SegmentIndex::Hit& h, bool from_store) {
+  using M = SegmentIndex::Match;
+  if (from_store) {
+    ++(h.match == M::Exact ? counters_.store_patch : counters_.store_patch_nearest);
+    return;
+  }
+  ++(h.match == M::Latest  ? counters_.context_keep
+     : !h.kv               ? (h.match == M::Exact ? counters_.patch_exact : counters_.patch_nearest)
+     : h.match == M::Exact ? counters_.context_exact
+                           : counters_.context_nearest);
+}
+
+// Past `pending` (the first token a.seq does not hold), each segment the index holds for this
+// context is written from its stored KV at its position (or, when another server computed it,
+// from the canonical and patch it stored in the shared tiers); the last segment is left to the
+// query (its last token's logits are the first token's).
+Status PromptAssembler::serve_segments(const PromptPlan& plan, Assembly& a, int& pending) {
+  const bool latest = plan.policy == ReusePolicy::Keep;
+  std::vector<ChunkId> ante;
+  const std::vector<PromptSegment>& segs = plan.segments;
+  const std::vector<std::optional<SegmentIndex::Hit>> fetched = fetch_segments(plan, pending);
+  for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+    const PromptSegment& s = segs[i];
+    if (s.span.begin < pending) continue;  // in the prefix
+    SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
+    const bool from_store = !h.found() && fetched[i].has_value();
+    if (from_store) h = *fetched[i];
+    if (!h.found()) continue;
+    KAMERA_TRY(prefill_until(plan, a, pending, s.span.begin));
+    const double t0 = seconds_now();
+    KAMERA_TRY(write_hit(s, a.seq, h));
+    if (!h.kv) {  // rebuilt from a canonical and a patch: what a fetch costs past its bytes
+      const double t = (seconds_now() - t0) / std::max(1, s.span.size());
+      rebuild_s_ = rebuild_s_ > 0 ? 0.8 * rebuild_s_ + 0.2 * t : t;
+    }
+    const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
+    a.served[i] = from_store ? ServedStore : exact ? ServedExact : ServedNear;
+    a.reused += s.span.size();
+    pending = s.span.end;
+    a.spans.push_back({s.id, s.span.size(), s.position,
+                       from_store ? store_source(h) : hit_source(h), h.shared, s.image != nullptr});
+    count_hit(h, from_store);
+  }
+  return Status::Ok();
+}
+
+// Where the exact prefix is cut: a prefix that ends inside an image, or (with segment reuse)
+// inside a segment the index holds, ends at that segment's start instead (the segment is then
+// served whole, not recomputed from the middle).
+int PromptAssembler::prefix_cut(const PromptPlan& plan, int n_tokens, bool segment_reuse) const {
+  const std::vector<PromptSegment>& segs = plan.segments;
+  for (const PromptSegment& s : segs) {
+    if (s.span.end <= n_tokens) continue;
+    if (s.span.begin >= n_tokens) break;
+    const bool held = segment_reuse && &s != &segs.back() && segments_->contains(s.id);
+    return s.image || held ? s.span.begin : n_tokens;
+  }
+  return n_tokens;
+}
+
+// The exact prefix [anchor, n) in a's spans: its text as runs of source "prefix", each image in
+// it as a span of its own (its id, media).
+void PromptAssembler::report_prefix(const PromptPlan& plan, Assembly& a, int anchor, int n) const {
+  int from = anchor;
+  int32_t at = anchor;  // the position of token `from`
+  for (const PromptSegment& s : plan.segments) {
+    if (!s.image || s.span.end > n) continue;  // (the prefix never ends inside an image)
+    if (s.span.begin > from)
+      a.spans.push_back({std::nullopt, s.span.begin - from, at, SpanSource::Prefix});
+    a.spans.push_back({s.id, s.span.size(), s.position, SpanSource::Prefix, -1, true});
+    from = s.span.end;
+    at = s.position + int32_t(s.image->extent());
+  }
+  if (n > from) a.spans.push_back({std::nullopt, n - from, at, SpanSource::Prefix});
+}
+
+Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
+  const std::vector<int32_t>& all = plan.ids;
+  a.served.assign(plan.segments.size(), NotServed);
+  const ReusePolicy policy = plan.policy;
+  const int anchor = int(cache_.anchor_extent());
+  if (int(all.size()) <= anchor || policy == ReusePolicy::Reprefill) return false;
+  const bool images = plan.has_media();
+  if (images && plan.segments.back().image) return false;  // the query must be text
+  const PrefixIndex::Match m =
+      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
+  const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
+                             policy != ReusePolicy::Blind && plan.segments.size() > 1;
+  const int n = prefix_cut(plan, m.n_tokens, segment_reuse);
+  if (n > anchor) {
+    auto fork = prefix_->fork_prefix(m.entry, n);
+    if (!fork.ok()) return false;
+    a.seq = *fork;
+    a.prefix_end = n;
+    report_prefix(plan, a, anchor, n);
+    ++counters_.prefix;
+    a.reused = n - anchor;
+  } else if (segment_reuse) {
+    a.seq = cache_.pool().create_sequence();
+    KAMERA_TRY(cache_.append_anchor(a.seq));
+    a.prefix_end = anchor;
+  } else {
+    return false;
+  }
+  int pending = a.prefix_end;
+  if (segment_reuse) KAMERA_TRY(serve_segments(plan, a, pending));
+  // The query: the last segment (text) from `pending`, the rest prefilled before it; a prompt of
+  // text only keeps its tokens from `pending` whole (one forward, as a cold run).
+  const PromptSegment* last = plan.segments.empty() ? nullptr : &plan.segments.back();
+  const int from = images && last ? std::max(pending, last->span.begin) : pending;
+  KAMERA_TRY(prefill_until(plan, a, pending, from));
+  a.query_pos = last ? last->position + (from - last->span.begin) : from;
+  a.query = ChunkContent::from_tokens({all.begin() + from, all.end()});
+  return true;
+}
+
+// Of the plans being admitted, the one where waiting pays (cache/prompt_assembler.h).
+int64_t PromptAssembler::shared_in_flight(const PromptPlan& plan,
+                                          std::span<const PromptPlan* const> busy) const {
+  const std::vector<int32_t>& ids = plan.ids;
+  if (busy.empty() || ids.size() < 2 || plan.policy == ReusePolicy::Reprefill) return 0;
+  const size_t held =
+      prefix_ ? size_t(prefix_->best_match(std::span(ids).first(ids.size() - 1)).n_tokens) : 0;
+  const bool by_segment =
+      segments_ && plan.policy != ReusePolicy::Prefix && plan.policy != ReusePolicy::Blind;
+  int64_t best = 0;
+  for (const PromptPlan* b : busy) {
+    const std::vector<int32_t>& o = b->ids;
+    const size_t n = std::min(ids.size() - 1, o.size());
+    const size_t common =
+        prefix_
+            ? size_t(std::mismatch(ids.begin(), ids.begin() + std::ptrdiff_t(n), o.begin()).first -
+                     ids.begin())
+            : 0;
+    int64_t shared = common > held ? int64_t(common - held) : 0;
+    const std::vector<PromptSegment>& segs = plan.segments;
+    for (size_t i = 0; by_segment && i + 1 < segs.size(); ++i) {
+      const PromptSegment& s = segs[i];
+      if (size_t(s.span.end) <= std::max(common, held) || s.image || segments_->contains(s.id))
+        continue;
+      for (const PromptSegment& t : b->segments)
+        if (t.id == s.id && !t.image) {
+          shared += s.span.size();
+          break;
+        }
+    }
+    if (o.size() <= ids.size() + size_t(shared)) best = std::max(best, shared);
+  }
+  return best;
+}
+
+}  // namespace kamera
