@@ -302,23 +302,36 @@ typedef struct kamera_serve_report {
 } kamera_serve_report;
 
 typedef enum kamera_segment_source {
-  KAMERA_SOURCE_CANONICAL = 0,                   /* exact: no antecedent */
-  KAMERA_SOURCE_PATCH_HIT = 1,                   /* canonical + a stored patch */
-  KAMERA_SOURCE_PATCH_FORMED = 2,                /* canonical + a patch formed by this assembly */
-  KAMERA_SOURCE_BLIND = 3,                       /* canonical only */
-  KAMERA_SOURCE_REPREFILLED = 4,                 /* computed by the forward */
+  KAMERA_SOURCE_CANONICAL = 0,    /* exact: no antecedent */
+  KAMERA_SOURCE_PATCH_HIT = 1,    /* canonical + a stored patch */
+  KAMERA_SOURCE_PATCH_FORMED = 2, /* canonical + a patch formed by this assembly */
+  KAMERA_SOURCE_BLIND = 3,        /* canonical only */
+  KAMERA_SOURCE_REPREFILLED = 4,  /* computed by the forward */
+  /* the runs of a prompt served by kamera_prompt_eval (the sources of the server's
+   * usage.kamera.segments): */
+  KAMERA_SOURCE_PREFIX = 5,               /* the exact token prefix an earlier prompt computed */
+  KAMERA_SOURCE_CONTEXT_EXACT = 6,        /* a segment's rows from a context with its antecedents */
+  KAMERA_SOURCE_CONTEXT_NEAREST = 7,      /* ... from the context nearest to this one */
+  KAMERA_SOURCE_PATCH_EXACT = 8,          /* its canonical plus that context's patch */
+  KAMERA_SOURCE_PATCH_NEAREST = 9,        /* ... plus the nearest context's patch */
+  KAMERA_SOURCE_KEEP = 10,                /* its latest rows, relocated as they are */
+  KAMERA_SOURCE_STORE_PATCH = 11,         /* canonical and patch from a shared store tier */
+  KAMERA_SOURCE_STORE_PATCH_NEAREST = 12, /* ... the nearest stored context's patch */
+  KAMERA_SOURCE_RECOMPUTED = 13,          /* prefilled by this call */
   KAMERA_SEGMENT_SOURCE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_segment_source;
 
 typedef struct kamera_segment {
-  char id[KAMERA_ID_HEX_SIZE];
-  int32_t first_token; /* index in the sequence */
+  char id[KAMERA_ID_HEX_SIZE]; /* "" for a run of prompt tokens with no id (prefix, recomputed) */
+  int32_t first_token;         /* index in the sequence */
   int32_t n_tokens;
   int32_t position; /* position of the chunk's start */
   kamera_segment_source source;
 } kamera_segment;
 
-/* What the assembly did (all zero for kamera_seq_new and forks). */
+/* What the assembly did (all zero for kamera_seq_new and forks). For kamera_prompt_eval: one
+ * segment per run of the prompt (the anchor in none, the last token's run last), tokens_reused:
+ * the prompt tokens served without a forward, tokens_computed: those prefilled. */
 KAMERA_API kamera_status kamera_seq_get_report(const kamera_seq* seq, kamera_serve_report* out);
 KAMERA_API kamera_status kamera_seq_get_segment(const kamera_seq* seq, int32_t index,
                                                 kamera_segment* out);
@@ -346,6 +359,57 @@ KAMERA_API const float* kamera_logits_data(const kamera_logits* logits);
 KAMERA_API int32_t kamera_logits_rows(const kamera_logits* logits);
 KAMERA_API int32_t kamera_logits_n_vocab(const kamera_logits* logits);
 KAMERA_API void kamera_logits_free(kamera_logits* logits);
+
+/* ---- prompts served from what the context has seen ---------------------------------------- */
+
+/* The policies of kamera_prompt_eval (as `kamera serve`'s request field "reuse"). */
+typedef enum kamera_reuse_policy {
+  KAMERA_REUSE_PATCH = 0,     /* the exact prefix, then every segment (a message, a paragraph) seen
+                                 in an earlier context, from its KV there (the nearest context's) */
+  KAMERA_REUSE_KEEP = 1,      /* the prefix, then each segment's latest KV relocated as it is */
+  KAMERA_REUSE_PREFIX = 2,    /* the exact prefix only: the logits are a full prefill's */
+  KAMERA_REUSE_BLIND = 3,     /* the prefix; segments recomputed */
+  KAMERA_REUSE_REPREFILL = 4, /* nothing reused */
+  KAMERA_REUSE_POLICY_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
+} kamera_reuse_policy;
+
+/* Evaluates a prompt of token ids on a new sequence, served from the context's caches as the
+ * server serves a request (one assembler: the exact prefix an earlier prompt computed, then the
+ * segments seen before, the rest prefilled). A leading run equal to the context's anchor (BOS by
+ * default) is the anchor; otherwise the anchor is put in front. The prompt is cut into segments at
+ * the tokenizer's line and turn ends. *out receives the sequence (its report names each run's
+ * source: kamera_seq_get_report, kamera_seq_get_segment); *logits (NULL: not wanted) the last
+ * token's logits. The prompt and the segments it computed are kept for later prompts;
+ * kamera_seq_remember keeps what was evaluated after it too. */
+KAMERA_API kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* tokens,
+                                            int32_t n_tokens, kamera_reuse_policy policy,
+                                            kamera_seq** out, kamera_logits** logits);
+
+/* Keeps what a kamera_prompt_eval sequence holds (its prompt and the tokens evaluated on it since,
+ * e.g. a reply) in the context's prefix cache: a later prompt that repeats them reuses their KV.
+ * The cache shares the sequence's pages (copy-on-write); the sequence stays usable. */
+KAMERA_API kamera_status kamera_seq_remember(kamera_seq* seq);
+
+typedef struct kamera_chat_message {
+  const char* role; /* "system", "user", "assistant", "tool" */
+  const char* content;
+} kamera_chat_message;
+
+/* Chat messages rendered with a chat template and tokenized (control tokens where the rendered
+ * text holds them; a BOS when the vocabulary wants one). chat_template: a built-in name
+ * ("chatml", "llama3", ...), a Jinja source, or NULL for the model's own (chatml when it has
+ * none). add_generation_prompt: end with the assistant's header. Counts and buffers as
+ * kamera_tokenize. */
+KAMERA_API kamera_status kamera_chat_tokenize(const kamera_model* model, const char* chat_template,
+                                              const kamera_chat_message* messages,
+                                              int32_t n_messages, int32_t add_generation_prompt,
+                                              int32_t* tokens, int32_t capacity, int32_t* n_tokens);
+
+/* One token for each of n_seqs sequences (distinct) at its next position, in one batched forward
+ * (as llama_decode with a llama_batch of one token per sequence). *out receives n_seqs rows of
+ * logits, row i for seqs[i]. On failure no sequence has changed. */
+KAMERA_API kamera_status kamera_decode_batch(kamera_seq* const* seqs, const int32_t* tokens,
+                                             int32_t n_seqs, kamera_logits** out);
 
 /* ---- sampling ---------------------------------------------------------------------------- */
 

@@ -89,8 +89,54 @@ std::shared_ptr<Sequence> assemble(const std::shared_ptr<Context>& ctx, py::list
 }
 
 const char* source_name(kamera_segment_source s) {
-  static const char* names[] = {"canonical", "patch_hit", "patch_formed", "blind", "reprefilled"};
-  return s >= 0 && s <= KAMERA_SOURCE_REPREFILLED ? names[s] : "?";
+  static const char* names[] = {
+      "canonical", "patch_hit",     "patch_formed",        "blind",       "reprefilled",
+      "prefix",    "context_exact", "context_nearest",     "patch_exact", "patch_nearest",
+      "keep",      "store_patch",   "store_patch_nearest", "recomputed"};
+  return s >= 0 && s <= KAMERA_SOURCE_RECOMPUTED ? names[s] : "?";
+}
+
+kamera_reuse_policy parse_reuse(const std::string& s) {
+  if (s == "patch") return KAMERA_REUSE_PATCH;
+  if (s == "keep") return KAMERA_REUSE_KEEP;
+  if (s == "prefix") return KAMERA_REUSE_PREFIX;
+  if (s == "blind") return KAMERA_REUSE_BLIND;
+  if (s == "reprefill") return KAMERA_REUSE_REPREFILL;
+  throw py::value_error("reuse must be 'patch', 'keep', 'prefix', 'blind' or 'reprefill', not '" +
+                        s + "'");
+}
+
+// A prompt served from what the context has seen: (Sequence, the last token's logits).
+py::tuple prompt_eval(const std::shared_ptr<Context>& ctx, const std::vector<int32_t>& tokens,
+                      const std::string& reuse) {
+  const kamera_reuse_policy p = parse_reuse(reuse);
+  kamera_seq* seq = nullptr;
+  kamera_logits* l = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(kamera_prompt_eval(ctx->h.get(), tokens.data(), int32_t(tokens.size()), p, &seq, &l));
+  }
+  auto s =
+      std::make_shared<Sequence>(Sequence{std::shared_ptr<kamera_seq>(seq, kamera_seq_free), ctx});
+  return py::make_tuple(s, logits_array(l, true));
+}
+
+// One token for each sequence in one batched forward: logits (n, n_vocab).
+py::object decode_batch(const std::shared_ptr<Context>& ctx, py::list seqs,
+                        const std::vector<int32_t>& tokens) {
+  std::vector<kamera_seq*> raw;
+  for (py::handle h : seqs) {
+    auto s = py::cast<std::shared_ptr<Sequence>>(h);
+    if (s->ctx != ctx) throw py::value_error("a sequence of another context");
+    raw.push_back(s->h.get());
+  }
+  if (raw.size() != tokens.size()) throw py::value_error("one token per sequence");
+  kamera_logits* l = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    check(kamera_decode_batch(raw.data(), tokens.data(), int32_t(raw.size()), &l));
+  }
+  return logits_array(l, false);
 }
 
 py::dict report(const Sequence& s) {
@@ -205,6 +251,12 @@ void bind_context_class(py::module_& m) {
                 Sequence{std::shared_ptr<kamera_seq>(s, kamera_seq_free), c});
           },
           "An empty Sequence (no anchor)")
+      .def("prompt_eval", &prompt_eval, py::arg("tokens"), py::arg("reuse") = "patch",
+           "A prompt of token ids served from what the context has seen (the exact prefix, then "
+           "segments seen in other contexts, the rest prefilled): (Sequence, last logits); its "
+           "report names each run's source")
+      .def("decode_batch", &decode_batch, py::arg("sequences"), py::arg("tokens"),
+           "One token for each sequence at its next position, in one forward: logits (n, vocab)")
       .def("store_stats", &store_stats,
            "The chunk store's counters and bytes, and its tiers' (a dict)")
       .def("pool_stats", &pool_stats, "The KV pool's pages, sequences and tokens (a dict)")
@@ -243,6 +295,10 @@ void bind_sequence_class(py::module_& m) {
                 Sequence{std::shared_ptr<kamera_seq>(f, kamera_seq_free), s.ctx});
           },
           "A copy-on-write fork (pages shared until written)")
+      .def(
+          "remember", [](Sequence& s) { check(kamera_seq_remember(s.h.get())); },
+          "Keeps a prompt_eval sequence's prompt and what was evaluated after it for later "
+          "prompts")
       .def_property_readonly("report", &report)
       .def_property_readonly("n_tokens",
                              [](const Sequence& s) { return kamera_seq_n_tokens(s.h.get()); })

@@ -37,6 +37,30 @@ std::vector<int32_t> tokenize(const Model& m, const std::string& text, bool add_
   return ids;
 }
 
+// messages: a list of {"role": ..., "content": ...} dicts.
+std::vector<int32_t> chat_tokenize(const Model& m, py::list messages, py::object chat_template,
+                                   bool add_generation_prompt) {
+  std::vector<std::string> text;  // owns the strings the C structs point into
+  for (py::handle msg : messages) {
+    py::dict d = py::cast<py::dict>(msg);
+    text.push_back(py::str(d["role"]));
+    text.push_back(py::str(d["content"]));
+  }
+  std::vector<kamera_chat_message> msgs;
+  for (size_t i = 0; i < text.size(); i += 2)
+    msgs.push_back({text[i].c_str(), text[i + 1].c_str()});
+  const std::string tmpl =
+      chat_template.is_none() ? "" : py::str(chat_template).cast<std::string>();
+  const char* t = chat_template.is_none() ? nullptr : tmpl.c_str();
+  int32_t n = 0;
+  check(kamera_chat_tokenize(m.h.get(), t, msgs.data(), int32_t(msgs.size()), add_generation_prompt,
+                             nullptr, 0, &n));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  check(kamera_chat_tokenize(m.h.get(), t, msgs.data(), int32_t(msgs.size()), add_generation_prompt,
+                             ids.data(), n, &n));
+  return ids;
+}
+
 py::str detokenize(const Model& m, const std::vector<int32_t>& ids) {
   size_t len = 0;
   check(kamera_detokenize(m.h.get(), ids.data(), int32_t(ids.size()), nullptr, 0, &len));
@@ -192,6 +216,10 @@ void bind_model_class(ModelClass& cls) {
                              "[(name, width, rotated)] of every layer's KV channels")
       .def("tokenize", &tokenize, py::arg("text"), py::arg("add_bos") = false,
            py::arg("raw") = false, "Token ids; raw: no dummy space prefix")
+      .def("chat_tokenize", &chat_tokenize, py::arg("messages"),
+           py::arg("chat_template") = py::none(), py::arg("add_generation_prompt") = true,
+           "Messages ({'role', 'content'} dicts) rendered with a chat template (a built-in name, "
+           "a Jinja source, or None: the model's own) and tokenized")
       .def("detokenize", &detokenize, py::arg("ids"));
 }
 

@@ -53,7 +53,13 @@ struct kamera_seq {
   std::shared_ptr<kamera::api::ContextBox> box;  // declared first: destroyed after the sequence
   kamera::SeqId seq = -1;
   int32_t next_position = 0;
-  kamera::ServeReport report;
+  kamera_serve_report report{};  // what assembled it, and a segment per chunk or run
+  std::vector<kamera_segment> segments;
+  // A prompt kamera_prompt_eval served: its plan, the assembler's marks, and the tokens evaluated
+  // on it since (kamera_seq_remember keeps them all).
+  std::unique_ptr<kamera::PromptPlan> plan;
+  kamera::Assembly assembly;
+  std::vector<int32_t> after;
   kamera_seq() = default;
   kamera_seq(const kamera_seq&) = delete;
   kamera_seq& operator=(const kamera_seq&) = delete;

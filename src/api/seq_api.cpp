@@ -73,6 +73,7 @@ kamera_status eval_content(const char* fn, kamera_seq* seq, const ChunkContent& 
   auto r = ctx.cache().forward_chunk(seq->seq, c, seq->next_position, *lm);
   if (!r.ok()) return set_error(with_context(r.error(), fn));
   seq->next_position += c.extent();
+  if (seq->plan) seq->after.insert(seq->after.end(), c.tokens.begin(), c.tokens.end());
   if (*lm == LogitsMode::None) return KAMERA_OK;
   auto h = std::make_unique<kamera_logits>();
   h->box = seq->box;
@@ -123,8 +124,18 @@ kamera_status kamera_seq_assemble(kamera_context* ctx, const kamera_chunk* const
     h->seq = c.pool().create_sequence();
     auto rep = c.cache().assemble(h->seq, contents, *so);
     if (!rep.ok()) return set_error(with_context(rep.error(), fn));
-    h->report = std::move(rep.value());
-    h->next_position = h->report.next_position;
+    for (const SegmentReport& r : rep->segments) {
+      kamera_segment k{};
+      write_hex(r.id, k.id);
+      k.first_token = r.first_token;
+      k.n_tokens = r.n_tokens;
+      k.position = r.position;
+      k.source = static_cast<kamera_segment_source>(r.source);
+      h->segments.push_back(k);
+    }
+    h->report = kamera_serve_report{int32_t(rep->segments.size()), rep->forwards,
+                                    rep->tokens_computed, rep->tokens_reused};
+    h->next_position = rep->next_position;
     *out = h.release();
     return KAMERA_OK;
   });
@@ -175,9 +186,7 @@ kamera_status kamera_seq_get_report(const kamera_seq* seq, kamera_serve_report* 
   return guarded("kamera_seq_get_report", [&] {
     KAMERA_API_REQUIRE("kamera_seq_get_report", seq);
     KAMERA_API_REQUIRE("kamera_seq_get_report", out);
-    const ServeReport& r = seq->report;
-    *out = kamera_serve_report{int32_t(r.segments.size()), r.forwards, r.tokens_computed,
-                               r.tokens_reused};
+    *out = seq->report;
     return KAMERA_OK;
   });
 }
@@ -186,17 +195,11 @@ kamera_status kamera_seq_get_segment(const kamera_seq* seq, int32_t index, kamer
   return guarded("kamera_seq_get_segment", [&] {
     KAMERA_API_REQUIRE("kamera_seq_get_segment", seq);
     KAMERA_API_REQUIRE("kamera_seq_get_segment", out);
-    const auto& segs = seq->report.segments;
+    const auto& segs = seq->segments;
     if (index < 0 || index >= int32_t(segs.size()))
       return fail(KAMERA_ERR_NOT_FOUND, "kamera_seq_get_segment: no segment {} (of {})", index,
                   segs.size());
-    const SegmentReport& s = segs[size_t(index)];
-    *out = kamera_segment{};
-    write_hex(s.id, out->id);
-    out->first_token = s.first_token;
-    out->n_tokens = s.n_tokens;
-    out->position = s.position;
-    out->source = static_cast<kamera_segment_source>(s.source);
+    *out = segs[size_t(index)];
     return KAMERA_OK;
   });
 }

@@ -17,9 +17,6 @@ Result<std::unique_ptr<ChatSession>> ChatSession::create(Context& ctx, ChatTempl
   if (opts.gen.max_tokens < 0)
     return make_error(ErrorCode::InvalidArgument, "chat: max_tokens {} must be >= 0",
                       opts.gen.max_tokens);
-  const Tokenizer& tok = *m.tokenizer;
-  if (opts.render.bos_token.empty() && tok.bos() >= 0) opts.render.bos_token = tok.piece(tok.bos());
-  if (opts.render.eos_token.empty() && tok.eos() >= 0) opts.render.eos_token = tok.piece(tok.eos());
   opts.render.add_generation_prompt = true;
   return std::unique_ptr<ChatSession>(new ChatSession(ctx, std::move(tmpl), std::move(opts)));
 }
@@ -55,16 +52,23 @@ std::vector<ChatMessage> ChatSession::messages() const {
   return all;
 }
 
-Result<std::vector<int32_t>> ChatSession::render_tokens() const {
-  const std::vector<ChatMessage> all = messages();
-  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl_.render(all, opts_.render));
-  const Tokenizer& tok = *ctx_.model().tokenizer;
+Result<std::vector<int32_t>> chat_prompt_ids(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                             std::span<const ChatMessage> messages,
+                                             ChatRenderOptions opts) {
+  if (opts.bos_token.empty() && tok.bos() >= 0) opts.bos_token = tok.piece(tok.bos());
+  if (opts.eos_token.empty() && tok.eos() >= 0) opts.eos_token = tok.piece(tok.eos());
+  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render(messages, opts));
   // Control tokens the template writes (<|im_start|>, a BOS) become their ids; a BOS is added
   // when the vocabulary wants one and the template did not write it.
   std::vector<int32_t> ids = tok.tokenize(text, {.add_special = false, .parse_special = true});
   if (tok.add_bos() && (ids.empty() || ids.front() != tok.bos()))
     ids.insert(ids.begin(), tok.bos());
   return ids;
+}
+
+Result<std::vector<int32_t>> ChatSession::render_tokens() const {
+  const std::vector<ChatMessage> all = messages();
+  return chat_prompt_ids(*ctx_.model().tokenizer, tmpl_, all, opts_.render);
 }
 
 // The last turn's prompt and reply stay in the caches (the prefix index forks the sequence's

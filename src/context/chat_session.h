@@ -58,6 +58,13 @@ struct TurnStats {
   std::vector<ServedSegment> spans;  // where each run of the prompt came from (the query last)
 };
 
+// Chat messages as token ids: rendered with the template, control tokens read where the text holds
+// them (a BOS added when the vocabulary wants one and the template did not write it). The
+// options' bos/eos tokens default to the vocabulary's pieces.
+Result<std::vector<int32_t>> chat_prompt_ids(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                             std::span<const ChatMessage> messages,
+                                             ChatRenderOptions opts);
+
 class ChatSession {
  public:
   // The model must have a tokenizer. Takes one sequence of ctx's pool for its lifetime.
