@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "api/handles.h"
-#include "context/chat_session.h"
+#include "context/chat_prompt.h"
 
 using namespace kamera;
 using namespace kamera::api;
@@ -164,24 +164,14 @@ kamera_status kamera_chat_tokenize(const kamera_model* model, const char* chat_t
       return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {} messages", fn, n_messages);
     if (capacity < 0 || (capacity > 0 && !tokens))
       return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: capacity {}", fn, capacity);
-    const Model& m = *model->model;
-    if (!m.tokenizer)
-      return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: the model has no vocabulary", fn);
-    const Tokenizer& tok = *m.tokenizer;
-    auto tmpl = chat_template ? ChatTemplate::from_arg(chat_template)
-                : !tok.vocab().chat_template.empty()
-                    ? ChatTemplate::from_gguf(tok.vocab().chat_template)
-                    : ChatTemplate::named("chatml");
-    if (!tmpl.ok()) return set_error(with_context(tmpl.error(), fn));
-    std::vector<ChatMessage> msgs;
+    std::vector<ChatTurn> turns;
     for (int32_t i = 0; i < n_messages; ++i) {
       if (!messages[i].role || !messages[i].content)
         return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: message {} has no role or content", fn, i);
-      msgs.push_back({messages[i].role, messages[i].content});
+      turns.push_back({messages[i].role, messages[i].content});
     }
-    ChatRenderOptions ro;
-    ro.add_generation_prompt = add_generation_prompt != 0;
-    auto ids = chat_prompt_ids(tok, *tmpl, msgs, ro);
+    auto ids = chat_turn_ids(*model->model, chat_template ? chat_template : "", turns,
+                             add_generation_prompt != 0);
     if (!ids.ok()) return set_error(with_context(ids.error(), fn));
     *n_tokens = int32_t(ids->size());
     if (capacity < *n_tokens)

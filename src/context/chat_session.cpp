@@ -1,5 +1,7 @@
 #include "context/chat_session.h"
 
+#include "context/chat_prompt.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -64,6 +66,23 @@ Result<std::vector<int32_t>> chat_prompt_ids(const Tokenizer& tok, const ChatTem
   if (tok.add_bos() && (ids.empty() || ids.front() != tok.bos()))
     ids.insert(ids.begin(), tok.bos());
   return ids;
+}
+
+Result<std::vector<int32_t>> chat_turn_ids(const Model& model, const std::string& tmpl,
+                                           std::span<const ChatTurn> turns,
+                                           bool add_generation_prompt) {
+  if (!model.tokenizer)
+    return make_error(ErrorCode::InvalidArgument, "{}: the model has no vocabulary", model.source);
+  const Tokenizer& tok = *model.tokenizer;
+  auto t = !tmpl.empty()                        ? ChatTemplate::from_arg(tmpl)
+           : !tok.vocab().chat_template.empty() ? ChatTemplate::from_gguf(tok.vocab().chat_template)
+                                                : ChatTemplate::named("chatml");
+  if (!t.ok()) return t.error();
+  std::vector<ChatMessage> msgs;
+  for (const ChatTurn& turn : turns) msgs.push_back({turn.role, turn.content});
+  ChatRenderOptions ro;
+  ro.add_generation_prompt = add_generation_prompt;
+  return chat_prompt_ids(tok, *t, msgs, ro);
 }
 
 Result<std::vector<int32_t>> ChatSession::render_tokens() const {
