@@ -46,13 +46,15 @@ ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions
 Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkContent& c,
                                                      int32_t position, LogitsMode logits,
                                                      const AttentionMask* mask,
-                                                     ForwardObserver* observer) {
+                                                     ForwardObserver* observer,
+                                                     std::vector<float>* hidden) {
   const std::vector<Pos> pos = c.positions_at(position);
   const ForwardInput in = forward_input(c, pos);
   ForwardOptions fo;
   fo.logits = logits;
   fo.mask = mask;
   fo.observer = observer;
+  fo.hidden = hidden;
   if (!pacer_) return engine_.forward(pool_, seq, in, fo);
   KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, engine_.begin_forward(pool_, seq, in, fo));
   while (!cur.finished()) {

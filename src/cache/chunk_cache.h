@@ -130,11 +130,13 @@ class ChunkCache {
   // Every forward of the cache runs paced by `p` from now on (null: whole).
   void set_pacer(ForwardPacer* p) { pacer_ = p; }
 
-  // Runs a forward of the chunk's tokens/rows at `position` appended to `seq`.
+  // Runs a forward of the chunk's tokens/rows at `position` appended to `seq`. hidden (optional):
+  // every row's final hidden state is appended to it (ForwardOptions::hidden: embeddings).
   Result<std::vector<float>> forward_chunk(SeqId seq, const ChunkContent& c, int32_t position,
                                            LogitsMode logits = LogitsMode::None,
                                            const AttentionMask* mask = nullptr,
-                                           ForwardObserver* observer = nullptr);
+                                           ForwardObserver* observer = nullptr,
+                                           std::vector<float>* hidden = nullptr);
 
  private:
   Status check_positions(std::span<const ChunkContent> chunks) const;

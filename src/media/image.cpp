@@ -48,6 +48,17 @@ Result<Image> decode_image(std::span<const uint8_t> bytes, std::string_view name
   }
 }
 
+Result<ImageSize> read_image_size(std::span<const uint8_t> bytes, std::string_view name) {
+  switch (sniff_image_format(bytes)) {
+    case ImageFormat::Png:
+      return media_detail::png_size(bytes, name);
+    case ImageFormat::Jpeg:
+      return media_detail::jpeg_size(bytes, name);
+    default:
+      return make_error(ErrorCode::InvalidArgument, "{}: not a PNG or JPEG image", name);
+  }
+}
+
 Result<Image> load_image(const std::string& path, const DecodeLimits& limits) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)

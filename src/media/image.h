@@ -57,6 +57,16 @@ Result<Image> decode_image(std::span<const uint8_t> bytes, std::string_view name
 // Reads and decodes a file (the size is checked against max_bytes before reading).
 Result<Image> load_image(const std::string& path, const DecodeLimits& limits = {});
 
+// The width and height a PNG (IHDR) or JPEG (its SOF) declares, read by libpng / libjpeg from the
+// header alone: no pixel is decoded and no pixel buffer allocated, so a caller can bound what the
+// picture will cost (its decoded bytes, what a vision tower makes of its size) before paying for
+// it. Errors: InvalidArgument (not PNG nor JPEG), CorruptData (a malformed or truncated header).
+struct ImageSize {
+  int64_t width = 0, height = 0;
+  int64_t rgb_bytes() const { return width * height * 3; }
+};
+Result<ImageSize> read_image_size(std::span<const uint8_t> bytes, std::string_view name);
+
 // Checks declared dimensions against the limits (used by both decoders before allocating).
 Status check_image_dims(int64_t width, int64_t height, std::string_view name,
                         const DecodeLimits& limits);
@@ -67,6 +77,8 @@ Result<Image> decode_png(std::span<const uint8_t> bytes, std::string_view name,
                          const DecodeLimits& limits);
 Result<Image> decode_jpeg(std::span<const uint8_t> bytes, std::string_view name,
                           const DecodeLimits& limits);
+Result<ImageSize> png_size(std::span<const uint8_t> bytes, std::string_view name);
+Result<ImageSize> jpeg_size(std::span<const uint8_t> bytes, std::string_view name);
 }  // namespace media_detail
 
 }  // namespace kamera

@@ -98,4 +98,24 @@ Result<Image> decode_jpeg(std::span<const uint8_t> bytes, std::string_view name,
   return img;
 }
 
+// The SOF's size: jpeg_read_header stops at the first scan, before any entropy-coded data.
+Result<ImageSize> jpeg_size(std::span<const uint8_t> bytes, std::string_view name) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = on_error_exit;
+  err.mgr.emit_message = on_message;
+  err.message[0] = 0;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return make_error(ErrorCode::CorruptData, "{}: bad JPEG header: {}", name, err.message);
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  const ImageSize size{int64_t(cinfo.image_width), int64_t(cinfo.image_height)};
+  jpeg_destroy_decompress(&cinfo);
+  return size;
+}
+
 }  // namespace kamera::media_detail

@@ -47,18 +47,31 @@ void set_rgb8_transforms(png_structp png, png_infop info) {
   png_read_update_info(png, info);
 }
 
+// libpng's read and info structs over `reader`, with the caps on ancillary chunks; false (nothing
+// left to free) when libpng could not start. Nothing here can longjmp.
+bool start_png(PngReader& reader, png_structp& png, png_infop& info) {
+  png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, on_error, on_warning);
+  if (!png) return false;
+  info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    return false;
+  }
+  png_set_read_fn(png, &reader, on_read);
+  png_set_chunk_malloc_max(png, 8u << 20);  // ancillary chunks (iCCP, zTXt) may not balloon
+  png_set_chunk_cache_max(png, 1000);
+  return true;
+}
+
 }  // namespace
 
 Result<Image> decode_png(std::span<const uint8_t> bytes, std::string_view name,
                          const DecodeLimits& limits) {
   PngReader reader{bytes.data(), bytes.size(), 0, {0}};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, on_error, on_warning);
-  if (!png) return make_error(ErrorCode::OutOfMemory, "{}: libpng could not start", name);
-  png_infop info = png_create_info_struct(png);
-  if (!info) {
-    png_destroy_read_struct(&png, nullptr, nullptr);
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  if (!start_png(reader, png, info))
     return make_error(ErrorCode::OutOfMemory, "{}: libpng could not start", name);
-  }
   Image img;
   std::vector<png_bytep> rows;
   Status dims_status;
@@ -66,9 +79,6 @@ Result<Image> decode_png(std::span<const uint8_t> bytes, std::string_view name,
     png_destroy_read_struct(&png, &info, nullptr);
     return make_error(ErrorCode::CorruptData, "{}: bad PNG: {}", name, reader.error);
   }
-  png_set_read_fn(png, &reader, on_read);
-  png_set_chunk_malloc_max(png, 8u << 20);  // ancillary chunks (iCCP, zTXt) may not balloon
-  png_set_chunk_cache_max(png, 1000);
   png_read_info(png, info);
   const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   dims_status = check_image_dims(w, h, name, limits);
@@ -85,6 +95,24 @@ Result<Image> decode_png(std::span<const uint8_t> bytes, std::string_view name,
   png_destroy_read_struct(&png, &info, nullptr);
   if (!dims_status.ok()) return dims_status.error();
   return img;
+}
+
+// IHDR's size: png_read_info stops before the first IDAT chunk.
+Result<ImageSize> png_size(std::span<const uint8_t> bytes, std::string_view name) {
+  PngReader reader{bytes.data(), bytes.size(), 0, {0}};
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  if (!start_png(reader, png, info))
+    return make_error(ErrorCode::OutOfMemory, "{}: libpng could not start", name);
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    return make_error(ErrorCode::CorruptData, "{}: bad PNG header: {}", name, reader.error);
+  }
+  png_read_info(png, info);
+  const ImageSize size{int64_t(png_get_image_width(png, info)),
+                       int64_t(png_get_image_height(png, info))};
+  png_destroy_read_struct(&png, &info, nullptr);
+  return size;
 }
 
 }  // namespace kamera::media_detail

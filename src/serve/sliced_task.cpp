@@ -42,7 +42,8 @@ void SlicePacer::spent(int tokens) {
 
 bool SlicePacer::run_in_step(ForwardCursor& cur) {
   SlicedTask* t = SlicedTask::current();
-  if (!mixing_ || draining_ || !t || cur.opt.observer || cur.opt.logits == LogitsMode::All)
+  if (!mixing_ || draining_ || !t || cur.opt.observer || cur.opt.logits == LogitsMode::All ||
+      cur.opt.hidden)  // a decode step's pieces give no hidden rows (Engine::decode)
     return false;
   const int before = cur.done;
   offers_.push_back({&cur, t, 0});

@@ -45,8 +45,8 @@ class SlicedTask {
 // every offered forward inside its batch (Engine::decode with pieces, as vLLM's chunked prefill
 // batches prefill chunks with decodes), within the step's budget, and the task is resumed once its
 // forward is done, so a long prefill costs no thread switch per piece. Otherwise (nothing decodes,
-// or a forward that cannot be batched: an observer, all logits) the task runs its pieces itself
-// and pauses once a step's budget is used up.
+// or a forward that cannot be batched: an observer, all logits, hidden rows) the task runs its
+// pieces itself and pauses once a step's budget is used up.
 class SlicePacer : public ForwardPacer {
  public:
   int allowance() override { return draining_ ? (1 << 30) : std::max(1, left_); }

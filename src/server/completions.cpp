@@ -100,7 +100,7 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                                "image and video parts are taken in /v1/chat/completions messages "
                                "and /v1/completions prompts, not in window completions",
                                "invalid_request_error", "invalid_media_part"});
-  if (auto refused = prepare_media(body, chat, *images)) return respond_error(out, *refused);
+  if (auto refused = prepare_media(body, chat, *images, out)) return respond_error(out, *refused);
   auto reqs = parse_generation(body, req.body, window, chat, out);
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
@@ -151,8 +151,10 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
 
 // Image and video parts of chat messages, or of a /v1/completions prompt's parts, become chunk
 // parts (server/media_parts.h); refused without a vision tower, and in window completions. A
-// prompt's parts are moved into one user message for that and back, never copied.
-std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out) {
+// prompt's parts are moved into one user message for that and back, never copied. The encode
+// stops when the client leaves or the server stops.
+std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out,
+                                                     const Out& client) {
   if (chat) {
     if (!has_media_parts(body)) return std::nullopt;
   } else if (!body.contains("prompt") || !has_media_items(body["prompt"])) {
@@ -161,12 +163,22 @@ std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, Requ
   if (!media)
     return HttpError{400, "this server has no vision model: start it with --mmproj",
                      "invalid_request_error", "vision_not_enabled"};
-  if (chat) return media->prepare(body, out, metrics);
-  json holder = {{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}};
-  json& content = holder["messages"][0]["content"];
-  content = std::move(body["prompt"]);
-  auto refused = media->prepare(holder, out, metrics);
-  body["prompt"] = std::move(content);
+  const auto stop = [this, &client] { return client->gone() || stopped.load(); };
+  std::optional<HttpError> refused;
+  if (chat) {
+    refused = media->prepare(body, out, metrics, stop);
+  } else {
+    json holder = {{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}};
+    json& content = holder["messages"][0]["content"];
+    content = std::move(body["prompt"]);
+    refused = media->prepare(holder, out, metrics, stop);
+    body["prompt"] = std::move(content);
+    const std::string_view in_holder = "messages[0].content";
+    if (refused && refused->param.starts_with(in_holder))
+      refused->param = "prompt" + refused->param.substr(in_holder.size());
+  }
+  if (refused && refused->code == "cancelled" && stopped.load())
+    return HttpError{503, "the server is stopping", "server_error", "stopping"};
   return refused;
 }
 

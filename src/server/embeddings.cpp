@@ -63,17 +63,15 @@ std::optional<std::vector<std::vector<int32_t>>> input_ids(const json& input, co
   return out;
 }
 
-// The pooled, L2-normalized vector of one input.
+// The pooled, L2-normalized vector of one input. The forward is the chunk cache's, paced as every
+// prefill of the scheduler (serve/sliced_task.h): in slices between decode steps, so a long input
+// does not hold other clients' streams.
 Result<std::vector<float>> embed_one(Context& ctx, const std::vector<int32_t>& ids, bool last) {
   const int d = ctx.model().cfg.dim;
-  std::vector<Pos> pos(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) pos[i] = Pos::linear(int32_t(i));
   std::vector<float> hidden;
-  ForwardOptions fo;
-  fo.logits = LogitsMode::None;
-  fo.hidden = &hidden;
   const SeqId seq = ctx.pool().create_sequence();
-  auto r = ctx.engine().forward(ctx.pool(), seq, ForwardInput::from_tokens(ids, pos), fo);
+  auto r = ctx.cache().forward_chunk(seq, ChunkContent::from_tokens(ids), 0, LogitsMode::None,
+                                     nullptr, nullptr, &hidden);
   ctx.pool().free_sequence(seq);
   if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
   std::vector<float> v(size_t(d), 0.0f);
@@ -124,9 +122,12 @@ std::optional<EmbedRequest> parse_embeddings(const json& body, const Model& mode
   return r;
 }
 
-Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r) {
+Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r,
+                                                       const std::function<bool()>& stop) {
   std::vector<std::vector<float>> out;
   for (const std::vector<int32_t>& ids : r.inputs) {
+    if (stop && stop())
+      return make_error(ErrorCode::InvalidArgument, "the client left before its embeddings ran");
     KAMERA_ASSIGN_OR_RETURN(std::vector<float> v, embed_one(ctx, ids, r.last_token));
     out.push_back(std::move(v));
   }

@@ -4,6 +4,7 @@
 // token arrays; encoding_format "float" or "base64" (little-endian float32).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,9 +25,11 @@ struct EmbedRequest {
 std::optional<EmbedRequest> parse_embeddings(const json& body, const Model& model,
                                              size_t max_text_bytes, HttpError& refusal);
 
-// Runs every input through the engine on a scratch sequence (on the scheduler thread): one
-// vector per input.
-Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r);
+// Runs every input through the engine on a scratch sequence (on the scheduler thread, in one of
+// its sliced tasks: each forward is paced between decode steps as a prefill is): one vector per
+// input. stop (may be empty): asked before each input; true ends the run (the client left).
+Result<std::vector<std::vector<float>>> run_embeddings(Context& ctx, const EmbedRequest& r,
+                                                       const std::function<bool()>& stop = {});
 // OpenAI's body of the vectors: {"object": "list", "data": [{"object": "embedding", "index",
 // "embedding"}], "model", "usage"}.
 json embeddings_json(const EmbedRequest& r, const std::vector<std::vector<float>>& vectors,

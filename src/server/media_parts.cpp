@@ -4,6 +4,7 @@
 
 #include "media/data_url.h"
 #include "server/media_source.h"
+#include "server/request_segments.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -99,7 +100,8 @@ Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj
                                                        const Model& decoder,
                                                        const MediaOptions& opts, int threads,
                                                        ChunkStore* store) {
-  if (opts.max_images < 1 || opts.max_image_bytes < 1 || opts.max_image_pixels < 1)
+  if (opts.max_images < 1 || opts.max_image_bytes < 1 || opts.max_image_pixels < 1 ||
+      opts.max_image_rows < 1 || opts.max_image_rgb_bytes < 1)
     return make_error(ErrorCode::InvalidArgument, "the image limits must be at least 1");
   KAMERA_ASSIGN_OR_RETURN(auto tower, MediaTower::load(mmproj, decoder, threads, store));
   return std::unique_ptr<ServerMedia>(new ServerMedia(std::move(tower), decoder, opts));
@@ -107,15 +109,27 @@ Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj
 
 ServerMedia::ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder,
                          const MediaOptions& opts)
-    : tower_(std::move(tower)), decoder_(decoder), opts_(opts) {}
+    : tower_(std::move(tower)),
+      decoder_(decoder),
+      opts_(opts),
+      piece_bytes_(longest_piece_bytes(decoder)) {}
 
-// One picture: its bytes by URL kind, its format sniffed, decoded within the pixel limit.
-std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) const {
+struct ServerMedia::Part {
+  std::vector<std::vector<uint8_t>> bytes;  // each picture's encoded bytes
+  std::vector<ImageSize> sizes;             // and its declared size
+  double fps = 0;                           // a video's rate (0: the default)
+  int64_t rows = 0;                         // what the tower makes of it
+  std::string param;                        // messages[i].content[j]
+};
+
+// One picture's bytes by URL kind, its format sniffed, its declared size read from its header
+// and checked against the pixel limit: nothing decoded.
+std::optional<HttpError> ServerMedia::picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+                                                    ImageSize& size) const {
   const std::string url = url_of(ref);
   if (url.empty())
     return refusal(400, "invalid_media_part",
                    "an image part needs \"image_url\": {\"url\": ...} (a video frame a URL)");
-  std::vector<uint8_t> bytes;
   switch (media_url_kind(url)) {
     case MediaUrlKind::Remote:
       return refusal(400, "remote_media_unsupported",
@@ -134,34 +148,29 @@ std::optional<HttpError> ServerMedia::load_picture(const json& ref, Image& img) 
   }
   if (sniff_image_format(bytes) == ImageFormat::Unknown)
     return refusal(415, "unsupported_media_type", "image: the bytes are neither PNG nor JPEG");
+  auto s = read_image_size(bytes, "image");
+  if (!s.ok()) return refusal(400, "invalid_image", s.message());
   DecodeLimits lim;
-  lim.max_bytes = int64_t(opts_.max_image_bytes);
   lim.max_pixels = opts_.max_image_pixels;
-  auto d = decode_image(bytes, "image", lim);
-  if (!d.ok()) {
-    if (d.error().code == ErrorCode::InvalidArgument)
-      return refusal(413, "image_too_large", d.message() + " (--max-image-pixels)");
-    if (d.error().code == ErrorCode::Unsupported)
-      return refusal(415, "unsupported_media_type", d.message());
-    return refusal(400, "invalid_image", d.message());
-  }
-  img = std::move(d.value());
+  if (Status st = check_image_dims(s->width, s->height, "image", lim); !st.ok())
+    return st.error().code == ErrorCode::InvalidArgument
+               ? refusal(413, "image_too_large", st.message() + " (--max-image-pixels)")
+               : refusal(400, "invalid_image", st.message());
+  size = *s;
   return std::nullopt;
 }
 
-// One image or video part: pictures decoded, encoded (or found in the cache), and the part
-// replaced by a chunk part (between the delimiters when the tower's prompt has them).
-std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, RequestMedia& out,
-                                               ServerMetrics& metrics) {
+// One image or video part, checked and read: its pictures' bytes and sizes, and the rows the
+// tower will make of them.
+std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) const {
   std::vector<json> refs;
-  double fps = 0;  // 0: the default rate
   if (part.contains("fps")) {
     const json& f = part["fps"];
     if (media_kind(part) != "video" || !f.is_number() || !(f.get<double>() > 0) ||
         !(f.get<double>() <= 1000))
       return refusal(400, "invalid_media_part",
                      "\"fps\" goes on a video part and must be a number in (0, 1000]");
-    fps = f.get<double>();
+    out.fps = f.get<double>();
   }
   if (media_kind(part) == "image") {
     refs.push_back(part.contains("image_url") ? part["image_url"] : json());
@@ -173,22 +182,107 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   } else {
     return refusal(400, "invalid_media_part", "a video part needs \"frames\": [url, ...]");
   }
-  std::vector<Image> pictures(refs.size());
+  out.bytes.resize(refs.size());
+  out.sizes.resize(refs.size());
   for (size_t i = 0; i < refs.size(); ++i)
-    if (auto e = load_picture(refs[i], pictures[i])) return e;
+    if (auto e = picture_bytes(refs[i], out.bytes[i], out.sizes[i])) return e;
+  auto rows = tower_->rows(out.sizes);
+  if (!rows.ok()) return refusal(400, "invalid_image", "image: " + rows.message());
+  out.rows = *rows;
+  return std::nullopt;
+}
+
+namespace {
+
+// Bytes of the request's text (message contents and text parts): the prompt takes at least
+// this over the longest vocabulary piece in tokens.
+size_t text_bytes(const json& body) {
+  size_t n = 0;
+  for (const json& m : body["messages"]) {
+    if (!m.is_object() || !m.contains("content")) continue;
+    const json& c = m["content"];
+    if (c.is_string()) n += c.get_ref<const std::string&>().size();
+    if (!c.is_array()) continue;
+    for (const json& p : c)
+      if (p.is_object() && p.contains("text") && p["text"].is_string())
+        n += p["text"].get_ref<const std::string&>().size();
+  }
+  return n;
+}
+
+}  // namespace
+
+// What the request's pictures will cost, from their headers: the rows they add to the prompt
+// against the context and the row budget, their decoded RGB against its budget. A refusal names
+// the part where the sum crossed the bound.
+std::optional<HttpError> ServerMedia::check_cost(const json& body,
+                                                 std::span<const Part> parts) const {
+  const int64_t ctx_len = decoder_.cfg.ctx_len;
+  const int64_t text_tokens = int64_t(text_bytes(body) / std::max<size_t>(1, piece_bytes_));
+  int64_t rows = 0, rgb = 0;
+  for (const Part& p : parts) {
+    rows += p.rows;
+    for (const ImageSize& s : p.sizes) rgb += s.rgb_bytes();
+    if (rows + text_tokens + 1 > ctx_len)
+      return HttpError{400,
+                       fmt::format("the request's pictures make {} rows of the prompt (its text "
+                                   "at least {} tokens more); the model's context is {} tokens",
+                                   rows, text_tokens, ctx_len),
+                       "invalid_request_error", "context_length_exceeded", p.param};
+    if (rows > opts_.max_image_rows)
+      return HttpError{400,
+                       fmt::format("image: the request's pictures make {} rows, over the limit "
+                                   "of {} (--max-image-rows)",
+                                   rows, opts_.max_image_rows),
+                       "invalid_request_error", "invalid_image", p.param};
+    if (rgb > opts_.max_image_rgb_bytes)
+      return HttpError{400,
+                       fmt::format("image: the request's pictures decode to {} bytes of RGB, "
+                                   "over the limit of {} MiB (--max-image-rgb-mb)",
+                                   rgb, opts_.max_image_rgb_bytes >> 20),
+                       "invalid_request_error", "invalid_image", p.param};
+  }
+  return std::nullopt;
+}
+
+// One image or video part: pictures decoded, encoded (or found in the cache), and the part
+// replaced by a chunk part (between the delimiters when the tower's prompt has them).
+std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestMedia& out,
+                                               ServerMetrics& metrics,
+                                               const std::function<bool()>& stop) {
+  std::vector<Image> pictures(part.bytes.size());
+  DecodeLimits lim;
+  lim.max_bytes = int64_t(opts_.max_image_bytes);
+  lim.max_pixels = opts_.max_image_pixels;
+  for (size_t i = 0; i < part.bytes.size(); ++i) {
+    auto d = decode_image(part.bytes[i], "image", lim);
+    if (!d.ok())
+      return d.error().code == ErrorCode::Unsupported
+                 ? refusal(415, "unsupported_media_type", d.message())
+                 : refusal(400, "invalid_image", d.message());
+    pictures[i] = std::move(d.value());
+    std::vector<uint8_t>().swap(part.bytes[i]);  // decoded: the bytes are not needed any more
+  }
+  const auto cancelled = [] {
+    return refusal(400, "cancelled", "the client left while its pictures were encoded");
+  };
   bool encoded = false;
   Result<std::shared_ptr<const ChunkContent>> chunk = make_error(ErrorCode::Internal, "unset");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (stop && stop()) return cancelled();  // it left while another request held the tower
     const auto t0 = std::chrono::steady_clock::now();
-    chunk = tower_->chunk(pictures, &encoded, fps);
+    chunk = tower_->chunk(pictures, &encoded, part.fps, stop);
     if (encoded)
       metrics.vision_encode_seconds.observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (!chunk.ok()) return refusal(400, "invalid_image", "image: " + chunk.message());
+  if (!chunk.ok()) {
+    if (stop && stop()) return cancelled();
+    return refusal(400, "invalid_image", "image: " + chunk.message());
+  }
   ++out.images;
-  out.frames += int(refs.size());
+  out.frames += int(part.sizes.size());
   out.encoded += encoded;
   out.cached_embeddings += !encoded;
   out.image_tokens += (*chunk)->n();
@@ -203,10 +297,10 @@ std::optional<HttpError> ServerMedia::add_part(const json& part, json& parts, Re
   return std::nullopt;
 }
 
-std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out,
-                                              ServerMetrics& metrics) {
+std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+                                              const std::function<bool()>& stop) {
   if (!body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
-  // the pictures of the whole request are counted before any is decoded
+  // the pictures of the whole request are counted before any is read
   int64_t pictures = 0;
   for (const json& m : body["messages"]) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
@@ -223,14 +317,35 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out,
     return refusal(400, "too_many_images",
                    fmt::format("the request has {} pictures (images and video frames); at most {}",
                                pictures, opts_.max_images));
-  for (json& m : body["messages"]) {
+  // every part read and sized, the request's cost checked, and only then anything decoded
+  std::vector<Part> media;
+  json& messages = body["messages"];
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (size_t j = 0; j < m["content"].size(); ++j) {
+      if (media_kind(m["content"][j]).empty()) continue;
+      Part& p = media.emplace_back();
+      p.param = fmt::format("messages[{}].content[{}]", i, j);
+      if (auto e = read_part(m["content"][j], p)) {
+        e->param = p.param;
+        return e;
+      }
+    }
+  }
+  if (auto e = check_cost(body, media)) return e;
+  size_t next = 0;
+  for (json& m : messages) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     json parts = json::array();
     for (json& p : m["content"]) {
       if (media_kind(p).empty()) {
         parts.push_back(std::move(p));  // moved: a body is never deep-copied
-      } else if (auto e = add_part(p, parts, out, metrics)) {
+      } else if (auto e = add_part(media[next], parts, out, metrics, stop)) {
+        e->param = media[next].param;
         return e;
+      } else {
+        ++next;
       }
     }
     m["content"] = std::move(parts);

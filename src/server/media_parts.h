@@ -32,12 +32,22 @@
 //   image_too_large (413)          over max_image_bytes (encoded) or max_image_pixels (declared
 //                                  width x height, read from the header before any pixel)
 //   invalid_image (400)            truncated or malformed image, or one the tower cannot take
-//                                  (the mini-VL: any size but its 32 x 32 frames)
+//                                  (the mini-VL: any size but its 32 x 32 frames); the request's
+//                                  pictures over max_image_rows rows or max_image_rgb_bytes of
+//                                  decoded RGB (both from the headers, before any decode)
+//   context_length_exceeded (400)  the pictures' rows, plus the fewest tokens the prompt's text
+//                                  can take (its bytes over the longest vocabulary piece) and
+//                                  one to generate, over the model's context
+// The cost refusals name the part where the request's sum crossed the bound in `param`
+// (messages[i].content[j]), and come before any picture of the request is decoded or encoded.
+// A request whose client leaves stops its encode between two of the tower's layers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "model/model.h"
@@ -52,7 +62,9 @@ struct MediaOptions {
   std::string allow_local_dir;  // empty: local paths and file: URLs are refused
   size_t max_image_bytes = size_t(20) << 20;
   int64_t max_image_pixels = 16'000'000;
-  int max_images = 16;  // pictures per request, video frames included
+  int max_images = 16;                               // pictures per request, video frames included
+  int64_t max_image_rows = 4096;                     // rows the tower makes of a request's pictures
+  int64_t max_image_rgb_bytes = int64_t(192) << 20;  // their decoded RGB, summed
 };
 
 class ServerMedia {
@@ -64,8 +76,11 @@ class ServerMedia {
                                                    ChunkStore* store = nullptr);
 
   // Replaces the media parts of body["messages"] (see above), filling `out`; a refusal otherwise.
+  // Every picture is read and sized (its header), the request's cost checked, then each decoded
+  // and encoded. stop (may be empty): true once the client has left; the encode then stops.
   // Thread-safe: decoding runs in the caller's thread, the tower one request at a time.
-  std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics);
+  std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+                                   const std::function<bool()>& stop = {});
 
   const MediaOptions& options() const { return opts_; }
   // The decoder reads the mini-VL's word prompt (bare frames, then the question's words:
@@ -73,15 +88,20 @@ class ServerMedia {
   bool word_prompt() const { return tower_->word_prompt(); }
 
  private:
+  struct Part;  // one media part's pictures, read and sized (media_parts.cpp)
   ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder, const MediaOptions& opts);
-  std::optional<HttpError> load_picture(const json& ref, Image& img) const;
-  std::optional<HttpError> add_part(const json& part, json& parts, RequestMedia& out,
-                                    ServerMetrics& metrics);
+  std::optional<HttpError> picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+                                         ImageSize& size) const;
+  std::optional<HttpError> read_part(const json& part, Part& out) const;
+  std::optional<HttpError> check_cost(const json& body, std::span<const Part> parts) const;
+  std::optional<HttpError> add_part(Part& part, json& parts, RequestMedia& out,
+                                    ServerMetrics& metrics, const std::function<bool()>& stop);
 
   std::unique_ptr<MediaTower> tower_;
   const Model& decoder_;
   MediaOptions opts_;
-  std::mutex mu_;  // guards the tower (its image cache and scratch)
+  size_t piece_bytes_;  // the decoder's longest vocabulary piece (the text's fewest tokens)
+  std::mutex mu_;       // guards the tower (its image cache and scratch)
 };
 
 // Whether a chat body has image or video parts (to refuse them when no tower is loaded).

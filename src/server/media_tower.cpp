@@ -26,9 +26,18 @@ class QwenTower final : public MediaTower {
   // Qwen3-VL's video is pairs of frames with timestamps between (vision/qwen3vl_video.h): not
   // through this interface yet
   bool takes_video() const override { return !tower_.cfg.qwen3(); }
+  Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
+    const ImageSize& first = pictures.front();
+    return qwen_picture_rows(int(first.width), int(first.height), int(pictures.size()),
+                             images_.options());
+  }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
-                                                    double fps) override {
-    return images_.frames(pictures, encoded, fps);
+                                                    double fps,
+                                                    const std::function<bool()>& stop) override {
+    images_.set_stop(stop);
+    auto c = images_.frames(pictures, encoded, fps);
+    images_.set_stop({});
+    return c;
   }
 
  private:
@@ -46,8 +55,14 @@ class MiniVlTower final : public MediaTower {
   VisionDelimiters delimiters() const override { return {}; }
   bool word_prompt() const override { return true; }
   bool takes_video() const override { return false; }
+  Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
+    const int side = model_.cfg.image_size;
+    for (const ImageSize& s : pictures)
+      if (s.width != side || s.height != side) return frame_size_error(s.width, s.height);
+    return int64_t(pictures.size()) * model_.cfg.n_tokens();
+  }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
-                                                    double) override {
+                                                    double, const std::function<bool()>&) override {
     if (encoded) *encoded = false;
     const int side = model_.cfg.image_size;
     if (pictures.size() != 1)
@@ -55,17 +70,20 @@ class MiniVlTower final : public MediaTower {
                         "the mini-VL reads one frame per image part, not {} pictures",
                         pictures.size());
     const Image& img = pictures.front();
-    if (img.width != side || img.height != side)
-      return make_error(ErrorCode::InvalidArgument,
-                        "the mini-VL reads {} x {} frames; this picture is {} x {} (it is not "
-                        "resized: the model was trained on frames of that size only)",
-                        side, side, img.width, img.height);
+    if (img.width != side || img.height != side) return frame_size_error(img.width, img.height);
     KAMERA_ASSIGN_OR_RETURN(ChunkContent c, frame_chunk(enc_, img.rgb));
     if (encoded) *encoded = true;
     return std::make_shared<const ChunkContent>(std::move(c));
   }
 
  private:
+  Error frame_size_error(int64_t width, int64_t height) const {
+    const int side = model_.cfg.image_size;
+    return make_error(ErrorCode::InvalidArgument,
+                      "the mini-VL reads {} x {} frames; this picture is {} x {} (it is not "
+                      "resized: the model was trained on frames of that size only)",
+                      side, side, width, height);
+  }
   VisionModel model_;
   VisionEncoder enc_;  // holds a pointer to model_
 };
@@ -82,14 +100,22 @@ class KimiTower final : public MediaTower {
   }
   VisionDelimiters delimiters() const override { return delimiters_; }
   bool takes_video() const override { return false; }
+  Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
+    const ImageSize& s = pictures.front();  // one picture: chunk() refuses more
+    return kimi_picture_rows(int(s.width), int(s.height), tower_.cfg);
+  }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
-                                                    double) override {
+                                                    double,
+                                                    const std::function<bool()>& stop) override {
     if (encoded) *encoded = false;
     if (pictures.size() != 1)
       return make_error(ErrorCode::InvalidArgument,
                         "Kimi-VL's tower reads one picture per image part, not {} (no video)",
                         pictures.size());
-    return images_.image(pictures.front(), encoded);
+    images_.set_stop(stop);
+    auto c = images_.image(pictures.front(), encoded);
+    images_.set_stop({});
+    return c;
   }
 
  private:

@@ -25,6 +25,7 @@
 //                                      them (make-model's random vocabularies) nothing.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,12 +55,18 @@ class MediaTower {
   virtual bool word_prompt() const { return false; }
   // Whether several pictures may form one video chunk.
   virtual bool takes_video() const = 0;
+  // The rows (decoder embedding rows: prompt tokens) the tower makes of one image or a video's
+  // frames of these declared sizes, from the sizes alone, before any is decoded. Errors
+  // (InvalidArgument): sizes the tower cannot take, with the reason.
+  virtual Result<int64_t> rows(std::span<const ImageSize> pictures) const = 0;
   // The placed chunk of one picture (an image) or of a video's frames. encoded: whether this call
   // ran the tower (false: its embeddings were cached). fps: a video's frame rate (0: the default).
+  // stop (may be empty): asked between the tower's layers; true ends the encode with an error.
   // Errors (InvalidArgument): a picture the tower cannot take, with the reason.
   // Not thread-safe: the caller serializes calls.
   virtual Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures,
-                                                            bool* encoded, double fps) = 0;
+                                                            bool* encoded, double fps,
+                                                            const std::function<bool()>& stop) = 0;
 };
 
 }  // namespace kamera

@@ -15,7 +15,10 @@ void Server::Impl::embeddings(const HttpRequest& req, const PathParams&, const s
   if (!r) return respond_error(out, refusal);
   auto req_ptr = std::make_shared<const EmbedRequest>(std::move(*r));
   on_scheduler(
-      out, [this, req_ptr] { return run_embeddings(*ctx, *req_ptr); },
+      out,
+      [this, req_ptr, out] {
+        return run_embeddings(*ctx, *req_ptr, [&out] { return out->gone(); });
+      },
       [this, req_ptr](const std::vector<std::vector<float>>& v) {
         return embeddings_json(*req_ptr, v, opts.model_name);
       });

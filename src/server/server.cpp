@@ -73,8 +73,9 @@ Status Server::Impl::open_context() {
                       opts.store_fetch);
   KAMERA_ASSIGN_OR_RETURN(ctx, Context::create(model_ptr, co));
   if (!opts.mmproj.empty()) {
-    const MediaOptions mo{opts.allow_local_media, opts.max_image_bytes, opts.max_image_pixels,
-                          opts.max_images};
+    const MediaOptions mo{opts.allow_local_media, opts.max_image_bytes,
+                          opts.max_image_pixels,  opts.max_images,
+                          opts.max_image_rows,    opts.max_image_rgb_mb << 20};
     KAMERA_ASSIGN_OR_RETURN(media,
                             ServerMedia::load(opts.mmproj, model, mo, opts.threads, &ctx->store()));
     if (media->word_prompt()) {

@@ -139,7 +139,8 @@ struct Server::Impl {
                                                           const std::string& window, bool chat,
                                                           const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
-  std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out);
+  std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,
+                                         const Out& client);
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
   // decoding (the raw body keeps the schemas' property order), refused with the field named;
   // then the plan's grammar, compiled once per key, on each request.

@@ -131,6 +131,10 @@ struct ServerOptions {
   size_t max_image_bytes = size_t(20) << 20;  // encoded bytes of one picture
   int64_t max_image_pixels = 16'000'000;      // declared width x height of one picture
   int max_images = 16;                        // pictures per request, video frames included
+  // What a request's pictures may cost, from their headers before any is decoded: the rows the
+  // vision tower makes of them (prompt tokens, and the tower's work), and their decoded RGB.
+  int64_t max_image_rows = 4096;
+  int64_t max_image_rgb_mb = 192;
 };
 
 }  // namespace kamera

@@ -82,6 +82,8 @@ json Server::Impl::stats_body() const {
             {"max_images", media ? json(opts.max_images) : json(0)},
             {"max_image_bytes", opts.max_image_bytes},
             {"max_image_pixels", opts.max_image_pixels},
+            {"max_image_rows", opts.max_image_rows},
+            {"max_image_rgb_mb", opts.max_image_rgb_mb},
             {"reuse", reuse_policy_name(opts.reuse)},
             {"prefill_slice_tokens", opts.prefill_slice_tokens}}},
           {"store", store_json(ctx->store())},

@@ -25,6 +25,17 @@ void add_serve_media_options(CLI::App& app, ServerOptions& o) {
                  "Largest declared width x height of an image, checked before decoding")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--max-image-rows", o.max_image_rows,
+                 "Most rows (prompt tokens) the vision tower may make of one request's pictures, "
+                 "computed from their headers before any is decoded (a 4000 x 4000 picture is "
+                 "16,384 rows for a Qwen2-VL tower); more is refused 400 invalid_image")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  app.add_option("--max-image-rgb-mb", o.max_image_rgb_mb,
+                 "Most decoded RGB (MiB) of one request's pictures together, from their headers "
+                 "before any is decoded; more is refused 400 invalid_image")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   app.add_option("--max-images", o.max_images,
                  "Most pictures per request (images and video frames)")
       ->capture_default_str()

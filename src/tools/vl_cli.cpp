@@ -49,7 +49,8 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
   std::vector<ChunkContent> images;
   for (const std::string& path : a.images) {
     KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
-    KAMERA_ASSIGN_OR_RETURN(auto chunk, tower->chunk(std::span<const Image>(&img, 1), nullptr, 0));
+    KAMERA_ASSIGN_OR_RETURN(auto chunk,
+                            tower->chunk(std::span<const Image>(&img, 1), nullptr, 0, {}));
     std::fprintf(stderr, "kamera: %s: %d x %d -> %d image tokens\n", path.c_str(), img.width,
                  img.height, chunk->n());
     images.push_back(*chunk);

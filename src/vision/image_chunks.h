@@ -52,6 +52,8 @@ class ImageChunks {
   // (Qwen2-VL).
   bool time_scaled() const;
   void set_tokens_per_second(double tps) { tokens_per_second_ = tps; }
+  // Asked between the tower's layers: true stops an encode (QwenVisionEncoder::set_stop).
+  void set_stop(std::function<bool()> stop) { enc_.set_stop(std::move(stop)); }
 
   // One image (its frame fills the temporal patch) or video frames (paired in time). encoded
   // (optional) tells whether this call ran the tower. fps: the frames' rate, for a Qwen2.5-VL

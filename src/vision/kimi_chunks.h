@@ -62,6 +62,8 @@ class KimiImageChunks {
 
   // Embeddings are also looked up in, and written to, this store (nullptr: none).
   void set_store(ChunkStore* store) { store_ = store; }
+  // Asked between the tower's layers: true stops an encode (KimiVisionEncoder::set_stop).
+  void set_stop(std::function<bool()> stop) { enc_.set_stop(std::move(stop)); }
 
   // One picture. encoded (optional): whether this call ran the tower. Errors: a picture the tower
   // cannot take (InvalidArgument, with the reason).

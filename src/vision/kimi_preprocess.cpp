@@ -20,6 +20,18 @@ Result<std::pair<int, int>> kimi_target_size(int width, int height, const KimiVi
   return std::pair{w, h};
 }
 
+Result<int64_t> kimi_picture_rows(int width, int height, const KimiVisionConfig& c) {
+  KAMERA_ASSIGN_OR_RETURN(const auto size, kimi_target_size(width, height, c));
+  const int unit = c.merge * c.patch;
+  const int64_t gw = (size.first + unit - 1) / unit, gh = (size.second + unit - 1) / unit;
+  if (gw * c.merge >= 512 || gh * c.merge >= 512)
+    return make_error(ErrorCode::InvalidArgument,
+                      "kimi preprocess: a grid of {} x {} patches exceeds the tower's rotary "
+                      "table (under 512 a side)",
+                      gw * c.merge, gh * c.merge);
+  return gw * gh;
+}
+
 Result<KimiPatches> kimi_preprocess_image(const Image& image, const KimiVisionConfig& c) {
   KAMERA_ASSIGN_OR_RETURN(const auto size, kimi_target_size(image.width, image.height, c));
   Image resized;

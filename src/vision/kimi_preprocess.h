@@ -32,6 +32,10 @@ struct KimiPatches {
 // The size step 1 gives an image of width x height (the same size when it has few patches).
 Result<std::pair<int, int>> kimi_target_size(int width, int height, const KimiVisionConfig& c);
 
+// The merged rows the tower makes of a width x height image, from its size alone (steps 1 and 2;
+// what a server bounds before decoding). Errors as kimi_preprocess_image's.
+Result<int64_t> kimi_picture_rows(int width, int height, const KimiVisionConfig& c);
+
 // Steps 1 to 4. Errors: an empty image, a grid of 512 or more patches on a side (the model's
 // rotary table), a side that step 1 would shrink to 0.
 Result<KimiPatches> kimi_preprocess_image(const Image& image, const KimiVisionConfig& c);

@@ -137,7 +137,11 @@ Result<KimiVisionEmbeddings> KimiVisionEncoder::encode(const KimiPatches& in) {
   m_.w.patch.apply(in.values.data(), n, x_.data(), pool_);
   kimi_resize_positions(m_.w.pos.data(), c.pos_side, d, gh, gw, pos_.data());
   add_inplace(x_.data(), pos_.data(), int64_t(n) * d);
-  for (const auto& L : m_.w.layers) block(L, n);
+  for (const auto& L : m_.w.layers) {
+    if (stop_ && stop_())
+      return make_error(ErrorCode::InvalidArgument, "kimi vision encode: stopped before its end");
+    block(L, n);
+  }
   layernorm(x_.data(), m_.w.post_ln_w.data(), m_.w.post_ln_b.data(), x_.data(), n, d, c.eps, pool_);
   // the projector: pre_norm per patch, then each m x m block's patches side by side
   layernorm(x_.data(), m_.w.mm_norm_w.data(), m_.w.mm_norm_b.data(), nrm_.data(), n, d, c.proj_eps,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -39,12 +40,15 @@ class KimiVisionEncoder {
   KimiVisionEncoder(const KimiVisionModel& model, ThreadPool* pool) : m_(model), pool_(pool) {}
 
   Result<KimiVisionEmbeddings> encode(const KimiPatches& in);
+  // Asked before each layer: true stops the encode (an InvalidArgument saying so). Empty: never.
+  void set_stop(std::function<bool()> stop) { stop_ = std::move(stop); }
 
  private:
   void block(const KimiVisionWeights::Layer& L, int n);
 
   const KimiVisionModel& m_;
   ThreadPool* pool_;
+  std::function<bool()> stop_;
   std::vector<float> x_, nrm_, q_, k_, v_, att_, h1_, merged_, pos_, attn_scratch_;
   std::vector<int32_t> row_, col_, members_, offsets_;
 };

@@ -53,6 +53,14 @@ Result<ResizedSize> qwen_smart_resize(int height, int width, int factor, int64_t
   return ResizedSize{int(h), int(w)};
 }
 
+Result<int64_t> qwen_picture_rows(int width, int height, int n_frames,
+                                  const QwenImageOptions& opt) {
+  KAMERA_ASSIGN_OR_RETURN(const ResizedSize r, qwen_smart_resize(height, width, opt.factor(),
+                                                                 opt.min_pixels, opt.max_pixels));
+  const int64_t slices = (std::max(1, n_frames) + opt.temporal_patch - 1) / opt.temporal_patch;
+  return slices * (r.height / opt.factor()) * (r.width / opt.factor());
+}
+
 float qwen_normalize(uint8_t v, int c, const QwenImageOptions& opt) {
   const float x = float(double(v) * (1.0 / 255.0));  // rescale in double, stored as f32
   return (x - opt.mean[size_t(c)]) / opt.std[size_t(c)];

@@ -42,6 +42,11 @@ struct ResizedSize {
 Result<ResizedSize> qwen_smart_resize(int height, int width, int factor, int64_t min_pixels,
                                       int64_t max_pixels);
 
+// The rows (merged tokens) the tower makes of n_frames pictures whose first is width x height
+// (every frame is resized to the first one's size), from the sizes alone: what a server bounds
+// before decoding a picture. Errors as qwen_smart_resize's.
+Result<int64_t> qwen_picture_rows(int width, int height, int n_frames, const QwenImageOptions& opt);
+
 // What the tower reads: grid_t x grid_h x grid_w patches (HF's image_grid_thw), each of
 // patch_values floats, in the order above.
 struct QwenPatches {

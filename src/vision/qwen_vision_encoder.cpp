@@ -150,7 +150,7 @@ void QwenVisionEncoder::merger_mlp(const float* normed, const QwenLinear& fc1,
 
 // patches: (grid_h x grid_w) x patch_values of one slice; out: (grid_h/m x grid_w/m) rows of
 // embed_width (out_dim, then each deepstack merger's out_dim).
-void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_w, float* out) {
+bool QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_w, float* out) {
   const QwenVisionConfig& c = m_.cfg;
   const int n = grid_h * grid_w, d = c.dim, unit = c.merge * c.merge;
   for (auto* v : {&x_, &nrm_, &q_, &k_, &v_, &att_}) grow(*v, size_t(n) * d);
@@ -168,6 +168,7 @@ void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_
   const int stride = c.embed_width(), nt = n / unit, mw = c.merged_width();
   size_t next_ds = 0;
   for (int l = 0; l < c.n_layers; ++l) {
+    if (stop_ && stop_()) return false;
     block(m_.w.layers[size_t(l)], c.full_attention(l), n);
     if (next_ds < c.deepstack_layers.size() && c.deepstack_layers[next_ds] == l) {
       // Qwen3-VL: this layer's own merger, its LayerNorm over the 4 grouped patches
@@ -179,6 +180,7 @@ void QwenVisionEncoder::encode_slice(const float* patches, int grid_h, int grid_
   // merger: Norm(x), each merged token = its `unit` consecutive patches side by side
   norm(c, m_.w.post_ln_w, m_.w.post_ln_b, x_.data(), nrm_.data(), n, pool_);
   merger_mlp(nrm_.data(), m_.w.mm0, m_.w.mm2, nt, out, stride);
+  return true;
 }
 
 Result<QwenVisionEmbeddings> QwenVisionEncoder::encode(const QwenPatches& in) {
@@ -200,8 +202,9 @@ Result<QwenVisionEmbeddings> QwenVisionEncoder::encode(const QwenPatches& in) {
   const size_t slice_in = size_t(in.grid_h) * in.grid_w * in.patch_values;
   const size_t slice_out = size_t(e.grid_h) * e.grid_w * e.dim;
   for (int t = 0; t < in.grid_t; ++t)
-    encode_slice(in.values.data() + t * slice_in, in.grid_h, in.grid_w,
-                 e.rows.data() + t * slice_out);
+    if (!encode_slice(in.values.data() + t * slice_in, in.grid_h, in.grid_w,
+                      e.rows.data() + t * slice_out))
+      return make_error(ErrorCode::InvalidArgument, "vision encode: stopped before its end");
   return e;
 }
 

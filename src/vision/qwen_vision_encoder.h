@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/status.h"
@@ -32,6 +33,9 @@ class QwenVisionEncoder {
   // Each temporal slice attends only within itself (as the model's cu_seqlens do), so a video
   // of t slices costs t images.
   Result<QwenVisionEmbeddings> encode(const QwenPatches& in);
+  // Asked before each layer of each slice: true stops the encode (an InvalidArgument saying so),
+  // e.g. when the client that asked for it has left. Empty: never.
+  void set_stop(std::function<bool()> stop) { stop_ = std::move(stop); }
 
   // The patch (row, col) of every patch of one slice in the order the tower holds them
   // ((h/m, w/m, m, m) blocks), and the Qwen2.5-VL attention windows over that order
@@ -46,7 +50,7 @@ class QwenVisionEncoder {
                                std::vector<float>* frac);
 
  private:
-  void encode_slice(const float* patches, int grid_h, int grid_w, float* out);
+  bool encode_slice(const float* patches, int grid_h, int grid_w, float* out);  // false: stopped
   void add_positions(int grid_h, int grid_w);
   void merger_mlp(const float* normed, const QwenLinear& fc1, const QwenLinear& fc2, int nt,
                   float* out, int stride);
@@ -54,6 +58,7 @@ class QwenVisionEncoder {
 
   const QwenVisionModel& m_;
   ThreadPool* pool_;
+  std::function<bool()> stop_;
   // scratch, n = patches of one slice: x, nrm, q, k, v, att (n x dim); h1, h2 (n x ffn)
   std::vector<float> x_, nrm_, q_, k_, v_, att_, h1_, h2_, merged_, attn_scratch_;
   std::vector<int32_t> row_, col_, all_members_, all_offsets_, win_members_, win_offsets_;

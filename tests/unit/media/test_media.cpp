@@ -156,6 +156,34 @@ TEST(Media, HugeDeclaredSizesFailBeforeAllocating) {
   EXPECT_FALSE(decode_image(png, "byte limit", small).ok());
 }
 
+// The size from the header alone: what the decoder gives for real files, and what a hostile header
+// declares (a 120 GB PNG, a 65000 x 65000 JPEG) at once, nothing allocated for its pixels.
+TEST(Media, SizeIsReadFromTheHeaderAlone) {
+  for (const char* name : {"rgb_61x47.png", "color_70x50.jpg", "rgba_120x90.png"}) {
+    const std::vector<uint8_t> bytes = read_bytes(kDir + name);
+    auto s = read_image_size(bytes, name);
+    auto d = decode_image(bytes, name);
+    ASSERT_TRUE(s.ok() && d.ok()) << name << ": " << s.message();
+    EXPECT_EQ(s->width, d->width) << name;
+    EXPECT_EQ(s->height, d->height) << name;
+  }
+  const std::vector<uint8_t> png = png_declaring(read_bytes(kDir + "rgb_61x47.png"), 200000, 3);
+  const std::vector<uint8_t> jpg = jpeg_declaring(read_bytes(kDir + "color_70x50.jpg"), 65000, 9);
+  Result<ImageSize> s = ImageSize{};
+  EXPECT_LT(elapsed_ms([&] { s = read_image_size(png, "p"); }), 50.0);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->width, 200000);
+  EXPECT_EQ(s->rgb_bytes(), 200000 * 3 * 3);
+  s = read_image_size(jpg, "j");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->width, 65000);
+  EXPECT_EQ(s->height, 9);
+  const std::vector<uint8_t> cut(png.begin(), png.begin() + 20);  // inside IHDR
+  EXPECT_EQ(read_image_size(cut, "cut").code(), ErrorCode::CorruptData);
+  EXPECT_EQ(read_image_size(std::vector<uint8_t>(64, 7), "junk").code(),
+            ErrorCode::InvalidArgument);
+}
+
 // manyscans_16x16.jpg: a 16 x 16 progressive JPEG whose last scan is repeated 600 times (694
 // scans, 10 KB; PIL decodes it), made by hand: jpegtran -scans (94 scans) on a crop of
 // grey_45x62.jpg, then the last SOS segment duplicated by a few lines of Python.

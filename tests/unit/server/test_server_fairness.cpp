@@ -33,7 +33,9 @@ double now_ms() {
 }
 
 // Streams one completion over a raw socket; appends the gaps (ms) between its streamed tokens.
-void stream_gaps(int port, int max_tokens, std::vector<double>& gaps) {
+// chunks (optional): counts the streamed chunks as they come.
+void stream_gaps(int port, int max_tokens, std::vector<double>& gaps,
+                 std::atomic<int>* chunks = nullptr) {
   const json body = {{"prompt", "Once upon a time"},
                      {"max_tokens", max_tokens},
                      {"stream", true},
@@ -55,6 +57,7 @@ void stream_gaps(int port, int max_tokens, std::vector<double>& gaps) {
          at = seen.find("data: {", at + 1)) {
       if (last >= 0) gaps.push_back(t - last);
       last = t;
+      if (chunks) ++*chunks;
     }
   }
   ::close(fd);
@@ -181,4 +184,64 @@ TEST(ServerFairness, AppendsDoNotStallAnotherClientsStream) {
   std::printf("512-token slices every step: idle %.2f ms, with appends %.2f ms (%.1fx)\n",
               whole.idle_p99, whole.busy_p99, whole.busy_p99 / whole.idle_p99);
   EXPECT_FALSE(kept_pace(whole)) << "the control kept its pace: the test cannot tell a stall";
+}
+
+// Embeddings (issue 46, finding 4): one /v1/embeddings request of 64 inputs of 2,000 tokens froze
+// another client's stream for 17.4 s, because its forwards ran whole on the scheduler thread. They
+// now go through the chunk cache's paced forward, in slices between decode steps like any
+// prefill. A client streams while another posts 16 inputs of 2,000 tokens to a model (6 layers,
+// 256 wide) on which they take seconds: the stream's longest gap between two chunks stays under 1.5
+// s (before: the whole request's forwards, several seconds; measured in the test's output).
+TEST(ServerFairness, EmbeddingsDoNotStallAnotherClientsStream) {
+  auto model = tiny::load(tiny::model_path(
+      "qwen2", DType::F32, "dim=256,layers=6,heads=8,kv_heads=4,head_dim=32,ffn=768,ctx=4096"));
+  ServerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.api_keys = {kA, kB};
+  o.pool_tokens = 16384;
+  Server server(std::move(model), o);
+  ASSERT_TRUE(server.start().ok());
+  const int port = server.port();
+  constexpr int kInputs = 16, kTokens = 2000;
+  json inputs = json::array();
+  for (int i = 0; i < kInputs; ++i) {
+    std::vector<int> toks(kTokens);
+    for (int k = 0; k < kTokens; ++k) toks[size_t(k)] = (7 * i + 13 * k) % 400 + 3;
+    inputs.push_back(toks);
+  }
+  std::atomic<double> posted{0}, answered{0};
+  std::atomic<int> status{0};
+  std::atomic<size_t> vectors{0};
+  std::vector<double> gaps;
+  const double t0 = now_ms();
+  std::atomic<int> chunks{0};
+  std::thread streamer([&] { stream_gaps(port, 2000, gaps, &chunks); });
+  while (chunks.load() < 20) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread embedder([&] {  // while the stream decodes
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    c.set_default_headers({{"Authorization", "Bearer " + kB}});
+    posted = now_ms();
+    auto r = c.Post("/v1/embeddings", json{{"input", inputs}}.dump(), "application/json");
+    answered = now_ms();
+    status = r ? r->status : -1;
+    if (r && r->status == 200) vectors = json::parse(r->body)["data"].size();
+  });
+  streamer.join();
+  const double stream_end = now_ms();
+  embedder.join();
+  server.stop();
+  const double max_gap = gaps.empty() ? 1e9 : *std::max_element(gaps.begin(), gaps.end());
+  std::printf(
+      "stream of 2,000 tokens beside %d x %d-token embeddings: longest gap %.0f ms, p99 %.2f ms "
+      "(%zu gaps); embeddings answered %.1f s after the post, the stream ended %.1f s after it, "
+      "%.1f s in all\n",
+      kInputs, kTokens, max_gap, p99(gaps), gaps.size(), (answered - posted) / 1000,
+      (stream_end - posted) / 1000, (now_ms() - t0) / 1000);
+  EXPECT_EQ(status.load(), 200);
+  EXPECT_EQ(vectors.load(), size_t(kInputs));
+  EXPECT_GT(stream_end, posted.load()) << "the stream ended before the embeddings were posted";
+  EXPECT_GT(gaps.size(), 1500u);
+  EXPECT_LT(max_gap, 1500.0) << "the embeddings held the stream";
 }

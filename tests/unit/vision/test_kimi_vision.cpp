@@ -92,6 +92,21 @@ TEST(KimiPreprocess, DownscalesOverTheTokenLimit) {
   EXPECT_FALSE(kimi_preprocess_image(picture(14 * 520, 28, 4), c).ok());
 }
 
+// The rows from the size alone are the preprocessing's merged tokens, and refuse what it refuses.
+TEST(KimiPreprocess, RowsFromTheSizeAloneAreThePreprocessings) {
+  KimiVisionConfig c = tiny_tower();
+  c.in_token_limit = 64;
+  for (const auto& [w, h] :
+       std::vector<std::pair<int, int>>{{61, 30}, {56, 84}, {100, 60}, {400, 90}}) {
+    auto p = kimi_preprocess_image(picture(w, h, 5), c);
+    auto rows = kimi_picture_rows(w, h, c);
+    ASSERT_TRUE(p.ok() && rows.ok()) << w << " x " << h;
+    EXPECT_EQ(*rows, p->n_patches() / (c.merge * c.merge)) << w << " x " << h;
+  }
+  c.in_token_limit = 1 << 20;
+  EXPECT_FALSE(kimi_picture_rows(14 * 520, 28, c).ok());
+}
+
 // The table as is at its own size; a constant table stays constant (the cubic weights sum to 1,
 // borders clamp); a resize to 2x agrees with the cubic kernel at the half-pixel offsets.
 TEST(KimiVision, PositionTableBicubicResize) {

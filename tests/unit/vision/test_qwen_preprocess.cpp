@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "media/image.h"
 #include "media/resize.h"
@@ -124,6 +125,24 @@ TEST(QwenPreprocess, FramesArePairedInTimeAndOddCountsRepeatTheLast) {
   for (int c = 0; c < 3; ++c)
     EXPECT_EQ(0, std::memcmp(one->values.data() + (c * 2) * pp,
                              one->values.data() + (c * 2 + 1) * pp, pp * sizeof(float)));
+}
+
+// The rows from the sizes alone are the rows the preprocessing gives (an image, a video of an odd
+// frame count, a picture over max_pixels, one under min_pixels), and refuse what it refuses.
+TEST(QwenPreprocess, RowsFromTheSizeAloneAreThePreprocessings) {
+  QwenImageOptions opt;
+  opt.max_pixels = 200 * 200;
+  for (const auto& [w, h, frames] : std::vector<std::tuple<int, int, int>>{
+           {140, 112, 1}, {61, 47, 3}, {500, 300, 1}, {30, 20, 2}, {90, 400, 5}}) {
+    std::vector<Image> pics(size_t(frames),
+                            Image{w, h, std::vector<uint8_t>(size_t(w) * h * 3, 77)});
+    auto p = qwen_preprocess_frames(pics, opt);
+    auto rows = qwen_picture_rows(w, h, frames, opt);
+    ASSERT_TRUE(p.ok() && rows.ok()) << w << " x " << h;
+    EXPECT_EQ(*rows, p->n_patches() / (opt.merge * opt.merge)) << w << " x " << h;
+  }
+  EXPECT_EQ(*qwen_picture_rows(4000, 4000, 1, QwenImageOptions{}), 16384);  // HF's max_pixels
+  EXPECT_FALSE(qwen_picture_rows(20000, 10, 1, opt).ok());                  // aspect over 200
 }
 
 TEST(QwenPreprocess, PatchOrderGroupsEachTwoByTwoBlock) {
