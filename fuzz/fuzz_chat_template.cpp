@@ -1,6 +1,8 @@
 // libFuzzer target: the Jinja chat-template interpreter. The input is template text: it is
 // lexed and parsed, and what parses is rendered over a small conversation with tools under
-// tight limits; llama.cpp-style detection runs on the same text.
+// tight limits; llama.cpp-style detection runs on the same text. Rendered again with the
+// messages and tools as literal values, the text is the same and its literal spans are sorted,
+// disjoint, non-empty and inside it (else the target traps).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -25,6 +27,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.limits.max_steps = 50'000;
   o.limits.max_output_bytes = 1 << 20;
   o.limits.max_call_depth = 32;
-  (void)t->render(messages, o);
+  const auto plain = t->render(messages, o);
+  o.literal = [](std::string_view s) { return kamera::jinja::all_or_none(s.size(), true); };
+  const auto marked = t->render_text(messages, o);
+  if (plain.ok() != marked.ok()) __builtin_trap();
+  if (!marked.ok()) return 0;
+  if (marked->str != *plain) __builtin_trap();
+  size_t end = 0;
+  for (const kamera::jinja::Span& sp : marked->literal) {
+    if (sp.begin >= sp.end || sp.end > marked->str.size() || (end > 0 && sp.begin <= end))
+      __builtin_trap();
+    end = sp.end;
+  }
   return 0;
 }

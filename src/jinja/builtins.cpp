@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <unordered_map>
 
+#include "jinja/literal_text.h"
 #include "jinja/strings.h"
 
 namespace kamera::jinja {
@@ -118,9 +119,10 @@ Result<Value> tojson(const Value& v, CallArgs& a) {
     st.key_sep = sep->array_ref()[1].as_string();
   }
   st.sort_keys = p.flag(3);
-  KAMERA_ASSIGN_OR_RETURN(std::string s, to_json(v, st));
-  if (p.flag(0)) s = ascii_escape(s);
-  return Value::string(std::move(s));
+  KAMERA_ASSIGN_OR_RETURN(Text t, to_json_text(v, st));
+  Value out = Value::text(std::move(t));
+  if (p.flag(0)) return like_whole(out, ascii_escape(out.as_string()));
+  return out;
 }
 
 Result<Value> join(const Value& v, CallArgs& a) {
@@ -129,14 +131,14 @@ Result<Value> join(const Value& v, CallArgs& a) {
   KAMERA_ASSIGN_OR_RETURN(std::string sep, p.str(0));
   KAMERA_ASSIGN_OR_RETURN(std::string attr, p.str(1));
   KAMERA_ASSIGN_OR_RETURN(Array items, elements(v, "join"));
-  std::string out;
+  const Spans& sep_lit = p.get(0) && p.get(0)->is_string() ? p.get(0)->literal() : Spans();
+  Text out;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    KAMERA_ASSIGN_OR_RETURN(std::string s,
-                            to_str(attr.empty() ? items[i] : attribute(items[i], attr)));
-    out += s;
+    if (i) out.append(sep, sep_lit);
+    KAMERA_ASSIGN_OR_RETURN(Text s, to_text(attr.empty() ? items[i] : attribute(items[i], attr)));
+    out.append(s);
   }
-  return Value::string(std::move(out));
+  return Value::text(std::move(out));
 }
 
 Result<Value> to_int(const Value& v, CallArgs& a) {
@@ -210,9 +212,8 @@ Result<Value> items_filter(const Value& v) {
   if (v.is_undefined()) return Value::array();
   if (!v.is_object()) return bad("items: '{}' is not a mapping", v.type_name());
   Array out;
-  for (const auto& [k, x] : v.object_ref().items) {
-    out.push_back(Value::tuple({Value::string(k), x}));
-  }
+  const Object& o = v.object_ref();
+  for (const auto& [k, x] : o.items) out.push_back(Value::tuple({o.key(k), x}));
   return Value::array(std::move(out));
 }
 
@@ -327,28 +328,27 @@ Result<Value> sum_filter(const Value& v, CallArgs& a) {
 Result<Value> indent(const Value& v, CallArgs& a) {
   Params p(a, "indent", {"width", "first", "blank"});
   KAMERA_TRY(p.check());
-  std::string pad;
+  Text pad;
   if (const Value* w = p.get(0); w && w->is_string()) {
-    pad = w->as_string();
+    pad = Text{w->as_string(), w->literal()};
   } else {
     KAMERA_ASSIGN_OR_RETURN(int64_t width, p.integer(0, 4));
-    pad.assign(size_t(std::clamp<int64_t>(width, 0, 256)), ' ');
+    pad.str.assign(size_t(std::clamp<int64_t>(width, 0, 256)), ' ');
   }
-  KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
-  std::string out;
+  KAMERA_ASSIGN_OR_RETURN(Text s, to_text(v));
+  Text out;
   size_t start = 0;
   bool first_line = true;
-  while (start <= s.size()) {
-    const size_t nl = std::min(s.find('\n', start), s.size());
-    const std::string_view line(s.data() + start, nl - start);
-    const bool pad_it = first_line ? p.flag(1) : (p.flag(2) || !line.empty());
-    if (!first_line) out += '\n';
-    if (pad_it) out += pad;
-    out += line;
+  while (start <= s.str.size()) {
+    const size_t nl = std::min(s.str.find('\n', start), s.str.size());
+    const bool pad_it = first_line ? p.flag(1) : (p.flag(2) || nl > start);
+    if (!first_line) out.append(s.str, s.literal, start - 1, start);  // the line break
+    if (pad_it) out.append(pad);
+    out.append(s.str, s.literal, start, nl);
     first_line = false;
     start = nl + 1;
   }
-  return Value::string(std::move(out));
+  return Value::text(std::move(out));
 }
 
 // select/reject/selectattr/rejectattr: keep the items whose test (or truthiness) is `keep`.
@@ -416,18 +416,19 @@ Result<Value> map_filter(const Value& v, CallArgs& a, const BuiltinLimits& limit
 Result<Value> replace_filter(const Value& v, CallArgs& a) {
   Params p(a, "replace", {"old", "new", "count"});
   KAMERA_TRY(p.check());
-  KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
+  KAMERA_ASSIGN_OR_RETURN(Text s, to_text(v));
   KAMERA_ASSIGN_OR_RETURN(std::string from, p.str(0));
   KAMERA_ASSIGN_OR_RETURN(std::string to, p.str(1));
   KAMERA_ASSIGN_OR_RETURN(int64_t count, p.integer(2, -1));
-  return Value::string(python_replace(s, from, to, count));
+  const Value to_value = p.get(1) && p.get(1)->is_string() ? *p.get(1) : Value::string(to);
+  return replace_value(Value::text(std::move(s)), from, to_value, count);
 }
 
 Result<Value> reverse(const Value& v) {
   if (v.is_string()) {
     std::u32string s = utf8_decode(v.as_string());
     std::reverse(s.begin(), s.end());
-    return Value::string(utf8_encode(s));
+    return like_whole(v, utf8_encode(s));
   }
   KAMERA_ASSIGN_OR_RETURN(Array items, elements(v, "reverse"));
   std::reverse(items.begin(), items.end());
@@ -442,20 +443,22 @@ Result<Value> first_last(const Value& v, bool last) {
 }
 
 Result<Value> string_filter(std::string_view name, const Value& v, CallArgs& a) {
-  KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
+  KAMERA_ASSIGN_OR_RETURN(Text text, to_text(v));
+  const Value s = Value::text(std::move(text));
+  const std::string& str = s.as_string();
   if (name == "trim") {
     Params p(a, "trim", {"chars"});
     KAMERA_TRY(p.check());
     KAMERA_ASSIGN_OR_RETURN(std::string chars, p.str(0));
-    return Value::string(python_strip(s, p.get(0) && !p.get(0)->is_none() ? &chars : nullptr));
+    return strip_value(s, p.get(0) && !p.get(0)->is_none() ? &chars : nullptr, true, true);
   }
   if (!a.pos.empty() || !a.kw.empty()) return bad("{}() takes no arguments", name);
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
-  if (name == "capitalize") return Value::string(python_capitalize(s));
-  if (name == "title") return Value::string(jinja_title(s));
-  if (name == "escape" || name == "e") return Value::string(html_escape(s));
-  return Value::string(std::move(s));  // string, safe
+  if (name == "upper") return same_shape(s, ascii_upper(str));
+  if (name == "lower") return same_shape(s, ascii_lower(str));
+  if (name == "capitalize") return same_shape(s, python_capitalize(str));
+  if (name == "title") return same_shape(s, jinja_title(str));
+  if (name == "escape" || name == "e") return html_escape_value(s);
+  return s;  // string, safe
 }
 
 using FilterImpl = Result<Value> (*)(const Value&, CallArgs&, const BuiltinLimits&);
@@ -531,6 +534,14 @@ bool is_string_filter(std::string_view name) {
 
 }  // namespace
 
+Value keep_literal(Value result, const Value& input, const CallArgs& args) {
+  if (!result.is_string() || result.as_string().empty() || result.any_literal()) return result;
+  bool any = input.any_literal();
+  for (const Value& x : args.pos) any = any || x.any_literal();
+  for (const auto& kv : args.kw) any = any || kv.second.any_literal();
+  return any ? Value::literal_string(result.as_string()) : result;
+}
+
 bool is_filter(std::string_view name) {
   return is_string_filter(name) || filters().count(name) > 0;
 }
@@ -546,6 +557,7 @@ Result<Value> apply_filter(std::string_view name, const Value& input, CallArgs& 
     return make_error(ErrorCode::Unsupported, "unknown filter '{}'", name);
   }
   if (!r.ok()) return with_context(r.error(), fmt::format("filter '{}'", name));
+  r = keep_literal(std::move(*r), input, args);
   const Value& v = *r;
   const size_t size = v.is_string()  ? v.as_string().size()
                       : v.is_array() ? v.array_ref().size()

@@ -35,6 +35,11 @@ std::optional<Value> method(const Value& receiver, std::string_view name,
 // The globals every template sees. `now` is the time strftime_now formats.
 Object make_globals(const BuiltinLimits& limits, std::time_t now);
 
+// The safety net under every filter and method: a string built from a string input or argument
+// that had literal bytes, when the builtin reported none of its own, is literal as a whole (a
+// builtin that copies bytes traces them itself; one that does not must not launder them).
+Value keep_literal(Value result, const Value& input, const CallArgs& args);
+
 // The error raise_exception produces, recognized by the evaluator (it keeps the message as is).
 inline constexpr std::string_view kRaisedPrefix = "template raised an exception: ";
 

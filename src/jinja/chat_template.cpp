@@ -55,14 +55,14 @@ bool has(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
-jinja::Value message_value(const ChatMessage& m) {
+jinja::Value message_value(const ChatMessage& m, const jinja::LiteralSpans* literal) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["role"] = m.role;
   j["content"] = m.content;
   if (m.fields.is_object()) {
     for (const auto& [k, v] : m.fields.items()) j[k] = v;
   }
-  return jinja::from_json(j);
+  return jinja::from_json(j, literal);
 }
 
 }  // namespace
@@ -168,25 +168,38 @@ Result<ChatTemplate> ChatTemplate::from_arg(std::string_view name_or_path) {
 
 Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
                                          const ChatRenderOptions& options) const {
+  KAMERA_ASSIGN_OR_RETURN(jinja::Text t, render_text(messages, options));
+  return std::move(t.str);
+}
+
+Result<jinja::Text> ChatTemplate::render_text(std::span<const ChatMessage> messages,
+                                              const ChatRenderOptions& options) const {
+  const jinja::LiteralSpans* literal = options.literal ? &options.literal : nullptr;
   jinja::Array values;
-  for (const ChatMessage& m : messages) values.push_back(message_value(m));
+  for (const ChatMessage& m : messages) values.push_back(message_value(m, literal));
   jinja::Object ctx;
   ctx.set("messages", jinja::Value::array(std::move(values)));
   ctx.set("add_generation_prompt", jinja::Value::boolean(options.add_generation_prompt));
   ctx.set("bos_token", jinja::Value::string(options.bos_token));
   ctx.set("eos_token", jinja::Value::string(options.eos_token));
-  ctx.set("tools",
-          options.tools.is_null() ? jinja::Value::none() : jinja::from_json(options.tools));
+  ctx.set("tools", options.tools.is_null() ? jinja::Value::none()
+                                           : jinja::from_json(options.tools, literal));
   ctx.set("documents", jinja::Value::none());
   if (options.extra.is_object()) {
     for (const auto& [k, v] : options.extra.items()) ctx.set(k, jinja::from_json(v));
   }
   const std::time_t now = options.now != 0 ? options.now : std::time(nullptr);
-  return tmpl_->render(ctx, options.limits, now);
+  return tmpl_->render_text(ctx, options.limits, now);
 }
 
 Result<std::string> ChatTemplate::render_json(const nlohmann::ordered_json& messages,
                                               const ChatRenderOptions& options) const {
+  KAMERA_ASSIGN_OR_RETURN(jinja::Text t, render_json_text(messages, options));
+  return std::move(t.str);
+}
+
+Result<jinja::Text> ChatTemplate::render_json_text(const nlohmann::ordered_json& messages,
+                                                   const ChatRenderOptions& options) const {
   if (!messages.is_array()) {
     return make_error(ErrorCode::InvalidArgument, "chat messages must be a JSON list, got {}",
                       messages.type_name());
@@ -210,7 +223,7 @@ Result<std::string> ChatTemplate::render_json(const nlohmann::ordered_json& mess
     }
     list.push_back(std::move(cm));
   }
-  return render(list, options);
+  return render_text(list, options);
 }
 
 }  // namespace kamera

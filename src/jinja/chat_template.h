@@ -49,6 +49,10 @@ struct ChatRenderOptions {
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   jinja::RenderLimits limits;
   std::time_t now = 0;  // strftime_now's time; 0 is the current time
+  // When set, the messages and tools are a client's: each of their strings has the literal bytes
+  // this returns (and every key is literal), which render_text reports wherever the template
+  // puts them, however it transforms them (jinja/value.h). Null: all of it is trusted.
+  jinja::LiteralSpans literal;
 };
 
 class ChatTemplate {
@@ -72,9 +76,15 @@ class ChatTemplate {
 
   Result<std::string> render(std::span<const ChatMessage> messages,
                              const ChatRenderOptions& options) const;
+  Result<jinja::Text> render_text(std::span<const ChatMessage> messages,
+                                  const ChatRenderOptions& options) const;
   // The same from an OpenAI-style JSON list of message objects (kept as they are).
   Result<std::string> render_json(const nlohmann::ordered_json& messages,
                                   const ChatRenderOptions& options) const;
+  // render_json with the spans of the text that print the literal bytes of the messages and
+  // tools (options.literal); the rest is the template's own text.
+  Result<jinja::Text> render_json_text(const nlohmann::ordered_json& messages,
+                                       const ChatRenderOptions& options) const;
 
   // "chatml", ... for a built-in; the origin for other sources.
   const std::string& name() const { return name_; }

@@ -24,9 +24,9 @@ class Evaluator {
     for (auto& [k, v] : make_globals(blimits_, now).items) set_in(frames_[0], k, v);
   }
 
-  Result<std::string> run(const Body& body, const Object& context) {
+  Result<Text> run(const Body& body, const Object& context) {
     for (const auto& [k, v] : context.items) set_in(frames_[0], k, v);
-    std::string out;
+    Text out;
     out_ = &out;
     KAMERA_ASSIGN_OR_RETURN(Flow f, exec_body(body));
     (void)f;
@@ -111,7 +111,7 @@ class Evaluator {
         break;
       case StmtKind::Output: {
         KAMERA_ASSIGN_OR_RETURN(Value v, eval(*s.exprs[0]));
-        auto text = to_str(v);
+        auto text = to_text(v);
         if (!text.ok()) return located(s.line, s.col, text.error());
         KAMERA_TRY(write(*text, s.line, s.col));
         break;
@@ -133,8 +133,8 @@ class Evaluator {
         KAMERA_TRY(exec_set(s));
         break;
       case StmtKind::SetBlock: {
-        KAMERA_ASSIGN_OR_RETURN(std::string text, capture(s.bodies[0]));
-        assign(s.targets[0], Value::string(std::move(text)));
+        KAMERA_ASSIGN_OR_RETURN(Text text, capture(s.bodies[0]));
+        assign(s.targets[0], Value::text(std::move(text)));
         break;
       }
       case StmtKind::Macro:
@@ -150,15 +150,19 @@ class Evaluator {
     return Flow::Normal;
   }
 
-  Status write(const std::string& text, int line, int col) {
+  Status write(const Text& text, int line, int col) {
     out_->append(text);
-    return check_size(out_->size(), line, col);
+    return check_size(out_->str.size(), line, col);
+  }
+  Status write(std::string_view own, int line, int col) {  // the template's own text
+    out_->append(own);
+    return check_size(out_->str.size(), line, col);
   }
 
   // Runs `body` into a string of its own (set blocks, macro calls).
-  Result<std::string> capture(const Body& body) {
-    std::string buf;
-    std::string* saved = out_;
+  Result<Text> capture(const Body& body) {
+    Text buf;
+    Text* saved = out_;
     out_ = &buf;
     auto r = exec_body(body);
     out_ = saved;
@@ -313,8 +317,8 @@ class Evaluator {
         }
         assign(s.params[i], std::move(v));
       }
-      KAMERA_ASSIGN_OR_RETURN(std::string text, capture(s.bodies[0]));
-      return Value::string(std::move(text));
+      KAMERA_ASSIGN_OR_RETURN(Text text, capture(s.bodies[0]));
+      return Value::text(std::move(text));
     }();
     frames_.pop_back();
     --depth_;
@@ -400,6 +404,7 @@ class Evaluator {
       if (!k.is_string()) {
         return fail(e.line, e.col, "dict keys must be strings, not {}", k.type_name());
       }
+      o.literal_keys = o.literal_keys || k.any_literal();  // then every key of it is
       o.set(k.as_string(), std::move(v));
     }
     return Value::object(std::move(o));
@@ -433,11 +438,10 @@ class Evaluator {
       if (i < 0 || i >= n) return Value::undefined("list index out of range");
       return a[size_t(i)];
     }
-    const std::u32string s = utf8_decode(obj.as_string());
-    const int64_t n = int64_t(s.size());
+    const int64_t n = int64_t(utf8_decode(obj.as_string()).size());
     if (i < 0) i += n;
     if (i < 0 || i >= n) return Value::undefined("string index out of range");
-    return Value::string(utf8_encode(s.substr(size_t(i), 1)));
+    return code_points(obj, {size_t(i)});
   }
 
   Result<Value> eval_attr(const Expr& e) {
@@ -481,16 +485,16 @@ class Evaluator {
     };
     const int64_t start = clamp(b[0], step > 0 ? 0 : n - 1);
     const int64_t stop = clamp(b[1], step > 0 ? n : -1);
-    std::u32string s;
+    std::vector<size_t> picked;
     Array a;
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
       if (is_str) {
-        s += chars[size_t(i)];
+        picked.push_back(size_t(i));
       } else {
         a.push_back(obj.array_ref()[size_t(i)]);
       }
     }
-    return is_str ? Value::string(utf8_encode(s)) : Value::array(std::move(a));
+    return is_str ? code_points(obj, picked) : Value::array(std::move(a));
   }
 
   Result<CallArgs> eval_args(const Expr& e, size_t first) {
@@ -607,7 +611,7 @@ class Evaluator {
   BuiltinLimits blimits_;
   std::vector<Frame> frames_;
   size_t barrier_ = 1;  // frames below it, except the globals at 0, belong to macro callers
-  std::string* out_ = nullptr;
+  Text* out_ = nullptr;
   uint64_t steps_ = 0;
   int depth_ = 0;
 };
@@ -616,17 +620,20 @@ Result<Value> Evaluator::eval_binary(const Expr& e) {
   KAMERA_ASSIGN_OR_RETURN(Value l, eval(*e.args[0]));
   KAMERA_ASSIGN_OR_RETURN(Value r, eval(*e.args[1]));
   if (e.name == "~") {
-    KAMERA_ASSIGN_OR_RETURN(std::string a, to_str(l));
-    KAMERA_ASSIGN_OR_RETURN(std::string b, to_str(r));
-    KAMERA_TRY(check_size(a.size() + b.size(), e.line, e.col));
-    return Value::string(a + b);
+    KAMERA_ASSIGN_OR_RETURN(Text a, to_text(l));
+    KAMERA_ASSIGN_OR_RETURN(Text b, to_text(r));
+    KAMERA_TRY(check_size(a.str.size() + b.str.size(), e.line, e.col));
+    a.append(b);
+    return Value::text(std::move(a));
   }
   for (const Value* v : {&l, &r}) {
     if (v->is_undefined()) return located(e.line, e.col, undefined_error(*v));
   }
   if (e.name == "+" && l.is_string() && r.is_string()) {
     KAMERA_TRY(check_size(l.as_string().size() + r.as_string().size(), e.line, e.col));
-    return Value::string(l.as_string() + r.as_string());
+    Text t{l.as_string(), l.literal()};
+    t.append(r.as_string(), r.literal());
+    return Value::text(std::move(t));
   }
   if (e.name == "+" && l.is_array() && r.is_array()) {
     Array a = l.array_ref();
@@ -655,10 +662,10 @@ Result<Value> Evaluator::repeat(const Expr& e, const Value& seq, int64_t times) 
     return check_size(limits_.max_output_bytes + 1, e.line, e.col).error();
   }
   if (seq.is_string()) {
-    std::string s;
-    s.reserve(unit * size_t(times));
-    for (int64_t i = 0; i < times; ++i) s += seq.as_string();
-    return Value::string(std::move(s));
+    Text t;
+    t.str.reserve(unit * size_t(times));
+    for (int64_t i = 0; i < times; ++i) t.append(seq.as_string(), seq.literal());
+    return Value::text(std::move(t));
   }
   Array a;
   for (int64_t i = 0; i < times; ++i) {
@@ -719,8 +726,8 @@ Result<Value> Evaluator::arithmetic(const Expr& e, const Value& l, const Value& 
 
 }  // namespace
 
-Result<std::string> evaluate(const Body& body, const Object& context, std::string_view name,
-                             const RenderLimits& limits, std::time_t now) {
+Result<Text> evaluate(const Body& body, const Object& context, std::string_view name,
+                      const RenderLimits& limits, std::time_t now) {
   Evaluator ev(name, limits, now);
   return ev.run(body, context);
 }

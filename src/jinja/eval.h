@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "jinja/ast.h"
+#include "jinja/value.h"
 
 namespace kamera::jinja {
 
@@ -27,8 +28,9 @@ struct RenderLimits {
 };
 
 // Renders `body` with `context` (messages, add_generation_prompt, ...) on top of the built-in
-// globals. Errors name "<name>:LINE:COL" of the expression or statement that failed.
-Result<std::string> evaluate(const Body& body, const Object& context, std::string_view name,
-                             const RenderLimits& limits, std::time_t now);
+// globals: the text, with the spans of it that print literal bytes of the context's values
+// (value.h). Errors name "<name>:LINE:COL" of the expression or statement that failed.
+Result<Text> evaluate(const Body& body, const Object& context, std::string_view name,
+                      const RenderLimits& limits, std::time_t now);
 
 }  // namespace kamera::jinja

@@ -16,6 +16,12 @@ Result<Template> Template::parse(std::string_view source, std::string name,
 
 Result<std::string> Template::render(const Object& context, const RenderLimits& limits,
                                      std::time_t now) const {
+  KAMERA_ASSIGN_OR_RETURN(Text t, render_text(context, limits, now));
+  return std::move(t.str);
+}
+
+Result<Text> Template::render_text(const Object& context, const RenderLimits& limits,
+                                   std::time_t now) const {
   KAMERA_ASSERT(body_ != nullptr);
   return evaluate(*body_, context, name_, limits, now);
 }

@@ -60,6 +60,9 @@ class Template {
   // Renders with `context` (name -> value) over the globals. `now` is what strftime_now formats.
   Result<std::string> render(const Object& context, const RenderLimits& limits = {},
                              std::time_t now = std::time(nullptr)) const;
+  // The same with the spans of the text that print literal bytes of the context (value.h).
+  Result<Text> render_text(const Object& context, const RenderLimits& limits = {},
+                           std::time_t now = std::time(nullptr)) const;
 
   const std::string& name() const { return name_; }
 

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "jinja/builtins.h"
+#include "jinja/literal_text.h"
 #include "jinja/strings.h"
 
 namespace kamera::jinja {
@@ -38,12 +39,6 @@ Result<int64_t> opt_int(const CallArgs& a, size_t i, int64_t def, std::string_vi
     return bad("{}() argument must be an integer, not {}", name, a.pos[i].type_name());
   }
   return a.pos[i].as_int();
-}
-
-Value strings(std::vector<std::string> parts) {
-  Array out;
-  for (auto& p : parts) out.push_back(Value::string(std::move(p)));
-  return Value::array(std::move(out));
 }
 
 // startswith/endswith with a string or a tuple (list) of strings.
@@ -81,22 +76,23 @@ Result<Value> char_class(const std::string& s, std::string_view name) {
 }
 
 // find, rfind, count and join.
-Result<Value> search_or_join(const std::string& s, std::string_view name, CallArgs& a,
+Result<Value> search_or_join(const Value& recv, std::string_view name, CallArgs& a,
                              const BuiltinLimits& limits) {
   KAMERA_TRY(arity(a, name, 1, 1));
+  const std::string& s = recv.as_string();
   if (name == "join") {
     if (!a.pos[0].is_array()) return bad("join() needs a list");
-    std::string out;
+    Text out;
     const Array& items = a.pos[0].array_ref();
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) {
         return bad("join(): sequence item {} is {}, not str", i, items[i].type_name());
       }
-      if (i) out += s;
-      out += items[i].as_string();
-      if (out.size() > limits.max_string_bytes) return bad("join() result is over the limit");
+      if (i) out.append(s, recv.literal());
+      out.append(items[i].as_string(), items[i].literal());
+      if (out.str.size() > limits.max_string_bytes) return bad("join() result is over the limit");
     }
-    return Value::string(std::move(out));
+    return Value::text(std::move(out));
   }
   if (!a.pos[0].is_string()) return bad("{}() needs a str", name);
   const std::string& x = a.pos[0].as_string();
@@ -109,43 +105,44 @@ Result<Value> search_or_join(const std::string& s, std::string_view name, CallAr
   return Value::integer(int64_t(utf8_decode(std::string_view(s).substr(0, at)).size()));
 }
 
-Result<Value> string_method(const std::string& s, std::string_view name, CallArgs& a,
+Result<Value> string_method(const Value& recv, std::string_view name, CallArgs& a,
                             const BuiltinLimits& limits) {
+  const std::string& s = recv.as_string();
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     KAMERA_TRY(arity(a, name, 0, 1));
     KAMERA_ASSIGN_OR_RETURN(const std::string* chars, opt_str(a, 0, name));
-    return Value::string(python_strip(s, chars, name != "rstrip", name != "lstrip"));
+    return strip_value(recv, chars, name != "rstrip", name != "lstrip");
   }
   if (name == "split" || name == "rsplit") {
     KAMERA_TRY(arity(a, name, 0, 2));
     KAMERA_ASSIGN_OR_RETURN(const std::string* sep, opt_str(a, 0, name));
     if (sep && sep->empty()) return bad("{}(): empty separator", name);
     KAMERA_ASSIGN_OR_RETURN(int64_t maxsplit, opt_int(a, 1, -1, name));
-    return strings(name == "split" ? python_split(s, sep, maxsplit)
-                                   : python_rsplit(s, sep, maxsplit));
+    return split_value(recv, sep, maxsplit, name == "rsplit");
   }
   if (name == "splitlines") {
     KAMERA_TRY(arity(a, name, 0, 1));
-    return strings(python_splitlines(s, !a.pos.empty() && a.pos[0].truthy()));
+    return splitlines_value(recv, !a.pos.empty() && a.pos[0].truthy());
   }
   if (name == "startswith" || name == "endswith") return affix(s, a, name == "startswith");
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     KAMERA_TRY(arity(a, name, 0, 0));
-    return Value::string(name == "upper"   ? ascii_upper(s)
-                         : name == "lower" ? ascii_lower(s)
-                         : name == "title" ? python_title(s)
-                                           : python_capitalize(s));
+    return same_shape(recv, name == "upper"   ? ascii_upper(s)
+                            : name == "lower" ? ascii_lower(s)
+                            : name == "title" ? python_title(s)
+                                              : python_capitalize(s));
   }
   if (name == "replace") {
     KAMERA_TRY(arity(a, name, 2, 3));
     if (!a.pos[0].is_string() || !a.pos[1].is_string()) return bad("replace() needs two str");
     KAMERA_ASSIGN_OR_RETURN(int64_t count, opt_int(a, 2, -1, name));
-    std::string r = python_replace(s, a.pos[0].as_string(), a.pos[1].as_string(), count);
-    if (r.size() > limits.max_string_bytes) return bad("replace() result is over the limit");
-    return Value::string(std::move(r));
+    Value r = replace_value(recv, a.pos[0].as_string(), a.pos[1], count);
+    if (r.as_string().size() > limits.max_string_bytes)
+      return bad("replace() result is over the limit");
+    return r;
   }
   if (name == "find" || name == "rfind" || name == "count" || name == "join") {
-    return search_or_join(s, name, a, limits);
+    return search_or_join(recv, name, a, limits);
   }
   KAMERA_TRY(arity(a, name, 0, 0));
   return char_class(s, name);
@@ -173,11 +170,11 @@ Result<Value> dict_method(const Value& d, std::string_view name, CallArgs& a) {
   Array out;
   for (const auto& [k, v] : o.items) {
     if (name == "keys") {
-      out.push_back(Value::string(k));
+      out.push_back(o.key(k));
     } else if (name == "values") {
       out.push_back(v);
     } else {
-      out.push_back(Value::tuple({Value::string(k), v}));
+      out.push_back(Value::tuple({o.key(k), v}));
     }
   }
   return Value::array(std::move(out));
@@ -189,8 +186,9 @@ std::optional<Value> method(const Value& receiver, std::string_view name,
                             const BuiltinLimits& limits) {
   const std::string n(name);
   if (receiver.is_string() && is_string_method(name)) {
-    return Value::callable(n, [receiver, n, limits](CallArgs& a) {
-      return string_method(receiver.as_string(), n, a, limits);
+    return Value::callable(n, [receiver, n, limits](CallArgs& a) -> Result<Value> {
+      KAMERA_ASSIGN_OR_RETURN(Value r, string_method(receiver, n, a, limits));
+      return keep_literal(std::move(r), receiver, a);
     });
   }
   if (receiver.is_object() && !receiver.object_ref().is_namespace &&

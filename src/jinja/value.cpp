@@ -20,174 +20,174 @@ Error too_big() {
   return make_error(ErrorCode::InvalidArgument, "value prints to more than {} bytes", kMaxText);
 }
 
-void append_repr_string(std::string& out, const std::string& s) {
+// Appends `s` byte by byte as `escape` prints each byte (into buf, returning the length): the
+// print of a literal byte (in `lit`) is literal.
+template <class F>
+void append_escaped(Text& out, const std::string& s, const Spans& lit, F escape) {
+  char buf[8];
+  size_t k = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    while (k < lit.size() && lit[k].end <= i) ++k;
+    const bool literal = k < lit.size() && lit[k].begin <= i;
+    out.append(std::string_view(buf, escape(static_cast<unsigned char>(s[i]), buf)), literal);
+  }
+}
+
+void append_repr_string(Text& out, const std::string& s, const Spans& lit) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char q = (has_single && !has_double) ? '"' : '\'';
-  out += q;
-  for (unsigned char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == q) {
-      out += '\\';
-      out += char(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += char(c);
+  out.append(std::string_view(&q, 1));
+  append_escaped(out, s, lit, [q](unsigned char c, char* buf) -> size_t {
+    if (c == '\\' || c == q) {
+      buf[0] = '\\';
+      buf[1] = char(c);
+      return 2;
     }
-  }
-  out += q;
+    if (c == '\n' || c == '\r' || c == '\t') {
+      buf[0] = '\\';
+      buf[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+      return 2;
+    }
+    if (c < 0x20 || c == 0x7f) return size_t(std::snprintf(buf, 8, "\\x%02x", c));
+    buf[0] = char(c);
+    return 1;
+  });
+  out.append(std::string_view(&q, 1));
 }
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
+void append_json_string(Text& out, const std::string& s, const Spans& lit) {
+  out.append("\"");
+  append_escaped(out, s, lit, [](unsigned char c, char* buf) -> size_t {
+    const char* esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                                  : nullptr;
+    if (esc) {
+      buf[0] = esc[0];
+      buf[1] = esc[1];
+      return 2;
     }
-  }
-  out += '"';
+    if (c < 0x20) return size_t(std::snprintf(buf, 8, "\\u%04x", c));
+    buf[0] = char(c);
+    return 1;
+  });
+  out.append("\"");
 }
 
-Status append_repr(std::string& out, const Value& v, int depth) {
+// A key of `o` as its literal spans say (all of it or none).
+Spans key_spans(const Object& o, const std::string& k) {
+  return all_or_none(k.size(), o.literal_keys);
+}
+
+Status append_repr(Text& out, const Value& v, int depth) {
   if (depth > kMaxDepth) return too_deep();
-  if (out.size() > kMaxText) return too_big();
+  if (out.str.size() > kMaxText) return too_big();
   if (v.is_string()) {
-    append_repr_string(out, v.as_string());
+    append_repr_string(out, v.as_string(), v.literal());
     return Status::Ok();
   }
   if (v.is_array()) {
     const Array& a = v.array_ref();
-    out += v.is_tuple() ? '(' : '[';
+    out.append(v.is_tuple() ? "(" : "[");
     for (size_t i = 0; i < a.size(); ++i) {
-      if (i) out += ", ";
+      if (i) out.append(", ");
       KAMERA_TRY(append_repr(out, a[i], depth + 1));
     }
-    if (v.is_tuple() && a.size() == 1) out += ',';
-    out += v.is_tuple() ? ')' : ']';
+    if (v.is_tuple() && a.size() == 1) out.append(",");
+    out.append(v.is_tuple() ? ")" : "]");
     return Status::Ok();
   }
   if (v.is_object()) {
-    out += '{';
+    out.append("{");
     bool first = true;
-    for (const auto& [k, e] : v.object_ref().items) {
-      if (!first) out += ", ";
+    const Object& o = v.object_ref();
+    for (const auto& [k, e] : o.items) {
+      if (!first) out.append(", ");
       first = false;
-      append_repr_string(out, k);
-      out += ": ";
+      append_repr_string(out, k, key_spans(o, k));
+      out.append(": ");
       KAMERA_TRY(append_repr(out, e, depth + 1));
     }
-    out += '}';
+    out.append("}");
     return Status::Ok();
   }
   KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
-  out += s;
+  out.append(s);
   return Status::Ok();
 }
 
-void json_newline(std::string& out, const JsonStyle& st, int level) {
-  out += '\n';
-  out.append(size_t(st.indent) * size_t(level), ' ');
+void json_newline(Text& out, const JsonStyle& st, int level) {
+  out.append("\n");
+  out.append(std::string(size_t(st.indent) * size_t(level), ' '));
 }
 
-Status append_json(std::string& out, const Value& v, const JsonStyle& st, int depth) {
+Status append_json(Text& out, const Value& v, const JsonStyle& st, int depth) {
   if (depth > kMaxDepth) return too_deep();
-  if (out.size() > kMaxText) return too_big();
+  if (out.str.size() > kMaxText) return too_big();
   const bool pretty = st.indent >= 0;
   switch (v.kind()) {
     case Value::Kind::None:
-      out += "null";
+      out.append("null");
       return Status::Ok();
     case Value::Kind::Bool:
-      out += v.as_bool() ? "true" : "false";
+      out.append(v.as_bool() ? "true" : "false");
       return Status::Ok();
     case Value::Kind::Int:
-      out += std::to_string(v.as_int());
+      out.append(std::to_string(v.as_int()));
       return Status::Ok();
     case Value::Kind::Float: {
       const double d = v.as_double();
-      out += std::isnan(d)   ? "NaN"
-             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
-                             : python_float_repr(d);
+      out.append(std::isnan(d)   ? "NaN"
+                 : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                                 : python_float_repr(d));
       return Status::Ok();
     }
     case Value::Kind::String:
-      append_json_string(out, v.as_string());
+      append_json_string(out, v.as_string(), v.literal());
       return Status::Ok();
     case Value::Kind::Array: {
       const Array& a = v.array_ref();
       if (a.empty()) {
-        out += "[]";
+        out.append("[]");
         return Status::Ok();
       }
-      out += '[';
+      out.append("[");
       for (size_t i = 0; i < a.size(); ++i) {
-        if (i) out += st.item_sep;
+        if (i) out.append(st.item_sep);
         if (pretty) json_newline(out, st, depth + 1);
         KAMERA_TRY(append_json(out, a[i], st, depth + 1));
       }
       if (pretty) json_newline(out, st, depth);
-      out += ']';
+      out.append("]");
       return Status::Ok();
     }
     case Value::Kind::Object: {
+      const Object& o = v.object_ref();
       std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.object_ref().items) items.push_back(&kv);
+      for (const auto& kv : o.items) items.push_back(&kv);
       if (st.sort_keys) {
         std::stable_sort(items.begin(), items.end(),
                          [](const auto* a, const auto* b) { return a->first < b->first; });
       }
       if (items.empty()) {
-        out += "{}";
+        out.append("{}");
         return Status::Ok();
       }
-      out += '{';
+      out.append("{");
       for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += st.item_sep;
+        if (i) out.append(st.item_sep);
         if (pretty) json_newline(out, st, depth + 1);
-        append_json_string(out, items[i]->first);
-        out += st.key_sep;
+        append_json_string(out, items[i]->first, key_spans(o, items[i]->first));
+        out.append(st.key_sep);
         KAMERA_TRY(append_json(out, items[i]->second, st, depth + 1));
       }
       if (pretty) json_newline(out, st, depth);
-      out += '}';
+      out.append("}");
       return Status::Ok();
     }
     case Value::Kind::Undefined:
@@ -198,7 +198,144 @@ Status append_json(std::string& out, const Value& v, const JsonStyle& st, int de
                     v.is_undefined() ? "Undefined" : v.type_name());
 }
 
+// One code point of a string as utf8_decode reads it: bytes [at, at + size) (an invalid byte is
+// one piece, read as U+FFFD).
+struct Utf8Piece {
+  size_t at = 0, size = 0;
+  char32_t cp = 0;
+};
+
+std::vector<Utf8Piece> utf8_pieces(std::string_view s) {
+  std::vector<Utf8Piece> out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = s[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    bool ok = len > 0 && i + size_t(len) <= s.size();
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char d = s[i + size_t(k)];
+      ok = (d & 0xc0) == 0x80;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if (!ok) {
+      out.push_back({i, 1, char32_t(0xfffd)});
+      ++i;
+      continue;
+    }
+    out.push_back({i, size_t(len), cp});
+    i += size_t(len);
+  }
+  return out;
+}
+
+// Appends the code point of piece p of src: its own bytes with their spans when they are what
+// utf8_encode writes for it, else that encoding, literal if any of the bytes was.
+void append_piece(Text& out, const Value& src, const Utf8Piece& p) {
+  const std::string& s = src.as_string();
+  const std::string enc = utf8_encode(std::u32string(1, p.cp));
+  if (s.compare(p.at, p.size, enc) == 0) {
+    out.append(s, src.literal(), p.at, p.at + p.size);
+    return;
+  }
+  bool any = false;
+  for (size_t b = p.at; b < p.at + p.size; ++b) any = any || in_spans(src.literal(), b);
+  out.append(enc, any);
+}
+
+Value piece_value(const Value& src, const Utf8Piece& p) {
+  Text t;
+  append_piece(t, src, p);
+  return Value::text(std::move(t));
+}
+
 }  // namespace
+
+void Text::append(std::string_view s, bool is_literal) {
+  const size_t at = str.size();
+  str.append(s);
+  if (is_literal) mark(at, str.size());
+}
+
+void Text::append(std::string_view s, const Spans& lit, size_t begin, size_t end) {
+  end = std::min(end, s.size());
+  if (begin >= end) return;
+  const size_t base = str.size();
+  str.append(s.substr(begin, end - begin));
+  auto it = std::upper_bound(lit.begin(), lit.end(), begin,
+                             [](size_t b, const Span& sp) { return b < sp.end; });
+  for (; it != lit.end() && it->begin < end; ++it)
+    mark(base + std::max(it->begin, begin) - begin, base + std::min(it->end, end) - begin);
+}
+
+void Text::mark(size_t begin, size_t end) {
+  if (begin >= end) return;
+  // Joins the spans it touches; one that began before `begin` (not how appends mark) would be
+  // joined with all after it: more literal, never less.
+  while (!literal.empty() && literal.back().end >= begin) {
+    begin = std::min(begin, literal.back().begin);
+    end = std::max(end, literal.back().end);
+    literal.pop_back();
+  }
+  literal.push_back({begin, end});
+}
+
+bool in_spans(const Spans& spans, size_t i) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), i,
+                             [](size_t b, const Span& sp) { return b < sp.end; });
+  return it != spans.end() && it->begin <= i;
+}
+
+Spans all_or_none(size_t size, bool any) {
+  if (!any || size == 0) return {};
+  return {Span{0, size}};
+}
+
+Value Value::text(Text t) {
+  Value v(std::move(t.str));
+  if (!t.literal.empty()) v.lit_ = std::make_shared<const Spans>(std::move(t.literal));
+  return v;
+}
+
+Value Value::literal_string(std::string s) {
+  const size_t n = s.size();
+  return text(Text{std::move(s), all_or_none(n, true)});
+}
+
+const Spans& Value::literal() const {
+  static const Spans none;
+  return lit_ ? *lit_ : none;
+}
+
+Value Object::key(const std::string& k) const {
+  return literal_keys ? Value::literal_string(k) : Value::string(k);
+}
+
+Value substring_of(const Value& src, std::string out, size_t at) {
+  if (!src.any_literal()) return Value::string(std::move(out));
+  const std::string& s = src.as_string();
+  if (at <= s.size() && s.compare(at, out.size(), out) == 0) {
+    Text t;
+    t.append(s, src.literal(), at, at + out.size());
+    return Value::text(std::move(t));
+  }
+  return Value::literal_string(std::move(out));
+}
+
+Value same_shape(const Value& src, std::string out) {
+  if (!src.any_literal()) return Value::string(std::move(out));
+  if (out.size() != src.as_string().size()) return Value::literal_string(std::move(out));
+  return Value::text(Text{std::move(out), src.literal()});
+}
+
+Value code_points(const Value& src, const std::vector<size_t>& indices) {
+  const std::vector<Utf8Piece> pieces = utf8_pieces(src.as_string());
+  Text t;
+  for (size_t i : indices)
+    if (i < pieces.size()) append_piece(t, src, pieces[i]);
+  return Value::text(std::move(t));
+}
 
 Value Value::array(Array a) {
   return Value(std::make_shared<Array>(std::move(a)));
@@ -342,13 +479,30 @@ Result<std::string> to_str(const Value& v) {
 }
 
 Result<std::string> to_repr(const Value& v) {
-  std::string out;
+  KAMERA_ASSIGN_OR_RETURN(Text t, to_repr_text(v));
+  return std::move(t.str);
+}
+
+Result<std::string> to_json(const Value& v, const JsonStyle& style) {
+  KAMERA_ASSIGN_OR_RETURN(Text t, to_json_text(v, style));
+  return std::move(t.str);
+}
+
+Result<Text> to_text(const Value& v) {
+  if (v.is_string()) return Text{v.as_string(), v.literal()};
+  if (v.is_array() || v.is_object()) return to_repr_text(v);
+  KAMERA_ASSIGN_OR_RETURN(std::string s, to_str(v));
+  return Text{std::move(s), {}};
+}
+
+Result<Text> to_repr_text(const Value& v) {
+  Text out;
   KAMERA_TRY(append_repr(out, v, 0));
   return out;
 }
 
-Result<std::string> to_json(const Value& v, const JsonStyle& style) {
-  std::string out;
+Result<Text> to_json_text(const Value& v, const JsonStyle& style) {
+  Text out;
   KAMERA_TRY(append_json(out, v, style, 0));
   return out;
 }
@@ -462,7 +616,7 @@ bool reaches(const Value& v, const Object* target) {
   return false;
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+Value from_json(const nlohmann::ordered_json& j, const LiteralSpans* literal) {
   using J = nlohmann::ordered_json::value_t;
   switch (j.type()) {
     case J::null:
@@ -477,17 +631,20 @@ Value from_json(const nlohmann::ordered_json& j) {
     }
     case J::number_float:
       return Value::number(j.get<double>());
-    case J::string:
-      return Value::string(j.get<std::string>());
+    case J::string: {
+      const std::string& s = j.get_ref<const std::string&>();
+      return literal ? Value::text(Text{s, (*literal)(s)}) : Value::string(s);
+    }
     case J::array: {
       Array a;
       a.reserve(j.size());
-      for (const auto& e : j) a.push_back(from_json(e));
+      for (const auto& e : j) a.push_back(from_json(e, literal));
       return Value::array(std::move(a));
     }
     case J::object: {
       Object o;
-      for (const auto& [k, e] : j.items()) o.items.emplace_back(k, from_json(e));
+      o.literal_keys = literal != nullptr;
+      for (const auto& [k, e] : j.items()) o.items.emplace_back(k, from_json(e, literal));
       return Value::object(std::move(o));
     }
     default:
@@ -503,13 +660,13 @@ std::optional<Array> iteration_items(const Value& v) {
       return v.array_ref();
     case Value::Kind::Object: {
       Array keys;
-      for (const auto& kv : v.object_ref().items) keys.push_back(Value::string(kv.first));
+      const Object& o = v.object_ref();
+      for (const auto& kv : o.items) keys.push_back(o.key(kv.first));
       return keys;
     }
     case Value::Kind::String: {
       Array chars;
-      for (char32_t c : utf8_decode(v.as_string()))
-        chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
+      for (const Utf8Piece& p : utf8_pieces(v.as_string())) chars.push_back(piece_value(v, p));
       return chars;
     }
     default:
@@ -520,25 +677,7 @@ std::optional<Array> iteration_items(const Value& v) {
 std::u32string utf8_decode(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = s[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
-    bool ok = len > 0 && i + size_t(len) <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      const unsigned char d = s[i + size_t(k)];
-      ok = (d & 0xc0) == 0x80;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if (!ok) {
-      out += char32_t(0xfffd);
-      ++i;
-      continue;
-    }
-    out += cp;
-    i += size_t(len);
-  }
+  for (const Utf8Piece& p : utf8_pieces(s)) out += p.cp;
   return out;
 }
 

@@ -5,6 +5,11 @@
 // prints "None", `{{ [1, 'a'] }}` prints "[1, 'a']", 1 == 1.0, floats print as Python's repr
 // (0.1, 1e-05, 1e+20). Arrays and objects are shared by reference, as Python lists and dicts are;
 // objects keep their keys in insertion order (as a Python dict and a JSON document do).
+//
+// Strings also carry which of their bytes are literal: text that came from the caller's literal
+// values (from_json with a LiteralSpans, e.g. what a client sent) rather than from the template.
+// Python has no such notion; it changes no string's value, only what a renderer reports of it
+// (Text::literal), so the tokenizer can read control tokens only where the template wrote them.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,40 @@
 namespace kamera::jinja {
 
 class Value;
+
+// Bytes [begin, end) of a string.
+struct Span {
+  size_t begin = 0, end = 0;
+};
+// A string's literal bytes: sorted, disjoint spans, none empty and none touching the next.
+using Spans = std::vector<Span>;
+
+// A string with its literal spans, as strings are built. Every operation that builds a string
+// from strings carries the spans along (concatenation, slices, strip, split, replace, escapes,
+// tojson, ...); where one cannot tell which output bytes came from which input bytes, the whole
+// result is literal if any input byte was (never the other way).
+struct Text {
+  std::string str;
+  Spans literal;
+
+  void append(std::string_view s, bool is_literal = false);
+  // Bytes [begin, end) of `s`, whose literal spans are `lit` (cut to those bytes).
+  void append(std::string_view s, const Spans& lit, size_t begin = 0,
+              size_t end = std::string_view::npos);
+  void append(const Text& t) { append(t.str, t.literal); }
+  void mark(size_t begin, size_t end);  // bytes [begin, end) are literal too (appends mark
+                                        // at the end: Text is built front to back)
+  bool any_literal() const { return !literal.empty(); }
+};
+
+// Whether byte i is in one of the spans (binary search).
+bool in_spans(const Spans& spans, size_t i);
+// Spans [0, size) when `any`, else none.
+Spans all_or_none(size_t size, bool any);
+
+// The literal bytes of a caller's string (from_json): all of it, or all but some bytes the caller
+// wrote itself (the server's markers around picture chunks).
+using LiteralSpans = std::function<Spans(std::string_view)>;
 
 // The arguments of a call: positional, then keyword in call order.
 struct CallArgs {
@@ -56,6 +95,8 @@ class Value {
   static Value integer(int64_t i) { return Value(i); }
   static Value number(double d) { return Value(d); }
   static Value string(std::string s) { return Value(std::move(s)); }
+  static Value text(Text t);                   // a string with its literal spans
+  static Value literal_string(std::string s);  // every byte literal
   static Value array(Array a = {});
   static Value tuple(Array a);  // a list that prints as (a, b), as dict.items() pairs do
   static Value object(Object o);
@@ -78,6 +119,9 @@ class Value {
   int64_t as_int() const { return is_bool() ? int64_t(as_bool()) : std::get<int64_t>(v_); }
   double as_double() const { return is_float() ? std::get<double>(v_) : double(as_int()); }
   const std::string& as_string() const { return std::get<std::string>(v_); }
+  // A string's literal spans (none for a template's own string or any other kind).
+  const Spans& literal() const;
+  bool any_literal() const { return lit_ != nullptr; }
   const std::string& undefined_name() const { return std::get<Undefined>(v_).name; }
   Array& array_ref() const { return *std::get<std::shared_ptr<Array>>(v_); }
   Object& object_ref() const { return *std::get<std::shared_ptr<Object>>(v_); }
@@ -95,6 +139,7 @@ class Value {
   explicit Value(Storage v) : v_(std::move(v)) {}
   Storage v_;
   bool tuple_ = false;
+  std::shared_ptr<const Spans> lit_;  // null: no literal byte
 };
 
 // A dict (keys in insertion order; lookups are linear, template dicts are small) or a
@@ -102,6 +147,10 @@ class Value {
 struct Object {
   std::vector<std::pair<std::string, Value>> items;
   bool is_namespace = false;
+  bool literal_keys = false;  // every key is literal text (a caller's dict, or a key computed
+                              // from literal text)
+
+  Value key(const std::string& k) const;  // a key as a string value, literal or not
 
   const Value* find(std::string_view key) const;
   void set(std::string_view key, Value v);
@@ -113,6 +162,10 @@ struct Object {
 Result<std::string> to_str(const Value& v);
 // Python's repr(): strings quoted ('a', "it's") with escapes.
 Result<std::string> to_repr(const Value& v);
+// str() and repr() with literal spans: the bytes that print a literal byte (or a literal key) are
+// literal; quotes, brackets and separators are not.
+Result<Text> to_text(const Value& v);
+Result<Text> to_repr_text(const Value& v);
 
 // json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=...), as
 // transformers' tojson filter calls it: indent < 0 means none, and then the separators are
@@ -124,6 +177,8 @@ struct JsonStyle {
   bool sort_keys = false;
 };
 Result<std::string> to_json(const Value& v, const JsonStyle& style);
+Result<Text> to_json_text(const Value& v, const JsonStyle& style);  // the escape of a literal
+                                                                    // byte is literal
 
 // Python's float repr: the shortest text that reads back to d ("0.1", "1e-05", "1e+20", "2.0").
 std::string python_float_repr(double d);
@@ -139,11 +194,23 @@ Result<int> compare(const Value& a, const Value& b);
 // contain itself: values are reference counted, and a cycle would never be freed).
 bool reaches(const Value& v, const Object* target);
 
-// A JSON document as a value (objects keep their order; integers stay integers).
-Value from_json(const nlohmann::ordered_json& j);
+// A JSON document as a value (objects keep their order; integers stay integers). With `literal`,
+// each string's literal spans are what it returns, and every key is literal.
+Value from_json(const nlohmann::ordered_json& j, const LiteralSpans* literal = nullptr);
 
-// What iterating v yields, as Python does: a list's items, a dict's keys, a string's characters;
-// undefined is empty. nullopt: v is not iterable.
+// A string value derived from `src`: `out` is bytes [at, at + out.size()) of it (strip, split, a
+// slice: its spans are cut to them), else, when it is not, literal as a whole if any byte of src
+// was.
+Value substring_of(const Value& src, std::string out, size_t at);
+// A string value as long as `src` whose bytes map one to one (ASCII case mapping): src's spans;
+// else literal as a whole if any byte of src was.
+Value same_shape(const Value& src, std::string out);
+// The code points of a string value at `indices` (as utf8_decode counts them), in that order,
+// with their spans: s[i] and s[a:b:c] (the caller applies Python's slice rules).
+Value code_points(const Value& src, const std::vector<size_t>& indices);
+
+// What iterating v yields, as Python does: a list's items, a dict's keys, a string's characters
+// (with their literal spans); undefined is empty. nullopt: v is not iterable.
 std::optional<Array> iteration_items(const Value& v);
 
 // UTF-8 code points of a string (invalid bytes map to U+FFFD), and back.

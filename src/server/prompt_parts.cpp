@@ -15,13 +15,12 @@ using json = nlohmann::json;
 
 namespace {
 
-// Markers in rendered template text, made of a byte no client text may hold (0x02; it is not
-// whitespace, so a template's trim keeps it): a chunk part, and the start and end of a message's
-// content. A template that writes a content as JSON (tojson) escapes the byte as \u0002: the
-// markers are recognized in that form too.
+// The marker of a chunk part in a message's content as the template reads it: 0x02 (which no
+// client string may hold; it is not whitespace, so a template's trim keeps it), the word, the
+// chunk's id, 0x02. A template that writes a content as JSON (tojson) escapes the byte as \u0002:
+// the marker is recognized in that form too, where no client wrote it (outside the literal spans).
 constexpr char kMarkByte = '\x02';
-constexpr std::string_view kChunkWord = "kamera-chunk:", kOpenWord = "kamera-text",
-                           kCloseWord = "kamera-end";
+constexpr std::string_view kChunkWord = "kamera-chunk:";
 
 std::string mark(std::string_view word, std::string_view id = "") {
   return std::string(1, kMarkByte) + std::string(word) + std::string(id) + kMarkByte;
@@ -146,83 +145,124 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-// A message's content as template text: text parts joined, each chunk part a marker with its id,
-// the whole between the content markers. Leading and trailing whitespace stays outside them, so a
-// template that trims the content trims the same bytes as without markers.
+// Every string and key of a client's value sent to the template, checked for the marker byte;
+// `where` names the field in the error.
+template <class Json>
+Status check_reserved(const Json& v, const std::string& where) {
+  auto bad = [&](const std::string& at) {
+    return make_error(ErrorCode::InvalidArgument, "{} holds a reserved byte (0x02)", at);
+  };
+  if (v.is_string()) {
+    if (v.template get_ref<const std::string&>().find(kMarkByte) != std::string::npos)
+      return bad(where);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      KAMERA_TRY(check_reserved(v[i], fmt::format("{}[{}]", where, i)));
+  } else if (v.is_object()) {
+    for (const auto& [k, x] : v.items()) {
+      if (k.find(kMarkByte) != std::string::npos) return bad(where + " (a key)");
+      KAMERA_TRY(check_reserved(x, where + "." + k));
+    }
+  }
+  return Status::Ok();
+}
+
+// A message's content as template text: text parts joined, each chunk part a marker with its id.
 Result<std::string> templated_content(const json& content) {
   std::vector<PromptPart> parts;
   KAMERA_TRY(add_items(parts, content));
   std::string inner;
-  for (const PromptPart& p : parts) {
-    if (p.text.find(kMarkByte) != std::string::npos || p.text.find("\\u0002") != std::string::npos)
-      return make_error(ErrorCode::InvalidArgument,
-                        "message text holds a reserved byte (0x02, or its JSON escape \\u0002)");
-    inner += p.is_chunk ? mark(kChunkWord, p.id.hex()) : p.text;
-  }
-  size_t lead = 0, trail = inner.size();
-  while (lead < trail && is_space(inner[lead])) ++lead;
-  while (trail > lead && is_space(inner[trail - 1])) --trail;
-  if (lead == trail) return inner;  // nothing a control token could be spelled with
-  return inner.substr(0, lead) + mark(kOpenWord) + inner.substr(lead, trail - lead) +
-         mark(kCloseWord) + inner.substr(trail);
+  for (const PromptPart& p : parts) inner += p.is_chunk ? mark(kChunkWord, p.id.hex()) : p.text;
+  return inner;
 }
 
-// A marker at the start of `s`, raw or JSON-escaped: its word, the id of a chunk marker and its
-// length; an empty word when `s` starts with no marker.
+// The literal bytes of a client's string as the template gets it: all of them but the server's
+// chunk markers (no client string holds their byte, so each 0x02 pair is one of them).
+jinja::Spans client_literal(std::string_view s) {
+  jinja::Spans out;
+  size_t at = 0;
+  for (size_t open = s.find(kMarkByte); open != std::string_view::npos;) {
+    const size_t close = s.find(kMarkByte, open + 1);
+    if (close == std::string_view::npos) break;
+    if (open > at) out.push_back({at, open});
+    at = close + 1;
+    open = s.find(kMarkByte, at);
+  }
+  if (at < s.size()) out.push_back({at, s.size()});
+  return out;
+}
+
+// A chunk marker at the start of `s`, raw or JSON-escaped: the chunk's id and the marker's
+// length; size 0 when `s` starts with no marker.
 struct Marker {
-  std::string_view word, id;
+  std::string_view id;
   size_t size = 0;
 };
 
 Marker marker_at(std::string_view s) {
   for (std::string_view sep : {std::string_view("\x02", 1), std::string_view("\\u0002")}) {
-    if (!s.starts_with(sep)) continue;
-    for (std::string_view word : {kChunkWord, kOpenWord, kCloseWord}) {
-      if (!s.substr(sep.size()).starts_with(word)) continue;
-      const size_t id_at = sep.size() + word.size(), end = s.find(sep, id_at);
-      if (end == std::string_view::npos) return {};
-      const std::string_view id = s.substr(id_at, end - id_at);
-      if ((word == kChunkWord) != !id.empty()) return {};
-      return {word, id, end + sep.size()};
-    }
+    if (!s.starts_with(sep) || !s.substr(sep.size()).starts_with(kChunkWord)) continue;
+    const size_t id_at = sep.size() + kChunkWord.size(), end = s.find(sep, id_at);
+    if (end == std::string_view::npos || end == id_at) return {};
+    return {s.substr(id_at, end - id_at), end + sep.size()};
   }
   return {};
 }
 
-// Rendered template text cut into parts at the markers: chunk markers become chunk parts; text
-// between a content's markers is literal, the rest is the template's (control). A content end
-// without its start (the template cut the content apart) makes the text since the last marker
-// literal as well; text after a start without its end stays literal.
-Status split_rendered(std::vector<PromptPart>& parts, const std::string& text) {
-  bool literal = false;
-  for (size_t at = 0;;) {
-    const size_t raw = text.find(kMarkByte, at), escaped = text.find("\\u0002", at);
+bool any_literal(const jinja::Spans& spans, size_t begin, size_t end) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), begin,
+                             [](size_t b, const jinja::Span& sp) { return b < sp.end; });
+  return it != spans.end() && it->begin < end;
+}
+
+// Bytes [begin, end) of rendered text added to the parts: control tokens are read outside its
+// literal spans only.
+void add_rendered(std::vector<PromptPart>& parts, const jinja::Text& text, size_t begin,
+                  size_t end) {
+  const std::string_view s(text.str);
+  size_t at = begin;
+  for (const jinja::Span& sp : text.literal) {
+    if (sp.end <= at) continue;
+    if (sp.begin >= end) break;
+    const size_t lb = std::max(sp.begin, at), le = std::min(sp.end, end);
+    add_text(parts, s.substr(at, lb - at), true);
+    add_text(parts, s.substr(lb, le - lb), false);
+    at = le;
+  }
+  add_text(parts, s.substr(at, end - at), true);
+}
+
+// Rendered template text cut into parts at the chunk markers: a raw marker anywhere (its byte is
+// the server's), an escaped one where none of its bytes is literal; each becomes a chunk part.
+// Text between keeps its literal spans: the template's own text reads control tokens, text a
+// client wrote never does, wherever the template put it and whatever it did with it.
+Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text) {
+  const std::string_view s(text.str);
+  size_t at = 0;
+  for (size_t from = 0;;) {
+    const size_t raw = s.find(kMarkByte, from), escaped = s.find("\\u0002", from);
     const size_t next = std::min(raw, escaped);
-    const std::string_view piece(text.data() + at,
-                                 (next == std::string::npos ? text.size() : next) - at);
-    const Marker m =
-        next == std::string::npos ? Marker{} : marker_at(std::string_view(text).substr(next));
-    if (next != std::string::npos && m.word.empty()) {
+    if (next == std::string_view::npos) break;
+    const Marker m = marker_at(s.substr(next));
+    if (m.size == 0 || (next != raw && any_literal(text.literal, next, next + m.size))) {
       if (next == raw)
         return make_error(ErrorCode::Internal, "the chat template broke a marker of the server");
-      add_text(parts, text.substr(at, next + 1 - at), !literal);  // the template's own "\u0002"
-      at = next + 1;
+      from = next + 1;  // the template's own "\u0002", or a client's text
       continue;
     }
-    add_text(parts, piece, !literal && m.word != kCloseWord);
-    if (next == std::string::npos) break;
-    if (m.word == kChunkWord) KAMERA_TRY(add_chunk(parts, std::string(m.id)));
-    if (m.word != kChunkWord) literal = m.word == kOpenWord;
-    at = next + m.size;
+    add_rendered(parts, text, at, next);
+    KAMERA_TRY(add_chunk(parts, std::string(m.id)));
+    at = from = next + m.size;
   }
+  add_rendered(parts, text, at, s.size());
   if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
     parts.erase(parts.begin());
   return Status::Ok();
 }
 
-// A message as the chat template reads it: content as marked template text (null as ""), tool
-// calls with their arguments as JSON values (OpenAI sends them as strings; templates write them
-// with tojson), the tool's tool_call_id and name.
+// A message as the chat template reads it: content as template text with chunk markers (null as
+// ""), tool calls with their arguments as JSON values (OpenAI sends them as strings; templates
+// write them with tojson), the tool's tool_call_id and name.
 Result<nlohmann::ordered_json> template_message(const json& m) {
   nlohmann::ordered_json out;
   out["role"] = m["role"] == "developer" ? json("system") : m["role"];
@@ -238,6 +278,9 @@ Result<nlohmann::ordered_json> template_message(const json& m) {
       const json& args = c["function"].value("arguments", json("{}"));
       if (args.is_string()) {
         auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        // its escapes (\u0002) may spell the marker byte the string itself did not hold
+        if (!parsed.is_discarded())
+          KAMERA_TRY(check_reserved(parsed, "a tool call's \"arguments\""));
         if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
       }
       out["tool_calls"].push_back(std::move(call));
@@ -253,6 +296,8 @@ Result<nlohmann::ordered_json> template_message(const json& m) {
 Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
                      const ChatTools* tools) {
   KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
+  KAMERA_TRY(check_reserved(*checked, "messages"));
+  if (tools) KAMERA_TRY(check_reserved(tools->tools, "tools"));
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
   for (const json& m : *checked) {
     KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
@@ -260,7 +305,8 @@ Status add_templated(std::vector<PromptPart>& parts, const json& body, const Cha
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
   if (tools && tools->format) msgs = toolcall::prepare_messages(msgs, *tools->format);
   if (tools) ro.tools = tools->tools;
-  KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl.render_json(msgs, ro));
+  ro.literal = client_literal;  // every string and key of the messages and tools
+  KAMERA_ASSIGN_OR_RETURN(jinja::Text text, tmpl.render_json_text(msgs, ro));
   return split_rendered(parts, text);
 }
 

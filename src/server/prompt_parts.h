@@ -2,13 +2,17 @@
 // text and chunk parts), or "messages" of chat (rendered by the chat template when there is one,
 // else laid out as "role: content" lines).
 //
-// Control tokens come only from the template. Text a client wrote (message contents, prompts,
-// text parts) is literal: the spelling of <|im_end|> or <|im_start|> in it is tokenized as text,
-// so a user message cannot close its turn or open a system turn. Each text part carries the byte
-// ranges the template wrote itself (PromptPart::control), and only there are control tokens read
-// (Tokenizer::encode_marked). To know them, every message content is rendered between two markers
-// (bytes 0x1e, which no client text may hold); a template that cuts a content apart leaves a marker
-// unpaired, and then the text up to it is taken as literal too (never the other way).
+// Control tokens come only from the template. Text a client wrote is literal: the spelling of
+// <|im_end|> or <|im_start|> in it is tokenized as text, so no client field can close a turn or
+// open a system turn. That holds for every string of the messages and tools (contents, names,
+// tool-call names and arguments, tool_call_id, tool definitions with their parameter names and
+// descriptions) and their keys: the template renders them as literal values (ChatRenderOptions::
+// literal), and the renderer reports the bytes that print them wherever the template puts them,
+// however it transforms them (tojson, trim, split, replace, ...: jinja/value.h). Each text part
+// carries the byte ranges the template wrote itself (PromptPart::control), and only there are
+// control tokens read (Tokenizer::encode_marked). Prompts and text parts of /v1/completions are
+// literal as a whole. A chunk part inside a message is a marker in the content (bytes 0x02, which
+// no client string may hold).
 #pragma once
 
 #include <nlohmann/json.hpp>
