@@ -9,9 +9,7 @@
 // max_tokens leaves no call marker in the content, and their arguments spend no token on layout.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
-
+#include "support/chat_templates.h"
 #include "support/test_server.h"
 
 using namespace kamera;
@@ -19,25 +17,8 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(KAMERA_SOURCE_DIR) + "/tests/fixtures/chat_templates/templates/" + name +
-         ".jinja";
-}
-
-// Qwen3's template with the generation prompt opening <think> (the thinking variant's).
-std::string thinking_template() {
-  std::ifstream f(fixture("qwen3"));
-  std::stringstream s;
-  s << f.rdbuf();
-  std::string t = s.str();
-  const std::string open = "{{- '<|im_start|>assistant\\n' }}";
-  const size_t at = t.rfind(open);
-  EXPECT_NE(at, std::string::npos);
-  t.replace(at, open.size(), "{{- '<|im_start|>assistant\\n<think>\\n' }}");
-  const std::string path = testing::TempDir() + "kamera-qwen3-thinking.jinja";
-  std::ofstream(path) << t;
-  return path;
-}
+using tiny::thinking_template;
+const auto fixture = tiny::template_fixture;
 
 struct Served : tiny::TestServer {
   explicit Served(const std::string& tmpl, const std::string& reasoning = "parsed")
