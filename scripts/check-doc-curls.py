@@ -63,8 +63,9 @@ def start_server(kamera, tmp):
                     '-o', model], check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     log = open(os.path.join(tmp, 'serve.log'), 'w')
-    proc = subprocess.Popen([kamera, 'serve', '-m', model, '--port', str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
+    # with a chat template (the tiny model has none), so that its fields can be shown
+    proc = subprocess.Popen([kamera, 'serve', '-m', model, '--port', str(port), '--chat-template',
+                             'chatml'], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         try:
             urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=1)

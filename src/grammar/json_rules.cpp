@@ -46,9 +46,20 @@ Expr utf8_multibyte() {
 
 }  // namespace
 
-Expr JsonRules::ws() {
+Expr JsonRules::ws() const {
+  if (layout_ == Layout::Compact) return Expr::lit("");
   return Expr::opt(Expr::alt(
       {Expr::lit(" "), Expr::seq({Expr::lit("\n"), Expr::repeat(set_of(" \t"), 0, 20)})}));
+}
+
+Expr JsonRules::comma() const {
+  if (layout_ == Layout::Compact) return Expr::lit(", ");
+  return Expr::seq({ws(), Expr::lit(","), ws()});
+}
+
+Expr JsonRules::colon() const {
+  if (layout_ == Layout::Compact) return Expr::lit(": ");
+  return Expr::seq({ws(), Expr::lit(":"), ws()});
 }
 
 Expr JsonRules::string_char() {
@@ -109,11 +120,11 @@ Status JsonRules::declare_values() {
   value_ = g_.declare("value");
   object_ = g_.declare("object");
   const int32_t array = g_.declare("array");
-  const Expr sep = Expr::seq({ws(), Expr::lit(","), ws()});
+  const Expr sep = comma();
   const Expr value =
       Expr::alt({Expr::call(object_), Expr::call(array), Expr::call(*str), Expr::call(*num),
                  Expr::lit("true"), Expr::lit("false"), Expr::lit("null")});
-  const Expr member = Expr::seq({Expr::call(*str), ws(), Expr::lit(":"), ws(), Expr::call(value_)});
+  const Expr member = Expr::seq({Expr::call(*str), colon(), Expr::call(value_)});
   auto list = [&](const Expr& item, std::string_view close) {
     return Expr::alt({Expr::lit(close), Expr::seq({item, Expr::star(Expr::seq({sep, item})), ws(),
                                                    Expr::lit(close)})});

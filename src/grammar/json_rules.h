@@ -5,6 +5,9 @@
 // What kamera writes, a subset of JSON chosen so that generations stay finite and parse
 // everywhere:
 //   - whitespace between tokens: nothing, one space, or a newline and up to 20 spaces or tabs;
+//     or, in the compact layout (forced tool-call arguments), the one form templates write with
+//     tojson: no whitespace but one space after each ',' and ':' ({"a": 1, "b": [2, 3]}), so no
+//     token is spent on layout;
 //   - strings: well-formed UTF-8 (no overlong forms, no surrogates), no raw control characters,
 //     the escapes \" \\ \/ \b \f \n \r \t and \uXXXX (a surrogate only as a high-low pair);
 //     lengths count code points (an escape is one), as JSON Schema's minLength does;
@@ -23,17 +26,24 @@
 
 namespace kamera::grammar {
 
+enum class Layout { Free, Compact };
+
 class JsonRules {
  public:
   // Every rule compiled is charged to `budget` (null: a default budget of its own).
-  explicit JsonRules(Grammar& g, Budget* budget = nullptr)
+  explicit JsonRules(Grammar& g, Budget* budget = nullptr, Layout layout = Layout::Free)
       : g_(g),
         own_(budget ? nullptr : std::make_unique<Budget>()),
-        budget_(budget ? *budget : *own_) {}
+        budget_(budget ? *budget : *own_),
+        layout_(layout) {}
   Grammar& grammar() { return g_; }
   Budget& budget() { return budget_; }
 
-  static Expr ws();
+  // Whitespace after an opening and before a closing bracket (and before the document); the
+  // separators with their whitespace.
+  Expr ws() const;
+  Expr comma() const;
+  Expr colon() const;
   static Expr string_char();  // one character of a string's content
   // Rules (shared per arguments): a string of min_len..max_len characters (max_len < 0: any).
   Result<int32_t> string(int min_len = 0, int max_len = -1);
@@ -51,6 +61,7 @@ class JsonRules {
   Grammar& g_;
   std::unique_ptr<Budget> own_;
   Budget& budget_;
+  Layout layout_;
   std::map<std::pair<int, int>, int32_t> strings_;
   std::map<std::string, int32_t> numbers_;
   int32_t value_ = -1, object_ = -1;

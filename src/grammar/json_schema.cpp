@@ -318,7 +318,7 @@ Result<Expr> SchemaCompiler::object(const ojson& s, const std::string& path, int
     if (!o.ok()) return o.error();
     return Expr::call(*o);
   }
-  const Expr ws = JsonRules::ws();
+  const Expr ws = rules_.ws();
   std::vector<Expr> kv;
   std::vector<bool> must;
   for (const auto& [key, sub] : props.items()) {
@@ -326,14 +326,14 @@ Result<Expr> SchemaCompiler::object(const ojson& s, const std::string& path, int
     if (!v.ok()) return v.error();
     auto name = lit(ojson(key).dump());
     if (!name.ok()) return name.error();
-    kv.push_back(Expr::seq({*name, ws, Expr::lit(":"), ws, *v}));
+    kv.push_back(Expr::seq({*name, rules_.colon(), *v}));
     must.push_back(req.count(key) > 0);
   }
   // after[i]: properties i.. once one has been written (each comes with a comma);
   // first[i]: properties i.. while none has been (the first written has none).
   const size_t n = kv.size();
   std::vector<Expr> after(n + 1), first(n + 1);
-  const Expr comma = Expr::seq({ws, Expr::lit(","), ws});
+  const Expr comma = rules_.comma();
   for (size_t i = n; i-- > 0;) {
     const Expr next = Expr::seq({comma, kv[i]});
     after[i] = Expr::seq({must[i] ? next : Expr::opt(next), after[i + 1]});
@@ -364,12 +364,12 @@ Result<Expr> SchemaCompiler::array(const ojson& s, const std::string& path, int 
         "minItems / maxItems above " + std::to_string(kMaxItems) + " are not supported");
   if (*hi >= 0 && *hi < *lo)
     return schema_error(ErrorCode::InvalidArgument, path, "maxItems is below minItems");
-  const Expr ws = JsonRules::ws();
+  const Expr ws = rules_.ws();
   Expr body;
   if (*hi == 0) {
     body = Expr::seq({Expr::lit("["), ws, Expr::lit("]")});
   } else {
-    const Expr more = Expr::seq({ws, Expr::lit(","), ws, *item});
+    const Expr more = Expr::seq({rules_.comma(), *item});
     const Expr list =
         Expr::seq({*item, Expr::repeat(more, std::max(*lo - 1, 0), *hi < 0 ? -1 : *hi - 1)});
     const Expr close = Expr::seq({list, ws, Expr::lit("]")});
@@ -392,7 +392,7 @@ namespace {
 Result<std::shared_ptr<const Grammar>> finish_root(std::shared_ptr<Grammar> g, JsonRules& rules,
                                                    Result<Expr> doc) {
   if (!doc.ok()) return doc.error();
-  auto root = rules.rule("root", Expr::seq({JsonRules::ws(), *doc}));
+  auto root = rules.rule("root", Expr::seq({rules.ws(), *doc}));
   if (!root.ok()) return root.error();
   if (Status st = g->finish(*root); !st.ok()) return with_context(st.error(), "json_schema");
   return std::shared_ptr<const Grammar>(std::move(g));

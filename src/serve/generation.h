@@ -57,6 +57,9 @@ struct GenRequest {
   // Set: the output is parsed into text and tool calls of this format (the answer's
   // message.tool_calls, streamed as tool-call deltas).
   std::optional<toolcall::Format> tool_calls;
+  // Set: a thinking model's reasoning (<think>...</think>) is split out of the output before its
+  // tool calls are parsed (toolcall/reasoning.h); true when the prompt opened the reasoning.
+  std::optional<bool> reasoning;
   // The prompt as the caches take it (cache/prompt_plan.h), filled where the request was parsed
   // (server/prompt_tokens.h): for a prompt of text and the request's images, its tokens from the
   // anchor on (the prefix index's key) and its segments; the reuse policy for every prompt.

@@ -29,7 +29,8 @@ class Histogram {
 
 struct ServerMetrics {
   std::atomic<int64_t> requests_completions{0}, requests_chat{0}, requests_chunks{0},
-      requests_windows{0}, requests_embeddings{0}, requests_other{0};
+      requests_windows{0}, requests_embeddings{0}, requests_other{0}, requests_responses{0},
+      requests_messages{0};
   std::atomic<int64_t> responses_4xx{0}, responses_5xx{0}, rejected_busy{0}, rejected_quota{0};
   std::atomic<int64_t> tokens_generated{0}, prompt_tokens{0}, tokens_reused{0},
       tokens_recomputed{0};

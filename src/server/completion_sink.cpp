@@ -83,9 +83,10 @@ json CompletionSink::chunk(json choices) const {
           {"choices", std::move(choices)}};
 }
 
-json CompletionSink::stream_choice(int index, const toolcall::Delta& d,
-                                   const std::vector<TokenLogprob>* lp, const json& finish) {
+json CompletionSink::stream_choice(int index, const Piece& p, const std::vector<TokenLogprob>* lp,
+                                   const json& finish) {
   Choice& c = choices_[index];
+  const toolcall::Delta& d = p.d;
   json logprobs = nullptr;
   if (meta_.logprobs && lp)
     logprobs = meta_.chat ? chat_logprobs(*lp) : completion_logprobs(*lp, c.offset);
@@ -94,7 +95,9 @@ json CompletionSink::stream_choice(int index, const toolcall::Delta& d,
         {"index", index}, {"text", d.content}, {"logprobs", logprobs}, {"finish_reason", finish}};
   json delta = json::object();
   if (!c.started) delta["role"] = "assistant";
-  if ((finish.is_null() || !c.started) && (!d.content.empty() || d.calls.empty()))
+  if (!p.reasoning.empty()) delta["reasoning_content"] = p.reasoning;
+  if ((finish.is_null() || !c.started) &&
+      (!d.content.empty() || (d.calls.empty() && p.reasoning.empty())))
     delta["content"] = d.content;
   if (!d.calls.empty())
     delta["tool_calls"] = json::parse(toolcall::delta_calls_json(d.calls).dump());
@@ -102,34 +105,25 @@ json CompletionSink::stream_choice(int index, const toolcall::Delta& d,
   return {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}};
 }
 
-// The choice's next text, through its tool-call parser when the request has tools.
-toolcall::Delta CompletionSink::parse(int index, std::string text, bool final) {
-  toolcall::Delta d;
-  if (!meta_.tool_calls) {
-    d.content = std::move(text);
-    return d;
-  }
+// The choice's next text: a thinking model's reasoning split out, the rest through its tool-call
+// parser when the request has tools.
+CompletionSink::Piece CompletionSink::parse(int index, std::string text, bool final) {
   Choice& c = choices_[index];
-  if (!c.calls)  // call ids unique to the completion and the choice
-    c.calls = std::make_unique<toolcall::ToolCallParser>(
-        *meta_.tool_calls, fmt::format("call_{}_{}_", meta_.id.substr(5), index));
-  d = c.calls->feed(text);
-  if (final) {
-    toolcall::Delta rest = c.calls->finish();
-    d.content += rest.content;
-    for (auto& call : rest.calls) d.calls.push_back(std::move(call));
-  }
-  return d;
+  if (!c.parser)  // call ids unique to the completion and the choice
+    c.parser = std::make_unique<AnswerParser>(
+        meta_.tool_calls, meta_.reasoning, fmt::format("call_{}_{}_", meta_.id.substr(5), index));
+  return final ? c.parser->finish() : c.parser->feed(std::move(text));
 }
 
 void CompletionSink::on_text(TextDelta& e) {
-  toolcall::Delta d = parse(e.index, std::move(e.text), false);
+  Piece p = parse(e.index, std::move(e.text), false);
   if (meta_.stream) {
-    if (d.empty() && e.logprobs.empty()) return;  // held back by the parser
-    return write(chunk(json::array({stream_choice(e.index, d, &e.logprobs, nullptr)})));
+    if (p.empty() && e.logprobs.empty()) return;  // held back by the parsers
+    return write(chunk(json::array({stream_choice(e.index, p, &e.logprobs, nullptr)})));
   }
   Choice& c = choices_[e.index];
-  c.text += d.content;
+  c.text += p.d.content;
+  c.reasoning += p.reasoning;
   for (TokenLogprob& t : e.logprobs) c.logprobs.push_back(std::move(t));
 }
 
@@ -152,12 +146,13 @@ void CompletionSink::add_usage(const json& usage) {
 void CompletionSink::on_finish(int index, FinishReason reason, const Usage* usage) {
   Choice& choice = choices_[index];
   json finish = finish_reason_name(reason);
-  if (meta_.tool_calls) {
-    toolcall::Delta rest = parse(index, "", true);
+  if (meta_.tool_calls || meta_.reasoning) {
+    Piece rest = parse(index, "", true);
     if (meta_.stream && !rest.empty())
       write(chunk(json::array({stream_choice(index, rest, nullptr, nullptr)})));
-    choice.text += rest.content;
-    if (!choice.calls->calls().empty() && reason == FinishReason::Stop) finish = "tool_calls";
+    choice.text += rest.d.content;
+    choice.reasoning += rest.reasoning;
+    if (!choice.parser->calls().empty() && reason == FinishReason::Stop) finish = "tool_calls";
   }
   choice.finish_reason = finish;
   const bool last = usage && done_ + 1 == meta_.generations;
@@ -166,7 +161,7 @@ void CompletionSink::on_finish(int index, FinishReason reason, const Usage* usag
     ++done_;
   }
   if (meta_.stream) {
-    json c = chunk(json::array({stream_choice(index, {}, nullptr, finish)}));
+    json c = chunk(json::array({stream_choice(index, Piece{}, nullptr, finish)}));
     if (last && !meta_.include_usage) c["usage"] = usage_;  // kamera's: with the last finish
     write(c);
   }
@@ -186,9 +181,10 @@ void CompletionSink::on_finish(int index, FinishReason reason, const Usage* usag
 // wrote nothing else, as OpenAI sends it).
 json CompletionSink::message(const Choice& c) const {
   json m = {{"role", "assistant"}, {"content", c.text}};
-  if (!c.calls || c.calls->calls().empty()) return m;
+  if (!c.reasoning.empty()) m["reasoning_content"] = c.reasoning;
+  if (!c.parser || c.parser->calls().empty()) return m;
   if (c.text.empty()) m["content"] = nullptr;
-  m["tool_calls"] = json::parse(toolcall::tool_calls_json(c.calls->calls()).dump());
+  m["tool_calls"] = json::parse(toolcall::tool_calls_json(c.parser->calls()).dump());
   return m;
 }
 
@@ -214,9 +210,6 @@ json CompletionSink::whole_body() const {
       {"choices", choices},       {"usage", usage_}};
 }
 
-namespace {
-
-// The HTTP error of a failed generation.
 HttpError serve_http_error(const ServeError& e) {
   switch (e.kind) {
     case ServeError::Kind::ContextLength:
@@ -230,8 +223,6 @@ HttpError serve_http_error(const ServeError& e) {
   h.param = e.param;
   return h;
 }
-
-}  // namespace
 
 void CompletionSink::on_error(const ServeError& e) {
   ended_ = true;

@@ -7,6 +7,7 @@
 #include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/server_impl.h"
+#include "toolcall/reasoning.h"
 
 namespace kamera {
 
@@ -53,20 +54,35 @@ std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
   });
 }
 
+// A chat of a thinking model: its reasoning is split out of the output, which starts inside it
+// when the prompt opened <think>. Not where the whole output is a constrained document (JSON, a
+// forced tool call): the model writes no reasoning there.
+void Server::Impl::mark_reasoning(GenRequest& r) const {
+  if (r.grammar && r.grammar_trigger.empty()) return;
+  const PromptPart& last = r.parts.back();
+  r.reasoning = toolcall::prompt_opens_reasoning(last.text);
+}
+
 // The request's generations (one per prompt of a batch), checked and bounded; nullopt on a
-// refusal, already answered.
+// refusal, already answered (its param named by `rename` when given: another API's field).
 std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json& body,
                                                                       std::string_view raw,
                                                                       const std::string& window,
-                                                                      bool chat, const Out& out) {
+                                                                      bool chat, const Out& out,
+                                                                      const ParamName& rename) {
+  auto refuse = [&](HttpError e) {
+    if (rename) e.param = rename(e.param);
+    respond_error(out, e);
+    return std::nullopt;
+  };
   const Endpoint ep = chat             ? Endpoint::Chat
                       : window.empty() ? Endpoint::Completions
                                        : Endpoint::Window;
-  if (auto refused = check_fields(body, ep)) return respond_error(out, *refused), std::nullopt;
+  if (auto refused = check_fields(body, ep)) return refuse(*refused);
   toolcall::DecodePlan plan;
   if (chat) {
     auto p = plan_chat(body, raw, out);
-    if (auto* e = std::get_if<HttpError>(&p)) return respond_error(out, *e), std::nullopt;
+    if (auto* e = std::get_if<HttpError>(&p)) return refuse(*e);
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
   const ChatTools tools{plan.render_tools, tool_format};
@@ -79,14 +95,15 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
   if (!r.ok()) {
     HttpError e = http_error(r.error());
     e.param = param;
-    return respond_error(out, e), std::nullopt;
+    return refuse(e);
   }
   for (const GenRequest& g : *r)
     if (Status size = check_prompt_size(g); !size.ok())
-      return respond_error(out, {400, size.message(), "invalid_request_error",
-                                 "context_length_exceeded", chat ? "messages" : "prompt"}),
-             std::nullopt;
-  if (auto refused = apply_plan(plan, *r)) return respond_error(out, *refused), std::nullopt;
+      return refuse({400, size.message(), "invalid_request_error", "context_length_exceeded",
+                     chat ? "messages" : "prompt"});
+  if (auto refused = apply_plan(plan, *r)) return refuse(*refused);
+  if (chat && reasoning)
+    for (GenRequest& g : *r) mark_reasoning(g);
   return std::move(r.value());
 }
 
@@ -94,14 +111,44 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
   json body;
   if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
-  auto images = std::make_shared<RequestMedia>();
   if (!window.empty() && body.contains("prompt") && has_media_items(body["prompt"]))
     return respond_error(out, {400,
                                "image and video parts are taken in /v1/chat/completions messages "
                                "and /v1/completions prompts, not in window completions",
                                "invalid_request_error", "invalid_media_part"});
-  if (auto refused = prepare_media(body, chat, *images, out)) return respond_error(out, *refused);
-  auto reqs = parse_generation(body, req.body, window, chat, out);
+  const bool include = include_usage(body);
+  auto make_sink = [&](const std::vector<GenRequest>& reqs,
+                       const std::shared_ptr<RequestMedia>& images,
+                       std::shared_ptr<std::atomic<bool>> cancelled) {
+    CompletionMeta meta;
+    meta.id = fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter);
+    meta.model = opts.model_name;
+    meta.created = int64_t(std::time(nullptr));
+    meta.chat = chat;
+    meta.stream = reqs.front().stream;
+    meta.include_usage = include;
+    meta.logprobs = reqs.front().gen.logprobs >= 0;
+    meta.tool_calls = reqs.front().tool_calls;
+    meta.reasoning = reqs.front().reasoning;
+    meta.generations = int(reqs.size());
+    meta.media = images;
+    auto sink = std::make_shared<CompletionSink>(
+        meta, out, [this, out](int status, const json& b) { respond(out, status, b); },
+        std::move(cancelled), answers->serial());
+    return sink->sink();
+  };
+  serve_generation(body, req.body, client, window, chat, out, make_sink);
+}
+
+void Server::Impl::serve_generation(json& body, std::string_view raw, const std::string& client,
+                                    const std::string& window, bool chat, const Out& out,
+                                    const MakeSink& make_sink, const ParamName& rename) {
+  auto images = std::make_shared<RequestMedia>();
+  if (auto refused = prepare_media(body, chat, *images, out)) {
+    if (rename) refused->param = rename(refused->param);
+    return respond_error(out, *refused);
+  }
+  auto reqs = parse_generation(body, raw, window, chat, out, rename);
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {
@@ -109,36 +156,25 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
     return respond_error(out, {429, "too many requests of this client in flight",
                                "rate_limit_error", "quota_exceeded"});
   }
-  CompletionMeta meta;
-  meta.id = fmt::format("cmpl-{:016x}{:08x}", completion_salt, ++completion_counter);
-  meta.model = opts.model_name;
-  meta.created = int64_t(std::time(nullptr));
-  meta.chat = chat;
-  meta.stream = reqs->front().stream;
-  meta.include_usage = include_usage(body);
-  meta.logprobs = reqs->front().gen.logprobs >= 0;
-  meta.tool_calls = reqs->front().tool_calls;
-  meta.generations = int(reqs->size());
-  if (images->images > 0) meta.media = images;
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  auto sink = std::make_shared<CompletionSink>(
-      meta, out, [this, out](int status, const json& b) { respond(out, status, b); }, cancelled,
-      answers->serial());
+  if (images->images == 0) images = nullptr;
+  EventSink sink = make_sink(*reqs, images, cancelled);
   std::vector<std::unique_ptr<Generation>> gens;
   const TokenizeOptions to{opts.control_tokens_in_text, opts.segment_cache_bytes != 0};
   for (GenRequest& r : *reqs) {
     auto g = std::make_unique<Generation>();
     g->req = std::move(r);
     g->req.window_id = window;
-    if (images->images > 0) g->req.media = images;
+    g->req.media = images;
     if (Status st = tokenize_prompt(ctx->cache(), g->req, to); !st.ok()) {  // not on the engine
       HttpError e = http_error(st.error());
       e.param = chat ? "messages" : "prompt";
+      if (rename) e.param = rename(e.param);
       return respond_error(out, e);
     }
     g->client = client;
     g->client_slot = slot;
-    g->out = sink->sink();
+    g->out = sink;
     g->cancelled = cancelled;
     g->t_submit = now_s();
     gens.push_back(std::move(g));

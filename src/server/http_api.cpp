@@ -25,6 +25,16 @@ bool is_json_type(std::string_view type) {
   return t == "application/json";
 }
 
+// A path no route serves: the APIs this server speaks, so that a client of another API (or
+// another provider's path) knows where to go.
+HttpError no_route() {
+  return {404,
+          "no such endpoint. kamera serves OpenAI's POST /v1/chat/completions, /v1/completions, "
+          "/v1/responses, /v1/embeddings and GET /v1/models; its own /v1/chunks, /v1/windows, "
+          "/v1/stats, /tokenize, /detokenize, /metrics, /health (docs/SERVER.md)",
+          "not_found_error", "no_route"};
+}
+
 }  // namespace
 
 void Server::Impl::add_routes() {
@@ -39,6 +49,7 @@ void Server::Impl::add_routes() {
   add("GET", "/v1/models", nullptr);
   add("POST", "/v1/completions", &Impl::completions);
   add("POST", "/v1/chat/completions", &Impl::chat);
+  add("POST", "/v1/responses", &Impl::responses);
   add("POST", "/v1/embeddings", &Impl::embeddings);
   add("POST", "/v1/chunks", &Impl::post_chunk);
   add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
@@ -94,8 +105,7 @@ std::optional<HttpResponse> Server::Impl::inspect(HttpRequest& head) {
     }
     allow += (allow.empty() ? "" : ", ") + r.method + (r.method == "GET" ? ", HEAD" : "");
   }
-  if (allow.empty())
-    return error_response({404, "no such endpoint", "not_found_error", "no_route"});
+  if (allow.empty()) return error_response(no_route());
   if (!route) {
     HttpResponse r = error_response({405, fmt::format("{} is not allowed here", head.method),
                                      "invalid_request_error", "method_not_allowed"});
@@ -142,8 +152,7 @@ std::optional<HttpResponse> Server::Impl::inline_route(const HttpRequest& head) 
 
 // The route and the client were found by inspect(), on the I/O thread, from the same head.
 void Server::Impl::dispatch(HttpRequest req, Out out) {
-  if (req.route < 0 || !routes[size_t(req.route)].handler)
-    return respond_error(out, {404, "no such endpoint", "not_found_error", "no_route"});
+  if (req.route < 0 || !routes[size_t(req.route)].handler) return respond_error(out, no_route());
   const Route& r = routes[size_t(req.route)];
   try {
     (this->*r.handler)(req, req.params, req.client, out);

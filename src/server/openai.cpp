@@ -107,6 +107,9 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   r.stream = *stream;
   std::vector<std::vector<PromptPart>> prompts;
   if (chat) {
+    std::string at;  // the template's variables, refused naming their field
+    if (auto vars = template_variables(body, words ? nullptr : tmpl, &at); !vars.ok())
+      return failed(at.c_str(), vars.error());
     auto m = words ? word_chat_parts(body, *words) : chat_parts(body, tmpl, tools);
     if (!m.ok()) return failed("messages", m.error());
     prompts.push_back(std::move(m.value()));

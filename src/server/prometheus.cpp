@@ -25,6 +25,7 @@ void render_requests(std::string& out, const ServerMetrics& m) {
   out += "# TYPE kamera_requests_total counter\n";
   for (auto [k, v] : {std::pair{"completions", &m.requests_completions},
                       {"chat", &m.requests_chat},
+                      {"responses", &m.requests_responses},
                       {"chunks", &m.requests_chunks},
                       {"windows", &m.requests_windows},
                       {"embeddings", &m.requests_embeddings}})

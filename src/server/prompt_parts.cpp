@@ -1,6 +1,7 @@
 #include "server/prompt_parts.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <string_view>
 
@@ -288,6 +289,9 @@ Result<nlohmann::ordered_json> template_message(const json& m) {
   }
   for (const char* k : {"tool_call_id", "name"})
     if (m.contains(k) && m[k].is_string()) out[k] = m[k];
+  for (const char* k : {"reasoning_content", "reasoning"})  // vLLM's newer name, the same
+    if (m["role"] == "assistant" && m.contains(k) && m[k].is_string())
+      out["reasoning_content"] = m[k];
   return out;
 }
 
@@ -303,6 +307,7 @@ Status add_templated(std::vector<PromptPart>& parts, const json& body, const Cha
     KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
+  KAMERA_ASSIGN_OR_RETURN(ro.extra, template_variables(body, &tmpl));
   if (tools && tools->format) msgs = toolcall::prepare_messages(msgs, *tools->format);
   if (tools) ro.tools = tools->tools;
   ro.literal = client_literal;  // every string and key of the messages and tools
@@ -346,7 +351,87 @@ void mark_delimiters(std::string_view t, const ControlSpots& spots,
   }
 }
 
+// A value a client may give a template variable: no text that could spell markup.
+bool plain_value(const json& v) {
+  if (v.is_boolean() || v.is_number() || v.is_null()) return true;
+  if (!v.is_string() || v.get_ref<const std::string&>().size() > 64) return false;
+  for (char c : v.get_ref<const std::string&>())
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+        c != ' ')
+      return false;
+  return true;
+}
+
+bool plain_name(const std::string& k) {
+  if (k.empty() || k.size() > 64 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
+  static const std::set<std::string, std::less<>> own = {
+      "messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents"};
+  if (!kw.is_object())
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"chat_template_kwargs\" must be an object of template variables");
+  for (const auto& [k, v] : kw.items()) {
+    if (!plain_name(k) || own.count(k))
+      return make_error(ErrorCode::InvalidArgument,
+                        "\"chat_template_kwargs\" may not set '{}' (a name of letters, digits "
+                        "and '_', not one of the template's own variables)",
+                        k.substr(0, 64));
+    if (!plain_value(v))
+      return make_error(ErrorCode::InvalidArgument,
+                        "\"chat_template_kwargs.{}\" must be a boolean, a number, null or a "
+                        "word of at most 64 letters, digits, '_', '-', '.' or spaces",
+                        k);
+    vars[k] = nlohmann::ordered_json::parse(v.dump());
+  }
+  return Status::Ok();
+}
+
+Status reasoning_effort(const json& v, const ChatTemplate& tmpl, nlohmann::ordered_json& vars) {
+  static const std::set<std::string, std::less<>> levels = {"none", "minimal", "low", "medium",
+                                                            "high"};
+  if (!v.is_string() || !levels.count(v.get_ref<const std::string&>()))
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"reasoning_effort\" must be none, minimal, low, medium or high");
+  const std::string& level = v.get_ref<const std::string&>();
+  if (tmpl.source().find("reasoning_effort") != std::string::npos) {
+    vars["reasoning_effort"] = level;
+  } else if (tmpl.source().find("enable_thinking") != std::string::npos) {
+    vars["enable_thinking"] = level != "none" && level != "minimal";
+  } else {
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"reasoning_effort\" is not supported: the model's chat template has no "
+                      "reasoning switch (enable_thinking or reasoning_effort)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<nlohmann::ordered_json> template_variables(const json& body, const ChatTemplate* tmpl,
+                                                  std::string* param) {
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  for (const char* k : {"reasoning_effort", "chat_template_kwargs"}) {
+    if (!body.contains(k) || body[k].is_null()) continue;
+    Status st = Status::Ok();
+    if (!tmpl)
+      st = make_error(ErrorCode::InvalidArgument,
+                      "\"{}\" is not supported: this server renders no chat template", k);
+    else if (std::string_view(k) == "reasoning_effort")
+      st = reasoning_effort(body[k], *tmpl, vars);
+    else
+      st = chat_template_kwargs(body[k], vars);
+    if (!st.ok()) {
+      if (param) *param = k;
+      return st.error();
+    }
+  }
+  return vars;
+}
 
 std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part, bool first,
                                    const ControlSpots& spots, size_t limit) {

@@ -37,9 +37,23 @@ struct ChatTools {
   std::optional<toolcall::Format> format;
 };
 
+// The variables a chat request passes to the template besides the messages and tools:
+// "chat_template_kwargs" (an object; keys are names, values booleans, numbers, null or plain
+// words, so that no client text reaches the prompt outside the literal messages; the template's
+// own variables, messages, tools, add_generation_prompt, bos_token, eos_token, are refused), and
+// "reasoning_effort" where the template has a switch: passed as the variable `reasoning_effort`
+// where the template reads one, else mapped on Qwen3's `enable_thinking` ("none" and "minimal"
+// switch the reasoning off, "low", "medium" and "high" on), else refused. Explicit
+// chat_template_kwargs win over the mapping. On failure `param` names the field.
+Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
+                                                  const ChatTemplate* tmpl,
+                                                  std::string* param = nullptr);
+
 // The parts of chat "messages" (OpenAI's: system, developer, user, assistant, tool; an
-// assistant's content may be null with tool_calls; a tool message's content is the client's,
-// literal like every content).
+// assistant's content may be null with tool_calls, and it may carry the reasoning of its turn,
+// "reasoning_content" or "reasoning", which the template renders or drops as it decides; a tool
+// message's content is the client's, literal like every content), rendered with the request's
+// template_variables.
 Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
                                            const ChatTools* tools = nullptr);
 

@@ -60,8 +60,14 @@ std::optional<HttpError> check_known(const json& body, const std::string& k, End
                   "is not supported: kamera constrains output through \"response_format\" "
                   "(json_object, json_schema) and \"tools\"",
                   "unsupported_field");
-  if (k == "store" && v == true)
-    return refuse(k, "= true is not supported: kamera keeps no completions", "unsupported_field");
+  if (k == "store" && !v.is_boolean()) return refuse(k, "must be a boolean", "invalid_value");
+  if (k == "verbosity" && v != "medium")
+    return refuse(k,
+                  "other than \"medium\" is not supported: kamera cannot make the answer "
+                  "shorter or longer than the model writes it",
+                  "unsupported_field");
+  if (k == "prompt_cache_retention" && v != "in_memory" && v != "24h")
+    return refuse(k, "must be \"in_memory\" or \"24h\"", "invalid_value");
   if (k == "modalities" && v != json::array({"text"}))
     return refuse(k, "supports only [\"text\"]", "unsupported_field");
   if (k == "echo" && v == true) return not_yet(k);
@@ -84,18 +90,22 @@ std::optional<HttpError> check_known(const json& body, const std::string& k, End
 
 std::optional<HttpError> check_fields(const json& body, Endpoint e) {
   static const std::set<std::string> not_done = {
-      "response_format", "tools",       "tool_choice",   "functions",  "function_call",
-      "grammar",         "json_schema", "store",         "modalities", "echo",
-      "best_of",         "suffix",      "stream_options"};
-  static const std::set<std::string> refused_always = {"audio", "prediction", "web_search_options",
-                                                       "reasoning_effort", "verbosity"};
+      "response_format", "tools",       "tool_choice",    "functions",  "function_call",
+      "grammar",         "json_schema", "store",          "modalities", "echo",
+      "best_of",         "suffix",      "stream_options", "verbosity",  "prompt_cache_retention"};
+  static const std::set<std::string> refused_always = {"audio", "prediction", "web_search_options"};
   for (const auto& [k, v] : body.items()) {
-    if (e == Endpoint::Chat ? k == "messages" || k == "max_completion_tokens" || k == "top_logprobs"
-                            : k == "prompt")
+    // chat_template_kwargs and reasoning_effort: checked against the template where the
+    // messages are rendered (server/prompt_parts.h)
+    if (e == Endpoint::Chat
+            ? k == "messages" || k == "max_completion_tokens" || k == "top_logprobs" ||
+                  k == "chat_template_kwargs" || k == "reasoning_effort"
+            : k == "prompt")
       continue;
     if (refused_always.count(k)) return refuse(k, "is not supported", "unsupported_field");
     const bool chat_only = k == "response_format" || k == "tools" || k == "tool_choice" ||
-                           k == "functions" || k == "function_call" || k == "modalities";
+                           k == "functions" || k == "function_call" || k == "modalities" ||
+                           k == "verbosity";
     const bool completions_only = k == "echo" || k == "best_of" || k == "suffix";
     if (not_done.count(k) && (chat_only          ? e == Endpoint::Chat
                               : completions_only ? e != Endpoint::Chat

@@ -12,6 +12,7 @@
 #include "server/server_impl.h"
 #include "store/disk_tier.h"
 #include "store/redis_tier.h"
+#include "toolcall/reasoning.h"
 
 namespace kamera {
 
@@ -51,6 +52,8 @@ Status Server::Impl::open_context() {
     log().warn("serve: the model has no tokenizer; prompts must use token chunks");
   KAMERA_ASSIGN_OR_RETURN(chat_template, chat_template_for(model, opts));
   if (chat_template) tool_format = toolcall::detect_format(chat_template->source());
+  reasoning = chat_template && opts.reasoning_format == "parsed" &&
+              toolcall::has_reasoning_markers(chat_template->source());
   ContextOptions co;
   co.n_threads = opts.threads;
   co.kv_type = opts.kv_type;

@@ -59,6 +59,7 @@ struct Server::Impl {
   std::vector<Route> routes;
   std::optional<ChatTemplate> chat_template;    // renders chat messages; none: "role: content"
   std::optional<toolcall::Format> tool_format;  // the template's tool-call format (none: no tools)
+  bool reasoning = false;  // the template writes <think> blocks and --reasoning-format parsed
   std::once_flag grammars_once;
   std::unique_ptr<grammar::GrammarCache> grammars;  // compiled on first use, shared by requests
   std::unique_ptr<Context> ctx;
@@ -135,10 +136,26 @@ struct Server::Impl {
   void window_completions(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   void generate(const HttpRequest& req, const std::string& client, const std::string& window,
                 bool chat, const Out& out);
+  // The field of another API a chat field is (server/responses_api.h); null: the same.
+  using ParamName = std::function<std::string(const std::string&)>;
+  // The answer's event sink, from the request's generations, its images (null: none) and the
+  // flag that cancels them.
+  using MakeSink =
+      std::function<EventSink(const std::vector<GenRequest>&, const std::shared_ptr<RequestMedia>&,
+                              std::shared_ptr<std::atomic<bool>>)>;
+  // A chat (or completions) body of any API: media prepared, parsed, tokenized on this worker
+  // and queued, answered through make_sink's sink; refusals name rename(field).
+  void serve_generation(json& body, std::string_view raw, const std::string& client,
+                        const std::string& window, bool chat, const Out& out,
+                        const MakeSink& make_sink, const ParamName& rename = nullptr);
   std::optional<std::vector<GenRequest>> parse_generation(const json& body, std::string_view raw,
                                                           const std::string& window, bool chat,
-                                                          const Out& out);
+                                                          const Out& out,
+                                                          const ParamName& rename = nullptr);
+  // responses_route.cpp: POST /v1/responses (server/responses_api.h)
+  void responses(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   Status check_prompt_size(const GenRequest& r) const;
+  void mark_reasoning(GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,
                                          const Out& client);
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
 #include "cache/reuse_policy.h"
+#include "core/dtype.h"
 #include "store/tls_tunnel.h"
 
 namespace kamera {
@@ -56,6 +56,10 @@ struct ServerOptions {
   // and window texts, /tokenize) are read as control tokens only with this opt-in; by default
   // that text is literal and only the chat template's own structure yields control tokens.
   bool control_tokens_in_text = false;
+  // A thinking model's reasoning (the <think> blocks its chat template writes): "parsed" splits it
+  // out of chat answers (message.reasoning_content, delta.reasoning_content), "none" leaves it in
+  // the content.
+  std::string reasoning_format = "parsed";
   // Tokens of text prompts (and their replies) kept for exact prefix reuse: a repeated or extended
   // prompt is served from their KV pages (usage.prompt_tokens_details.cached_tokens); -1: a
   // quarter of the KV pool, 0: off.

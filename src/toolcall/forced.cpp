@@ -56,7 +56,7 @@ Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(Format f, c
                                                                      grammar::Budget* budget) {
   if (c.tools.empty()) return make_error(ErrorCode::InvalidArgument, "tool calls: no tool to call");
   auto g = std::make_shared<grammar::Grammar>();
-  grammar::JsonRules rules(*g, budget);
+  grammar::JsonRules rules(*g, budget, grammar::Layout::Compact);  // no token spent on layout
   std::vector<Expr> calls;
   for (const ToolSpec& t : c.tools) {
     auto args = arguments(rules, t);

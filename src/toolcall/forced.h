@@ -1,6 +1,8 @@
 // Grammars that force tool calls (tool_choice "required", a named function, or a function with
 // "strict": true): the format's call text around arguments that validate against the function's
-// parameters schema (grammar/json_schema.h), laid out as the model's template writes calls.
+// parameters schema (grammar/json_schema.h), laid out as the model's template writes calls, the
+// arguments in the compact layout tojson writes (grammar/json_rules.h: no token spent on
+// whitespace).
 #pragma once
 
 #include <memory>

@@ -182,6 +182,15 @@ void ToolCallParser::json_failed(Delta& d) {
   state_ = State::Text;
 }
 
+// The generation ended inside a call: one whose name went out stays, as far as it got; one cut
+// before its name is dropped, marker and all (it was no text, and no call can be told of it).
+void ToolCallParser::cut_short(Delta& d) {
+  if (call_open_) return json_failed(d);
+  raw_call_.clear();
+  started_ = true;
+  state_ = State::Text;
+}
+
 bool ToolCallParser::step_json(Delta& d, bool final) {
   const size_t n = scan_.feed(buf_);
   raw_call_ += buf_.substr(0, n);
@@ -198,7 +207,7 @@ bool ToolCallParser::step_json(Delta& d, bool final) {
     add_args(d, j.is_string() ? j.get<std::string>() : std::string(args));
   }
   if (!scan_.done()) {
-    if (final) json_failed(d);
+    if (final) cut_short(d);
     return final;
   }
   if (!call_open_) {

@@ -9,7 +9,8 @@
 // the generation. Joining every delta gives the same message as content() and calls().
 //
 // A block that starts like a call but does not parse as one is text. A call cut short (the
-// generation hit its token limit) stays a call with the arguments written so far.
+// generation hit its token limit) stays a call with the arguments written so far; one cut before
+// its name was complete is dropped, so no call marker is ever left in the text.
 #pragma once
 
 #include <string>
@@ -66,6 +67,7 @@ class ToolCallParser {
   void open_call(Delta& d, const std::string& name);
   void add_args(Delta& d, std::string_view more);
   void json_failed(Delta& d);
+  void cut_short(Delta& d);
   std::vector<std::string> args_keys() const;
 
   Format format_;

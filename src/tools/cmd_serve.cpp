@@ -284,6 +284,12 @@ Runner add_serve(CLI::App& app) {
                  "out first)")
       ->check(mebibytes(0))
       ->capture_default_str();
+  app.add_option("--reasoning-format", a->opts.reasoning_format,
+                 "A thinking model's <think> blocks (read off its chat template): parsed into "
+                 "reasoning_content (and Responses' reasoning items, Messages' thinking blocks), "
+                 "or none: left in the answer's text")
+      ->check(CLI::IsMember({"parsed", "none"}))
+      ->capture_default_str();
   app.add_flag("--control-tokens-in-text", a->opts.control_tokens_in_text,
                "Read control tokens (<|im_start|>, ...) written in client text (messages, "
                "prompts, chunk texts, /tokenize) as control tokens; by default that text is "

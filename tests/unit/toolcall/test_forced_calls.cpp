@@ -108,6 +108,52 @@ TEST(ForcedCalls, EveryGenerationIsAValidCall) {
       EXPECT_TRUE((*verdicts)[k][j]) << kTools[k].name << " arguments " << batch[k].docs[j];
 }
 
+// Whitespace outside strings of JSON text that is not the one space after a ',' or ':' (the
+// layout templates write with tojson); -1 when the text is not JSON.
+int stray_whitespace(const std::string& text) {
+  if (ojson::parse(text, nullptr, false).is_discarded()) return -1;
+  int stray = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    const bool ws = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (!ws) continue;
+    const bool after_sep = i > 0 && (text[i - 1] == ',' || text[i - 1] == ':');
+    if (!(c == ' ' && after_sep)) ++stray;
+  }
+  return stray;
+}
+
+// Forced arguments spend no token on layout: random logits (which favour whitespace, the most
+// allowed bytes) give arguments with no whitespace but one space after each ',' and ':'.
+TEST(ForcedCalls, ArgumentsTakeTheCompactLayout) {
+  auto trie = vocab();
+  std::mt19937 rng(5);
+  int calls = 0;
+  for (Format f : {Format::Hermes, Format::Llama3, Format::DeepSeek3}) {
+    auto g = forced_calls_grammar(f, ForcedCalls{kTools, false});
+    ASSERT_TRUE(g.ok()) << g.message();
+    auto cg = std::make_shared<const CompiledGrammar>(*g, trie);
+    for (int run = 0; run < 8; ++run) {
+      grammar::GrammarConstraint c(cg);
+      const std::string text = sample(c, *trie, rng, 3000);
+      ToolCallParser p(f);
+      p.feed(text);
+      p.finish();
+      ASSERT_EQ(p.calls().size(), 1u) << text;
+      EXPECT_EQ(stray_whitespace(p.calls()[0].arguments), 0) << p.calls()[0].arguments;
+      ++calls;
+    }
+  }
+  EXPECT_EQ(calls, 24);
+}
+
 TEST(ForcedCalls, NamedChoiceCallsOnlyThatTool) {
   auto trie = vocab();
   std::mt19937 rng(9);

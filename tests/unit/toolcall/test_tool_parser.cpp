@@ -196,5 +196,24 @@ TEST(ToolCallParser, CallsCutShortKeepWhatWasWritten) {
   EXPECT_EQ(r.calls[0].arguments, "{\"x\": 1}");  // arguments written as a JSON string
 }
 
+// A forced, parallel call cut by max_tokens while it wrote its second call's name: the complete
+// call stays, and no raw marker is left in the text beside it (nor when no call came before).
+TEST(ToolCallParser, ACallCutBeforeItsNameLeavesNoMarkerInTheText) {
+  const std::string first =
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  for (size_t chunk : {1, 3, 100}) {
+    const Parsed p = stream(Format::Hermes, first + "\n<tool_call>\n{\"name\": \"ge", chunk);
+    ASSERT_EQ(p.calls.size(), 1u) << chunk;
+    EXPECT_EQ(p.calls[0].arguments, "{\"a\": 1}");
+    EXPECT_EQ(p.content, "") << chunk;
+    const Parsed q = stream(Format::Hermes, "Sure.\n<tool_call>\n{\"na", chunk);
+    EXPECT_TRUE(q.calls.empty());
+    EXPECT_EQ(q.content, "Sure.") << chunk;
+    const Parsed r = stream(Format::Llama3, "{\"name\": \"f", chunk);
+    EXPECT_TRUE(r.calls.empty());
+    EXPECT_EQ(r.content, "") << chunk;
+  }
+}
+
 }  // namespace
 }  // namespace kamera::toolcall

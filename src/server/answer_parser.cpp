@@ -1,0 +1,49 @@
+#include "server/answer_parser.h"
+
+namespace kamera {
+
+AnswerParser::AnswerParser(std::optional<toolcall::Format> calls, std::optional<bool> reasoning,
+                           std::string id_prefix) {
+  if (calls) calls_ = std::make_unique<toolcall::ToolCallParser>(*calls, std::move(id_prefix));
+  if (reasoning) think_ = std::make_unique<toolcall::ReasoningSplitter>(*reasoning);
+}
+
+const std::vector<toolcall::ToolCall>& AnswerParser::calls() const {
+  static const std::vector<toolcall::ToolCall> none;
+  return calls_ ? calls_->calls() : none;
+}
+
+AnswerPiece AnswerParser::feed(std::string text) {
+  return next(std::move(text), false);
+}
+
+AnswerPiece AnswerParser::finish() {
+  return next("", true);
+}
+
+AnswerPiece AnswerParser::next(std::string text, bool final) {
+  AnswerPiece p;
+  if (think_) {
+    toolcall::ReasoningDelta r = think_->feed(text);
+    if (final) {
+      toolcall::ReasoningDelta rest = think_->finish();
+      r.reasoning += rest.reasoning;
+      r.content += rest.content;
+    }
+    p.reasoning = std::move(r.reasoning);
+    text = std::move(r.content);
+  }
+  if (!calls_) {
+    p.d.content = std::move(text);
+    return p;
+  }
+  p.d = calls_->feed(text);
+  if (final) {
+    toolcall::Delta rest = calls_->finish();
+    p.d.content += rest.content;
+    for (auto& call : rest.calls) p.d.calls.push_back(std::move(call));
+  }
+  return p;
+}
+
+}  // namespace kamera

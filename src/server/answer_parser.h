@@ -1,0 +1,43 @@
+// One choice's generated text as every API tells it: a thinking model's reasoning split out
+// (toolcall/reasoning.h), then the answer's text and tool calls (toolcall/parser.h), piece by
+// piece as the text streams. Shared by the translators of chat completions, Responses and
+// Messages (completion_sink.h, responses_api.h, messages_api.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "toolcall/parser.h"
+#include "toolcall/reasoning.h"
+
+namespace kamera {
+
+// A choice's next text, parsed: reasoning, and the answer's text and tool-call pieces.
+struct AnswerPiece {
+  std::string reasoning;
+  toolcall::Delta d;
+  bool empty() const { return reasoning.empty() && d.empty(); }
+};
+
+class AnswerParser {
+ public:
+  // calls: parse tool calls of this format (ids id_prefix + index); reasoning: split it out
+  // (true: the prompt opened it).
+  AnswerParser(std::optional<toolcall::Format> calls, std::optional<bool> reasoning,
+               std::string id_prefix);
+  AnswerPiece feed(std::string text);
+  AnswerPiece finish();
+  // Whether text is held back until more comes (finish() must be called at the end).
+  bool parses() const { return calls_ || think_; }
+  const std::vector<toolcall::ToolCall>& calls() const;
+
+ private:
+  AnswerPiece next(std::string text, bool final);
+
+  std::unique_ptr<toolcall::ToolCallParser> calls_;
+  std::unique_ptr<toolcall::ReasoningSplitter> think_;
+};
+
+}  // namespace kamera

@@ -1,0 +1,75 @@
+// The answer to a Responses request (server/responses_api.h) from its generation's events: the
+// Response object (output items: a reasoning item with the reasoning_text, a message with the
+// output_text, function_call items; status completed, or incomplete at max_output_tokens; usage
+// with input_tokens_details.cached_tokens), or, streamed, the Responses event sequence:
+// response.created, response.in_progress, then per item response.output_item.added, its deltas
+// (response.reasoning_text.delta, response.content_part.added + response.output_text.delta,
+// response.function_call_arguments.delta) and its .done events, then response.completed (or
+// response.incomplete, or response.failed on an error after the stream began). Events arrive on
+// the scheduler thread and are handled on the answer's Serial, as CompletionSink's are.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "serve/generation.h"
+#include "server/answer_parser.h"
+#include "server/answer_threads.h"
+#include "server/http_front.h"
+
+namespace kamera {
+
+struct ResponsesMeta {
+  std::string id, model;
+  int64_t created = 0;
+  bool stream = false;
+  nlohmann::ordered_json echo;  // ResponsesRequest::echo
+  std::optional<toolcall::Format> tool_calls;
+  std::optional<bool> reasoning;
+  std::shared_ptr<const RequestMedia> media;
+};
+
+class ResponsesSink : public std::enable_shared_from_this<ResponsesSink> {
+ public:
+  using Respond = std::function<void(int status, const nlohmann::json& body)>;
+  ResponsesSink(ResponsesMeta meta, std::shared_ptr<Responder> out, Respond respond,
+                std::shared_ptr<std::atomic<bool>> cancel,
+                std::shared_ptr<AnswerThreads::Serial> serial);
+  EventSink sink();
+
+ private:
+  using ojson = nlohmann::ordered_json;
+  enum class Kind { Reasoning, Message, Call };
+  struct Item {
+    Kind kind;
+    ojson body;  // the item as the Response lists it
+    std::string text;
+    bool open = true;
+  };
+  void start();
+  void on(Event& e);
+  void on_piece(const AnswerPiece& p);
+  void on_end(FinishReason reason, const Usage& usage);
+  void on_error(const ServeError& e);
+  Item* open_item(Kind kind);
+  void close_item(Item& item);
+  void close_all();
+  void emit(const char* type, ojson payload);
+  ojson response(const char* status) const;
+
+  ResponsesMeta meta_;
+  std::shared_ptr<Responder> out_;
+  Respond respond_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::shared_ptr<AnswerThreads::Serial> serial_;
+  AnswerParser parser_;
+  std::vector<Item> items_;
+  ojson usage_, incomplete_ = nullptr, error_ = nullptr;
+  int64_t sequence_ = 0;
+  bool started_ = false, ended_ = false;
+};
+
+}  // namespace kamera

@@ -1,0 +1,247 @@
+// POST /v1/responses (OpenAI's Responses API) on a synthetic model served with Qwen3's real chat
+// template: a string input and item inputs (messages, function_call, function_call_output) give
+// the same prompt as the chat request they translate to (the reference: /v1/chat/completions'
+// usage.prompt_tokens and its greedy answer); the stream's event sequence assembles to the same
+// Response as the whole body; a forced function call comes back as a function_call item; turn 2
+// of a conversation reports its first turn in input_tokens_details.cached_tokens; a prompt that
+// opens <think> answers in a reasoning item; fields kamera does not do are refused by name; a 404
+// names the endpoints served.
+#include <gtest/gtest.h>
+
+#include "support/chat_templates.h"
+#include "support/test_server.h"
+
+using namespace kamera;
+using json = nlohmann::json;
+
+namespace {
+
+const auto fixture = tiny::template_fixture;
+
+struct Served : tiny::TestServer {
+  explicit Served(const std::string& tmpl = fixture("qwen3"))
+      : TestServer(options(tmpl), tiny::model_path("qwen2", DType::F32, "ctx=4096")) {}
+  static ServerOptions options(const std::string& tmpl) {
+    ServerOptions o;
+    o.chat_template = tmpl;
+    return o;
+  }
+  // The events of an SSE stream: (event name, data).
+  std::vector<std::pair<std::string, json>> events(json b) {
+    b["stream"] = true;
+    auto r = client->Post("/v1/responses", b.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    std::vector<std::pair<std::string, json>> out;
+    for (size_t at = 0; r && (at = r->body.find("event: ", at)) != std::string::npos;) {
+      const size_t nl = r->body.find('\n', at), end = r->body.find("\n\n", at);
+      const std::string name = r->body.substr(at + 7, nl - at - 7);
+      const std::string data = r->body.substr(nl + 7, end - nl - 7);  // after "data: "
+      out.push_back({name, json::parse(data)});
+      at = end;
+    }
+    return out;
+  }
+};
+
+const json kNoEnd = {{"1", -100}, {"2", -100}};  // the tiny vocabulary's BOS and EOS
+
+json responses(json extra) {
+  json b = {{"model", "m"}, {"max_output_tokens", 12}, {"logit_bias", kNoEnd}};
+  b.update(extra);
+  return b;
+}
+
+json chat(json messages) {
+  return {{"messages", messages}, {"max_tokens", 12}, {"logit_bias", kNoEnd}};
+}
+
+json post_ok(Served& s, const std::string& path, const json& body) {
+  int st = 0;
+  json r = s.post(path, body, &st);
+  EXPECT_EQ(st, 200) << body.dump() << " -> " << r.dump();
+  return r;
+}
+
+// The text of a Response's message items.
+std::string output_text(const json& r) {
+  std::string t;
+  for (const json& item : r["output"])
+    if (item["type"] == "message")
+      for (const json& c : item["content"]) t += c["text"].get<std::string>();
+  return t;
+}
+
+const json kAdd = {{"type", "function"},
+                   {"name", "add"},
+                   {"description", "Adds two integers"},
+                   {"parameters",
+                    {{"type", "object"},
+                     {"properties", {{"a", {{"type", "integer"}}}, {"b", {{"type", "integer"}}}}},
+                     {"required", {"a", "b"}},
+                     {"additionalProperties", false}}}};
+
+}  // namespace
+
+TEST(ServerResponses, InputsGiveTheChatRequestTheyTranslateTo) {
+  Served s;
+  const json r = post_ok(s, "/v1/responses",
+                         responses({{"instructions", "Be brief."}, {"input", "What is 2 + 2?"}}));
+  const json c = post_ok(s, "/v1/chat/completions",
+                         chat({{{"role", "system"}, {"content", "Be brief."}},
+                               {{"role", "user"}, {"content", "What is 2 + 2?"}}}));
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_TRUE(r["id"].get<std::string>().starts_with("resp_"));
+  EXPECT_EQ(r["status"], "incomplete");  // cut at max_output_tokens
+  EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(r["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
+  EXPECT_EQ(r["usage"]["output_tokens"], 12);
+  EXPECT_EQ(output_text(r), c["choices"][0]["message"]["content"]);
+
+  // items: a tool loop's history, as the Responses API sends it back
+  const json items = {
+      {{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "Add 2 and 2."}}}}},
+      {{"type", "function_call"},
+       {"call_id", "c1"},
+       {"name", "add"},
+       {"arguments", "{\"a\": 2, \"b\": 2}"}},
+      {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "4"}}};
+  const json ri = post_ok(s, "/v1/responses", responses({{"input", items}, {"tools", {kAdd}}}));
+  const json tool = {{"type", "function"},
+                     {"function",
+                      {{"name", "add"},
+                       {"description", kAdd["description"]},
+                       {"parameters", kAdd["parameters"]}}}};
+  const json ci = post_ok(s, "/v1/chat/completions", [&] {
+    json b = chat({{{"role", "user"}, {"content", "Add 2 and 2."}},
+                   {{"role", "assistant"},
+                    {"content", nullptr},
+                    {"tool_calls",
+                     {{{"id", "c1"},
+                       {"type", "function"},
+                       {"function", {{"name", "add"}, {"arguments", "{\"a\": 2, \"b\": 2}"}}}}}}},
+                   {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "4"}}});
+    b["tools"] = {tool};
+    return b;
+  }());
+  EXPECT_EQ(ri["usage"]["input_tokens"], ci["usage"]["prompt_tokens"]);
+  EXPECT_EQ(output_text(ri), ci["choices"][0]["message"]["content"]);
+}
+
+TEST(ServerResponses, TheStreamAssemblesToTheWholeResponse) {
+  Served s;
+  const json body = responses({{"input", "Tell me a story."}});
+  const json whole = post_ok(s, "/v1/responses", body);
+  const auto ev = s.events(body);
+  ASSERT_GE(ev.size(), 6u);
+  EXPECT_EQ(ev[0].first, "response.created");
+  EXPECT_EQ(ev[1].first, "response.in_progress");
+  EXPECT_EQ(ev[2].first, "response.output_item.added");
+  EXPECT_EQ(ev[3].first, "response.content_part.added");
+  EXPECT_EQ(ev.back().first, "response.incomplete");
+  std::string text;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    EXPECT_EQ(ev[i].second["type"], ev[i].first);
+    EXPECT_EQ(ev[i].second["sequence_number"], int(i));
+    if (ev[i].first == "response.output_text.delta") text += ev[i].second["delta"];
+  }
+  EXPECT_EQ(text, output_text(whole));
+  const json& last = ev.back().second["response"];
+  EXPECT_EQ(output_text(last), output_text(whole));
+  EXPECT_EQ(last["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
+}
+
+TEST(ServerResponses, AForcedCallIsAFunctionCallItemStreamedOrNot) {
+  Served s;
+  const json body = responses({{"input", "Add 2 and 3."},
+                               {"tools", {kAdd}},
+                               {"tool_choice", "required"},
+                               {"parallel_tool_calls", false},
+                               {"max_output_tokens", 200},
+                               {"temperature", 0.7},
+                               {"seed", 4}});
+  const json r = post_ok(s, "/v1/responses", body);
+  ASSERT_EQ(r["output"].size(), 1u) << r.dump();
+  const json& call = r["output"][0];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "add");
+  EXPECT_EQ(call["status"], "completed");
+  const json args = json::parse(call["arguments"].get<std::string>());
+  EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << args;
+  EXPECT_EQ(r["status"], "completed");
+
+  std::string streamed;
+  std::vector<std::string> names;
+  for (const auto& [name, data] : s.events(body)) {
+    names.push_back(name);
+    if (name == "response.function_call_arguments.delta") streamed += data["delta"];
+    if (name == "response.function_call_arguments.done") {
+      EXPECT_EQ(data["arguments"], call["arguments"]);
+    }
+  }
+  EXPECT_EQ(streamed, call["arguments"]);
+  EXPECT_EQ(names.back(), "response.completed");
+}
+
+TEST(ServerResponses, TurnTwoReportsTurnOneAsCachedTokens) {
+  Served s;
+  json input = {{{"role", "user"}, {"content", "Tell me a story about a dog and a red ball."}}};
+  const json t1 = post_ok(s, "/v1/responses", responses({{"input", input}}));
+  input.push_back(
+      {{"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", output_text(t1)}}}}});
+  input.push_back({{"role", "user"}, {"content", "And then?"}});
+  const json t2 = post_ok(s, "/v1/responses", responses({{"input", input}}));
+  const int64_t cached = t2["usage"]["input_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, t1["usage"]["input_tokens"].get<int64_t>() - 2) << t2["usage"].dump();
+  EXPECT_LT(cached, t2["usage"]["input_tokens"].get<int64_t>());
+}
+
+TEST(ServerResponses, APromptThatOpensThinkAnswersInAReasoningItem) {
+  const std::string path = tiny::thinking_template();
+  Served s(path);
+  const json r = post_ok(s, "/v1/responses", responses({{"input", "What is 2 + 2?"}}));
+  ASSERT_EQ(r["output"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_FALSE(r["output"][0]["content"][0]["text"].get<std::string>().empty());
+  EXPECT_EQ(output_text(r), "");
+  std::string reasoning;
+  for (const auto& [name, data] : s.events(responses({{"input", "What is 2 + 2?"}})))
+    if (name == "response.reasoning_text.delta") reasoning += data["delta"];
+  EXPECT_EQ(reasoning, r["output"][0]["content"][0]["text"]);
+}
+
+TEST(ServerResponses, FieldsKameraDoesNotDoAreRefusedByName) {
+  Served s;
+  auto refused = [&](const json& extra, const std::string& param) {
+    int st = 0;
+    const json r = s.post("/v1/responses", responses(extra), &st);
+    EXPECT_EQ(st, 400) << extra.dump() << " -> " << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << r.dump();
+  };
+  const json in = {{"input", "hi"}};
+  auto with = [&](json extra) {
+    json b = in;
+    b.update(extra);
+    return b;
+  };
+  refused(with({{"previous_response_id", "resp_1"}}), "previous_response_id");
+  refused(with({{"store", true}}), "store");
+  refused(with({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type");
+  refused(with({{"truncation", "auto"}}), "truncation");
+  refused(with({{"frobnicate", 1}}), "frobnicate");
+  refused(with({{"max_output_tokens", 0}}), "max_output_tokens");
+  refused(with({{"text",
+                 {{"format",
+                   {{"type", "json_schema"},
+                    {"name", "x"},
+                    {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}}}}),
+          "text.format.schema");
+  refused({{"input", {{{"type", "item_reference"}, {"id", "x"}}}}}, "input[0].type");
+  refused({{"input", json::array()}}, "input");
+  post_ok(s, "/v1/responses", responses(with({{"store", false}, {"truncation", "disabled"}})));
+
+  int st = 0;
+  const json nf = s.post("/v1/messages/nope", json::object(), &st);
+  EXPECT_EQ(st, 404);
+  EXPECT_NE(nf["error"]["message"].get<std::string>().find("/v1/responses"), std::string::npos)
+      << nf.dump();
+}
