@@ -19,6 +19,7 @@
 #include "server/server.h"
 #include "support/base64.h"
 #include "support/raw_http.h"
+#include "support/sanitizer.h"
 #include "support/temp_path.h"
 #include "support/test_server.h"
 #include "vision/qwen_vision.h"
@@ -230,6 +231,8 @@ TEST(ServerImageCost, HugeDeclaredPicturesAreRefusedFromTheirHeader) {
 // a time) is free again within a layer, not after the whole encode. An all-zero 1792 x 1792 PNG
 // is 4,096 rows (16,384 patches, full attention) for a 16-layer tiny tower.
 TEST(ServerImageCost, AClientThatLeavesStopsItsEncode) {
+  if (test_sanitizer::kAsan)  // one layer of 16,384 patches at -O0 takes longer than the bound
+    GTEST_SKIP() << "the encode's timing is checked in the release build";
   ServerOptions o;
   o.max_image_rows = 1 << 20;
   VlServer v(o, "ctx=32768", 16);
@@ -246,7 +249,9 @@ TEST(ServerImageCost, AClientThatLeavesStopsItsEncode) {
   const double waited = now_s() - left;
   std::printf("a small picture answered %.2f s after the big one's client left\n", waited);
   EXPECT_EQ(st, 200) << r.dump();
-  EXPECT_LT(waited, 5.0) << "the encode went on after its client left";
+  // 0.07 s on a quiet machine; the whole encode went on for 28.6 s before the fix: a bound that
+  // holds on a loaded 2-core machine (a 5 s bound failed once at load 6)
+  EXPECT_LT(waited, 12.0) << "the encode went on after its client left";
   // the small picture's encode is the only one that finished
   EXPECT_EQ(v.metric("kamera_vision_encode_seconds_count"), 1);
 }
