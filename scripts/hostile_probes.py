@@ -1313,6 +1313,115 @@ def tool_injection(x):
         srv.stop()
 
 
+
+# ---- 46.5 prefix reuse under load and near its budget ------------------------------------------
+SYSTEM = ("You are the assistant of a small shop that sells bicycles, spare parts and tools. "
+          "Answer briefly, name the part and its price, and ask one question back when unsure.")
+WORDS = ("wheel chain brake saddle pedal spoke tyre tube pump lamp bell lock frame fork gear "
+         "cable grip rack basket mirror").split()
+
+
+def next_turn(port, conv, msgs, out, words, max_tokens=4):
+    """Turn len(out) of conversation `conv`: the whole of it resent plus a new user message of
+    `words` words, with "reuse": "prefix"; appends (prompt_tokens, cached_tokens,
+    completion_tokens) to out and the reply to msgs."""
+    t = len(out)
+    w = [WORDS[(conv * 7 + t * 3 + i * (conv + 1)) % len(WORDS)] for i in range(words)]
+    msgs.append({"role": "user", "content": f"{conv}: {' '.join(w)}"})
+    st, b, _ = request(port, "POST", "/v1/chat/completions",
+                       {"messages": msgs, "max_tokens": max_tokens, "temperature": 0,
+                        "reuse": "prefix"}, timeout=120)
+    expect(st == 200, f"conversation {conv} turn {t}: {st} {b}")
+    u = b["usage"]
+    out.append((u["prompt_tokens"], u["prompt_tokens_details"]["cached_tokens"],
+                u["completion_tokens"]))
+    msgs.append({"role": "assistant", "content": b["choices"][0]["message"]["content"]})
+
+
+def conversations(port, n, turns, words=2, first_words=2, in_turn=False):
+    """n conversations (the first message of each `first_words` words long, the next ones
+    `words`), each client on its own thread, or (in_turn) one client taking them in turn; per
+    conversation its turns' (prompt, cached, completion)."""
+    logs = [[] for _ in range(n)]
+    msgs = [[{"role": "system", "content": SYSTEM}] for _ in range(n)]
+
+    def turn(c):
+        next_turn(port, c, msgs[c], logs[c], first_words if not logs[c] else words)
+    if in_turn:
+        for _ in range(turns):
+            for c in range(n):
+                turn(c)
+    else:
+        def client(c):
+            for _ in range(turns):
+                turn(c)
+        concurrently_each(n, client)
+    expect(all(len(l) == turns for l in logs), "a conversation failed")
+    return logs
+
+
+def concurrently_each(n, fn):
+    th = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+
+
+def served_from_prefix(logs):
+    """Later turns whose cached tokens cover the previous turn's prompt (but its last token,
+    whose logits were the first token's), of all later turns."""
+    hits = sum(1 for l in logs for a, b in zip(l, l[1:]) if b[1] >= a[0] - 1)
+    return hits, sum(len(l) - 1 for l in logs)
+
+
+def token_hit_rate(logs):
+    """Cached tokens of the later turns over their prompt tokens."""
+    later = [t for l in logs for t in l[1:]]
+    return sum(t[1] for t in later) / max(1, sum(t[0] for t in later))
+
+
+@probe("46.5 32 concurrent conversations lose their prefixes")
+def prefix_under_load(x):
+    srv = x.serve("--pool-tokens", "16384", "--prefix-cache-tokens", "12288")
+    try:
+        logs = conversations(srv.port, 32, 8)
+        hits, later = served_from_prefix(logs)
+        held = metric(srv.port, "kamera_admissions_held_total")
+        working = sum(l[-1][0] + l[-1][2] for l in logs)
+        # The first turns share the system prompt: all but the one that computed it reuse it.
+        system = min(l[0][0] for l in logs) // 2
+        firsts = sum(1 for l in logs if l[0][1] >= system)
+        x.note = (f"working set {working} tokens; {hits} of {later} later turns served from their "
+                  f"prefix ({100 * hits / later:.0f}%), token hit rate "
+                  f"{100 * token_hit_rate(logs):.0f}%; {held:.0f} admissions held, {firsts} of 32 "
+                  "first turns reused the shared system prompt")
+        expect(hits >= 0.9 * later and firsts >= 30, x.note)
+    finally:
+        srv.stop()
+
+
+@probe("46.5 a budget below the working set gives whole-entry LRU's hit rate")
+def prefix_near_budget(x):
+    # Four conversations, each opened by a long message of its own, then short turns, taken in
+    # turn by one client (each comes back after the three others); the working set (every
+    # conversation's last prompt and reply) measured with room for all.
+    def run(budget, in_turn):
+        srv = x.serve("--prefix-cache-tokens", str(budget))
+        try:
+            return conversations(srv.port, 4, 8, words=2, first_words=150, in_turn=in_turn)
+        finally:
+            srv.stop()
+    logs = run(8192, True)
+    working = sum(l[-1][0] + l[-1][2] for l in logs)
+    budget = int(0.75 * working)
+    rate, apart = token_hit_rate(run(budget, True)), token_hit_rate(run(budget, False))
+    x.note = (f"budget {budget} tokens (75% of a working set of {working}): token hit rate "
+              f"{100 * rate:.0f}%, {100 * apart:.0f}% with a client per conversation (with room "
+              f"for all: {100 * token_hit_rate(logs):.0f}%)")
+    expect(rate >= 0.6 and apart >= 0.6, x.note)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--kamera", required=True, help="the kamera binary to probe")

@@ -74,7 +74,8 @@ PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
   ++stats_.lookups;
   const Match best = best_match(tokens);
   if (best.entry < 0) return best;
-  entries_.at(best.entry).last_use = ++clock_;
+  Entry& e = entries_.at(best.entry);
+  e.proven = std::max(e.proven, best.n_tokens);
   ++stats_.hits;
   stats_.tokens_matched += best.n_tokens;
   return best;
@@ -100,27 +101,31 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   }
   const int64_t n = int64_t(tokens.size());
   if (n == 0 || n > params_.token_budget) return EntryId(-1);
-  if (const Match held = best_match(tokens); held.n_tokens == n) {
+  const Match held = best_match(tokens);
+  if (held.n_tokens == n) {
     entries_.at(held.entry).last_use = ++clock_;  // an entry already holds them
     return EntryId(-1);
   }
-  drop_covered(tokens);
-  if (shrink_to(params_.token_budget - n) > params_.token_budget - n) return EntryId(-1);
+  // What the entry it extends (or shares a head with) had served stays proven.
+  const int proven = held.entry >= 0 ? std::min(held.n_tokens, entries_.at(held.entry).proven) : 0;
   auto fork = pool_.fork(seq);
   if (!fork.ok()) return fork.error();
   if (Status st = pool_.truncate(*fork, int(n)); !st.ok()) {
     pool_.free_sequence(*fork);
     return st.error();
   }
+  drop_covered(tokens);
   const EntryId id = next_id_++;
   Entry& e = entries_[id];
   e.tokens.assign(tokens.begin(), tokens.end());
   e.block_names = block_names(tokens);
   e.seq = *fork;
   e.last_use = ++clock_;
+  e.proven = proven;
   for (uint64_t name : e.block_names) by_block_[name].push_back(id);
-  tokens_held_ += n;
-  return id;
+  hold_pages(e);
+  shrink_to(params_.token_budget);  // the new entry's own tail may go (it is the newest)
+  return contains(id) ? id : EntryId(-1);
 }
 
 Result<SeqId> PrefixIndex::fork_prefix(EntryId entry, int n_tokens) {
@@ -163,26 +168,9 @@ void PrefixIndex::erase(EntryId id) {
     std::erase(b->second, id);
     if (b->second.empty()) by_block_.erase(b);
   }
+  release_pages(it->second);
   pool_.free_sequence(it->second.seq);
-  tokens_held_ -= int64_t(it->second.tokens.size());
   entries_.erase(it);
-}
-
-int64_t PrefixIndex::shrink_to(int64_t tokens) {
-  while (tokens_held_ > tokens) {
-    EntryId victim = -1;
-    uint64_t oldest = UINT64_MAX;
-    for (const auto& [id, e] : entries_) {
-      if (e.pins == 0 && e.last_use < oldest) {
-        oldest = e.last_use;
-        victim = id;
-      }
-    }
-    if (victim < 0) break;  // the rest is pinned
-    erase(victim);
-    ++stats_.evictions;
-  }
-  return tokens_held_;
 }
 
 std::span<const int32_t> PrefixIndex::tokens(EntryId entry) const {
@@ -194,7 +182,7 @@ std::span<const int32_t> PrefixIndex::tokens(EntryId entry) const {
 PrefixIndex::Stats PrefixIndex::stats() const {
   Stats s = stats_;
   s.entries = int64_t(entries_.size());
-  s.tokens_held = tokens_held_;
+  s.tokens_held = tokens_held();
   return s;
 }
 

@@ -18,12 +18,21 @@
 // one). A query that shares no full block falls back to comparing the few tokens of a block with
 // each entry.
 //
-// Memory. Every entry counts its tokens against `token_budget` (an upper bound on its pages:
-// pages shared by entries are counted once per entry). Inserting past the budget evicts the
-// least recently used entries that are not pinned. A request pins the entry it was served from
-// while it reads it (Lease); an entry in use is never evicted, and a fork handed out lives on its
-// own refcounts whatever happens to the entry. An entry whose tokens are a prefix of a new entry
-// is replaced by it (turn n+1 of a chat extends turn n), unless pinned.
+// Memory, page by page. The budget counts the pool pages the entries hold, each page once however
+// many entries share it (a system prompt forked into every conversation costs its pages once), in
+// tokens (pages x page tokens). Past the budget, entries give back their tail pages, a block at a
+// time, rather than go whole: a conversation that comes back finds the first part of what it sent
+// and recomputes only the rest. Which tails go first: every entry may keep a fair share of the
+// budget (the budget over the entries). Tokens that no lookup has used yet go before those a lookup
+// was served (`proven`): first those above the entry's share, then the rest of them; then proven
+// tokens above the share, then any; within each, the least recently used entry first. So
+// conversations that come back in turn, whose prompts together exceed the budget, keep about
+// budget/working-set of each prompt instead of thrashing as whole-entry LRU does (each entry
+// evicted just before it is asked for again), while entries never used again lose their pages
+// before the reused ones. A request pins the entry it was served from while it reads it (Lease); an
+// entry in use is never cut, and a fork handed out lives on its own refcounts whatever happens to
+// the entry. An entry whose tokens are a prefix of a new entry is replaced by it (turn n+1 of a
+// chat extends turn n), unless pinned.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +65,8 @@ class PrefixIndex {
     int64_t lookups = 0;
     int64_t hits = 0;  // lookups that matched at least one token
     int64_t tokens_matched = 0;
-    int64_t evictions = 0;
+    int64_t evictions = 0;       // entries given back whole
+    int64_t tokens_evicted = 0;  // tokens given back, by whole entries and by tails
   };
 
   PrefixIndex(KvPool& pool, Params params);
@@ -67,11 +77,14 @@ class PrefixIndex {
   // Records that tokens [0, tokens.size()) of `seq` hold the KV of `tokens` (seq may hold more:
   // the entry keeps only these). The index forks seq; seq is not changed. Returns the entry, or
   // -1 when nothing was added: an entry already holds these tokens (it is touched), the tokens
-  // alone exceed the budget, or the budget cannot be met because what is left is pinned.
+  // alone exceed the budget, or the budget cannot be met but by giving back all of the new entry
+  // (the rest is pinned). The new entry may keep less than `tokens` (its tail given back to the
+  // budget); it starts with the tokens the entry it extends had served (proven).
   // Fails cleanly (nothing changed) when seq is unknown or shorter than tokens.
   Result<EntryId> insert(SeqId seq, std::span<const int32_t> tokens);
 
-  // The longest prefix of `tokens` some entry holds. Marks the entry recently used.
+  // The longest prefix of `tokens` some entry holds. Marks the entry recently used, and those
+  // tokens of it proven (served to a request).
   Match lookup(std::span<const int32_t> tokens);
   // The same, without marking it (a scheduler asking what a queued prompt would reuse).
   Match best_match(std::span<const int32_t> tokens) const;
@@ -84,13 +97,15 @@ class PrefixIndex {
   Status pin(EntryId entry);
   void unpin(EntryId entry);
 
-  // Evicts unpinned entries, least recently used first, until at most `tokens` are held.
-  // Returns the tokens still held (more than `tokens` when the rest is pinned).
+  // Gives back tail pages of unpinned entries (in the order above; an entry left with no token
+  // is erased) until the pages held are at most `tokens` worth. Returns the tokens held (more
+  // than `tokens` when the rest is pinned).
   int64_t shrink_to(int64_t tokens);
 
   bool contains(EntryId entry) const { return entries_.count(entry) != 0; }
   std::span<const int32_t> tokens(EntryId entry) const;  // empty for an unknown entry
-  int64_t tokens_held() const { return tokens_held_; }
+  // The pool pages the entries hold (each once), in tokens.
+  int64_t tokens_held() const { return int64_t(page_refs_.size()) * pool_.page_tokens(); }
   const Params& params() const { return params_; }
   Stats stats() const;
 
@@ -101,12 +116,19 @@ class PrefixIndex {
     SeqId seq = -1;
     uint64_t last_use = 0;
     int pins = 0;
+    int proven = 0;              // tokens from the start a lookup was served
+    std::vector<int32_t> pages;  // the pool pages of its tokens, each once
   };
 
   std::vector<uint64_t> block_names(std::span<const int32_t> tokens) const;
   std::vector<EntryId> candidates(const std::vector<uint64_t>& names, size_t& depth) const;
   void erase(EntryId id);
   void drop_covered(std::span<const int32_t> tokens);  // unpinned entries that are its prefixes
+  // Eviction (prefix_index_evict.cpp): the entry's pages counted in, or out; its tail cut to n.
+  void hold_pages(Entry& e);
+  void release_pages(Entry& e);
+  void cut(EntryId id, int n);
+  EntryId victim(int64_t share, int phase, int& floor) const;
 
   KvPool& pool_;
   Params params_;
@@ -114,7 +136,7 @@ class PrefixIndex {
   std::unordered_map<uint64_t, std::vector<EntryId>> by_block_;  // block name -> entries
   EntryId next_id_ = 0;
   uint64_t clock_ = 0;
-  int64_t tokens_held_ = 0;
+  std::unordered_map<int32_t, int> page_refs_;  // pool page -> entries holding it
   Stats stats_;
 };
 

@@ -102,17 +102,21 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
   bool exclusive_busy = exclusive_in_flight(), exclusive_wait = false, gen_wait = false;
   const int in_flight = generations_in_flight();
   int gens = 0, rows = rows_in_flight();  // generations admitted in this batch; their choices
-  std::vector<const Generation*> busy;    // admissions in flight, and those of this batch
-  if (opts_.hold_shared_tokens > 0)
-    for (const auto& t : tasks_)
-      if (t->gen) busy.push_back(t->gen.get());
+  int64_t reserved = 0;                 // pages the admissions in flight and of this batch may take
+  std::vector<const Generation*> busy;  // admissions in flight, and those of this batch
+  for (const auto& t : tasks_) {
+    if (!t->gen) continue;
+    reserved += pages_to_admit(*t->gen);
+    if (opts_.hold_shared_tokens > 0) busy.push_back(t->gen.get());
+  }
   for (auto it = queue_.begin(); it != queue_.end();) {
     Generation* g = it->gen.get();
     bool wait = it->exclusive() && (exclusive_busy || exclusive_wait);
-    if (g && !wait) make_room(*g, gens + in_flight - int(active_.size()));
-    if (g && !wait)
-      wait = gen_wait || rows + g->req.n > opts_.max_active ||
-             ((in_flight > 0 || gens > 0) && !room_for(*g, gens + in_flight - int(active_.size())));
+    if (g && !wait) wait = gen_wait || rows + g->req.n > opts_.max_active;
+    if (g && !wait && (in_flight > 0 || gens > 0)) {
+      make_room(*g, reserved);
+      wait = pages_short(*g, reserved) > 0;
+    }
     if (wait) {
       exclusive_wait = exclusive_wait || it->exclusive();
       gen_wait = gen_wait || g;
@@ -127,6 +131,7 @@ std::vector<Scheduler::Job> Scheduler::take_batch() {
       continue;
     }
     if (g && opts_.hold_shared_tokens > 0) busy.push_back(g);
+    if (g) reserved += pages_to_admit(*g);
     exclusive_busy = exclusive_busy || it->exclusive();
     gens += g != nullptr;
     rows += g ? g->req.n : 0;
@@ -165,27 +170,58 @@ int64_t Scheduler::pages_to_come(const Generation& g) const {
   return pages;
 }
 
-// Whether `g` fits for sure: the free pages, less what the active generations (and `admitted`
-// others about to start) may still take, hold a whole context for it. So a decode step never
-// finds the pool full: a generation that does not fit waits in the queue instead of failing.
-bool Scheduler::room_for(const Generation& g, int admitted) const {
-  const int64_t page = ctx_.pool().page_tokens();
-  const int64_t context = (ctx_.model().cfg.ctx_len + page - 1) / page;
-  auto worst = [&](const Generation& x) {  // the prompt, then every further choice's own pages
-    return context + int64_t(x.req.parts.size()) + 2 + int64_t(x.req.n - 1) * (context + 2);
-  };
-  int64_t committed = int64_t(admitted) * worst(g);
-  for (const auto& a : active_) committed += pages_to_come(*a);
-  return ctx_.pool().n_free_pages() - committed >= worst(g);
+// Pages an admission of g may take: the tokens of its prompt that the prefix index does not hold
+// (a fork shares the rest) and those it may generate (its max_tokens, else the server's default
+// or the rest of the context; with the prompt, at most the context), a page more per part and two
+// for partial pages; each further choice its own generated tokens. A prompt whose length is known
+// only once resolved (chunk parts, a window) may take a whole context.
+int64_t Scheduler::pages_to_admit(const Generation& g) const {
+  const int64_t page = ctx_.pool().page_tokens(), ctx = ctx_.model().cfg.ctx_len;
+  const std::vector<int32_t>& ids = g.req.plan.ids;
+  const bool known = g.req.window_id.empty() && !ids.empty();
+  const int64_t prompt = known ? std::min<int64_t>(int64_t(ids.size()), ctx) : ctx;
+  const int want = g.req.gen.max_tokens > 0 ? g.req.gen.max_tokens : g.req.default_max_tokens;
+  const int64_t out =
+      std::clamp<int64_t>(want > 0 ? want : ctx, 1, std::max<int64_t>(1, ctx - prompt));
+  int64_t held = 0;
+  const PrefixIndex* prefix = assembler_.prefix();
+  if (known && prefix && ids.size() > 1 && !g.req.plan.has_media())
+    held = prefix->best_match(std::span(ids).first(ids.size() - 1)).n_tokens;
+  const int64_t extra = int64_t(g.req.parts.size()) + 2;
+  return (prompt - held + out + page - 1) / page + extra +
+         int64_t(g.req.n - 1) * ((out + page - 1) / page + 2);
 }
 
-// Cached prefixes give their pages back (least recently used first) while `g` would not fit.
-void Scheduler::make_room(const Generation& g, int admitted) {
+// Pages `g` lacks to fit for sure (0 or less: it fits): what it may take (pages_to_admit) against
+// the free pages less what the active generations may still take and the `reserved` pages of the
+// admissions about to run. So a decode step never finds the pool full: a generation that does not
+// fit waits in the queue instead of failing.
+int64_t Scheduler::pages_short(const Generation& g, int64_t reserved) const {
+  int64_t committed = reserved;
+  for (const auto& a : active_) committed += pages_to_come(*a);
+  return pages_to_admit(g) + committed - ctx_.pool().n_free_pages();
+}
+
+// Cached prefixes give back the pages `g` lacks (prefix_index.h: unused tails first), all but the
+// entry g's prompt would be served from, while there are others.
+void Scheduler::make_room(const Generation& g, int64_t reserved) {
   PrefixIndex* prefix = assembler_.prefix();
-  while (prefix && prefix->tokens_held() > 0 && !room_for(g, admitted)) {
-    const int64_t held = prefix->tokens_held();
-    if (prefix->shrink_to(held / 2) == held) break;  // the rest is pinned
+  if (!prefix || pages_short(g, reserved) <= 0) return;
+  const std::vector<int32_t>& ids = g.req.plan.ids;
+  const PrefixIndex::EntryId own =
+      ids.size() > 1 ? prefix->best_match(std::span(ids).first(ids.size() - 1)).entry : -1;
+  const int64_t page = ctx_.pool().page_tokens();
+  auto give_back = [&] {
+    for (int64_t lack; (lack = pages_short(g, reserved)) > 0;) {
+      const int64_t held = prefix->tokens_held();
+      if (held == 0 || prefix->shrink_to(held - lack * page) >= held) break;  // the rest is pinned
+    }
+  };
+  if (own >= 0 && prefix->pin(own).ok()) {
+    give_back();
+    prefix->unpin(own);
   }
+  give_back();  // its own entry too, if the others were not enough
 }
 
 // The prompt tokens of g that an admission in `busy` computes and the caches do not hold yet

@@ -104,7 +104,8 @@ class Scheduler {
   void account_prefill(double step_s, int piece_tokens);
   void drain_tasks();
   int64_t pages_to_come(const Generation& g) const;
-  bool room_for(const Generation& g, int admitted) const;
+  int64_t pages_to_admit(const Generation& g) const;
+  int64_t pages_short(const Generation& g, int64_t reserved) const;
   bool admit(Generation& g);
   bool exceeds_context(const Generation& g, int64_t end) const;
   Status refuse_context(Generation& g, Assembly& a, int64_t end);
@@ -117,7 +118,7 @@ class Scheduler {
   void keep_segments(Generation& g);
   bool background_due(bool admitting) const;
   void start_background();  // the next queued canonical, when the engine is idle
-  void make_room(const Generation& g, int admitted);
+  void make_room(const Generation& g, int64_t reserved);
   void release(Generation& g);
   int active_rows() const;
   void note_pages();  // the pool's pages in use, for /metrics

@@ -1,6 +1,6 @@
 // The prefix index (cache/prefix_index): the longest common token prefix of a query and the
-// sequences it holds, served as copy-on-write forks of their pages, under a token budget with
-// LRU eviction that never evicts an entry in use.
+// sequences it holds, served as copy-on-write forks of their pages, under a budget of the pages
+// they hold (each once) that gives back tails, never an entry in use.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -40,16 +40,21 @@ class PrefixIndexTest : public testing::Test {
   SeqId computed(const std::vector<int32_t>& tokens) {
     const SeqId s = pool_->create_sequence();
     owned_.push_back(s);
+    extend(s, tokens);
+    return s;
+  }
+  // Prefills the tokens of `tokens` past those `s` holds behind them.
+  void extend(SeqId s, const std::vector<int32_t>& tokens) {
+    const int from = pool_->n_tokens(s);
     std::vector<Pos> pos;
-    for (int i = 0; i < int(tokens.size()); ++i) pos.push_back(Pos::linear(i));
+    for (int i = from; i < int(tokens.size()); ++i) pos.push_back(Pos::linear(i));
     EXPECT_TRUE(pool_->append(s, pos).ok());
-    for (int i = 0; i < int(tokens.size()); ++i)
+    for (int i = from; i < int(tokens.size()); ++i)
       for (int l = 0; l < 2; ++l)
         for (int c = 0; c < 2; ++c) {
           std::vector<float> row(c == 0 ? 2 : 3, row_value(tokens[i], i, l, c));
           pool_->write_row(s, l, c, i, row.data());
         }
-    return s;
   }
 
   // True when the first n tokens of `seq` carry the rows and positions of `tokens`.
@@ -147,7 +152,7 @@ TEST_F(PrefixIndexTest, ADifferingTokenStopsTheMatch) {
   EXPECT_EQ(index.lookup(std::vector<int32_t>{}).n_tokens, 0);
 }
 
-TEST_F(PrefixIndexTest, EvictionKeepsWhatIsInUse) {
+TEST_F(PrefixIndexTest, EvictionGivesBackTailsAndKeepsWhatIsInUse) {
   PrefixIndex index(*pool_, budget(100));
   const auto a = random_tokens(40, 5), b = random_tokens(40, 6), c = random_tokens(40, 7);
   auto ea = index.insert(computed(a), a);
@@ -157,31 +162,110 @@ TEST_F(PrefixIndexTest, EvictionKeepsWhatIsInUse) {
   auto ec = index.insert(computed(c), c);
   ASSERT_TRUE(ec.ok());
   ASSERT_GE(*ec, 0);
-  EXPECT_TRUE(index.contains(*ea));
-  EXPECT_FALSE(index.contains(*eb));  // the least recently used of those not in use
   EXPECT_LE(index.tokens_held(), 100);
-  EXPECT_EQ(index.lookup(a).n_tokens, 40);
-  EXPECT_EQ(index.lookup(b).n_tokens, 0);
+  EXPECT_EQ(index.lookup(a).n_tokens, 40);  // whole: pinned
+  // b and c gave back tails, a block at a time; each keeps its head, b (older) the shorter.
+  const int kept_b = index.lookup(b).n_tokens, kept_c = index.lookup(c).n_tokens;
+  EXPECT_GT(kept_b, 0);
+  EXPECT_LT(kept_b, 40);
+  EXPECT_LE(kept_b, kept_c);
+  EXPECT_EQ(kept_b % kPageTokens, 0);
+  EXPECT_EQ(40 + kept_b + kept_c, index.tokens_held());  // no page shared: each counted
 
-  // Everything pinned: a new entry that would need an eviction is not added, the budget holds.
+  // Everything pinned: a new entry is given back whole, the budget holds.
+  ASSERT_TRUE(index.pin(*eb).ok());
   ASSERT_TRUE(index.pin(*ec).ok());
   const auto d = random_tokens(40, 8);
   auto ed = index.insert(computed(d), d);
   ASSERT_TRUE(ed.ok());
   EXPECT_EQ(*ed, -1);
   EXPECT_LE(index.tokens_held(), 100);
-  EXPECT_EQ(index.shrink_to(0), 80);  // both pinned
+  EXPECT_EQ(index.shrink_to(0), 40 + kept_b + kept_c);  // all pinned
 
   // A fork handed out outlives its entry: unpinned and evicted, its rows stay.
-  auto fork = index.fork_prefix(*ec, 30);
+  auto fork = index.fork_prefix(*ea, 30);
   ASSERT_TRUE(fork.ok());
   owned_.push_back(*fork);
-  index.unpin(*ea);
-  index.unpin(*ec);
+  for (auto e : {*ea, *eb, *ec}) index.unpin(e);
   EXPECT_EQ(index.shrink_to(0), 0);
-  EXPECT_FALSE(index.contains(*ec));
-  EXPECT_TRUE(holds(*fork, c, 30));
-  EXPECT_EQ(index.stats().evictions, 3);
+  EXPECT_FALSE(index.contains(*ea));
+  EXPECT_TRUE(holds(*fork, a, 30));
+  EXPECT_EQ(index.stats().evictions, 4);  // d, then a, b and c
+}
+
+// Entries forked from one prompt share its pages: the budget counts them once.
+TEST_F(PrefixIndexTest, SharedPagesCountOnce) {
+  PrefixIndex index(*pool_, budget(60));
+  const auto a = random_tokens(40, 11);
+  auto ea = index.insert(computed(a), a);
+  ASSERT_TRUE(ea.ok());
+  ASSERT_GE(*ea, 0);
+  auto b = std::vector<int32_t>(a.begin(), a.begin() + 32);  // a's first 8 pages, then 8 of its own
+  for (int32_t t : random_tokens(8, 12)) b.push_back(600 + t);
+  auto fork = index.fork_prefix(*ea, 32);
+  ASSERT_TRUE(fork.ok());
+  owned_.push_back(*fork);
+  extend(*fork, b);
+  auto eb = index.insert(*fork, b);
+  ASSERT_TRUE(eb.ok());
+  ASSERT_GE(*eb, 0);
+  EXPECT_EQ(index.tokens_held(), 48);  // 10 pages of a, 2 of b's own: not 80 tokens
+  EXPECT_EQ(index.lookup(a).n_tokens, 40);
+  EXPECT_EQ(index.lookup(b).n_tokens, 40);
+  auto fb = index.fork_prefix(*eb, 40);
+  ASSERT_TRUE(fb.ok());
+  owned_.push_back(*fb);
+  EXPECT_TRUE(holds(*fb, b, 40));
+  EXPECT_EQ(index.stats().evictions, 0);
+}
+
+// Tokens no lookup has used go before those a request was served, whatever their recency.
+TEST_F(PrefixIndexTest, UnusedTailsGoBeforeServedOnes) {
+  PrefixIndex index(*pool_, budget(100));
+  const auto a = random_tokens(40, 13), b = random_tokens(40, 14), c = random_tokens(40, 15);
+  ASSERT_TRUE(index.insert(computed(a), a).ok());
+  EXPECT_EQ(index.lookup(a).n_tokens, 40);         // served: proven
+  ASSERT_TRUE(index.insert(computed(b), b).ok());  // b is the more recent, but no lookup used it
+  ASSERT_TRUE(index.insert(computed(c), c).ok());  // 120 tokens: b and c give back 20
+  EXPECT_EQ(index.lookup(a).n_tokens, 40);
+  EXPECT_LT(index.lookup(b).n_tokens + index.lookup(c).n_tokens, 80);
+  EXPECT_LE(index.tokens_held(), 100);
+}
+
+// Conversations that come back in turn, whose prompts together exceed the budget: whole-entry LRU
+// evicts each one just before it comes back (no hit at all); giving back tails keeps the head of
+// each, about budget/working-set of every prompt. Every hit serves the rows it matched.
+TEST_F(PrefixIndexTest, ConversationsTakingTurnsPastTheBudgetKeepTheirHeads) {
+  constexpr int kConversations = 4, kTurns = 8, kFirst = 120, kTurn = 12;
+  const int64_t working = kConversations * (kFirst + (kTurns - 1) * kTurn);
+  PrefixIndex index(*pool_, budget(working * 3 / 4));
+  std::vector<std::vector<int32_t>> conv(kConversations);
+  int64_t prompt_tokens = 0, hit_tokens = 0;
+  for (int t = 0; t < kTurns; ++t)
+    for (int c = 0; c < kConversations; ++c) {
+      std::vector<int32_t>& p = conv[size_t(c)];
+      for (int32_t x : random_tokens(t == 0 ? kFirst : kTurn, uint32_t(100 * c + t)))
+        p.push_back(x);
+      const auto m = index.lookup(p);
+      SeqId s = -1;
+      if (m.entry >= 0) {
+        auto f = index.fork_prefix(m.entry, m.n_tokens);
+        ASSERT_TRUE(f.ok());
+        s = *f;
+        owned_.push_back(s);
+        ASSERT_TRUE(holds(s, p, m.n_tokens)) << "conversation " << c << " turn " << t;
+        extend(s, p);
+      } else {
+        s = computed(p);
+      }
+      if (t > 0) prompt_tokens += int64_t(p.size()), hit_tokens += m.n_tokens;
+      ASSERT_TRUE(index.insert(s, p).ok());
+      ASSERT_LE(index.tokens_held(), working * 3 / 4);
+      pool_->free_sequence(s);  // the request ends; the entry holds its pages
+      std::erase(owned_, s);
+    }
+  const double rate = double(hit_tokens) / double(prompt_tokens);
+  EXPECT_GE(rate, 0.6) << hit_tokens << " of " << prompt_tokens << " prompt tokens from the cache";
 }
 
 TEST_F(PrefixIndexTest, AnExtensionReplacesItsPrefixAndBadInputChangesNothing) {

@@ -119,9 +119,12 @@ TEST(ServerPrefix, CachedPrefixesGiveTheirPagesBackWhenARequestNeedsThem) {
   const json r = s.post("/v1/completions", big, &st);
   ASSERT_EQ(st, 200) << r.dump();
   EXPECT_EQ(cached(r), 0);
-  // The big prompt is now the one cached: sent again, it is reused.
+  // The big prompt is cached too: sent again, it is reused. The budget (the pool) is shared
+  // among the seven prompts (cache/prefix_index.h): the newest gives back what is over its share
+  // once the older ones are down to theirs, so it keeps more than half of itself.
   const json again = s.post("/v1/completions", big, &st);
-  EXPECT_EQ(cached(again), ctx - 64) << again["usage"].dump();
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_GE(cached(again), (ctx - 64) / 2) << again["usage"].dump();
 }
 
 // Prompts that arrive together (one request's prompt array: queued at once) and share a long

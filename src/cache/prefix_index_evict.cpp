@@ -1,0 +1,89 @@
+// PrefixIndex's memory: the pool pages its entries hold, each counted once, and the tails they
+// give back when the pages are over the budget (cache/prefix_index.h, "Memory, page by page").
+#include <algorithm>
+
+#include "cache/prefix_index.h"
+
+namespace kamera {
+
+void PrefixIndex::hold_pages(Entry& e) {
+  const int page = pool_.page_tokens();
+  e.pages.clear();
+  for (int32_t slot : pool_.slots(e.seq)) e.pages.push_back(slot / page);
+  std::sort(e.pages.begin(), e.pages.end());
+  e.pages.erase(std::unique(e.pages.begin(), e.pages.end()), e.pages.end());
+  for (int32_t p : e.pages) ++page_refs_[p];
+}
+
+void PrefixIndex::release_pages(Entry& e) {
+  for (int32_t p : e.pages) {
+    auto it = page_refs_.find(p);
+    if (it != page_refs_.end() && --it->second == 0) page_refs_.erase(it);
+  }
+  e.pages.clear();
+}
+
+// Keeps the first n tokens of the entry (its blocks past them unnamed); none: the entry goes.
+void PrefixIndex::cut(EntryId id, int n) {
+  Entry& e = entries_.at(id);
+  const int len = int(e.tokens.size());
+  n = std::clamp(n, 0, len);
+  stats_.tokens_evicted += len - n;
+  if (n == 0) {
+    erase(id);
+    ++stats_.evictions;
+    return;
+  }
+  release_pages(e);
+  (void)pool_.truncate(e.seq, n);  // n is within the sequence: cannot fail
+  const size_t blocks = size_t(n / params_.block_tokens);
+  for (size_t b = blocks; b < e.block_names.size(); ++b) {
+    auto it = by_block_.find(e.block_names[b]);
+    if (it == by_block_.end()) continue;
+    std::erase(it->second, id);
+    if (it->second.empty()) by_block_.erase(it);
+  }
+  e.block_names.resize(std::min(blocks, e.block_names.size()));
+  e.tokens.resize(size_t(n));
+  e.proven = std::min(e.proven, n);
+  hold_pages(e);
+}
+
+// The unpinned entry to cut next in `phase`, least recently used first; floor: where it may be
+// cut to. Phases: 0, tokens no lookup used above the entry's share; 1, tokens no lookup used;
+// 2, any above the share; 3, any.
+PrefixIndex::EntryId PrefixIndex::victim(int64_t share, int phase, int& floor) const {
+  EntryId best = -1;
+  uint64_t oldest = UINT64_MAX;
+  for (const auto& [id, e] : entries_) {
+    if (e.pins > 0 || e.last_use >= oldest) continue;
+    const int64_t f = phase == 0   ? std::max<int64_t>(share, e.proven)
+                      : phase == 1 ? e.proven
+                      : phase == 2 ? share
+                                   : 0;
+    if (int64_t(e.tokens.size()) <= f) continue;
+    best = id;
+    oldest = e.last_use;
+    floor = int(f);
+  }
+  return best;
+}
+
+int64_t PrefixIndex::shrink_to(int64_t tokens) {
+  const int bt = params_.block_tokens;
+  while (tokens_held() > tokens) {
+    const int64_t share = std::max<int64_t>(0, tokens) / std::max<int64_t>(1, entries_.size());
+    int floor = 0;
+    EntryId v = -1;
+    for (int phase = 0; phase < 4 && v < 0; ++phase) v = victim(share, phase, floor);
+    if (v < 0) break;  // the rest is pinned
+    // Down by what is over, in whole blocks, not below the floor (but for its last partial block).
+    const int len = int(entries_.at(v).tokens.size());
+    const int64_t want = std::max<int64_t>(floor, len - (tokens_held() - tokens));
+    const int n = int(std::min<int64_t>((want + bt - 1) / bt * bt, (len - 1) / bt * bt));
+    cut(v, n);
+  }
+  return tokens_held();
+}
+
+}  // namespace kamera
