@@ -96,6 +96,8 @@ class Generator {
   // The completion's text (cut before a stop string) and its sampled tokens (the
   // end-of-generation token that ended it not included).
   const std::string& text() const { return stop_.text(); }
+  // The stop string that ended it (empty: none did).
+  const std::string& stop_sequence() const { return stop_.matched(); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const GenerateParams& params() const { return p_; }
 

@@ -26,7 +26,8 @@ std::string StopText::push(std::string_view s) {
   const size_t from = shown_;
   text_ += s;
   size_t cut = std::string::npos;
-  for (const std::string& stop : stops_) cut = std::min(cut, text_.find(stop, from));
+  for (const std::string& stop : stops_)
+    if (const size_t at = text_.find(stop, from); at < cut) cut = at, matched_ = stop;
   if (cut != std::string::npos) {
     stopped_ = true;
     text_.resize(cut);

@@ -23,6 +23,8 @@ class StopText {
   // The held-back text, when the text ends without a stop.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (empty until stopped()).
+  const std::string& matched() const { return matched_; }
   // The text so far (cut before the stop once stopped), shown or held.
   const std::string& text() const { return text_; }
   size_t shown() const { return shown_; }
@@ -35,6 +37,7 @@ class StopText {
   std::string text_;
   size_t shown_ = 0;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace kamera

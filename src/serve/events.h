@@ -64,6 +64,7 @@ struct GenerationEnd {
   int index = 0;
   FinishReason reason = FinishReason::Stop;
   Usage usage;
+  std::string stop_sequence;  // the request's stop string that ended the last choice, if one did
 };
 struct GenerationFailed {
   ServeError error;

@@ -97,6 +97,7 @@ struct Generation {
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices
   int choices_left = 0;
+  std::string stop_sequence;  // the stop string that ended the last choice to end (or none)
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context
   PromptUsage usage;          // set at admission
   double t_submit = 0, t_admit = 0, t_first = 0;

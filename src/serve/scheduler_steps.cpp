@@ -292,6 +292,7 @@ bool Scheduler::step_choice(Generation& g, Generation::Choice& c, std::span<floa
     c.last = s.token;
     return true;
   }
+  g.stop_sequence = c.gen->stop_sequence();
   end_choice(g, c, s.reason);
   return false;
 }
@@ -325,7 +326,8 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   g.choices_left = 0;
   remember(g, true);
   keep_segments(g);
-  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated}});  // g ends here
+  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated},
+                      std::move(g.stop_sequence)});  // g ends here
   release(g);
 }
 
