@@ -3,6 +3,7 @@
 // sizes (413) and content types (415). Cheap routes are answered on the I/O thread.
 #include <ctime>
 
+#include "server/messages_api.h"
 #include "server/server_impl.h"
 
 namespace kamera {
@@ -30,7 +31,8 @@ bool is_json_type(std::string_view type) {
 HttpError no_route() {
   return {404,
           "no such endpoint. kamera serves OpenAI's POST /v1/chat/completions, /v1/completions, "
-          "/v1/responses, /v1/embeddings and GET /v1/models; its own /v1/chunks, /v1/windows, "
+          "/v1/responses, /v1/embeddings and GET /v1/models; Anthropic's POST /v1/messages and "
+          "/v1/messages/count_tokens; its own /v1/chunks, /v1/windows, "
           "/v1/stats, /tokenize, /detokenize, /metrics, /health (docs/SERVER.md)",
           "not_found_error", "no_route"};
 }
@@ -50,6 +52,8 @@ void Server::Impl::add_routes() {
   add("POST", "/v1/completions", &Impl::completions);
   add("POST", "/v1/chat/completions", &Impl::chat);
   add("POST", "/v1/responses", &Impl::responses);
+  add("POST", "/v1/messages", &Impl::messages);
+  add("POST", "/v1/messages/count_tokens", &Impl::count_tokens);
   add("POST", "/v1/embeddings", &Impl::embeddings);
   add("POST", "/v1/chunks", &Impl::post_chunk);
   add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
@@ -83,15 +87,27 @@ Result<std::string> Server::Impl::client_of(const HttpRequest& req) const {
     return make_error(ErrorCode::InvalidArgument, "several Authorization headers");
   if (keys.empty()) return "ip:" + req.peer;
   const std::string raw = req.raw_authorization.empty() ? "" : req.raw_authorization[0];
+  const std::string x_api_key = req.header("x-api-key");  // Anthropic's clients send it
   int found = -1;
   for (size_t i = 0; i < keys.size(); ++i)
-    if (same_secret(raw, "Bearer " + keys[i])) found = int(i);
+    if (same_secret(raw, "Bearer " + keys[i]) ||
+        (!x_api_key.empty() && same_secret(x_api_key, keys[i])))
+      found = int(i);
   if (found < 0)
-    return make_error(ErrorCode::NotFound, "missing or wrong API key (Authorization: Bearer KEY)");
+    return make_error(ErrorCode::NotFound,
+                      "missing or wrong API key (Authorization: Bearer KEY, or x-api-key: KEY)");
   return fmt::format("key:{}", found);
 }
 
+// Anthropic's routes answer their head's refusals in its shape too.
 std::optional<HttpResponse> Server::Impl::inspect(HttpRequest& head) {
+  auto r = inspect_head(head);
+  if (r && r->status >= 400 && head.path.starts_with("/v1/messages"))
+    r->body = anthropic_error_body(r->status, r->body);
+  return r;
+}
+
+std::optional<HttpResponse> Server::Impl::inspect_head(HttpRequest& head) {
   const std::string method = head.method == "HEAD" ? "GET" : head.method;
   const Route* route = nullptr;
   std::string allow;

@@ -26,6 +26,7 @@ void render_requests(std::string& out, const ServerMetrics& m) {
   for (auto [k, v] : {std::pair{"completions", &m.requests_completions},
                       {"chat", &m.requests_chat},
                       {"responses", &m.requests_responses},
+                      {"messages", &m.requests_messages},
                       {"chunks", &m.requests_chunks},
                       {"windows", &m.requests_windows},
                       {"embeddings", &m.requests_embeddings}})

@@ -84,7 +84,8 @@ struct Server::Impl {
 
   // http_api.cpp
   void add_routes();
-  std::optional<HttpResponse> inspect(HttpRequest& head);  // names head.client
+  std::optional<HttpResponse> inspect(HttpRequest& head);       // names head.client
+  std::optional<HttpResponse> inspect_head(HttpRequest& head);  // inspect's, in OpenAI's shape
   void dispatch(HttpRequest req, Out out);
   // The client a request speaks for ("key:N" or "ip:ADDR"), or the refusal of its credentials.
   Result<std::string> client_of(const HttpRequest& req) const;
@@ -154,6 +155,10 @@ struct Server::Impl {
                                                           const ParamName& rename = nullptr);
   // responses_route.cpp: POST /v1/responses (server/responses_api.h)
   void responses(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  // messages_route.cpp: POST /v1/messages, /v1/messages/count_tokens (server/messages_api.h)
+  void messages(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void count_tokens(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  std::optional<json> messages_body(const HttpRequest& req, bool count_only, const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
   void mark_reasoning(GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,
