@@ -24,6 +24,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
+import { checker } from './client_harness.mjs';
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('--') ? [...a, [x.slice(2), all[i + 1]]] : a), []));
@@ -81,16 +82,7 @@ const tokenIds = async (client, text) => {
   return (await r.json()).tokens;
 };
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    ++failed;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
+const { check, fail, failed } = checker();
 
 // Throws unless doc validates against schema (Python's jsonschema: Debian's python3-jsonschema).
 function validate(schema, doc) {
@@ -424,11 +416,10 @@ const clock = { type: 'function', function: {
 try {
   await main();
 } catch (e) {
-  ++failed;
-  console.log(`FAIL setup: ${e.stack || e}`);
+  fail(e);
 } finally {
   for (const p of servers) p.kill();
 }
-console.log(failed ? `${failed} check(s) failed (logs in ${tmp})` : 'all checks passed');
-if (!failed) fs.rmSync(tmp, { recursive: true, force: true });
-process.exit(failed ? 1 : 0);
+console.log(failed() ? `${failed()} check(s) failed (logs in ${tmp})` : 'all checks passed');
+if (!failed()) fs.rmSync(tmp, { recursive: true, force: true });
+process.exit(failed() ? 1 : 0);

