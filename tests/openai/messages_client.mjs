@@ -71,6 +71,7 @@ try {
     assert.equal(textOf(last), textOf(whole));
     assert.equal(last.stop_reason, 'max_tokens');
     assert.equal(last.usage.output_tokens, whole.usage.output_tokens);
+    assert.equal(last.usage.input_tokens, whole.usage.input_tokens);  // told by message_delta
   });
 
   await check('a tool loop: a forced tool, its result fed back, an answer; turn 2 reuses turn 1', async () => {
