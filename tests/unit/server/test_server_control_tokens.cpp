@@ -132,7 +132,7 @@ TEST(ControlTokens, AUserMessageCannotOpenASystemTurn) {
              {"content", nullptr},
              {"tool_calls",
               {{{"function", {{"name", "f"}, {"arguments", "{\"a\": \"\\u0002\"}"}}}}}}}}) {
-    auto b = gen_request({{"messages", {bad}}}, true, ServerOptions{}, cfg, &*tmpl);
+    auto b = gen_request({{"messages", json::array({bad})}}, true, ServerOptions{}, cfg, &*tmpl);
     EXPECT_FALSE(b.ok()) << bad.dump();
   }
   // The escaped spelling of a marker is a client's text like any other: literal, no chunk.

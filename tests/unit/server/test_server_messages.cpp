@@ -129,7 +129,8 @@ TEST(ServerMessages, AToolLoopsBlocksGiveTheChatRequestAndCountTokensAgrees) {
        {"content",
         {{{"type", "tool_result"}, {"tool_use_id", "c1"}, {"content", "4"}},
          {{"type", "text"}, {"text", "Thanks."}}}}}};
-  const json m = post_ok(s, "/v1/messages", messages({{"messages", msgs}, {"tools", {kAdd}}}));
+  const json m =
+      post_ok(s, "/v1/messages", messages({{"messages", msgs}, {"tools", json::array({kAdd})}}));
   json c = chat({{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Add 2 and 2."}}}}},
                  {{"role", "assistant"},
                   {"content", "I will add them."},
@@ -139,12 +140,12 @@ TEST(ServerMessages, AToolLoopsBlocksGiveTheChatRequestAndCountTokensAgrees) {
                      {"function", {{"name", "add"}, {"arguments", "{\"a\":2,\"b\":2}"}}}}}}},
                  {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "4"}},
                  {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Thanks."}}}}}});
-  c["tools"] = {kChatAdd};
+  c["tools"] = json::array({kChatAdd});
   const json cr = post_ok(s, "/v1/chat/completions", c);
   EXPECT_EQ(m["usage"]["input_tokens"], cr["usage"]["prompt_tokens"]);
   EXPECT_EQ(text_of(m), cr["choices"][0]["message"]["content"]);
   const json n = post_ok(s, "/v1/messages/count_tokens",
-                         {{"model", "m"}, {"messages", msgs}, {"tools", {kAdd}}});
+                         {{"model", "m"}, {"messages", msgs}, {"tools", json::array({kAdd})}});
   EXPECT_EQ(n["input_tokens"], m["usage"]["input_tokens"]);
 }
 
@@ -180,7 +181,7 @@ TEST(ServerMessages, AForcedToolIsAToolUseBlockWhoseInputRoundTrips) {
   Served s;
   const json body = messages(
       {{"messages", {{{"role", "user"}, {"content", "Add 2 and 3."}}}},
-       {"tools", {kAdd}},
+       {"tools", json::array({kAdd})},
        {"tool_choice", {{"type", "tool"}, {"name", "add"}, {"disable_parallel_tool_use", true}}},
        {"max_tokens", 200},
        {"temperature", 0.7},

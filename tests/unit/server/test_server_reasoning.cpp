@@ -134,7 +134,7 @@ TEST(ServerReasoning, EarlierTurnsReasoningIsRenderedAsTheTemplateDecides) {
                      {"type", "function"},
                      {"function", {{"name", "add"}, {"arguments", "{\"a\": 2, \"b\": 2}"}}}};
   auto prompt_tokens = [&](const char* key) {
-    json assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}};
+    json assistant = {{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}};
     if (key) assistant[key] = "I should add the numbers with the tool.";
     json b = chat();
     b["messages"].push_back(assistant);
@@ -197,7 +197,7 @@ TEST(ServerReasoning, ForcedCallsCutByMaxTokensLeaveNoMarkerAndUseNoLayout) {
   Served s(fixture("qwen2_5"));
   int complete = 0;
   for (int max_tokens = 8; max_tokens <= 200; max_tokens += 8) {
-    const json r = post_ok(s, chat({{"tools", {kWeather}},
+    const json r = post_ok(s, chat({{"tools", json::array({kWeather})},
                                     {"tool_choice", "required"},
                                     {"temperature", 0.9},
                                     {"seed", max_tokens},

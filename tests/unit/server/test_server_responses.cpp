@@ -105,7 +105,8 @@ TEST(ServerResponses, InputsGiveTheChatRequestTheyTranslateTo) {
        {"name", "add"},
        {"arguments", "{\"a\": 2, \"b\": 2}"}},
       {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "4"}}};
-  const json ri = post_ok(s, "/v1/responses", responses({{"input", items}, {"tools", {kAdd}}}));
+  const json ri =
+      post_ok(s, "/v1/responses", responses({{"input", items}, {"tools", json::array({kAdd})}}));
   const json tool = {{"type", "function"},
                      {"function",
                       {{"name", "add"},
@@ -120,7 +121,7 @@ TEST(ServerResponses, InputsGiveTheChatRequestTheyTranslateTo) {
                        {"type", "function"},
                        {"function", {{"name", "add"}, {"arguments", "{\"a\": 2, \"b\": 2}"}}}}}}},
                    {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "4"}}});
-    b["tools"] = {tool};
+    b["tools"] = json::array({tool});
     return b;
   }());
   EXPECT_EQ(ri["usage"]["input_tokens"], ci["usage"]["prompt_tokens"]);
@@ -153,7 +154,7 @@ TEST(ServerResponses, TheStreamAssemblesToTheWholeResponse) {
 TEST(ServerResponses, AForcedCallIsAFunctionCallItemStreamedOrNot) {
   Served s;
   const json body = responses({{"input", "Add 2 and 3."},
-                               {"tools", {kAdd}},
+                               {"tools", json::array({kAdd})},
                                {"tool_choice", "required"},
                                {"parallel_tool_calls", false},
                                {"max_output_tokens", 200},
