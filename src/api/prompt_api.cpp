@@ -72,19 +72,6 @@ void fill_report(kamera_seq& h, const Assembly& a, int32_t anchor) {
                                  a.recomputed + a.query.n(), a.reused};
 }
 
-// All of the plan but its query from the caches (the whole prompt when they hold none of it),
-// then the query's forward; a.seq is the new sequence, also on failure.
-Result<std::vector<float>> serve(Context& ctx, const PromptPlan& plan, Assembly& a) {
-  auto served = ctx.assembler().assemble(plan, a);
-  if (!served.ok()) return served.error();
-  if (!*served) {
-    a = Assembly{};
-    a.seq = ctx.pool().create_sequence();
-    a.query = ChunkContent::from_tokens(plan.ids);
-  }
-  return ctx.cache().forward_chunk(a.seq, a.query, a.query_pos, LogitsMode::Last);
-}
-
 }  // namespace
 
 extern "C" {
@@ -120,7 +107,7 @@ kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* tokens, int
     plan_text(*plan, c.cache(), tok, ids);
     auto h = std::make_unique<kamera_seq>();
     h->box = ctx->box;
-    auto l = serve(c, *plan, h->assembly);
+    auto l = c.assembler().serve(*plan, h->assembly);
     h->seq = h->assembly.seq;  // freed with h on failure
     if (!l.ok()) return set_error(with_context(l.error(), fn));
     h->next_position = plan->next_position;

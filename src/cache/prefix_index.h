@@ -29,10 +29,11 @@
 // conversations that come back in turn, whose prompts together exceed the budget, keep about
 // budget/working-set of each prompt instead of thrashing as whole-entry LRU does (each entry
 // evicted just before it is asked for again), while entries never used again lose their pages
-// before the reused ones. A request pins the entry it was served from while it reads it (Lease); an
-// entry in use is never cut, and a fork handed out lives on its own refcounts whatever happens to
-// the entry. An entry whose tokens are a prefix of a new entry is replaced by it (turn n+1 of a
-// chat extends turn n), unless pinned.
+// before the reused ones. A request's KV never depends on an entry: it is served from a fork, which
+// lives on its own page refcounts whatever happens to the entry afterwards. Pins only order the
+// cuts: the scheduler pins the entry a waiting request would be served from while it makes room
+// for that request (the others give back their pages first). An entry whose tokens are a prefix of
+// a new entry is replaced by it (turn n+1 of a chat extends turn n), unless pinned.
 #pragma once
 
 #include <cstdint>

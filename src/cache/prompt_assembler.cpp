@@ -30,9 +30,7 @@ SpanSource store_source(const SegmentIndex::Hit& h) {
                                                : SpanSource::StorePatchNearest;
 }
 
-// ServedStore: from the canonical and patch another server stored (kept in the index afterwards,
-// as a segment computed here, so that this server's events say it holds it; not exact).
-enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
+using enum Assembly::Served;
 
 }  // namespace
 
@@ -222,6 +220,19 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
   a.query_pos = last ? last->position + (from - last->span.begin) : from;
   a.query = ChunkContent::from_tokens({all.begin() + from, all.end()});
   return true;
+}
+
+// The plan served from the caches, or whole as the query when they hold none of it; then the
+// query's forward (cache/prompt_assembler.h).
+Result<std::vector<float>> PromptAssembler::serve(const PromptPlan& plan, Assembly& a) {
+  auto served = assemble(plan, a);
+  if (!served.ok()) return served.error();
+  if (!*served) {
+    a = Assembly{};
+    a.seq = cache_.pool().create_sequence();
+    a.query = ChunkContent::from_tokens(plan.ids);
+  }
+  return cache_.forward_chunk(a.seq, a.query, a.query_pos, LogitsMode::Last);
 }
 
 // Of the plans being admitted, the one where waiting pays (cache/prompt_assembler.h).

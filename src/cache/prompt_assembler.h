@@ -56,9 +56,12 @@ struct Assembly {
   ChunkContent query;
   int background_queued = 0;  // segments of this prompt queued for a canonical
   int prefix_end = 0;         // tokens of the plan the exact prefix served
-  // Per plan segment: 0 computed here, 1 served exact, 2 served otherwise, 3 from the store.
-  std::vector<char> served;
-  bool kept = false;  // keep_segments ran
+  // How each plan segment was served. ServedStore: from the canonical and patch another server
+  // stored (kept in the index afterwards, as a segment computed here, so that this server's events
+  // say it holds it; not exact).
+  enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
+  std::vector<char> served;  // a Served per plan segment
+  bool kept = false;         // keep_segments ran
 };
 
 class PromptAssembler {
@@ -71,6 +74,10 @@ class PromptAssembler {
   // the reprefill policy, a query that is not text, no prefix and no segments held): the caller
   // assembles the prompt another way, a.seq untouched. The context length is the caller's check.
   Result<bool> assemble(const PromptPlan& plan, Assembly& a);
+  // assemble(), or the whole prompt as the query when the caches hold none of it, then the
+  // query's forward: the last token's logits. a.seq is the new sequence (the caller's), also on
+  // failure.
+  Result<std::vector<float>> serve(const PromptPlan& plan, Assembly& a);
 
   // Keeps what `seq` holds exactly in the prefix index: the plan's tokens and the first tokens of
   // `reply` past them that seq holds (its decoded continuation; empty: the prompt alone). A plan

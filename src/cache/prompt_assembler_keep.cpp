@@ -10,7 +10,7 @@ namespace kamera {
 
 namespace {
 
-enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
+using enum Assembly::Served;
 
 // Segment s's content: its image, or its tokens.
 std::shared_ptr<const ChunkContent> content_of(const PromptPlan& p, const PromptSegment& s) {

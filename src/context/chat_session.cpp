@@ -103,20 +103,6 @@ void ChatSession::keep_turn() {
   seq_ = -1;
 }
 
-// All of the plan but its query from the caches (or prefilled when they hold none of it), then
-// the query's forward: the last token's logits. a.seq is the new sequence, also on failure.
-Result<std::vector<float>> ChatSession::assemble(const PromptPlan& plan, Assembly& a) {
-  ChunkCache& cache = ctx_.cache();
-  auto served = ctx_.assembler().assemble(plan, a);
-  if (!served.ok()) return served.error();
-  if (!*served) {  // nothing held: the whole prompt in one forward
-    a = Assembly{};
-    a.seq = ctx_.pool().create_sequence();
-    a.query = ChunkContent::from_tokens(plan.ids);
-  }
-  return cache.forward_chunk(a.seq, a.query, a.query_pos, LogitsMode::Last);
-}
-
 // The prompt `ids` as the assembler serves it; logits of its last token.
 Status ChatSession::prefill(std::span<const int32_t> ids, TurnStats& st,
                             std::vector<float>& logits) {
@@ -129,7 +115,7 @@ Status ChatSession::prefill(std::span<const int32_t> ids, TurnStats& st,
   const double t0 = now_ms();
   keep_turn();
   Assembly a;
-  auto l = assemble(plan, a);
+  auto l = ctx_.assembler().serve(plan, a);
   if (!l.ok()) {
     if (a.seq >= 0) ctx_.pool().free_sequence(a.seq);
     cached_.clear();

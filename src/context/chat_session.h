@@ -102,7 +102,6 @@ class ChatSession {
  private:
   ChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts);
   Status prefill(std::span<const int32_t> ids, TurnStats& st, std::vector<float>& logits);
-  Result<std::vector<float>> assemble(const PromptPlan& plan, Assembly& a);
   void keep_turn();
   Result<std::string> generate(std::vector<float> logits,
                                const std::function<void(std::string_view)>& on_text, TurnStats& st);
