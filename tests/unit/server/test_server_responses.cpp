@@ -5,7 +5,10 @@
 // Response as the whole body; a forced function call comes back as a function_call item; turn 2
 // of a conversation reports its first turn in input_tokens_details.cached_tokens; a prompt that
 // opens <think> answers in a reasoning item; fields kamera does not do are refused by name; a 404
-// names the endpoints served.
+// names the endpoints served. Stored responses: previous_response_id continues one (the same
+// prompt as the conversation sent whole, turn 1 read from the cache); GET and DELETE
+// /v1/responses/{id}; an id not stored (deleted, store: false, another key's, evicted past
+// --responses-store-mb) is refused naming it.
 #include <gtest/gtest.h>
 
 #include "support/chat_templates.h"
@@ -55,7 +58,7 @@ json chat(json messages) {
   return {{"messages", messages}, {"max_tokens", 12}, {"logit_bias", kNoEnd}};
 }
 
-json post_ok(Served& s, const std::string& path, const json& body) {
+json post_ok(tiny::TestServer& s, const std::string& path, const json& body) {
   int st = 0;
   json r = s.post(path, body, &st);
   EXPECT_EQ(st, 200) << body.dump() << " -> " << r.dump();
@@ -341,5 +344,34 @@ TEST(ServerResponses, StoredResponsesAreFoundDeletedAndRefusedByTheirId) {
   ASSERT_EQ(st, 200);
   EXPECT_EQ(unkept["store"], false);
   call("GET", "/v1/responses/" + unkept["id"].get<std::string>(), "key-a", {}, &st);
+  EXPECT_EQ(st, 404);
+}
+
+// --responses-store-mb bounds the store: under a small budget the oldest responses go (least
+// recently used first) while the newest stays found; a budget of 0 keeps none.
+TEST(ServerResponses, TheStoreKeepsItsByteBudget) {
+  ServerOptions o = Served::options(fixture("qwen3"));
+  o.responses_store_bytes = 16 << 10;
+  tiny::TestServer s(o, tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  auto found = [&](const json& r) {
+    int st = 0;
+    s.get("/v1/responses/" + r["id"].get<std::string>(), &st);
+    return st == 200;
+  };
+  std::vector<json> made;  // 40 responses: more than 16 KiB of JSON
+  for (int i = 0; i < 40; ++i)
+    made.push_back(post_ok(s, "/v1/responses", responses({{"input", "A story, please."}})));
+  EXPECT_TRUE(found(made[39]));
+  EXPECT_TRUE(found(made[38]));  // several fit
+  EXPECT_TRUE(found(made[36]));
+  EXPECT_FALSE(found(made[0]));  // (a GET makes a response the most recently used: last)
+  std::printf("one stored response: %zu bytes of JSON (its input items besides)\n",
+              made[39].dump().size());
+
+  o.responses_store_bytes = 0;
+  tiny::TestServer none(o, tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  const json r = post_ok(none, "/v1/responses", responses({{"input", "Hi."}}));
+  int st = 0;
+  none.get("/v1/responses/" + r["id"].get<std::string>(), &st);
   EXPECT_EQ(st, 404);
 }
