@@ -182,11 +182,17 @@ bool Router::Impl::attempt(int b, const HttpRequest& req, const std::shared_ptr<
   }
   HttpHeaders headers;
   for (const auto& [k, v] : req.headers)
-    if (k == "content-type" || k == "accept" || k == "x-session-id") headers.emplace_back(k, v);
-  if (!opts.backend_key.empty())
+    if (k == "content-type" || k == "accept" || k == "x-session-id" || k == "anthropic-version" ||
+        k == "anthropic-beta")
+      headers.emplace_back(k, v);
+  if (!opts.backend_key.empty()) {
     headers.emplace_back("Authorization", "Bearer " + opts.backend_key);
-  else if (!req.raw_authorization.empty())
-    headers.emplace_back("Authorization", req.raw_authorization[0]);
+  } else {  // the client's credentials, either form (Anthropic's clients send x-api-key)
+    if (!req.raw_authorization.empty())
+      headers.emplace_back("Authorization", req.raw_authorization[0]);
+    if (const std::string key = req.header("x-api-key"); !key.empty())
+      headers.emplace_back("x-api-key", key);
+  }
   const UpstreamLimits limits{opts.connect_timeout_ms, opts.backend_timeout_s,
                               opts.max_reply_bytes};
   last = relay(to, req, headers, limits, out, [&](const Relayed& r) { done(b, r); });
@@ -276,12 +282,16 @@ std::optional<HttpResponse> Router::Impl::inspect(HttpRequest& head) {
   }
   if (!opts.api_keys.empty()) {
     const std::string raw = head.raw_authorization.empty() ? "" : head.raw_authorization[0];
+    const std::string x_api_key = head.header("x-api-key");
     int found = -1;
     for (size_t i = 0; i < opts.api_keys.size(); ++i)
-      if (same_secret(raw, "Bearer " + opts.api_keys[i])) found = int(i);
+      if (same_secret(raw, "Bearer " + opts.api_keys[i]) ||
+          (!x_api_key.empty() && same_secret(x_api_key, opts.api_keys[i])))
+        found = int(i);
     if (head.count("authorization") > 1 || found < 0) {
-      HttpResponse r = error_reply(401, "missing or wrong API key (Authorization: Bearer KEY)",
-                                   "invalid_api_key", "authentication_error");
+      HttpResponse r = error_reply(
+          401, "missing or wrong API key (Authorization: Bearer KEY, or x-api-key: KEY)",
+          "invalid_api_key", "authentication_error");
       r.headers.push_back({"WWW-Authenticate", "Bearer"});
       return r;
     }

@@ -48,7 +48,8 @@ struct RouterOptions {
   int port = 0;                       // 0: any free port
   std::vector<std::string> backends;  // http://HOST:PORT of each server
   std::vector<std::string> api_keys;  // clients send one of these (empty: none needed)
-  // Sent to the backends as "Authorization: Bearer KEY" (empty: the client's header passed on).
+  // Sent to the backends as "Authorization: Bearer KEY" (empty: the client's Authorization and
+  // x-api-key headers passed on). Clients authenticate either way (x-api-key: Anthropic's).
   std::string backend_key;
   std::string policy = "score";  // score | round-robin | least-loaded
   double load_penalty = 1.0;

@@ -48,11 +48,19 @@ struct ServeError {
   std::string param;  // the request field at fault ("messages", "prompt", "max_tokens"); or none
 };
 
-// A choice's next text, and the log-probabilities of its tokens.
+// The prompt was admitted and the first token is being decoded: what it reused, told before any
+// text (Anthropic's message_start carries it).
+struct PromptAdmitted {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+// A choice's next text, the log-probabilities of its tokens, and how many tokens were generated
+// since the last delta (their text is this one's).
 struct TextDelta {
   int index = 0;
   std::string text;
   std::vector<TokenLogprob> logprobs;
+  int64_t tokens = 0;
 };
 // A choice ended (not the generation's last).
 struct ChoiceEnd {
@@ -70,6 +78,6 @@ struct GenerationFailed {
   ServeError error;
 };
 
-using Event = std::variant<TextDelta, ChoiceEnd, GenerationEnd, GenerationFailed>;
+using Event = std::variant<PromptAdmitted, TextDelta, ChoiceEnd, GenerationEnd, GenerationFailed>;
 
 }  // namespace kamera

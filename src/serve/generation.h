@@ -87,6 +87,7 @@ struct Generation {
     std::unique_ptr<Generator> gen;
     int32_t last = 0;
     int32_t next_pos = 0;
+    int64_t untold = 0;  // tokens generated since the last TextDelta (their text held back)
     bool done = false;
   };
   std::vector<Choice> choices;     // those still decoding

@@ -1,6 +1,8 @@
 // The scheduler's engine-thread steps: admitting a generation (its prompt's chunks resolved and
 // assembled into a sequence) and the batched decode step that emits every active generation's
 // next token (serve/scheduler.h).
+#include <utility>
+
 #include "core/log.h"
 #include "grammar/triggered.h"
 #include "serve/scheduler.h"
@@ -271,6 +273,7 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
   u.ttft_s = g.t_first - g.t_submit;
   note_prefill_speed(u.recomputed, u.prefill_s);
   u.prefill_tokens_per_s = metrics_.prefill_tokens_per_s.load();
+  g.out(PromptAdmitted{u.prompt_tokens, u.cached_tokens});
   for (size_t i = 0; i < g.choices.size() && g.choices_left > 0; ++i) {
     std::vector<float> l = i + 1 < g.choices.size() ? logits : std::move(logits);
     step_choice(g, g.choices[i], l);
@@ -286,8 +289,9 @@ bool Scheduler::step_choice(Generation& g, Generation::Choice& c, std::span<floa
   const int64_t made = int64_t(c.gen->tokens().size() - before);
   g.generated += int(made);
   metrics_.tokens_generated += made;
+  c.untold += made;
   if (!s.text.empty() || !s.logprobs.empty())
-    g.out(TextDelta{c.index, std::move(s.text), std::move(s.logprobs)});
+    g.out(TextDelta{c.index, std::move(s.text), std::move(s.logprobs), std::exchange(c.untold, 0)});
   if (!s.done) {
     c.last = s.token;
     return true;

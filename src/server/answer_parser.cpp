@@ -13,8 +13,14 @@ const std::vector<toolcall::ToolCall>& AnswerParser::calls() const {
   return calls_ ? calls_->calls() : none;
 }
 
-AnswerPiece AnswerParser::feed(std::string text) {
-  return next(std::move(text), false);
+AnswerPiece AnswerParser::feed(std::string text, int64_t tokens) {
+  AnswerPiece p = next(std::move(text), false);
+  if (!think_) return p;
+  undecided_tokens_ += tokens;
+  if (think_->undecided()) return p;
+  if (think_->read_reasoning()) reasoning_tokens_ += undecided_tokens_;
+  undecided_tokens_ = 0;
+  return p;
 }
 
 AnswerPiece AnswerParser::finish() {

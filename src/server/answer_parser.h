@@ -27,8 +27,12 @@ class AnswerParser {
   // (true: the prompt opened it).
   AnswerParser(std::optional<toolcall::Format> calls, std::optional<bool> reasoning,
                std::string id_prefix);
-  AnswerPiece feed(std::string text);
+  // `tokens`: how many generated tokens the text is (counted in reasoning_tokens() when it is
+  // read inside the reasoning, its markers included).
+  AnswerPiece feed(std::string text, int64_t tokens = 0);
   AnswerPiece finish();
+  // Tokens generated inside the reasoning (usage's reasoning_tokens).
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
   // Whether text is held back until more comes (finish() must be called at the end).
   bool parses() const { return calls_ || think_; }
   const std::vector<toolcall::ToolCall>& calls() const;
@@ -38,6 +42,8 @@ class AnswerParser {
 
   std::unique_ptr<toolcall::ToolCallParser> calls_;
   std::unique_ptr<toolcall::ReasoningSplitter> think_;
+  int64_t reasoning_tokens_ = 0;
+  int64_t undecided_tokens_ = 0;  // read while the splitter could not tell yet
 };
 
 }  // namespace kamera

@@ -53,19 +53,8 @@ json completion_logprobs(const std::vector<TokenLogprob>& lp, size_t& offset) {
 CompletionSink::CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
                                std::shared_ptr<std::atomic<bool>> cancel,
                                std::shared_ptr<AnswerThreads::Serial> serial)
-    : meta_(std::move(meta)),
-      out_(std::move(out)),
-      respond_(std::move(respond)),
-      cancel_(std::move(cancel)),
-      serial_(std::move(serial)) {}
-
-// Called on the scheduler thread: the event moves to the answer's Serial, nothing else.
-EventSink CompletionSink::sink() {
-  return [self = shared_from_this()](Event e) {
-    auto event = std::make_shared<Event>(std::move(e));
-    self->serial_->post([self, event] { self->on(*event); });
-  };
-}
+    : SerialSink(std::move(out), std::move(respond), std::move(cancel), std::move(serial)),
+      meta_(std::move(meta)) {}
 
 void CompletionSink::write(const json& j) {
   if (!streaming_) {
@@ -107,16 +96,17 @@ json CompletionSink::stream_choice(int index, const Piece& p, const std::vector<
 
 // The choice's next text: a thinking model's reasoning split out, the rest through its tool-call
 // parser when the request has tools.
-CompletionSink::Piece CompletionSink::parse(int index, std::string text, bool final) {
+CompletionSink::Piece CompletionSink::parse(int index, std::string text, bool final,
+                                            int64_t tokens) {
   Choice& c = choices_[index];
   if (!c.parser)  // call ids unique to the completion and the choice
     c.parser = std::make_unique<AnswerParser>(
         meta_.tool_calls, meta_.reasoning, fmt::format("call_{}_{}_", meta_.id.substr(5), index));
-  return final ? c.parser->finish() : c.parser->feed(std::move(text));
+  return final ? c.parser->finish() : c.parser->feed(std::move(text), tokens);
 }
 
 void CompletionSink::on_text(TextDelta& e) {
-  Piece p = parse(e.index, std::move(e.text), false);
+  Piece p = parse(e.index, std::move(e.text), false, e.tokens);
   if (meta_.stream) {
     if (p.empty() && e.logprobs.empty()) return;  // held back by the parsers
     return write(chunk(json::array({stream_choice(e.index, p, &e.logprobs, nullptr)})));
@@ -159,6 +149,11 @@ void CompletionSink::on_finish(int index, FinishReason reason, const Usage* usag
   if (usage) {
     add_usage(usage_json(*usage, meta_.media.get()));
     ++done_;
+  }
+  if (last && meta_.chat) {  // the tokens generated inside <think> blocks, every choice's
+    int64_t reasoning = 0;
+    for (const auto& [i, c] : choices_) reasoning += c.parser ? c.parser->reasoning_tokens() : 0;
+    usage_["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
   }
   if (meta_.stream) {
     json c = chunk(json::array({stream_choice(index, Piece{}, nullptr, finish)}));

@@ -21,6 +21,7 @@
 #include "server/answer_threads.h"
 #include "server/http_front.h"
 #include "server/json_fields.h"
+#include "server/translator_util.h"
 
 namespace kamera {
 
@@ -46,18 +47,14 @@ nlohmann::json completion_logprobs(const std::vector<TokenLogprob>& lp, size_t& 
 // The HTTP error of a failed generation (every API's).
 HttpError serve_http_error(const ServeError& e);
 
-class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
+class CompletionSink : public SerialSink<CompletionSink> {
  public:
-  using Respond = std::function<void(int status, const nlohmann::json& body)>;
-  // `respond` answers a whole body (or an error before a stream began); `cancel` stops the
-  // request's other generations once it failed.
   CompletionSink(CompletionMeta meta, std::shared_ptr<Responder> out, Respond respond,
                  std::shared_ptr<std::atomic<bool>> cancel,
                  std::shared_ptr<AnswerThreads::Serial> serial);
-  // The sink each of the request's generations sends its events to.
-  EventSink sink();
 
  private:
+  friend class SerialSink<CompletionSink>;
   struct Choice {
     std::string text;
     nlohmann::json finish_reason = nullptr;
@@ -77,15 +74,11 @@ class CompletionSink : public std::enable_shared_from_this<CompletionSink> {
   nlohmann::json chunk(nlohmann::json choices) const;
   nlohmann::json stream_choice(int index, const Piece& p, const std::vector<TokenLogprob>* lp,
                                const nlohmann::json& finish);
-  Piece parse(int index, std::string text, bool final);
+  Piece parse(int index, std::string text, bool final, int64_t tokens = 0);
   nlohmann::json message(const Choice& c) const;
   void write(const nlohmann::json& j);
 
   CompletionMeta meta_;
-  std::shared_ptr<Responder> out_;
-  Respond respond_;
-  std::shared_ptr<std::atomic<bool>> cancel_;
-  std::shared_ptr<AnswerThreads::Serial> serial_;
   std::map<int, Choice> choices_;
   nlohmann::json usage_;
   std::vector<nlohmann::json> kamera_;  // usage.kamera of each generation

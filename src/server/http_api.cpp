@@ -31,7 +31,8 @@ bool is_json_type(std::string_view type) {
 HttpError no_route() {
   return {404,
           "no such endpoint. kamera serves OpenAI's POST /v1/chat/completions, /v1/completions, "
-          "/v1/responses, /v1/embeddings and GET /v1/models; Anthropic's POST /v1/messages and "
+          "/v1/responses (GET and DELETE /v1/responses/{id}), /v1/embeddings and GET /v1/models; "
+          "Anthropic's POST /v1/messages and "
           "/v1/messages/count_tokens; its own /v1/chunks, /v1/windows, "
           "/v1/stats, /tokenize, /detokenize, /metrics, /health (docs/SERVER.md)",
           "not_found_error", "no_route"};
@@ -52,6 +53,8 @@ void Server::Impl::add_routes() {
   add("POST", "/v1/completions", &Impl::completions);
   add("POST", "/v1/chat/completions", &Impl::chat);
   add("POST", "/v1/responses", &Impl::responses);
+  add("GET", "/v1/responses/([A-Za-z0-9_-]{1,128})", &Impl::get_response);
+  add("DELETE", "/v1/responses/([A-Za-z0-9_-]{1,128})", &Impl::delete_response);
   add("POST", "/v1/messages", &Impl::messages);
   add("POST", "/v1/messages/count_tokens", &Impl::count_tokens);
   add("POST", "/v1/embeddings", &Impl::embeddings);

@@ -4,36 +4,27 @@
 
 #include <fmt/format.h>
 
+#include "server/translator_util.h"
+
 namespace kamera {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// A refusal naming the field.
-Error refuse(std::string* param, const std::string& field, const std::string& why,
-             ErrorCode code = ErrorCode::InvalidArgument) {
-  if (param) *param = field;
-  return Error{code, fmt::format("\"{}\" {}", field, why)};
-}
-
-std::string at(const std::string& base, size_t i) {
-  return fmt::format("{}[{}]", base, i);
-}
-
 // A block's keys beyond `known` (and cache_control, which kamera's caches make moot) refused.
 Status known_keys(const ojson& block, const std::string& where, std::set<std::string> known,
                   std::string* param) {
   known.insert({"type", "cache_control"});
   for (const auto& [k, v] : block.items())
-    if (!known.count(k)) return refuse(param, where + "." + k, "is not a field kamera knows");
+    if (!known.count(k)) return refuse_field(param, where + "." + k, "is not a field kamera knows");
   return Status::Ok();
 }
 
 Result<std::string> string_at(const ojson& block, const std::string& key, const std::string& where,
                               std::string* param) {
   if (!block.contains(key) || !block[key].is_string())
-    return refuse(param, where + "." + key, "must be a string");
+    return refuse_field(param, where + "." + key, "must be a string");
   return block[key].get<std::string>();
 }
 
@@ -41,7 +32,7 @@ Result<std::string> string_at(const ojson& block, const std::string& key, const 
 Result<std::string> text_block(const ojson& b, const std::string& where, std::string* param) {
   KAMERA_TRY(known_keys(b, where, {"text", "citations"}, param));
   if (b.contains("citations") && !b["citations"].is_null() && !b["citations"].empty())
-    return refuse(param, where + ".citations", "is not supported", ErrorCode::Unsupported);
+    return refuse_field(param, where + ".citations", "is not supported", ErrorCode::Unsupported);
   return string_at(b, "text", where, param);
 }
 
@@ -50,7 +41,7 @@ Result<ojson> image_block(const ojson& b, const std::string& where, std::string*
   KAMERA_TRY(known_keys(b, where, {"source"}, param));
   const ojson src = b.value("source", ojson());
   const std::string sw = where + ".source";
-  if (!src.is_object()) return refuse(param, sw, "must be an object");
+  if (!src.is_object()) return refuse_field(param, sw, "must be an object");
   const ojson type = src.value("type", ojson());
   std::string url;
   if (type == "base64") {
@@ -60,8 +51,8 @@ Result<ojson> image_block(const ojson& b, const std::string& where, std::string*
   } else if (type == "url") {
     KAMERA_ASSIGN_OR_RETURN(url, string_at(src, "url", sw, param));
   } else {
-    return refuse(param, sw + ".type", "must be base64 or url (file sources are not served)",
-                  ErrorCode::Unsupported);
+    return refuse_field(param, sw + ".type", "must be base64 or url (file sources are not served)",
+                        ErrorCode::Unsupported);
   }
   return ojson{{"type", "image_url"}, {"image_url", {{"url", url}}}};
 }
@@ -74,10 +65,11 @@ Result<ojson> user_part(const ojson& b, const std::string& where, std::string* p
     return ojson{{"type", "text"}, {"text", text}};
   }
   if (type == "image") return image_block(b, where, param);
-  return refuse(param, where + ".type",
-                "must be text, image, tool_result (user) or text, tool_use, thinking (assistant); "
-                "document, search_result and server tools' blocks are not served",
-                ErrorCode::Unsupported);
+  return refuse_field(
+      param, where + ".type",
+      "must be text, image, tool_result (user) or text, tool_use, thinking (assistant); "
+      "document, search_result and server tools' blocks are not served",
+      ErrorCode::Unsupported);
 }
 
 // A tool_result block as a tool message (its content a string or text and image blocks; an
@@ -91,14 +83,14 @@ Result<ojson> tool_result(const ojson& b, const std::string& where, std::string*
     content.push_back({{"type", "text"}, {"text", c}});
   } else if (c.is_array()) {
     for (size_t j = 0; j < c.size(); ++j) {
-      KAMERA_ASSIGN_OR_RETURN(ojson part, user_part(c[j], at(where + ".content", j), param));
+      KAMERA_ASSIGN_OR_RETURN(ojson part, user_part(c[j], indexed(where + ".content", j), param));
       content.push_back(std::move(part));
     }
   } else {
-    return refuse(param, where + ".content", "must be a string or an array of blocks");
+    return refuse_field(param, where + ".content", "must be a string or an array of blocks");
   }
   const ojson err = b.value("is_error", ojson(false));
-  if (!err.is_boolean()) return refuse(param, where + ".is_error", "must be a boolean");
+  if (!err.is_boolean()) return refuse_field(param, where + ".is_error", "must be a boolean");
   if (err == true) content.insert(content.begin(), ojson{{"type", "text"}, {"text", "Error: "}});
   if (content.size() == 1 && content[0]["type"] == "text") content = content[0]["text"];
   return ojson{{"role", "tool"}, {"tool_call_id", id}, {"content", content}};
@@ -119,8 +111,8 @@ Status user_message(const ojson& content, const std::string& where, ojson& out,
   };
   for (size_t j = 0; j < content.size(); ++j) {
     const ojson& b = content[j];
-    const std::string bw = at(where, j);
-    if (!b.is_object()) return refuse(param, bw, "must be a content block");
+    const std::string bw = indexed(where, j);
+    if (!b.is_object()) return refuse_field(param, bw, "must be a content block");
     if (b.value("type", ojson()) == "tool_result") {
       flush();
       KAMERA_ASSIGN_OR_RETURN(ojson m, tool_result(b, bw, param));
@@ -146,7 +138,7 @@ Status assistant_message(const ojson& content, const std::string& where, ojson& 
   std::string text, thinking;
   for (size_t j = 0; j < content.size(); ++j) {
     const ojson& b = content[j];
-    const std::string bw = at(where, j);
+    const std::string bw = indexed(where, j);
     const ojson type = b.is_object() ? b.value("type", ojson()) : ojson();
     if (type == "text") {
       KAMERA_ASSIGN_OR_RETURN(std::string t, text_block(b, bw, param));
@@ -160,16 +152,16 @@ Status assistant_message(const ojson& content, const std::string& where, ojson& 
       KAMERA_ASSIGN_OR_RETURN(std::string id, string_at(b, "id", bw, param));
       KAMERA_ASSIGN_OR_RETURN(std::string name, string_at(b, "name", bw, param));
       if (!b.contains("input") || !b["input"].is_object())
-        return refuse(param, bw + ".input", "must be an object");
+        return refuse_field(param, bw + ".input", "must be an object");
       if (!m.contains("tool_calls")) m["tool_calls"] = ojson::array();
       m["tool_calls"].push_back({{"id", id},
                                  {"type", "function"},
                                  {"function", {{"name", name}, {"arguments", b["input"].dump()}}}});
     } else {
-      return refuse(param, bw + ".type",
-                    "must be text, tool_use or thinking in an assistant message "
-                    "(redacted_thinking and server tools' blocks are not served)",
-                    ErrorCode::Unsupported);
+      return refuse_field(param, bw + ".type",
+                          "must be text, tool_use or thinking in an assistant message "
+                          "(redacted_thinking and server tools' blocks are not served)",
+                          ErrorCode::Unsupported);
     }
   }
   if (!text.empty()) m["content"] = text;
@@ -188,55 +180,58 @@ Result<ojson> chat_messages(const ojson& body, std::string* param) {
     for (size_t j = 0; j < system.size(); ++j) {
       const ojson& b = system[j];
       if (!b.is_object() || b.value("type", ojson()) != "text")
-        return refuse(param, at("system", j), "must be a text block");
-      KAMERA_ASSIGN_OR_RETURN(std::string t, text_block(b, at("system", j), param));
+        return refuse_field(param, indexed("system", j), "must be a text block");
+      KAMERA_ASSIGN_OR_RETURN(std::string t, text_block(b, indexed("system", j), param));
       text += (text.empty() ? "" : "\n\n") + t;
     }
     out.push_back({{"role", "system"}, {"content", text}});
   } else if (!system.is_null()) {
-    return refuse(param, "system", "must be a string or an array of text blocks");
+    return refuse_field(param, "system", "must be a string or an array of text blocks");
   }
   const ojson messages = body.value("messages", ojson());
   if (!messages.is_array() || messages.empty())
-    return refuse(param, "messages", "must be a non-empty array of messages");
+    return refuse_field(param, "messages", "must be a non-empty array of messages");
   for (size_t i = 0; i < messages.size(); ++i) {
     const ojson& m = messages[i];
-    const std::string where = at("messages", i);
-    if (!m.is_object()) return refuse(param, where, "must be an object");
+    const std::string where = indexed("messages", i);
+    if (!m.is_object()) return refuse_field(param, where, "must be an object");
     KAMERA_TRY(known_keys(m, where, {"role", "content"}, param));
     const ojson role = m.value("role", ojson());
     const ojson content = m.value("content", ojson());
     if (!content.is_string() && !content.is_array())
-      return refuse(param, where + ".content", "must be a string or an array of content blocks");
+      return refuse_field(param, where + ".content",
+                          "must be a string or an array of content blocks");
     if (role == "user") {
       KAMERA_TRY(user_message(content, where + ".content", out, param));
     } else if (role == "assistant") {
       KAMERA_TRY(assistant_message(content, where + ".content", out, param));
     } else {
-      return refuse(param, where + ".role", "must be user or assistant (system is a top field)");
+      return refuse_field(param, where + ".role",
+                          "must be user or assistant (system is a top field)");
     }
   }
   return out;
 }
 
 Result<ojson> chat_tools(const ojson& tools, std::string* param) {
-  if (!tools.is_array()) return refuse(param, "tools", "must be an array of tools");
+  if (!tools.is_array()) return refuse_field(param, "tools", "must be an array of tools");
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
-    const std::string where = at("tools", i);
-    if (!t.is_object()) return refuse(param, where, "must be an object");
+    const std::string where = indexed("tools", i);
+    if (!t.is_object()) return refuse_field(param, where, "must be an object");
     if (t.contains("type") && t["type"] != "custom")
-      return refuse(param, where + ".type",
-                    "must be custom (or absent): kamera runs no server tools (web_search, bash, "
-                    "text_editor, computer, code_execution)",
-                    ErrorCode::Unsupported);
+      return refuse_field(
+          param, where + ".type",
+          "must be custom (or absent): kamera runs no server tools (web_search, bash, "
+          "text_editor, computer, code_execution)",
+          ErrorCode::Unsupported);
     KAMERA_TRY(known_keys(t, where, {"name", "description", "input_schema"}, param));
     ojson f = ojson::object();
     if (t.contains("name")) f["name"] = t["name"];
     if (t.contains("description")) f["description"] = t["description"];
     if (!t.contains("input_schema") || !t["input_schema"].is_object())
-      return refuse(param, where + ".input_schema", "must be a JSON schema object");
+      return refuse_field(param, where + ".input_schema", "must be a JSON schema object");
     f["parameters"] = t["input_schema"];
     out.push_back({{"type", "function"}, {"function", std::move(f)}});
   }
@@ -244,7 +239,7 @@ Result<ojson> chat_tools(const ojson& tools, std::string* param) {
 }
 
 Status tool_choice(const ojson& c, ojson& chat, std::string* param) {
-  if (!c.is_object()) return refuse(param, "tool_choice", "must be an object");
+  if (!c.is_object()) return refuse_field(param, "tool_choice", "must be an object");
   const ojson type = c.value("type", ojson());
   KAMERA_TRY(known_keys(c, "tool_choice", {"name", "disable_parallel_tool_use"}, param));
   if (type == "auto") {
@@ -256,12 +251,13 @@ Status tool_choice(const ojson& c, ojson& chat, std::string* param) {
   } else if (type == "tool" && c.value("name", ojson()).is_string()) {
     chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
   } else {
-    return refuse(param, "tool_choice",
-                  "must be {\"type\": auto, any, none} or {\"type\": \"tool\", \"name\": ...}");
+    return refuse_field(
+        param, "tool_choice",
+        "must be {\"type\": auto, any, none} or {\"type\": \"tool\", \"name\": ...}");
   }
   const ojson serial = c.value("disable_parallel_tool_use", ojson(false));
   if (!serial.is_boolean())
-    return refuse(param, "tool_choice.disable_parallel_tool_use", "must be a boolean");
+    return refuse_field(param, "tool_choice.disable_parallel_tool_use", "must be a boolean");
   if (serial == true) chat["parallel_tool_calls"] = false;
   return Status::Ok();
 }
@@ -270,20 +266,20 @@ Status tool_choice(const ojson& c, ojson& chat, std::string* param) {
 // (as reasoning_effort medium or none). The budget is checked as Anthropic checks it (at least
 // 1024, under max_tokens); the whole answer, reasoning included, is bounded by max_tokens.
 Status thinking(const ojson& t, const ojson& body, ojson& chat, std::string* param) {
-  if (!t.is_object()) return refuse(param, "thinking", "must be an object");
+  if (!t.is_object()) return refuse_field(param, "thinking", "must be an object");
   KAMERA_TRY(known_keys(t, "thinking", {"budget_tokens"}, param));
   const ojson type = t.value("type", ojson());
   if (type == "disabled") {
     chat["reasoning_effort"] = "none";
     return Status::Ok();
   }
-  if (type != "enabled") return refuse(param, "thinking.type", "must be enabled or disabled");
+  if (type != "enabled") return refuse_field(param, "thinking.type", "must be enabled or disabled");
   const ojson budget = t.value("budget_tokens", ojson());
   if (!budget.is_number_integer() || budget.get<int64_t>() < 1024)
-    return refuse(param, "thinking.budget_tokens", "must be an integer of at least 1024");
+    return refuse_field(param, "thinking.budget_tokens", "must be an integer of at least 1024");
   const ojson max = body.value("max_tokens", ojson());
   if (max.is_number_integer() && budget.get<int64_t>() >= max.get<int64_t>())
-    return refuse(param, "thinking.budget_tokens", "must be less than max_tokens");
+    return refuse_field(param, "thinking.budget_tokens", "must be less than max_tokens");
   chat["reasoning_effort"] = "medium";
   return Status::Ok();
 }
@@ -291,7 +287,7 @@ Status thinking(const ojson& t, const ojson& body, ojson& chat, std::string* par
 }  // namespace
 
 Result<ojson> messages_request(const ojson& body, bool count_only, std::string* param) {
-  if (!body.is_object()) return refuse(param, "body", "must be a JSON object");
+  if (!body.is_object()) return refuse_field(param, "body", "must be a JSON object");
   static const std::set<std::string> same = {
       "model", "stream", "temperature", "top_p", "top_k",
       // kamera's and llama.cpp's sampling and reuse fields, as in chat
@@ -302,7 +298,7 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
                                                 "stop_sequences", "metadata"};
   for (const auto& [k, v] : body.items())
     if (!same.count(k) && !handled.count(k))
-      return refuse(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
+      return refuse_field(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
   ojson chat = ojson::object();
   for (const auto& [k, v] : body.items())
     if (same.count(k) && !(count_only && k != "model")) chat[k] = v;
@@ -316,19 +312,19 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
     KAMERA_TRY(thinking(body["thinking"], body, chat, param));
   if (count_only) return chat;
   if (!body.contains("max_tokens") || body["max_tokens"].is_null())
-    return refuse(param, "max_tokens", "is required");
+    return refuse_field(param, "max_tokens", "is required");
   chat["max_tokens"] = body["max_tokens"];
   if (body.contains("stop_sequences") && !body["stop_sequences"].is_null()) {
     const ojson& s = body["stop_sequences"];
-    if (!s.is_array()) return refuse(param, "stop_sequences", "must be an array of strings");
+    if (!s.is_array()) return refuse_field(param, "stop_sequences", "must be an array of strings");
     chat["stop"] = s;
   }
   const ojson meta = body.value("metadata", ojson());
   if (!meta.is_null()) {
-    if (!meta.is_object()) return refuse(param, "metadata", "must be an object");
+    if (!meta.is_object()) return refuse_field(param, "metadata", "must be an object");
     KAMERA_TRY(known_keys(meta, "metadata", {"user_id"}, param));
     if (meta.contains("user_id") && !meta["user_id"].is_string() && !meta["user_id"].is_null())
-      return refuse(param, "metadata.user_id", "must be a string");
+      return refuse_field(param, "metadata.user_id", "must be a string");
   }
   if (chat.value("stream", ojson(false)) != true) chat.erase("stream");
   return chat;

@@ -9,19 +9,16 @@ namespace kamera {
 MessagesSink::MessagesSink(MessagesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                            std::shared_ptr<std::atomic<bool>> cancel,
                            std::shared_ptr<AnswerThreads::Serial> serial)
-    : meta_(std::move(meta)),
-      out_(std::move(out)),
-      respond_(std::move(respond)),
-      cancel_(std::move(cancel)),
-      serial_(std::move(serial)),
+    : SerialSink(std::move(out), std::move(respond), std::move(cancel), std::move(serial)),
+      meta_(std::move(meta)),
       parser_(meta_.tool_calls, meta_.reasoning, "toolu_" + meta_.id.substr(4) + "_"),
       usage_({{"input_tokens", 0},
               {"cache_creation_input_tokens", 0},
               {"cache_read_input_tokens", 0},
               {"output_tokens", 0}}) {}
 
-// The stream begins with the first event (an error before it is answered with its status). The
-// prompt's usage is known at the end: message_start tells zeros, message_delta the counts.
+// The stream begins with the first event, the prompt's admission (an error before it is answered
+// with its status): message_start tells the prompt's usage, message_delta the output's too.
 void MessagesSink::start() {
   if (!meta_.stream || started_) return;
   started_ = true;
@@ -29,18 +26,11 @@ void MessagesSink::start() {
   emit("message_start", {{"message", message()}});
 }
 
-EventSink MessagesSink::sink() {
-  return [self = shared_from_this()](Event e) {
-    auto event = std::make_shared<Event>(std::move(e));
-    self->serial_->post([self, event] { self->on(*event); });
-  };
-}
-
 void MessagesSink::emit(const char* type, ojson payload) {
   if (!meta_.stream) return;
   ojson e = {{"type", type}};
   for (auto& [k, v] : payload.items()) e[k] = std::move(v);
-  out_->write(fmt::format("event: {}\ndata: {}\n\n", type, dump(json::parse(e.dump()))));
+  out_->write(sse_event(type, e));
 }
 
 MessagesSink::ojson MessagesSink::message() const {
@@ -150,9 +140,14 @@ void MessagesSink::on_error(const ServeError& e) {
 
 void MessagesSink::on(Event& e) {
   if (ended_) return;
+  if (auto* a = std::get_if<PromptAdmitted>(&e)) {
+    usage_["input_tokens"] = a->prompt_tokens;
+    usage_["cache_read_input_tokens"] = a->cached_tokens;
+    return start();
+  }
   if (auto* t = std::get_if<TextDelta>(&e)) {
     start();
-    return on_piece(parser_.feed(std::move(t->text)));
+    return on_piece(parser_.feed(std::move(t->text), t->tokens));
   }
   if (auto* d = std::get_if<GenerationEnd>(&e)) {
     start();

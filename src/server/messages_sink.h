@@ -17,6 +17,7 @@
 #include "server/answer_parser.h"
 #include "server/answer_threads.h"
 #include "server/http_front.h"
+#include "server/translator_util.h"
 
 namespace kamera {
 
@@ -27,15 +28,14 @@ struct MessagesMeta {
   std::optional<bool> reasoning;
 };
 
-class MessagesSink : public std::enable_shared_from_this<MessagesSink> {
+class MessagesSink : public SerialSink<MessagesSink> {
  public:
-  using Respond = std::function<void(int status, const nlohmann::json& body)>;
   MessagesSink(MessagesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                std::shared_ptr<std::atomic<bool>> cancel,
                std::shared_ptr<AnswerThreads::Serial> serial);
-  EventSink sink();
 
  private:
+  friend class SerialSink<MessagesSink>;
   using ojson = nlohmann::ordered_json;
   enum class Kind { Thinking, Text, ToolUse };
   struct Block {
@@ -56,10 +56,6 @@ class MessagesSink : public std::enable_shared_from_this<MessagesSink> {
   ojson message() const;
 
   MessagesMeta meta_;
-  std::shared_ptr<Responder> out_;
-  Respond respond_;
-  std::shared_ptr<std::atomic<bool>> cancel_;
-  std::shared_ptr<AnswerThreads::Serial> serial_;
   AnswerParser parser_;
   std::vector<Block> blocks_;
   ojson stop_reason_ = nullptr, stop_sequence_ = nullptr, usage_;

@@ -4,52 +4,43 @@
 
 #include <fmt/format.h>
 
+#include "server/translator_util.h"
+
 namespace kamera {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// A refusal naming the field.
-Error refuse(std::string* param, const std::string& field, const std::string& why,
-             ErrorCode code = ErrorCode::InvalidArgument) {
-  if (param) *param = field;
-  return Error{code, fmt::format("\"{}\" {}", field, why)};
-}
-
-std::string at(const std::string& base, size_t i) {
-  return fmt::format("{}[{}]", base, i);
-}
-
 // A message's content parts as chat parts: input_text / output_text / refusal as text,
 // input_image as an image_url part.
 Result<ojson> content_parts(const ojson& content, const std::string& where, std::string* param) {
   if (content.is_string()) return content;
   if (!content.is_array())
-    return refuse(param, where, "must be a string or an array of content parts");
+    return refuse_field(param, where, "must be a string or an array of content parts");
   ojson out = ojson::array();
   for (size_t j = 0; j < content.size(); ++j) {
     const ojson& p = content[j];
-    const std::string pw = at(where, j);
+    const std::string pw = indexed(where, j);
     const ojson type = p.is_object() ? p.value("type", ojson()) : ojson();
     if (type == "input_text" || type == "output_text" || type == "refusal") {
       const char* key = type == "refusal" ? "refusal" : "text";
       if (!p.contains(key) || !p[key].is_string())
-        return refuse(param, pw + "." + key, "must be a string");
+        return refuse_field(param, pw + "." + key, "must be a string");
       out.push_back({{"type", "text"}, {"text", p[key]}});
     } else if (type == "input_image") {
       const ojson url = p.value("image_url", ojson());
       if (!url.is_string())
-        return refuse(param, pw + ".image_url",
-                      "must be a URL or a data: URL (file_id images are not served)");
+        return refuse_field(param, pw + ".image_url",
+                            "must be a URL or a data: URL (file_id images are not served)");
       ojson image = {{"url", url}};
       if (p.contains("detail") && !p["detail"].is_null()) image["detail"] = p["detail"];
       out.push_back({{"type", "image_url"}, {"image_url", image}});
     } else {
-      return refuse(param, pw + ".type",
-                    "must be input_text, output_text, refusal or input_image (input_file and "
-                    "input_audio are not served)",
-                    ErrorCode::Unsupported);
+      return refuse_field(param, pw + ".type",
+                          "must be input_text, output_text, refusal or input_image (input_file and "
+                          "input_audio are not served)",
+                          ErrorCode::Unsupported);
     }
   }
   return out;
@@ -61,7 +52,7 @@ Result<ojson> assistant_text(const ojson& parts, const std::string& where, std::
   std::string text;
   for (const ojson& p : parts) {
     if (p.value("type", ojson()) != "text")
-      return refuse(param, where, "of an assistant message holds text parts only");
+      return refuse_field(param, where, "of an assistant message holds text parts only");
     text += p["text"].get<std::string>();
   }
   return ojson(text);
@@ -85,8 +76,8 @@ Status message_item(const ojson& item, const std::string& where, Conversation& c
   static const std::set<std::string> roles = {"user", "assistant", "system", "developer"};
   const ojson role = item.value("role", ojson());
   if (!role.is_string() || !roles.count(role.get<std::string>()))
-    return refuse(param, where + ".role", "must be user, assistant, system or developer");
-  if (!item.contains("content")) return refuse(param, where + ".content", "is missing");
+    return refuse_field(param, where + ".role", "must be user, assistant, system or developer");
+  if (!item.contains("content")) return refuse_field(param, where + ".content", "is missing");
   KAMERA_ASSIGN_OR_RETURN(ojson content, content_parts(item["content"], where + ".content", param));
   if (role == "assistant") {
     KAMERA_ASSIGN_OR_RETURN(ojson text, assistant_text(content, where + ".content", param));
@@ -105,7 +96,7 @@ Status message_item(const ojson& item, const std::string& where, Conversation& c
 Status call_item(const ojson& item, const std::string& where, Conversation& c, std::string* param) {
   for (const char* k : {"call_id", "name", "arguments"})
     if (!item.contains(k) || !item[k].is_string())
-      return refuse(param, where + "." + k, "must be a string");
+      return refuse_field(param, where + "." + k, "must be a string");
   ojson& m = c.assistant();
   if (!m.contains("tool_calls")) m["tool_calls"] = ojson::array();
   m["tool_calls"].push_back(
@@ -118,8 +109,8 @@ Status call_item(const ojson& item, const std::string& where, Conversation& c, s
 Status output_item(const ojson& item, const std::string& where, Conversation& c,
                    std::string* param) {
   if (!item.contains("call_id") || !item["call_id"].is_string())
-    return refuse(param, where + ".call_id", "must be a string");
-  if (!item.contains("output")) return refuse(param, where + ".output", "is missing");
+    return refuse_field(param, where + ".call_id", "must be a string");
+  if (!item.contains("output")) return refuse_field(param, where + ".output", "is missing");
   KAMERA_ASSIGN_OR_RETURN(ojson content, content_parts(item["output"], where + ".output", param));
   c.messages.push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", content}});
   return Status::Ok();
@@ -146,7 +137,7 @@ Result<ojson> input_messages(const ojson& body, std::string* param) {
   if (instructions.is_string()) {
     c.messages.push_back({{"role", "system"}, {"content", instructions}});
   } else if (!instructions.is_null()) {
-    return refuse(param, "instructions", "must be a string");
+    return refuse_field(param, "instructions", "must be a string");
   }
   const ojson input = body.value("input", ojson());
   if (input.is_string()) {
@@ -154,11 +145,11 @@ Result<ojson> input_messages(const ojson& body, std::string* param) {
     return c.messages;
   }
   if (!input.is_array() || input.empty())
-    return refuse(param, "input", "must be a string or a non-empty array of items");
+    return refuse_field(param, "input", "must be a string or a non-empty array of items");
   for (size_t i = 0; i < input.size(); ++i) {
     const ojson& item = input[i];
-    const std::string where = at("input", i);
-    if (!item.is_object()) return refuse(param, where, "must be an object");
+    const std::string where = indexed("input", i);
+    if (!item.is_object()) return refuse_field(param, where, "must be an object");
     const ojson type = item.value("type", ojson(item.contains("role") ? "message" : ""));
     Status st = Status::Ok();
     if (type == "message") {
@@ -170,10 +161,10 @@ Result<ojson> input_messages(const ojson& body, std::string* param) {
     } else if (type == "reasoning") {
       reasoning_item(item, c);
     } else {
-      return refuse(param, where + ".type",
-                    "must be message, function_call, function_call_output or reasoning "
-                    "(item_reference and hosted tools' items are not served)",
-                    ErrorCode::Unsupported);
+      return refuse_field(param, where + ".type",
+                          "must be message, function_call, function_call_output or reasoning "
+                          "(item_reference and hosted tools' items are not served)",
+                          ErrorCode::Unsupported);
     }
     KAMERA_TRY(st);
   }
@@ -181,15 +172,16 @@ Result<ojson> input_messages(const ojson& body, std::string* param) {
 }
 
 Result<ojson> function_tools(const ojson& tools, std::string* param) {
-  if (!tools.is_array()) return refuse(param, "tools", "must be an array of tools");
+  if (!tools.is_array()) return refuse_field(param, "tools", "must be an array of tools");
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
     if (!t.is_object() || t.value("type", ojson()) != "function")
-      return refuse(param, at("tools", i) + ".type",
-                    "must be \"function\": kamera runs no hosted tools (web_search, file_search, "
-                    "computer_use, code_interpreter, mcp)",
-                    ErrorCode::Unsupported);
+      return refuse_field(
+          param, indexed("tools", i) + ".type",
+          "must be \"function\": kamera runs no hosted tools (web_search, file_search, "
+          "computer_use, code_interpreter, mcp)",
+          ErrorCode::Unsupported);
     ojson f = ojson::object();
     for (const char* k : {"name", "description", "parameters", "strict"})
       if (t.contains(k) && !t[k].is_null()) f[k] = t[k];
@@ -203,18 +195,18 @@ Result<ojson> tool_choice(const ojson& c, std::string* param) {
   if (c.is_object() && c.value("type", ojson()) == "function" &&
       c.value("name", ojson()).is_string())
     return ojson{{"type", "function"}, {"function", {{"name", c["name"]}}}};
-  return refuse(param, "tool_choice",
-                "must be none, auto, required or {\"type\": \"function\", \"name\": ...}");
+  return refuse_field(param, "tool_choice",
+                      "must be none, auto, required or {\"type\": \"function\", \"name\": ...}");
 }
 
 Status text_field(const ojson& text, ojson& chat, std::string* param) {
-  if (!text.is_object()) return refuse(param, "text", "must be an object");
+  if (!text.is_object()) return refuse_field(param, "text", "must be an object");
   for (const auto& [k, v] : text.items()) {
     if (k == "verbosity") {
       if (!v.is_null()) chat["verbosity"] = v;
     } else if (k != "format") {
-      return refuse(param, "text." + k, "is not a field kamera knows (format, verbosity)",
-                    ErrorCode::InvalidArgument);
+      return refuse_field(param, "text." + k, "is not a field kamera knows (format, verbosity)",
+                          ErrorCode::InvalidArgument);
     }
   }
   const ojson f = text.value("format", ojson());
@@ -226,21 +218,21 @@ Status text_field(const ojson& text, ojson& chat, std::string* param) {
     if (f.contains("strict")) js["strict"] = f["strict"];
     chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
   } else {
-    return refuse(param, "text.format.type", "must be text, json_object or json_schema");
+    return refuse_field(param, "text.format.type", "must be text, json_object or json_schema");
   }
   return Status::Ok();
 }
 
 Status reasoning_field(const ojson& r, ojson& chat, std::string* param) {
-  if (!r.is_object()) return refuse(param, "reasoning", "must be an object");
+  if (!r.is_object()) return refuse_field(param, "reasoning", "must be an object");
   for (const auto& [k, v] : r.items()) {
     if (k == "effort") {
       if (!v.is_null()) chat["reasoning_effort"] = v;
     } else if (k == "summary" || k == "generate_summary") {
       if (!v.is_null() && v != "auto" && v != "concise" && v != "detailed")
-        return refuse(param, "reasoning." + k, "must be auto, concise or detailed");
+        return refuse_field(param, "reasoning." + k, "must be auto, concise or detailed");
     } else {
-      return refuse(param, "reasoning." + k, "is not a field kamera knows (effort, summary)");
+      return refuse_field(param, "reasoning." + k, "is not a field kamera knows (effort, summary)");
     }
   }
   return Status::Ok();
@@ -249,36 +241,34 @@ Status reasoning_field(const ojson& r, ojson& chat, std::string* param) {
 // Fields refused unless their value asks for nothing kamera would have to do.
 Status refused_fields(const ojson& body, std::string* param) {
   auto set = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
-  if (set("previous_response_id") || set("conversation"))
-    return refuse(param, set("conversation") ? "conversation" : "previous_response_id",
-                  "is not supported: kamera keeps no responses; send the whole conversation as "
-                  "\"input\" (its earlier turns are served from the cache, "
-                  "input_tokens_details.cached_tokens)",
-                  ErrorCode::Unsupported);
-  if (set("store") && body["store"] != false)
-    return refuse(param, "store",
-                  "= true is not supported: kamera keeps no responses (send \"store\": false)",
-                  ErrorCode::Unsupported);
+  if (set("conversation"))
+    return refuse_field(param, "conversation",
+                        "is not supported: kamera keeps no conversation objects; continue a stored "
+                        "response with \"previous_response_id\", or send the whole conversation as "
+                        "\"input\"",
+                        ErrorCode::Unsupported);
+  if (set("store") && !body["store"].is_boolean())
+    return refuse_field(param, "store", "must be true or false");
   if (set("background") && body["background"] != false)
-    return refuse(param, "background", "is not supported", ErrorCode::Unsupported);
+    return refuse_field(param, "background", "is not supported", ErrorCode::Unsupported);
   if (set("include") && !(body["include"].is_array() && body["include"].empty()))
-    return refuse(param, "include", "is not supported (encrypted reasoning, logprobs)",
-                  ErrorCode::Unsupported);
+    return refuse_field(param, "include", "is not supported (encrypted reasoning, logprobs)",
+                        ErrorCode::Unsupported);
   if (set("truncation") && body["truncation"] != "disabled")
-    return refuse(param, "truncation",
-                  "must be \"disabled\": kamera never drops input to fit the context",
-                  ErrorCode::Unsupported);
+    return refuse_field(param, "truncation",
+                        "must be \"disabled\": kamera never drops input to fit the context",
+                        ErrorCode::Unsupported);
   if (set("top_logprobs") && body["top_logprobs"] != 0)
-    return refuse(param, "top_logprobs", "is not supported", ErrorCode::Unsupported);
+    return refuse_field(param, "top_logprobs", "is not supported", ErrorCode::Unsupported);
   for (const char* k : {"max_tool_calls", "prompt"})
-    if (set(k)) return refuse(param, k, "is not supported", ErrorCode::Unsupported);
+    if (set(k)) return refuse_field(param, k, "is not supported", ErrorCode::Unsupported);
   return Status::Ok();
 }
 
 }  // namespace
 
 Result<ResponsesRequest> responses_request(const ojson& body, std::string* param) {
-  if (!body.is_object()) return refuse(param, "body", "must be a JSON object");
+  if (!body.is_object()) return refuse_field(param, "body", "must be a JSON object");
   static const std::set<std::string> same = {
       "model", "stream", "temperature", "top_p", "parallel_tool_calls", "metadata", "user",
       "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier",
@@ -294,7 +284,7 @@ Result<ResponsesRequest> responses_request(const ojson& body, std::string* param
       "prompt",       "stream_options"};
   for (const auto& [k, v] : body.items())
     if (!same.count(k) && !handled.count(k))
-      return refuse(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
+      return refuse_field(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
   KAMERA_TRY(refused_fields(body, param));
   ResponsesRequest r;
   r.chat = ojson::object();
@@ -325,8 +315,20 @@ Result<ResponsesRequest> responses_request(const ojson& body, std::string* param
       {"text", body.value("text", ojson{{"format", {{"type", "text"}}}})},
       {"reasoning", body.value("reasoning", ojson{{"effort", nullptr}, {"summary", nullptr}})},
       {"metadata", body.value("metadata", ojson::object())},
-      {"user", body.value("user", ojson())}};
+      {"user", body.value("user", ojson())},
+      {"store", body.value("store", ojson()) != false},
+      {"previous_response_id", body.value("previous_response_id", ojson())}};
   return r;
+}
+
+Result<ojson> responses_input_items(const ojson& body, std::string* param) {
+  if (!body.is_object()) return refuse_field(param, "body", "must be a JSON object");
+  const ojson input = body.value("input", ojson());
+  if (input.is_string())
+    return ojson::array({{{"type", "message"}, {"role", "user"}, {"content", input}}});
+  if (!input.is_array())
+    return refuse_field(param, "input", "must be a string or a non-empty array of items");
+  return input;
 }
 
 std::string responses_param(const std::string& p) {

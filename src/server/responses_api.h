@@ -22,9 +22,16 @@ struct ResponsesRequest {
 // The chat body of a Responses request: `input` (a string, or items: messages with input_text,
 // output_text and input_image parts, function_call, function_call_output and reasoning items)
 // after `instructions` as the system message; function tools; tool_choice; text.format as
-// response_format; max_output_tokens as max_tokens; reasoning.effort as reasoning_effort. On
-// failure `param` names the Responses field at fault.
+// response_format; max_output_tokens as max_tokens; reasoning.effort as reasoning_effort.
+// previous_response_id and store are the route's (server/response_store.h): the body comes with
+// the continued conversation already in its input, and they are only echoed. On failure `param`
+// names the Responses field at fault.
 Result<ResponsesRequest> responses_request(const nlohmann::ordered_json& body, std::string* param);
+
+// The items of a request's `input` (a string is one user message); a continued conversation
+// (previous_response_id) starts with the stored response's items, then these.
+Result<nlohmann::ordered_json> responses_input_items(const nlohmann::ordered_json& body,
+                                                     std::string* param);
 
 // The Responses field a refusal of the chat body names ("messages" is "input", ...).
 std::string responses_param(const std::string& chat_param);

@@ -1,5 +1,8 @@
 // POST /v1/responses: OpenAI's Responses API, translated into the chat request every API shares
-// (server/responses_api.h) and answered from the typed events (server/responses_sink.h).
+// (server/responses_api.h) and answered from the typed events (server/responses_sink.h); a request
+// naming previous_response_id continues a stored response (server/response_store.h): its input
+// and output items come before the request's input, so the prompt extends the one it answered
+// and is served from the prefix cache. GET and DELETE /v1/responses/{id}: the stored responses.
 #include <ctime>
 
 #include "server/responses_api.h"
@@ -8,20 +11,57 @@
 
 namespace kamera {
 
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// Stored responses are a key's own when the server has API keys (server/response_store.h).
+std::string owner_of(const std::string& client) {
+  return client.starts_with("key:") ? client : "";
+}
+
+HttpError not_stored(const std::string& id, int status, const std::string& param) {
+  return {status,
+          fmt::format("no stored response \"{}\" (unknown, deleted, evicted from the store "
+                      "(kamera serve --responses-store-mb), or made with \"store\": false)",
+                      id),
+          "invalid_request_error", status == 404 ? "not_found" : "previous_response_not_found",
+          param};
+}
+
+}  // namespace
+
 void Server::Impl::responses(const HttpRequest& req, const PathParams&, const std::string& client,
                              Out out) {
   ++metrics.requests_responses;
   json checked;  // parsed under the limits first; then in its order (schemas' property order)
   if (auto bad = parse_body(req.body, json_limits, checked)) return respond_error(out, *bad);
+  ojson body = ojson::parse(req.body);
   std::string param;
-  auto r = responses_request(nlohmann::ordered_json::parse(req.body), &param);
-  if (!r.ok()) {  // the request's fault: 400, naming the field
-    const bool unsupported = r.code() == ErrorCode::Unsupported;
-    return respond_error(out, {400, r.message(), "invalid_request_error",
-                               unsupported ? "unsupported_field" : "invalid_value", param});
+  auto refused = [&](const Error& e) {  // the request's fault: 400, naming the field
+    const bool unsupported = e.code == ErrorCode::Unsupported;
+    respond_error(out, {400, e.message, "invalid_request_error",
+                        unsupported ? "unsupported_field" : "invalid_value", param});
+  };
+  auto input = responses_input_items(body, &param);
+  if (!input.ok()) return refused(input.error());
+  const ojson previous = body.is_object() ? body.value("previous_response_id", ojson()) : ojson();
+  if (!previous.is_null()) {
+    if (!previous.is_string())
+      return respond_error(out, {400, "\"previous_response_id\" must be a string",
+                                 "invalid_request_error", "invalid_value", "previous_response_id"});
+    const std::string id = previous.get<std::string>();
+    auto stored = responses_store->get(id, owner_of(client));
+    if (!stored) return respond_error(out, not_stored(id, 400, "previous_response_id"));
+    ojson items = stored->conversation();
+    for (auto& item : *input) items.push_back(std::move(item));
+    *input = std::move(items);
+    body["input"] = *input;
   }
+  auto r = responses_request(body, &param);
+  if (!r.ok()) return refused(r.error());
   const std::string raw = r->chat.dump();
-  json body = json::parse(raw);
+  json chat_body = json::parse(raw);
   auto make_sink = [&](const std::vector<GenRequest>& reqs,
                        const std::shared_ptr<RequestMedia>& images,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
@@ -34,12 +74,31 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
     meta.tool_calls = reqs.front().tool_calls;
     meta.reasoning = reqs.front().reasoning;
     meta.media = images;
+    if (r->echo["store"] == true) {
+      meta.store = responses_store;
+      meta.owner = owner_of(client);
+      meta.input = *input;
+    }
     auto sink = std::make_shared<ResponsesSink>(
         meta, out, [this, out](int status, const json& b) { respond(out, status, b); },
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(body, raw, client, "", true, out, make_sink, responses_param);
+  serve_generation(chat_body, raw, client, "", true, out, make_sink, responses_param);
+}
+
+void Server::Impl::get_response(const HttpRequest&, const PathParams& m, const std::string& client,
+                                Out out) {
+  auto stored = responses_store->get(m[1], owner_of(client));
+  if (!stored) return respond_error(out, not_stored(m[1], 404, ""));
+  respond(out, 200, json::parse(stored->object.dump()));
+}
+
+void Server::Impl::delete_response(const HttpRequest&, const PathParams& m,
+                                   const std::string& client, Out out) {
+  if (!responses_store->erase(m[1], owner_of(client)))
+    return respond_error(out, not_stored(m[1], 404, ""));
+  respond(out, 200, {{"id", m[1]}, {"object", "response"}, {"deleted", true}});
 }
 
 }  // namespace kamera

@@ -19,11 +19,8 @@ ojson ordered(const json& j) {
 ResponsesSink::ResponsesSink(ResponsesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                              std::shared_ptr<std::atomic<bool>> cancel,
                              std::shared_ptr<AnswerThreads::Serial> serial)
-    : meta_(std::move(meta)),
-      out_(std::move(out)),
-      respond_(std::move(respond)),
-      cancel_(std::move(cancel)),
-      serial_(std::move(serial)),
+    : SerialSink(std::move(out), std::move(respond), std::move(cancel), std::move(serial)),
+      meta_(std::move(meta)),
       parser_(meta_.tool_calls, meta_.reasoning, "call_" + meta_.id.substr(5) + "_") {}
 
 // The stream begins with the first event (an error before it is answered with its status).
@@ -35,18 +32,11 @@ void ResponsesSink::start() {
   emit("response.in_progress", {{"response", response("in_progress")}});
 }
 
-EventSink ResponsesSink::sink() {
-  return [self = shared_from_this()](Event e) {
-    auto event = std::make_shared<Event>(std::move(e));
-    self->serial_->post([self, event] { self->on(*event); });
-  };
-}
-
 void ResponsesSink::emit(const char* type, ojson payload) {
   if (!meta_.stream) return;
   ojson e = {{"type", type}, {"sequence_number", sequence_++}};
   for (auto& [k, v] : payload.items()) e[k] = std::move(v);
-  out_->write(fmt::format("event: {}\ndata: {}\n\n", type, dump(json::parse(e.dump()))));
+  out_->write(sse_event(type, e));
 }
 
 ojson ResponsesSink::response(const char* status) const {
@@ -61,9 +51,7 @@ ojson ResponsesSink::response(const char* status) const {
              {"incomplete_details", incomplete_},
              {"model", meta_.model},
              {"output", output},
-             {"previous_response_id", nullptr},
              {"service_tier", "default"},
-             {"store", false},
              {"truncation", "disabled"},
              {"usage", usage_.is_null() ? ojson() : usage_}};
   for (const auto& [k, v] : meta_.echo.items()) r[k] = v;
@@ -192,11 +180,13 @@ void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
   usage_ = {{"input_tokens", usage.prompt.prompt_tokens},
             {"input_tokens_details", {{"cached_tokens", usage.prompt.cached_tokens}}},
             {"output_tokens", usage.completion_tokens},
+            {"output_tokens_details", {{"reasoning_tokens", parser_.reasoning_tokens()}}},
             {"total_tokens", usage.prompt.prompt_tokens + usage.completion_tokens},
             {"kamera", ordered(u["kamera"])}};
   const bool cut = reason == FinishReason::Length;
   if (cut) incomplete_ = {{"reason", "max_output_tokens"}};
   const char* status = cut ? "incomplete" : "completed";
+  if (meta_.store) meta_.store->put({meta_.id, meta_.owner, meta_.input, response(status)});
   if (!meta_.stream) return respond_(200, json::parse(response(status).dump()));
   emit(cut ? "response.incomplete" : "response.completed", {{"response", response(status)}});
   out_->end();
@@ -217,7 +207,7 @@ void ResponsesSink::on(Event& e) {
   if (ended_) return;
   if (auto* t = std::get_if<TextDelta>(&e)) {
     start();
-    return on_piece(parser_.feed(std::move(t->text)));
+    return on_piece(parser_.feed(std::move(t->text), t->tokens));
   }
   if (auto* d = std::get_if<GenerationEnd>(&e)) {
     start();

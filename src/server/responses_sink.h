@@ -6,7 +6,8 @@
 // (response.reasoning_text.delta, response.content_part.added + response.output_text.delta,
 // response.function_call_arguments.delta) and its .done events, then response.completed (or
 // response.incomplete, or response.failed on an error after the stream began). Events arrive on
-// the scheduler thread and are handled on the answer's Serial, as CompletionSink's are.
+// the scheduler thread and are handled on the answer's Serial, as CompletionSink's are. A finished
+// Response (completed or incomplete) is stored when the request asked for it (meta.store).
 #pragma once
 
 #include <memory>
@@ -19,6 +20,8 @@
 #include "server/answer_parser.h"
 #include "server/answer_threads.h"
 #include "server/http_front.h"
+#include "server/response_store.h"
+#include "server/translator_util.h"
 
 namespace kamera {
 
@@ -30,17 +33,21 @@ struct ResponsesMeta {
   std::optional<toolcall::Format> tool_calls;
   std::optional<bool> reasoning;
   std::shared_ptr<const RequestMedia> media;
+  // Set (store: true): the finished Response is kept there with its conversation's input items,
+  // for the client `owner` (server/response_store.h); a failed one is not.
+  std::shared_ptr<ResponseStore> store;
+  std::string owner;
+  nlohmann::ordered_json input;
 };
 
-class ResponsesSink : public std::enable_shared_from_this<ResponsesSink> {
+class ResponsesSink : public SerialSink<ResponsesSink> {
  public:
-  using Respond = std::function<void(int status, const nlohmann::json& body)>;
   ResponsesSink(ResponsesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                 std::shared_ptr<std::atomic<bool>> cancel,
                 std::shared_ptr<AnswerThreads::Serial> serial);
-  EventSink sink();
 
  private:
+  friend class SerialSink<ResponsesSink>;
   using ojson = nlohmann::ordered_json;
   enum class Kind { Reasoning, Message, Call };
   struct Item {
@@ -61,10 +68,6 @@ class ResponsesSink : public std::enable_shared_from_this<ResponsesSink> {
   ojson response(const char* status) const;
 
   ResponsesMeta meta_;
-  std::shared_ptr<Responder> out_;
-  Respond respond_;
-  std::shared_ptr<std::atomic<bool>> cancel_;
-  std::shared_ptr<AnswerThreads::Serial> serial_;
   AnswerParser parser_;
   std::vector<Item> items_;
   ojson usage_, incomplete_ = nullptr, error_ = nullptr;

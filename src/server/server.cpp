@@ -24,6 +24,7 @@ Server::Impl::Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
   const int chunk_tokens = opts.max_chunk_tokens > 0 ? opts.max_chunk_tokens : model.cfg.ctx_len;
   max_chunk_bytes = size_t(chunk_tokens) * longest_piece_bytes(model);
   json_limits = {opts.max_json_depth, opts.max_json_values};
+  responses_store = std::make_shared<ResponseStore>(opts.responses_store_bytes);
   completion_salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ uint64_t(now_s() * 1e9);
 }
 

@@ -25,6 +25,7 @@
 #include "server/media_parts.h"
 #include "server/openai.h"
 #include "server/prometheus.h"
+#include "server/response_store.h"
 #include "server/server.h"
 #include "server/window_ops.h"
 #include "toolcall/request.h"
@@ -70,6 +71,7 @@ struct Server::Impl {
   std::unique_ptr<AnswerThreads> answers;  // JSON of answers is built there (never the engine's)
   std::unique_ptr<HttpFront> front;
   std::unique_ptr<ClusterEvents> events;  // with --redis: what this server holds, for routers
+  std::shared_ptr<ResponseStore> responses_store;  // the Responses API's stored responses
   std::atomic<bool> stopped{false};
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -153,8 +155,11 @@ struct Server::Impl {
                                                           const std::string& window, bool chat,
                                                           const Out& out,
                                                           const ParamName& rename = nullptr);
-  // responses_route.cpp: POST /v1/responses (server/responses_api.h)
+  // responses_route.cpp: POST /v1/responses (server/responses_api.h), GET and DELETE
+  // /v1/responses/{id} (server/response_store.h)
   void responses(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void get_response(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void delete_response(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   // messages_route.cpp: POST /v1/messages, /v1/messages/count_tokens (server/messages_api.h)
   void messages(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   void count_tokens(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);

@@ -60,6 +60,10 @@ struct ServerOptions {
   // out of chat answers (message.reasoning_content, delta.reasoning_content), "none" leaves it in
   // the content.
   std::string reasoning_format = "parsed";
+  // The Responses API's stored responses (store: true, its default), kept for
+  // previous_response_id and GET /v1/responses/{id} under this many bytes of their JSON, the least
+  // recently used out first (0: none kept).
+  size_t responses_store_bytes = size_t(64) << 20;
   // Tokens of text prompts (and their replies) kept for exact prefix reuse: a repeated or extended
   // prompt is served from their KV pages (usage.prompt_tokens_details.cached_tokens); -1: a
   // quarter of the KV pool, 0: off.

@@ -39,6 +39,7 @@ ReasoningSplitter::ReasoningSplitter(bool opened)
 ReasoningDelta ReasoningSplitter::feed(std::string_view text) {
   ReasoningDelta d;
   buf_ += text;
+  read_reasoning_ = false;
   step(d, false);
   return d;
 }
@@ -89,6 +90,7 @@ bool ReasoningSplitter::step_start(ReasoningDelta& d, bool final) {
 }
 
 bool ReasoningSplitter::step_reasoning(ReasoningDelta& d, bool final) {
+  read_reasoning_ = true;
   const size_t close = buf_.find(kThinkClose);
   if (close != std::string::npos) {
     add_reasoning(d, std::string_view(buf_).substr(0, close));

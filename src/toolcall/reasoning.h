@@ -40,6 +40,10 @@ class ReasoningSplitter {
   ReasoningDelta finish();
 
   const std::string& reasoning() const { return reasoning_; }
+  // Whether the output's start is still undecided (reasoning or not: text that may begin <think>).
+  bool undecided() const { return state_ == State::Start; }
+  // Whether the last feed's text was read inside the reasoning (its markers included).
+  bool read_reasoning() const { return read_reasoning_; }
 
  private:
   enum class State { Start, Reasoning, AfterReasoning, Content };
@@ -52,6 +56,7 @@ class ReasoningSplitter {
   std::string buf_;         // text not told yet
   std::string pending_ws_;  // whitespace inside the reasoning, told once more follows
   std::string reasoning_;
+  bool read_reasoning_ = false;
 };
 
 }  // namespace kamera::toolcall

@@ -33,6 +33,7 @@ struct ServeArgs {
   std::string model, tokenizer;
   ServerOptions opts;
   double store_mb = 1024, store_dir_mb = 0, segment_cache_mb = -1, grammar_cache_mb = 128;
+  double responses_store_mb = 64;
   std::string reuse = "patch";
   std::string compact_when = "idle";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
@@ -93,6 +94,7 @@ int run_serve(ServeArgs a) {
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
   a.opts.store_dir_bytes = size_t(a.store_dir_mb * 1024 * 1024);
   a.opts.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
+  a.opts.responses_store_bytes = size_t(a.responses_store_mb * 1024 * 1024);
   a.opts.segment_cache_bytes =
       a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
   a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
@@ -289,6 +291,12 @@ Runner add_serve(CLI::App& app) {
                  "reasoning_content (and Responses' reasoning items, Messages' thinking blocks), "
                  "or none: left in the answer's text")
       ->check(CLI::IsMember({"parsed", "none"}))
+      ->capture_default_str();
+  app.add_option("--responses-store-mb", a->responses_store_mb,
+                 "Responses API: stored responses (\"store\": true, the default) kept for "
+                 "previous_response_id and GET /v1/responses/{id}, in MiB of their JSON (least "
+                 "recently used out first; 0: none kept)")
+      ->check(mebibytes(0))
       ->capture_default_str();
   app.add_flag("--control-tokens-in-text", a->opts.control_tokens_in_text,
                "Read control tokens (<|im_start|>, ...) written in client text (messages, "

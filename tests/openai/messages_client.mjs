@@ -3,9 +3,10 @@
 // (random weights: the checks are exact properties, not quality), its API key sent as the SDK
 // sends it (x-api-key): a message answers what the same chat completion answers (greedy), with
 // the same prompt tokens, which countTokens counts too; the SDK's stream assembles to the same
-// message; a tool loop (a forced tool whose input validates against its input_schema, checked by
-// Python's jsonschema; the SDK's own content blocks fed back with a tool_result) gets an answer,
-// and its second turn reports the first in usage.cache_read_input_tokens.
+// message, whose message_start tells the prompt's usage already; a tool loop (a forced tool
+// whose input validates against its input_schema, checked by Python's jsonschema; the SDK's own
+// content blocks fed back with a tool_result) gets an answer, and its second turn reports the
+// first in usage.cache_read_input_tokens.
 //
 //   node tests/openai/messages_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
@@ -65,13 +66,20 @@ try {
     const whole = await client.messages.create(req);
     const stream = client.messages.stream(req);
     let text = '';
+    let started = null;
     stream.on('text', (t) => { text += t; });
+    stream.on('streamEvent', (e) => {  // a copy: the SDK updates the message it started with
+      if (e.type === 'message_start') started = JSON.parse(JSON.stringify(e.message));
+    });
     const last = await stream.finalMessage();
     assert.equal(text, textOf(whole));
     assert.equal(textOf(last), textOf(whole));
     assert.equal(last.stop_reason, 'max_tokens');
     assert.equal(last.usage.output_tokens, whole.usage.output_tokens);
-    assert.equal(last.usage.input_tokens, whole.usage.input_tokens);  // told by message_delta
+    assert.equal(last.usage.input_tokens, whole.usage.input_tokens);
+    // message_start tells the prompt's usage already (the same request again: read from the cache)
+    assert.equal(started.usage.input_tokens, whole.usage.input_tokens, JSON.stringify(started.usage));
+    assert.ok(started.usage.cache_read_input_tokens > 0, JSON.stringify(started.usage));
   });
 
   await check('a tool loop: a forced tool, its result fed back, an answer; turn 2 reuses turn 1', async () => {

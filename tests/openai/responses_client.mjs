@@ -5,8 +5,9 @@
 // assemble to the same text and end with the Response; a tool loop (a forced function call whose
 // arguments validate against its parameters, checked by Python's jsonschema; its output fed back
 // with the SDK's own output items, the same tools rendered) gets an answer, and its second turn
-// reports the first in
-// usage.input_tokens_details.cached_tokens.
+// reports the first in usage.input_tokens_details.cached_tokens; the same loop continued with
+// previous_response_id (the server's stored response) renders the same prompt, and its stored
+// responses are retrieved and deleted by id (client.responses.retrieve / .delete, 404 after).
 //
 //   node tests/openai/responses_client.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm packages are not installed
@@ -88,6 +89,31 @@ try {
     const cached = second.usage.input_tokens_details.cached_tokens;
     assert.ok(cached >= first.usage.input_tokens - 2, JSON.stringify([first.usage, second.usage]));
     assert.ok(cached < second.usage.input_tokens, JSON.stringify(second.usage));
+
+    // the same turn 2 with previous_response_id: only the function call's output is sent
+    const chained = await client.responses.create({
+      model: 'kamera', previous_response_id: first.id, tools: [weather], tool_choice: 'auto',
+      input: [{ type: 'function_call_output', call_id: calls[0].call_id, output: '{"celsius": 21}' }],
+      max_output_tokens: 12, temperature: 0, logit_bias: noEnd });
+    assert.equal(chained.previous_response_id, first.id);
+    assert.equal(chained.usage.input_tokens, second.usage.input_tokens, JSON.stringify(chained.usage));
+    assert.equal(chained.output_text, second.output_text);
+    assert.ok(chained.usage.input_tokens_details.cached_tokens >= first.usage.total_tokens - 2,
+              JSON.stringify([first.usage, chained.usage]));
+  });
+
+  await check('stored responses are retrieved and deleted by id; store: false keeps none', async () => {
+    const r = await client.responses.create({ model: 'kamera', input: 'Hi.', max_output_tokens: 4 });
+    assert.equal(r.store, true);
+    const again = await client.responses.retrieve(r.id);
+    assert.deepEqual(again.output, r.output);
+    assert.deepEqual(again.usage, r.usage);
+    await client.responses.delete(r.id);
+    await assert.rejects(client.responses.retrieve(r.id), (e) => e.status === 404 && e.message.includes(r.id));
+    const unkept = await client.responses.create({ model: 'kamera', input: 'Hi.', max_output_tokens: 4, store: false });
+    await assert.rejects(
+      client.responses.create({ model: 'kamera', previous_response_id: unkept.id, input: 'More.' }),
+      (e) => e.status === 400 && e.param === 'previous_response_id' && e.message.includes(unkept.id));
   });
 } catch (e) {
   fail(e);

@@ -3,11 +3,11 @@
 // tool loop's tool_use / tool_result blocks give the same prompt as the chat request they
 // translate to (the reference: /v1/chat/completions' usage.prompt_tokens and its greedy answer);
 // count_tokens counts what the message's usage.input_tokens reports; the stream's events
-// assemble to the same Message as the whole body; a forced tool comes back as a tool_use block
-// whose input round-trips; a stop sequence the greedy answer holds ends it as stop_sequence;
-// turn 2 reports turn 1 as cache_read_input_tokens; a prompt that opens <think> answers in a
-// thinking block; fields kamera does not do are refused by name, in Anthropic's error shape;
-// x-api-key is taken as the API key.
+// assemble to the same Message as the whole body (message_start already tells the prompt's
+// usage); a forced tool comes back as a tool_use block whose input round-trips; a stop sequence
+// the greedy answer holds ends it as stop_sequence; turn 2 reports turn 1 as
+// cache_read_input_tokens; a prompt that opens <think> answers in a thinking block; fields kamera
+// does not do are refused by name, in Anthropic's error shape; x-api-key is taken as the API key.
 #include <gtest/gtest.h>
 
 #include "support/chat_templates.h"
@@ -175,6 +175,11 @@ TEST(ServerMessages, TheStreamAssemblesToTheWholeMessage) {
   EXPECT_EQ(d["delta"]["stop_reason"], "max_tokens");
   EXPECT_EQ(d["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
   EXPECT_EQ(d["usage"]["input_tokens"], whole["usage"]["input_tokens"]);
+  // message_start tells the prompt's usage already (the same body again: read from the cache)
+  const json& told = ev[0].second["message"]["usage"];
+  EXPECT_EQ(told["input_tokens"], whole["usage"]["input_tokens"]) << told.dump();
+  EXPECT_EQ(told["cache_read_input_tokens"], d["usage"]["cache_read_input_tokens"]) << told.dump();
+  EXPECT_GT(told["cache_read_input_tokens"].get<int64_t>(), 0) << told.dump();
 }
 
 TEST(ServerMessages, AForcedToolIsAToolUseBlockWhoseInputRoundTrips) {

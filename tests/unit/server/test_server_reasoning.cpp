@@ -215,3 +215,57 @@ TEST(ServerReasoning, ForcedCallsCutByMaxTokensLeaveNoMarkerAndUseNoLayout) {
   }
   EXPECT_GE(complete, 5);
 }
+
+namespace {
+
+// The reference count of reasoning tokens: the answer's tokens (its logprobs' bytes) up to the
+// one that completes </think>, all of them when none does (the prompt opened <think>).
+int64_t tokens_through_close(const json& r) {
+  std::string text;
+  int64_t n = 0;
+  for (const json& t : r["choices"][0]["logprobs"]["content"]) {
+    ++n;
+    for (int b : t["bytes"]) text += char(b);
+    if (text.find("</think>") != std::string::npos) return n;
+  }
+  return n;
+}
+
+int64_t reasoning_tokens(const json& r) {
+  return r["usage"]["completion_tokens_details"]["reasoning_tokens"];
+}
+
+}  // namespace
+
+// usage.completion_tokens_details.reasoning_tokens (and Responses' output_tokens_details) count
+// the tokens generated inside the reasoning: the reference is the answer's own tokens (logprobs)
+// up to the one that completes </think>, all of them here (the template opens <think> and the
+// answer is cut inside its reasoning), streamed or not, in chat and in Responses; a template
+// without markers reasons in none. (Where inside an answer the count stops is AnswerParser's
+// test: the tiny vocabulary writes </think> in 7 tokens, which no greedy answer spells.)
+TEST(ServerReasoning, ReasoningTokensCountTheTokensInsideTheReasoning) {
+  Served s(thinking_template());
+  const json r = post_ok(s, chat({{"logprobs", true}}));
+  const int64_t want = tokens_through_close(r);
+  EXPECT_EQ(want, r["usage"]["completion_tokens"]);
+  EXPECT_EQ(reasoning_tokens(r), want) << r["usage"].dump();
+
+  json b = chat({{"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  const std::vector<json> chunks = s.stream(b);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(reasoning_tokens(chunks.back()), want) << chunks.back().dump();
+  int st = 0;
+  const json resp = s.post("/v1/responses",
+                           {{"input", "What is 2 + 2?"},
+                            {"max_output_tokens", 24},
+                            {"temperature", 0},
+                            {"store", false},
+                            {"logit_bias", kNoEnd}},
+                           &st);
+  ASSERT_EQ(st, 200) << resp.dump();
+  EXPECT_EQ(resp["usage"]["output_tokens_details"]["reasoning_tokens"], want)
+      << resp["usage"].dump();
+
+  Served plain(fixture("qwen2_5"));
+  EXPECT_EQ(reasoning_tokens(post_ok(plain, chat())), 0);
+}

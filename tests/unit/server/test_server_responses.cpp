@@ -5,7 +5,10 @@
 // Response as the whole body; a forced function call comes back as a function_call item; turn 2
 // of a conversation reports its first turn in input_tokens_details.cached_tokens; a prompt that
 // opens <think> answers in a reasoning item; fields kamera does not do are refused by name; a 404
-// names the endpoints served.
+// names the endpoints served. Stored responses: previous_response_id continues one (the same
+// prompt as the conversation sent whole, turn 1 read from the cache); GET and DELETE
+// /v1/responses/{id}; an id not stored (deleted, store: false, another key's, evicted past
+// --responses-store-mb) is refused naming it.
 #include <gtest/gtest.h>
 
 #include "support/chat_templates.h"
@@ -55,7 +58,7 @@ json chat(json messages) {
   return {{"messages", messages}, {"max_tokens", 12}, {"logit_bias", kNoEnd}};
 }
 
-json post_ok(Served& s, const std::string& path, const json& body) {
+json post_ok(tiny::TestServer& s, const std::string& path, const json& body) {
   int st = 0;
   json r = s.post(path, body, &st);
   EXPECT_EQ(st, 200) << body.dump() << " -> " << r.dump();
@@ -224,8 +227,9 @@ TEST(ServerResponses, FieldsKameraDoesNotDoAreRefusedByName) {
     b.update(extra);
     return b;
   };
-  refused(with({{"previous_response_id", "resp_1"}}), "previous_response_id");
-  refused(with({{"store", true}}), "store");
+  refused(with({{"previous_response_id", "resp_1"}}), "previous_response_id");  // not stored
+  refused(with({{"store", "yes"}}), "store");
+  refused(with({{"conversation", "conv_1"}}), "conversation");
   refused(with({{"tools", {{{"type", "web_search"}}}}}), "tools[0].type");
   refused(with({{"truncation", "auto"}}), "truncation");
   refused(with({{"frobnicate", 1}}), "frobnicate");
@@ -245,4 +249,129 @@ TEST(ServerResponses, FieldsKameraDoesNotDoAreRefusedByName) {
   EXPECT_EQ(st, 404);
   EXPECT_NE(nf["error"]["message"].get<std::string>().find("/v1/responses"), std::string::npos)
       << nf.dump();
+}
+
+// previous_response_id: the stored response's input and output items come first, so turn 2 is the
+// prompt of the same conversation sent whole (the reference: its usage.input_tokens and greedy
+// answer) and extends turn 1's prompt and reply: cached_tokens covers both.
+TEST(ServerResponses, APreviousResponseIdContinuesTheStoredConversation) {
+  Served s;
+  const std::string first = "Tell me a story about a dog and a red ball.";
+  const json t1 =
+      post_ok(s, "/v1/responses", responses({{"instructions", "Be brief."}, {"input", first}}));
+  EXPECT_EQ(t1["store"], true);
+  const json t2 = post_ok(s, "/v1/responses",
+                          responses({{"instructions", "Be brief."},
+                                     {"previous_response_id", t1["id"]},
+                                     {"input", "And then?"}}));
+  EXPECT_EQ(t2["previous_response_id"], t1["id"]);
+  const int64_t t1_tokens = t1["usage"]["total_tokens"];
+  const int64_t cached = t2["usage"]["input_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, t1_tokens - 2) << t1["usage"].dump() << " then " << t2["usage"].dump();
+  EXPECT_LT(cached, t2["usage"]["input_tokens"].get<int64_t>());
+  std::printf("turn 2 by previous_response_id: %lld of %lld input tokens cached (turn 1: %lld)\n",
+              static_cast<long long>(cached),
+              static_cast<long long>(t2["usage"]["input_tokens"].get<int64_t>()),
+              static_cast<long long>(t1_tokens));
+
+  const json whole = {
+      {{"role", "user"}, {"content", first}},
+      {{"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", output_text(t1)}}}}},
+      {{"role", "user"}, {"content", "And then?"}}};
+  const json ref =
+      post_ok(s, "/v1/responses",
+              responses({{"instructions", "Be brief."}, {"input", whole}, {"store", false}}));
+  EXPECT_EQ(t2["usage"]["input_tokens"], ref["usage"]["input_tokens"]);
+  EXPECT_EQ(output_text(t2), output_text(ref));
+
+  // a third turn, streamed, continues the second (two stored responses chained)
+  const auto ev = s.events(responses(
+      {{"instructions", "Be brief."}, {"previous_response_id", t2["id"]}, {"input", "Why?"}}));
+  ASSERT_FALSE(ev.empty());
+  const json& t3 = ev.back().second["response"];
+  EXPECT_GE(t3["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(),
+            t2["usage"]["total_tokens"].get<int64_t>() - 2)
+      << t3["usage"].dump();
+  EXPECT_EQ(post_ok(s, "/v1/responses",
+                    responses({{"previous_response_id", t3["id"]},
+                               {"input", "Ok."}}))["previous_response_id"],
+            t3["id"]);
+}
+
+// GET /v1/responses/{id} answers the stored Response as it was sent; DELETE forgets it; a response
+// made with store: false, deleted, or another key's is not found, naming the id.
+TEST(ServerResponses, StoredResponsesAreFoundDeletedAndRefusedByTheirId) {
+  ServerOptions o = Served::options(fixture("qwen3"));
+  o.api_keys = {"key-a", "key-b"};
+  tiny::TestServer s(o, tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  auto call = [&](const char* method, const std::string& path, const std::string& key,
+                  const json& body, int* status) {
+    httplib::Headers h = {{"Authorization", "Bearer " + key}};
+    auto r = std::string(method) == "POST"
+                 ? s.client->Post(path, h, body.dump(), "application/json")
+             : std::string(method) == "GET" ? s.client->Get(path, h)
+                                            : s.client->Delete(path, h);
+    *status = r ? r->status : 0;
+    return r ? json::parse(r->body) : json();
+  };
+  int st = 0;
+  const json kept = call("POST", "/v1/responses", "key-a", responses({{"input", "Hi."}}), &st);
+  ASSERT_EQ(st, 200) << kept.dump();
+  const std::string id = kept["id"];
+  EXPECT_EQ(call("GET", "/v1/responses/" + id, "key-a", {}, &st), kept);
+  EXPECT_EQ(st, 200);
+  auto not_found = [&](const json& r, int status, int want, const std::string& param) {
+    EXPECT_EQ(status, want) << r.dump();
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(id), std::string::npos) << r.dump();
+    EXPECT_EQ(r["error"].value("param", json()), param.empty() ? json() : json(param)) << r.dump();
+  };
+  const json other = call("GET", "/v1/responses/" + id, "key-b", {}, &st);
+  not_found(other, st, 404, "");
+  const json cont = call("POST", "/v1/responses", "key-b",
+                         responses({{"previous_response_id", id}, {"input", "More."}}), &st);
+  not_found(cont, st, 400, "previous_response_id");
+
+  const json gone = call("DELETE", "/v1/responses/" + id, "key-a", {}, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(gone, json({{"id", id}, {"object", "response"}, {"deleted", true}}));
+  const json get_gone = call("GET", "/v1/responses/" + id, "key-a", {}, &st);
+  not_found(get_gone, st, 404, "");
+  const json delete_gone = call("DELETE", "/v1/responses/" + id, "key-a", {}, &st);
+  not_found(delete_gone, st, 404, "");
+
+  const json unkept =
+      call("POST", "/v1/responses", "key-a", responses({{"input", "Hi."}, {"store", false}}), &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(unkept["store"], false);
+  call("GET", "/v1/responses/" + unkept["id"].get<std::string>(), "key-a", {}, &st);
+  EXPECT_EQ(st, 404);
+}
+
+// --responses-store-mb bounds the store: under a small budget the oldest responses go (least
+// recently used first) while the newest stays found; a budget of 0 keeps none.
+TEST(ServerResponses, TheStoreKeepsItsByteBudget) {
+  ServerOptions o = Served::options(fixture("qwen3"));
+  o.responses_store_bytes = 16 << 10;
+  tiny::TestServer s(o, tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  auto found = [&](const json& r) {
+    int st = 0;
+    s.get("/v1/responses/" + r["id"].get<std::string>(), &st);
+    return st == 200;
+  };
+  std::vector<json> made;  // 40 responses: more than 16 KiB of JSON
+  for (int i = 0; i < 40; ++i)
+    made.push_back(post_ok(s, "/v1/responses", responses({{"input", "A story, please."}})));
+  EXPECT_TRUE(found(made[39]));
+  EXPECT_TRUE(found(made[38]));  // several fit
+  EXPECT_TRUE(found(made[36]));
+  EXPECT_FALSE(found(made[0]));  // (a GET makes a response the most recently used: last)
+  std::printf("one stored response: %zu bytes of JSON (its input items besides)\n",
+              made[39].dump().size());
+
+  o.responses_store_bytes = 0;
+  tiny::TestServer none(o, tiny::model_path("qwen2", DType::F32, "ctx=4096"));
+  const json r = post_ok(none, "/v1/responses", responses({{"input", "Hi."}}));
+  int st = 0;
+  none.get("/v1/responses/" + r["id"].get<std::string>(), &st);
+  EXPECT_EQ(st, 404);
 }

@@ -1,0 +1,58 @@
+// The Responses API's stored responses (`store`, the default): each finished Response object with
+// the input items its conversation had (those of the responses it continued included), so that a
+// request naming it as previous_response_id continues the conversation, and GET / DELETE
+// /v1/responses/{id} find it. Bounded by a byte budget (kamera serve --responses-store-mb), the
+// least recently used out first; a response larger than the budget is not kept. A response stored
+// for an API key is found for that key only. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+namespace kamera {
+
+struct StoredResponse {
+  std::string id;
+  std::string owner;              // the client it was stored for ("" : any)
+  nlohmann::ordered_json input;   // the conversation's input items, before this response's output
+  nlohmann::ordered_json object;  // the Response object, as answered
+  // The items a request continuing it starts with: its input, then its output.
+  nlohmann::ordered_json conversation() const;
+};
+
+class ResponseStore {
+ public:
+  explicit ResponseStore(size_t budget_bytes) : budget_(budget_bytes) {}
+  // Keeps r (replacing one with its id), the least recently used going while over the budget;
+  // false when r alone is larger than the budget (nothing kept).
+  bool put(StoredResponse r);
+  // The response `id` stored for `owner` (or for any client), now the most recently used; null
+  // when unknown, evicted, deleted or another client's.
+  std::shared_ptr<const StoredResponse> get(const std::string& id, const std::string& owner);
+  // Forgets `id` (as get finds it); false when get would not have found it.
+  bool erase(const std::string& id, const std::string& owner);
+  size_t bytes() const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const StoredResponse> r;
+    size_t bytes = 0;
+  };
+  using List = std::list<Entry>;  // most recently used first
+  List::iterator find(const std::string& id, const std::string& owner);
+  void drop(List::iterator it);
+
+  const size_t budget_;
+  mutable std::mutex mu_;
+  List lru_;
+  std::unordered_map<std::string, List::iterator> by_id_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace kamera
