@@ -115,7 +115,9 @@ void MessagesSink::on_end(const GenerationEnd& end) {
     stop_reason_ = calls ? "tool_use" : "end_turn";
   }
   const PromptUsage& u = end.usage.prompt;
-  usage_ = {{"input_tokens", u.prompt_tokens},
+  // Anthropic's accounting: input_tokens are those the cache did not serve; the prompt is
+  // input_tokens + cache_creation_input_tokens + cache_read_input_tokens.
+  usage_ = {{"input_tokens", u.prompt_tokens - u.cached_tokens},
             {"cache_creation_input_tokens", 0},
             {"cache_read_input_tokens", u.cached_tokens},
             {"output_tokens", end.usage.completion_tokens}};
@@ -141,7 +143,7 @@ void MessagesSink::on_error(const ServeError& e) {
 void MessagesSink::on(Event& e) {
   if (ended_) return;
   if (auto* a = std::get_if<PromptAdmitted>(&e)) {
-    usage_["input_tokens"] = a->prompt_tokens;
+    usage_["input_tokens"] = a->prompt_tokens - a->cached_tokens;
     usage_["cache_read_input_tokens"] = a->cached_tokens;
     return start();
   }

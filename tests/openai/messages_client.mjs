@@ -43,6 +43,9 @@ try {
     input_schema: { type: 'object', additionalProperties: false, required: ['city', 'unit'], properties: {
       city: { type: 'string', minLength: 1, maxLength: 12 }, unit: { enum: ['celsius', 'fahrenheit'] } } } };
 
+  // The prompt as Anthropic's usage counts it: input_tokens (not from the cache) + the cache's.
+  const promptOf = (u) => u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+
   await check('a message answers what the same chat completion answers; countTokens agrees', async () => {
     const req = { model: 'kamera', system: 'Be brief.', max_tokens: 16, temperature: 0, logit_bias: noEnd,
                   messages: [{ role: 'user', content: 'Tell me a story.' }] };
@@ -53,11 +56,11 @@ try {
     assert.equal(m.type, 'message');
     assert.ok(textOf(m).length > 0, JSON.stringify(m));
     assert.equal(textOf(m), c.choices[0].message.content);
-    assert.equal(m.usage.input_tokens, c.usage.prompt_tokens);
+    assert.equal(promptOf(m.usage), c.usage.prompt_tokens);
     assert.equal(m.usage.output_tokens, 16);
     assert.equal(m.stop_reason, 'max_tokens');
     const n = await client.messages.countTokens({ model: 'kamera', system: req.system, messages: req.messages });
-    assert.equal(n.input_tokens, m.usage.input_tokens);
+    assert.equal(n.input_tokens, promptOf(m.usage));
   });
 
   await check("the SDK's stream assembles to the same message", async () => {
@@ -76,9 +79,10 @@ try {
     assert.equal(textOf(last), textOf(whole));
     assert.equal(last.stop_reason, 'max_tokens');
     assert.equal(last.usage.output_tokens, whole.usage.output_tokens);
-    assert.equal(last.usage.input_tokens, whole.usage.input_tokens);
+    assert.equal(promptOf(last.usage), promptOf(whole.usage));
     // message_start tells the prompt's usage already (the same request again: read from the cache)
-    assert.equal(started.usage.input_tokens, whole.usage.input_tokens, JSON.stringify(started.usage));
+    assert.equal(promptOf(started.usage), promptOf(whole.usage), JSON.stringify(started.usage));
+    assert.equal(started.usage.input_tokens, last.usage.input_tokens, JSON.stringify(started.usage));
     assert.ok(started.usage.cache_read_input_tokens > 0, JSON.stringify(started.usage));
   });
 
@@ -99,8 +103,10 @@ try {
       model: 'kamera', messages: next, tools: [weather], max_tokens: 12, temperature: 0, logit_bias: noEnd });
     assert.ok(second.content.length > 0, JSON.stringify(second));
     const cached = second.usage.cache_read_input_tokens;
-    assert.ok(cached >= first.usage.input_tokens - 2, JSON.stringify([first.usage, second.usage]));
-    assert.ok(cached < second.usage.input_tokens, JSON.stringify(second.usage));
+    assert.ok(cached >= promptOf(first.usage) - 2, JSON.stringify([first.usage, second.usage]));
+    assert.ok(cached < promptOf(second.usage), JSON.stringify(second.usage));
+    // Anthropic's accounting: input_tokens are what the cache did not serve
+    assert.equal(second.usage.input_tokens, promptOf(second.usage) - cached, JSON.stringify(second.usage));
   });
 
   await check("a refusal is the SDK's BadRequestError, naming the field", async () => {

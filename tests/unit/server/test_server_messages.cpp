@@ -86,6 +86,14 @@ const json kChatAdd = {
 
 }  // namespace
 
+// The prompt's tokens as Anthropic's usage counts them: those not read from the cache, plus those
+// written to it, plus those read from it.
+int64_t prompt_of(const json& usage) {
+  return usage["input_tokens"].get<int64_t>() +
+         usage["cache_creation_input_tokens"].get<int64_t>() +
+         usage["cache_read_input_tokens"].get<int64_t>();
+}
+
 TEST(ServerMessages, RequestsGiveTheChatRequestTheyTranslateTo) {
   Served s;
   const json c = post_ok(s, "/v1/chat/completions",
@@ -106,7 +114,7 @@ TEST(ServerMessages, RequestsGiveTheChatRequestTheyTranslateTo) {
     EXPECT_EQ(m["role"], "assistant");
     EXPECT_TRUE(m["id"].get<std::string>().starts_with("msg_"));
     EXPECT_EQ(m["stop_reason"], "max_tokens");
-    EXPECT_EQ(m["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
+    EXPECT_EQ(prompt_of(m["usage"]), c["usage"]["prompt_tokens"]);
     EXPECT_EQ(m["usage"]["output_tokens"], 12);
     EXPECT_EQ(m["usage"]["cache_creation_input_tokens"], 0);
     EXPECT_EQ(text_of(m), c["choices"][0]["message"]["content"]);
@@ -142,11 +150,11 @@ TEST(ServerMessages, AToolLoopsBlocksGiveTheChatRequestAndCountTokensAgrees) {
                  {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Thanks."}}}}}});
   c["tools"] = json::array({kChatAdd});
   const json cr = post_ok(s, "/v1/chat/completions", c);
-  EXPECT_EQ(m["usage"]["input_tokens"], cr["usage"]["prompt_tokens"]);
+  EXPECT_EQ(prompt_of(m["usage"]), cr["usage"]["prompt_tokens"]);
   EXPECT_EQ(text_of(m), cr["choices"][0]["message"]["content"]);
   const json n = post_ok(s, "/v1/messages/count_tokens",
                          {{"model", "m"}, {"messages", msgs}, {"tools", json::array({kAdd})}});
-  EXPECT_EQ(n["input_tokens"], m["usage"]["input_tokens"]);
+  EXPECT_EQ(n["input_tokens"], prompt_of(m["usage"]));
 }
 
 TEST(ServerMessages, TheStreamAssemblesToTheWholeMessage) {
@@ -174,10 +182,11 @@ TEST(ServerMessages, TheStreamAssemblesToTheWholeMessage) {
   const json& d = ev[ev.size() - 2].second;
   EXPECT_EQ(d["delta"]["stop_reason"], "max_tokens");
   EXPECT_EQ(d["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
-  EXPECT_EQ(d["usage"]["input_tokens"], whole["usage"]["input_tokens"]);
+  EXPECT_EQ(prompt_of(d["usage"]), prompt_of(whole["usage"]));
   // message_start tells the prompt's usage already (the same body again: read from the cache)
   const json& told = ev[0].second["message"]["usage"];
-  EXPECT_EQ(told["input_tokens"], whole["usage"]["input_tokens"]) << told.dump();
+  EXPECT_EQ(prompt_of(told), prompt_of(whole["usage"])) << told.dump();
+  EXPECT_EQ(told["input_tokens"], d["usage"]["input_tokens"]) << told.dump();
   EXPECT_EQ(told["cache_read_input_tokens"], d["usage"]["cache_read_input_tokens"]) << told.dump();
   EXPECT_GT(told["cache_read_input_tokens"].get<int64_t>(), 0) << told.dump();
 }
@@ -222,8 +231,7 @@ TEST(ServerMessages, AForcedToolIsAToolUseBlockWhoseInputRoundTrips) {
       {{"role", "user"},
        {"content", {{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "5"}}}}});
   const json m2 = post_ok(s, "/v1/messages", next);
-  EXPECT_GT(m2["usage"]["cache_read_input_tokens"].get<int64_t>(),
-            m["usage"]["input_tokens"].get<int64_t>() - 2)
+  EXPECT_GT(m2["usage"]["cache_read_input_tokens"].get<int64_t>(), prompt_of(m["usage"]) - 2)
       << m2["usage"];
 }
 
@@ -251,8 +259,10 @@ TEST(ServerMessages, TurnTwoReportsTurnOneAsCacheReadInputTokens) {
   msgs.push_back({{"role", "user"}, {"content", "And then?"}});
   const json t2 = post_ok(s, "/v1/messages", messages({{"messages", msgs}}));
   const int64_t cached = t2["usage"]["cache_read_input_tokens"];
-  EXPECT_GE(cached, t1["usage"]["input_tokens"].get<int64_t>() - 2) << t2["usage"].dump();
-  EXPECT_LT(cached, t2["usage"]["input_tokens"].get<int64_t>());
+  EXPECT_GE(cached, prompt_of(t1["usage"]) - 2) << t2["usage"].dump();
+  EXPECT_LT(cached, prompt_of(t2["usage"]));
+  // the tokens the cache did not serve are input_tokens (Anthropic's accounting: not the prompt)
+  EXPECT_EQ(t2["usage"]["input_tokens"].get<int64_t>(), prompt_of(t2["usage"]) - cached);
 }
 
 TEST(ServerMessages, APromptThatOpensThinkAnswersInAThinkingBlock) {
@@ -274,8 +284,8 @@ TEST(ServerMessages, APromptThatOpensThinkAnswersInAThinkingBlock) {
   json c = chat(body["messages"]);
   c["reasoning_effort"] = "none";
   const json co = post_ok(s, "/v1/chat/completions", c);
-  EXPECT_EQ(mo["usage"]["input_tokens"], co["usage"]["prompt_tokens"]);
-  EXPECT_NE(mo["usage"]["input_tokens"], m["usage"]["input_tokens"]);
+  EXPECT_EQ(prompt_of(mo["usage"]), co["usage"]["prompt_tokens"]);
+  EXPECT_NE(prompt_of(mo["usage"]), prompt_of(m["usage"]));
 }
 
 TEST(ServerMessages, FieldsKameraDoesNotDoAreRefusedByNameInAnthropicsShape) {
