@@ -81,6 +81,9 @@ inline constexpr const char* kValueLength = "attention.value_length";
 inline constexpr const char* kRmsEps = "attention.layer_norm_rms_epsilon";
 inline constexpr const char* kQLoraRank = "attention.q_lora_rank";
 inline constexpr const char* kKvLoraRank = "attention.kv_lora_rank";
+// MLA's per-head q/k and v widths in llama.cpp's current layout (model/deepseek2.h)
+inline constexpr const char* kKeyLengthMla = "attention.key_length_mla";
+inline constexpr const char* kValueLengthMla = "attention.value_length_mla";
 inline constexpr const char* kRopeDimensionCount = "rope.dimension_count";
 inline constexpr const char* kRopeDimensionSections = "rope.dimension_sections";
 inline constexpr const char* kRopeMropeInterleaved = "rope.mrope_interleaved";  // kamera

@@ -94,6 +94,11 @@ std::vector<std::string> model_features(const ModelConfig& c) {
                   ? fmt::format("mla (kv_lora {}, rope {})", c.mla.kv_lora_rank, c.mla.qk_rope_dim)
                   : fmt::format("gqa ({} heads, {} kv heads, head {})", c.n_heads, c.n_kv_heads,
                                 c.head_dim));
+  if (c.attention == AttentionKind::Mla)  // how the file held it (model/deepseek2.h)
+    f.push_back(c.mla.file_layout == MlaFileLayout::Split
+                    ? "mla_layout split (llama.cpp's current converter: one latent KV head, "
+                      "attn_k_b / attn_v_b)"
+                    : "mla_layout kv_b (before llama.cpp's MLA rework: attn_kv_b)");
   if (c.qkv_bias) f.push_back("qkv_bias");
   if (c.qk_norm) f.push_back("qk_norm (per-head RMSNorm of q and k before the rope)");
   if (c.moe.enabled())

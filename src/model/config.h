@@ -54,12 +54,20 @@ inline bool is_qwen(Arch a) {  // the NeoX rope layout
   return is_qwen2(a) || is_qwen3(a);
 }
 
+// How a GGUF file writes MLA (model/deepseek2.h); both load to the same model (wkv_b per head:
+// qk_nope rows then v_head rows of kv_lora).
+enum class MlaFileLayout : uint8_t {
+  Split,  // llama.cpp's converter since its MLA rework: one KV head, attn_k_b / attn_v_b
+  KvB,    // before it: head_count_kv = heads, attn_kv_b
+};
+
 struct MlaConfig {
   int q_lora_rank = 0;  // 0: plain q projection
   int kv_lora_rank = 0;
   int qk_nope_dim = 0;  // per head
   int qk_rope_dim = 0;  // per head, and the width of the shared k_pe
   int v_head_dim = 0;
+  MlaFileLayout file_layout = MlaFileLayout::Split;  // the file's, not the model's
 };
 
 struct ModelConfig {
@@ -97,8 +105,8 @@ struct ModelConfig {
   Status validate(const std::string& source) const;
 };
 
-// What `kamera info -m` lists: "gqa" or "mla", "qkv_bias", "qk_norm", "moe (E experts, k used,
-// ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output".
+// What `kamera info -m` lists: "gqa" or "mla" (with "mla_layout ..."), "qkv_bias", "qk_norm",
+// "moe (E experts, k used, ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output".
 std::vector<std::string> model_features(const ModelConfig& c);
 
 }  // namespace kamera

@@ -129,6 +129,64 @@ Status read_deepseek2_hparams(const GgufFile& f, ModelConfig& c) {
   return read_rope_scaling(f, c);
 }
 
+Status read_mla_layout(const GgufFile& f, ModelConfig& c) {
+  const std::string& src = f.name();
+  const auto k_mla = f.get_int(key(gk::kKeyLengthMla));
+  const auto v_mla = f.get_int(key(gk::kValueLengthMla));
+  const int64_t v_len = f.get_int(key(gk::kValueLength)).value_or(0);
+  if (!k_mla && !v_mla) {  // KvB: the per-head widths in key_length / value_length
+    c.mla.file_layout = MlaFileLayout::KvB;
+    c.mla.v_head_dim = int(v_len);
+    return Status::Ok();
+  }
+  if (!k_mla || !v_mla)
+    return make_error(ErrorCode::CorruptData, "{}: {} without {}", src,
+                      key(k_mla ? gk::kKeyLengthMla : gk::kValueLengthMla),
+                      key(k_mla ? gk::kValueLengthMla : gk::kKeyLengthMla));
+  const int64_t lat = c.mla.kv_lora_rank;
+  auto bad = [&](const char* k, int64_t got, int64_t want) {
+    return make_error(ErrorCode::Unsupported,
+                      "{}: {} = {} with {}: llama.cpp's MLA layout has {} (one latent KV head)",
+                      src, key(k), got, key(gk::kKeyLengthMla), want);
+  };
+  if (c.n_kv_heads != 1) return bad(gk::kHeadCountKv, c.n_kv_heads, 1);
+  if (c.head_dim != lat + c.rope.n_rot) return bad(gk::kKeyLength, c.head_dim, lat + c.rope.n_rot);
+  if (v_len != lat) return bad(gk::kValueLength, v_len, lat);
+  if (*k_mla <= 0 || *k_mla > 1 << 16 || *v_mla <= 0 || *v_mla > 1 << 16)
+    return make_error(ErrorCode::CorruptData, "{}: {} = {}, {} = {}", src, key(gk::kKeyLengthMla),
+                      *k_mla, key(gk::kValueLengthMla), *v_mla);
+  c.mla.file_layout = MlaFileLayout::Split;
+  c.head_dim = int(*k_mla);
+  c.mla.v_head_dim = int(*v_mla);
+  c.n_kv_heads = c.n_heads;
+  return Status::Ok();
+}
+
+std::vector<float> join_mla_kv_b(const MlaConfig& m, int n_heads, const std::vector<float>& k_b,
+                                 const std::vector<float>& v_b) {
+  const size_t L = size_t(m.kv_lora_rank), nope = size_t(m.qk_nope_dim), v = size_t(m.v_head_dim);
+  std::vector<float> kv(size_t(n_heads) * (nope + v) * L);
+  for (size_t h = 0; h < size_t(n_heads); ++h) {
+    float* rows = kv.data() + h * (nope + v) * L;
+    const float* kh = k_b.data() + h * L * nope;  // L rows of nope: W_kb transposed
+    for (size_t i = 0; i < nope; ++i)
+      for (size_t l = 0; l < L; ++l) rows[i * L + l] = kh[l * nope + i];
+    std::copy_n(v_b.data() + h * v * L, v * L, rows + nope * L);
+  }
+  return kv;
+}
+
+void split_mla_kv_b(const MlaConfig& m, int n_heads, const float* kv_b, float* k_b, float* v_b) {
+  const size_t L = size_t(m.kv_lora_rank), nope = size_t(m.qk_nope_dim), v = size_t(m.v_head_dim);
+  for (size_t h = 0; h < size_t(n_heads); ++h) {
+    const float* rows = kv_b + h * (nope + v) * L;
+    if (k_b)
+      for (size_t i = 0; i < nope; ++i)
+        for (size_t l = 0; l < L; ++l) k_b[h * L * nope + l * nope + i] = rows[i * L + l];
+    if (v_b) std::copy_n(rows + nope * L, v * L, v_b + h * v * L);
+  }
+}
+
 std::vector<MoeTensorSpec> moe_layer_tensors(const ModelConfig& c, int layer) {
   const std::string p = fmt::format("blk.{}.", layer);
   const MoeConfig& m = c.moe;

@@ -30,6 +30,19 @@
 // mscale = attn_factor * (1 + yarn_log_multiplier * ln factor) (the converter writes
 // yarn_log_multiplier = 0.1 * mscale_all_dim, so this is Hugging Face's yarn_get_mscale squared).
 //
+// MLA in a file, two layouts (both load to the same model: MlaConfig::file_layout says which):
+//   Split (llama.cpp's convert_hf_to_gguf.py since its MLA rework, d32676d): head_count_kv = 1,
+//     key_length = kv_lora_rank + qk_rope, value_length = kv_lora_rank (the widths of the one
+//     "MQA" head it attends with), key_length_mla = qk_nope + qk_rope, value_length_mla = v_head
+//     (the per-head widths), and kv_b_proj split per head into
+//       blk.N.attn_k_b.weight  ne {qk_nope, kv_lora, heads}  (W_kb of each head, transposed)
+//       blk.N.attn_v_b.weight  ne {kv_lora, v_head, heads}   (W_vb of each head)
+//   KvB (before it): head_count_kv = heads, key_length = qk_nope + qk_rope, value_length = v_head,
+//     blk.N.attn_kv_b.weight ne {kv_lora, heads * (qk_nope + v_head)} (each head's qk_nope rows
+//     then its v_head rows).
+//   A file with one of key_length_mla / value_length_mla and not the other, or with them and
+//   other head counts or widths than above, is refused naming the key.
+//
 // Refused with a message: gating functions 3 and 4, linear rope scaling on deepseek2 (llama.cpp
 // shrinks only the rope band there), a shared-expert width other than count x expert width, an
 // exp_probs_b in some MoE layers only.
@@ -50,6 +63,17 @@ class GgufWriter;
 
 // MoE and rope-scaling keys of a deepseek2 file into c (after its layer count and context).
 Status read_deepseek2_hparams(const GgufFile& f, ModelConfig& c);
+
+// The file's MLA layout (above), after read_shape took head_count_kv, key_length, rope dims and
+// c.mla.kv_lora_rank was read: sets c.mla.file_layout, c.mla.v_head_dim and the per-head
+// c.head_dim, c.n_kv_heads = c.n_heads.
+Status read_mla_layout(const GgufFile& f, ModelConfig& c);
+
+// attn_k_b and attn_v_b (Split, as f32) joined into attn_kv_b's rows (KvB), and back: the values
+// are moved, never changed. split_mla_kv_b writes either destination when not null.
+std::vector<float> join_mla_kv_b(const MlaConfig& m, int n_heads, const std::vector<float>& k_b,
+                                 const std::vector<float>& v_b);
+void split_mla_kv_b(const MlaConfig& m, int n_heads, const float* kv_b, float* k_b, float* v_b);
 
 // Reads tensor `name` with GGUF shape ne (ne[0] contiguous) into dst in its file type, or fails
 // naming it; a 3-D tensor {cols, rows, n} is one Weight of n * rows rows.

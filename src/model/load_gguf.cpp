@@ -143,15 +143,15 @@ Status read_shape(const GgufModelReader& r, const std::string& path, ModelConfig
   return Status::Ok();
 }
 
-// DeepSeek-V2 MLA: key_length = qk_nope + qk_rope, value_length = v_head,
-// rope.dimension_count = qk_rope; then its MoE layers and YaRN (model/deepseek2.h).
+// DeepSeek-V2 MLA in either file layout (model/deepseek2.h: the per-head widths and one KV head
+// per query head), rope.dimension_count = qk_rope; then its MoE layers and YaRN.
 Status read_mla(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
   c.attention = AttentionKind::Mla;
   c.mla.q_lora_rank = int(r.int_or(gk::kQLoraRank, 0));
   c.mla.kv_lora_rank = int(r.int_or(gk::kKvLoraRank, 0));
+  KAMERA_TRY(read_mla_layout(f, c));
   c.mla.qk_rope_dim = c.rope.n_rot;
   c.mla.qk_nope_dim = c.head_dim - c.rope.n_rot;
-  c.mla.v_head_dim = int(r.int_or(gk::kValueLength, 0));
   c.rope.head_dim = c.rope.n_rot;
   return read_deepseek2_hparams(f, c);
 }
@@ -235,8 +235,8 @@ Status load_head(GgufModelReader& r, Model& m) {
   return Status::Ok();
 }
 
-// MLA's projections: q (low-rank or full), the compressed kv with its rope band, kv_b (in f32),
-// the output.
+// MLA's projections: q (low-rank or full), the compressed kv with its rope band, kv_b (in f32;
+// from attn_kv_b or from attn_k_b and attn_v_b), the output.
 Status load_mla_attention(GgufModelReader& r, const ModelConfig& c, const std::string& p,
                           LayerWeights& l) {
   const MlaConfig& a = c.mla;
@@ -251,8 +251,16 @@ Status load_mla_attention(GgufModelReader& r, const ModelConfig& c, const std::s
   }
   KAMERA_TRY(r.weight(p + "attn_kv_a_mqa.weight", {d, lat + rope}, l.wkv_a));
   KAMERA_TRY(r.tensor(p + "attn_kv_a_norm.weight", {lat}, l.kv_a_norm));
-  KAMERA_TRY(
-      r.weight_f32(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
+  if (a.file_layout == MlaFileLayout::KvB) {
+    KAMERA_TRY(
+        r.weight_f32(p + "attn_kv_b.weight", {lat, H * (a.qk_nope_dim + a.v_head_dim)}, l.wkv_b));
+  } else {  // attn_k_b (k_b transposed per head) and attn_v_b, joined into kv_b's rows
+    std::vector<float> k_b, v_b;
+    KAMERA_TRY(r.tensor(p + "attn_k_b.weight", {a.qk_nope_dim, lat, H}, k_b));
+    KAMERA_TRY(r.tensor(p + "attn_v_b.weight", {lat, a.v_head_dim, H}, v_b));
+    l.wkv_b = Weight::from_f32(join_mla_kv_b(a, c.n_heads, k_b, v_b),
+                               H * (a.qk_nope_dim + a.v_head_dim), lat);
+  }
   return r.weight(p + "attn_output.weight", {H * a.v_head_dim, d}, l.wo);
 }
 

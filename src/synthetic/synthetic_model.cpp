@@ -450,10 +450,18 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
   w.set_u32(k(gk::kBlockCount), uint32_t(c.n_layers));
   w.set_u32(k(gk::kFeedForwardLength), uint32_t(c.ffn_dim));
   w.set_u32(k(gk::kHeadCount), uint32_t(c.n_heads));
-  w.set_u32(k(gk::kHeadCountKv), uint32_t(c.n_kv_heads));
+  const bool split_mla =
+      c.attention == AttentionKind::Mla && c.mla.file_layout == MlaFileLayout::Split;
+  w.set_u32(k(gk::kHeadCountKv), split_mla ? 1u : uint32_t(c.n_kv_heads));
+  if (split_mla) {  // llama.cpp's current MLA layout (model/deepseek2.h)
+    w.set_u32(k(gk::kKeyLength), uint32_t(c.mla.kv_lora_rank + c.mla.qk_rope_dim));
+    w.set_u32(k(gk::kValueLength), uint32_t(c.mla.kv_lora_rank));
+    w.set_u32(k(gk::kKeyLengthMla), uint32_t(c.head_dim));
+    w.set_u32(k(gk::kValueLengthMla), uint32_t(c.mla.v_head_dim));
+  }
   if (c.attention == AttentionKind::Mla) {
-    w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
-    w.set_u32(k(gk::kValueLength), uint32_t(c.mla.v_head_dim));
+    if (!split_mla) w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
+    if (!split_mla) w.set_u32(k(gk::kValueLength), uint32_t(c.mla.v_head_dim));
     if (c.mla.q_lora_rank > 0) w.set_u32(k(gk::kQLoraRank), uint32_t(c.mla.q_lora_rank));
     w.set_u32(k(gk::kKvLoraRank), uint32_t(c.mla.kv_lora_rank));
     write_deepseek2_keys(w, c);  // MoE and YaRN keys (synthetic/deepseek2_shapes.h)
@@ -511,9 +519,36 @@ class DecoderTensors {
     }
     weight(p + "attn_kv_a_mqa.weight", d, m.kv_lora_rank + m.qk_rope_dim);
     norm(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
-    weight(p + "attn_kv_b.weight", m.kv_lora_rank,
-           int64_t(c_.n_heads) * (m.qk_nope_dim + m.v_head_dim));
+    if (m.file_layout == MlaFileLayout::KvB)
+      weight(p + "attn_kv_b.weight", m.kv_lora_rank,
+             int64_t(c_.n_heads) * (m.qk_nope_dim + m.v_head_dim));
+    else
+      add_mla_k_b_v_b(p);
     weight(p + "attn_output.weight", int64_t(c_.n_heads) * m.v_head_dim, d);
+  }
+
+  // llama.cpp's converter splits kv_b per head into k_b (transposed) and v_b: the same values as
+  // the KvB file of this seed holds. A Q8_0 tensor whose rows are not whole blocks is f16, as the
+  // converter falls back.
+  void add_mla_k_b_v_b(const std::string& p) {
+    const MlaConfig& m = c_.mla;
+    const int64_t L = m.kv_lora_rank, H = c_.n_heads, nope = m.qk_nope_dim, v = m.v_head_dim;
+    const std::string kv_b = p + "attn_kv_b.weight";
+    const std::vector<int64_t> kv_ne = {L, H * (nope + v)};
+    const TensorFill& fill = fill_;
+    const ModelConfig& c = c_;
+    auto split = [=, &fill, &c](bool k, float* dst) {
+      std::vector<float> all(size_t(L * H * (nope + v)));
+      fill(kv_b, kv_ne, all.data());
+      split_mla_kv_b(c.mla, c.n_heads, all.data(), k ? dst : nullptr, k ? nullptr : dst);
+    };
+    auto type = [this](int64_t row) {
+      return wt_ == DType::Q8_0 && row % kQ8BlockSize != 0 ? DType::F16 : wt_;
+    };
+    w_.add_tensor(p + "attn_k_b.weight", {nope, L, H}, type(nope),
+                  [split](float* dst) { split(true, dst); });
+    w_.add_tensor(p + "attn_v_b.weight", {L, v, H}, type(L),
+                  [split](float* dst) { split(false, dst); });
   }
 
   void add_attention(const std::string& p) {

@@ -11,6 +11,7 @@ namespace {
 
 struct MakeModelArgs {
   std::string arch = "llama", preset, dims, out, type = "f32";
+  std::string mla_layout = "split";  // deepseek2: split (llama.cpp's converter today) or kv_b
   std::string vocab, tokenizer_config, vocab_pre;  // a Hugging Face tokenizer to embed
   std::vector<std::string> control_tokens;         // into the synthetic vocabulary
   uint64_t seed = 1;
@@ -53,6 +54,9 @@ int run_make_model(const MakeModelArgs& a) {
     Status st = apply_dims(*cfg, a.dims);
     if (!st.ok()) return fail(st.message(), a.json);
   }
+  if (a.mla_layout != "split" && a.mla_layout != "kv_b")
+    return fail(fmt::format("--mla-layout '{}' (split or kv_b)", a.mla_layout), a.json);
+  cfg->mla.file_layout = a.mla_layout == "kv_b" ? MlaFileLayout::KvB : MlaFileLayout::Split;
   auto type = dtype_from_name(a.type);
   if (!type) return fail(fmt::format("--type '{}' (f32, f16, bf16, q8_0)", a.type), a.json);
   SyntheticSpec spec;
@@ -150,6 +154,11 @@ Runner add_make_model(CLI::App& app) {
                  "(comma-separated; for prompts with a real model's special tokens, e.g. "
                  "Kimi-VL's '<|media_start|>,<|media_content|>,<|media_end|>')")
       ->delimiter(',');
+  app.add_option("--mla-layout", a->mla_layout,
+                 "deepseek2: how the file writes MLA: split (llama.cpp's converter since its MLA "
+                 "rework: one KV head, key/value_length_mla, attn_k_b and attn_v_b) or kv_b (the "
+                 "layout before it: a KV head per query head, attn_kv_b)")
+      ->capture_default_str();
   app.add_flag("--json", a->json, "Print a JSON summary");
   return [a] { return run_make_model(*a); };
 }

@@ -78,6 +78,30 @@ inline void copy_gguf(const std::string& from, const std::string& to,
   ASSERT_TRUE(w.write(to).ok());
 }
 
+// xxh3_64 of a file's bytes, as the fixtures' manifests write it (16 hex digits).
+inline std::string file_xxh3(const std::string& path) {
+  std::ifstream gf(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(gf)), {});
+  return fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+// Requires the model's logits at every position of `ids` (one prefill) within 1e-4 of the largest
+// |logit| of llama.cpp's (the f32 file `logits_path`, n_tokens x n_vocab); returns that relative
+// difference.
+inline double check_llama_cpp_logits(const Model& m, const std::vector<int32_t>& ids,
+                                     const std::string& logits_path) {
+  std::ifstream lf(logits_path, std::ios::binary);
+  std::vector<float> want(ids.size() * size_t(m.cfg.n_vocab));
+  lf.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+  EXPECT_TRUE(lf) << "short logits file";
+  const auto got = prefill_all(m, ids, 512);
+  double scale = 0;
+  for (float v : want) scale = std::max(scale, double(std::fabs(v)));
+  const double rel = tiny::max_abs_diff(got, want) / scale;
+  EXPECT_LT(rel, 1e-4);
+  return rel;
+}
+
 // One case of a llama.cpp logits fixture (tests/data/*/llama_cpp_logits.json): writes the
 // make-model file of `spec` (name, seed and dims as make-model sets them), checks its bytes hash
 // to the case's xxh3_64, and requires every position's logits within 1e-4 of the largest |logit|
@@ -88,22 +112,10 @@ inline double check_llama_cpp_case(const SyntheticSpec& spec, const nlohmann::js
   EXPECT_TRUE(write_synthetic_gguf(spec, path).ok());
   auto m = tiny::load(path);
   if (!m) return INFINITY;
-  std::ifstream gf(m->source, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(gf)), {});
-  EXPECT_EQ(fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size())),
-            c["xxh3_64"].get<std::string>())
+  EXPECT_EQ(file_xxh3(m->source), c["xxh3_64"].get<std::string>())
       << "make-model writes other bytes than the fixture was made from";
-  const std::vector<int32_t> ids = c["tokens"];
-  std::ifstream lf(dir + c["logits"].get<std::string>(), std::ios::binary);
-  std::vector<float> want(ids.size() * size_t(m->cfg.n_vocab));
-  lf.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
-  EXPECT_TRUE(lf) << "short logits file";
-  const auto got = prefill_all(*m, ids, 512);
-  double scale = 0;
-  for (float v : want) scale = std::max(scale, double(std::fabs(v)));
-  const double rel = tiny::max_abs_diff(got, want) / scale;
-  EXPECT_LT(rel, 1e-4);
-  return rel;
+  return check_llama_cpp_logits(*m, c["tokens"].get<std::vector<int32_t>>(),
+                                dir + c["logits"].get<std::string>());
 }
 
 // The manifest `dir` + llama_cpp_logits.json ({"cases": [...]}).

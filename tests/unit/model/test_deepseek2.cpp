@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -315,9 +316,11 @@ TEST(Deepseek2Gguf, LogitsMatchLlamaCpp) {
   ASSERT_EQ(manifest["cases"].size(), 2u);
   for (const auto& c : manifest["cases"]) {
     SCOPED_TRACE(c["dims"].get<std::string>());
-    // what `kamera make-model --arch deepseek2 --preset tiny-moe --seed S --dims D` writes
+    // what `kamera make-model --arch deepseek2 --preset tiny-moe --seed S --dims D
+    // --mla-layout kv_b` writes (the layout these fixtures were made in)
     SyntheticSpec spec;
     spec.cfg = *synthetic_preset(Arch::Deepseek2, "tiny-moe");
+    spec.cfg.mla.file_layout = MlaFileLayout::KvB;
     ASSERT_TRUE(apply_dims(spec.cfg, c["dims"].get<std::string>()).ok());
     spec.seed = c["seed"];
     spec.name = fmt::format("kamera-synthetic-deepseek2-tiny-moe-seed{}", spec.seed);
@@ -335,9 +338,11 @@ TEST(Deepseek2Gguf, KimiLogitsMatchLlamaCpp) {
   ASSERT_GE(manifest["cases"].size(), 2u);
   for (const auto& c : manifest["cases"]) {
     SCOPED_TRACE(c["dims"].get<std::string>());
-    // what `kamera make-model --arch deepseek2 --preset kimi-vl-tiny --seed S --dims D` writes
+    // what `kamera make-model --arch deepseek2 --preset kimi-vl-tiny --seed S --dims D
+    // --mla-layout kv_b` writes (the layout these fixtures were made in)
     SyntheticSpec spec;
     spec.cfg = *synthetic_preset(Arch::Deepseek2, "kimi-vl-tiny");
+    spec.cfg.mla.file_layout = MlaFileLayout::KvB;
     ASSERT_TRUE(apply_dims(spec.cfg, c["dims"].get<std::string>()).ok());
     spec.seed = c["seed"];
     spec.name = fmt::format("kamera-synthetic-deepseek2-kimi-vl-tiny-seed{}", spec.seed);
@@ -357,4 +362,127 @@ TEST(Deepseek2Gguf, KimiPresetHasTheReleasedShape) {
   EXPECT_TRUE(c.moe.selection_bias);
   EXPECT_TRUE(llama_cpp_incompatibilities(c).empty());  // 27 layers: llama.cpp's no-q-lora path
   EXPECT_TRUE(c.validate("kimi-vl-a3b").ok());
+}
+
+namespace {
+
+// The file of `preset` with seed 9 in `layout`, written by make-model's writer.
+std::string mla_file(const std::string& preset, MlaFileLayout layout, const std::string& tag) {
+  SyntheticSpec spec;
+  spec.cfg = *synthetic_preset(Arch::Deepseek2, preset);
+  spec.cfg.mla.file_layout = layout;
+  spec.seed = 9;
+  const std::string path = unique_temp("kamera-mla-" + preset + "-" + tag + ".gguf");
+  EXPECT_TRUE(write_synthetic_gguf(spec, path).ok());
+  return path;
+}
+
+}  // namespace
+
+// llama.cpp's converter since its MLA rework writes one KV head of key_length kv_lora + qk_rope
+// and value_length kv_lora, the per-head widths in key/value_length_mla, and kv_b split per head
+// into attn_k_b (transposed) and attn_v_b. make-model writes that by default and the older
+// attn_kv_b layout on request; the same weights in both layouts load to the same model: the same
+// config, kv_b rows, fingerprint and logits, bit for bit.
+TEST(Deepseek2Gguf, BothMlaLayoutsLoadTheSameModel) {
+  for (const std::string preset : {"tiny", "tiny-moe", "kimi-vl-tiny"}) {
+    SCOPED_TRACE(preset);
+    const std::string split = mla_file(preset, MlaFileLayout::Split, "split");
+    const std::string kv_b = mla_file(preset, MlaFileLayout::KvB, "kvb");
+    auto f = GgufFile::open(split);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ((*f)->get_int("deepseek2.attention.head_count_kv"), 1);
+    EXPECT_EQ((*f)->get_int("deepseek2.attention.key_length"), 32 + 8);
+    EXPECT_EQ((*f)->get_int("deepseek2.attention.value_length"), 32);
+    EXPECT_EQ((*f)->get_int("deepseek2.attention.key_length_mla"), 16 + 8);
+    EXPECT_EQ((*f)->get_int("deepseek2.attention.value_length_mla"), 16);
+    ASSERT_NE((*f)->find_tensor("blk.0.attn_k_b.weight"), nullptr);
+    EXPECT_EQ((*f)->find_tensor("blk.0.attn_k_b.weight")->ne, (std::vector<int64_t>{16, 32, 4}));
+    EXPECT_EQ((*f)->find_tensor("blk.0.attn_v_b.weight")->ne, (std::vector<int64_t>{32, 16, 4}));
+    EXPECT_EQ((*f)->find_tensor("blk.0.attn_kv_b.weight"), nullptr);
+    auto a = tiny::load(split), b = tiny::load(kv_b);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->cfg.mla.file_layout, MlaFileLayout::Split);
+    EXPECT_EQ(b->cfg.mla.file_layout, MlaFileLayout::KvB);
+    EXPECT_EQ(a->cfg.n_kv_heads, a->cfg.n_heads);
+    EXPECT_EQ(a->cfg.head_dim, b->cfg.head_dim);
+    EXPECT_EQ(a->cfg.mla.v_head_dim, b->cfg.mla.v_head_dim);
+    EXPECT_EQ(a->cfg.mla.qk_nope_dim, b->cfg.mla.qk_nope_dim);
+    for (int i = 0; i < a->cfg.n_layers; ++i) {
+      const Weight &x = a->layers[i].wkv_b, &y = b->layers[i].wkv_b;
+      ASSERT_EQ(x.bytes(), y.bytes());
+      EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.bytes()), 0) << "layer " << i;
+    }
+    EXPECT_EQ(a->fingerprint, b->fingerprint);
+    const auto ids = tiny::random_tokens(24, a->cfg.n_vocab, 4);
+    EXPECT_EQ(tiny::max_abs_diff(prefill_all(*a, ids, 512), prefill_all(*b, ids, 512)), 0.0);
+  }
+}
+
+// join_mla_kv_b undoes split_mla_kv_b, and k_b holds each head's W_kb transposed.
+TEST(Deepseek2Gguf, KvBSplitsAndJoinsPerHead) {
+  MlaConfig m;
+  m.kv_lora_rank = 5;
+  m.qk_nope_dim = 3;
+  m.v_head_dim = 2;
+  const int H = 2, L = 5, nope = 3, v = 2;
+  std::vector<float> kv(size_t(H * (nope + v) * L));
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(i);
+  std::vector<float> k(size_t(H * L * nope)), vb(size_t(H * v * L));
+  split_mla_kv_b(m, H, kv.data(), k.data(), vb.data());
+  // head 1, k row i = 2, latent l = 4: kv_b row 1 * 5 + 2, column 4
+  EXPECT_EQ(k[size_t(1 * L * nope + 4 * nope + 2)], kv[size_t((1 * 5 + 2) * L + 4)]);
+  // head 1, v row 1, latent 0: kv_b row 1 * 5 + 3 + 1
+  EXPECT_EQ(vb[size_t(1 * v * L + 1 * L + 0)], kv[size_t((1 * 5 + 4) * L)]);
+  EXPECT_EQ(join_mla_kv_b(m, H, k, vb), kv);
+}
+
+// A split-layout file whose keys contradict one latent KV head is refused naming the key.
+TEST(Deepseek2Gguf, RefusesAnInconsistentSplitLayout) {
+  const std::string src = mla_file("tiny", MlaFileLayout::Split, "refuse");
+  const std::string dst = unique_temp("kamera-mla-split-refused.gguf");
+  const struct {
+    const char* key;
+    uint32_t value;
+    const char* expect;
+  } cases[] = {{"deepseek2.attention.head_count_kv", 4, "head_count_kv = 4"},
+               {"deepseek2.attention.key_length", 24, "key_length = 24"},
+               {"deepseek2.attention.value_length", 16, "value_length = 16"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    copy_gguf(src, dst, [&](GgufWriter& w) { w.set_u32(c.key, c.value); });
+    auto m = load_model(dst);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.message().find(c.expect), std::string::npos) << m.message();
+  }
+  // key_length_mla without value_length_mla: copy a kv_b file and add one key
+  copy_gguf(mla_file("tiny", MlaFileLayout::KvB, "refuse-kvb"), dst,
+            [](GgufWriter& w) { w.set_u32("deepseek2.attention.key_length_mla", 24); });
+  auto m = load_model(dst);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("key_length_mla without"), std::string::npos) << m.message();
+}
+
+// A DeepSeek-V3-style decoder written by llama.cpp's own gguf-py the way its converter lays MLA out
+// today (tests/data/deepseek2/make_split_fixture.py: q low-rank, one dense and one MoE layer with
+// sigmoid scores, groups, the selection bias, YaRN), and llama.cpp d32676d's logits of it at every
+// position (f32 KV, flash attention off; tests/data/deepseek2/README.md).
+TEST(Deepseek2Gguf, SplitLayoutFromLlamaCppConverterMatchesLlamaCpp) {
+  const std::string dir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/deepseek2/";
+  std::ifstream mf(dir + "llama_cpp_split.json");
+  ASSERT_TRUE(mf);
+  const auto c = nlohmann::json::parse(mf);
+  const std::string path = dir + c["file"].get<std::string>();
+  EXPECT_EQ(tiny::file_xxh3(path), c["xxh3_64"].get<std::string>());
+  auto m = tiny::load(path);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->cfg.mla.file_layout, MlaFileLayout::Split);
+  EXPECT_EQ(m->cfg.n_kv_heads, 4);
+  EXPECT_EQ(m->cfg.head_dim, 24);
+  EXPECT_EQ(m->cfg.mla.v_head_dim, 16);
+  EXPECT_EQ(m->cfg.moe.gating, MoeGating::Sigmoid);
+  EXPECT_TRUE(m->cfg.moe.selection_bias);
+  EXPECT_EQ(m->cfg.rope.yarn.orig_ctx, 64);
+  tiny::check_llama_cpp_logits(*m, c["tokens"].get<std::vector<int32_t>>(),
+                               dir + c["logits"].get<std::string>());
 }

@@ -80,18 +80,20 @@ TEST(Info, ModelWeightTypesAndBytes) {
 
 // `kamera info -m` names the family and its features (model/config.h, model_features): the q/k
 // head norms of qwen3, its experts for qwen3moe, qwen3vl's interleaved M-RoPE and deepstack, MLA
-// for deepseek2.
+// for deepseek2 and the layout its file holds it in (make-model --mla-layout).
 TEST(Info, ModelFamilyAndFeatures) {
   const struct {
     const char* arch;
     std::vector<std::string> want;
     const char* preset = "tiny";
+    const char* args = "";
   } cases[] = {{"qwen3", {"gqa (4 heads, 2 kv heads, head 32)", "qk_norm"}},
                {"qwen3moe", {"qk_norm", "moe (8 experts, 2 used, 0 shared", "top-k normalized"}},
                {"qwen3vl", {"qk_norm", "mrope (interleaved)", "deepstack (2 layers"}},
                {"qwen3vlmoe", {"moe (8 experts", "mrope (interleaved)", "deepstack (2 layers"}},
                {"qwen2", {"gqa", "qkv_bias"}},
-               {"deepseek2", {"mla (kv_lora 32, rope 8)"}},
+               {"deepseek2", {"mla (kv_lora 32, rope 8)", "mla_layout split"}},
+               {"deepseek2", {"mla_layout kv_b"}, "tiny", " --mla-layout kv_b"},
                {"deepseek2",
                 {"mla (kv_lora 32, rope 8)", "moe (8 experts, 2 used, 2 shared",
                  "v3_routing (sigmoid scores, selection bias exp_probs_b, 1 of 1 groups, "
@@ -102,7 +104,8 @@ TEST(Info, ModelFamilyAndFeatures) {
     const std::string model =
         unique_temp(std::string("kamera-info-") + c.arch + "-" + c.preset + ".gguf");
     const std::string mk = std::string(KAMERA_BINARY_DIR) + "/bin/kamera make-model --arch " +
-                           c.arch + " --preset " + c.preset + " -o " + model + " >/dev/null 2>&1";
+                           c.arch + " --preset " + c.preset + c.args + " -o " + model +
+                           " >/dev/null 2>&1";
     ASSERT_EQ(std::system(mk.c_str()), 0);
     const auto j = info_json("", "-m " + model);
     ASSERT_TRUE(j.contains("model"));
