@@ -55,6 +55,7 @@ void Server::Impl::add_routes() {
   add("POST", "/v1/messages", &Impl::messages);
   add("POST", "/v1/messages/count_tokens", &Impl::count_tokens);
   add("POST", "/v1/embeddings", &Impl::embeddings);
+  add("POST", "(/v1)?/(rerank|reranking)", &Impl::rerank);  // llama-server's four paths
   add("POST", "/v1/chunks", &Impl::post_chunk);
   add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
   add("DELETE", "/v1/chunks/" + id, &Impl::delete_chunk);
