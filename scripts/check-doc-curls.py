@@ -3,7 +3,8 @@
 
 Every ```sh block of the document that holds a `curl` command is run with bash (set -euo
 pipefail), in order, in one shell session per block, against a server on a free port (the
-examples' localhost:8080 is rewritten to it). `curl` is wrapped so that any answer of 400 or more
+examples' localhost:8080 is rewritten to it); a block that calls /v1/rerank runs against a second
+server, on a tiny reranker (`kamera make-model --arch qwen3 --reranker`). `curl` is wrapped so that any answer of 400 or more
 fails the block. A block may set shell variables for later lines (e.g. a chunk id read with jq).
 The test fails when a block fails, when a curl line outside such a block is found, or when a
 curl example sends a body without `Content-Type: application/json`.
@@ -57,15 +58,18 @@ def check_content_types(line0, body):
     return bad
 
 
-def start_server(kamera, tmp):
-    model = os.path.join(tmp, 'tiny.gguf')
-    subprocess.run([kamera, 'make-model', '--arch', 'qwen2', '--preset', 'tiny', '--seed', '1',
-                    '-o', model], check=True, stdout=subprocess.DEVNULL)
+def start_server(kamera, tmp, reranker=False):
+    name = 'reranker' if reranker else 'tiny'
+    model = os.path.join(tmp, name + '.gguf')
+    make = [kamera, 'make-model', '--arch', 'qwen3' if reranker else 'qwen2', '--preset', 'tiny',
+            '--seed', '1', '-o', model] + (['--reranker'] if reranker else [])
+    subprocess.run(make, check=True, stdout=subprocess.DEVNULL)
     port = free_port()
-    log = open(os.path.join(tmp, 'serve.log'), 'w')
+    log = open(os.path.join(tmp, name + '-serve.log'), 'w')
     # with a chat template (the tiny model has none), so that its fields can be shown
-    proc = subprocess.Popen([kamera, 'serve', '-m', model, '--port', str(port), '--chat-template',
-                             'chatml'], stdout=log, stderr=subprocess.STDOUT)
+    serve = [kamera, 'serve', '-m', model, '--port', str(port)]
+    serve += ['--rerank'] if reranker else ['--chat-template', 'chatml']
+    proc = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         try:
             urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=1)
@@ -91,14 +95,20 @@ def main():
         failures.append('no curl examples found')
     with tempfile.TemporaryDirectory() as tmp:
         proc, port = start_server(a.kamera, tmp)
+        procs = [proc]
         try:
+            rerank_port = None
             for line0, body in blocks:
+                if '/v1/rerank' in body and rerank_port is None:
+                    rerank_proc, rerank_port = start_server(a.kamera, tmp, reranker=True)
+                    procs.append(rerank_proc)
+                block_port = rerank_port if '/v1/rerank' in body else port
                 # curl's -f becomes --fail-with-body (the two exclude each other): any answer of
                 # 400 or more fails the block, and its body is shown
                 run = re.sub(r'\bcurl -f(\w*)', r'curl -\1', body)
                 script = ('set -euo pipefail\n'
                           'curl() { command curl --fail-with-body "$@"; }\n' +
-                          run.replace('localhost:8080', f'localhost:{port}'))
+                          run.replace('localhost:8080', f'localhost:{block_port}'))
                 r = subprocess.run(['bash', '-c', script], capture_output=True, text=True,
                                    timeout=120)
                 status = 'ok' if r.returncode == 0 else f'FAILED (exit {r.returncode})'
@@ -107,8 +117,9 @@ def main():
                     failures.append(f'line {line0}: exit {r.returncode}\n{r.stdout[-2000:]}'
                                     f'{r.stderr[-2000:]}')
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            for p in procs:
+                p.terminate()
+                p.wait(timeout=10)
     for f in failures:
         print('check-doc-curls: ' + f, file=sys.stderr)
     print(f'check-doc-curls: {len(blocks)} blocks, {len(failures)} failures')

@@ -40,6 +40,9 @@ inline constexpr const char* kAddBos = "tokenizer.ggml.add_bos_token";
 inline constexpr const char* kAddEos = "tokenizer.ggml.add_eos_token";
 inline constexpr const char* kAddSpacePrefix = "tokenizer.ggml.add_space_prefix";
 inline constexpr const char* kChatTemplate = "tokenizer.chat_template";
+// Named templates besides the default: their names, and "tokenizer.chat_template.{name}"
+inline constexpr const char* kChatTemplates = "tokenizer.chat_templates";
+inline constexpr const char* kChatTemplateRerank = "tokenizer.chat_template.rerank";
 
 // clip.*: the tower as a whole
 inline constexpr const char* kClipProjectorType = "clip.projector_type";
@@ -105,6 +108,9 @@ inline constexpr const char* kExpertWeightsNorm = "expert_weights_norm";
 inline constexpr const char* kExpertGatingFunc = "expert_gating_func";
 inline constexpr const char* kExpertGroupCount = "expert_group_count";
 inline constexpr const char* kExpertGroupUsedCount = "expert_group_used_count";
+// {arch}.*: a reranker (model/rerank.h)
+inline constexpr const char* kPoolingType = "pooling_type";
+inline constexpr const char* kClassifierOutputLabels = "classifier.output_labels";
 // {arch}.*: qwen3vl's deepstack (model/qwen3vl.h)
 inline constexpr const char* kNumDeepstackLayers = "n_deepstack_layers";
 inline constexpr const char* kDeepstackMapping = "deepstack_mapping";

@@ -235,6 +235,17 @@ Status load_head(GgufModelReader& r, Model& m) {
   return Status::Ok();
 }
 
+// A reranker's classifier head, cls.output {dim, n_labels} (model/rerank.h): accepted for the
+// architectures llama.cpp ranks with (the server reads it from the file); elsewhere it is left
+// unread, and refused.
+Status accept_rerank_head(GgufModelReader& r, const GgufFile& f, const ModelConfig& c) {
+  const GgufTensor* t = f.find_tensor("cls.output.weight");
+  if (!t || t->ne.size() != 2 || (c.arch != Arch::Qwen3 && c.arch != Arch::Qwen3Vl))
+    return Status::Ok();
+  auto found = r.find("cls.output.weight", {c.dim, t->ne[1]}, false);
+  return found.ok() ? Status::Ok() : Status(found.error());
+}
+
 // MLA's projections: q (low-rank or full), the compressed kv with its rope band, kv_b (in f32;
 // from attn_kv_b or from attn_k_b and attn_v_b), the output.
 Status load_mla_attention(GgufModelReader& r, const ModelConfig& c, const std::string& p,
@@ -318,6 +329,7 @@ Status load_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, i
 
 Status load_weights(GgufModelReader& r, const GgufFile& f, Model& m) {
   KAMERA_TRY(load_head(r, m));
+  KAMERA_TRY(accept_rerank_head(r, f, m.cfg));
   m.layers.resize(m.cfg.n_layers);
   for (int i = 0; i < m.cfg.n_layers; ++i) KAMERA_TRY(load_layer(r, f, m.cfg, i, m.layers[i]));
   return Status::Ok();

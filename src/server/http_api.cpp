@@ -32,6 +32,7 @@ HttpError no_route() {
   return {404,
           "no such endpoint. kamera serves OpenAI's POST /v1/chat/completions, /v1/completions, "
           "/v1/responses (GET and DELETE /v1/responses/{id}), /v1/embeddings and GET /v1/models; "
+          "llama-server's POST /v1/rerank (on a reranker); "
           "Anthropic's POST /v1/messages and "
           "/v1/messages/count_tokens; its own /v1/chunks, /v1/windows, "
           "/v1/stats, /tokenize, /detokenize, /metrics, /health (docs/SERVER.md)",
@@ -58,6 +59,7 @@ void Server::Impl::add_routes() {
   add("POST", "/v1/messages", &Impl::messages);
   add("POST", "/v1/messages/count_tokens", &Impl::count_tokens);
   add("POST", "/v1/embeddings", &Impl::embeddings);
+  add("POST", "(/v1)?/(rerank|reranking)", &Impl::rerank);  // llama-server's four paths
   add("POST", "/v1/chunks", &Impl::post_chunk);
   add("GET", "/v1/chunks/" + id, &Impl::get_chunk);
   add("DELETE", "/v1/chunks/" + id, &Impl::delete_chunk);

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "server/request_segments.h"
+#include "server/rerank.h"
 #include "server/server_impl.h"
 #include "store/disk_tier.h"
 #include "store/redis_tier.h"
@@ -55,6 +56,7 @@ Status Server::Impl::open_context() {
   if (chat_template) tool_format = toolcall::detect_format(chat_template->source());
   reasoning = chat_template && opts.reasoning_format == "parsed" &&
               toolcall::has_reasoning_markers(chat_template->source());
+  KAMERA_ASSIGN_OR_RETURN(reranker, rerank_info(model));
   ContextOptions co;
   co.n_threads = opts.threads;
   co.kv_type = opts.kv_type;

@@ -18,6 +18,7 @@
 
 #include "context/context.h"
 #include "grammar/grammar_cache.h"
+#include "model/rerank.h"
 #include "serve/scheduler.h"
 #include "server/answer_threads.h"
 #include "server/cluster_events.h"
@@ -61,6 +62,7 @@ struct Server::Impl {
   std::optional<ChatTemplate> chat_template;    // renders chat messages; none: "role: content"
   std::optional<toolcall::Format> tool_format;  // the template's tool-call format (none: no tools)
   bool reasoning = false;  // the template writes <think> blocks and --reasoning-format parsed
+  RerankInfo reranker;     // the model's classifier head when it is a reranker (server/rerank.h)
   std::once_flag grammars_once;
   std::unique_ptr<grammar::GrammarCache> grammars;  // compiled on first use, shared by requests
   std::unique_ptr<Context> ctx;
@@ -179,8 +181,9 @@ struct Server::Impl {
   // A hold on one of the client's request slots (released when dropped), or none past its cap.
   std::shared_ptr<void> client_slot(const std::string& client);
 
-  // model_routes.cpp: /v1/embeddings, and the body of /v1/models
+  // model_routes.cpp: /v1/embeddings, /v1/rerank (server/rerank.h), the body of /v1/models
   void embeddings(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
+  void rerank(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   json models_body() const;
   json stats_body() const;  // stats_route.cpp: GET /v1/stats
 

@@ -12,6 +12,7 @@
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
 #include "synthetic/qwen3_shapes.h"
+#include "synthetic/reranker.h"
 #include "synthetic/vocab.h"
 #include "tokenizer/gguf_import.h"
 #include "tokenizer/tokenizer.h"
@@ -370,6 +371,7 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
   if (!vocab.ok())
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
   if (!spec.vocab && is_mrope(spec.cfg.arch)) add_vision_tokens(*vocab);
+  if (!spec.vocab && spec.reranker) add_rerank_labels(*vocab, spec.control_tokens.size());
   if (!spec.control_tokens.empty() &&
       (spec.vocab ||
        !add_control_tokens(*vocab, spec.control_tokens, is_mrope(spec.cfg.arch) ? 4 : 0)))
@@ -394,6 +396,8 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
       fill_uniform(dst, n, seed, name, 1.0f / std::sqrt(float(ne[0])));
     }
   };
+  if (spec.reranker)
+    return write_reranker_gguf(spec.cfg, spec.name, spec.weight_type, *vocab, fill, path);
   return write_decoder_gguf(spec.cfg, spec.name, spec.weight_type, *vocab, fill, path);
 }
 
@@ -600,13 +604,14 @@ class DecoderTensors {
 
 Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
                           const Tokenizer::Vocab& v, const TensorFill& fill,
-                          const std::string& path) {
+                          const std::string& path, const std::function<void(GgufWriter&)>& extra) {
   KAMERA_TRY(c.validate(path));
   KAMERA_TRY(check_decoder(c, v));
   GgufWriter w;
   write_hparams(w, c, model_name, weight_type);
   write_tokenizer_gguf(w, v);
   DecoderTensors(w, c, weight_type, fill).add_all();
+  if (extra) extra(w);
   return w.write(path);
 }
 

@@ -16,6 +16,8 @@
 
 namespace kamera {
 
+class GgufWriter;
+
 struct SyntheticSpec {
   ModelConfig cfg;  // arch, shapes, rope, qkv_bias, tied_output
   uint64_t seed = 0;
@@ -26,6 +28,8 @@ struct SyntheticSpec {
   // vision tokens of a qwen2vl / qwen3vl decoder, else the last ones): tests write prompts with a
   // real model's special tokens (Kimi-VL's <|media_start|> ...) on a random-weight file.
   std::vector<std::string> control_tokens;
+  // A Qwen3-Reranker as llama.cpp's converter writes it (synthetic/reranker.h): qwen3 only.
+  bool reranker = false;
 };
 
 // Named shapes: "tiny" (tests, every architecture; qwen3, qwen3moe: synthetic/qwen3_shapes.h, with
@@ -60,9 +64,11 @@ using TensorFill =
 
 // Writes a decoder GGUF of config `c` (llama, qwen2, qwen2vl, deepseek2, qwen3(moe) layouts,
 // llama.cpp names) with the given vocabulary and weights (used by make-model and by the mini-VL
-// trainer's export). `fill` is called while writing, one tensor at a time.
+// trainer's export). `fill` is called while writing, one tensor at a time. `extra` (optional)
+// adds keys and tensors after the decoder's (a reranker's head: synthetic/reranker.h).
 Status write_decoder_gguf(const ModelConfig& c, const std::string& model_name, DType weight_type,
                           const Tokenizer::Vocab& vocab, const TensorFill& fill,
-                          const std::string& path);
+                          const std::string& path,
+                          const std::function<void(GgufWriter&)>& extra = nullptr);
 
 }  // namespace kamera

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "store/disk_tier.h"
 #include "tools/chat_line.h"
+#include "tools/chat_reasoning.h"
 #include "tools/cli_common.h"
 #include "vision/mmproj_kind.h"
 #include "vision/vl_chat_session.h"
@@ -34,6 +35,7 @@ struct ChatArgs {
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
   std::string store_dir;            // disk tier: image embeddings (and chunks) across runs
+  std::string reasoning = "show";   // a thinking model's reasoning: show, hide, raw
 };
 
 // What the loop drives: a text chat (ChatSession) or a chat with images (VlChatSession).
@@ -166,8 +168,22 @@ void print_spans(const std::vector<ServedSegment>& spans) {
   if (!spans.empty()) std::fprintf(stderr, "kamera:   served: %s\n", line.c_str());
 }
 
-// Reads messages until the end of input or /quit, printing each reply.
-void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
+// Whether the turn of `user` opens the reasoning in its prompt (the template's generation prompt
+// writes <think>): the reply then starts inside it.
+bool opens_reasoning(const ChatTemplate& tmpl, ChatDriver& chat, const std::string& user) {
+  std::vector<ChatMessage> msgs = chat.messages();
+  msgs.push_back({"user", user});
+  auto prompt = tmpl.render(msgs, ChatRenderOptions{});
+  return prompt.ok() && toolcall::prompt_opens_reasoning(*prompt);
+}
+
+// Reads messages until the end of input or /quit, printing each reply (a thinking model's
+// reasoning as --reasoning says: tools/chat_reasoning.h).
+void chat_loop(const ChatArgs& a, const ChatTemplate& tmpl, ChatDriver& chat, ChatInput& in) {
+  const ReasoningView view = a.reasoning == "hide"  ? ReasoningView::Hide
+                             : a.reasoning == "raw" ? ReasoningView::Raw
+                                                    : ReasoningView::Show;
+  const bool thinks = toolcall::has_reasoning_markers(tmpl.source());
   std::string line;
   for (int turn = 1; in.read_message(line);) {
     if (line.empty()) continue;
@@ -177,13 +193,13 @@ void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
     }
     if (line[0] == '/') line.erase(0, 1);
     TurnStats st;
-    auto print = [](std::string_view text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    };
+    ReasoningPrinter printer(view, thinks, thinks && opens_reasoning(tmpl, chat, line), in.tty(),
+                             stdout);
     in.begin_reply();
-    auto reply = chat.reply(line, print, &st);
+    auto reply = chat.reply(
+        line, [&printer](std::string_view t) { printer.feed(t); }, &st);
     in.end_reply();
+    printer.finish();
     std::printf("\n");
     std::fflush(stdout);
     if (!reply.ok()) {
@@ -208,6 +224,7 @@ void chat_loop(const ChatArgs& a, ChatDriver& chat, ChatInput& in) {
 // kamera chat --mmproj: the chat with images; --image files go with the first message.
 // The tower by the mmproj's projector type: Kimi-VL's MoonViT or a Qwen-VL tower.
 int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o, ChatInput& in) {
+  const ChatTemplate shown = tmpl;  // the session keeps its own
   auto type = mmproj_projector_type(a.mmproj);
   if (!type.ok()) return fail(type.error(), false);
   ThreadPool threads(std::max(1, a.threads));
@@ -231,7 +248,7 @@ int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions 
   ChatDriver d = driver_of(c);
   d.attach_image = [&c](const std::string& path) { return c.attach_image(path); };
   d.images_in_conversation = [&c] { return c.images_in_conversation(); };
-  chat_loop(a, d, in);
+  chat_loop(a, shown, d, in);
   if (a.verbose)
     std::fprintf(stderr,
                  "kamera: %lld image(s) encoded, %lld found in the session's cache, %lld read "
@@ -298,7 +315,7 @@ int run_chat(const ChatArgs& a) {
   if (!a.system.empty()) (*chat)->set_system(a.system);
   ChatDriver d = driver_of(**chat);
   d.attach_image = no_images;
-  chat_loop(a, d, in);
+  chat_loop(a, (*chat)->chat_template(), d, in);
   return 0;
 }
 
@@ -357,6 +374,13 @@ Runner add_chat(CLI::App& app) {
                  "only: replies as a full prefill), keep, blind, reprefill")
       ->capture_default_str()
       ->check(CLI::IsMember({"patch", "prefix", "keep", "blind", "reprefill"}));
+  app.add_option("--reasoning", a->reasoning,
+                 "A thinking model's reasoning (the <think> block its chat template has it "
+                 "write): show (printed above the answer, every line prefixed by '| ', dimmed on "
+                 "a terminal), hide (not printed; the conversation keeps it as the template "
+                 "decides), raw (left in the reply as the model wrote it, markers included)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"show", "hide", "raw"}));
   app.add_flag("--special", a->special,
                "Print special tokens (<|im_end|>, <|fim_middle|>, ...) in replies; by default "
                "they print nothing");

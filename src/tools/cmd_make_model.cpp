@@ -16,6 +16,7 @@ struct MakeModelArgs {
   std::vector<std::string> control_tokens;         // into the synthetic vocabulary
   uint64_t seed = 1;
   bool json = false;
+  bool reranker = false;
 };
 
 // The model's vocabulary size follows an imported vocabulary; --dims vocab=N (N larger) pads it
@@ -69,6 +70,7 @@ int run_make_model(const MakeModelArgs& a) {
   }
   spec.cfg = *cfg;
   spec.control_tokens = a.control_tokens;
+  spec.reranker = a.reranker;
   spec.seed = a.seed;
   spec.weight_type = *type;
   spec.name = fmt::format("kamera-synthetic-{}-{}-seed{}", a.arch, preset, a.seed);
@@ -159,6 +161,10 @@ Runner add_make_model(CLI::App& app) {
                  "rework: one KV head, key/value_length_mla, attn_k_b and attn_v_b) or kv_b (the "
                  "layout before it: a KV head per query head, attn_kv_b)")
       ->capture_default_str();
+  app.add_flag("--reranker", a->reranker,
+               "qwen3: a Qwen3-Reranker as llama.cpp's converter writes it (pooling type rank, "
+               "classifier labels yes/no, cls.output = the head's rows of \"yes\" and \"no\", "
+               "the rerank prompt template; an untied head is dropped), for POST /v1/rerank");
   app.add_flag("--json", a->json, "Print a JSON summary");
   return [a] { return run_make_model(*a); };
 }

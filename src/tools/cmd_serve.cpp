@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "model/rerank.h"
 #include "server/server.h"
 #include "tools/cli_common.h"
 
@@ -38,6 +39,7 @@ struct ServeArgs {
   std::string compact_when = "idle";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
   std::string api_key_file, store_key_file;
+  bool rerank = false;  // llama-server's --rerank: here a check that the model is a reranker
 };
 
 // A whole file's bytes, with trailing newlines dropped.
@@ -104,6 +106,12 @@ int run_serve(ServeArgs a) {
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   }
   a.opts.kv_type = kv_type_option();
+  if (a.rerank) {  // as llama-server --rerank: refused at start on a model that cannot rank
+    auto info = read_rerank_file(a.model);
+    if (!info.ok()) return fail(info.error(), false);
+    if (!info->head)
+      return fail(fmt::format("--rerank: {} is not a reranker: {}", a.model, info->why_not), false);
+  }
   Server server(*loaded, a.opts);
   Status st = server.start();
   if (!st.ok()) return fail(st.message(), false);
@@ -303,6 +311,10 @@ Runner add_serve(CLI::App& app) {
                "prompts, chunk texts, /tokenize) as control tokens; by default that text is "
                "literal and only the chat template's own structure yields them (this opt-in lets "
                "a user message open a system turn)");
+  app.add_flag("--rerank,--reranking", a->rerank,
+               "Refuse to start unless the model is a reranker (as llama-server --rerank; "
+               "kamera serves POST /v1/rerank whenever the model is one, and its other routes "
+               "too)");
   app.add_option("--head-timeout-ms", a->opts.head_timeout_ms,
                  "Deadline for a request's head, idle keep-alive wait included")
       ->capture_default_str();

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`kamera chat` on a terminal (a pty, as a person types): the banner, line editing and history
 (Up recalls the last message), -v's reuse statistics per turn, Ctrl-C that stops a reply and keeps
-the conversation, /save and /load of the conversation, and Ctrl-C at the prompt that exits.
+the conversation, /save and /load of the conversation, Ctrl-C at the prompt that exits, and a
+thinking template's reasoning printed dimmed, every line prefixed by "| ".
 
     tests/cli/chat_repl.py --kamera build/bin/kamera
 
@@ -138,6 +139,26 @@ try:
     send("\x1b[A")
     read_until("and then?", timeout=5)
     send("\x03")
+    # A thinking template (Qwen3's, opening <think> in the generation prompt): the reply starts
+    # inside the reasoning, which a terminal shows dimmed, prefixed, above the answer.
+    fixture = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                           "chat_templates", "templates", "qwen3.jinja")
+    src, opening = open(fixture).read(), "{{- '<|im_start|>assistant\\n' }}"
+    at = src.rfind(opening)
+    thinking = os.path.join(tmp, "thinking.jinja")
+    open(thinking, "w").write(src[:at] + "{{- '<|im_start|>assistant\\n<think>\\n' }}" +
+                              src[at + len(opening):])
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(args.kamera, [args.kamera, "chat", "-m", model, "--chat-template", thinking,
+                               "--temp", "0", "-n", "12", "-t", "1", "--history", ""])
+    out, pos = b"", 0
+    read_until("> ")
+    send("What is 2 + 2?\r")
+    shown = read_until("\x1b[0m")
+    expect("\x1b[2m| " in shown and "<think>" not in shown,
+           f"the reasoning is dimmed and prefixed by '| ': {shown[-300:]!r}")
+    send("\x03")
 except Exception as e:  # noqa: BLE001
     failures.append(f"error: {e}")
 finally:
@@ -149,4 +170,4 @@ if failures:
     print("FAIL: kamera chat on a terminal:\n  " + "\n  ".join(failures))
     sys.exit(1)
 shutil.rmtree(tmp, ignore_errors=True)
-print("PASS: kamera chat on a terminal (banner, history, -v, Ctrl-C, /save, /load)")
+print("PASS: kamera chat on a terminal (banner, history, -v, Ctrl-C, /save, /load, reasoning)")

@@ -5,7 +5,10 @@
 // pasted); the second turn's strip must show reuse (the first turn's prompt served as the exact
 // prefix), and every number the page shows must equal the usage the server sent, read here from
 // the raw SSE bytes (a copy of the response stream taken before the page's own parser) and parsed
-// by this script. Screenshots go to --out (CI artifacts; docs/web-page.png is one of them).
+// by this script. Then a thinking model (Qwen3's template opening <think> in the generation
+// prompt, on a second server): its streamed reasoning must land in a collapsed block above the
+// answer and nowhere in the answer's text. Screenshots go to --out (CI artifacts;
+// docs/web-page.png is one of them).
 //
 //   node tests/web/web_page_check.mjs --kamera build/bin/kamera --npm build/npm --out build/web-artifacts
 // Exits 77 (ctest's skip) with the reason when chromium, puppeteer-core or the vocabulary is
@@ -55,20 +58,39 @@ execFileSync(kamera, ['make-model', '--arch', 'qwen2vl', '--preset', 'tiny', '--
 execFileSync(kamera, ['make-model', '--arch', 'qwen2vl-mmproj', '--preset', 'tiny', '--seed', '1', '-o', mmproj],
              { stdio: ['ignore', 'ignore', 'inherit'] });
 
-// The server, on a port of its own choosing (it prints the address), with an API key.
-const key = 'web-test-key-0123456789';
-const server = spawn(kamera, ['serve', '-m', decoder, '--mmproj', mmproj, '--port', '0', '--threads', '2'],
-                     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, KAMERA_API_KEY: key } });
+// A server, on a port of its own choosing (it prints the address): { server, base }.
 let serverLog = '';
-const base = await new Promise((resolve, reject) => {
-  const timer = setTimeout(() => reject(new Error(`no address from kamera serve:\n${serverLog}`)), 30000);
-  server.stderr.on('data', (d) => {
-    serverLog += d;
-    const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(serverLog);
-    if (m) { clearTimeout(timer); resolve(m[1]); }
+async function serve(argv, env) {
+  const server = spawn(kamera, ['serve', ...argv, '--port', '0', '--threads', '2'],
+                       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+  let log = '';
+  const base = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address from kamera serve:\n${log}`)), 30000);
+    server.stderr.on('data', (d) => {
+      log += d;
+      serverLog += d;
+      const m = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    server.on('exit', (c) => reject(new Error(`kamera serve exited ${c}:\n${log}`)));
   });
-  server.on('exit', (c) => reject(new Error(`kamera serve exited ${c}:\n${serverLog}`)));
-});
+  return { server, base };
+}
+
+// The VL pair's server, with an API key.
+const key = 'web-test-key-0123456789';
+const { server, base } = await serve(['-m', decoder, '--mmproj', mmproj], { KAMERA_API_KEY: key });
+// A thinking model's: Qwen3's template with <think> opened in the generation prompt.
+const thinker = path.join(tmp, 'thinker.gguf'), thinkTemplate = path.join(tmp, 'thinking.jinja');
+execFileSync(kamera, ['make-model', '--arch', 'qwen2', '--preset', 'tiny', '--seed', '3', '--vocab',
+                      path.join(vocab, 'tokenizer.json'), '--tokenizer-config',
+                      path.join(vocab, 'tokenizer_config.json'), '-o', thinker], { stdio: ['ignore', 'ignore', 'inherit'] });
+const qwen3 = fs.readFileSync(path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'fixtures',
+                                        'chat_templates', 'templates', 'qwen3.jinja'), 'utf8');
+const open = "{{- '<|im_start|>assistant\\n' }}", at = qwen3.lastIndexOf(open);
+fs.writeFileSync(thinkTemplate, qwen3.slice(0, at) + "{{- '<|im_start|>assistant\\n<think>\\n' }}" +
+                 qwen3.slice(at + open.length));
+const thinking = await serve(['-m', thinker, '--chat-template', thinkTemplate], {});
 
 let browser;
 try {
@@ -212,12 +234,43 @@ try {
   const store = await page.$eval('#store', (e) => e.textContent);
   expect(store.includes(`prompt${stats.counters.prompt_tokens}`) && store.includes(`reused${stats.counters.reused_tokens}`),
          `the store view shows the server's token counters (${store.slice(0, 200)}…)`);
+
+  // The thinking model: the reasoning streams into a collapsed block above the answer.
+  await page.goto(`${thinking.base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 10000 });
+  await page.$eval('#max-tokens', (e) => { e.value = '12'; });
+  await page.type('#prompt', 'What is 2 + 2?');
+  await page.click('#send');
+  await page.waitForFunction(() => document.querySelector('.msg.assistant[data-done="1"]'), { timeout: 20000 });
+  await page.waitForFunction(() => window.__sse.length >= 1 && window.__sse[0] !== null, { timeout: 5000 });
+  const streamed = { reasoning: '', content: '' };
+  for (const line of (await page.evaluate(() => window.__sse[0])).split('\n'))
+    if (line.startsWith('data: ') && line !== 'data: [DONE]')
+      for (const c of JSON.parse(line.slice(6)).choices || []) {
+        streamed.reasoning += (c.delta && c.delta.reasoning_content) || '';
+        streamed.content += (c.delta && c.delta.content) || '';
+      }
+  const think = await page.$eval('.msg.assistant', (m) => {
+    const d = m.querySelector('details.reasoning'), text = m.querySelector('.text');
+    return d && { hidden: d.hidden, open: d.open, reasoning: d.querySelector('.reasoning-text').textContent,
+                  above: !!(d.compareDocumentPosition(text) & Node.DOCUMENT_POSITION_FOLLOWING),
+                  answer: text.textContent };
+  });
+  expect(streamed.reasoning.length > 0, `the thinking model streamed delta.reasoning_content (${JSON.stringify(streamed)})`);
+  expect(think && !think.hidden && !think.open && think.above,
+         `the reasoning block is shown, collapsed, above the answer (${JSON.stringify(think)})`);
+  expect(think && think.reasoning === streamed.reasoning && think.answer === streamed.content,
+         `the block holds the streamed reasoning and the answer the content (${JSON.stringify(think)} vs ${JSON.stringify(streamed)})`);
+  await page.evaluate(() => { document.querySelector('details.reasoning').open = true; });
+  await page.screenshot({ path: path.join(outDir, 'reasoning.png') });
+  console.log(`thinking turn: ${streamed.reasoning.length} characters of reasoning, ${streamed.content.length} of answer`);
   expect(consoleErrors.length === 0, `no console errors (${consoleErrors.join('; ')})`);
 } catch (e) {
   failures.push(`error: ${e.stack || e}`);
 } finally {
   if (browser) await browser.close().catch(() => {});
   server.kill('SIGTERM');
+  thinking.server.kill('SIGTERM');
 }
 if (failures.length) {
   console.log(`FAIL: web page check (${failures.length}):\n  ${failures.join('\n  ')}\nserver log:\n${serverLog.slice(-2000)}`);

@@ -1,6 +1,7 @@
 // The web page of `kamera serve`: a chat over the public HTTP API only (/v1/chat/completions
 // streamed, /v1/stats), and for every answer the strip of its prompt's segments coloured by where
-// their KV came from (usage.kamera.segments). Same origin, no external resources; every text
+// their KV came from (usage.kamera.segments); a thinking model's reasoning streams into a collapsed
+// block above its answer (delta.reasoning_content). Same origin, no external resources; every text
 // from the model or the server goes into the page as text (textContent), never as markup.
 'use strict';
 
@@ -246,19 +247,30 @@ async function ask() {
   const msg = addMessage('assistant', '');
   msg.dataset.turn = String(turn);
   const text = msg.querySelector('.text');
+  // A thinking model's reasoning (delta.reasoning_content): collapsed above the answer.
+  const thinking = el('details', { class: 'reasoning', hidden: true },
+                      el('summary', {}, 'reasoning'), el('div', { class: 'reasoning-text' }));
+  msg.insertBefore(thinking, text);
   const reuse = el('div', { class: 'reuse' });
   const finish = el('div', { class: 'finish' });
   msg.append(finish, reuse);
   state.abort = new AbortController();
   setBusy(true);
   const t0 = performance.now();
-  let firstMs = null, usage = null, reason = null, answer = '';
+  let firstMs = null, usage = null, reason = null, answer = '', reasoning = '';
   try {
     const res = await api('/v1/chat/completions', { method: 'POST', body: requestBody(), signal: state.abort.signal });
     await readStream(res, (chunk) => {
       if (chunk.error) throw new ApiError(500, chunk);
       if (chunk.usage) usage = chunk.usage;
       for (const c of chunk.choices || []) {
+        const r = c.delta && (c.delta.reasoning_content || c.delta.reasoning);
+        if (r) {
+          if (firstMs === null) firstMs = performance.now() - t0;
+          reasoning += r;
+          thinking.hidden = false;
+          thinking.lastChild.textContent = reasoning;
+        }
         const d = c.delta && c.delta.content;
         if (d) {
           if (firstMs === null) firstMs = performance.now() - t0;

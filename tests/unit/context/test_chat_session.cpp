@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "context/chat_session.h"
+#include "support/chat_templates.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 
@@ -225,4 +226,39 @@ TEST(ChatCli, PipedConversation) {
   EXPECT_NE(b.err.find("turn 2: prompt " + std::to_string(prompt) + " tokens, 0 reused"),
             std::string::npos)
       << b.err;
+}
+
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \n\t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \n\t\r") - b + 1);
+}
+
+}  // namespace
+
+// A thinking template that opens <think> in the generation prompt (Qwen3's, as Qwen3-Thinking's
+// and DeepSeek-R1's do): the reply starts inside the reasoning. The reference is the reply as the
+// model wrote it (--reasoning raw): shown, its reasoning is printed with every line prefixed by
+// "| " and nothing of it as the answer; hidden, nothing is printed.
+TEST(ChatCli, ReasoningIsShownAboveTheAnswerOrHidden) {
+  const std::string model = tiny::model_path("qwen2", DType::F32, "ctx=4096");
+  const std::string args =
+      "-m " + model + " --chat-template " + tiny::thinking_template() + " --temp 0 -n 24 -t 1";
+  const CliRun raw = run_chat("What is 2 + 2?\n", args + " --reasoning raw");
+  ASSERT_EQ(raw.rc, 0) << raw.err;
+  ASSERT_EQ(raw.out.back(), '\n');
+  const std::string reply = raw.out.substr(0, raw.out.size() - 1);
+  const std::string reasoning = trimmed(reply);
+  ASSERT_FALSE(reasoning.empty());
+  ASSERT_EQ(reply.find("</think>"), std::string::npos) << "a random model never closes it";
+  std::string quoted = "| ";
+  for (char c : reasoning) quoted += c == '\n' ? std::string("\n| ") : std::string(1, c);
+  const CliRun shown = run_chat("What is 2 + 2?\n", args);
+  ASSERT_EQ(shown.rc, 0) << shown.err;
+  EXPECT_EQ(shown.out, quoted + "\n");
+  const CliRun hidden = run_chat("What is 2 + 2?\n", args + " --reasoning hide");
+  ASSERT_EQ(hidden.rc, 0) << hidden.err;
+  EXPECT_EQ(hidden.out, "\n");
 }
