@@ -23,12 +23,13 @@ int served(const json& r, const std::string& source) {
   return n;
 }
 
+// An agent's observations, one per turn: long enough to be segments of their own.
 const std::vector<std::string> kObservations = {
-    "The red door of the old house was open and a cat sat on the step in the sun.",
-    "A boy ran down the hill with a blue kite that pulled hard on its long string.",
-    "Two birds built a nest in the tall tree by the river where the water is slow.",
-    "The baker put warm bread in the window and the street smelled of it all day.",
-    "Rain fell on the tin roof of the barn and the horses listened to the sound.",
+    "A grey ship left the harbour at dawn and turned north past the white cliffs.",
+    "The market opened late because the baker's cart had lost a wheel on the bridge.",
+    "Snow covered the fields by noon and the children built a fort behind the school.",
+    "An old man fed the ducks at the pond while a dog watched him from the bench.",
+    "The library lights stayed on all night as the students wrote their last essays.",
 };
 
 // Turn t of an agent's sliding window of 3 observations behind a system message.
