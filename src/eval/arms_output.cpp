@@ -41,7 +41,8 @@ Status gather_output_weights(const PreparedItem& it, OutputWeightsCache& cache) 
     const int n = r.content->n();
     KAMERA_ASSIGN_OR_RETURN(
         OutputWeights w, stats.weights(it.ctx->model(), it.ctx->engine().rope(), r.first_token, n,
-                                       positions.subspan(size_t(r.first_token), size_t(n))));
+                                       positions.subspan(size_t(r.first_token), size_t(n)),
+                                       &it.ctx->engine().local_rope()));
     cache.weights.push_back(std::move(w));
   }
   OutputCompileCost& c = cache.cost;

@@ -115,6 +115,13 @@ inline constexpr const char* kClassifierOutputLabels = "classifier.output_labels
 inline constexpr const char* kNumDeepstackLayers = "n_deepstack_layers";
 inline constexpr const char* kDeepstackMapping = "deepstack_mapping";
 
+// {arch}.*: per-layer attention kinds (gemma3; model/layer_kinds.h)
+inline constexpr const char* kSlidingWindow = "attention.sliding_window";
+inline constexpr const char* kSlidingWindowPattern = "attention.sliding_window_pattern";
+inline constexpr const char* kRopeFreqBaseSwa = "rope.freq_base_swa";
+inline constexpr const char* kFinalLogitSoftcapping = "final_logit_softcapping";
+inline constexpr const char* kAttentionScale = "attention.scale";
+
 // "{arch}.{suffix}": arch_key("qwen2", kBlockCount) is "qwen2.block_count".
 inline std::string arch_key(std::string_view arch, std::string_view suffix) {
   std::string k;

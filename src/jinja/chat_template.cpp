@@ -19,7 +19,58 @@ struct Builtin {
   std::string body;  // per message, after kContent
   std::string_view head;
   std::string_view generation;
+  std::string_view full = {};  // a whole template (body, head and generation unused)
 };
+
+// Gemma (2, 3): turns <start_of_turn>user|model ... <end_of_turn>, contents trimmed; Gemma has no
+// system role, so system messages (trimmed, joined) open the next user turn, as llama.cpp's gemma
+// fallback does.
+constexpr std::string_view kGemma =
+    "{{- bos_token -}}"
+    "{%- set ns = namespace(sys='') -%}"
+    "{%- for message in messages -%}"
+    "{%- set content = message.content if message.content is string else '' -%}"
+    "{%- if message.role == 'system' -%}{%- set ns.sys = ns.sys + (content | trim) -%}"
+    "{%- else -%}"
+    "{%- set role = 'model' if message.role == 'assistant' else message.role -%}"
+    "{{- '<start_of_turn>' + role + '\\n' -}}"
+    "{%- if ns.sys and role != 'model' -%}{{- ns.sys + '\\n\\n' -}}{%- set ns.sys = '' -%}"
+    "{%- endif -%}"
+    "{{- (content | trim) + '<end_of_turn>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<start_of_turn>model\\n' -}}{%- endif -%}";
+
+// SmolLM3: ChatML with a system header whose "Reasoning Mode" is /think or /no_think, from
+// enable_thinking (default true) or a /think or /no_think flag in the system message (the flag
+// wins and is removed from the text). Without thinking, assistant turns and the generation
+// prompt carry an empty <think></think> block. (The released template also prints today's date,
+// which would change the prompt's prefix every day; this one does not.)
+constexpr std::string_view kSmollm3 =
+    "{%- set think = enable_thinking if enable_thinking is defined else true -%}"
+    "{%- set sys = '' -%}"
+    "{%- if messages and messages[0].role == 'system' -%}"
+    "{%- set sys = messages[0].content -%}"
+    "{%- if '/no_think' in sys -%}{%- set think = false -%}"
+    "{%- elif '/think' in sys -%}{%- set think = true -%}{%- endif -%}"
+    "{%- set sys = sys.replace('/no_think', '').replace('/think', '').rstrip() -%}"
+    "{%- endif -%}"
+    "{%- set empty_think = '' if think else '<think>\n\n</think>\n' -%}"
+    "{{- '<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: '"
+    " + ('/think' if think else '/no_think') + '\n\n## Custom Instructions\n\n' -}}"
+    "{%- if sys -%}{{- sys + '\n\n' -}}"
+    "{%- else -%}{{- 'You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n' "
+    "-}}{%- endif -%}"
+    "{{- '<|im_end|>\n' -}}"
+    "{%- for message in messages -%}"
+    "{%- set content = message.content if message.content is string else '' -%}"
+    "{%- if message.role == 'user' or message.role == 'tool' -%}"
+    "{{- '<|im_start|>user\n' + content + '<|im_end|>\n' -}}"
+    "{%- elif message.role == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\n' + empty_think + content.lstrip('\n') + '<|im_end|>\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' + empty_think -}}{%- endif -%}";
 
 const std::vector<Builtin>& builtins() {
   static const std::vector<Builtin> table = {
@@ -41,11 +92,14 @@ const std::vector<Builtin>& builtins() {
        "{%- elif message.role == 'assistant' -%}"
        "{{- '<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>' -}}{%- endif -%}",
        "{{- bos_token -}}", "<｜Assistant｜>"},
+      {"gemma", "", "", "", kGemma},
+      {"smollm3", "", "", "", kSmollm3},
   };
   return table;
 }
 
 std::string assemble(const Builtin& b) {
+  if (!b.full.empty()) return std::string(b.full);
   return std::string(b.head) + "{%- for message in messages -%}" + std::string(kContent) + b.body +
          "{%- endfor -%}{%- if add_generation_prompt -%}{{- '" + std::string(b.generation) +
          "' -}}{%- endif -%}";
@@ -97,12 +151,13 @@ std::optional<std::string> ChatTemplate::detect_builtin(std::string_view t) {
   } else if (has(t, "<|assistant|>") && (has(t, "<|end|>") || has(t, "<|user|>"))) {
     family = "phi3/falcon3/glmedge";
   } else if ((has(t, "<|user|>") && has(t, "<|endoftext|>")) ||
-             has(t, "bos_token + message['role']") || has(t, "<start_of_turn>") ||
-             has(t, "'\\n\\nAssistant: ' + eos_token") || has(t, "GPT4 Correct ") ||
-             (has(t, "USER: ") && has(t, "ASSISTANT: ")) ||
+             has(t, "bos_token + message['role']") || has(t, "'\\n\\nAssistant: ' + eos_token") ||
+             has(t, "GPT4 Correct ") || (has(t, "USER: ") && has(t, "ASSISTANT: ")) ||
              (has(t, "### Instruction:") && has(t, "<|EOT|>")) ||
              (has(t, "<|START_OF_TURN_TOKEN|>") && has(t, "<|USER_TOKEN|>"))) {
-    family = "other";  // zephyr, monarch, gemma, orion, openchat, vicuna, deepseek, command-r
+    family = "other";  // zephyr, monarch, orion, openchat, vicuna, deepseek, command-r
+  } else if (has(t, "<start_of_turn>")) {
+    family = "gemma";
   } else if (has(t, "<|start_header_id|>") && has(t, "<|end_header_id|>")) {
     family = "llama3";
   } else if (has(t, "[gMASK]sop") || has(t, "[gMASK]<sop>") || has(t, "<用户>")) {

@@ -8,13 +8,17 @@
 // Sources, as `kamera chat --chat-template NAME|FILE` and the server choose them:
 //   - the GGUF's `tokenizer.chat_template` (from_gguf): run as Jinja; if it does not parse with
 //     this interpreter, the built-in that llama.cpp's detection picks for that text replaces it;
-//   - a built-in by name (named): chatml (Qwen family), llama3, deepseek2, deepseek3;
+//   - a built-in by name (named): chatml (Qwen family), llama3, deepseek2, deepseek3, gemma
+//     (Gemma 2 and 3), smollm3 (its /think and /no_think system flags);
 //   - a file of Jinja source (from_file), or either through from_arg.
 //
 // The built-ins render exactly as llama.cpp's fallbacks of the same names (llama-chat.cpp) when
 // bos_token is empty; llama3, deepseek2 and deepseek3 put bos_token first, as the models' own
 // templates do (pass "" when the tokenizer adds BOS itself). Unlike DeepSeek-V3's own template,
 // the deepseek3 built-in keeps a system message in place followed by "\n\n", as llama.cpp does.
+// gemma puts bos_token first and renders as llama.cpp's gemma fallback after it; smollm3 has no
+// llama.cpp fallback (it detects the template as chatml) and follows the released template
+// without its date line.
 #pragma once
 
 #include <memory>
@@ -68,7 +72,7 @@ class ChatTemplate {
   static Result<ChatTemplate> from_arg(std::string_view name_or_path);
 
   // The built-in llama.cpp's llm_chat_detect_template would pick for this template text, among
-  // those kamera has (chatml, llama3, deepseek2, deepseek3); nullopt for any other.
+  // those kamera has (chatml, llama3, deepseek2, deepseek3, gemma); nullopt for any other.
   static std::optional<std::string> detect_builtin(std::string_view source);
   static std::vector<std::string> builtin_names();
   // The Jinja source of a built-in (empty for an unknown name).

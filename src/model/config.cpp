@@ -4,13 +4,16 @@
 
 #include <utility>
 
+#include "model/layer_kinds.h"
+
 namespace kamera {
 
 namespace {
 constexpr std::pair<Arch, const char*> kArchNames[] = {
     {Arch::Llama, "llama"},         {Arch::Qwen2, "qwen2"},           {Arch::Qwen2Vl, "qwen2vl"},
     {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"},           {Arch::Qwen3Moe, "qwen3moe"},
-    {Arch::Qwen3Vl, "qwen3vl"},     {Arch::Qwen3VlMoe, "qwen3vlmoe"},
+    {Arch::Qwen3Vl, "qwen3vl"},     {Arch::Qwen3VlMoe, "qwen3vlmoe"}, {Arch::Smollm3, "smollm3"},
+    {Arch::Gemma3, "gemma3"},
 };
 }  // namespace
 
@@ -73,6 +76,7 @@ Status ModelConfig::validate(const std::string& src) const {
                            n_deepstack, n_layers, arch_name(arch)));
   if (qk_norm && attention == AttentionKind::Mla) return bad("q/k norms are qwen3's (GQA)");
   KAMERA_TRY(validate_moe(moe, n_layers, src));
+  KAMERA_TRY(validate_layer_kinds(*this, src));
   if (is_qwen3vl(arch) && rope.mrope != MropeMode::Interleaved)
     return bad("qwen3vl rotates with interleaved M-RoPE sections");
   if (rope.mrope != MropeMode::None) {
@@ -117,6 +121,7 @@ std::vector<std::string> model_features(const ModelConfig& c) {
                             1 + c.n_deepstack, c.dim));
   if (c.rope.yarn.ext_factor != 0) f.push_back("yarn");
   if (c.tied_output) f.push_back("tied_output");
+  add_layer_kind_features(c, f);
   return f;
 }
 

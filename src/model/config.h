@@ -29,9 +29,12 @@ enum class Arch : uint8_t {
   Qwen3,
   Qwen3Moe,
   Qwen3Vl,
-  Qwen3VlMoe
+  Qwen3VlMoe,
+  Smollm3,
+  Gemma3
 };
-// "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe"
+// "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe",
+// "smollm3", "gemma3"
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
 std::string arch_names();       // the names above, comma-separated
@@ -47,6 +50,9 @@ inline bool is_qwen3(Arch a) {  // per-head q/k RMSNorm before the rope (model/q
 inline bool is_qwen3_moe(Arch a) {  // softmax top-k experts in every layer (model/qwen3.h)
   return a == Arch::Qwen3Moe || a == Arch::Qwen3VlMoe;
 }
+inline bool is_gemma3(Arch a) {  // post norms, GELU gate, scaled embedding (model/layer_kinds.h)
+  return a == Arch::Gemma3;
+}
 inline bool is_mrope(Arch a) {  // positions (t, h, w): the Qwen-VL decoders
   return a == Arch::Qwen2Vl || is_qwen3vl(a);
 }
@@ -59,6 +65,20 @@ inline bool is_qwen(Arch a) {  // the NeoX rope layout
 enum class MlaFileLayout : uint8_t {
   Split,  // llama.cpp's converter since its MLA rework: one KV head, attn_k_b / attn_v_b
   KvB,    // before it: head_count_kv = heads, attn_kv_b
+};
+
+// How one layer's attention sees positions (model/layer_kinds.h):
+//   Global: keys rotated by the model's rope, every earlier key read (all layers of most models);
+//   NoRope: no rotation at all (SmolLM3's every fourth layer): keys and queries position-free;
+//   Local:  rotated by the local rope (its own base, no scaling), and a key is read only when
+//           the query's position is less than `window` past it (Gemma 3's sliding-window layers).
+enum class LayerKind : uint8_t { Global, NoRope, Local };
+struct LayerKinds {
+  std::vector<LayerKind> kinds;  // one per layer; empty: every layer Global
+  int window = 0;                // Local layers' sliding window (positions)
+  double local_theta = 10000.0;  // Local layers' rope base
+  LayerKind at(int layer) const { return kinds.empty() ? LayerKind::Global : kinds[layer]; }
+  bool any(LayerKind k) const;
 };
 
 struct MlaConfig {
@@ -93,6 +113,13 @@ struct ModelConfig {
   // qwen3vl: embedding rows carry 1 + n_deepstack slices of dim values; slice k + 1 is added to
   // the hidden state after layer k (model/qwen3vl.h). Token rows carry none.
   int n_deepstack = 0;
+  // Per-layer rope kinds and the sliding window (smollm3, gemma3; model/layer_kinds.h).
+  LayerKinds layer_kinds;
+  // gemma3 (model/layer_kinds.h): token rows scaled by sqrt(dim), post-attention and post-FFN
+  // norms, GELU (tanh) gate; queries scaled by attn_scale (0: 1 / sqrt(head_dim)); logits
+  // soft-capped by final_softcap (0: none).
+  float attn_scale = 0;
+  float final_softcap = 0;
 
   // head_dim is the query/key head width: for MLA qk_nope_dim + qk_rope_dim.
   int q_width() const { return n_heads * head_dim; }
@@ -106,7 +133,9 @@ struct ModelConfig {
 };
 
 // What `kamera info -m` lists: "gqa" or "mla" (with "mla_layout ..."), "qkv_bias", "qk_norm",
-// "moe (E experts, k used, ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output".
+// "moe (E experts, k used, ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output", and
+// the layer kinds (model/layer_kinds.h: "nope (...)", "sliding_window (...)", gemma3's norms and
+// scales).
 std::vector<std::string> model_features(const ModelConfig& c);
 
 }  // namespace kamera

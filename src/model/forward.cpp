@@ -25,6 +25,13 @@ Engine::Engine(const Model& model, int n_threads)
       pool_(n_threads),
       rope_(model.cfg.rope, std::min(std::max(model.cfg.ctx_len, 4096), kMaxRopeTable)) {
   set_blas_threads(std::max(1, n_threads));
+  if (model.cfg.layer_kinds.any(LayerKind::Local)) {  // no scaling on local layers (llama.cpp)
+    RopeDesc local = model.cfg.rope;
+    local.theta = model.cfg.layer_kinds.local_theta;
+    local.freq_scale = 1.0;
+    local.yarn = {};
+    rope_local_ = RopeCache(local, std::min(std::max(model.cfg.ctx_len, 4096), kMaxRopeTable));
+  }
 }
 
 Status Engine::check_layout(const KvPool& kv) const {
@@ -179,8 +186,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   }
   grow(x_, size_t(n) * c.dim);
   ds_.assign(size_t(n), nullptr);
-  for (size_t i = 0; i < rows.size(); ++i)
-    model_.tok_embd.rows_f32(rows[i].token, 1, x_.data() + i * c.dim);
+  for (size_t i = 0; i < rows.size(); ++i) token_row(rows[i].token, x_.data() + i * c.dim);
   for (size_t i = 0; i < pieces.size(); ++i)
     load_rows(pieces[i].cur->in, pieces[i].cur->done, pieces[i].n, groups[rows.size() + i].row0);
   std::vector<float> logits;
@@ -203,7 +209,7 @@ void Engine::load_rows(const ForwardInput& in, int off, int n, int row0) {
   const int d = model_.cfg.dim, w = model_.cfg.input_width();
   float* x = x_.data() + size_t(row0) * d;
   if (!in.embeddings) {
-    for (int t = 0; t < n; ++t) model_.tok_embd.rows_f32(in.tokens[off + t], 1, x + size_t(t) * d);
+    for (int t = 0; t < n; ++t) token_row(in.tokens[off + t], x + size_t(t) * d);
     return;
   }
   for (int t = 0; t < n; ++t) {  // slice 0 enters; the deepstack slices wait (model/qwen3vl.h)
@@ -265,6 +271,7 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   KAMERA_ASSERT(L.wo.cols() == ow &&
                 (L.moe.routed() || (L.w_up.rows() == hid && L.w_down.cols() == hid)));
   linear(L.wo, att_.data(), n, nullptr, tmp_.data(), pool_);
+  post_norm(L.attn_post_norm, tmp_.data(), n);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
   rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
   if (L.moe.routed()) {  // a mixture-of-experts layer (model/moe.h)
@@ -274,22 +281,28 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   }
   linear_many({{&L.w_gate, nullptr, gate_.data()}, {&L.w_up, nullptr, up_.data()}}, xb_.data(), n,
               pool_);
-  silu_mul(gate_.data(), up_.data(), int64_t(n) * hid, &pool_);
+  ffn_activation(n);
   linear(L.w_down, gate_.data(), n, nullptr, tmp_.data(), pool_);
+  post_norm(L.ffn_post_norm, tmp_.data(), n);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
 }
 
 // Rope angles of every row at its token's current position.
 void Engine::row_angles(const KvPool& kv, std::span<const RowGroup> groups, int n) {
   const int half = model_.cfg.rope.n_pairs();
-  grow(cs_, size_t(n) * half);
-  grow(sn_, size_t(n) * half);
-  for (const RowGroup& g : groups) {
-    const auto positions = kv.positions(g.seq);
-    for (int t = 0; t < g.n; ++t)
-      rope_.angles(positions[g.token(t)], &cs_[size_t(g.row0 + t) * half],
-                   &sn_[size_t(g.row0 + t) * half]);
-  }
+  auto fill = [&](const RopeCache& rope, std::vector<float>& cs, std::vector<float>& sn) {
+    grow(cs, size_t(n) * half);
+    grow(sn, size_t(n) * half);
+    for (const RowGroup& g : groups) {
+      const auto positions = kv.positions(g.seq);
+      for (int t = 0; t < g.n; ++t)
+        rope.angles(positions[g.token(t)], &cs[size_t(g.row0 + t) * half],
+                    &sn[size_t(g.row0 + t) * half]);
+    }
+  };
+  fill(rope_, cs_, sn_);
+  // Local layers' angles too (model/layer_kinds.h)
+  if (model_.cfg.layer_kinds.any(LayerKind::Local)) fill(rope_local_, cs_local_, sn_local_);
 }
 
 Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits_mode,
@@ -324,6 +337,7 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   const size_t at = logits.size();
   logits.resize(at + size_t(rows) * c.n_vocab);
   linear(model_.output_weight(), xb_.data(), rows, nullptr, logits.data() + at, pool_);
+  soft_cap(logits.data() + at, int64_t(rows) * c.n_vocab);
   return Status::Ok();
 }
 
@@ -366,26 +380,31 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
       kv_store_row(dt, v_.data() + row * kvw, v_arena + slot * row_bytes, kvw);
     }
   }
-  pool_.parallel_for(n, [&](int64_t a, int64_t b) {
-    for (int64_t t = a; t < b; ++t)
-      rope_apply(c.rope, &cs_[size_t(t) * half], &sn_[size_t(t) * half], q_.data() + size_t(t) * qw,
-                 c.n_heads);
-  });
+  const float *cs = nullptr, *sn = nullptr;
+  layer_angles(li, &cs, &sn);
+  if (cs)
+    pool_.parallel_for(n, [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t)
+        rope_apply(c.rope, &cs[size_t(t) * half], &sn[size_t(t) * half], q_.data() + size_t(t) * qw,
+                   c.n_heads);
+    });
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
+  const RopeCache& rope = c.layer_kinds.at(li) == LayerKind::Local ? rope_local_ : rope_;
   for (const RowGroup& g : groups) {
     AttentionExtras ex;
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
     ex.kv_dtype = dt;
+    layer_attention_extras(li, ex);
     attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
-                    kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask,
+                    kv.slots(g.seq), kv.positions(g.seq), rope, g.mask,
                     att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, ex);
   }
 }
 
 void Engine::embed(std::span<const int32_t> ids, float* x) const {
   const int d = model_.cfg.dim;
-  for (size_t t = 0; t < ids.size(); ++t) model_.tok_embd.rows_f32(ids[t], 1, x + t * d);
+  for (size_t t = 0; t < ids.size(); ++t) token_row(ids[t], x + t * d);
 }
 
 void Engine::layer_channels(int li, const float* x, int n, std::vector<std::vector<float>>& out) {

@@ -89,6 +89,8 @@ class Engine {
 
   const Model& model() const { return model_; }
   const RopeCache& rope() const { return rope_; }
+  // The rope of Local layers (model/layer_kinds.h); empty when the model has none.
+  const RopeCache& local_rope() const { return rope_local_; }
   ThreadPool& threads() { return pool_; }
 
   // Appends the input tokens to `seq` (their KV written to the pool), attends each to the
@@ -177,6 +179,15 @@ class Engine {
   void output_and_ffn(const LayerWeights& L, float* x, int n);
   void mla_attention_block(KvPool& kv, int layer, int n, std::span<const RowGroup> groups,
                            float* key_mass);
+  // Per-layer kinds (model/forward_kinds.cpp, model/layer_kinds.h): the embedding row of a token
+  // (gemma3 scales it), the rope angles a layer's queries turn by (null for NoRope), its
+  // attention extras, gemma3's post norms, the FFN activation, the logit soft-cap.
+  void token_row(int32_t id, float* dst) const;
+  void layer_angles(int layer, const float** cs, const float** sn) const;
+  void layer_attention_extras(int layer, AttentionExtras& ex) const;
+  void post_norm(const std::vector<float>& w, float* y, int n);
+  void ffn_activation(int n);
+  void soft_cap(float* logits, int64_t n) const;
 
   const Model& model_;
   ThreadPool pool_;
@@ -187,6 +198,8 @@ class Engine {
   // Scratch (rows x width), grown on demand.
   std::vector<float> x_, xb_, q_, k_, v_, att_, gate_, up_, tmp_;
   std::vector<float> cs_, sn_;  // rope angles of the rows (rows x n_pairs)
+  RopeCache rope_local_;        // Local layers' rope (model/layer_kinds.h), when there are any
+  std::vector<float> cs_local_, sn_local_;
   // Per batch row: its deepstack slices (n_deepstack x dim), or null (tokens, no deepstack)
   std::vector<const float*> ds_;
 };

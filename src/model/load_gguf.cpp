@@ -1,6 +1,6 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
-// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe). Weight matrices stay in the file's
-// type and point into its mapping.
+// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe, smollm3, gemma3). Weight matrices stay
+// in the file's type and point into its mapping.
 //
 // load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
 // shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/deepseek2.h"
+#include "model/layer_kinds.h"
 #include "model/model.h"
 #include "model/qwen3.h"
 #include "model/qwen3vl.h"
@@ -137,7 +138,7 @@ Status read_shape(const GgufModelReader& r, const std::string& path, ModelConfig
     return make_error(ErrorCode::Unsupported, "{}: key_length != value_length is not supported",
                       path);
   c.rms_eps = float(r.float_or(gk::kRmsEps, 1e-5));
-  c.rope.layout = is_qwen(c.arch) ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.layout = is_qwen(c.arch) || is_gemma3(c.arch) ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = int(r.int_or(gk::kRopeDimensionCount, c.head_dim));
   return Status::Ok();
@@ -216,6 +217,7 @@ Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) 
   if (is_qwen3_moe(c.arch)) KAMERA_TRY(read_qwen3moe_hparams(f, c));
   if (is_qwen3vl(c.arch)) KAMERA_TRY(read_qwen3vl_hparams(f, c));
   KAMERA_TRY(read_rope_frequency(r, f, c));
+  KAMERA_TRY(read_layer_kinds(f, c));  // smollm3, gemma3 (model/layer_kinds.h)
   KAMERA_TRY(read_tensor_flags(r, f, c));
   return c.validate(f.name());
 }
@@ -324,6 +326,10 @@ Status load_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, i
   KAMERA_TRY(mla ? load_mla_attention(r, c, p, l) : load_attention(r, c, p, l));
   KAMERA_TRY(load_ffn(r, f, c, i, p, l));
   if (!mla && c.qkv_bias) KAMERA_TRY(load_qkv_bias(r, c, p, l));
+  if (is_gemma3(c.arch)) {  // model/layer_kinds.h
+    KAMERA_TRY(r.tensor(p + "post_attention_norm.weight", {c.dim}, l.attn_post_norm));
+    KAMERA_TRY(r.tensor(p + "post_ffw_norm.weight", {c.dim}, l.ffn_post_norm));
+  }
   return Status::Ok();
 }
 

@@ -43,6 +43,12 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
                       c.rope.sections[2], c.rope.sections[3]};
   if (c.attention != AttentionKind::Gqa || c.rope.mrope != MropeMode::None)
     XXH3_128bits_update(st, more, sizeof(more));
+  const LayerKinds& lk = c.layer_kinds;  // model/layer_kinds.h; absent from older fingerprints
+  if (!lk.kinds.empty() || c.attn_scale != 0 || c.final_softcap != 0) {
+    XXH3_128bits_update(st, lk.kinds.data(), lk.kinds.size() * sizeof(LayerKind));
+    const double kind_reals[] = {double(lk.window), lk.local_theta, c.attn_scale, c.final_softcap};
+    XXH3_128bits_update(st, kind_reals, sizeof(kind_reals));
+  }
   auto add = [&](const std::vector<float>& v) {
     const uint64_t n = v.size();
     XXH3_128bits_update(st, &n, sizeof(n));
@@ -101,6 +107,11 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
     for (const LayerWeights& l : m.layers) {
       add(l.q_norm);
       add(l.k_norm);
+    }
+  if (is_gemma3(c.arch))  // gemma3's post norms (model/layer_kinds.h)
+    for (const LayerWeights& l : m.layers) {
+      add(l.attn_post_norm);
+      add(l.ffn_post_norm);
     }
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);

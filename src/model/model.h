@@ -44,6 +44,8 @@ struct LayerWeights {
   // copy dequantized at load): the absorbed attention multiplies by its K_nope part transposed.
   Weight wkv_b;
   MoeWeights moe;  // a MoE layer (moe.routed()): replaces w_gate, w_up, w_down
+  // gemma3 (model/layer_kinds.h): norms of the attention output and of the FFN output (dim)
+  std::vector<float> attn_post_norm, ffn_post_norm;
 };
 
 struct Model {

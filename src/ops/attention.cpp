@@ -51,7 +51,8 @@ KAMERA_CLONES void weighted_sum(const float* row, const float* V, int n, int str
 // buffers, widening rows stored as dt on the way.
 void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena, DType dt,
                std::span<const int32_t> slots, std::span<const Pos> positions,
-               const RopeCache& rope, int N, float* k_out, float* v_out, ThreadPool& pool) {
+               const RopeCache& rope, bool rotate, int N, float* k_out, float* v_out,
+               ThreadPool& pool) {
   const int width = s.n_kv_heads * s.head_dim;
   const size_t row_bytes = size_t(width) * kv_elem_bytes(dt);
   const auto* kb = static_cast<const uint8_t*>(k_arena);
@@ -64,6 +65,7 @@ void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena
       float* kd = k_out + size_t(j) * width;
       kv_load_row(dt, kb + src, kd, width);
       kv_load_row(dt, vb + src, v_out + size_t(j) * width, width);
+      if (!rotate) continue;
       const float *c, *sn;
       rope_angles_for(rope, positions[j], scratch, &c, &sn);
       rope_apply(rope.desc(), c, sn, kd, s.n_kv_heads);
@@ -91,12 +93,17 @@ KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
 }  // namespace
 
 void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
-                      const AttentionMask* mask) {
+                      const AttentionMask* mask, const ScoreWindow* win) {
   const int last = std::min(n_keys - 1, last_key);
   std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
   float mx = scale_and_max(row, last + 1, scale);
-  if (mask) {
+  if (win && win->window > 0) {
+    const int64_t qp = win->positions[size_t(last_key)].t;
     for (int j = 0; j <= last; ++j)
+      if (qp - int64_t(win->positions[size_t(j)].t) >= win->window) row[j] = kNegInf;
+  }
+  if (mask || (win && win->window > 0)) {
+    for (int j = 0; mask && j <= last; ++j)
       if (mask->hidden(t, j)) row[j] = kNegInf;
     mx = kNegInf;
     for (int j = 0; j <= last; ++j) mx = std::max(mx, row[j]);
@@ -123,18 +130,20 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const int kvw = s.n_kv_heads * hd;
   const int qw = s.n_heads * hd;
   const int group = s.n_heads / s.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
   if (ws.k.size() < size_t(N) * kvw) {
     ws.k.resize(size_t(N) * kvw);
     ws.v.resize(size_t(N) * kvw);
   }
-  gather_kv(s, k_arena, v_arena, extras.kv_dtype, slots, positions, rope, N, ws.k.data(),
-            ws.v.data(), pool);
+  gather_kv(s, k_arena, v_arena, extras.kv_dtype, slots, positions, rope, extras.rotate_keys, N,
+            ws.k.data(), ws.v.data(), pool);
   const bool has_mask = mask && !mask->blocks.empty();
+  const ScoreWindow win{positions, extras.window};
 
   // Masks, scales and normalizes one score row of query t over keys [0, n_keys).
   auto finish_row = [&](float* row, int t, int n_keys) {
-    finish_score_row(row, t, n_keys, last_of(t), scale, has_mask ? mask : nullptr);
+    finish_score_row(row, t, n_keys, last_of(t), scale, has_mask ? mask : nullptr,
+                     win.window > 0 ? &win : nullptr);
   };
   auto add_mass = [&](const float* row, int n_keys) {
     if (extras.key_mass)

@@ -40,11 +40,18 @@ struct AttentionWorkspace {
   std::vector<float> k, v, scores;
 };
 
+// A sliding window by position (llama.cpp's standard SWA): the query that is token `last` reads
+// key j only when positions[last].t - positions[j].t < window.
+struct ScoreWindow {
+  std::span<const Pos> positions;
+  int window = 0;
+};
+
 // Turns a row of raw scores q.k of query t (batch index) over keys [0, n_keys) into attention
 // weights: scale, causal cut (keys after `last`, the query's own token index, get weight 0),
-// mask, softmax.
+// mask, sliding window, softmax.
 void finish_score_row(float* row, int t, int n_keys, int last, float scale,
-                      const AttentionMask* mask);
+                      const AttentionMask* mask, const ScoreWindow* window = nullptr);
 
 // Optional extras of an attention call.
 struct AttentionExtras {
@@ -56,6 +63,12 @@ struct AttentionExtras {
   float* key_mass = nullptr;
   // Storage of the cached rows the arenas hold (f32, f16 or bf16): converted to f32 on read.
   DType kv_dtype = DType::F32;
+  // Per-layer kinds (model/layer_kinds.h): false, the keys are read as stored (a layer without
+  // rope); window > 0, a sliding window by position (ScoreWindow); scale > 0 replaces
+  // 1 / sqrt(head_dim).
+  bool rotate_keys = true;
+  int window = 0;
+  float scale = 0;
 };
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last

@@ -103,6 +103,21 @@ void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {
   }
 }
 
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {
+  auto range = [gate, up](int64_t a, int64_t b) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+    for (int64_t i = a; i < b; ++i) {
+      const float x = gate[i];
+      gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCubic * x * x))) * up[i];
+    }
+  };
+  if (pool && n >= 16384) {
+    pool->parallel_for(n, range);
+  } else {
+    range(0, n);
+  }
+}
+
 KAMERA_CLONES void add_inplace(float* y, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];

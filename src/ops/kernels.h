@@ -22,6 +22,10 @@ void softmax_given_max(float* x, int n, float mx);
 // gate[i] = silu(gate[i]) * up[i] for n values (SwiGLU), silu(x) = x / (1 + e^-x).
 void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);
 
+// gate[i] = gelu(gate[i]) * up[i] for n values (GEGLU, Gemma), with GELU's tanh form
+// gelu(x) = x / 2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), evaluated in f32 with tanhf.
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);
+
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 

@@ -67,10 +67,14 @@ void rotate_moment(const RopeDesc& d, const float* cs, const float* sn, std::vec
 }  // namespace
 
 Result<OutputWeights> OutputStats::weights(const Model& model, const RopeCache& rope, int first,
-                                           int n, std::span<const Pos> positions) const {
+                                           int n, std::span<const Pos> positions,
+                                           const RopeCache* local_rope) const {
   const ModelConfig& c = cfg_;
   if (c.attention != AttentionKind::Gqa)
     return make_error(ErrorCode::Unsupported, "output-aware patches need MHA/GQA layers");
+  if (c.layer_kinds.any(LayerKind::Local) && !local_rope)
+    return make_error(ErrorCode::InvalidArgument,
+                      "output weights: the model's local layers need their rope");
   if (int(positions.size()) != n || first < first_token_)
     return make_error(ErrorCode::InvalidArgument,
                       "output weights: chunk at tokens [{}, {}) with {} positions, stats from {}",
@@ -102,11 +106,14 @@ Result<OutputWeights> OutputStats::weights(const Model& model, const RopeCache& 
               sg[size_t(g) * hd * hd + size_t(b) * hd + a];
     // K: block-diagonal, block g = mean over the chunk's rows j of R(-p_j) S_g R(-p_j)^T
     std::vector<double> kg(size_t(kvw) * kvw, 0.0);
+    const LayerKind kind = c.layer_kinds.at(l);  // NoRope: nothing rotated; Local: its own rope
+    const RopeCache& lr = kind == LayerKind::Local ? *local_rope : rope;
+    const bool rotated = half > 0 && kind != LayerKind::NoRope;
     for (int j = 0; j < n; ++j) {
-      if (half > 0) rope.angles(positions[size_t(j)], cs.data(), sn.data());
+      if (rotated) lr.angles(positions[size_t(j)], cs.data(), sn.data());
       for (int g = 0; g < c.n_kv_heads; ++g) {
         s.assign(sg.begin() + size_t(g) * hd * hd, sg.begin() + size_t(g + 1) * hd * hd);
-        if (half > 0) rotate_moment(rope.desc(), cs.data(), sn.data(), s, tmp);
+        if (rotated) rotate_moment(lr.desc(), cs.data(), sn.data(), s, tmp);
         for (int a = 0; a < hd; ++a)
           for (int b = 0; b < hd; ++b)
             kg[size_t(g * hd + a) * kvw + g * hd + b] += double(s[size_t(a) * hd + b]) / n;

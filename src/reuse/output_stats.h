@@ -31,9 +31,11 @@ class OutputStats : public ForwardObserver {
   // Weights of the chunk at sequence tokens [first, first + n) whose keys sit at `positions` (its
   // n positions in the observed forward): K from the query rows at tokens >= first, V rows from
   // the mass each of its rows received, V columns from W_o. Fails when the forwards did not cover
-  // the chunk, or for MLA layers.
+  // the chunk, or for MLA layers. Per layer kind (model/layer_kinds.h): NoRope layers' queries
+  // are not rotated; Local layers' are by `local_rope` (required when the model has them).
   Result<OutputWeights> weights(const Model& model, const RopeCache& rope, int first, int n,
-                                std::span<const Pos> positions) const;
+                                std::span<const Pos> positions,
+                                const RopeCache* local_rope = nullptr) const;
   // Floats held (the extra memory of a compile that gathers them).
   size_t floats() const;
 

@@ -9,8 +9,10 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/deepseek2.h"
+#include "model/layer_kinds.h"
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
+#include "synthetic/layer_kind_shapes.h"
 #include "synthetic/qwen3_shapes.h"
 #include "synthetic/reranker.h"
 #include "synthetic/vocab.h"
@@ -64,6 +66,10 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
       return {"tiny", "30b-a3b-3l"};
     case Arch::Qwen3Vl:
       return {"tiny", "2b"};
+    case Arch::Smollm3:
+      return {"tiny", "3b"};
+    case Arch::Gemma3:
+      return {"tiny", "1b"};
   }
   return {"tiny"};
 }
@@ -93,6 +99,11 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   const bool qwen = is_qwen(arch);
   if (is_qwen3(arch)) {
     if (!qwen3_preset(arch, preset, c)) return std::nullopt;  // synthetic/qwen3_shapes.h
+  } else if (arch == Arch::Smollm3 || is_gemma3(arch)) {
+    if (!layer_kind_preset(arch, preset, c)) return std::nullopt;  // synthetic/layer_kind_shapes.h
+    c.rope.n_rot = c.head_dim;
+    finish_rope(c);
+    return c;
   } else if (preset == "tiny") {
     c.dim = 64;
     c.n_layers = 2;
@@ -279,6 +290,10 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
   }
   if (c.attention != AttentionKind::Mla && rot_follows_head && !rot_set) c.rope.n_rot = c.head_dim;
   finish_rope(c);
+  if (c.arch == Arch::Smollm3) c.layer_kinds.kinds = smollm3_layer_kinds(c.n_layers);
+  if (is_gemma3(c.arch) && c.layer_kinds.window > 0)
+    c.layer_kinds.kinds = gemma3_layer_kinds(c.n_layers, 6);
+  if (is_gemma3(c.arch)) c.attn_scale = float(1.0 / std::sqrt(double(c.head_dim)));
   return c.validate("--dims");
 }
 
@@ -334,6 +349,7 @@ int64_t count_parameters(const ModelConfig& c) {
   } else {
     layer += d * q + 2 * d * kv + q * d + (c.qkv_bias ? q + 2 * kv : 0);
     if (c.qk_norm) layer += 2 * c.head_dim;
+    if (is_gemma3(c.arch)) layer += 2 * d;  // post norms
   }
   return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
          moe_extra_parameters(c);
@@ -407,7 +423,7 @@ namespace gk = gguf_key;
 
 // What a decoder file of c.arch must be, and the vocabulary it carries.
 Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
-  const bool qwen = is_qwen(c.arch);
+  const bool qwen = is_qwen(c.arch) || is_gemma3(c.arch);
   if (qwen && c.rope.layout != RopeLayout::Neox)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2 and qwen2vl use the NeoX rope layout");
@@ -421,7 +437,7 @@ Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
   if (is_mrope(c.arch) != (c.rope.mrope != MropeMode::None))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen2vl and qwen3vl, and only they, use M-RoPE sections");
-  if (is_qwen3(c.arch) != c.qk_norm)
+  if ((is_qwen3(c.arch) || is_gemma3(c.arch)) != c.qk_norm)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: the qwen3 families, and only they, norm q and k per head");
   if (is_qwen3_moe(c.arch) &&
@@ -473,7 +489,8 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
     w.set_u32(k(gk::kKeyLength), uint32_t(c.head_dim));
     w.set_u32(k(gk::kValueLength), uint32_t(c.head_dim));
   }
-  write_qwen3moe_keys(w, c);  // qwen3moe, qwen3vl(moe): synthetic/qwen3_shapes.h
+  write_qwen3moe_keys(w, c);    // qwen3moe, qwen3vl(moe): synthetic/qwen3_shapes.h
+  write_layer_kind_keys(w, c);  // gemma3: synthetic/layer_kind_shapes.h
   w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
     w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
@@ -580,6 +597,10 @@ class DecoderTensors {
       add_mla_attention(p);
     } else {
       add_attention(p);
+    }
+    if (is_gemma3(c_.arch)) {  // model/layer_kinds.h
+      norm(p + "post_attention_norm.weight", d);
+      norm(p + "post_ffw_norm.weight", d);
     }
     norm(p + "ffn_norm.weight", d);
     if (c_.moe.is_moe_layer(i)) {

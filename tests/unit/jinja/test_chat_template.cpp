@@ -143,7 +143,8 @@ TEST(Jinja, HostileNestingIsAnErrorNotACrash) {
 
 TEST(ChatTemplate, BuiltinsByNameAndArgument) {
   const std::vector<std::string> names = ChatTemplate::builtin_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"chatml", "llama3", "deepseek2", "deepseek3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"chatml", "llama3", "deepseek2", "deepseek3", "gemma",
+                                             "smollm3"}));
   for (const auto& n : names) {
     auto t = ChatTemplate::from_arg(n);
     ASSERT_TRUE(t.ok()) << t.message();
@@ -210,7 +211,7 @@ TEST(ChatTemplate, DetectionFollowsLlamaCppOrder) {
             std::nullopt);  // mistral wins
   EXPECT_EQ(ChatTemplate::detect_builtin("<|start_header_id|>x<|end_header_id|>"), "llama3");
   EXPECT_EQ(ChatTemplate::detect_builtin("<start_of_turn> <|start_header_id|><|end_header_id|>"),
-            std::nullopt);  // gemma comes first
+            "gemma");  // gemma comes first
   EXPECT_EQ(ChatTemplate::detect_builtin("{{ 'Assistant: ' + message['content'] + eos_token }}"),
             "deepseek2");
   EXPECT_EQ(ChatTemplate::detect_builtin("<｜User｜><｜Assistant｜><｜end▁of▁sentence｜>"),

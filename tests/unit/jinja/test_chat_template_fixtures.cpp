@@ -126,7 +126,9 @@ TEST(ChatTemplateFixtures, BuiltinsRenderLikeLlamaCpp) {
     EXPECT_EQ(*got, c["expected"].get<std::string>()) << case_name(c);
     ++checked;
   }
-  EXPECT_EQ(checked, ChatTemplate::builtin_names().size() * 14);  // 7 conversations x 2
+  // 7 conversations x 2 for every built-in but smollm3 (llama.cpp has no smollm3 fallback: it
+  // detects SmolLM3's template as chatml; ChatTemplateLayerKinds checks its prompts)
+  EXPECT_EQ(checked, (ChatTemplate::builtin_names().size() - 1) * 14);
 }
 
 // Each built-in with the model's BOS equals the model's own template (rendered by the reference)

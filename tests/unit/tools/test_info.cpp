@@ -80,7 +80,8 @@ TEST(Info, ModelWeightTypesAndBytes) {
 
 // `kamera info -m` names the family and its features (model/config.h, model_features): the q/k
 // head norms of qwen3, its experts for qwen3moe, qwen3vl's interleaved M-RoPE and deepstack, MLA
-// for deepseek2 and the layout its file holds it in (make-model --mla-layout).
+// for deepseek2 and the layout its file holds it in (make-model --mla-layout), smollm3's layers
+// without rope, gemma3's sliding-window layers.
 TEST(Info, ModelFamilyAndFeatures) {
   const struct {
     const char* arch;
@@ -94,6 +95,10 @@ TEST(Info, ModelFamilyAndFeatures) {
                {"qwen2", {"gqa", "qkv_bias"}},
                {"deepseek2", {"mla (kv_lora 32, rope 8)", "mla_layout split"}},
                {"deepseek2", {"mla_layout kv_b"}, "tiny", " --mla-layout kv_b"},
+               {"smollm3", {"nope (no rope on layers 3:"}},
+               {"gemma3",
+                {"qk_norm", "sliding_window (8 positions on layers 0, 1, 2, 3, 4, local rope base",
+                 "gemma3 (embedding x sqrt(dim)"}},
                {"deepseek2",
                 {"mla (kv_lora 32, rope 8)", "moe (8 experts, 2 used, 2 shared",
                  "v3_routing (sigmoid scores, selection bias exp_probs_b, 1 of 1 groups, "

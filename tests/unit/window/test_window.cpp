@@ -57,11 +57,12 @@ WindowPolicy full_rank() {
 
 // Slide: survivors keep their rows byte for byte and only move by the evicted chunk's extent;
 // attention then sees their keys rotated exactly to the new positions. GQA with q/k biases
-// (qwen2), with per-head q/k norms before the rope (qwen3, qwen3moe, qwen3vl), and MLA with
-// Kimi-VL's routing (deepseek2:kimi-vl-tiny).
+// (qwen2), with per-head q/k norms before the rope (qwen3, qwen3moe, qwen3vl), MLA with
+// Kimi-VL's routing (deepseek2:kimi-vl-tiny), layers without rope (smollm3) and sliding-window
+// layers (gemma3).
 TEST(Window, SlideRelocatesSurvivorsWithoutTouchingTheirBytes) {
   for (const std::string arch :
-       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
+       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny", "smollm3", "gemma3"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());
@@ -200,10 +201,10 @@ TEST(Window, RecallCascadeReportsAndRefreshesDependents) {
 // In-place refresh: each stale slot re-forwards only its own tokens behind the rows in front; front
 // to back at full rank the window equals a re-prefill, with no patch formed in the store, and a
 // clean view / recondition of a refreshed slot still round-trips (qwen2, qwen3, qwen3moe,
-// qwen3vl, and Kimi-VL's decoder).
+// qwen3vl, Kimi-VL's decoder, smollm3 and gemma3).
 TEST(Window, InPlaceRefreshFrontToBackEqualsReprefill) {
   for (const std::string arch :
-       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny"}) {
+       {"qwen2", "qwen3", "qwen3moe", "qwen3vl", "deepseek2:kimi-vl-tiny", "smollm3", "gemma3"}) {
     SCOPED_TRACE(arch);
     Rig rig(arch);
     auto w = rig.window(full_rank());

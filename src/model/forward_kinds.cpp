@@ -1,0 +1,66 @@
+// The parts of the forward that depend on a layer's kind or on gemma3 (model/layer_kinds.h).
+#include <cmath>
+
+#include "model/forward.h"
+#include "model/layer_kinds.h"
+#include "ops/kernels.h"
+
+namespace kamera {
+
+// gemma3 scales a token's embedding row by sqrt(dim) (in f32, as llama.cpp's ggml_scale does);
+// embedding rows given to the forward (ForwardInput::embeddings) enter as they are.
+void Engine::token_row(int32_t id, float* dst) const {
+  const ModelConfig& c = model_.cfg;
+  model_.tok_embd.rows_f32(id, 1, dst);
+  if (!is_gemma3(c.arch)) return;
+  const float s = std::sqrt(float(c.dim));
+  for (int i = 0; i < c.dim; ++i) dst[i] *= s;
+}
+
+// The angles row_angles computed for this layer's rope: the global ones, the local ones, or none.
+void Engine::layer_angles(int li, const float** cs, const float** sn) const {
+  switch (model_.cfg.layer_kinds.at(li)) {
+    case LayerKind::Global:
+      *cs = cs_.data(), *sn = sn_.data();
+      return;
+    case LayerKind::Local:
+      *cs = cs_local_.data(), *sn = sn_local_.data();
+      return;
+    case LayerKind::NoRope:
+      *cs = *sn = nullptr;
+      return;
+  }
+}
+
+void Engine::layer_attention_extras(int li, AttentionExtras& ex) const {
+  const ModelConfig& c = model_.cfg;
+  const LayerKind k = c.layer_kinds.at(li);
+  ex.rotate_keys = k != LayerKind::NoRope;
+  ex.window = k == LayerKind::Local ? c.layer_kinds.window : 0;
+  ex.scale = c.attn_scale;
+}
+
+// gemma3's post-attention / post-FFN norm of n rows (dim) in place; nothing without weights.
+void Engine::post_norm(const std::vector<float>& w, float* y, int n) {
+  if (w.empty()) return;
+  const ModelConfig& c = model_.cfg;
+  rmsnorm(y, w.data(), y, n, c.dim, c.rms_eps, &pool_);
+}
+
+// gate_ = act(gate_) * up_ over n rows: SwiGLU, or gemma3's GELU (tanh) gate.
+void Engine::ffn_activation(int n) {
+  const int64_t m = int64_t(n) * model_.cfg.ffn_dim;
+  if (is_gemma3(model_.cfg.arch)) {
+    gelu_tanh_mul(gate_.data(), up_.data(), m, &pool_);
+  } else {
+    silu_mul(gate_.data(), up_.data(), m, &pool_);
+  }
+}
+
+void Engine::soft_cap(float* logits, int64_t n) const {
+  const float cap = model_.cfg.final_softcap;
+  if (!(cap > 0)) return;
+  for (int64_t i = 0; i < n; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
+}  // namespace kamera

@@ -1,0 +1,109 @@
+// The server's automatic reuse on the per-layer-kind families (model/layer_kinds.h): Gemma 3's
+// sliding-window layers (make-model's gemma3 tiny: 5 local layers of window 8, one global) and
+// SmolLM3's layers without rope, through chat completions on their own templates.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/test_server.h"
+#include "support/tiny_models.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+int cached(const json& r) {
+  return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+}
+
+int served(const json& r, const std::string& source) {
+  int n = 0;
+  for (const json& s : r["usage"]["kamera"]["segments"])
+    if (s["source"] == source) n += s["tokens"].get<int>();
+  return n;
+}
+
+// An agent's observations, one per turn: long enough to be segments of their own.
+const std::vector<std::string> kObservations = {
+    "A grey ship left the harbour at dawn and turned north past the white cliffs.",
+    "The market opened late because the baker's cart had lost a wheel on the bridge.",
+    "Snow covered the fields by noon and the children built a fort behind the school.",
+    "An old man fed the ducks at the pond while a dog watched him from the bench.",
+    "The library lights stayed on all night as the students wrote their last essays.",
+};
+
+// Turn t of an agent's sliding window of 3 observations behind a system message.
+json window_turn(int t, const char* reuse = nullptr) {
+  json msgs = json::array({{{"role", "system"}, {"content", "You describe what you see."}}});
+  for (int i = t; i < t + 3; ++i)
+    msgs.push_back({{"role", "user"}, {"content", kObservations[size_t(i)]}});
+  msgs.push_back({{"role", "user"}, {"content", "What changed?"}});
+  json body = {{"messages", msgs}, {"max_tokens", 6}, {"temperature", 0}};
+  if (reuse) body["reuse"] = reuse;
+  return body;
+}
+
+kamera::ServerOptions with_template(const char* name, bool cache = true) {
+  kamera::ServerOptions o;
+  o.chat_template = name;
+  if (!cache) {
+    o.prefix_cache_tokens = 0;
+    o.segment_cache_bytes = 0;
+  }
+  return o;
+}
+
+}  // namespace
+
+// A repeated prompt is served from its prefix and answers as a cold run; after the window slides,
+// the survivors (no longer a prefix) are served from the context they were computed in, and the
+// sliding-window layers read them at their new positions.
+TEST(ServerLayerKinds, SlidingWindowFamilyReusesPrefixesAndSurvivors) {
+  const std::string gemma = tiny::model_path("gemma3");
+  tiny::TestServer warm(with_template("gemma"), gemma);
+  tiny::TestServer cold(with_template("gemma", false), gemma);
+  int st = 0;
+  const json ref = cold.post("/v1/chat/completions", window_turn(0), &st);
+  ASSERT_EQ(st, 200) << ref.dump();
+  warm.post("/v1/chat/completions", window_turn(0), &st);
+  const json again = warm.post("/v1/chat/completions", window_turn(0), &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_EQ(cached(again), again["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], ref["choices"][0]["message"]["content"]);
+  const json t1 = warm.post("/v1/chat/completions", window_turn(1), &st);
+  ASSERT_EQ(st, 200) << t1.dump();
+  EXPECT_GT(served(t1, "context-nearest"), 30) << t1["usage"].dump();
+  EXPECT_EQ(t1["usage"]["kamera"]["recomputed_tokens"].get<int>(),
+            t1["usage"]["prompt_tokens"].get<int>() - cached(t1));
+  // the same turn re-prefilled answers; reuse changed what the segments were conditioned on only
+  const json re = warm.post("/v1/chat/completions", window_turn(1, "reprefill"), &st);
+  ASSERT_EQ(st, 200) << re.dump();
+  EXPECT_EQ(re["usage"]["prompt_tokens"], t1["usage"]["prompt_tokens"]);
+}
+
+// SmolLM3's template on its tiny model: a chat answers, /no_think in the system message puts the
+// empty think block in the prompt (more prompt tokens than /think), and a repeat is served from
+// what the server kept (more than 90% of its tokens).
+TEST(ServerLayerKinds, Smollm3ChatsOnItsTemplateAndReusesItsPrefix) {
+  tiny::TestServer s(with_template("smollm3"), tiny::model_path("smollm3"));
+  auto body = [](const char* sys) {
+    return json{{"messages", json::array({{{"role", "system"}, {"content", sys}},
+                                          {{"role", "user"}, {"content", "Say hello."}}})},
+                {"max_tokens", 4},
+                {"temperature", 0}};
+  };
+  int st = 0;
+  const json think = s.post("/v1/chat/completions", body("Be brief. /think"), &st);
+  ASSERT_EQ(st, 200) << think.dump();
+  const json no_think = s.post("/v1/chat/completions", body("Be brief. /no_think"), &st);
+  ASSERT_EQ(st, 200) << no_think.dump();
+  EXPECT_GT(no_think["usage"]["prompt_tokens"].get<int>(),
+            think["usage"]["prompt_tokens"].get<int>());
+  // the repeat: its prefix up to the segment the second request took from the first's context,
+  // then that segment and the rest served from the segment index (docs/SERVER.md)
+  const json again = s.post("/v1/chat/completions", body("Be brief. /no_think"), &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  const int prompt = again["usage"]["prompt_tokens"].get<int>();
+  EXPECT_GT(cached(again), prompt * 9 / 10) << again["usage"].dump();
+  EXPECT_EQ(again["usage"]["kamera"]["recomputed_tokens"].get<int>(), prompt - cached(again));
+}
