@@ -1,5 +1,7 @@
 #include "server/responses_sink.h"
 
+#include <algorithm>
+
 #include "server/completion_sink.h"
 #include "server/openai.h"
 #include "server/responses_api.h"
@@ -120,6 +122,17 @@ void ResponsesSink::close_all() {
   for (Item& item : items_) close_item(item);
 }
 
+void ResponsesSink::open_message() {
+  Item* item = open_item(Kind::Message);
+  const int64_t index = int64_t(items_.size() - 1);
+  emit("response.output_item.added", {{"output_index", index}, {"item", item->body}});
+  emit("response.content_part.added",
+       {{"item_id", item->body["id"]},
+        {"output_index", index},
+        {"content_index", 0},
+        {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
+}
+
 void ResponsesSink::on_piece(const AnswerPiece& p) {
   auto current = [&](Kind kind) {
     return !items_.empty() && items_.back().open && items_.back().kind == kind;
@@ -138,15 +151,7 @@ void ResponsesSink::on_piece(const AnswerPiece& p) {
                                            {"delta", p.reasoning}});
   }
   if (!p.d.content.empty()) {
-    if (!current(Kind::Message)) {
-      Item* item = open_item(Kind::Message);
-      added(*item);
-      emit("response.content_part.added",
-           {{"item_id", item->body["id"]},
-            {"output_index", int64_t(items_.size() - 1)},
-            {"content_index", 0},
-            {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
-    }
+    if (!current(Kind::Message)) open_message();
     Item& item = items_.back();
     item.text += p.d.content;
     emit("response.output_text.delta", {{"item_id", item.body["id"]},
@@ -174,6 +179,12 @@ void ResponsesSink::on_piece(const AnswerPiece& p) {
 
 void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
   on_piece(parser_.finish());
+  const bool cut = reason == FinishReason::Length;
+  // An answer that ended with nothing to say is still an answer: a message with empty text, as
+  // OpenAI sends it (an output with no message and no call makes agent loops such as
+  // @openai/agents' ask again). One cut by max_output_tokens keeps what it had.
+  const auto answered = [](const Item& i) { return i.kind != Kind::Reasoning; };
+  if (!cut && std::none_of(items_.begin(), items_.end(), answered)) open_message();
   close_all();
   ended_ = true;
   const json u = usage_json(usage, meta_.media.get());
@@ -183,7 +194,6 @@ void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
             {"output_tokens_details", {{"reasoning_tokens", parser_.reasoning_tokens()}}},
             {"total_tokens", usage.prompt.prompt_tokens + usage.completion_tokens},
             {"kamera", ordered(u["kamera"])}};
-  const bool cut = reason == FinishReason::Length;
   if (cut) incomplete_ = {{"reason", "max_output_tokens"}};
   const char* status = cut ? "incomplete" : "completed";
   if (meta_.store) meta_.store->put({meta_.id, meta_.owner, meta_.input, response(status)});

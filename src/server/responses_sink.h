@@ -62,6 +62,8 @@ class ResponsesSink : public SerialSink<ResponsesSink> {
   void on_end(FinishReason reason, const Usage& usage);
   void on_error(const ServeError& e);
   Item* open_item(Kind kind);
+  // A message item opened (its added and content_part.added events sent).
+  void open_message();
   void close_item(Item& item);
   void close_all();
   void emit(const char* type, ojson payload);

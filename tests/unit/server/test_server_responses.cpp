@@ -186,6 +186,35 @@ TEST(ServerResponses, AForcedCallIsAFunctionCallItemStreamedOrNot) {
   EXPECT_EQ(names.back(), "response.completed");
 }
 
+// @openai/agents asks again when a Response has neither a message nor a call (tests/frameworks):
+// an answer that ends at once is a message with empty text, streamed or not.
+TEST(ServerResponses, AnEmptyAnswerIsAMessageWithEmptyText) {
+  Served s;
+  const json body = responses({{"input", "Hi"}, {"logit_bias", {{"2", 100}}}});  // EOS at once
+  const json r = post_ok(s, "/v1/responses", body);
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_EQ(r["usage"]["output_tokens"], 0);
+  ASSERT_EQ(r["output"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["output"][0]["type"], "message");
+  EXPECT_EQ(r["output"][0]["status"], "completed");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "");
+  std::vector<std::string> names;
+  for (const auto& [name, data] : s.events(body)) {
+    names.push_back(name);
+    if (name == "response.completed") {
+      const json& item = data["response"]["output"].at(0);
+      EXPECT_EQ(item["type"], "message");
+      EXPECT_EQ(item["content"], r["output"][0]["content"]);
+    }
+  }
+  const std::vector<std::string> want = {
+      "response.created",           "response.in_progress",
+      "response.output_item.added", "response.content_part.added",
+      "response.output_text.done",  "response.content_part.done",
+      "response.output_item.done",  "response.completed"};
+  EXPECT_EQ(names, want);
+}
+
 TEST(ServerResponses, TurnTwoReportsTurnOneAsCachedTokens) {
   Served s;
   json input = {{{"role", "user"}, {"content", "Tell me a story about a dog and a red ball."}}};
