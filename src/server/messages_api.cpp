@@ -284,6 +284,29 @@ Status thinking(const ojson& t, const ojson& body, ojson& chat, std::string* par
   return Status::Ok();
 }
 
+// output_config {format: {type: "json_schema", schema}} (structured outputs; what the SDK's
+// messages.parse with zodOutputFormat sends): the answer constrained to the schema, as chat's
+// response_format json_schema constrains it. Other output_config fields are refused by name.
+Status output_config(const ojson& c, ojson& chat, std::string* param) {
+  if (!c.is_object()) return refuse_field(param, "output_config", "must be an object");
+  for (const auto& [k, v] : c.items())
+    if (k != "format")
+      return refuse_field(param, "output_config." + k, "is not a field kamera knows");
+  const ojson f = c.value("format", ojson());
+  if (f.is_null()) return Status::Ok();
+  if (!f.is_object() || f.value("type", ojson()) != "json_schema")
+    return refuse_field(param, "output_config.format.type", "must be json_schema");
+  for (const auto& [k, v] : f.items())
+    if (k != "type" && k != "schema")
+      return refuse_field(param, "output_config.format." + k, "is not a field kamera knows");
+  if (!f.value("schema", ojson()).is_object())
+    return refuse_field(param, "output_config.format.schema", "must be a JSON schema object");
+  chat["response_format"] = {
+      {"type", "json_schema"},
+      {"json_schema", {{"name", "output"}, {"schema", f["schema"]}, {"strict", true}}}};
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ojson> messages_request(const ojson& body, bool count_only, std::string* param) {
@@ -295,7 +318,7 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
       "reuse", "rank", "deep_half"};
   static const std::set<std::string> handled = {"messages",       "system",   "tools",
                                                 "tool_choice",    "thinking", "max_tokens",
-                                                "stop_sequences", "metadata"};
+                                                "stop_sequences", "metadata", "output_config"};
   for (const auto& [k, v] : body.items())
     if (!same.count(k) && !handled.count(k))
       return refuse_field(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
@@ -311,6 +334,8 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
   if (body.contains("thinking") && !body["thinking"].is_null())
     KAMERA_TRY(thinking(body["thinking"], body, chat, param));
   if (count_only) return chat;
+  if (body.contains("output_config") && !body["output_config"].is_null())
+    KAMERA_TRY(output_config(body["output_config"], chat, param));
   if (!body.contains("max_tokens") || body["max_tokens"].is_null())
     return refuse_field(param, "max_tokens", "is required");
   chat["max_tokens"] = body["max_tokens"];
@@ -333,6 +358,8 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
 std::string messages_param(const std::string& p) {
   static const std::pair<std::string_view, std::string_view> names[] = {
       {"stop", "stop_sequences"},
+      {"response_format.json_schema.schema", "output_config.format.schema"},
+      {"response_format", "output_config.format"},
       {"reasoning_effort", "thinking"},
       {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"}};
   for (const auto& [chat, messages] : names)

@@ -288,6 +288,43 @@ TEST(ServerMessages, APromptThatOpensThinkAnswersInAThinkingBlock) {
   EXPECT_NE(prompt_of(mo["usage"]), prompt_of(m["usage"]));
 }
 
+// The SDK's messages.parse({output_config: {format: zodOutputFormat(...)}}) (tests/frameworks):
+// the answer's text is JSON of the schema; what kamera does not do in output_config is refused by
+// name.
+TEST(ServerMessages, OutputConfigFormatConstrainsTheAnswerToItsSchema) {
+  Served s;
+  json body =
+      messages({{"messages", {{{"role", "user"}, {"content", "Add 2 and 3 as JSON."}}}},
+                {"max_tokens", 200},
+                {"temperature", 0.7},
+                {"seed", 4},
+                {"output_config", {{"format", {{"type", "json_schema"}, {"schema", kSchema}}}}}});
+  body.erase("logit_bias");
+  for (const int seed : {4, 5, 6}) {
+    body["seed"] = seed;
+    const json m = post_ok(s, "/v1/messages", body);
+    EXPECT_EQ(m["stop_reason"], "end_turn") << m.dump();
+    const json doc = json::parse(text_of(m));
+    ASSERT_TRUE(doc.is_object()) << doc;
+    EXPECT_EQ(doc.size(), 2u) << doc;
+    EXPECT_TRUE(doc["a"].is_number_integer() && doc["b"].is_number_integer()) << doc;
+  }
+  auto refused = [&](json config, const std::string& param) {
+    json b = body;
+    b["output_config"] = std::move(config);
+    int st = 0;
+    const json r = s.post("/v1/messages", b, &st);
+    EXPECT_EQ(st, 400) << r.dump();
+    EXPECT_EQ(r["error"]["param"], param) << r.dump();
+  };
+  refused({{"effort", "high"}}, "output_config.effort");
+  refused({{"format", {{"type", "json_object"}}}}, "output_config.format.type");
+  refused({{"format", {{"type", "json_schema"}}}}, "output_config.format.schema");
+  refused(
+      {{"format", {{"type", "json_schema"}, {"schema", {{"type", "string"}, {"pattern", "^x"}}}}}},
+      "output_config.format.schema");
+}
+
 TEST(ServerMessages, FieldsKameraDoesNotDoAreRefusedByNameInAnthropicsShape) {
   Served s;
   const json hi = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
