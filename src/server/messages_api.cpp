@@ -307,6 +307,23 @@ Status output_config(const ojson& c, ojson& chat, std::string* param) {
   return Status::Ok();
 }
 
+// The fields that carry nothing for a local server, checked and dropped: metadata.user_id (kamera
+// keys quotas on the API key) and service_tier auto or standard_only (kamera has one tier).
+Status hints(const ojson& body, std::string* param) {
+  const ojson meta = body.value("metadata", ojson());
+  if (!meta.is_null()) {
+    if (!meta.is_object()) return refuse_field(param, "metadata", "must be an object");
+    KAMERA_TRY(known_keys(meta, "metadata", {"user_id"}, param));
+    if (meta.contains("user_id") && !meta["user_id"].is_string() && !meta["user_id"].is_null())
+      return refuse_field(param, "metadata.user_id", "must be a string");
+  }
+  const ojson tier = body.value("service_tier", ojson());
+  if (!tier.is_null() && tier != "auto" && tier != "standard_only")
+    return refuse_field(param, "service_tier",
+                        "must be auto or standard_only (kamera has one tier)");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ojson> messages_request(const ojson& body, bool count_only, std::string* param) {
@@ -316,9 +333,9 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
       // kamera's and llama.cpp's sampling and reuse fields, as in chat
       "seed", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
       "reuse", "rank", "deep_half"};
-  static const std::set<std::string> handled = {"messages",       "system",   "tools",
-                                                "tool_choice",    "thinking", "max_tokens",
-                                                "stop_sequences", "metadata", "output_config"};
+  static const std::set<std::string> handled = {
+      "messages",   "system",         "tools",    "tool_choice",   "thinking",
+      "max_tokens", "stop_sequences", "metadata", "output_config", "service_tier"};
   for (const auto& [k, v] : body.items())
     if (!same.count(k) && !handled.count(k))
       return refuse_field(param, k, "is not a field kamera knows (docs/SERVER.md lists them)");
@@ -344,13 +361,7 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
     if (!s.is_array()) return refuse_field(param, "stop_sequences", "must be an array of strings");
     chat["stop"] = s;
   }
-  const ojson meta = body.value("metadata", ojson());
-  if (!meta.is_null()) {
-    if (!meta.is_object()) return refuse_field(param, "metadata", "must be an object");
-    KAMERA_TRY(known_keys(meta, "metadata", {"user_id"}, param));
-    if (meta.contains("user_id") && !meta["user_id"].is_string() && !meta["user_id"].is_null())
-      return refuse_field(param, "metadata.user_id", "must be a string");
-  }
+  KAMERA_TRY(hints(body, param));
   if (chat.value("stream", ojson(false)) != true) chat.erase("stream");
   return chat;
 }

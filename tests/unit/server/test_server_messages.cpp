@@ -361,6 +361,10 @@ TEST(ServerMessages, FieldsKameraDoesNotDoAreRefusedByNameInAnthropicsShape) {
   refused(with({{"max_tokens", 0}}), "max_tokens");
   refused({{"model", "m"}, {"messages", json::array()}}, "messages", "/v1/messages/count_tokens");
   post_ok(s, "/v1/messages", with({{"metadata", {{"user_id", "u1"}}}, {"top_k", 5}}));
+  // service_tier as the SDK sends it: auto and standard_only are kamera's one tier.
+  post_ok(s, "/v1/messages", with({{"service_tier", "auto"}}));
+  post_ok(s, "/v1/messages", with({{"service_tier", "standard_only"}}));
+  refused(with({{"service_tier", "priority"}}), "service_tier");
 
   int st = 0;
   const json nf = s.post("/v1/messages/nope", json::object(), &st);
