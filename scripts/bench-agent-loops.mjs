@@ -14,7 +14,7 @@
 //   node scripts/bench-agent-loops.mjs --kamera build/bin/kamera \
 //     --llama /tmp/llama-ref/build/bin/llama-server --model M.gguf --out DIR
 //     [--threads 2] [--ctx 4096] [--max-tokens 4] [--apis chat,responses,messages]
-//     [--loops thinking,edited] [--servers kamera,llama]
+//     [--loops thinking,edited] [--servers kamera,llama] [--kamera-args '--reuse prefix']
 // Writes DIR/loops.json and DIR/loops.md (a table per loop: per API and server, recomputed and
 // TTFT per turn, and their sums).
 import { spawn } from 'node:child_process';
@@ -148,7 +148,8 @@ const freePort = () => new Promise((ok) => {
 async function start(kind, logFile) {
   const port = await freePort();
   const cmd = kind === 'kamera'
-    ? [args.kamera, 'serve', '-m', args.model, '--port', String(port), '--threads', String(threads)]
+    ? [args.kamera, 'serve', '-m', args.model, '--port', String(port), '--threads', String(threads),
+       ...(args['kamera-args'] ? args['kamera-args'].split(' ') : [])]
     : [args.llama, '-m', args.model, '--port', String(port), '--host', '127.0.0.1', '-t', String(threads),
        '-c', String(ctx), '-np', '1', '--cache-reuse', '64', '--jinja'];
   const log = fs.openSync(logFile, 'w');
