@@ -200,7 +200,9 @@ function kameraCounts(api, u) {
   if (!u) return {};
   if (api === 'chat') return { prompt: u.prompt_tokens, cached: u.prompt_tokens_details?.cached_tokens };
   if (api === 'responses') return { prompt: u.input_tokens, cached: u.input_tokens_details?.cached_tokens };
-  return { prompt: u.input_tokens, cached: u.cache_read_input_tokens };
+  // Anthropic's accounting: input_tokens are what the cache did not serve.
+  const cached = (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+  return { prompt: u.input_tokens + cached, cached: u.cache_read_input_tokens };
 }
 
 // ---------------------------------------------------------------- run

@@ -47,7 +47,14 @@ for (const r of results) {
   const t = r.turns;
   const cached = (i) => t[i].prompt - t[i].recomputed;
   try {
-    for (const tt of t) assert.equal(tt.status, 200, JSON.stringify(tt));
+    for (const tt of t) {
+      assert.equal(tt.status, 200, JSON.stringify(tt));
+      assert.ok(tt.recomputed > 0 && tt.recomputed <= tt.prompt, JSON.stringify(tt));
+    }
+    // The same bodies through every API give the same prompt, within the one token a system block
+    // renders differently.
+    const chat = results.find((x) => x.loop === r.loop && x.api === 'chat');
+    for (const [i, tt] of t.entries()) assert.ok(Math.abs(tt.prompt - chat.turns[i].prompt) <= 1, `turn ${i + 1}`);
     const appends = r.loop === 'edited' ? [1, 2, 4, 5] : [1, 2, 4];  // 0-based turns that only append
     for (const i of appends)
       assert.ok(cached(i) >= t[i - 1].prompt, `turn ${i + 1} reused ${cached(i)} of turn ${i}'s ${t[i - 1].prompt}`);

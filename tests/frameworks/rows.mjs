@@ -343,8 +343,10 @@ function anthropic({ require, base }) {
         const body = { ...req, system: SYSTEM, messages, max_tokens: CHAT_TOKENS };
         const m = stream ? await client.messages.stream(body).finalMessage() : await client.messages.create(body);
         messages.push({ role: 'assistant', content: m.content });
-        // kamera's input_tokens is the whole prompt (docs/SERVER.md, "Anthropic's Messages API").
-        turns.push({ text: textOf(m), prompt: m.usage.input_tokens, cached: m.usage.cache_read_input_tokens });
+        // Anthropic's accounting: the prompt is input + cache_creation + cache_read input tokens.
+        const u = m.usage;
+        turns.push({ text: textOf(m), prompt: u.input_tokens + (u.cache_creation_input_tokens ?? 0) +
+                       (u.cache_read_input_tokens ?? 0), cached: m.usage.cache_read_input_tokens });
       }
       return turns;
     },
