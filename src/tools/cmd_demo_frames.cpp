@@ -54,7 +54,10 @@ void print_human(const FramesDemoResult& r, bool quiet) {
                   st.encode_ms, st.admit_ms);
       if (st.question) {
         std::string seen;
-        for (int f : st.q.frames) seen += (seen.empty() ? "" : ",") + std::to_string(f);
+        for (int f : st.q.frames) {
+          if (!seen.empty()) seen += ',';
+          seen += std::to_string(f);
+        }
         std::printf(" %-8s %-16s %10s %10s %5s %9.3f %9.3f", st.q.situation.c_str(), seen.c_str(),
                     kl_text(st.q.kl).c_str(), kl_text(st.q.kl_blind).c_str(),
                     st.q.kamera != st.q.reprefill ? "yes" : "no", st.q.reprefill_ms,
