@@ -45,6 +45,24 @@ std::shared_ptr<const StoredResponse> ResponseStore::get(const std::string& id,
   return it->r;
 }
 
+std::optional<nlohmann::ordered_json> ResponseStore::item(const std::string& id,
+                                                          const std::string& owner) const {
+  std::lock_guard lock(mu_);
+  auto holds = [&](const nlohmann::ordered_json& items) -> const nlohmann::ordered_json* {
+    if (!items.is_array()) return nullptr;
+    for (const auto& i : items)
+      if (i.is_object() && i.contains("id") && i["id"] == id) return &i;
+    return nullptr;
+  };
+  for (const Entry& e : lru_) {
+    const StoredResponse& r = *e.r;
+    if (!r.owner.empty() && r.owner != owner) continue;
+    if (auto* i = holds(r.object.value("output", nlohmann::ordered_json()))) return *i;
+    if (auto* i = holds(r.input)) return *i;
+  }
+  return std::nullopt;
+}
+
 bool ResponseStore::erase(const std::string& id, const std::string& owner) {
   std::lock_guard lock(mu_);
   auto it = find(id, owner);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -34,6 +35,10 @@ class ResponseStore {
   // The response `id` stored for `owner` (or for any client), now the most recently used; null
   // when unknown, evicted, deleted or another client's.
   std::shared_ptr<const StoredResponse> get(const std::string& id, const std::string& owner);
+  // The item whose "id" is `id` in a response stored for `owner` (or for any client): an output
+  // item (message, function_call, reasoning) or an input item it kept, the most recent response
+  // first; null when none holds it. The target of a request's item_reference.
+  std::optional<nlohmann::ordered_json> item(const std::string& id, const std::string& owner) const;
   // Forgets `id` (as get finds it); false when get would not have found it.
   bool erase(const std::string& id, const std::string& owner);
   size_t bytes() const;

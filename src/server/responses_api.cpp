@@ -163,7 +163,7 @@ Result<ojson> input_messages(const ojson& body, std::string* param) {
     } else {
       return refuse_field(param, where + ".type",
                           "must be message, function_call, function_call_output or reasoning "
-                          "(item_reference and hosted tools' items are not served)",
+                          "(hosted tools' items are not served)",
                           ErrorCode::Unsupported);
     }
     KAMERA_TRY(st);

@@ -29,6 +29,33 @@ HttpError not_stored(const std::string& id, int status, const std::string& param
           param};
 }
 
+// Each item_reference of `input` replaced by the stored item it names (an output item of an
+// earlier response, as clients that keep `store` on send their history); one that no stored
+// response holds is refused naming it.
+std::optional<HttpError> resolve_references(ojson& input, const ResponseStore& store,
+                                            const std::string& owner) {
+  for (size_t i = 0; i < input.size(); ++i) {
+    ojson& item = input[i];
+    if (!item.is_object() || item.value("type", ojson()) != "item_reference") continue;
+    const std::string param = fmt::format("input[{}].id", i);
+    const ojson id = item.value("id", ojson());
+    if (!id.is_string())
+      return HttpError{400, fmt::format("\"{}\" must be a string", param), "invalid_request_error",
+                       "invalid_value", param};
+    auto found = store.item(id.get<std::string>(), owner);
+    if (!found)
+      return HttpError{400,
+                       fmt::format("no stored item \"{}\" (item_reference names an item of a "
+                                   "stored response: unknown, deleted, evicted from the store "
+                                   "(kamera serve --responses-store-mb), or made with \"store\": "
+                                   "false)",
+                                   id.get<std::string>()),
+                       "invalid_request_error", "item_not_found", param};
+    item = std::move(*found);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void Server::Impl::responses(const HttpRequest& req, const PathParams&, const std::string& client,
@@ -58,6 +85,11 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
     *input = std::move(items);
     body["input"] = *input;
   }
+  if (auto bad = resolve_references(*input, *responses_store, owner_of(client))) {
+    return respond_error(out, *bad);
+  }
+  if (body.is_object() && body.contains("input") && body["input"].is_array())
+    body["input"] = *input;
   auto r = responses_request(body, &param);
   if (!r.ok()) return refused(r.error());
   const std::string raw = r->chat.dump();

@@ -84,7 +84,7 @@ ResponsesSink::Item* ResponsesSink::open_item(Kind kind) {
   return &items_.back();
 }
 
-void ResponsesSink::close_item(Item& item) {
+void ResponsesSink::close_item(Item& item, const char* status) {
   if (!item.open) return;
   item.open = false;
   const int64_t index = &item - items_.data();
@@ -99,7 +99,7 @@ void ResponsesSink::close_item(Item& item) {
     const ojson part = {
         {"type", "output_text"}, {"text", item.text}, {"annotations", ojson::array()}};
     item.body["content"] = ojson::array({part});
-    item.body["status"] = "completed";
+    item.body["status"] = status;
     w["content_index"] = 0;
     w["text"] = item.text;
     w["logprobs"] = ojson::array();
@@ -110,7 +110,7 @@ void ResponsesSink::close_item(Item& item) {
                                         {"part", part}});
   } else {
     item.body["arguments"] = item.text;
-    item.body["status"] = "completed";
+    item.body["status"] = status;
     w["name"] = item.body["name"];
     w["arguments"] = item.text;
     emit("response.function_call_arguments.done", w);
@@ -118,8 +118,9 @@ void ResponsesSink::close_item(Item& item) {
   emit("response.output_item.done", {{"output_index", index}, {"item", item.body}});
 }
 
-void ResponsesSink::close_all() {
-  for (Item& item : items_) close_item(item);
+void ResponsesSink::close_all(bool cut) {
+  for (Item& item : items_)
+    close_item(item, cut && &item == &items_.back() ? "incomplete" : "completed");
 }
 
 void ResponsesSink::open_message() {
@@ -185,7 +186,7 @@ void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
   // @openai/agents' ask again). One cut by max_output_tokens keeps what it had.
   const auto answered = [](const Item& i) { return i.kind != Kind::Reasoning; };
   if (!cut && std::none_of(items_.begin(), items_.end(), answered)) open_message();
-  close_all();
+  close_all(cut);
   ended_ = true;
   const json u = usage_json(usage, meta_.media.get());
   usage_ = {{"input_tokens", usage.prompt.prompt_tokens},

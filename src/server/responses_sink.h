@@ -64,8 +64,9 @@ class ResponsesSink : public SerialSink<ResponsesSink> {
   Item* open_item(Kind kind);
   // A message item opened (its added and content_part.added events sent).
   void open_message();
-  void close_item(Item& item);
-  void close_all();
+  // status: "completed", or "incomplete" for the item max_output_tokens cut.
+  void close_item(Item& item, const char* status = "completed");
+  void close_all(bool cut = false);  // cut: the last item was cut by max_output_tokens
   void emit(const char* type, ojson payload);
   ojson response(const char* status) const;
 

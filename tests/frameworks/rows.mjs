@@ -397,12 +397,12 @@ export const ROWS = {
                      make: aiSdk((require, baseURL) => require('@ai-sdk/openai-compatible').createOpenAICompatible({
                        name: 'kamera', baseURL, includeUsage: true, supportsStructuredOutputs: true })('kamera'),
                      {}, { kamera: { parallel_tool_calls: false } }, { kamera: { user: 'u1' } }) },
-  // Its default store: true sends earlier replies as item_reference (the server keeps them);
-  // kamera refuses item_reference by name until it stores responses, so the row says store: false.
-  'ai-openai': { label: '`ai` + `@ai-sdk/openai` (its default: Responses; `store: false`)', pkgs: ['ai', '@ai-sdk/openai'],
+  // Its default store: true sends earlier replies as item_reference items: the server resolves
+  // them from the responses it stored.
+  'ai-openai': { label: '`ai` + `@ai-sdk/openai` (its default: Responses, `store: true`)', pkgs: ['ai', '@ai-sdk/openai'],
                  make: aiSdk((require, baseURL) => require('@ai-sdk/openai').createOpenAI({ baseURL, apiKey: 'none' })('kamera'),
-                             { openai: { store: false } }, { openai: { store: false, parallelToolCalls: false } },
-                             { openai: { store: false, user: 'u1', safetyIdentifier: 'u1', promptCacheKey: 'k1',
+                             {}, { openai: { parallelToolCalls: false } },
+                             { openai: { user: 'u1', safetyIdentifier: 'u1', promptCacheKey: 'k1',
                                          serviceTier: 'auto', metadata: { run: 'matrix' }, reasoningEffort: 'none',
                                          textVerbosity: 'medium', truncation: 'disabled' } }) },
   'langchain': { label: '`@langchain/openai` + `@langchain/langgraph` ReAct agent',

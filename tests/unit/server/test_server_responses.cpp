@@ -184,6 +184,15 @@ TEST(ServerResponses, AForcedCallIsAFunctionCallItemStreamedOrNot) {
   }
   EXPECT_EQ(streamed, call["arguments"]);
   EXPECT_EQ(names.back(), "response.completed");
+
+  // the same call cut by max_output_tokens: the response and its item are incomplete
+  json cut = body;
+  cut["max_output_tokens"] =
+      r["usage"]["output_tokens"].get<int64_t>() - 2;  // inside the arguments
+  const json c = post_ok(s, "/v1/responses", cut);
+  EXPECT_EQ(c["status"], "incomplete") << c.dump();
+  ASSERT_FALSE(c["output"].empty()) << c.dump();
+  EXPECT_EQ(c["output"].back()["status"], "incomplete") << c.dump();
 }
 
 // @openai/agents asks again when a Response has neither a message nor a call (tests/frameworks):
@@ -269,7 +278,8 @@ TEST(ServerResponses, FieldsKameraDoesNotDoAreRefusedByName) {
                     {"name", "x"},
                     {"schema", {{"type", "string"}, {"pattern", "^a"}}}}}}}}),
           "text.format.schema");
-  refused({{"input", {{{"type", "item_reference"}, {"id", "x"}}}}}, "input[0].type");
+  refused({{"input", {{{"type", "item_reference"}, {"id", "msg_x"}}}}}, "input[0].id");  // none
+  refused({{"input", {{{"type", "item_reference"}, {"id", 3}}}}}, "input[0].id");
   refused({{"input", json::array()}}, "input");
   post_ok(s, "/v1/responses", responses(with({{"store", false}, {"truncation", "disabled"}})));
 
@@ -325,6 +335,39 @@ TEST(ServerResponses, APreviousResponseIdContinuesTheStoredConversation) {
                     responses({{"previous_response_id", t3["id"]},
                                {"input", "Ok."}}))["previous_response_id"],
             t3["id"]);
+}
+
+// item_reference (what @ai-sdk/openai sends for its earlier replies with store on, its default):
+// the stored output item it names takes its place, so the turn is the conversation sent whole
+// (the reference: its input_tokens and greedy answer) and turn 1 is served from the cache.
+TEST(ServerResponses, AnItemReferenceIsTheStoredItemItNames) {
+  Served s;
+  const std::string first = "Tell me a story about a dog and a red ball.";
+  const json t1 = post_ok(s, "/v1/responses", responses({{"input", first}}));
+  ASSERT_EQ(t1["output"].size(), 1u) << t1.dump();
+  const json msg = t1["output"][0];
+  ASSERT_TRUE(msg["id"].is_string()) << msg.dump();
+  const json by_ref = {{{"role", "user"}, {"content", first}},
+                       {{"type", "item_reference"}, {"id", msg["id"]}},
+                       {{"role", "user"}, {"content", "And then?"}}};
+  const json t2 = post_ok(s, "/v1/responses", responses({{"input", by_ref}}));
+  const json whole = {
+      {{"role", "user"}, {"content", first}},
+      {{"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", output_text(t1)}}}}},
+      {{"role", "user"}, {"content", "And then?"}}};
+  const json ref = post_ok(s, "/v1/responses", responses({{"input", whole}, {"store", false}}));
+  EXPECT_EQ(t2["usage"]["input_tokens"], ref["usage"]["input_tokens"]);
+  EXPECT_EQ(output_text(t2), output_text(ref));
+  EXPECT_GE(t2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>(),
+            t1["usage"]["total_tokens"].get<int64_t>() - 2)
+      << t2["usage"].dump();
+  // a deleted response's items are no longer found
+  int st = 0;
+  auto d = s.client->Delete(("/v1/responses/" + t1["id"].get<std::string>()).c_str());
+  ASSERT_TRUE(d && d->status == 200);
+  const json gone = s.post("/v1/responses", responses({{"input", by_ref}}), &st);
+  EXPECT_EQ(st, 400) << gone.dump();
+  EXPECT_EQ(gone["error"]["param"], "input[1].id") << gone.dump();
 }
 
 // GET /v1/responses/{id} answers the stored Response as it was sent; DELETE forgets it; a response
