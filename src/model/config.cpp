@@ -14,6 +14,7 @@ constexpr std::pair<Arch, const char*> kArchNames[] = {
     {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"},           {Arch::Qwen3Moe, "qwen3moe"},
     {Arch::Qwen3Vl, "qwen3vl"},     {Arch::Qwen3VlMoe, "qwen3vlmoe"}, {Arch::Smollm3, "smollm3"},
     {Arch::Gemma3, "gemma3"},
+    {Arch::Phi3, "phi3"},
 };
 }  // namespace
 
@@ -64,6 +65,12 @@ Status ModelConfig::validate(const std::string& src) const {
       return bad("MLA head dim must be qk_nope + qk_rope, and the rope acts on the qk_rope dims");
     if (n_kv_heads != n_heads) return bad("MLA has one KV head per query head");
   }
+  for (const auto* v : {&longrope.short_factors, &longrope.long_factors})
+    if (!v->empty() && int(v->size()) != rope.n_pairs())
+      return bad(fmt::format("{} LongRoPE factors for {} rope pairs", v->size(), rope.n_pairs()));
+  if (longrope.enabled() && longrope.orig_ctx <= 0)
+    return bad("LongRoPE needs an original context length");
+  if (!(rope.attn_factor > 0)) return bad("rope attn_factor must be > 0");
   if (rope.yarn.ext_factor != 0 &&
       (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
     return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
@@ -120,9 +127,26 @@ std::vector<std::string> model_features(const ModelConfig& c) {
     f.push_back(fmt::format("deepstack ({} layers: image rows carry {} x {} values)", c.n_deepstack,
                             1 + c.n_deepstack, c.dim));
   if (c.rope.yarn.ext_factor != 0) f.push_back("yarn");
+  if (c.rope.n_rot < c.head_dim && c.attention == AttentionKind::Gqa)
+    f.push_back(
+        fmt::format("partial_rotary ({} of {} head dims rotated)", c.rope.n_rot, c.head_dim));
+  if (c.longrope.enabled()) {  // which set select_rope_context chose (ops/rope.h, LongRope)
+    const char* set = c.rope.freq_factors.empty()                       ? "no"
+                      : c.rope.freq_factors == c.longrope.short_factors ? "short"
+                                                                        : "long";
+    f.push_back(
+        fmt::format("longrope ({} factors in use; long above the original context {}; "
+                    "attn_factor {:.4f})",
+                    set, c.longrope.orig_ctx, c.rope.attn_factor));
+  }
   if (c.tied_output) f.push_back("tied_output");
   add_layer_kind_features(c, f);
   return f;
+}
+
+void select_rope_context(ModelConfig& c, int64_t n_ctx) {
+  if (!c.longrope.enabled()) return;
+  c.rope.freq_factors = c.longrope.for_context(n_ctx > 0 ? n_ctx : c.ctx_len);
 }
 
 }  // namespace kamera

@@ -31,10 +31,11 @@ enum class Arch : uint8_t {
   Qwen3Vl,
   Qwen3VlMoe,
   Smollm3,
-  Gemma3
+  Gemma3,
+  Phi3  // Phi-3, Phi-4-mini: fused qkv and gate+up, partial rotary, LongRoPE (model/phi3.h)
 };
 // "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe",
-// "smollm3", "gemma3"
+// "smollm3", "gemma3", "phi3"
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
 std::string arch_names();       // the names above, comma-separated
@@ -58,6 +59,9 @@ inline bool is_mrope(Arch a) {  // positions (t, h, w): the Qwen-VL decoders
 }
 inline bool is_qwen(Arch a) {  // the NeoX rope layout
   return is_qwen2(a) || is_qwen3(a);
+}
+inline bool is_neox_rope(Arch a) {
+  return is_qwen(a) || a == Arch::Phi3;
 }
 
 // How a GGUF file writes MLA (model/deepseek2.h); both load to the same model (wkv_b per head:
@@ -110,6 +114,7 @@ struct ModelConfig {
   MoeConfig moe;            // deepseek2: routed and shared experts (model/moe.h)
   double yarn_log_mul = 0;  // deepseek2 YaRN: attention mscale (model/deepseek2.h)
   double yarn_attn_factor = 1;
+  LongRope longrope;  // phi3: both factor sets; rope.freq_factors holds the chosen one
   // qwen3vl: embedding rows carry 1 + n_deepstack slices of dim values; slice k + 1 is added to
   // the hidden state after layer k (model/qwen3vl.h). Token rows carry none.
   int n_deepstack = 0;
@@ -133,9 +138,13 @@ struct ModelConfig {
 };
 
 // What `kamera info -m` lists: "gqa" or "mla" (with "mla_layout ..."), "qkv_bias", "qk_norm",
-// "moe (E experts, k used, ...)", "mrope (...)", "deepstack (N layers)", "yarn", "tied_output", and
-// the layer kinds (model/layer_kinds.h: "nope (...)", "sliding_window (...)", gemma3's norms and
-// scales).
+// "moe (E experts, k used, ...)", "mrope (...)", "deepstack (N layers)", "yarn",
+// "partial_rotary (...)", "longrope (...)", "tied_output", and the layer kinds
+// (model/layer_kinds.h: "nope (...)", "sliding_window (...)", gemma3's norms and scales).
 std::vector<std::string> model_features(const ModelConfig& c);
+
+// Chooses c.longrope's factor set for a context of n_ctx tokens (0: the trained context) into
+// c.rope.freq_factors; nothing without LongRoPE.
+void select_rope_context(ModelConfig& c, int64_t n_ctx);
 
 }  // namespace kamera

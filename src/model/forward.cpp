@@ -262,6 +262,10 @@ void Engine::qkv_projections(const LayerWeights& L, int n) {
     rmsnorm(q_.data(), L.q_norm.data(), q_.data(), n * c.n_heads, c.head_dim, c.rms_eps, &pool_);
     rmsnorm(k_.data(), L.k_norm.data(), k_.data(), n * c.n_kv_heads, c.head_dim, c.rms_eps, &pool_);
   }
+  if (c.rope.attn_factor != 1.0) {  // phi3: the rotated dims' magnitude (ops/rope.h)
+    rope_scale_rotary(c.rope, q_.data(), n * c.n_heads);
+    rope_scale_rotary(c.rope, k_.data(), n * c.n_kv_heads);
+  }
 }
 
 // x += W_o att; x += FFN(RMSNorm(x)) for n rows (att_ holds the attention output).

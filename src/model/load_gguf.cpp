@@ -1,6 +1,6 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
-// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe, smollm3, gemma3). Weight matrices stay
-// in the file's type and point into its mapping.
+// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe, smollm3, gemma3, phi3). Weight
+// matrices stay in the file's type and point into its mapping.
 //
 // load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
 // shape, MLA, M-RoPE sections, rope frequency and scaling, what the tensors present imply), the
@@ -16,6 +16,7 @@
 #include "model/deepseek2.h"
 #include "model/layer_kinds.h"
 #include "model/model.h"
+#include "model/phi3.h"
 #include "model/qwen3.h"
 #include "model/qwen3vl.h"
 #include "model/repack.h"
@@ -138,7 +139,7 @@ Status read_shape(const GgufModelReader& r, const std::string& path, ModelConfig
     return make_error(ErrorCode::Unsupported, "{}: key_length != value_length is not supported",
                       path);
   c.rms_eps = float(r.float_or(gk::kRmsEps, 1e-5));
-  c.rope.layout = is_qwen(c.arch) || is_gemma3(c.arch) ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope.layout = is_neox_rope(c.arch) || is_gemma3(c.arch) ? RopeLayout::Neox : RopeLayout::Normal;
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = int(r.int_or(gk::kRopeDimensionCount, c.head_dim));
   return Status::Ok();
@@ -216,6 +217,7 @@ Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) 
   c.qk_norm = is_qwen3(c.arch);  // model/qwen3.h
   if (is_qwen3_moe(c.arch)) KAMERA_TRY(read_qwen3moe_hparams(f, c));
   if (is_qwen3vl(c.arch)) KAMERA_TRY(read_qwen3vl_hparams(f, c));
+  if (c.arch == Arch::Phi3) KAMERA_TRY(read_phi3_hparams(f, c));  // model/phi3.h
   KAMERA_TRY(read_rope_frequency(r, f, c));
   KAMERA_TRY(read_layer_kinds(f, c));  // smollm3, gemma3 (model/layer_kinds.h)
   KAMERA_TRY(read_tensor_flags(r, f, c));
@@ -281,6 +283,15 @@ Status load_mla_attention(GgufModelReader& r, const ModelConfig& c, const std::s
 Status load_attention(GgufModelReader& r, const ModelConfig& c, const std::string& p,
                       LayerWeights& l) {
   const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width();
+  const GgufTensor* qkv = nullptr;  // phi3's fused q, k, v rows (model/phi3.h), or apart
+  if (c.arch == Arch::Phi3) {
+    KAMERA_ASSIGN_OR_RETURN(qkv, r.find(p + "attn_qkv.weight", {d, q + 2 * kv}, true));
+  }
+  if (qkv != nullptr) {
+    KAMERA_ASSIGN_OR_RETURN(auto parts, split_rows(*qkv, {q, kv, kv}));
+    l.wq = std::move(parts[0]), l.wk = std::move(parts[1]), l.wv = std::move(parts[2]);
+    return r.weight(p + "attn_output.weight", {q, d}, l.wo);
+  }
   KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
   KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
   KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
@@ -304,6 +315,12 @@ Status load_ffn(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int
     if (c.moe.selection_bias)  // DeepSeek-V3's per-expert selection bias (model/moe.h)
       KAMERA_TRY(r.tensor(p + "exp_probs_b.bias", {c.moe.n_experts}, l.moe.exp_probs_b));
     return Status::Ok();
+  }
+  if (c.arch == Arch::Phi3) {  // one ffn_up of the gate rows then the up rows (model/phi3.h)
+    KAMERA_ASSIGN_OR_RETURN(const GgufTensor* up, r.find(p + "ffn_up.weight", {d, 2 * h}, false));
+    KAMERA_ASSIGN_OR_RETURN(auto parts, split_rows(*up, {h, h}));
+    l.w_gate = std::move(parts[0]), l.w_up = std::move(parts[1]);
+    return r.weight(p + "ffn_down.weight", {h, d}, l.w_down);
   }
   KAMERA_TRY(r.weight(p + "ffn_gate.weight", {d, h}, l.w_gate));
   KAMERA_TRY(r.weight(p + "ffn_down.weight", {h, d}, l.w_down));
@@ -333,9 +350,23 @@ Status load_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, i
   return Status::Ok();
 }
 
+// phi3's LongRoPE factor sets (global tensors, n_rot / 2 values each, every one > 0).
+Status load_longrope(GgufModelReader& r, const GgufFile& f, ModelConfig& c) {
+  LongRope& lr = c.longrope;
+  KAMERA_TRY(r.tensor("rope_factors_short.weight", {c.rope.n_pairs()}, lr.short_factors, true));
+  KAMERA_TRY(r.tensor("rope_factors_long.weight", {c.rope.n_pairs()}, lr.long_factors, true));
+  for (const auto* v : {&lr.short_factors, &lr.long_factors})
+    for (float x : *v)
+      if (!(x > 0))
+        return make_error(ErrorCode::CorruptData, "{}: a rope factor is {} (must be > 0)", f.name(),
+                          x);
+  return Status::Ok();
+}
+
 Status load_weights(GgufModelReader& r, const GgufFile& f, Model& m) {
   KAMERA_TRY(load_head(r, m));
   KAMERA_TRY(accept_rerank_head(r, f, m.cfg));
+  if (m.cfg.arch == Arch::Phi3) KAMERA_TRY(load_longrope(r, f, m.cfg));
   m.layers.resize(m.cfg.n_layers);
   for (int i = 0; i < m.cfg.n_layers; ++i) KAMERA_TRY(load_layer(r, f, m.cfg, i, m.layers[i]));
   return Status::Ok();
@@ -392,8 +423,9 @@ Result<std::unique_ptr<Model>> read_gguf_model(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path) {
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx) {
   KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, read_gguf_model(path));
+  select_rope_context(m->cfg, n_ctx);
   malloc_trim(0);  // the freed metadata's pages go back before the repacked weights are written
   m->fingerprint = compute_fingerprint(*m);
   repack_for_decode(*m);

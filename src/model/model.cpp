@@ -113,6 +113,12 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
       add(l.attn_post_norm);
       add(l.ffn_post_norm);
     }
+  // phi3's rotated-dims magnitude and the LongRoPE factors in use (the short and the long set
+  // give other keys); nothing otherwise: older fingerprints stay
+  if (c.arch == Arch::Phi3 || c.rope.attn_factor != 1.0 || !c.rope.freq_factors.empty()) {
+    XXH3_128bits_update(st, &c.rope.attn_factor, sizeof(double));
+    add(c.rope.freq_factors);
+  }
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return {h.high64, h.low64};
@@ -168,7 +174,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
   const auto* bytes = static_cast<const uint8_t*>((*mapped)->base);
   const size_t size = (*mapped)->size;
   const bool is_gguf = size >= 4 && std::memcmp(bytes, "GGUF", 4) == 0;
-  auto model = is_gguf ? load_gguf_model(path) : load_llama2c_bytes(bytes, size, path);
+  auto model = is_gguf ? load_gguf_model(path, opts.n_ctx) : load_llama2c_bytes(bytes, size, path);
   if (!model.ok()) return model.error();
   if (is_gguf && opts.tokenizer_path.empty()) return model;
   // llama2.c checkpoints carry no vocabulary: use -z, else tokenizer.bin / tok<N>.bin beside it.

@@ -70,6 +70,9 @@ struct Model {
 
 struct LoadOptions {
   std::string tokenizer_path;  // llama2.c tokenizer.bin (llama2.c checkpoints carry none)
+  // The context the model will run in (0: its trained context): picks LongRoPE's factor set
+  // (phi3) as llama.cpp's n_ctx does.
+  int64_t n_ctx = 0;
 };
 
 // Detects the format from the file's first bytes: "GGUF", llama2.c v1 ("ak42" magic), or a
@@ -79,7 +82,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
 // Parsers over bytes the caller owns (also the fuzz entry points).
 Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t size,
                                                   const std::string& name);
-Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path);
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx = 0);
 
 // XXH3-128 over the config and every weight; set by the loaders.
 std::array<uint64_t, 2> compute_fingerprint(const Model& m);

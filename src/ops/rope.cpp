@@ -101,6 +101,13 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
   }
 }
 
+void rope_scale_rotary(const RopeDesc& d, float* x, int n_heads) {
+  if (d.attn_factor == 1.0) return;
+  const float m = float(d.attn_factor);
+  for (int h = 0; h < n_heads; ++h)
+    for (int i = 0; i < d.n_rot; ++i) x[size_t(h) * d.head_dim + i] *= m;
+}
+
 void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse) {
   const int half = d.n_rot / 2;
   for (int h = 0; h < n_heads; ++h) {

@@ -54,12 +54,30 @@ struct RopeDesc {
   MropeMode mrope = MropeMode::None;
   std::array<int, 4> sections{};  // pairs per component (t, h, w, extra) when mrope != None
   YarnRamp yarn;
+  // LongRoPE (phi3): pair i's frequency divided by freq_factors[i] (n_pairs values; empty: none),
+  // the set LongRope::for_context chose. Still a rotation by pos * freq(i): relocation is exact.
+  std::vector<float> freq_factors;
+  // Magnitude of the rotated dims of q and k (rope.scaling.attn_factor; ggml's mscale with
+  // ext_factor 0): they are multiplied by it, the dims >= n_rot are not (rope_scale_rotary).
+  double attn_factor = 1.0;
 
   int n_pairs() const { return n_rot / 2; }
   // Radians per position of pair i (ops/rope_yarn.cpp).
   double pair_freq(int pair) const;
   // Which position component (0 = t, 1 = h, 2 = w) pair i reads.
   int component(int pair) const;
+};
+
+// LongRoPE's two factor sets (phi3 GGUF: rope_factors_short / rope_factors_long, n_pairs each)
+// and the context they were trained around. As llama.cpp chooses: the long factors when the
+// context exceeds orig_ctx, else the short ones.
+struct LongRope {
+  std::vector<float> short_factors, long_factors;
+  int orig_ctx = 0;
+  bool enabled() const { return !short_factors.empty() || !long_factors.empty(); }
+  const std::vector<float>& for_context(int64_t n_ctx) const {
+    return n_ctx > orig_ctx ? long_factors : short_factors;
+  }
 };
 
 // cos/sin of every pair for positions [0, max_pos) precomputed; other positions (negative, or
@@ -93,6 +111,10 @@ class RopeCache {
 // Rotates one token's heads in place: x is n_heads x head_dim. inverse rotates by -angle.
 void rope_apply(const RopeDesc& d, const float* cos, const float* sin, float* x, int n_heads,
                 bool inverse = false);
+
+// Multiplies the first n_rot dims of each of n_heads heads by d.attn_factor (nothing when it is
+// 1); rotation is linear, so scaling before rope_apply is scaling the rotated values.
+void rope_scale_rotary(const RopeDesc& d, float* x, int n_heads);
 
 // Scalar reference: evaluates angles itself in double and rotates one token (tests only).
 void rope_apply_reference(const RopeDesc& d, int64_t pos, float* x, int n_heads, bool inverse);

@@ -1,5 +1,6 @@
 // Per-pair rotary frequencies: plain (theta and a linear position scale) or YaRN's ramp between
-// the interpolated and the trained frequency (ops/rope.h, YarnRamp).
+// the interpolated and the trained frequency (ops/rope.h, YarnRamp); LongRoPE's per-pair factors
+// divide either.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -20,7 +21,9 @@ float yarn_pair_of(int n_rot, int orig_ctx, float turns, float theta) {
 }  // namespace
 
 double RopeDesc::pair_freq(int pair) const {
-  const double trained = std::pow(theta, -2.0 * pair / double(n_rot));
+  // LongRoPE divides the trained frequency of each pair by its factor (ggml's freq_factors)
+  const double factor = freq_factors.empty() ? 1.0 : double(freq_factors[size_t(pair)]);
+  const double trained = std::pow(theta, -2.0 * pair / double(n_rot)) / factor;
   if (yarn.ext_factor == 0.0) return freq_scale * trained;
   // pairs [0, lo] keep the trained frequency (they turn many times within the original
   // context), pairs from hi on are interpolated, a linear ramp between

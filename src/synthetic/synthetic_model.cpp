@@ -13,6 +13,7 @@
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
 #include "synthetic/layer_kind_shapes.h"
+#include "synthetic/phi3_shapes.h"
 #include "synthetic/qwen3_shapes.h"
 #include "synthetic/reranker.h"
 #include "synthetic/vocab.h"
@@ -70,6 +71,8 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
       return {"tiny", "3b"};
     case Arch::Gemma3:
       return {"tiny", "1b"};
+    case Arch::Phi3:
+      return {"tiny", "phi4-mini"};
   }
   return {"tiny"};
 }
@@ -103,6 +106,8 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     if (!layer_kind_preset(arch, preset, c)) return std::nullopt;  // synthetic/layer_kind_shapes.h
     c.rope.n_rot = c.head_dim;
     finish_rope(c);
+  } else if (arch == Arch::Phi3) {
+    if (!phi3_preset(preset, c)) return std::nullopt;  // synthetic/phi3_shapes.h
     return c;
   } else if (preset == "tiny") {
     c.dim = 64;
@@ -299,7 +304,7 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
 
 std::vector<std::string> llama_cpp_incompatibilities(const ModelConfig& c) {
   std::vector<std::string> out;
-  if (c.attention != AttentionKind::Mla && c.rope.n_rot != c.head_dim)
+  if (c.attention != AttentionKind::Mla && c.rope.n_rot != c.head_dim && c.arch != Arch::Phi3)
     out.push_back(
         "partial rotary (rope_dims < head_dim): llama.cpp's llama/qwen2 loaders require "
         "rope.dimension_count == head_dim");
@@ -351,8 +356,10 @@ int64_t count_parameters(const ModelConfig& c) {
     if (c.qk_norm) layer += 2 * c.head_dim;
     if (is_gemma3(c.arch)) layer += 2 * d;  // post norms
   }
+  const int64_t longrope =
+      int64_t(c.longrope.short_factors.size() + c.longrope.long_factors.size());
   return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
-         moe_extra_parameters(c);
+         moe_extra_parameters(c) + longrope;
 }
 
 namespace {
@@ -388,9 +395,16 @@ Status write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path) 
     return make_error(ErrorCode::InvalidArgument, "make-model: vocabulary: {}", vocab.message());
   if (!spec.vocab && is_mrope(spec.cfg.arch)) add_vision_tokens(*vocab);
   if (!spec.vocab && spec.reranker) add_rerank_labels(*vocab, spec.control_tokens.size());
+  if (!spec.vocab && spec.cfg.arch == Arch::Phi3) {  // synthetic/phi3_shapes.h
+    add_control_tokens(*vocab, phi3_control_tokens(), 0);
+    vocab->chat_template = phi3_chat_template();
+  }
   if (!spec.control_tokens.empty() &&
       (spec.vocab ||
-       !add_control_tokens(*vocab, spec.control_tokens, is_mrope(spec.cfg.arch) ? 4 : 0)))
+       !add_control_tokens(*vocab, spec.control_tokens,
+                           is_mrope(spec.cfg.arch)       ? 4
+                           : spec.cfg.arch == Arch::Phi3 ? phi3_control_tokens().size()
+                                                         : 0)))
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: control tokens go into the synthetic vocabulary of 300 pieces "
                       "or more (not with --vocab: give them in its tokenizer.json)");
@@ -423,10 +437,10 @@ namespace gk = gguf_key;
 
 // What a decoder file of c.arch must be, and the vocabulary it carries.
 Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
-  const bool qwen = is_qwen(c.arch) || is_gemma3(c.arch);
+  const bool qwen = is_neox_rope(c.arch) || is_gemma3(c.arch);
   if (qwen && c.rope.layout != RopeLayout::Neox)
     return make_error(ErrorCode::InvalidArgument,
-                      "make-model: qwen2 and qwen2vl use the NeoX rope layout");
+                      "make-model: qwen2, qwen2vl, qwen3 and phi3 use the NeoX rope layout");
   if (!qwen && c.rope.layout != RopeLayout::Normal)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: {} uses the normal (interleaved pair) rope layout",
@@ -491,6 +505,7 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
   }
   write_qwen3moe_keys(w, c);    // qwen3moe, qwen3vl(moe): synthetic/qwen3_shapes.h
   write_layer_kind_keys(w, c);  // gemma3: synthetic/layer_kind_shapes.h
+  write_phi3_keys(w, c);        // phi3: synthetic/phi3_shapes.h
   w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
     w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
@@ -515,6 +530,10 @@ class DecoderTensors {
     weight("token_embd.weight", d, V);
     norm("output_norm.weight", d);
     if (!c_.tied_output) weight("output.weight", d, V);
+    if (c_.longrope.enabled()) {  // phi3: the config's factor sets (model/phi3.h)
+      values("rope_factors_long.weight", c_.longrope.long_factors);
+      values("rope_factors_short.weight", c_.longrope.short_factors);
+    }
     for (int i = 0; i < c_.n_layers; ++i) add_layer(i);
   }
 
@@ -526,6 +545,11 @@ class DecoderTensors {
   void norm(const std::string& name, int64_t n) {  // and biases
     const TensorFill& fill = fill_;
     w_.add_tensor(name, {n}, DType::F32, [=, &fill](float* dst) { fill(name, {n}, dst); });
+  }
+
+  void values(const std::string& name, const std::vector<float>& v) {
+    w_.add_tensor(name, {int64_t(v.size())}, DType::F32,
+                  [v](float* dst) { std::copy(v.begin(), v.end(), dst); });
   }
 
   void add_mla_attention(const std::string& p) {
@@ -574,6 +598,11 @@ class DecoderTensors {
 
   void add_attention(const std::string& p) {
     const int64_t d = c_.dim, q = c_.q_width(), kv = c_.kv_width();
+    if (c_.arch == Arch::Phi3) {  // fused q, k, v rows, as llama.cpp's converter writes them
+      weight(p + "attn_qkv.weight", d, q + 2 * kv);
+      weight(p + "attn_output.weight", q, d);
+      return;
+    }
     weight(p + "attn_q.weight", d, q);
     weight(p + "attn_k.weight", d, kv);
     weight(p + "attn_v.weight", d, kv);
@@ -608,6 +637,11 @@ class DecoderTensors {
       for (const MoeTensorSpec& t : moe_layer_tensors(c_, i))
         w_.add_tensor(t.name, t.ne, t.keep_f32 ? DType::F32 : wt_,
                       [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
+      return;
+    }
+    if (c_.arch == Arch::Phi3) {  // gate rows then up rows in one ffn_up
+      weight(p + "ffn_up.weight", d, 2 * h);
+      weight(p + "ffn_down.weight", h, d);
       return;
     }
     weight(p + "ffn_gate.weight", d, h);

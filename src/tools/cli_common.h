@@ -83,6 +83,11 @@ Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model,
 void add_kv_type_option(CLI::App& app);
 DType kv_type_option();
 
+// --rope-context (cli_rope_context.cpp) on the subcommands that load a model, and its value
+// (read by load_for_cli into LoadOptions::n_ctx).
+void add_rope_context_option(CLI::App& app);
+int64_t rope_context_option();
+
 // The -m/--model, -t/--threads and --json options every subcommand shares.
 void add_model_option(CLI::App& app, std::string& model);
 void add_threads_option(CLI::App& app, int& threads);

@@ -107,7 +107,8 @@ Runner add_make_model(CLI::App& app) {
                  "Architecture: llama, qwen2, qwen2vl (M-RoPE), deepseek2 (MLA), qwen3, "
                  "qwen3moe (per-head q/k norms; top-k experts), qwen3vl, qwen3vlmoe (interleaved "
                  "M-RoPE, deepstack), smollm3 (NoPE layers), gemma3 (sliding-window and global "
-                 "layers) decoders, or qwen2vl-mmproj, qwen25vl-mmproj, "
+                 "layers), phi3 (fused qkv and gate+up, partial rotary, LongRoPE) "
+                 "decoders, or qwen2vl-mmproj, qwen25vl-mmproj, "
                  "qwen3vl-mmproj, kimivl-mmproj (vision towers in llama.cpp's mmproj layout)")
       ->capture_default_str();
   app.add_option("--preset", a->preset,
@@ -127,7 +128,9 @@ Runner add_make_model(CLI::App& app) {
                  "(Qwen3-VL-30B-A3B's tower); qwen3vlmoe: 30b-a3b-3l (Qwen3-VL-30B-A3B's decoder, "
                  "3 of its 48 layers); smollm3: 3b (SmolLM3-3B: no rope on every fourth layer); "
                  "gemma3: 1b (Gemma-3-1B's text decoder: 5 sliding-window layers of 512 per "
-                 "global one)");
+                 "global one); phi3: phi4-mini (Phi-4-mini-instruct's shapes: 32 layers, "
+                 "3072 wide, 24 heads of 128 with 96 rotated, 8 KV heads, LongRoPE over 4096 of "
+                 "131072; made-up factor values)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"

@@ -48,6 +48,7 @@ Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
                                                   const std::string& tokenizer) {
   LoadOptions opts;
   opts.tokenizer_path = tokenizer;
+  opts.n_ctx = rope_context_option();
   KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(path, opts));
   return std::shared_ptr<const Model>(std::move(m));
 }
@@ -128,7 +129,8 @@ int main(int argc, char** argv) {
       "kamera: an inference engine whose KV cache is position-free.\n"
       "Chunks are prefilled once and reused at any position (exact RoPE relocation plus a\n"
       "low-rank conditioning patch). Models: GGUF (llama, qwen2, qwen2vl, deepseek2, qwen3,\n"
-      "qwen3moe, qwen3vl, qwen3vlmoe; weights run in their file's type: F32, F16, BF16, Q4_0 ... "
+      "qwen3moe, qwen3vl, qwen3vlmoe, phi3; weights run in their file's type: F32, F16, BF16, Q4_0 "
+      "... "
       "Q8_0, Q2_K ... Q6_K,\n"
       "IQ4_NL, IQ4_XS)\n"
       "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
         "generate",     "chat", "logits", "bench",     "reuse-bench",
         "window-bench", "eval", "demo",   "vlm-bench", "serve"};
     if (with_context.count(name)) add_kv_type_option(*sub);
+    if (with_context.count(name) || std::string(name) == "info") add_rope_context_option(*sub);
   };
   reg("generate", "Generate text from a prompt (BOS first, as llama2.c does)", add_generate);
   reg("chat", "Multi-turn chat with the model's chat template; the conversation stays cached",

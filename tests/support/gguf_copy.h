@@ -36,10 +36,12 @@ inline std::vector<float> prefill_all(const Model& m, const std::vector<int32_t>
   return r.ok() ? *r : std::vector<float>{};
 }
 
-// A copy of a GGUF with keys replaced or added (`set`) and extra f32 tensors, every tensor as f32.
+// A copy of a GGUF with keys replaced or added (`set`) and extra f32 tensors, every tensor as f32
+// (the 2-D ones as `matrix_type`).
 inline void copy_gguf(const std::string& from, const std::string& to,
                       const std::function<void(GgufWriter&)>& set,
-                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {}) {
+                      const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {},
+                      DType matrix_type = DType::F32) {
   auto f = GgufFile::open(from);
   ASSERT_TRUE(f.ok()) << f.message();
   GgufWriter w;
@@ -70,7 +72,7 @@ inline void copy_gguf(const std::string& from, const std::string& to,
   for (const GgufTensor& t : (*f)->tensors()) {
     auto data = (*f)->read_f32(t);
     ASSERT_TRUE(data.ok());
-    w.add_tensor(t.name, t.ne, DType::F32,
+    w.add_tensor(t.name, t.ne, t.ne.size() == 2 ? matrix_type : DType::F32,
                  [d = *data](float* dst) { std::copy(d.begin(), d.end(), dst); });
   }
   for (const auto& [name, ne] : extra)

@@ -103,7 +103,12 @@ TEST(Info, ModelFamilyAndFeatures) {
                 {"mla (kv_lora 32, rope 8)", "moe (8 experts, 2 used, 2 shared",
                  "v3_routing (sigmoid scores, selection bias exp_probs_b, 1 of 1 groups, "
                  "weights x 2.446)"},
-                "kimi-vl-tiny"}};
+                "kimi-vl-tiny"},
+      {"phi3",
+       {"gqa (4 heads, 2 kv heads, head 16)", "partial_rotary (12 of 16 head dims rotated)",
+        "longrope (long factors in use; long above the original context 4096; "
+        "attn_factor 1.0408)"}}};
+
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.arch) + " " + c.preset);
     const std::string model =
@@ -123,4 +128,25 @@ TEST(Info, ModelFamilyAndFeatures) {
     }
     std::remove(model.c_str());
   }
+}
+
+// --rope-context picks phi3's LongRoPE set as llama.cpp's n_ctx does: the long factors above the
+// original context (4096 for make-model's phi3 tiny, trained to 8192; the default is the trained
+// context), the short ones at or below it.
+TEST(Info, RopeContextChoosesTheLongRopeSet) {
+  const std::string model = unique_temp("kamera-info-phi3-ctx.gguf");
+  const std::string mk = std::string(KAMERA_BINARY_DIR) + "/bin/kamera make-model --arch phi3 -o " +
+                         model + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(mk.c_str()), 0);
+  for (const auto& [ctx, set] : {std::pair{"", "long"},
+                                 {" --rope-context 4096", "short"},
+                                 {" --rope-context 4097", "long"}}) {
+    const auto j = info_json("", "-m " + model + ctx);
+    ASSERT_TRUE(j.contains("model")) << ctx;
+    std::string all;
+    for (const auto& f : j["model"]["features"]) all += f.get<std::string>() + "; ";
+    EXPECT_NE(all.find(std::string("longrope (") + set + " factors in use"), std::string::npos)
+        << ctx << ": " << all;
+  }
+  std::remove(model.c_str());
 }
