@@ -57,7 +57,9 @@ std::optional<nlohmann::ordered_json> ResponseStore::item(const std::string& id,
   for (const Entry& e : lru_) {
     const StoredResponse& r = *e.r;
     if (!r.owner.empty() && r.owner != owner) continue;
-    if (auto* i = holds(r.object.value("output", nlohmann::ordered_json()))) return *i;
+    const auto output = r.object.find("output");  // a reference into the stored object
+    if (output != r.object.end())
+      if (auto* i = holds(*output)) return *i;
     if (auto* i = holds(r.input)) return *i;
   }
   return std::nullopt;

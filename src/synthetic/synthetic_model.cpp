@@ -106,6 +106,7 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     if (!layer_kind_preset(arch, preset, c)) return std::nullopt;  // synthetic/layer_kind_shapes.h
     c.rope.n_rot = c.head_dim;
     finish_rope(c);
+    return c;
   } else if (arch == Arch::Phi3) {
     if (!phi3_preset(preset, c)) return std::nullopt;  // synthetic/phi3_shapes.h
     return c;
@@ -439,8 +440,9 @@ namespace gk = gguf_key;
 Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
   const bool qwen = is_neox_rope(c.arch) || is_gemma3(c.arch);
   if (qwen && c.rope.layout != RopeLayout::Neox)
-    return make_error(ErrorCode::InvalidArgument,
-                      "make-model: qwen2, qwen2vl, qwen3 and phi3 use the NeoX rope layout");
+    return make_error(
+        ErrorCode::InvalidArgument,
+        "make-model: qwen2, qwen2vl, qwen3, gemma3 and phi3 use the NeoX rope layout");
   if (!qwen && c.rope.layout != RopeLayout::Normal)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: {} uses the normal (interleaved pair) rope layout",

@@ -350,7 +350,8 @@ TEST(ServerResponses, AnItemReferenceIsTheStoredItemItNames) {
   const json by_ref = {{{"role", "user"}, {"content", first}},
                        {{"type", "item_reference"}, {"id", msg["id"]}},
                        {{"role", "user"}, {"content", "And then?"}}};
-  const json t2 = post_ok(s, "/v1/responses", responses({{"input", by_ref}}));
+  // store: false, so that after t1 is deleted no stored response holds the item
+  const json t2 = post_ok(s, "/v1/responses", responses({{"input", by_ref}, {"store", false}}));
   const json whole = {
       {{"role", "user"}, {"content", first}},
       {{"role", "assistant"}, {"content", {{{"type", "output_text"}, {"text", output_text(t1)}}}}},
