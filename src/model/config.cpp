@@ -10,10 +10,11 @@ namespace kamera {
 
 namespace {
 constexpr std::pair<Arch, const char*> kArchNames[] = {
-    {Arch::Llama, "llama"},         {Arch::Qwen2, "qwen2"},           {Arch::Qwen2Vl, "qwen2vl"},
-    {Arch::Deepseek2, "deepseek2"}, {Arch::Qwen3, "qwen3"},           {Arch::Qwen3Moe, "qwen3moe"},
-    {Arch::Qwen3Vl, "qwen3vl"},     {Arch::Qwen3VlMoe, "qwen3vlmoe"}, {Arch::Smollm3, "smollm3"},
-    {Arch::Gemma3, "gemma3"},
+    {Arch::Llama, "llama"},     {Arch::Qwen2, "qwen2"},
+    {Arch::Qwen2Vl, "qwen2vl"}, {Arch::Deepseek2, "deepseek2"},
+    {Arch::Qwen3, "qwen3"},     {Arch::Qwen3Moe, "qwen3moe"},
+    {Arch::Qwen3Vl, "qwen3vl"}, {Arch::Qwen3VlMoe, "qwen3vlmoe"},
+    {Arch::Smollm3, "smollm3"}, {Arch::Gemma3, "gemma3"},
     {Arch::Phi3, "phi3"},
 };
 }  // namespace

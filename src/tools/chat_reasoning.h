@@ -1,7 +1,8 @@
 // How `kamera chat` shows a thinking model's reasoning (the <think> block its chat template has
 // it write, or opens for it in the generation prompt): split off the reply as it streams by the
 // server's parser (toolcall/reasoning.h), printed above the answer with every line prefixed by
-// "| " (dimmed on a terminal; "> " is the input prompt), or hidden, or left in the reply as the model wrote it.
+// "| " (dimmed on a terminal; "> " is the input prompt), or hidden, or left in the reply as the
+// model wrote it.
 #pragma once
 
 #include <cstdio>

@@ -88,22 +88,23 @@ TEST(Info, ModelFamilyAndFeatures) {
     std::vector<std::string> want;
     const char* preset = "tiny";
     const char* args = "";
-  } cases[] = {{"qwen3", {"gqa (4 heads, 2 kv heads, head 32)", "qk_norm"}},
-               {"qwen3moe", {"qk_norm", "moe (8 experts, 2 used, 0 shared", "top-k normalized"}},
-               {"qwen3vl", {"qk_norm", "mrope (interleaved)", "deepstack (2 layers"}},
-               {"qwen3vlmoe", {"moe (8 experts", "mrope (interleaved)", "deepstack (2 layers"}},
-               {"qwen2", {"gqa", "qkv_bias"}},
-               {"deepseek2", {"mla (kv_lora 32, rope 8)", "mla_layout split"}},
-               {"deepseek2", {"mla_layout kv_b"}, "tiny", " --mla-layout kv_b"},
-               {"smollm3", {"nope (no rope on layers 3:"}},
-               {"gemma3",
-                {"qk_norm", "sliding_window (8 positions on layers 0, 1, 2, 3, 4, local rope base",
-                 "gemma3 (embedding x sqrt(dim)"}},
-               {"deepseek2",
-                {"mla (kv_lora 32, rope 8)", "moe (8 experts, 2 used, 2 shared",
-                 "v3_routing (sigmoid scores, selection bias exp_probs_b, 1 of 1 groups, "
-                 "weights x 2.446)"},
-                "kimi-vl-tiny"},
+  } cases[] = {
+      {"qwen3", {"gqa (4 heads, 2 kv heads, head 32)", "qk_norm"}},
+      {"qwen3moe", {"qk_norm", "moe (8 experts, 2 used, 0 shared", "top-k normalized"}},
+      {"qwen3vl", {"qk_norm", "mrope (interleaved)", "deepstack (2 layers"}},
+      {"qwen3vlmoe", {"moe (8 experts", "mrope (interleaved)", "deepstack (2 layers"}},
+      {"qwen2", {"gqa", "qkv_bias"}},
+      {"deepseek2", {"mla (kv_lora 32, rope 8)", "mla_layout split"}},
+      {"deepseek2", {"mla_layout kv_b"}, "tiny", " --mla-layout kv_b"},
+      {"smollm3", {"nope (no rope on layers 3:"}},
+      {"gemma3",
+       {"qk_norm", "sliding_window (8 positions on layers 0, 1, 2, 3, 4, local rope base",
+        "gemma3 (embedding x sqrt(dim)"}},
+      {"deepseek2",
+       {"mla (kv_lora 32, rope 8)", "moe (8 experts, 2 used, 2 shared",
+        "v3_routing (sigmoid scores, selection bias exp_probs_b, 1 of 1 groups, "
+        "weights x 2.446)"},
+       "kimi-vl-tiny"},
       {"phi3",
        {"gqa (4 heads, 2 kv heads, head 16)", "partial_rotary (12 of 16 head dims rotated)",
         "longrope (long factors in use; long above the original context 4096; "
