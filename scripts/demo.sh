@@ -32,23 +32,36 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", (b - a) * 
 
 # 1. The servers, each on a port of its own choosing (it prints its address).
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
-serve() {  # serve LOG: starts kamera serve on the mini-VL, prints its address
+# Each server stopped, and gone before the demo ends (they are not this shell's children: no wait).
+stop_servers() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || continue
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+}
+trap stop_servers EXIT
+# serve LOG: starts kamera serve on the mini-VL, prints its address, start-up ms and pid (it runs
+# in a subshell: the caller adds the pid to `pids`, which the EXIT trap stops).
+serve() {
   local log="$1" t0 url=""
   t0=$(date +%s.%N)
   "$k" serve -m "$decoder" --mmproj "$vision" --port 0 --threads 1 >"$log" 2>&1 &
-  pids+=($!)
+  local pid=$!
   for _ in $(seq 200); do
     url=$(grep -o 'on http://127\.0\.0\.1:[0-9]*' "$log" | head -1 | cut -c4-) || true
     [ -n "$url" ] && curl -fs "$url/health" >/dev/null 2>&1 && break
     url=""
     sleep 0.05
   done
-  [ -n "$url" ] || { echo "demo: kamera serve did not start:" >&2; cat "$log" >&2; exit 1; }
-  echo "$url $(since "$t0")"
+  [ -n "$url" ] || { echo "demo: kamera serve did not start:" >&2; cat "$log" >&2; kill "$pid"; exit 1; }
+  echo "$url $(since "$t0") $pid"
 }
-read -r url up_ms < <(serve "$out/serve.log")
-read -r ref _ < <(serve "$out/serve-reference.log")
+read -r url up_ms pid < <(serve "$out/serve.log")
+pids+=("$pid")
+read -r ref _ pid < <(serve "$out/serve-reference.log")
+pids+=("$pid")
+[ -n "$url" ] && [ -n "$ref" ] || exit 1
 printf '\n== 1. kamera serve on the embedded mini-VL\n'
 echo "$k serve -m models/minivl/minivl.gguf --mmproj models/minivl/minivl-mmproj.gguf: up in $up_ms ms at $url"
 echo "(the model: $(du -k "$decoder" | cut -f1) KiB decoder + $(du -k "$vision" | cut -f1) KiB vision encoder, 4 tokens per 32 x 32 frame;"

@@ -9,6 +9,7 @@ the survivors of the window served from the cache (at least 4 tokens for each of
 frames); the reference (the same request with "reuse": "reprefill") reuses nothing. Over the run
 the agent recomputes less than half of the prompt tokens, answers within a point of the
 re-prefill, and the web page step shows a PNG of the page (its size as printed) or says why not.
+When it ends, neither of its servers answers any more.
 
   tests/demo/demo_output.py --kamera build/bin/kamera [--npm build/npm]
 """
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TURN = re.compile(r'^turn +(\d+)  frames ([\d ]+?)(  \(frame (\d+) looked back at\))?  "(.*)"  answer (\S+) '
@@ -36,6 +38,15 @@ def run_demo(kamera, npm, client):
     run = subprocess.run(['bash', os.path.join(ROOT, 'scripts', 'demo.sh'), tmp], capture_output=True,
                          text=True, env=env, timeout=300)
     return tmp, run
+
+
+def answers(url):
+    """Whether a server answers at url (/health within a second)."""
+    try:
+        with urllib.request.urlopen(url + '/health', timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def check(kamera, npm, client):
@@ -88,6 +99,10 @@ def check(kamera, npm, client):
             expect('No picture of the page: chromium is not installed' in out,
                    'without a PNG the page step says why')
         expect(re.search(r'^all +19 ', out, re.M) is not None, 'the engine-level table has its 19 questions')
+        servers = re.findall(r' at (http://127\.0\.0\.1:\d+)', out)
+        expect(len(servers) >= 2, f'the two servers\' addresses are printed ({servers})')
+        for url in servers[:2]:
+            expect(not answers(url), f'the demo stopped its server at {url} when it ended')
         print(f'{client}: {"agent" if not bad else "FAILED"}: {prompt - recomputed} of {prompt} tokens cached, '
               f'{right} vs {ref_right} right; {"examples/frame_agent.mjs" if "frame_agent.mjs" in out else "curl"}')
     finally:
