@@ -103,9 +103,8 @@ struct Router::Impl {
   // The segments of a completion body (empty where the server refuses it: its refusal is the
   // server's to answer, unless `strict`), or the router's own refusal: a prompt whose text cannot
   // fit the context, refused before it is tokenized, as the server refuses it.
-  std::variant<std::vector<RequestSegmenter::Segment>, HttpResponse> cut(const json& body,
-                                                                         std::string_view raw,
-                                                                         bool chat, bool strict);
+  std::variant<std::vector<RequestSegmenter::Segment>, HttpResponse> cut(
+      const nlohmann::ordered_json& body, bool chat, bool strict);
   // One attempt; false when the backend failed before anything reached the client.
   bool attempt(int b, const HttpRequest& req, const std::shared_ptr<Responder>& out, Relayed& last);
   std::optional<HttpResponse> inspect(HttpRequest& head);
@@ -201,8 +200,8 @@ bool Router::Impl::attempt(int b, const HttpRequest& req, const std::shared_ptr<
 }
 
 std::variant<std::vector<RequestSegmenter::Segment>, HttpResponse> Router::Impl::cut(
-    const json& body, std::string_view raw, bool chat, bool strict) {
-  auto reqs = segmenter->requests(body, raw, chat);
+    const nlohmann::ordered_json& body, bool chat, bool strict) {
+  auto reqs = segmenter->requests(body, chat);
   if (!reqs.ok()) {
     if (strict) return error_reply(400, reqs.message(), "invalid_value");
     return std::vector<RequestSegmenter::Segment>{};
@@ -230,10 +229,10 @@ void Router::Impl::forward(const HttpRequest& req, const std::shared_ptr<Respond
   std::vector<RequestSegmenter::Segment> segs;
   const bool chat = req.path == "/v1/chat/completions" || req.path == "/router/segments";
   if (req.path == "/router/segments") {  // what the router sees of a chat body (no forward)
-    json body;
+    nlohmann::ordered_json body;         // in its order, as the servers parse it
     if (auto bad = parse_body(req.body, JsonLimits{}, body))
       return out->reply(error_reply(bad->status, bad->message, bad->code));
-    auto c = cut(body, req.body, true, true);
+    auto c = cut(body, true, true);
     if (auto* refusal = std::get_if<HttpResponse>(&c)) return out->reply(std::move(*refusal));
     json list = json::array();
     for (const auto& x : std::get<0>(c)) list.push_back({{"id", x.id.hex()}, {"tokens", x.tokens}});
@@ -242,9 +241,9 @@ void Router::Impl::forward(const HttpRequest& req, const std::shared_ptr<Respond
     return out->reply(std::move(r));
   }
   if (req.method == "POST" && (chat || req.path == "/v1/completions")) {
-    json body;  // parsed under the servers' limits (depth, values); a refusal is theirs to answer
+    nlohmann::ordered_json body;  // under the servers' limits; a refusal is theirs to answer
     if (!parse_body(req.body, JsonLimits{}, body) && body.is_object()) {
-      auto c = cut(body, req.body, chat, false);
+      auto c = cut(body, chat, false);
       if (auto* refusal = std::get_if<HttpResponse>(&c)) return out->reply(std::move(*refusal));
       segs = std::move(std::get<0>(c));
     }

@@ -88,8 +88,7 @@ json CompletionSink::stream_choice(int index, const Piece& p, const std::vector<
   if ((finish.is_null() || !c.started) &&
       (!d.content.empty() || (d.calls.empty() && p.reasoning.empty())))
     delta["content"] = d.content;
-  if (!d.calls.empty())
-    delta["tool_calls"] = json::parse(toolcall::delta_calls_json(d.calls).dump());
+  if (!d.calls.empty()) delta["tool_calls"] = toolcall::delta_calls_json(d.calls);
   c.started = true;
   return {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}};
 }
@@ -179,7 +178,7 @@ json CompletionSink::message(const Choice& c) const {
   if (!c.reasoning.empty()) m["reasoning_content"] = c.reasoning;
   if (!c.parser || c.parser->calls().empty()) return m;
   if (c.text.empty()) m["content"] = nullptr;
-  m["tool_calls"] = json::parse(toolcall::tool_calls_json(c.parser->calls()).dump());
+  m["tool_calls"] = toolcall::tool_calls_json(c.parser->calls());
   return m;
 }
 

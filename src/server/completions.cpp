@@ -65,11 +65,9 @@ void Server::Impl::mark_reasoning(GenRequest& r) const {
 
 // The request's generations (one per prompt of a batch), checked and bounded; nullopt on a
 // refusal, already answered (its param named by `rename` when given: another API's field).
-std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json& body,
-                                                                      std::string_view raw,
-                                                                      const std::string& window,
-                                                                      bool chat, const Out& out,
-                                                                      const ParamName& rename) {
+std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
+    const json& body, const nlohmann::ordered_json& ordered, const std::string& window, bool chat,
+    const Out& out, const ParamName& rename) {
   auto refuse = [&](HttpError e) {
     if (rename) e.param = rename(e.param);
     respond_error(out, e);
@@ -81,7 +79,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
   if (auto refused = check_fields(body, ep)) return refuse(*refused);
   toolcall::DecodePlan plan;
   if (chat) {
-    auto p = plan_chat(body, raw, out);
+    auto p = plan_chat(ordered, out);
     if (auto* e = std::get_if<HttpError>(&p)) return refuse(*e);
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
@@ -109,8 +107,9 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const json
 
 void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
-  json body;
-  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
+  nlohmann::ordered_json ordered;  // parsed once, in its order (schemas' property order)
+  if (auto bad = parse_body(req.body, json_limits, ordered)) return respond_error(out, *bad);
+  json body = to_json(ordered);
   if (!window.empty() && body.contains("prompt") && has_media_items(body["prompt"]))
     return respond_error(out, {400,
                                "image and video parts are taken in /v1/chat/completions messages "
@@ -137,18 +136,19 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(body, req.body, client, window, chat, out, make_sink);
+  serve_generation(body, ordered, client, window, chat, out, make_sink);
 }
 
-void Server::Impl::serve_generation(json& body, std::string_view raw, const std::string& client,
-                                    const std::string& window, bool chat, const Out& out,
-                                    const MakeSink& make_sink, const ParamName& rename) {
+void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& ordered,
+                                    const std::string& client, const std::string& window, bool chat,
+                                    const Out& out, const MakeSink& make_sink,
+                                    const ParamName& rename) {
   auto images = std::make_shared<RequestMedia>();
   if (auto refused = prepare_media(body, chat, *images, out)) {
     if (rename) refused->param = rename(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, raw, window, chat, out, rename);
+  auto reqs = parse_generation(body, ordered, window, chat, out, rename);
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {

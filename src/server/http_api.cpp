@@ -74,13 +74,22 @@ void Server::Impl::add_routes() {
 }
 
 HttpResponse Server::Impl::json_response(int status, const json& body) {
+  return text_response(status, dump(body));
+}
+
+HttpResponse Server::Impl::text_response(int status, std::string body) {
   metrics.responses_4xx += status >= 400 && status < 500;
   metrics.responses_5xx += status >= 500;
   HttpResponse r;
   r.status = status;
-  r.body = dump(body);
+  r.body = std::move(body);
   if (status == 429 || status == 503) r.headers.push_back({"Retry-After", "1"});
   return r;
+}
+
+void Server::Impl::respond_in_order(const Out& out, int status,
+                                    const nlohmann::ordered_json& body) {
+  out->reply(text_response(status, dump(body)));
 }
 
 HttpResponse Server::Impl::error_response(const HttpError& e) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 namespace kamera {
 
 int http_status(ErrorCode code) {
@@ -66,6 +68,10 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 namespace {
 
 // Thrown from the parser's callback to stop at the first value past a limit.
@@ -73,21 +79,23 @@ struct JsonLimitHit {
   HttpError error;
 };
 
-}  // namespace
+std::atomic<int64_t> parses{0};
 
-std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out) {
+template <class J>
+std::optional<HttpError> parse_limited(std::string_view body, const JsonLimits& limits, J& out) {
+  parses.fetch_add(1, std::memory_order_relaxed);
   int64_t values = 0;
   // depth: the containers open around the event (0 for the top-level value).
-  auto bounded = [&](int depth, json::parse_event_t event, json&) {
+  auto bounded = [&](int depth, typename J::parse_event_t event, J&) {
     const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
+        event == J::parse_event_t::object_start || event == J::parse_event_t::array_start;
     if (opens && depth + 1 > limits.max_depth)
       throw JsonLimitHit{{400,
                           fmt::format("the JSON body nests arrays and objects deeper than {} "
                                       "levels (the limit)",
                                       limits.max_depth),
                           "invalid_request_error", "json_too_deep"}};
-    if (event != json::parse_event_t::object_end && event != json::parse_event_t::array_end &&
+    if (event != J::parse_event_t::object_end && event != J::parse_event_t::array_end &&
         ++values > limits.max_values)
       throw JsonLimitHit{
           {400,
@@ -96,7 +104,7 @@ std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& lim
     return true;
   };
   try {
-    out = json::parse(body, bounded);
+    out = J::parse(body, bounded);
   } catch (const JsonLimitHit& hit) {
     return hit.error;
   } catch (const std::exception& e) {
@@ -107,6 +115,30 @@ std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& lim
     return HttpError{400, "the request body must be a JSON object", "invalid_request_error",
                      "invalid_json"};
   return std::nullopt;
+}
+
+}  // namespace
+
+// nlohmann's converting constructor: node by node, each value's kind kept.
+json to_json(const nlohmann::ordered_json& from) {
+  return json(from);
+}
+
+nlohmann::ordered_json to_ordered(const json& from) {
+  return nlohmann::ordered_json(from);
+}
+
+std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out) {
+  return parse_limited(body, limits, out);
+}
+
+std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits,
+                                    nlohmann::ordered_json& out) {
+  return parse_limited(body, limits, out);
+}
+
+int64_t body_parses() {
+  return parses.load(std::memory_order_relaxed);
 }
 
 Result<bool> bool_field(const json& body, const char* key, bool dflt) {

@@ -2,6 +2,7 @@
 // range checked, and errors answered as OpenAI does. Shared by every route and API translator.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,8 +31,15 @@ int http_status(ErrorCode code);
 HttpError http_error(const Error& e);
 json error_body(const HttpError& e);
 
-// JSON text of a response (invalid UTF-8 replaced, never thrown).
+// JSON text of a response (invalid UTF-8 replaced, never thrown); ordered_json's keys in order.
 std::string dump(const json& j);
+std::string dump(const nlohmann::ordered_json& j);
+
+// The same value in the other JSON type, node by node (no text in between; nlohmann's converting
+// constructor): ordered_json keeps the keys in the order of `from`, json sorts them; numbers keep
+// their kind (integer, unsigned, float). Where a value crosses between the two types, these.
+json to_json(const nlohmann::ordered_json& from);
+nlohmann::ordered_json to_ordered(const json& from);
 
 // What a request body may hold, enforced while it is parsed (before any value is copied): the
 // nesting of arrays and objects, and the number of values (scalars, arrays, objects and keys).
@@ -43,6 +51,13 @@ struct JsonLimits {
 // The body as a JSON object into `out`, or the refusal: 400 invalid_json (malformed, or not an
 // object), json_too_deep or json_too_many_values (the limit named in the message).
 std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits, json& out);
+// The same, in the body's order (what a JSON Schema in it needs: its properties are written in
+// the order it lists them). A route that needs the order parses its body this way, once.
+std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& limits,
+                                    nlohmann::ordered_json& out);
+// The request bodies parse_body has parsed in this process (both kinds; malformed ones too): a
+// test's measure that a request's body is parsed once.
+int64_t body_parses();
 
 // A boolean field: `dflt` when absent or null, else it must be true or false (a string such as
 // "true" is refused by name, never read as either).

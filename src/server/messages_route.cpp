@@ -32,32 +32,33 @@ class AnthropicErrors : public Responder {
 
 }  // namespace
 
-// The request's chat body, or nullopt when refused (answered).
-std::optional<json> Server::Impl::messages_body(const HttpRequest& req, bool count_only,
-                                                const Out& out) {
-  json checked;  // parsed under the limits first; then in its order (schemas' property order)
-  if (auto bad = parse_body(req.body, json_limits, checked)) {
+// The request's chat body (in the request's order: schemas' property order), or nullopt when
+// refused (answered). The body is parsed once, under the limits.
+std::optional<nlohmann::ordered_json> Server::Impl::messages_body(const HttpRequest& req,
+                                                                  bool count_only, const Out& out) {
+  nlohmann::ordered_json body;
+  if (auto bad = parse_body(req.body, json_limits, body)) {
     respond_error(out, *bad);
     return std::nullopt;
   }
   std::string param;
-  auto r = messages_request(nlohmann::ordered_json::parse(req.body), count_only, &param);
+  auto r = messages_request(body, count_only, &param);
   if (!r.ok()) {  // the request's fault: 400, naming the field
     const bool unsupported = r.code() == ErrorCode::Unsupported;
     respond_error(out, {400, r.message(), "invalid_request_error",
                         unsupported ? "unsupported_field" : "invalid_value", param});
     return std::nullopt;
   }
-  return json::parse(r->dump());
+  return std::move(r.value());
 }
 
 void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std::string& client,
                             Out plain) {
   ++metrics.requests_messages;
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
-  auto body = messages_body(req, false, out);
-  if (!body) return;
-  const std::string raw = body->dump();  // json keeps the schemas' property order
+  auto chat = messages_body(req, false, out);
+  if (!chat) return;
+  json body = to_json(*chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs, const std::shared_ptr<RequestMedia>&,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
     MessagesMeta meta;
@@ -67,11 +68,14 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
     meta.tool_calls = reqs.front().tool_calls;
     meta.reasoning = reqs.front().reasoning;
     auto sink = std::make_shared<MessagesSink>(
-        meta, out, [this, out](int status, const json& b) { respond(out, status, b); },
+        meta, out,
+        [this, out](int status, const nlohmann::ordered_json& b) {
+          respond_in_order(out, status, b);
+        },
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(*body, raw, client, "", true, out, make_sink, messages_param);
+  serve_generation(body, *chat, client, "", true, out, make_sink, messages_param);
 }
 
 // The prompt's tokens as /v1/messages would count them (usage.input_tokens), nothing generated.
@@ -79,15 +83,15 @@ void Server::Impl::count_tokens(const HttpRequest& req, const PathParams&, const
                                 Out plain) {
   ++metrics.requests_messages;
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
-  auto body = messages_body(req, true, out);
-  if (!body) return;
-  const std::string raw = body->dump();
+  auto chat = messages_body(req, true, out);
+  if (!chat) return;
+  json body = to_json(*chat);
   auto images = std::make_shared<RequestMedia>();
-  if (auto refused = prepare_media(*body, true, *images, out)) {
+  if (auto refused = prepare_media(body, true, *images, out)) {
     refused->param = messages_param(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(*body, raw, "", true, out, messages_param);
+  auto reqs = parse_generation(body, *chat, "", true, out, messages_param);
   if (!reqs) return;
   GenRequest& g = reqs->front();
   if (images->images > 0) g.media = images;

@@ -9,13 +9,13 @@ namespace kamera {
 MessagesSink::MessagesSink(MessagesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                            std::shared_ptr<std::atomic<bool>> cancel,
                            std::shared_ptr<AnswerThreads::Serial> serial)
-    : SerialSink(std::move(out), std::move(respond), std::move(cancel), std::move(serial)),
-      meta_(std::move(meta)),
-      parser_(meta_.tool_calls, meta_.reasoning, "toolu_" + meta_.id.substr(4) + "_"),
-      usage_({{"input_tokens", 0},
-              {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", 0},
-              {"output_tokens", 0}}) {}
+    : TranslatorSink(std::move(meta), "toolu_", 4, std::move(out), std::move(respond),
+                     std::move(cancel), std::move(serial)) {
+  usage_ = {{"input_tokens", 0},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", 0},
+            {"output_tokens", 0}};
+}
 
 // The stream begins with the first event, the prompt's admission (an error before it is answered
 // with its status): message_start tells the prompt's usage, message_delta the output's too.
@@ -121,7 +121,7 @@ void MessagesSink::on_end(const GenerationEnd& end) {
             {"cache_creation_input_tokens", 0},
             {"cache_read_input_tokens", u.cached_tokens},
             {"output_tokens", end.usage.completion_tokens}};
-  if (!meta_.stream) return respond_(200, json::parse(message().dump()));
+  if (!meta_.stream) return respond_(200, message());
   emit("message_delta",
        {{"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
         {"usage", usage_}});
@@ -134,28 +134,16 @@ void MessagesSink::on_error(const ServeError& e) {
   cancel_->store(true);
   HttpError h = serve_http_error(e);
   h.param = messages_param(h.param);
-  const json body = anthropic_error(h.status, error_body(h));
+  const ojson body = to_ordered(anthropic_error(h.status, error_body(h)));
   if (!started_) return respond_(h.status, body);
-  emit("error", ojson::parse(body.dump()));
+  emit("error", body);
   out_->end();
 }
 
-void MessagesSink::on(Event& e) {
-  if (ended_) return;
-  if (auto* a = std::get_if<PromptAdmitted>(&e)) {
-    usage_["input_tokens"] = a->prompt_tokens - a->cached_tokens;
-    usage_["cache_read_input_tokens"] = a->cached_tokens;
-    return start();
-  }
-  if (auto* t = std::get_if<TextDelta>(&e)) {
-    start();
-    return on_piece(parser_.feed(std::move(t->text), t->tokens));
-  }
-  if (auto* d = std::get_if<GenerationEnd>(&e)) {
-    start();
-    return on_end(*d);
-  }
-  if (auto* f = std::get_if<GenerationFailed>(&e)) return on_error(f->error);
+void MessagesSink::on_admitted(const PromptAdmitted& a) {
+  usage_["input_tokens"] = a.prompt_tokens - a.cached_tokens;
+  usage_["cache_read_input_tokens"] = a.cached_tokens;
+  start();
 }
 
 }  // namespace kamera

@@ -28,24 +28,21 @@ struct MessagesMeta {
   std::optional<bool> reasoning;
 };
 
-class MessagesSink : public SerialSink<MessagesSink> {
+enum class MessagesBlock { Thinking, Text, ToolUse };
+
+class MessagesSink : public TranslatorSink<MessagesSink, MessagesMeta, MessagesBlock> {
  public:
   MessagesSink(MessagesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                std::shared_ptr<std::atomic<bool>> cancel,
                std::shared_ptr<AnswerThreads::Serial> serial);
 
  private:
-  friend class SerialSink<MessagesSink>;
-  using ojson = nlohmann::ordered_json;
-  enum class Kind { Thinking, Text, ToolUse };
-  struct Block {
-    Kind kind;
-    ojson body;  // the block as the Message lists it
-    std::string text;
-    bool open = true;
-  };
+  friend class SerialSink<MessagesSink, nlohmann::ordered_json>;
+  friend class TranslatorSink<MessagesSink, MessagesMeta, MessagesBlock>;
+  using Kind = MessagesBlock;
+  using Block = Part;  // body: the block as the Message lists it
   void start();
-  void on(Event& e);
+  void on_admitted(const PromptAdmitted& a);
   void on_piece(const AnswerPiece& p);
   void on_end(const GenerationEnd& end);
   void on_error(const ServeError& e);
@@ -55,11 +52,8 @@ class MessagesSink : public SerialSink<MessagesSink> {
   void emit(const char* type, ojson payload);
   ojson message() const;
 
-  MessagesMeta meta_;
-  AnswerParser parser_;
   std::vector<Block> blocks_;
-  ojson stop_reason_ = nullptr, stop_sequence_ = nullptr, usage_;
-  bool started_ = false, ended_ = false;
+  ojson stop_reason_ = nullptr, stop_sequence_ = nullptr;
 };
 
 }  // namespace kamera

@@ -6,7 +6,7 @@ namespace kamera {
 
 namespace {
 
-bool asks_for_decoding(const json& body) {
+bool asks_for_decoding(const nlohmann::ordered_json& body) {
   for (const char* k : {"response_format", "tools", "tool_choice", "parallel_tool_calls"})
     if (body.contains(k) && !body[k].is_null()) return true;
   return false;
@@ -36,14 +36,11 @@ Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const 
 }
 
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
-    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
+    const nlohmann::ordered_json& body, const std::optional<toolcall::Format>& tool_format,
     grammar::Budget* budget) {
+  if (!body.is_object()) return HttpError{400, "the request body must be a JSON object"};
   if (!asks_for_decoding(body)) return toolcall::DecodePlan{};
-  // The body again, in its order: a schema's properties are written in the order it lists them.
-  const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, false);
-  if (ordered.is_discarded() || !ordered.is_object())
-    return HttpError{400, "the request body must be a JSON object"};
-  auto plan = toolcall::plan_decoding(ordered, tool_format, budget);
+  auto plan = toolcall::plan_decoding(body, tool_format, budget);
   if (auto* e = std::get_if<toolcall::PlanError>(&plan))  // the request's fault: 400, by name
     return HttpError{
         400, e->error.message, "invalid_request_error",
@@ -67,17 +64,18 @@ Result<std::unique_ptr<RequestSegmenter>> RequestSegmenter::create(
   return s;
 }
 
-Result<std::vector<GenRequest>> RequestSegmenter::requests(const json& body, std::string_view raw,
+Result<std::vector<GenRequest>> RequestSegmenter::requests(const nlohmann::ordered_json& body,
                                                            bool chat) const {
   toolcall::DecodePlan plan;
   if (chat) {
-    auto p = plan_chat_fields(body, raw, tool_format_);
+    auto p = plan_chat_fields(body, tool_format_);
     if (auto* e = std::get_if<HttpError>(&p))
       return make_error(ErrorCode::InvalidArgument, "{}", e->message);
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
   const ChatTools tools{plan.render_tools, tool_format_};
-  return gen_requests(body, chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr, &tools);
+  return gen_requests(to_json(body), chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr,
+                      &tools);
 }
 
 Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments_of(
@@ -91,10 +89,9 @@ Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments_of(
   return out;
 }
 
-Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(const json& body,
-                                                                          std::string_view raw,
-                                                                          bool chat) const {
-  KAMERA_ASSIGN_OR_RETURN(std::vector<GenRequest> reqs, requests(body, raw, chat));
+Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments(
+    const nlohmann::ordered_json& body, bool chat) const {
+  KAMERA_ASSIGN_OR_RETURN(std::vector<GenRequest> reqs, requests(body, chat));
   return segments_of(reqs);
 }
 

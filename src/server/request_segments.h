@@ -30,8 +30,10 @@ size_t max_prompt_bytes(const Model& model);
 
 // A chat request's response_format and tool fields as a decoding plan, or the refusal (by name);
 // its grammars compiled under `budget` (null: a default budget).
+// `body` is the request as parsed in its order (parse_body into ordered_json): a schema's
+// properties are written in the order it lists them.
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
-    const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
+    const nlohmann::ordered_json& body, const std::optional<toolcall::Format>& tool_format,
     grammar::Budget* budget = nullptr);
 
 class RequestSegmenter {
@@ -43,11 +45,12 @@ class RequestSegmenter {
     int tokens = 0;
   };
   // The segments of a /v1/completions (chat = false) or /v1/chat/completions body, in order (a
-  // batch: every prompt's). Fails where the server would refuse the request.
-  Result<std::vector<Segment>> segments(const json& body, std::string_view raw, bool chat) const;
+  // batch: every prompt's). Fails where the server would refuse the request. The body as parsed
+  // in its order (parse_body into ordered_json), as the server parses it.
+  Result<std::vector<Segment>> segments(const nlohmann::ordered_json& body, bool chat) const;
   // The same in two steps: the body's generations (templated, not tokenized: a caller checks
   // their size first), then their segments (tokenized).
-  Result<std::vector<GenRequest>> requests(const json& body, std::string_view raw, bool chat) const;
+  Result<std::vector<GenRequest>> requests(const nlohmann::ordered_json& body, bool chat) const;
   Result<std::vector<Segment>> segments_of(std::vector<GenRequest>& reqs) const;
   // Bytes of one token's KV rows (f32): what a segment of n tokens holds, n times this.
   size_t row_bytes() const { return row_bytes_; }

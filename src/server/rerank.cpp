@@ -46,12 +46,15 @@ std::optional<std::vector<std::string>> documents_of(const json& body, bool tei,
                                           key, kMaxDocuments)),
            std::nullopt;
   std::vector<std::string> out;
-  for (const json& d : v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& d = v[i];
+    const std::string at = fmt::format("{}[{}]", key, i);  // the document at fault, by index
     if (!d.is_string())
-      return refusal = bad(key, fmt::format("each of \"{}\" must be a string", key)), std::nullopt;
+      return refusal = bad(at, fmt::format("\"{}\" must be a string, not {}", at, d.type_name())),
+             std::nullopt;
     if (d.get_ref<const std::string&>().size() > max_bytes)
-      return refusal =
-                 bad(key, "a document cannot fit the model's context", "context_length_exceeded"),
+      return refusal = bad(at, fmt::format("\"{}\" cannot fit the model's context", at),
+                           "context_length_exceeded"),
              std::nullopt;
     out.push_back(d.get<std::string>());
   }
@@ -92,16 +95,17 @@ std::optional<HttpError> tokenize_prompts(const Model& model, const RerankHead& 
                                           const std::string& query, RerankRequest& r) {
   const Tokenizer& tok = *model.tokenizer;
   const int ctx_len = model.cfg.ctx_len;
-  for (const std::string& doc : r.documents) {
+  for (size_t i = 0; i < r.documents.size(); ++i) {
+    const std::string at = fmt::format("{}[{}]", r.tei ? "texts" : "documents", i);
     std::vector<TextRange> control;
-    const std::string text = render(head.prompt, query, doc, control);
+    const std::string text = render(head.prompt, query, r.documents[i], control);
     std::vector<int32_t> ids = tok.encode_marked(text, control, true, size_t(ctx_len) + 1);
-    if (ids.empty()) return bad(r.tei ? "texts" : "documents", "a prompt is empty");
+    if (ids.empty()) return bad(at, fmt::format("the prompt of \"{}\" is empty", at));
     if (int(ids.size()) > ctx_len)
-      return bad(
-          r.tei ? "texts" : "documents",
-          fmt::format("a document's prompt has more than {} tokens, the model's context", ctx_len),
-          "context_length_exceeded");
+      return bad(at,
+                 fmt::format("the prompt of \"{}\" has more than {} tokens, the model's context",
+                             at, ctx_len),
+                 "context_length_exceeded");
     r.prompts.push_back(std::move(ids));
   }
   return std::nullopt;

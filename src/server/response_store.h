@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kamera {
 
@@ -43,21 +45,35 @@ class ResponseStore {
   bool erase(const std::string& id, const std::string& owner);
   size_t bytes() const;
   size_t size() const;
+  // The stored items item() has examined so far (one per response holding the id it looks up,
+  // never the whole store): what a test measures of a lookup's cost.
+  size_t item_probes() const;
 
  private:
   struct Entry {
     std::shared_ptr<const StoredResponse> r;
     size_t bytes = 0;
+    uint64_t used = 0;  // when last put or found: the most recently used holder of an item wins
   };
   using List = std::list<Entry>;  // most recently used first
+  // A response holding an item id, and the item (in its immutable StoredResponse).
+  struct Holder {
+    List::iterator at;
+    const nlohmann::ordered_json* item;
+  };
   List::iterator find(const std::string& id, const std::string& owner);
   void drop(List::iterator it);
+  void index_items(List::iterator it);
+  void unindex_items(List::iterator it);
 
   const size_t budget_;
   mutable std::mutex mu_;
   List lru_;
   std::unordered_map<std::string, List::iterator> by_id_;
+  std::unordered_map<std::string, std::vector<Holder>> by_item_;  // item id -> its holders
   size_t bytes_ = 0;
+  uint64_t clock_ = 0;
+  mutable size_t probes_ = 0;
 };
 
 }  // namespace kamera

@@ -61,9 +61,8 @@ std::optional<HttpError> resolve_references(ojson& input, const ResponseStore& s
 void Server::Impl::responses(const HttpRequest& req, const PathParams&, const std::string& client,
                              Out out) {
   ++metrics.requests_responses;
-  json checked;  // parsed under the limits first; then in its order (schemas' property order)
-  if (auto bad = parse_body(req.body, json_limits, checked)) return respond_error(out, *bad);
-  ojson body = ojson::parse(req.body);
+  ojson body;  // parsed once, under the limits, in its order (schemas' property order)
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
   std::string param;
   auto refused = [&](const Error& e) {  // the request's fault: 400, naming the field
     const bool unsupported = e.code == ErrorCode::Unsupported;
@@ -92,8 +91,7 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
     body["input"] = *input;
   auto r = responses_request(body, &param);
   if (!r.ok()) return refused(r.error());
-  const std::string raw = r->chat.dump();
-  json chat_body = json::parse(raw);
+  json chat_body = to_json(r->chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs,
                        const std::shared_ptr<RequestMedia>& images,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
@@ -112,18 +110,21 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
       meta.input = *input;
     }
     auto sink = std::make_shared<ResponsesSink>(
-        meta, out, [this, out](int status, const json& b) { respond(out, status, b); },
+        meta, out,
+        [this, out](int status, const nlohmann::ordered_json& b) {
+          respond_in_order(out, status, b);
+        },
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(chat_body, raw, client, "", true, out, make_sink, responses_param);
+  serve_generation(chat_body, r->chat, client, "", true, out, make_sink, responses_param);
 }
 
 void Server::Impl::get_response(const HttpRequest&, const PathParams& m, const std::string& client,
                                 Out out) {
   auto stored = responses_store->get(m[1], owner_of(client));
   if (!stored) return respond_error(out, not_stored(m[1], 404, ""));
-  respond(out, 200, json::parse(stored->object.dump()));
+  respond_in_order(out, 200, stored->object);
 }
 
 void Server::Impl::delete_response(const HttpRequest&, const PathParams& m,

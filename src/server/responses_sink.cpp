@@ -8,22 +8,11 @@
 
 namespace kamera {
 
-namespace {
-
-using ojson = nlohmann::ordered_json;
-
-ojson ordered(const json& j) {
-  return ojson::parse(dump(j));
-}
-
-}  // namespace
-
 ResponsesSink::ResponsesSink(ResponsesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                              std::shared_ptr<std::atomic<bool>> cancel,
                              std::shared_ptr<AnswerThreads::Serial> serial)
-    : SerialSink(std::move(out), std::move(respond), std::move(cancel), std::move(serial)),
-      meta_(std::move(meta)),
-      parser_(meta_.tool_calls, meta_.reasoning, "call_" + meta_.id.substr(5) + "_") {}
+    : TranslatorSink(std::move(meta), "call_", 5, std::move(out), std::move(respond),
+                     std::move(cancel), std::move(serial)) {}
 
 // The stream begins with the first event (an error before it is answered with its status).
 void ResponsesSink::start() {
@@ -41,7 +30,7 @@ void ResponsesSink::emit(const char* type, ojson payload) {
   out_->write(sse_event(type, e));
 }
 
-ojson ResponsesSink::response(const char* status) const {
+ResponsesSink::ojson ResponsesSink::response(const char* status) const {
   ojson output = ojson::array();
   for (const Item& item : items_) output.push_back(item.body);
   ojson r = {{"id", meta_.id},
@@ -178,7 +167,9 @@ void ResponsesSink::on_piece(const AnswerPiece& p) {
   }
 }
 
-void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
+void ResponsesSink::on_end(const GenerationEnd& end) {
+  const FinishReason reason = end.reason;
+  const Usage& usage = end.usage;
   on_piece(parser_.finish());
   const bool cut = reason == FinishReason::Length;
   // An answer that ended with nothing to say is still an answer: a message with empty text, as
@@ -194,11 +185,11 @@ void ResponsesSink::on_end(FinishReason reason, const Usage& usage) {
             {"output_tokens", usage.completion_tokens},
             {"output_tokens_details", {{"reasoning_tokens", parser_.reasoning_tokens()}}},
             {"total_tokens", usage.prompt.prompt_tokens + usage.completion_tokens},
-            {"kamera", ordered(u["kamera"])}};
+            {"kamera", to_ordered(u["kamera"])}};
   if (cut) incomplete_ = {{"reason", "max_output_tokens"}};
   const char* status = cut ? "incomplete" : "completed";
   if (meta_.store) meta_.store->put({meta_.id, meta_.owner, meta_.input, response(status)});
-  if (!meta_.stream) return respond_(200, json::parse(response(status).dump()));
+  if (!meta_.stream) return respond_(200, response(status));
   emit(cut ? "response.incomplete" : "response.completed", {{"response", response(status)}});
   out_->end();
 }
@@ -208,23 +199,10 @@ void ResponsesSink::on_error(const ServeError& e) {
   cancel_->store(true);
   HttpError h = serve_http_error(e);
   h.param = responses_param(h.param);
-  if (!started_) return respond_(h.status, error_body(h));
+  if (!started_) return respond_(h.status, to_ordered(error_body(h)));
   error_ = {{"code", h.code}, {"message", h.message}};
   emit("response.failed", {{"response", response("failed")}});
   out_->end();
-}
-
-void ResponsesSink::on(Event& e) {
-  if (ended_) return;
-  if (auto* t = std::get_if<TextDelta>(&e)) {
-    start();
-    return on_piece(parser_.feed(std::move(t->text), t->tokens));
-  }
-  if (auto* d = std::get_if<GenerationEnd>(&e)) {
-    start();
-    return on_end(d->reason, d->usage);
-  }
-  if (auto* f = std::get_if<GenerationFailed>(&e)) return on_error(f->error);
 }
 
 }  // namespace kamera

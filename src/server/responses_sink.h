@@ -40,26 +40,23 @@ struct ResponsesMeta {
   nlohmann::ordered_json input;
 };
 
-class ResponsesSink : public SerialSink<ResponsesSink> {
+enum class ResponsesItem { Reasoning, Message, Call };
+
+class ResponsesSink : public TranslatorSink<ResponsesSink, ResponsesMeta, ResponsesItem> {
  public:
   ResponsesSink(ResponsesMeta meta, std::shared_ptr<Responder> out, Respond respond,
                 std::shared_ptr<std::atomic<bool>> cancel,
                 std::shared_ptr<AnswerThreads::Serial> serial);
 
  private:
-  friend class SerialSink<ResponsesSink>;
-  using ojson = nlohmann::ordered_json;
-  enum class Kind { Reasoning, Message, Call };
-  struct Item {
-    Kind kind;
-    ojson body;  // the item as the Response lists it
-    std::string text;
-    bool open = true;
-  };
+  friend class SerialSink<ResponsesSink, nlohmann::ordered_json>;
+  friend class TranslatorSink<ResponsesSink, ResponsesMeta, ResponsesItem>;
+  using Kind = ResponsesItem;
+  using Item = Part;  // body: the item as the Response lists it
   void start();
-  void on(Event& e);
+  void on_admitted(const PromptAdmitted&) {}  // the stream begins with the first text
   void on_piece(const AnswerPiece& p);
-  void on_end(FinishReason reason, const Usage& usage);
+  void on_end(const GenerationEnd& end);
   void on_error(const ServeError& e);
   Item* open_item(Kind kind);
   // A message item opened (its added and content_part.added events sent).
@@ -70,12 +67,9 @@ class ResponsesSink : public SerialSink<ResponsesSink> {
   void emit(const char* type, ojson payload);
   ojson response(const char* status) const;
 
-  ResponsesMeta meta_;
-  AnswerParser parser_;
   std::vector<Item> items_;
-  ojson usage_, incomplete_ = nullptr, error_ = nullptr;
+  ojson incomplete_ = nullptr, error_ = nullptr;
   int64_t sequence_ = 0;
-  bool started_ = false, ended_ = false;
 };
 
 }  // namespace kamera

@@ -98,10 +98,13 @@ struct Server::Impl {
     return req.body.empty() ? std::nullopt : parse_body(req.body, json_limits, out);
   }
   HttpResponse json_response(int status, const json& body);
+  HttpResponse text_response(int status, std::string json_text);
   HttpResponse error_response(const HttpError& e);
   void respond(const Out& out, int status, const json& body) {
     out->reply(json_response(status, body));
   }
+  // The same with the keys in their order (the Responses and Messages APIs' objects).
+  void respond_in_order(const Out& out, int status, const nlohmann::ordered_json& body);
   void respond_error(const Out& out, const HttpError& e) { out->reply(error_response(e)); }
   // An error answered from the answer threads (from any thread, the scheduler's included).
   void answer_error(const Out& out, HttpError e) {
@@ -149,11 +152,15 @@ struct Server::Impl {
       std::function<EventSink(const std::vector<GenRequest>&, const std::shared_ptr<RequestMedia>&,
                               std::shared_ptr<std::atomic<bool>>)>;
   // A chat (or completions) body of any API: media prepared, parsed, tokenized on this worker
-  // and queued, answered through make_sink's sink; refusals name rename(field).
-  void serve_generation(json& body, std::string_view raw, const std::string& client,
-                        const std::string& window, bool chat, const Out& out,
-                        const MakeSink& make_sink, const ParamName& rename = nullptr);
-  std::optional<std::vector<GenRequest>> parse_generation(const json& body, std::string_view raw,
+  // and queued, answered through make_sink's sink; refusals name rename(field). `ordered` is the
+  // body as parsed (once, in its order: schemas' property order), `body` the same converted to
+  // json (to_json), which the prompt code reads and prepare_media rewrites.
+  void serve_generation(json& body, const nlohmann::ordered_json& ordered,
+                        const std::string& client, const std::string& window, bool chat,
+                        const Out& out, const MakeSink& make_sink,
+                        const ParamName& rename = nullptr);
+  std::optional<std::vector<GenRequest>> parse_generation(const json& body,
+                                                          const nlohmann::ordered_json& ordered,
                                                           const std::string& window, bool chat,
                                                           const Out& out,
                                                           const ParamName& rename = nullptr);
@@ -165,16 +172,17 @@ struct Server::Impl {
   // messages_route.cpp: POST /v1/messages, /v1/messages/count_tokens (server/messages_api.h)
   void messages(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   void count_tokens(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
-  std::optional<json> messages_body(const HttpRequest& req, bool count_only, const Out& out);
+  std::optional<nlohmann::ordered_json> messages_body(const HttpRequest& req, bool count_only,
+                                                      const Out& out);
   Status check_prompt_size(const GenRequest& r) const;
   void mark_reasoning(GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,
                                          const Out& client);
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
-  // decoding (the raw body keeps the schemas' property order), refused with the field named;
+  // decoding (the body in its order: the schemas' property order), refused with the field named;
   // then the plan's grammar, compiled once per key, on each request.
   // The compile is cancelled when the client leaves or the server stops.
-  std::variant<toolcall::DecodePlan, HttpError> plan_chat(const json& body, std::string_view raw,
+  std::variant<toolcall::DecodePlan, HttpError> plan_chat(const nlohmann::ordered_json& body,
                                                           const Out& out);
   std::optional<HttpError> apply_plan(const toolcall::DecodePlan& plan,
                                       std::vector<GenRequest>& reqs);

@@ -27,12 +27,11 @@ HttpError budget_refusal(HttpError e, grammar::Budget::Stop why, bool stopping) 
 
 }  // namespace
 
-std::variant<toolcall::DecodePlan, HttpError> Server::Impl::plan_chat(const json& body,
-                                                                      std::string_view raw,
-                                                                      const Out& out) {
+std::variant<toolcall::DecodePlan, HttpError> Server::Impl::plan_chat(
+    const nlohmann::ordered_json& body, const Out& out) {
   grammar::Budget budget({opts.grammar_states, opts.grammar_seconds},
                          [this, out] { return out->gone() || stopped.load(); });
-  auto plan = plan_chat_fields(body, raw, tool_format, &budget);
+  auto plan = plan_chat_fields(body, tool_format, &budget);
   if (budget.states() > kTrimAfterStates) malloc_trim(0);  // refused or not: give it back
   if (auto* e = std::get_if<HttpError>(&plan); e && budget.stopped() != grammar::Budget::Stop::None)
     return budget_refusal(*e, budget.stopped(), stopped.load());

@@ -17,7 +17,7 @@ std::string indexed(const std::string& base, size_t i) {
 }
 
 std::string sse_event(const char* type, const nlohmann::ordered_json& data) {
-  return fmt::format("event: {}\ndata: {}\n\n", type, dump(json::parse(data.dump())));
+  return fmt::format("event: {}\ndata: {}\n\n", type, dump(data));
 }
 
 }  // namespace kamera

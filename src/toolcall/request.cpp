@@ -209,8 +209,8 @@ ojson prepare_messages(const ojson& messages, Format format) {
   return out;
 }
 
-ojson tool_calls_json(const std::vector<ToolCall>& calls) {
-  ojson out = ojson::array();
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls) {
+  nlohmann::json out = nlohmann::json::array();
   for (const ToolCall& c : calls)
     out.push_back({{"id", c.id},
                    {"type", "function"},
@@ -218,11 +218,11 @@ ojson tool_calls_json(const std::vector<ToolCall>& calls) {
   return out;
 }
 
-ojson delta_calls_json(const std::vector<CallDelta>& calls) {
-  ojson out = ojson::array();
+nlohmann::json delta_calls_json(const std::vector<CallDelta>& calls) {
+  nlohmann::json out = nlohmann::json::array();
   for (const CallDelta& d : calls) {
-    ojson j = {{"index", d.index}};
-    ojson f = ojson::object();
+    nlohmann::json j = {{"index", d.index}};
+    nlohmann::json f = nlohmann::json::object();
     if (!d.id.empty()) {
       j["id"] = d.id;
       j["type"] = "function";

@@ -65,8 +65,9 @@ std::variant<DecodePlan, PlanError> plan_decoding(const nlohmann::ordered_json& 
 // string where it concatenates it (deepseek3).
 nlohmann::ordered_json prepare_messages(const nlohmann::ordered_json& messages, Format format);
 
-// OpenAI's message.tool_calls for parsed calls, and delta.tool_calls for a stream piece.
-nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls);
-nlohmann::ordered_json delta_calls_json(const std::vector<CallDelta>& calls);
+// OpenAI's message.tool_calls for parsed calls, and delta.tool_calls for a stream piece (json, as
+// the chat completion they go into is built).
+nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls);
+nlohmann::json delta_calls_json(const std::vector<CallDelta>& calls);
 
 }  // namespace kamera::toolcall

@@ -117,3 +117,37 @@ TEST(RequestJson, AStringIsNotABoolean) {
   ASSERT_TRUE(streamed.ok());
   EXPECT_TRUE(streamed->stream);
 }
+
+// A body parsed in its order (what schemas need) is bounded as a json body is, and counted.
+TEST(RequestJson, AnOrderedBodyKeepsItsOrderUnderTheSameLimits) {
+  const JsonLimits limits;
+  nlohmann::ordered_json out;
+  const int64_t before = body_parses();
+  ASSERT_FALSE(parse_body(R"({"zeta": 1, "alpha": {"y": 2, "b": 3}})", limits, out));
+  EXPECT_EQ(out.dump(), R"({"zeta":1,"alpha":{"y":2,"b":3}})");
+  auto deep = parse_body(R"({"a": )" + nested(64) + "}", limits, out);
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->code, "json_too_deep");
+  auto list = parse_body("[1]", limits, out);
+  ASSERT_TRUE(list);
+  EXPECT_EQ(list->code, "invalid_json");
+  EXPECT_EQ(body_parses() - before, 3);
+}
+
+// to_json and to_ordered convert node by node: the same value (compared with the text a parse of
+// the same JSON gives), every number's kind kept, keys in the source's order for ordered_json.
+TEST(RequestJson, ConversionsKeepEveryValueAndItsKind) {
+  const std::string text =
+      R"({"z": [18446744073709551615, -3, 1.5, "s\u00e9", null, true, {"y": {}, "b": []}], "a": 0})";
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  const json plain = to_json(ordered);
+  EXPECT_EQ(plain, json::parse(text));
+  EXPECT_TRUE(plain["z"][0].is_number_unsigned());
+  EXPECT_TRUE(plain["z"][1].is_number_integer() && !plain["z"][1].is_number_unsigned());
+  EXPECT_TRUE(plain["z"][2].is_number_float());
+  EXPECT_EQ(to_ordered(plain), nlohmann::ordered_json::parse(json::parse(text).dump()));
+  EXPECT_EQ(dump(to_ordered(plain)), dump(plain));     // json's order: sorted
+  EXPECT_EQ(dump(ordered).substr(0, 6), R"({"z":[)");  // ordered_json's: the source's
+  const nlohmann::ordered_json bad = "\xff";
+  EXPECT_EQ(dump(bad), "\"\xEF\xBF\xBD\"");  // invalid UTF-8 replaced, never thrown
+}

@@ -57,3 +57,75 @@ TEST(ResponseStore, AKeysResponsesAreItsOwn) {
   EXPECT_EQ(items[0]["role"], "user");
   EXPECT_EQ(items[1]["type"], "message");
 }
+
+namespace {
+
+// A response whose output holds items `<id>-0` .. `<id>-<n-1>`, and whose input holds `in-<id>`.
+StoredResponse with_items(const std::string& id, int n, const std::string& owner = "") {
+  StoredResponse r;
+  r.id = id;
+  r.owner = owner;
+  r.input = ojson::array({{{"type", "message"}, {"id", "in-" + id}, {"content", id}}});
+  ojson output = ojson::array();
+  for (int i = 0; i < n; ++i)
+    output.push_back({{"type", "message"}, {"id", id + "-" + std::to_string(i)}, {"n", i}});
+  r.object = {{"id", id}, {"output", output}};
+  return r;
+}
+
+}  // namespace
+
+TEST(ResponseStore, ItemsAreFoundUntilTheirResponseIsEvictedOrDeleted) {
+  ResponseStore store(size_t(1) << 20);
+  ASSERT_TRUE(store.put(with_items("a", 2)));
+  ASSERT_TRUE(store.put(with_items("b", 2, "key:k")));
+  EXPECT_EQ((*store.item("a-1", ""))["n"], 1);
+  EXPECT_EQ((*store.item("in-a", ""))["content"], "a");  // an input item it kept
+  EXPECT_FALSE(store.item("b-0", ""));                   // another key's
+  EXPECT_EQ((*store.item("b-0", "key:k"))["n"], 0);
+  EXPECT_TRUE(store.erase("a", ""));
+  EXPECT_FALSE(store.item("a-0", ""));
+  EXPECT_FALSE(store.item("in-a", ""));
+  // a response continuing "b" keeps b's items in its input: found there once b is gone
+  StoredResponse c = with_items("c", 1, "key:k");
+  c.input.push_back((*store.item("b-1", "key:k")));
+  ASSERT_TRUE(store.put(c));
+  EXPECT_TRUE(store.erase("b", "key:k"));
+  EXPECT_EQ((*store.item("b-1", "key:k"))["n"], 1);
+  EXPECT_FALSE(store.item("b-0", "key:k"));
+  // replaced: the old version's items go with it
+  ASSERT_TRUE(store.put(with_items("c", 0, "key:k")));
+  EXPECT_FALSE(store.item("b-1", "key:k"));
+  EXPECT_FALSE(store.item("c-0", "key:k"));
+  EXPECT_TRUE(store.item("in-c", "key:k"));
+  // evicted: a budget of about two responses, three put
+  const size_t one = with_items("x", 50).object.dump().size() + 100;
+  ResponseStore small(2 * one + one / 2);
+  for (const char* id : {"x", "y", "z"}) ASSERT_TRUE(small.put(with_items(id, 50)));
+  EXPECT_EQ(small.size(), 2u);
+  EXPECT_FALSE(small.item("x-7", ""));
+  EXPECT_FALSE(small.item("in-x", ""));
+  EXPECT_EQ((*small.item("z-49", ""))["n"], 49);
+  EXPECT_EQ((*small.item("y-0", ""))["n"], 0);
+}
+
+// An item is looked up by its id, not by scanning the store: the items a lookup examines
+// (item_probes) stay the same whether 10 or 4000 responses are stored.
+TEST(ResponseStore, ItemLookupDoesNotGrowWithTheStore) {
+  auto probes_per_lookup = [](int responses) {
+    ResponseStore store(size_t(1) << 30);
+    for (int r = 0; r < responses; ++r) store.put(with_items("r" + std::to_string(r), 4));
+    const size_t before = store.item_probes();
+    for (int r = 0; r < 10; ++r) {  // the oldest responses' items: the last a scan would reach
+      auto found = store.item("r" + std::to_string(r) + "-3", "");
+      EXPECT_TRUE(found && (*found)["n"] == 3);
+    }
+    EXPECT_FALSE(store.item("nowhere", ""));
+    return double(store.item_probes() - before) / 11;
+  };
+  const double few = probes_per_lookup(10), many = probes_per_lookup(4000);
+  std::printf("items examined per lookup: %.1f with 10 responses stored, %.1f with 4000\n", few,
+              many);
+  EXPECT_LE(many, 2.0);
+  EXPECT_LE(many, few + 0.5);
+}

@@ -184,13 +184,15 @@ TEST(ServerRerank, RefusalsNameTheirField) {
   expect_refused(s, body({{"query", 3}}), "query");
   expect_refused(s, {{"query", kQuery}}, "documents");
   expect_refused(s, body({{"documents", json::array()}}), "documents");
-  expect_refused(s, body({{"documents", {"a", 2}}}), "documents");
+  // the document at fault by its index, as OpenAI names an array element (documents[i])
+  expect_refused(s, body({{"documents", {"a", 2}}}), "documents[1]");
+  expect_refused(s, {{"query", kQuery}, {"texts", {"a", "b", json::object()}}}, "texts[2]");
   expect_refused(s, body({{"texts", kDocs}}), "texts");
   expect_refused(s, body({{"top_n", 0}}), "top_n");
   expect_refused(s, body({{"top_n", 1.5}}), "top_n");
   expect_refused(s, body({{"return_documents", "yes"}}), "return_documents");
   expect_refused(s, body({{"instruction", "x"}}), "instruction", "unknown_field");
-  expect_refused(s, body({{"documents", {std::string(5000, 'a')}}}), "documents",
+  expect_refused(s, body({{"documents", {"a", std::string(5000, 'a')}}}), "documents[1]",
                  "context_length_exceeded");
 }
 

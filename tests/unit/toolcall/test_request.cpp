@@ -128,11 +128,11 @@ TEST(DecodePlan, MessagesPreparedForTheTemplate) {
   const ojson d = prepare_messages(msgs, Format::DeepSeek3);
   EXPECT_EQ(d[0]["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
   EXPECT_EQ(d[0]["tool_calls"][1]["function"]["arguments"], "{\"b\":2}");
-  const ojson calls = tool_calls_json({{"call_0", "f", "{\"a\": 1}"}});
-  EXPECT_EQ(
-      calls.dump(),
-      R"([{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}}])");
-  const ojson delta = delta_calls_json({{0, "call_0", "f", ""}, {0, "", "", "{\"a\""}});
+  // json, as the chat completion they go into (its keys sorted)
+  const nlohmann::json calls = tool_calls_json({{"call_0", "f", "{\"a\": 1}"}});
+  EXPECT_EQ(calls, nlohmann::json::parse(R"([{"id": "call_0", "type": "function",
+      "function": {"name": "f", "arguments": "{\"a\": 1}"}}])"));
+  const nlohmann::json delta = delta_calls_json({{0, "call_0", "f", ""}, {0, "", "", "{\"a\""}});
   EXPECT_EQ(delta[0]["id"], "call_0");
   EXPECT_EQ(delta[0]["function"]["name"], "f");
   EXPECT_FALSE(delta[1].contains("id"));
