@@ -20,13 +20,17 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
 
 }  // namespace
 
-PrefixIndex::PrefixIndex(KvPool& pool, Params params) : pool_(pool), params_(params) {
+PrefixIndex::PrefixIndex(KvPool& pool, Params params, CachedPages* shared)
+    : pool_(pool), params_(params), shared_(shared) {
   params_.block_tokens = std::max(1, params_.block_tokens);
   params_.token_budget = std::max<int64_t>(0, params_.token_budget);
 }
 
 PrefixIndex::~PrefixIndex() {
-  for (auto& [id, e] : entries_) pool_.free_sequence(e.seq);
+  for (auto& [id, e] : entries_) {
+    if (shared_) shared_->release(e.pages);
+    pool_.free_sequence(e.seq);
+  }
 }
 
 std::vector<uint64_t> PrefixIndex::block_names(std::span<const int32_t> tokens) const {
@@ -103,7 +107,7 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   if (n == 0 || n > params_.token_budget) return EntryId(-1);
   const Match held = best_match(tokens);
   if (held.n_tokens == n) {
-    entries_.at(held.entry).last_use = ++clock_;  // an entry already holds them
+    entries_.at(held.entry).last_use = tick();  // an entry already holds them
     return EntryId(-1);
   }
   // What the entry it extends (or shares a head with) had served stays proven.
@@ -120,7 +124,7 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   e.tokens.assign(tokens.begin(), tokens.end());
   e.block_names = block_names(tokens);
   e.seq = *fork;
-  e.last_use = ++clock_;
+  e.last_use = tick();
   e.proven = proven;
   for (uint64_t name : e.block_names) by_block_[name].push_back(id);
   hold_pages(e);
@@ -142,7 +146,7 @@ Result<SeqId> PrefixIndex::fork_prefix(EntryId entry, int n_tokens) {
     pool_.free_sequence(*fork);
     return st.error();
   }
-  it->second.last_use = ++clock_;
+  it->second.last_use = tick();
   return *fork;
 }
 

@@ -34,6 +34,11 @@
 // cuts: the scheduler pins the entry a waiting request would be served from while it makes room
 // for that request (the others give back their pages first). An entry whose tokens are a prefix of
 // a new entry is replaced by it (turn n+1 of a chat extends turn n), unless pinned.
+//
+// One budget with the segment index. The prompt assembler hands both indexes one CachedPages
+// (cache/cached_pages.h): the pages of prefix entries and segment occurrences are counted there
+// once, whoever holds them, and read on one clock, so that PromptAssembler::shrink_cached evicts
+// across both in least recently used order (this index's turn gives back tails as above).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cache/cached_pages.h"
 #include "core/status.h"
 #include "kv/pool.h"
 
@@ -70,7 +76,9 @@ class PrefixIndex {
     int64_t tokens_evicted = 0;  // tokens given back, by whole entries and by tails
   };
 
-  PrefixIndex(KvPool& pool, Params params);
+  // shared: where the entries' pages are also counted (and the clock read) together with another
+  // index's (null: this index alone).
+  PrefixIndex(KvPool& pool, Params params, CachedPages* shared = nullptr);
   ~PrefixIndex();  // frees every entry's sequence
   PrefixIndex(const PrefixIndex&) = delete;
   PrefixIndex& operator=(const PrefixIndex&) = delete;
@@ -102,11 +110,14 @@ class PrefixIndex {
   // is erased) until the pages held are at most `tokens` worth. Returns the tokens held (more
   // than `tokens` when the rest is pinned).
   int64_t shrink_to(int64_t tokens);
+  // When the least recently used unpinned entry was last used (on the shared clock), UINT64_MAX
+  // when every entry is pinned or there is none.
+  uint64_t oldest_use() const;
 
   bool contains(EntryId entry) const { return entries_.count(entry) != 0; }
   std::span<const int32_t> tokens(EntryId entry) const;  // empty for an unknown entry
   // The pool pages the entries hold (each once), in tokens.
-  int64_t tokens_held() const { return int64_t(page_refs_.size()) * pool_.page_tokens(); }
+  int64_t tokens_held() const { return own_.pages() * pool_.page_tokens(); }
   const Params& params() const { return params_; }
   Stats stats() const;
 
@@ -136,8 +147,9 @@ class PrefixIndex {
   std::unordered_map<EntryId, Entry> entries_;
   std::unordered_map<uint64_t, std::vector<EntryId>> by_block_;  // block name -> entries
   EntryId next_id_ = 0;
-  uint64_t clock_ = 0;
-  std::unordered_map<int32_t, int> page_refs_;  // pool page -> entries holding it
+  CachedPages own_;                // the entries' pages
+  CachedPages* shared_ = nullptr;  // the same counted with the segment index's (may be null)
+  uint64_t tick() { return shared_ ? shared_->tick() : own_.tick(); }
   Stats stats_;
 };
 

@@ -7,19 +7,14 @@
 namespace kamera {
 
 void PrefixIndex::hold_pages(Entry& e) {
-  const int page = pool_.page_tokens();
-  e.pages.clear();
-  for (int32_t slot : pool_.slots(e.seq)) e.pages.push_back(slot / page);
-  std::sort(e.pages.begin(), e.pages.end());
-  e.pages.erase(std::unique(e.pages.begin(), e.pages.end()), e.pages.end());
-  for (int32_t p : e.pages) ++page_refs_[p];
+  e.pages = pages_of(pool_, e.seq);
+  own_.hold(e.pages);
+  if (shared_) shared_->hold(e.pages);
 }
 
 void PrefixIndex::release_pages(Entry& e) {
-  for (int32_t p : e.pages) {
-    auto it = page_refs_.find(p);
-    if (it != page_refs_.end() && --it->second == 0) page_refs_.erase(it);
-  }
+  own_.release(e.pages);
+  if (shared_) shared_->release(e.pages);
   e.pages.clear();
 }
 
@@ -67,6 +62,13 @@ PrefixIndex::EntryId PrefixIndex::victim(int64_t share, int phase, int& floor) c
     floor = int(f);
   }
   return best;
+}
+
+uint64_t PrefixIndex::oldest_use() const {
+  uint64_t oldest = UINT64_MAX;
+  for (const auto& [id, e] : entries_)
+    if (e.pins == 0) oldest = std::min(oldest, e.last_use);
+  return oldest;
 }
 
 int64_t PrefixIndex::shrink_to(int64_t tokens) {

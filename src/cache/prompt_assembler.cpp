@@ -16,7 +16,7 @@ double seconds_now() {
 
 // Rows from their context (context-*), or the canonical plus that context's patch (patch-*).
 SpanSource hit_source(const SegmentIndex::Hit& h) {
-  const bool rows = h.kv != nullptr;
+  const bool rows = h.rows != nullptr;
   return h.match == SegmentIndex::Match::Exact
              ? (rows ? SpanSource::ContextExact : SpanSource::PatchExact)
          : h.match == SegmentIndex::Match::Nearest
@@ -36,16 +36,50 @@ using enum Assembly::Served;
 
 PromptAssembler::PromptAssembler(ChunkCache& cache, AssemblerOptions o) : cache_(cache), opts_(o) {
   KvPool& pool = cache_.pool();
-  prefix_budget_ = opts_.prefix_cache_tokens >= 0
-                       ? opts_.prefix_cache_tokens
-                       : int64_t(pool.n_pages()) * pool.page_tokens() / 4;
+  const int64_t page = pool.page_tokens();
+  prefix_budget_ = opts_.prefix_cache_tokens >= 0 ? opts_.prefix_cache_tokens
+                                                  : int64_t(pool.n_pages()) * page / 4;
+  prefix_budget_ = std::max<int64_t>(prefix_budget_, 0);
+  // The segments' share: their bytes in pool pages, at most a quarter of the pool (-1: that).
+  const int64_t page_bytes = std::max<int64_t>(1, int64_t(pool.arena_bytes()) / pool.n_pages());
+  const int64_t quarter = pool.n_pages() / 4;
+  segment_pages_ = opts_.segment_cache_bytes < 0
+                       ? quarter
+                       : std::min(quarter, opts_.segment_cache_bytes / page_bytes);
+  // One budget over both kinds (cache/cached_pages.h): either may use all of it.
+  budget_pages_ =
+      (prefix_budget_ + page - 1) / page + (opts_.segment_cache_bytes != 0 ? segment_pages_ : 0);
   if (prefix_budget_ > 0)
     prefix_ = std::make_unique<PrefixIndex>(
-        pool, PrefixIndex::Params{pool.page_tokens(), prefix_budget_});
-  prefix_budget_ = std::max<int64_t>(prefix_budget_, 0);
-  if (opts_.segment_cache_bytes > 0)
+        pool, PrefixIndex::Params{pool.page_tokens(), budget_pages_ * page}, &cached_);
+  if (opts_.segment_cache_bytes != 0)
     segments_ =
-        std::make_unique<SegmentIndex>(SegmentIndex::Params{size_t(opts_.segment_cache_bytes), 4});
+        std::make_unique<SegmentIndex>(pool, SegmentIndex::Params{budget_pages_, 4}, &cached_);
+}
+
+int64_t PromptAssembler::cached_pages() const {
+  return cached_.pages() + (segments_ ? segments_->patch_pages() : 0);
+}
+
+// Least recently used first across both indexes: the segment index's oldest occurrence goes
+// whole; when the prefix index's oldest unpinned entry is older, that index gives back a page's
+// worth of tails by its own order (cache/prefix_index.h). Pages another holder shares stay in the
+// pool but are no longer counted once both let them go.
+int64_t PromptAssembler::shrink_cached(int64_t pages) {
+  const int64_t page = cache_.pool().page_tokens();
+  bool prefix_stuck = false;  // the rest of the prefix index is pinned
+  while (cached_pages() > pages) {
+    const uint64_t s = segments_ ? segments_->oldest_use() : UINT64_MAX;
+    const uint64_t p = prefix_ && !prefix_stuck ? prefix_->oldest_use() : UINT64_MAX;
+    if (s == UINT64_MAX && p == UINT64_MAX) break;
+    if (s < p) {
+      segments_->evict_oldest();
+      continue;
+    }
+    const int64_t held = prefix_->tokens_held();
+    prefix_stuck = held == 0 || prefix_->shrink_to(held - page) >= held;
+  }
+  return cached_pages();
 }
 
 // Prefills tokens [pending, end) of the plan behind what a.seq holds, segment by segment: a run
@@ -90,7 +124,7 @@ Status PromptAssembler::prefill_until(const PromptPlan& plan, Assembly& a, int& 
 
 // Writes a hit's rows (or its canonical plus patch) at segment s's positions.
 Status PromptAssembler::write_hit(const PromptSegment& s, SeqId seq, const SegmentIndex::Hit& h) {
-  if (!h.kv) {
+  if (!h.rows) {
     Status st = cache_.append_chunk(seq, *h.canonical, h.patch.get(), s.position);
     return st.ok() ? st : Error{ErrorCode::OutOfMemory, st.message()};
   }
@@ -102,7 +136,7 @@ Status PromptAssembler::write_hit(const PromptSegment& s, SeqId seq, const Segme
   }
   auto at = cache_.pool().append(seq, pos);
   if (!at.ok()) return Error{ErrorCode::OutOfMemory, at.message()};
-  write_chunk_kv(*h.kv, cache_.pool(), seq, *at);
+  h.rows->copy_to(seq, *at);  // pool to pool: no heap rows
   return Status::Ok();
 }
 
@@ -113,7 +147,7 @@ void PromptAssembler::count_hit(const SegmentIndex::Hit& h, bool from_store) {
     return;
   }
   ++(h.match == M::Latest  ? counters_.context_keep
-     : !h.kv               ? (h.match == M::Exact ? counters_.patch_exact : counters_.patch_nearest)
+     : !h.rows             ? (h.match == M::Exact ? counters_.patch_exact : counters_.patch_nearest)
      : h.match == M::Exact ? counters_.context_exact
                            : counters_.context_nearest);
 }
@@ -137,11 +171,11 @@ Status PromptAssembler::serve_segments(const PromptPlan& plan, Assembly& a, int&
     KAMERA_TRY(prefill_until(plan, a, pending, s.span.begin));
     const double t0 = seconds_now();
     KAMERA_TRY(write_hit(s, a.seq, h));
-    if (!h.kv) {  // rebuilt from a canonical and a patch: what a fetch costs past its bytes
+    if (!h.rows) {  // rebuilt from a canonical and a patch: what a fetch costs past its bytes
       const double t = (seconds_now() - t0) / std::max(1, s.span.size());
       rebuild_s_ = rebuild_s_ > 0 ? 0.8 * rebuild_s_ + 0.2 * t : t;
     }
-    const bool exact = h.match == SegmentIndex::Match::Exact && h.kv;
+    const bool exact = h.match == SegmentIndex::Match::Exact && h.rows;
     a.served[i] = from_store ? ServedStore : exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
     pending = s.span.end;

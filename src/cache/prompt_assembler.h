@@ -33,7 +33,10 @@ namespace kamera {
 struct AssemblerOptions {
   // Tokens of prompts kept for exact prefix reuse; -1: a quarter of the KV pool, 0: none.
   int64_t prefix_cache_tokens = -1;
-  // Bytes of segments' conditioned KV kept for reuse past the prefix (0: no segment reuse).
+  // Bytes of pool pages of segments' conditioned KV kept for reuse past the prefix, at most a
+  // quarter of the pool (-1: that quarter; 0: no segment reuse). The two are one budget: the
+  // prefix entries and the segment occurrences together hold at most the pages of both, counted
+  // once each, evicted least recently used first whichever kind (PromptAssembler::shrink_cached).
   int64_t segment_cache_bytes = 0;
   // Segments of at least this many tokens get a canonical formed off the request path, and their
   // occurrences keep a patch of this rank where it is smaller than their rows (0: never).
@@ -110,6 +113,14 @@ class PromptAssembler {
   const PrefixIndex* prefix() const { return prefix_.get(); }
   const SegmentIndex* segments() const { return segments_.get(); }
   int64_t prefix_budget() const { return prefix_budget_; }
+  // The one budget of cached KV (prefix entries and segment occurrences), in pool pages, and the
+  // pages they hold, each once (plus the segments' patches' bytes in pages).
+  int64_t budget_pages() const { return budget_pages_; }
+  int64_t segment_budget_pages() const { return segments_ ? segment_pages_ : 0; }
+  int64_t cached_pages() const;
+  // Evicts cached KV of both kinds, least recently used first (pinned prefix entries stay), until
+  // at most `pages` are held. Returns the pages held.
+  int64_t shrink_cached(int64_t pages);
   const AssemblerOptions& options() const { return opts_; }
   // Where served spans came from; the chunk and window paths of a server count here too.
   ReuseCounters& counters() { return counters_; }
@@ -129,9 +140,12 @@ class PromptAssembler {
   ChunkCache& cache_;
   AssemblerOptions opts_;
   ReuseCounters counters_;
-  std::unique_ptr<PrefixIndex> prefix_;     // null: no prefix reuse
+  CachedPages cached_;                   // both indexes' pages (declared first: it outlives them)
+  std::unique_ptr<PrefixIndex> prefix_;  // null: no prefix reuse
   std::unique_ptr<SegmentIndex> segments_;  // null: no segment reuse
-  int64_t prefix_budget_ = 0;
+  int64_t prefix_budget_ = 0;               // the prefix's share, in tokens
+  int64_t segment_pages_ = 0;               // the segments' share, in pages
+  int64_t budget_pages_ = 0;                // both shares: the one budget
   // Long segments whose canonical is to be formed, oldest first, each once.
   std::deque<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> to_compact_;
   std::unordered_set<ChunkId, ChunkIdHash> compact_queued_;

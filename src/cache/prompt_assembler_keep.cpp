@@ -40,6 +40,7 @@ void PromptAssembler::remember(const PromptPlan& plan, const Assembly& a, SeqId 
   if (held < int(tokens.size())) return;
   auto r = prefix_->insert(seq, tokens);
   if (!r.ok()) log().warn("prefix index: {}", r.message());
+  shrink_cached(budget_pages_);
 }
 
 // Keeps the conditioned KV of every segment this prompt computed (in whole or in part: not those
@@ -57,10 +58,10 @@ void PromptAssembler::keep_segments(const PromptPlan& plan, Assembly& a, SeqId s
     const PromptSegment& s = plan.segments[i];
     const char served = a.served[i];
     if ((served == NotServed || served == ServedStore) && s.span.end > a.prefix_end) {
-      segments_->insert(
-          s.id, ante,
-          read_chunk_kv(cache_.pool(), seq, s.span.begin, s.span.size(), cache_.pool().dtype()),
-          exact && served == NotServed);
+      // A fork of seq's pages holding the segment's tokens: no row copied.
+      const Status st = segments_->insert(s.id, ante, seq, s.span.begin, s.span.size(),
+                                          exact && served == NotServed);
+      if (!st.ok()) log().warn("segment index: {}", st.message());
       const bool worth =
           served == NotServed && opts_.compact_tokens > 0 && s.span.size() >= opts_.compact_tokens;
       if (worth && to_compact_.size() < opts_.compact_queue &&
@@ -72,6 +73,7 @@ void PromptAssembler::keep_segments(const PromptPlan& plan, Assembly& a, SeqId s
     exact = exact && served != ServedNear && served != ServedStore;
     ante.push_back(s.id);
   }
+  shrink_cached(budget_pages_);
 }
 
 bool PromptAssembler::background_room() const {

@@ -1,6 +1,9 @@
 #include "cache/segment_index.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "kv/kv_row.h"
 
 namespace kamera {
 
@@ -14,21 +17,78 @@ int common_in_order(std::span<const ChunkId> a, std::span<const ChunkId> b) {
   return prev[b.size()];
 }
 
+void SegmentIndex::Rows::copy_to(SeqId dst, int at) const {
+  const KvLayout& layout = pool_.layout();
+  const size_t elem = kv_elem_bytes(pool_.dtype());
+  const std::span<const int32_t> from = pool_.slots(seq_), to = pool_.slots(dst);
+  KAMERA_ASSERT(at >= 0 && size_t(at) + from.size() <= to.size());
+  for (int l = 0; l < layout.n_layers; ++l) {
+    for (size_t c = 0; c < layout.channels.size(); ++c) {
+      const size_t row = size_t(layout.channels[c].width) * elem;
+      const auto* src = static_cast<const uint8_t*>(pool_.arena_data(l, int(c)));
+      auto* out = static_cast<uint8_t*>(pool_.arena_data(l, int(c)));
+      for (size_t t = 0; t < from.size(); ++t)
+        std::memcpy(out + size_t(to[size_t(at) + t]) * row, src + size_t(from[t]) * row, row);
+    }
+  }
+}
+
+SegmentIndex::SegmentIndex(KvPool& pool, Params p, CachedPages* shared)
+    : pool_(pool), params_(p), shared_(shared) {
+  page_bytes_ = std::max<int64_t>(1, int64_t(pool.arena_bytes() / size_t(pool.n_pages())));
+}
+
+SegmentIndex::~SegmentIndex() {
+  for (const Occurrence& o : lru_) release(o);  // the rows go with the list
+}
+
+void SegmentIndex::hold(const Occurrence& o) {
+  if (o.rows) {
+    own_.hold(o.rows->pages());
+    if (shared_) shared_->hold(o.rows->pages());
+  }
+  patch_pages_ += o.patch_pages;
+}
+
+void SegmentIndex::release(const Occurrence& o) {
+  if (o.rows) {
+    own_.release(o.rows->pages());
+    if (shared_) shared_->release(o.rows->pages());
+  }
+  patch_pages_ -= o.patch_pages;
+}
+
+int64_t SegmentIndex::bytes_of(const Occurrence& o) const {
+  return (o.rows ? int64_t(o.rows->pages().size()) : o.patch_pages) * page_bytes_;
+}
+
 void SegmentIndex::erase(Lru::iterator it) {
   auto found = by_id_.find(it->id);
   if (found != by_id_.end()) {
     std::erase(found->second, it);
     if (found->second.empty()) by_id_.erase(found);
   }
-  bytes_ -= it->bytes;
-  tell(it->id, it->bytes, false);
-  lru_.erase(it);
+  release(*it);
+  tell(it->id, bytes_of(*it), false);
+  lru_.erase(it);  // the rows' sequence is freed here, unless a hit still holds them
 }
 
-void SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents, ChunkKV kv,
-                          bool exact) {
-  const size_t bytes = kv.bytes() + antecedents.size() * sizeof(ChunkId);
-  if (bytes > params_.byte_budget) return;
+Status SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents, SeqId seq,
+                            int begin, int n, bool exact) {
+  if (!pool_.has_sequence(seq))
+    return make_error(ErrorCode::NotFound, "segment index: unknown sequence {}", seq);
+  const int len = pool_.n_tokens(seq);
+  if (begin < 0 || n <= 0 || begin + n > len) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "segment index: tokens [{}, {}) outside the {} of sequence {}", begin,
+                      begin + n, len, seq);
+  }
+  auto fork = pool_.fork(seq);
+  if (!fork.ok()) return fork.error();
+  (void)pool_.erase(*fork, begin + n, len);  // within the sequence: cannot fail
+  (void)pool_.erase(*fork, 0, begin);
+  auto rows = std::make_shared<const Rows>(pool_, *fork);  // frees the fork when dropped
+  if (int64_t(rows->pages().size()) > params_.page_budget) return Status::Ok();
   std::vector<Lru::iterator>& of = by_id_[id];
   for (auto it : of)
     if (it->antecedents == antecedents) {
@@ -44,14 +104,14 @@ void SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents, C
     ++stats_.evictions;
     if (!by_id_.count(id)) break;
   }
-  lru_.push_front({id, std::move(antecedents), std::make_shared<const ChunkKV>(std::move(kv)),
-                   nullptr, nullptr, bytes, exact, ++clock_});
+  lru_.push_front(
+      {id, std::move(antecedents), std::move(rows), nullptr, nullptr, 0, exact, tick()});
   by_id_[id].push_back(lru_.begin());
-  bytes_ += bytes;
-  tell(id, bytes, true);
-  shrink_to(params_.byte_budget);
+  hold(lru_.front());
+  tell(id, bytes_of(lru_.front()), true);
+  shrink_to(params_.page_budget);
+  return Status::Ok();
 }
-
 SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId> antecedents,
                                      bool latest) {
   ++stats_.lookups;
@@ -75,7 +135,7 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
       exact = same;
     }
   }
-  Hit h{best->kv, best->canonical, best->patch,
+  Hit h{best->rows, best->canonical, best->patch,
         latest  ? Match::Latest
         : exact ? Match::Exact
                 : Match::Nearest,
@@ -83,7 +143,7 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
   ++(h.match == Match::Exact     ? stats_.exact
      : h.match == Match::Nearest ? stats_.nearest
                                  : stats_.latest);
-  best->last_use = ++clock_;
+  best->last_use = tick();
   lru_.splice(lru_.begin(), lru_, best);  // iterators stay valid
   return h;
 }
@@ -95,35 +155,44 @@ Result<int> SegmentIndex::compact(const ChunkId& id,
   if (found == by_id_.end() || !canonical) return 0;
   int n = 0;
   for (Lru::iterator it : found->second) {
-    if (!it->kv) continue;
-    KAMERA_ASSIGN_OR_RETURN(Patch p, factor(*it->kv, canonical->kv));
+    if (!it->rows) continue;
+    const int tokens = it->rows->n_tokens();
+    KAMERA_ASSIGN_OR_RETURN(
+        Patch p,
+        factor(read_chunk_kv(pool_, it->rows->seq(), 0, tokens, pool_.dtype()), canonical->kv));
     if (factored) factored(it->antecedents, p);
-    const size_t bytes = p.bytes() + it->antecedents.size() * sizeof(ChunkId);
-    if (bytes >= it->bytes) continue;  // the rows are no bigger: kept, exact
-    tell(id, it->bytes, false);
-    tell(id, bytes, true);
-    bytes_ = bytes_ - it->bytes + bytes;
-    it->bytes = bytes;
-    it->kv.reset();
+    const size_t rows_bytes =
+        size_t(tokens) * pool_.layout().floats_per_token() * kv_elem_bytes(pool_.dtype());
+    if (p.bytes() >= rows_bytes) continue;  // the rows are no bigger: kept, exact
+    tell(id, bytes_of(*it), false);
+    release(*it);
+    it->rows.reset();  // its pages go back to the pool (unless a hit still holds them)
+    it->patch_pages = (int64_t(p.bytes()) + page_bytes_ - 1) / page_bytes_;
     it->canonical = canonical;
     it->patch = std::make_shared<const Patch>(std::move(p));
+    hold(*it);
+    tell(id, bytes_of(*it), true);
     ++n;
   }
   stats_.compacted += n;
   return n;
 }
 
-void SegmentIndex::shrink_to(size_t bytes) {
-  while (bytes_ > bytes && !lru_.empty()) {
-    erase(std::prev(lru_.end()));
-    ++stats_.evictions;
-  }
+void SegmentIndex::shrink_to(int64_t pages) {
+  while (pages_held() > pages && !lru_.empty()) evict_oldest();
+}
+
+void SegmentIndex::evict_oldest() {
+  if (lru_.empty()) return;
+  erase(std::prev(lru_.end()));
+  ++stats_.evictions;
 }
 
 SegmentIndex::Stats SegmentIndex::stats() const {
   Stats s = stats_;
   s.occurrences = int64_t(lru_.size());
-  s.bytes = int64_t(bytes_);
+  s.pages = pages_held();
+  s.bytes = pages_held() * page_bytes_;
   return s;
 }
 

@@ -41,7 +41,8 @@ struct ContextOptions {
   // has no tokenizer).
   std::vector<int32_t> anchor;
   // The caches prompts are served from by the assembler (cache/prompt_assembler.h): the exact
-  // prefix index (a quarter of the pool by default) and the segment index.
+  // prefix index (a quarter of the pool by default) and the segment index (64 MiB of pool pages,
+  // at most a quarter of the pool): one budget of pool pages together.
   AssemblerOptions reuse{.segment_cache_bytes = int64_t(64) << 20};
   // llama2.c checkpoints: their tokenizer.bin (GGUF files carry their own).
   std::string tokenizer_path;
@@ -85,7 +86,7 @@ class Context {
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<ChunkCache> cache_;
-  std::unique_ptr<PromptAssembler> assembler_;  // destroyed first: its prefixes hold pool pages
+  std::unique_ptr<PromptAssembler> assembler_;  // destroyed first: its caches hold pool pages
 };
 
 // The pool parameters a Context builds: capacity for `kv_tokens` tokens of this model.

@@ -1,5 +1,6 @@
 #include "reuse/chunk_kv.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "kv/kv_row.h"
@@ -32,10 +33,19 @@ void ChannelMatrix::get_row(int r, float* dst) const {
   }
 }
 
+namespace {
+std::atomic<int64_t> g_rows_allocated{0};  // chunk_kv_bytes_allocated()
+}  // namespace
+
 ChunkKV::ChunkKV(const KvLayout& l, int n, DType dtype) : layout(l), n_tokens(n) {
   blocks.reserve(size_t(l.n_layers) * l.channels.size());
   for (int layer = 0; layer < l.n_layers; ++layer)
     for (const ChannelDesc& c : l.channels) blocks.emplace_back(n, c.width, dtype);
+  g_rows_allocated.fetch_add(int64_t(bytes()), std::memory_order_relaxed);
+}
+
+int64_t chunk_kv_bytes_allocated() {
+  return g_rows_allocated.load(std::memory_order_relaxed);
 }
 
 size_t ChunkKV::bytes() const {

@@ -55,6 +55,10 @@ struct ChunkKV {
   size_t bytes() const;
 };
 
+// Bytes of rows the ChunkKV(layout, n, dtype) constructor has allocated in this process, all
+// threads together: what KV copied out of the pool onto the heap costs (tests read it).
+int64_t chunk_kv_bytes_allocated();
+
 // Copies rows of tokens [begin, begin + n) of a sequence out of the pool (pre-rotation keys),
 // converted from the pool's dtype to `dtype` (exact when `dtype` is as wide as the pool's).
 ChunkKV read_chunk_kv(const KvPool& pool, SeqId seq, int begin, int n, DType dtype = DType::F32);

@@ -13,7 +13,9 @@ Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metri
   ctx_.cache().set_pacer(&pacer_);
   metrics_.seg = &assembler_.counters();
   metrics_.prefix_budget = assembler_.prefix_budget();
-  metrics_.segment_budget = std::max<int64_t>(assembler_.options().segment_cache_bytes, 0);
+  metrics_.segment_budget = assembler_.segments() ? assembler_.segment_budget_pages() *
+                                                        assembler_.segments()->page_bytes()
+                                                  : 0;
 }
 
 Scheduler::~Scheduler() {
@@ -202,19 +204,20 @@ int64_t Scheduler::pages_short(const Generation& g, int64_t reserved) const {
   return pages_to_admit(g) + committed - ctx_.pool().n_free_pages();
 }
 
-// Cached prefixes give back the pages `g` lacks (prefix_index.h: unused tails first), all but the
-// entry g's prompt would be served from, while there are others.
+// Cached KV (prefix entries and segment occurrences, least recently used first:
+// PromptAssembler::shrink_cached) gives back the pages `g` lacks, all but the prefix entry g's
+// prompt would be served from, while there are others.
 void Scheduler::make_room(const Generation& g, int64_t reserved) {
+  if (assembler_.cached_pages() == 0 || pages_short(g, reserved) <= 0) return;
   PrefixIndex* prefix = assembler_.prefix();
-  if (!prefix || pages_short(g, reserved) <= 0) return;
   const std::vector<int32_t>& ids = g.req.plan.ids;
   const PrefixIndex::EntryId own =
-      ids.size() > 1 ? prefix->best_match(std::span(ids).first(ids.size() - 1)).entry : -1;
-  const int64_t page = ctx_.pool().page_tokens();
+      prefix && ids.size() > 1 ? prefix->best_match(std::span(ids).first(ids.size() - 1)).entry
+                               : -1;
   auto give_back = [&] {
     for (int64_t lack; (lack = pages_short(g, reserved)) > 0;) {
-      const int64_t held = prefix->tokens_held();
-      if (held == 0 || prefix->shrink_to(held - lack * page) >= held) break;  // the rest is pinned
+      const int64_t held = assembler_.cached_pages();
+      if (held == 0 || assembler_.shrink_cached(held - lack) >= held) break;  // the rest is pinned
     }
   };
   if (own >= 0 && prefix->pin(own).ok()) {

@@ -353,9 +353,8 @@ void Scheduler::decode_step() {
   auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   const double dt = now_s() - t0;
   pacer_.ran(logits.ok());  // on a failure the tasks run their pieces themselves
-  PrefixIndex* prefix = assembler_.prefix();
-  if (!logits.ok() && prefix && prefix->tokens_held() > 0) {
-    prefix->shrink_to(0);  // cached prefixes give their pages back first; retry next step
+  if (!logits.ok() && assembler_.cached_pages() > 0) {
+    assembler_.shrink_cached(0);  // cached KV gives its pages back first; retry next step
     return;
   }
   if (!logits.ok()) {  // the pool is full: end the newest generation and retry next step

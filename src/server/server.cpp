@@ -29,25 +29,6 @@ Server::Impl::Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
   completion_salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ uint64_t(now_s() * 1e9);
 }
 
-namespace {
-
-// The bytes of the segments' KV (cache/segment_index.h): --segment-cache-mb, by default a quarter
-// of the memory tier's budget, carved out of it (the store keeps the rest), so that the chunks,
-// canonicals, patches and segments the server keeps in memory stay under --store-mb together.
-Result<int64_t> segment_budget(const ServerOptions& o) {
-  const int64_t store = int64_t(o.store_bytes);
-  if (o.segment_cache_bytes < 0) return store / 4;
-  if (o.segment_cache_bytes > 0 && o.segment_cache_bytes >= store) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "--segment-cache-mb ({:.0f} MiB) must be below --store-mb ({:.0f} MiB): the "
-                      "segments' KV is carved out of the memory tier's budget",
-                      double(o.segment_cache_bytes) / (1 << 20), double(store) / (1 << 20));
-  }
-  return o.segment_cache_bytes;
-}
-
-}  // namespace
-
 Status Server::Impl::open_context() {
   const ModelConfig& c = model.cfg;
   if (!model.tokenizer)
@@ -62,11 +43,12 @@ Status Server::Impl::open_context() {
   co.kv_type = opts.kv_type;
   const int64_t tokens = opts.pool_tokens > 0 ? opts.pool_tokens : 8 * int64_t(c.ctx_len);
   co.kv_tokens = tokens + 16 * int64_t(opts.max_active + 8);  // a partial page per sequence
-  KAMERA_ASSIGN_OR_RETURN(const int64_t segment_bytes, segment_budget(opts));
-  co.store_bytes = opts.store_bytes - size_t(segment_bytes);  // the segments' share is carved out
+  // The segments' KV lives in the KV pool (cache/segment_index.h), beside the prefixes', not in
+  // the memory tier: --store-mb is the store's whole.
+  co.store_bytes = opts.store_bytes;
   KAMERA_ASSIGN_OR_RETURN(co.tiers, open_tiers());
   co.reuse.prefix_cache_tokens = opts.prefix_cache_tokens;
-  co.reuse.segment_cache_bytes = segment_bytes;
+  co.reuse.segment_cache_bytes = opts.segment_cache_bytes;
   co.reuse.compact_tokens = opts.segment_compact_tokens;
   co.reuse.compact_rank = opts.segment_patch_rank;
   if (opts.store_fetch == "always")

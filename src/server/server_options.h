@@ -69,8 +69,10 @@ struct ServerOptions {
   // quarter of the KV pool, 0: off.
   int64_t prefix_cache_tokens = -1;
   // Past the prefix, segments (messages, paragraphs) seen before are served from their
-  // conditioned KV (cache/segment_index.h), kept under this many bytes (-1: a quarter of
-  // store_bytes, 0: none); and the policy of a request that names no "reuse".
+  // conditioned KV (cache/segment_index.h), held in KV pool pages: this many bytes of pages, at
+  // most a quarter of the pool (-1: that quarter, 0: no segment reuse). It adds to the prefix's
+  // share: prefixes and segments are one budget of pool pages (the two shares together), evicted
+  // least recently used first whichever kind; and the policy of a request that names no "reuse".
   int64_t segment_cache_bytes = -1;
   ReusePolicy reuse = ReusePolicy::Patch;
   // Segments of at least this many tokens get their canonical formed off the request path;

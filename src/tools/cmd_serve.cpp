@@ -229,13 +229,16 @@ Runner add_serve(CLI::App& app) {
   app.add_option("--prefix-cache-tokens", a->opts.prefix_cache_tokens,
                  "Tokens of text prompts and replies kept for exact prefix reuse (a repeated or "
                  "extended prompt is served from their KV: usage.prompt_tokens_details."
-                 "cached_tokens); -1: a quarter of the KV pool, 0: off")
+                 "cached_tokens); -1: a quarter of the KV pool, 0: off. With "
+                 "--segment-cache-mb's share it makes one budget of KV pool pages, evicted least "
+                 "recently used first across prefixes and segments")
       ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
       ->capture_default_str();
   app.add_option("--segment-cache-mb", a->segment_cache_mb,
                  "Conditioned KV of prompt segments (messages, paragraphs, images) kept for reuse "
-                 "past the prefix, at any position (MiB, carved out of --store-mb and below it; "
-                 "-1: a quarter of --store-mb, 0: none)")
+                 "past the prefix, at any position (MiB of KV pool pages, at most a quarter of "
+                 "the pool, added to --prefix-cache-tokens' share: one budget; -1: a quarter of "
+                 "the pool, 0: none). No longer carved out of --store-mb")
       ->check(mebibytes(-1))
       ->capture_default_str();
   app.add_option("--segment-compact-tokens", a->opts.segment_compact_tokens,

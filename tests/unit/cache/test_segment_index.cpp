@@ -1,6 +1,7 @@
 // The segment index (cache/segment_index.h): a segment's conditioned KV found again behind the
-// same antecedents (exact), the nearest ones (most shared in order), or the latest; a byte budget
-// with LRU eviction that never takes rows a caller holds.
+// same antecedents (exact), the nearest ones (most shared in order), or the latest; occurrences
+// held as pool pages (forks of the computing sequence) under a page budget with LRU eviction that
+// never takes a page a caller is served from.
 #include <gtest/gtest.h>
 
 #include "cache/segment_index.h"
@@ -13,18 +14,45 @@ ChunkId id(uint64_t n) {
   return ChunkId{n, n * 31 + 7};
 }
 
-// Rows whose first value tells which context they were computed in.
-ChunkKV rows(float tag, int n_tokens = 4) {
-  KvLayout layout;
-  layout.n_layers = 1;
-  layout.channels = {{"k", 2, true}};
-  ChunkKV kv(layout, n_tokens, DType::F32);
-  kv.at(0, 0).f32_data()[0] = tag;
-  return kv;
-}
+// A pool of one layer, one rope channel of 2 values, pages of 4 tokens.
+struct Rig {
+  std::unique_ptr<KvPool> pool;
+  explicit Rig(int pages = 64) {
+    KvPool::Params p;
+    p.layout.n_layers = 1;
+    p.layout.channels = {{"k", 2, true}};
+    p.page_tokens = 4;
+    p.n_pages = pages;
+    auto r = KvPool::create(p);
+    EXPECT_TRUE(r.ok());
+    pool = std::move(r).value();
+  }
+  // A sequence of n tokens whose rows are {tag, token} (n = 4: one page of its own).
+  SeqId rows(float tag, int n = 4) {
+    const SeqId s = pool->create_sequence();
+    std::vector<Pos> pos;
+    for (int t = 0; t < n; ++t) pos.push_back(Pos::linear(t));
+    EXPECT_TRUE(pool->append(s, pos).ok());
+    for (int t = 0; t < n; ++t) {
+      const float row[2] = {tag, float(t)};
+      pool->write_row(s, 0, 0, t, row);
+    }
+    return s;
+  }
+  // Keeps an occurrence of `seg` behind `ante` with rows tagged `tag` (the computing sequence
+  // then ends, as a request's does).
+  void insert(SegmentIndex& idx, ChunkId seg, std::vector<ChunkId> ante, float tag, int n = 4) {
+    const SeqId s = rows(tag, n);
+    EXPECT_TRUE(idx.insert(seg, std::move(ante), s, 0, n).ok());
+    pool->free_sequence(s);
+  }
+};
 
-float tag(const SegmentIndex::Hit& h) {
-  return h.kv->at(0, 0).f32_data()[0];
+// The tag of a hit's rows (the first value of its first row).
+float tag(const Rig& rig, const SegmentIndex::Hit& h) {
+  float row[2];
+  rig.pool->read_row(h.rows->seq(), 0, 0, 0, row);
+  return row[0];
 }
 
 }  // namespace
@@ -38,24 +66,25 @@ TEST(SegmentIndex, CommonInOrderIsTheLongestCommonSubsequence) {
 }
 
 TEST(SegmentIndex, FindsTheExactContextElseTheNearestElseNothing) {
-  SegmentIndex idx({1 << 20, 4});
-  idx.insert(id(5), {id(1), id(2), id(3)}, rows(1));  // a window o1 o2 o3 before o5
-  idx.insert(id(5), {id(9)}, rows(2));                // another context, more recent
+  Rig rig;
+  SegmentIndex idx(*rig.pool, {64, 4});
+  rig.insert(idx, id(5), {id(1), id(2), id(3)}, 1);  // a window o1 o2 o3 before o5
+  rig.insert(idx, id(5), {id(9)}, 2);                // another context, more recent
   SegmentIndex::Hit h = idx.find(id(5), std::vector<ChunkId>{id(1), id(2), id(3)}, false);
-  ASSERT_TRUE(h.kv);
+  ASSERT_TRUE(h.rows);
   EXPECT_EQ(h.match, SegmentIndex::Match::Exact);
-  EXPECT_EQ(tag(h), 1);
+  EXPECT_EQ(tag(rig, h), 1);
   // The window slid: o1 left. Nearest is the window it was computed in (2 shared), not the latest.
   h = idx.find(id(5), std::vector<ChunkId>{id(2), id(3)}, false);
   EXPECT_EQ(h.match, SegmentIndex::Match::Nearest);
   EXPECT_EQ(h.shared, 2);
-  EXPECT_EQ(tag(h), 1);
+  EXPECT_EQ(tag(rig, h), 1);
   // latest: the most recently used occurrence whatever its antecedents.
   idx.find(id(5), std::vector<ChunkId>{id(9)}, false);
   h = idx.find(id(5), std::vector<ChunkId>{id(2), id(3)}, true);
   EXPECT_EQ(h.match, SegmentIndex::Match::Latest);
-  EXPECT_EQ(tag(h), 2);
-  EXPECT_FALSE(idx.find(id(6), std::vector<ChunkId>{}, false).kv);
+  EXPECT_EQ(tag(rig, h), 2);
+  EXPECT_FALSE(idx.find(id(6), std::vector<ChunkId>{}, false).rows);
   const SegmentIndex::Stats s = idx.stats();
   EXPECT_EQ(s.exact, 2);
   EXPECT_EQ(s.nearest, 1);
@@ -64,33 +93,102 @@ TEST(SegmentIndex, FindsTheExactContextElseTheNearestElseNothing) {
 }
 
 TEST(SegmentIndex, TheSameContextReplacesItsOccurrenceAndAtMostPerSegmentAreKept) {
-  SegmentIndex idx({1 << 20, 2});
-  idx.insert(id(5), {id(1)}, rows(1));
-  idx.insert(id(5), {id(1)}, rows(3));
+  Rig rig;
+  SegmentIndex idx(*rig.pool, {64, 2});
+  rig.insert(idx, id(5), {id(1)}, 1);
+  rig.insert(idx, id(5), {id(1)}, 3);
   EXPECT_EQ(idx.stats().occurrences, 1);
-  EXPECT_EQ(tag(idx.find(id(5), std::vector<ChunkId>{id(1)}, false)), 3);
-  idx.insert(id(5), {id(2)}, rows(4));
-  idx.insert(id(5), {id(3)}, rows(5));  // a third context: the least recently used goes
+  EXPECT_EQ(tag(rig, idx.find(id(5), std::vector<ChunkId>{id(1)}, false)), 3);
+  rig.insert(idx, id(5), {id(2)}, 4);
+  rig.insert(idx, id(5), {id(3)}, 5);  // a third context: the least recently used goes
   EXPECT_EQ(idx.stats().occurrences, 2);
   EXPECT_NE(idx.find(id(5), std::vector<ChunkId>{id(1)}, false).match, SegmentIndex::Match::Exact);
 }
 
 TEST(SegmentIndex, TheBudgetEvictsTheLeastRecentlyUsedButNeverRowsAHitHolds) {
-  const size_t one = rows(0).bytes() + sizeof(ChunkId);
-  SegmentIndex idx({2 * one + one / 2, 4});
-  idx.insert(id(1), {id(0)}, rows(1));
-  idx.insert(id(2), {id(0)}, rows(2));
+  Rig rig;
+  SegmentIndex idx(*rig.pool, {2, 4});  // two pages: each occurrence holds one
+  rig.insert(idx, id(1), {id(0)}, 1);
+  rig.insert(idx, id(2), {id(0)}, 2);
   SegmentIndex::Hit held = idx.find(id(1), std::vector<ChunkId>{id(0)}, false);  // id 1 recent
-  idx.insert(id(3), {id(0)}, rows(3));  // over budget: id 2, least recently used, goes
+  rig.insert(idx, id(3), {id(0)}, 3);  // over budget: id 2, least recently used, goes
   EXPECT_TRUE(idx.contains(id(1)));
   EXPECT_FALSE(idx.contains(id(2)));
   EXPECT_TRUE(idx.contains(id(3)));
-  EXPECT_LE(idx.bytes_held(), 2 * one + one / 2);
+  EXPECT_LE(idx.pages_held(), 2);
+  EXPECT_EQ(rig.pool->stats().pages_used, 2);  // the index's pages are all the pool holds
   idx.shrink_to(0);
   EXPECT_FALSE(idx.contains(id(1)));
-  EXPECT_EQ(tag(held), 1);  // the caller's rows outlive their eviction
+  EXPECT_EQ(idx.pages_held(), 0);
+  EXPECT_EQ(tag(rig, held), 1);  // the caller's rows outlive their eviction
+  EXPECT_EQ(rig.pool->stats().pages_used, 1);
+  held = {};
+  EXPECT_EQ(rig.pool->stats().pages_used, 0);  // the last holder gave the page back
   EXPECT_EQ(idx.stats().evictions, 3);
-  SegmentIndex none({rows(1).bytes() - 1, 4});  // rows larger than the budget are not kept
-  none.insert(id(1), {}, rows(1));
+  SegmentIndex none(*rig.pool, {1, 4});  // rows on more pages than the budget are not kept
+  rig.insert(none, id(1), {}, 1, 5);
   EXPECT_FALSE(none.contains(id(1)));
+  EXPECT_EQ(rig.pool->stats().pages_used, 0);
+  EXPECT_TRUE(rig.pool->check_invariants().ok());
+}
+
+// Storing an occurrence shares the computing sequence's pages (no page taken, no row copied);
+// the occurrence keeps only the segment's tokens, and serving it copies exactly those rows.
+TEST(SegmentIndex, AnOccurrenceIsAForkOfTheComputingPagesAndServesItsOwnRows) {
+  Rig rig;
+  SegmentIndex idx(*rig.pool, {64, 4});
+  const SeqId s = rig.rows(7, 12);  // three pages; the segment is tokens [5, 9)
+  const int used = rig.pool->stats().pages_used;
+  ASSERT_TRUE(idx.insert(id(1), {}, s, 5, 4).ok());
+  EXPECT_EQ(rig.pool->stats().pages_used, used);  // shared, not copied
+  EXPECT_EQ(idx.pages_held(), 2);                 // tokens 5..8 lie on pages 1 and 2
+  rig.pool->free_sequence(s);
+  EXPECT_EQ(rig.pool->stats().pages_used, 2);  // the request's first page went back
+  const SegmentIndex::Hit h = idx.find(id(1), std::vector<ChunkId>{}, false);
+  ASSERT_TRUE(h.rows);
+  EXPECT_EQ(h.rows->n_tokens(), 4);
+  const SeqId dst = rig.pool->create_sequence();
+  std::vector<Pos> pos;
+  for (int t = 0; t < 4; ++t) pos.push_back(Pos::linear(100 + t));
+  ASSERT_TRUE(rig.pool->append(dst, pos).ok());
+  h.rows->copy_to(dst, 0);
+  for (int t = 0; t < 4; ++t) {
+    float row[2];
+    rig.pool->read_row(dst, 0, 0, t, row);
+    EXPECT_EQ(row[0], 7);
+    EXPECT_EQ(row[1], 5 + t);
+  }
+  EXPECT_EQ(rig.pool->positions(dst)[0].t, 100);  // the new position is the new sequence's
+  rig.pool->free_sequence(dst);
+  EXPECT_TRUE(rig.pool->check_invariants().ok());
+}
+
+// An occurrence a request is being served from keeps its pages while eviction runs: the pool
+// hands them to no one else, and the rows read afterwards are the rows written.
+TEST(SegmentIndex, AnOccurrenceBeingServedKeepsItsPagesThroughEviction) {
+  Rig rig(8);
+  SegmentIndex idx(*rig.pool, {8, 4});
+  rig.insert(idx, id(1), {}, 3, 8);  // two pages
+  const SegmentIndex::Hit h = idx.find(id(1), std::vector<ChunkId>{}, false);
+  idx.shrink_to(0);  // evicted while the hit is held
+  EXPECT_FALSE(idx.contains(id(1)));
+  // Every other page of the pool taken and overwritten.
+  const int free = rig.pool->n_free_pages();
+  EXPECT_EQ(free, 6);
+  const SeqId churn = rig.rows(-1, free * 4);
+  EXPECT_EQ(rig.pool->n_free_pages(), 0);
+  const SeqId dst = rig.pool->create_sequence();
+  rig.pool->free_sequence(churn);
+  std::vector<Pos> pos;
+  for (int t = 0; t < 8; ++t) pos.push_back(Pos::linear(t));
+  ASSERT_TRUE(rig.pool->append(dst, pos).ok());
+  h.rows->copy_to(dst, 0);
+  for (int t = 0; t < 8; ++t) {
+    float row[2];
+    rig.pool->read_row(dst, 0, 0, t, row);
+    EXPECT_EQ(row[0], 3) << "token " << t;
+    EXPECT_EQ(row[1], t) << "token " << t;
+  }
+  rig.pool->free_sequence(dst);
+  EXPECT_TRUE(rig.pool->check_invariants().ok());
 }
