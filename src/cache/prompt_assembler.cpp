@@ -82,6 +82,15 @@ int64_t PromptAssembler::shrink_cached(int64_t pages) {
   return cached_pages();
 }
 
+// No scheduler makes room for the library's callers (ChatSession, the C API): cached KV gives
+// back the pages a prompt of `tokens` lacks (one more for the first generated token) before it is
+// served. Pages another holder shares are not freed by this (cache/cached_pages.h).
+void PromptAssembler::make_room(int64_t tokens) {
+  const int64_t page = cache_.pool().page_tokens();
+  const int64_t lack = (tokens + page) / page + 1 - cache_.pool().n_free_pages();
+  if (lack > 0) shrink_cached(std::max<int64_t>(0, cached_pages() - lack));
+}
+
 // Prefills tokens [pending, end) of the plan behind what a.seq holds, segment by segment: a run
 // of text in one forward, each image in its own (its rows at its (t, h, w) positions).
 Status PromptAssembler::prefill_until(const PromptPlan& plan, Assembly& a, int& pending, int end) {
@@ -259,6 +268,7 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
 // The plan served from the caches, or whole as the query when they hold none of it; then the
 // query's forward (cache/prompt_assembler.h).
 Result<std::vector<float>> PromptAssembler::serve(const PromptPlan& plan, Assembly& a) {
+  make_room(int64_t(plan.ids.size()));
   auto served = assemble(plan, a);
   if (!served.ok()) return served.error();
   if (!*served) {

@@ -78,8 +78,9 @@ class PromptAssembler {
   // assembles the prompt another way, a.seq untouched. The context length is the caller's check.
   Result<bool> assemble(const PromptPlan& plan, Assembly& a);
   // assemble(), or the whole prompt as the query when the caches hold none of it, then the
-  // query's forward: the last token's logits. a.seq is the new sequence (the caller's), also on
-  // failure.
+  // query's forward: the last token's logits. Cached KV first gives back the pages the prompt
+  // lacks (the server's scheduler makes room itself; the library's callers have none). a.seq is the
+  // new sequence (the caller's), also on failure.
   Result<std::vector<float>> serve(const PromptPlan& plan, Assembly& a);
 
   // Keeps what `seq` holds exactly in the prefix index: the plan's tokens and the first tokens of
@@ -127,6 +128,7 @@ class PromptAssembler {
   const ReuseCounters& counters() const { return counters_; }
 
  private:
+  void make_room(int64_t tokens);
   int prefix_cut(const PromptPlan& plan, int n_tokens, bool segment_reuse) const;
   void report_prefix(const PromptPlan& plan, Assembly& a, int anchor, int n) const;
   Status serve_segments(const PromptPlan& plan, Assembly& a, int& pending);

@@ -131,3 +131,36 @@ TEST(SegmentPages, OneBudgetEvictsAcrossPrefixesAndSegmentsLeastRecentlyUsedFirs
   EXPECT_EQ(pa.shrink_cached(0), 0);
   EXPECT_EQ(pool.stats().pages_used, base);
 }
+
+// The library's path (ChatSession, the C API) has no scheduler to make room: once cached prompts
+// fill the pool up to their budget, a prompt that needs most of the pool is still served, the
+// caches giving back the pages it lacks (before, it failed for want of pages).
+TEST(SegmentPages, ALongPromptIsServedWhenCachedKvFillsThePool) {
+  tiny::ContextRig rig("qwen2", 512, 16);  // 32 pages
+  KvPool& pool = *rig.pool;
+  AssemblerOptions o;
+  o.prefix_cache_tokens = 16 * 16;  // 16 pages
+  o.segment_cache_bytes = int64_t(8) * int64_t(pool.arena_bytes()) / pool.n_pages();
+  o.compact_tokens = 0;
+  PromptAssembler pa(*rig.cache, o);
+  const int vocab = rig.model->cfg.n_vocab;
+  for (uint64_t k = 0; k < 6; ++k) {  // distinct two-segment prompts, kept
+    PromptPlan plan = plan_start(*rig.cache);
+    plan_text(plan, *rig.cache, nullptr, tiny::random_tokens(40, vocab, 10 + k));
+    plan_text(plan, *rig.cache, nullptr, tiny::random_tokens(24, vocab, 20 + k));
+    Assembly a;
+    ASSERT_TRUE(pa.serve(plan, a).ok());
+    pa.remember(plan, a, a.seq, {});
+    pa.keep_segments(plan, a, a.seq);
+    pool.free_sequence(a.seq);
+  }
+  const int64_t held = pa.cached_pages();
+  EXPECT_GT(held, 16) << "the caches hold more than half the pool";
+  PromptPlan big = plan_start(*rig.cache);
+  plan_text(big, *rig.cache, nullptr, tiny::random_tokens(400, vocab, 99));  // 25+ pages
+  Assembly a;
+  auto l = pa.serve(big, a);
+  ASSERT_TRUE(l.ok()) << l.message();
+  EXPECT_LT(pa.cached_pages(), held);
+  pool.free_sequence(a.seq);
+}
