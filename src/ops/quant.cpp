@@ -269,6 +269,74 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
   });
 }
 
+// x's rows as the weight type's integer dot products see them: each row quantized to the dot type
+// dt (q8_0 or q8_K) exactly as decode quantizes it (k's quantizer) and expanded back to f32 (d x q
+// per value).
+// A GEMM over f32 panels of the dequantized weights then sums the same products as the integer
+// kernels, to f32 rounding: prefill computes what decode (and ggml's CPU matmul, which quantizes
+// the activations at every batch size) computes.
+void round_through_dot_type(const QuantKernels& k, GgmlType dt, const float* x, int64_t n,
+                            int64_t cols, float* out, ThreadPool& pool) {
+  const size_t ab = *ggml_row_bytes(dt, cols);
+  pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    uint8_t* q = grow(scratch(2), ab);
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xi = x + i * cols;
+      float* o = out + i * cols;
+      if (dt == GgmlType::Q8_0 && k.quantize_q8_0 != nullptr) {
+        k.quantize_q8_0(xi, q, cols);
+      } else if (dt == GgmlType::Q8_K && k.quantize_q8_K != nullptr) {
+        k.quantize_q8_K(xi, q, cols);
+      } else {
+        quantize_act_ref(dt, xi, q, cols);
+      }
+      auto expand = [&](const auto* b, int64_t per_block, auto scale) {
+        for (int64_t j = 0; j < cols; ++j)
+          o[j] = scale(b[j / per_block]) * float(b[j / per_block].qs[j % per_block]);
+      };
+      if (dt == GgmlType::Q8_K) {
+        expand(reinterpret_cast<const BlockQ8_K*>(q), 256, [](const BlockQ8_K& b) { return b.d; });
+      } else {
+        expand(reinterpret_cast<const BlockQ8_0*>(q), 32,
+               [](const BlockQ8_0& b) { return f16_to_f32(b.d); });
+      }
+    }
+  });
+}
+
+bool switched_on(const char* name);
+
+// Prefill of products whose weights go through dequantized panels. Quantized weights multiply x
+// rounded through their dot type (once per dot type, shared by the products) in f32 panels: the
+// decode table's GEMM where the prefill table's panels are bf16 (bf16 would round the weights
+// and activations again). Q4_1 and Q5_1 take the integer kernels instead: their dot adds the
+// weight's min times q8_1's s, an f16 of d x sum(q), which expanded values would not round.
+// KAMERA_PREFILL_DOT_ACTS=0 multiplies x as it is, in pk's panels.
+void prefill_panels(const QuantKernels& dk, const QuantKernels& pk, std::span<const Product> ps,
+                    const float* x, int64_t n, ThreadPool& pool) {
+  static const bool dot_acts = switched_on("KAMERA_PREFILL_DOT_ACTS");
+  std::vector<float> rounded[2];  // q8_0, q8_K
+  for (const Product& p : ps) {
+    const WeightView& w = *p.w;
+    const GgmlType dt = dot_type_of(w.type);
+    if (w.rows == 0) continue;
+    if (dt == GgmlType::F32 || !dot_acts) {
+      prefill(pk, w, x, n, p.y, pool);
+      continue;
+    }
+    if (dt == GgmlType::Q8_1) {
+      decode(dk, {&p, 1}, x, n, w.cols, pool);
+      continue;
+    }
+    std::vector<float>& r = rounded[dt == GgmlType::Q8_0 ? 0 : 1];
+    if (r.empty()) {
+      r.resize(size_t(n * w.cols));
+      round_through_dot_type(dk, dt, x, n, w.cols, r.data(), pool);
+    }
+    prefill(pk.panel == PanelFormat::F32 ? pk : dk, w, r.data(), n, p.y, pool);
+  }
+}
+
 // An on-by-default switch: false only when the variable is "0".
 bool switched_on(const char* name) {
   const char* e = std::getenv(name);
@@ -336,14 +404,12 @@ void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<
   if (decodes) {
     decode(dk, ps, x, n, cols, pool);
   } else {
-    std::vector<Product> ints;
+    std::vector<Product> ints, panels;
     for (const Product& p : ps) {
-      if (x16_prefill && dk.has_x16 != nullptr && dk.has_x16(p.w->layout)) {
-        ints.push_back(p);
-      } else if (p.w->rows > 0) {
-        prefill(pk, *p.w, x, n, p.y, pool);
-      }
+      const bool x16 = x16_prefill && dk.has_x16 != nullptr && dk.has_x16(p.w->layout);
+      (x16 ? ints : panels).push_back(p);
     }
+    if (!panels.empty()) prefill_panels(dk, pk, panels, x, n, pool);
     if (!ints.empty()) decode(dk, ints, x, n, cols, pool);
   }
   for (const Product& p : ps) add_bias(p.bias, p.y, n, p.w->rows);

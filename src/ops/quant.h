@@ -2,10 +2,10 @@
 // IQ4_XS): the entry points the forward pass calls, with the kernel path picked at run time from
 // the CPU's features (core/cpu_features.h; KAMERA_ISA caps it).
 //
-// Decode (a few activation rows): each row is quantized once to the weight type's 8-bit dot type,
-// then integer dot products run over the weight rows, split across the pool's threads.
-// Prefill (many rows): weight panels are dequantized (to f32, or bf16 where the CPU multiplies
-// bf16) and multiplied by a blocked GEMM; every weight is dequantized once per call.
+// Decode (few activation rows) and prefill (many) quantize each row once to the weight type's
+// 8-bit dot type, as ggml's CPU backend does at every batch size. Decode runs integer dots over
+// the weight rows; prefill too over repacked weights, else the rows expanded back to f32 times
+// dequantized f32 panels in a blocked GEMM (quant.cpp; F16/BF16: bf16 panels where faster).
 // F32 weights work too, but the forward keeps those on matmul_wt (ops/gemm.h).
 #pragma once
 

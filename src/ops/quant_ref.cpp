@@ -305,14 +305,31 @@ float dot_float(GgmlType t, int64_t n, const void* w, const void* act) {
 
 // --- activation quantizers ---------------------------------------------------------------------
 
-// q[j] = round(x[j] / d) for d = max|x| / 127 over the block; returns d (0 for an all-zero block).
+// ggml's q8_0 / q8_1 block (quantize_row_q8_0 on x86): d = max|x| / 127, q[j] = x[j] * (127 /
+// max|x|) rounded half to even; returns d (0 for an all-zero block).
 float quantize_block_i8(const float* x, int len, int8_t* q) {
   float amax = 0.0f;
   for (int j = 0; j < len; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < len; ++j) q[j] = int8_t(std::clamp(std::lround(x[j] * id), -127L, 127L));
-  return d;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < len; ++j)
+    q[j] = int8_t(std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f));
+  return amax / 127.0f;
+}
+
+// ggml's q8_K block (quantize_row_q8_K_ref): the signed value m of the first largest |x|, scale
+// s = -127 / m, q[j] = x[j] * s rounded half to even (at most 127), d = 1 / s (negative where m
+// is positive: q and d change sign together); an all-zero block is d = 0.
+float quantize_block_q8_K(const float* x, int8_t* q) {
+  float amax = 0.0f, m = 0.0f;
+  for (int j = 0; j < 256; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), m = x[j];
+  if (amax == 0.0f) {
+    std::fill(q, q + 256, int8_t(0));
+    return 0.0f;
+  }
+  const float s = -127.0f / m;
+  for (int j = 0; j < 256; ++j) q[j] = int8_t(std::min(std::nearbyint(s * x[j]), 127.0f));
+  return 1.0f / s;
 }
 
 }  // namespace
@@ -382,7 +399,7 @@ void quantize_act_ref(GgmlType dt, const float* x, void* dst, int64_t n) {
     case GgmlType::Q8_K: {
       auto* b = static_cast<BlockQ8_K*>(dst);
       for (int64_t i = 0; i < n / 256; ++i) {
-        b[i].d = quantize_block_i8(x + 256 * i, 256, b[i].qs);
+        b[i].d = quantize_block_q8_K(x + 256 * i, b[i].qs);
         for (int g = 0; g < 16; ++g) {
           int s = 0;
           for (int j = 0; j < 16; ++j) s += b[i].qs[16 * g + j];

@@ -13,8 +13,10 @@ namespace kamera::quant {
 // dst[0..n) = the n values of a row of weight type t (n a whole number of blocks).
 void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
 
-// Quantizes n activations to dot type dt: Q8_0 or Q8_1 (n a multiple of 32: per block d = max|x|
-// / 127, q = round(x / d)) or Q8_K (n a multiple of 256, f32 d, plus the sums of 16); F32 copies.
+// Quantizes n activations to dot type dt exactly as ggml's CPU backend does: Q8_0 or Q8_1 (n a
+// multiple of 32: per block d = max|x| / 127, q = x * (127 / max|x|) rounded half to even) or
+// Q8_K (n a multiple of 256: q = x * (-127 / m) for m the signed value of the first largest |x|,
+// f32 d = m / -127 as 1 / (-127 / m), plus the sums of 16); F32 copies.
 void quantize_act_ref(GgmlType dt, const float* x, void* dst, int64_t n);
 
 // Bytes of a row of n activations quantized for weight type t (in its dot type).
