@@ -27,13 +27,14 @@ constexpr Entry kTypes[] = {
     {26, {"i32", 1, 4, false}},        {27, {"i64", 1, 8, false}},
     {28, {"f64", 1, 8, false}},        {29, {"iq1_m", 256, 56, false}},
     {30, {"bf16", 1, 2, true}},        {34, {"tq1_0", 256, 54, false}},
-    {35, {"tq2_0", 256, 66, false}},
+    {35, {"tq2_0", 256, 66, false}},   {39, {"mxfp4", 32, 17, true}},
 };
 
 constexpr GgmlType kWeightTypes[] = {
-    GgmlType::F32,  GgmlType::F16,  GgmlType::Q4_0,   GgmlType::Q4_1,   GgmlType::Q5_0,
-    GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,   GgmlType::Q4_K,
-    GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::BF16,
+    GgmlType::F32,    GgmlType::F16,    GgmlType::Q4_0, GgmlType::Q4_1,
+    GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::Q8_0, GgmlType::Q2_K,
+    GgmlType::Q3_K,   GgmlType::Q4_K,   GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::BF16, GgmlType::MXFP4,
 };
 
 const GgmlTypeInfo* find(uint32_t id) {

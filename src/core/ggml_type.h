@@ -49,9 +49,10 @@ enum class GgmlType : uint32_t {
   BF16 = 30,
   TQ1_0 = 34,
   TQ2_0 = 35,
+  MXFP4 = 39,  // OCP microscaling FP4: E2M1 values, one E8M0 scale per 32 (gpt-oss experts)
 };
 
-inline constexpr int kQK = 32;     // block of the legacy types (Q4_0 ... Q8_1, IQ4_NL)
+inline constexpr int kQK = 32;     // block of the legacy types (Q4_0 ... Q8_1, IQ4_NL, MXFP4)
 inline constexpr int kQK_K = 256;  // super-block of the k-quants and IQ4_XS
 
 struct GgmlTypeInfo {
@@ -68,7 +69,7 @@ std::string ggml_type_name(uint32_t id);
 inline std::string ggml_type_name(GgmlType t) {
   return ggml_type_name(uint32_t(t));
 }
-// True for the weight types kamera reads (the 15 of kWeightTypes).
+// True for the weight types kamera reads (the 16 of kWeightTypes).
 bool ggml_type_is_weight(uint32_t id);
 // The weight types kamera reads, in ggml id order.
 std::span<const GgmlType> weight_types();

@@ -96,6 +96,8 @@ inline constexpr const char* kRopeScalingFactor = "rope.scaling.factor";
 inline constexpr const char* kRopeScalingOrigCtx = "rope.scaling.original_context_length";
 inline constexpr const char* kRopeScalingAttnFactor = "rope.scaling.attn_factor";
 inline constexpr const char* kRopeScalingYarnLogMul = "rope.scaling.yarn_log_multiplier";
+inline constexpr const char* kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
+inline constexpr const char* kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
 // {arch}.*: mixture of experts (deepseek2, qwen3moe)
 inline constexpr const char* kLeadingDenseBlockCount = "leading_dense_block_count";
 inline constexpr const char* kExpertFeedForwardLength = "expert_feed_forward_length";

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "model/gpt_oss.h"
 #include "model/layer_kinds.h"
 
 namespace kamera {
@@ -15,7 +16,7 @@ constexpr std::pair<Arch, const char*> kArchNames[] = {
     {Arch::Qwen3, "qwen3"},     {Arch::Qwen3Moe, "qwen3moe"},
     {Arch::Qwen3Vl, "qwen3vl"}, {Arch::Qwen3VlMoe, "qwen3vlmoe"},
     {Arch::Smollm3, "smollm3"}, {Arch::Gemma3, "gemma3"},
-    {Arch::Phi3, "phi3"},
+    {Arch::Phi3, "phi3"},       {Arch::GptOss, "gpt-oss"},
 };
 }  // namespace
 
@@ -75,9 +76,10 @@ Status ModelConfig::validate(const std::string& src) const {
   if (rope.yarn.ext_factor != 0 &&
       (rope.yarn.orig_ctx <= 0 || !(rope.yarn.beta_fast > 0) || !(rope.yarn.beta_slow > 0)))
     return bad("YaRN needs an original context and beta_fast, beta_slow > 0");
-  if (moe.enabled() && attention != AttentionKind::Mla && !is_qwen3_moe(arch))
-    return bad("mixture-of-experts layers are deepseek2's (MLA), qwen3moe's and qwen3vlmoe's");
-  if (is_qwen3_moe(arch) && !moe.enabled())
+  if (moe.enabled() && attention != AttentionKind::Mla && !is_qwen3_moe(arch) && !is_gpt_oss(arch))
+    return bad(
+        "mixture-of-experts layers are deepseek2's (MLA), qwen3moe's, qwen3vlmoe's and gpt-oss's");
+  if ((is_qwen3_moe(arch) || is_gpt_oss(arch)) && !moe.enabled())
     return bad(fmt::format("{} without experts", arch_name(arch)));
   if (n_deepstack < 0 || n_deepstack > n_layers || (n_deepstack > 0 && !is_qwen3vl(arch)))
     return bad(fmt::format("{} deepstack layers for {} layers ({}; only qwen3vl has them)",
@@ -142,6 +144,7 @@ std::vector<std::string> model_features(const ModelConfig& c) {
   }
   if (c.tied_output) f.push_back("tied_output");
   add_layer_kind_features(c, f);
+  add_gpt_oss_features(c, f);
   return f;
 }
 

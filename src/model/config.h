@@ -32,10 +32,11 @@ enum class Arch : uint8_t {
   Qwen3VlMoe,
   Smollm3,
   Gemma3,
-  Phi3  // Phi-3, Phi-4-mini: fused qkv and gate+up, partial rotary, LongRoPE (model/phi3.h)
+  Phi3,   // Phi-3, Phi-4-mini: fused qkv and gate+up, partial rotary, LongRoPE (model/phi3.h)
+  GptOss  // gpt-oss: MoE with biases, attention sinks, SWA/full alternation (model/gpt_oss.h)
 };
 // "llama", "qwen2", "qwen2vl", "deepseek2", "qwen3", "qwen3moe", "qwen3vl", "qwen3vlmoe",
-// "smollm3", "gemma3", "phi3"
+// "smollm3", "gemma3", "phi3", "gpt-oss"
 const char* arch_name(Arch a);
 std::optional<Arch> arch_from_name(std::string_view name);
 std::string arch_names();       // the names above, comma-separated
@@ -60,8 +61,11 @@ inline bool is_mrope(Arch a) {  // positions (t, h, w): the Qwen-VL decoders
 inline bool is_qwen(Arch a) {  // the NeoX rope layout
   return is_qwen2(a) || is_qwen3(a);
 }
+inline bool is_gpt_oss(Arch a) {  // sinks, o bias, expert biases, clamped SwiGLU (model/gpt_oss.h)
+  return a == Arch::GptOss;
+}
 inline bool is_neox_rope(Arch a) {
-  return is_qwen(a) || a == Arch::Phi3;
+  return is_qwen(a) || a == Arch::Phi3 || is_gpt_oss(a);
 }
 
 // How a GGUF file writes MLA (model/deepseek2.h); both load to the same model (wkv_b per head:
@@ -81,6 +85,9 @@ struct LayerKinds {
   std::vector<LayerKind> kinds;  // one per layer; empty: every layer Global
   int window = 0;                // Local layers' sliding window (positions)
   double local_theta = 10000.0;  // Local layers' rope base
+  // Local layers keep the model's rope scaling (YaRN) as llama.cpp's gpt-oss does; false: they
+  // rope unscaled (gemma3).
+  bool local_scaled = false;
   LayerKind at(int layer) const { return kinds.empty() ? LayerKind::Global : kinds[layer]; }
   bool any(LayerKind k) const;
 };

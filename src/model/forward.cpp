@@ -25,11 +25,13 @@ Engine::Engine(const Model& model, int n_threads)
       pool_(n_threads),
       rope_(model.cfg.rope, std::min(std::max(model.cfg.ctx_len, 4096), kMaxRopeTable)) {
   set_blas_threads(std::max(1, n_threads));
-  if (model.cfg.layer_kinds.any(LayerKind::Local)) {  // no scaling on local layers (llama.cpp)
+  if (model.cfg.layer_kinds.any(LayerKind::Local)) {  // no scaling on gemma3's local layers
     RopeDesc local = model.cfg.rope;
     local.theta = model.cfg.layer_kinds.local_theta;
-    local.freq_scale = 1.0;
-    local.yarn = {};
+    if (!model.cfg.layer_kinds.local_scaled) {  // gpt-oss keeps it (model/gpt_oss.h)
+      local.freq_scale = 1.0;
+      local.yarn = {};
+    }
     rope_local_ = RopeCache(local, std::min(std::max(model.cfg.ctx_len, 4096), kMaxRopeTable));
   }
 }
@@ -274,7 +276,7 @@ void Engine::output_and_ffn(const LayerWeights& L, float* x, int n) {
   const int d = c.dim, hid = c.ffn_dim, ow = c.attn_out_width();
   KAMERA_ASSERT(L.wo.cols() == ow &&
                 (L.moe.routed() || (L.w_up.rows() == hid && L.w_down.cols() == hid)));
-  linear(L.wo, att_.data(), n, nullptr, tmp_.data(), pool_);
+  linear(L.wo, att_.data(), n, L.bo.empty() ? nullptr : L.bo.data(), tmp_.data(), pool_);
   post_norm(L.attn_post_norm, tmp_.data(), n);
   add_inplace(x, tmp_.data(), int64_t(n) * d);
   rmsnorm(x, L.ffn_norm.data(), xb_.data(), n, d, c.rms_eps, &pool_);
@@ -400,6 +402,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     ex.key_mass = key_mass;
     ex.kv_dtype = dt;
     layer_attention_extras(li, ex);
+    if (!model_.layers[li].attn_sinks.empty()) ex.sinks = model_.layers[li].attn_sinks.data();
     attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
                     kv.slots(g.seq), kv.positions(g.seq), rope, g.mask,
                     att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, ex);

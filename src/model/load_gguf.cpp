@@ -1,5 +1,5 @@
 // Models from GGUF files with llama.cpp's key and tensor names (architectures llama, qwen2,
-// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe, smollm3, gemma3, phi3). Weight
+// qwen2vl, deepseek2, qwen3, qwen3moe, qwen3vl, qwen3vlmoe, smollm3, gemma3, phi3, gpt-oss). Weight
 // matrices stay in the file's type and point into its mapping.
 //
 // load_gguf_model in steps: the architecture (read_arch), the hyperparameters (read_config: the
@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/deepseek2.h"
+#include "model/gpt_oss.h"
 #include "model/layer_kinds.h"
 #include "model/model.h"
 #include "model/phi3.h"
@@ -190,7 +191,7 @@ Status read_rope_frequency(const GgufModelReader& r, const GgufFile& f, ModelCon
       return make_error(ErrorCode::CorruptData, "{}: rope.scaling.factor {} must be > 0", f.name(),
                         factor);
     c.rope.freq_scale = 1.0 / factor;
-  } else if (scaling && *scaling != "none" && c.arch != Arch::Deepseek2) {
+  } else if (scaling && *scaling != "none" && c.arch != Arch::Deepseek2 && !is_gpt_oss(c.arch)) {
     return make_error(ErrorCode::Unsupported,
                       "{}: rope scaling '{}' is not supported (none, linear)", f.name(), *scaling);
   }
@@ -220,6 +221,7 @@ Status read_config(const GgufModelReader& r, const GgufFile& f, ModelConfig& c) 
   if (c.arch == Arch::Phi3) KAMERA_TRY(read_phi3_hparams(f, c));  // model/phi3.h
   KAMERA_TRY(read_rope_frequency(r, f, c));
   KAMERA_TRY(read_layer_kinds(f, c));  // smollm3, gemma3 (model/layer_kinds.h)
+  if (is_gpt_oss(c.arch)) KAMERA_TRY(read_gpt_oss_hparams(f, c));  // model/gpt_oss.h
   KAMERA_TRY(read_tensor_flags(r, f, c));
   return c.validate(f.name());
 }
@@ -335,10 +337,29 @@ Status load_qkv_bias(GgufModelReader& r, const ModelConfig& c, const std::string
   return r.tensor(p + "attn_v.bias", {kv}, l.bv);
 }
 
+// gpt-oss (model/gpt_oss.h): q/k/v/o and its experts' matrices, then every f32 vector (biases,
+// sinks, the FFN's norm under post_attention_norm).
+Status load_gpt_oss_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int i,
+                          const std::string& p, LayerWeights& l) {
+  const int64_t d = c.dim, q = c.q_width(), kv = c.kv_width();
+  KAMERA_TRY(r.weight(p + "attn_q.weight", {d, q}, l.wq));
+  KAMERA_TRY(r.weight(p + "attn_k.weight", {d, kv}, l.wk));
+  KAMERA_TRY(r.weight(p + "attn_v.weight", {d, kv}, l.wv));
+  KAMERA_TRY(r.weight(p + "attn_output.weight", {q, d}, l.wo));
+  auto read = [&r](const std::string& name, std::vector<int64_t> ne, Weight& dst) {
+    return r.weight(name, std::move(ne), dst);
+  };
+  KAMERA_TRY(read_moe_layer(f, c, i, read, l.moe));
+  for (const GptOssVector& v : gpt_oss_layer_vectors(c, l))
+    KAMERA_TRY(r.tensor(p + v.suffix, v.ne, *v.dst));
+  return Status::Ok();
+}
+
 Status load_layer(GgufModelReader& r, const GgufFile& f, const ModelConfig& c, int i,
                   LayerWeights& l) {
   const std::string p = fmt::format("blk.{}.", i);
   KAMERA_TRY(r.tensor(p + "attn_norm.weight", {c.dim}, l.attn_norm));
+  if (is_gpt_oss(c.arch)) return load_gpt_oss_layer(r, f, c, i, p, l);
   const bool mla = c.attention == AttentionKind::Mla;
   KAMERA_TRY(mla ? load_mla_attention(r, c, p, l) : load_attention(r, c, p, l));
   KAMERA_TRY(load_ffn(r, f, c, i, p, l));

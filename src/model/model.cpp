@@ -113,6 +113,14 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
       add(l.attn_post_norm);
       add(l.ffn_post_norm);
     }
+  if (is_gpt_oss(c.arch)) {  // model/gpt_oss.h (nothing otherwise: older fingerprints stay)
+    const int ints[] = {int(c.moe.gating), int(c.moe.oai_experts), int(c.layer_kinds.local_scaled)};
+    XXH3_128bits_update(st, ints, sizeof(ints));
+    for (const LayerWeights& l : m.layers)
+      for (const auto* v :
+           {&l.bo, &l.attn_sinks, &l.moe.router_b, &l.moe.gate_b, &l.moe.up_b, &l.moe.down_b})
+        add(*v);
+  }
   // phi3's rotated-dims magnitude and the LongRoPE factors in use (the short and the long set
   // give other keys); nothing otherwise: older fingerprints stay
   if (c.arch == Arch::Phi3 || c.rope.attn_factor != 1.0 || !c.rope.freq_factors.empty()) {

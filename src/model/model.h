@@ -46,6 +46,9 @@ struct LayerWeights {
   MoeWeights moe;  // a MoE layer (moe.routed()): replaces w_gate, w_up, w_down
   // gemma3 (model/layer_kinds.h): norms of the attention output and of the FFN output (dim)
   std::vector<float> attn_post_norm, ffn_post_norm;
+  // gpt-oss (model/gpt_oss.h): W_o's bias (dim) and one attention-sink logit per query head
+  // (n_heads); empty otherwise
+  std::vector<float> bo, attn_sinks;
 };
 
 struct Model {

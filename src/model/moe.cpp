@@ -20,23 +20,50 @@ void grow(std::vector<float>& v, size_t n) {
 
 // y (m x w.rows) = x (m x w.cols) W^T in the weight's type: F32 through OpenBLAS, every other
 // type through the quantized kernels (the same paths as linear() for a whole Weight).
-void product(const WeightView& w, const float* x, int m, float* y, ThreadPool& pool) {
+// (+ bias[w.rows] when given)
+void product(const WeightView& w, const float* x, int m, float* y, ThreadPool& pool,
+             const float* bias = nullptr) {
   if (w.type == GgmlType::F32) {
-    matmul_wt(x, reinterpret_cast<const float*>(w.data), nullptr, y, m, int(w.cols), int(w.rows));
+    matmul_wt(x, reinterpret_cast<const float*>(w.data), bias, y, m, int(w.cols), int(w.rows));
   } else {
-    matmul(w, x, m, nullptr, y, pool);
+    matmul(w, x, m, bias, y, pool);
   }
 }
 
-// y (m x dim) = W_down (silu(W_gate x) * W_up x) for m rows x (m x dim); hidden width ffn.
+// One expert's (or the shared experts') matrices, and gpt-oss's biases (null: none).
+struct Ffn {
+  WeightView gate, up, down;
+  const float *gate_b = nullptr, *up_b = nullptr, *down_b = nullptr;
+  bool oai = false;  // gpt-oss's clamped SwiGLU (MoeConfig::oai_experts)
+};
+
+// y (m x dim) = W_down (act(W_gate x) * W_up x) for m rows x (m x dim); hidden width ffn.
 // gate and up are scratch of at least m x ffn.
-void swiglu(const float* x, int m, const WeightView& w_gate, const WeightView& w_up,
-            const WeightView& w_down, float* gate, float* up, float* y, ThreadPool& pool) {
-  const int64_t ffn = w_gate.rows;
-  product(w_gate, x, m, gate, pool);
-  product(w_up, x, m, up, pool);
-  silu_mul(gate, up, m * ffn, &pool);
-  product(w_down, gate, m, y, pool);
+void swiglu(const float* x, int m, const Ffn& f, float* gate, float* up, float* y,
+            ThreadPool& pool) {
+  const int64_t ffn = f.gate.rows;
+  product(f.gate, x, m, gate, pool, f.gate_b);
+  product(f.up, x, m, up, pool, f.up_b);
+  if (f.oai) {
+    swiglu_oai_mul(gate, up, m * ffn, kOaiSwigluAlpha, kOaiSwigluLimit);
+  } else {
+    silu_mul(gate, up, m * ffn, &pool);
+  }
+  product(f.down, gate, m, y, pool, f.down_b);
+}
+
+// Expert e's matrices and biases.
+Ffn expert_ffn(const MoeConfig& c, const MoeWeights& w, int dim, int e) {
+  const int E = c.n_experts;
+  Ffn f{expert_view(w.gate_exps, E, e), expert_view(w.up_exps, E, e),
+        expert_view(w.down_exps, E, e)};
+  if (!c.oai_experts) return f;
+  const size_t F = size_t(c.expert_ffn);
+  f.gate_b = w.gate_b.data() + size_t(e) * F;
+  f.up_b = w.up_b.data() + size_t(e) * F;
+  f.down_b = w.down_b.data() + size_t(e) * size_t(dim);
+  f.oai = true;
+  return f;
 }
 
 }  // namespace
@@ -130,6 +157,7 @@ void moe_route(const MoeConfig& c, const float* probs, int32_t* ids, float* weig
     weights[s] = probs[ids[s]];
     sum += weights[s];
   }
+  if (c.gating == MoeGating::SoftmaxWeight) softmax(weights, c.n_used);  // over the chosen
   const float denom = std::max(sum, 6.103515625e-5f);  // llama.cpp clamps the sum at 2^-14
   for (int s = 0; s < c.n_used; ++s) {
     if (c.norm_weights) weights[s] /= denom;
@@ -144,16 +172,16 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
   grow(ws.probs, size_t(n) * E);
   ws.chosen.resize(size_t(n) * k);
   grow(ws.weights, size_t(n) * k);
-  linear(w.router, x, n, nullptr, ws.probs.data(), pool);
+  linear(w.router, x, n, w.router_b.empty() ? nullptr : w.router_b.data(), ws.probs.data(), pool);
   grow(ws.select, size_t(E));
   const float* bias = w.exp_probs_b.empty() ? nullptr : w.exp_probs_b.data();
   for (int t = 0; t < n; ++t) {
     float* p = ws.probs.data() + size_t(t) * E;
     if (c.gating == MoeGating::Sigmoid) {
       for (int e = 0; e < E; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
-    } else {
+    } else if (c.gating == MoeGating::Softmax) {
       softmax(p, E);
-    }
+    }  // SoftmaxWeight: the raw logits choose; the chosen ones' softmax weighs (moe_route)
     moe_route(c, p, ws.chosen.data() + size_t(t) * k, ws.weights.data() + size_t(t) * k, bias,
               ws.select.data());
   }
@@ -173,8 +201,7 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
                   sizeof(float) * dim);
     // the gathered rows are dead once gate/up are computed; down's (m x dim) output reuses them
     float* y = ws.xe.data();
-    swiglu(ws.xe.data(), m, expert_view(w.gate_exps, E, e), expert_view(w.up_exps, E, e),
-           expert_view(w.down_exps, E, e), ws.gate.data(), ws.up.data(), y, pool);
+    swiglu(ws.xe.data(), m, expert_ffn(c, w, dim, e), ws.gate.data(), ws.up.data(), y, pool);
     for (int r = 0; r < m; ++r) {
       const int i = ws.rows[r];
       const float wt = ws.weights[size_t(i)];
@@ -194,7 +221,7 @@ void moe_ffn(const MoeConfig& c, const MoeWeights& w, int dim, const float* x, i
   grow(ws.gate, size_t(n) * S);
   grow(ws.up, size_t(n) * S);
   grow(ws.xe, size_t(n) * dim);
-  swiglu(x, n, w.gate_shexp.view(), w.up_shexp.view(), w.down_shexp.view(), ws.gate.data(),
+  swiglu(x, n, Ffn{w.gate_shexp.view(), w.up_shexp.view(), w.down_shexp.view()}, ws.gate.data(),
          ws.up.data(), ws.xe.data(), pool);
   add_inplace(out, ws.xe.data(), int64_t(n) * dim);
 }

@@ -32,8 +32,14 @@ namespace kamera {
 
 class ThreadPool;
 
+// gpt-oss's clamped SwiGLU constants (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE)
+inline constexpr float kOaiSwigluAlpha = 1.702f;
+inline constexpr float kOaiSwigluLimit = 7.0f;
+
 // How router logits become expert scores (GGUF expert_gating_func: 1 softmax, 2 sigmoid).
-enum class MoeGating : uint8_t { Softmax, Sigmoid };
+// SoftmaxWeight (llama.cpp's gating 3, gpt-oss, set by the architecture): the top n_used raw
+// logits are chosen, and their weights are the softmax over those n_used logits alone.
+enum class MoeGating : uint8_t { Softmax, Sigmoid, SoftmaxWeight };
 
 struct MoeConfig {
   int n_experts = 0;           // routed experts (GGUF expert_count); 0: every FFN is dense
@@ -47,11 +53,14 @@ struct MoeConfig {
   int n_groups = 1;                       // expert_group_count (n_group): 1 = no group limit
   int n_groups_used = 1;                  // expert_group_used_count (topk_group)
   bool selection_bias = false;  // every MoE layer has exp_probs_b (e_score_correction_bias)
+  // gpt-oss: biases on the router and on every expert's gate, up and down rows, and the clamped
+  // SwiGLU (ops/kernels.h swiglu_oai_mul) in place of silu(gate) * up.
+  bool oai_experts = false;
 
   bool enabled() const { return n_experts > 0; }
   bool grouped() const { return n_groups > 1; }
   // Anything beyond DeepSeek-V2's softmax top-k (sigmoid, bias, groups).
-  bool v3_routing() const { return gating != MoeGating::Softmax || selection_bias || grouped(); }
+  bool v3_routing() const { return gating == MoeGating::Sigmoid || selection_bias || grouped(); }
   bool is_moe_layer(int layer) const { return enabled() && layer >= n_dense_lead; }
   int shared_ffn() const { return n_shared * expert_ffn; }
 };
@@ -70,6 +79,9 @@ struct MoeWeights {
   Weight up_shexp;                 // (n_shared * expert_ffn, dim)     ffn_up_shexp
   Weight down_shexp;               // (dim, n_shared * expert_ffn)     ffn_down_shexp
   std::vector<float> exp_probs_b;  // (n_experts) selection bias, f32, or empty
+  // gpt-oss (MoeConfig::oai_experts), f32: router bias (n_experts); expert e's gate and up
+  // biases at [e * expert_ffn, (e + 1) * expert_ffn), its down bias at [e * dim, (e + 1) * dim).
+  std::vector<float> router_b, gate_b, up_b, down_b;
 
   bool routed() const { return !router.empty(); }
   // Every matrix with its GGUF tensor suffix ("ffn_gate_inp"), empty ones included.

@@ -93,7 +93,7 @@ KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
 }  // namespace
 
 void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
-                      const AttentionMask* mask, const ScoreWindow* win) {
+                      const AttentionMask* mask, const ScoreWindow* win, float sink) {
   const int last = std::min(n_keys - 1, last_key);
   std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
   float mx = scale_and_max(row, last + 1, scale);
@@ -112,7 +112,9 @@ void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
     std::fill(row, row + n_keys, 0.0f);
     return;
   }
-  softmax_given_max(row, last + 1, mx);
+  if (sink == kNegInf) return softmax_given_max(row, last + 1, mx);
+  mx = std::max(mx, sink);
+  softmax_given_max(row, last + 1, mx, std::exp(sink - mx));
 }
 
 void attention_paged(const AttentionShape& s, const float* q, int T, int first, const void* k_arena,
@@ -140,10 +142,10 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const bool has_mask = mask && !mask->blocks.empty();
   const ScoreWindow win{positions, extras.window};
 
-  // Masks, scales and normalizes one score row of query t over keys [0, n_keys).
-  auto finish_row = [&](float* row, int t, int n_keys) {
+  // Masks, scales and normalizes one score row of query t and head h over keys [0, n_keys).
+  auto finish_row = [&](float* row, int t, int h, int n_keys) {
     finish_score_row(row, t, n_keys, last_of(t), scale, has_mask ? mask : nullptr,
-                     win.window > 0 ? &win : nullptr);
+                     win.window > 0 ? &win : nullptr, extras.sinks ? extras.sinks[h] : kNegInf);
   };
   auto add_mass = [&](const float* row, int n_keys) {
     if (extras.key_mass)
@@ -170,7 +172,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, hd, 1.0f,
                     q + size_t(t0) * qw + size_t(h) * hd, qw, ws.k.data() + size_t(g) * hd, kvw,
                     0.0f, S, n_keys);
-        for (int r = 0; r < rows; ++r) finish_row(S + size_t(r) * n_keys, t0 + r, n_keys);
+        for (int r = 0; r < rows; ++r) finish_row(S + size_t(r) * n_keys, t0 + r, h, n_keys);
         for (int r = 0; r < rows; ++r) add_mass(S + size_t(r) * n_keys, n_keys);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, n_keys, 1.0f, S, n_keys,
                     ws.v.data() + size_t(g) * hd, kvw, 0.0f, out + size_t(t0) * qw + size_t(h) * hd,
@@ -200,7 +202,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
       const int n_keys = last_of(t) + 1;
       const float* qh = q + size_t(t) * qw + size_t(h) * hd;
       score_row(qh, ws.k.data() + size_t(g) * hd, n_keys, kvw, hd, row);
-      finish_row(row, t, n_keys);
+      finish_row(row, t, h, n_keys);
       add_mass(row, n_keys);
       weighted_sum(row, ws.v.data() + size_t(g) * hd, n_keys, kvw, hd,
                    out + size_t(t) * qw + size_t(h) * hd);

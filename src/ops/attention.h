@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -49,9 +50,12 @@ struct ScoreWindow {
 
 // Turns a row of raw scores q.k of query t (batch index) over keys [0, n_keys) into attention
 // weights: scale, causal cut (keys after `last`, the query's own token index, get weight 0),
-// mask, sliding window, softmax.
+// mask, sliding window, softmax. A finite sink (gpt-oss's per-head learned logit, unscaled and
+// position-free) joins the softmax's maximum and denominator but has no value: the weights then
+// sum to less than 1.
 void finish_score_row(float* row, int t, int n_keys, int last, float scale,
-                      const AttentionMask* mask, const ScoreWindow* window = nullptr);
+                      const AttentionMask* mask, const ScoreWindow* window = nullptr,
+                      float sink = -std::numeric_limits<float>::infinity());
 
 // Optional extras of an attention call.
 struct AttentionExtras {
@@ -69,6 +73,8 @@ struct AttentionExtras {
   bool rotate_keys = true;
   int window = 0;
   float scale = 0;
+  // gpt-oss's attention sinks: n_heads logits, one per query head (finish_score_row); null: none.
+  const float* sinks = nullptr;
 };
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last

@@ -76,14 +76,14 @@ KAMERA_CLONES void exp_inplace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i]);
 }
 
-KAMERA_CLONES void softmax_given_max(float* x, int n, float mx) {
+KAMERA_CLONES void softmax_given_max(float* x, int n, float mx, float extra_mass) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int i = 0; i < n; ++i) {
     x[i] = exp_poly(x[i] - mx);
     sum += x[i];
   }
-  const float inv = 1.0f / sum;
+  const float inv = 1.0f / (sum + extra_mass);
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
@@ -93,6 +93,14 @@ KAMERA_CLONES void softmax(float* x, int n) {
 #pragma omp simd reduction(max : mx)
   for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   softmax_given_max(x, n, mx);
+}
+
+void swiglu_oai_mul(float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(alpha * (-g))) * (u + 1.0f);
+  }
 }
 
 void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {

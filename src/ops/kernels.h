@@ -16,8 +16,13 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int dim, 
 // In place softmax over n values.
 void softmax(float* x, int n);
 
-// In place softmax over n values whose maximum is mx (the caller found it in an earlier pass).
-void softmax_given_max(float* x, int n, float mx);
+// In place softmax over n values whose maximum is mx (the caller found it in an earlier pass);
+// extra_mass is added to the denominator (an attention sink's e^(sink - mx); 0: none).
+void softmax_given_max(float* x, int n, float mx, float extra_mass = 0.0f);
+
+// gpt-oss's clamped SwiGLU: with g = min(gate[i], limit), gate[i] = g / (1 + e^(-alpha g)) *
+// (clamp(up[i], -limit, limit) + 1), in f32 as ggml's swiglu_oai.
+void swiglu_oai_mul(float* gate, const float* up, int64_t n, float alpha, float limit);
 
 // gate[i] = silu(gate[i]) * up[i] for n values (SwiGLU), silu(x) = x / (1 + e^-x).
 void silu_mul(float* gate, const float* up, int64_t n, ThreadPool* pool = nullptr);

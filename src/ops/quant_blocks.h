@@ -10,6 +10,7 @@
 //   q5_1   f16 d, f16 m, u8 qh[4], qs[16]  d * (nibble | bit << 4) + m
 //   q8_0   f16 d, i8 qs[32]                d * q
 //   iq4_nl f16 d, u8 qs[16]                d * kIq4nlValues[nibble]
+//   mxfp4  u8 e (E8M0), u8 qs[16]          2^(e - 128) * kMxfp4Values[nibble] (E2M1, doubled)
 // In qs[j] the low nibble is value j and the high nibble value j + 16; bit j of qh (a
 // little-endian u32) is the fifth bit of value j.
 //
@@ -62,6 +63,10 @@ struct BlockIq4Nl {
   uint16_t d;
   uint8_t qs[16];
 };
+struct BlockMxfp4 {
+  uint8_t e;  // E8M0 exponent: the block's scale is 2^(e - 127)
+  uint8_t qs[16];
+};
 struct BlockQ2_K {
   uint8_t scales[16];
   uint8_t qs[64];
@@ -104,7 +109,7 @@ struct BlockQ8_K {
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36 &&
-              sizeof(BlockIq4Nl) == 18);
+              sizeof(BlockIq4Nl) == 18 && sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIq4Xs) == 136 &&
               sizeof(BlockQ8_K) == 292);
@@ -112,6 +117,19 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 // The 16 non-uniform levels of iq4_nl and iq4_xs.
 alignas(16) static constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 16 E2M1 values of mxfp4 times 2 (sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6), so that
+// they are integers; the block scale is halved to match (mxfp4_half_scale).
+alignas(16) static constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                                        0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the scale of an mxfp4 block, 2^(e - 128), built as float bits (exact, subnormal for e < 2).
+static inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // The 32 fifth bits of a q5_0 / q5_1 block as a u32 (bit j belongs to value j).
 static inline uint32_t q5_high_bits(const uint8_t qh[4]) {
@@ -151,7 +169,7 @@ static inline int iq4xs_scale(const BlockIq4Xs& b, int i) {
 }
 
 // The dot (activation) type a weight type multiplies against in the integer kernels: q8_0 for
-// q4_0, q5_0, q8_0 and iq4_nl; q8_1 for q4_1 and q5_1 (their min needs the activation sum);
+// q4_0, q5_0, q8_0, iq4_nl and mxfp4; q8_1 for q4_1 and q5_1 (their min needs the activation sum);
 // q8_K for the k-quants and iq4_xs; f32 for the float types.
 static inline GgmlType dot_type_of(GgmlType t) {
   switch (t) {
@@ -159,6 +177,7 @@ static inline GgmlType dot_type_of(GgmlType t) {
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
     case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4:
       return GgmlType::Q8_0;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -69,6 +70,14 @@ void deq_iq4_nl(const BlockIq4Nl& b, float* y) {
   for (int j = 0; j < 16; ++j) {
     y[j] = d * float(kIq4nlValues[b.qs[j] & 0x0f]);
     y[j + 16] = d * float(kIq4nlValues[b.qs[j] >> 4]);
+  }
+}
+
+void deq_mxfp4(const BlockMxfp4& b, float* y) {
+  const float d = mxfp4_half_scale(b.e);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(kMxfp4Values[b.qs[j] & 0x0f]);
+    y[j + 16] = d * float(kMxfp4Values[b.qs[j] >> 4]);
   }
 }
 
@@ -165,7 +174,18 @@ void deq_row(const void* src, float* dst, int64_t n) {
 
 // --- dot products ------------------------------------------------------------------------------
 
-// Legacy types: sum over blocks of d_w d_a * sum(q_w q_a) (+ m_w * s_a for the types with a min).
+// A legacy block's scale: its f16 d, or mxfp4's 2^(e - 128) (its levels are doubled).
+template <class Block>
+float block_scale(const Block& b) {
+  if constexpr (std::is_same_v<Block, BlockMxfp4>) {
+    return mxfp4_half_scale(b.e);
+  } else {
+    return h2f(b.d);
+  }
+}
+
+// Legacy types (and mxfp4): sum over blocks of d_w d_a * sum(q_w q_a) (+ m_w * s_a for the
+// types with a min).
 template <class Block, int (*Quant)(const Block&, int), bool kMin, class Act>
 float dot_legacy(int64_t n, const void* w, const void* act) {
   const Block* b = blocks<Block>(w);
@@ -174,7 +194,7 @@ float dot_legacy(int64_t n, const void* w, const void* act) {
   for (int64_t i = 0; i < n / 32; ++i) {
     int32_t s = 0;
     for (int j = 0; j < 32; ++j) s += Quant(b[i], j) * int32_t(a[i].qs[j]);
-    double block = double(h2f(b[i].d) * h2f(a[i].d)) * double(s);
+    double block = double(block_scale(b[i]) * h2f(a[i].d)) * double(s);
     if constexpr (kMin) block += double(h2f(b[i].m) * h2f(a[i].s));
     sum += block;
   }
@@ -198,6 +218,9 @@ int quant_q8_0(const BlockQ8_0& b, int j) {
 }
 int quant_iq4_nl(const BlockIq4Nl& b, int j) {
   return kIq4nlValues[j < 16 ? (b.qs[j] & 0x0f) : (b.qs[j - 16] >> 4)];
+}
+int quant_mxfp4(const BlockMxfp4& b, int j) {
+  return kMxfp4Values[j < 16 ? (b.qs[j] & 0x0f) : (b.qs[j - 16] >> 4)];
 }
 
 // Sum over the super-block of q_w * q_a for values [v0, v0 + len).
@@ -357,6 +380,8 @@ void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n) {
       return deq_row<BlockQ8_0, deq_q8_0, 32>(src, dst, n);
     case GgmlType::IQ4_NL:
       return deq_row<BlockIq4Nl, deq_iq4_nl, 32>(src, dst, n);
+    case GgmlType::MXFP4:
+      return deq_row<BlockMxfp4, deq_mxfp4, 32>(src, dst, n);
     case GgmlType::Q2_K:
       return deq_row<BlockQ2_K, deq_q2_k, 256>(src, dst, n);
     case GgmlType::Q3_K:
@@ -437,6 +462,8 @@ float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* act) {
       return dot_legacy<BlockQ8_0, quant_q8_0, false, BlockQ8_0>(n, w, act);
     case GgmlType::IQ4_NL:
       return dot_legacy<BlockIq4Nl, quant_iq4_nl, false, BlockQ8_0>(n, w, act);
+    case GgmlType::MXFP4:
+      return dot_legacy<BlockMxfp4, quant_mxfp4, false, BlockQ8_0>(n, w, act);
     case GgmlType::Q2_K:
       return dot_q2_k(n, w, act);
     case GgmlType::Q3_K:

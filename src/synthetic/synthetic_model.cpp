@@ -73,6 +73,8 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
       return {"tiny", "1b"};
     case Arch::Phi3:
       return {"tiny", "phi4-mini"};
+    case Arch::GptOss:
+      return {};  // no make-model shapes yet
   }
   return {"tiny"};
 }
@@ -100,6 +102,7 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   c.rope.theta = 10000.0;
   c.rms_eps = 1e-5f;
   const bool qwen = is_qwen(arch);
+  if (is_gpt_oss(arch)) return std::nullopt;  // no make-model shapes yet
   if (is_qwen3(arch)) {
     if (!qwen3_preset(arch, preset, c)) return std::nullopt;  // synthetic/qwen3_shapes.h
   } else if (arch == Arch::Smollm3 || is_gemma3(arch)) {

@@ -129,10 +129,11 @@ int main(int argc, char** argv) {
       "kamera: an inference engine whose KV cache is position-free.\n"
       "Chunks are prefilled once and reused at any position (exact RoPE relocation plus a\n"
       "low-rank conditioning patch). Models: GGUF (llama, qwen2, qwen2vl, deepseek2, qwen3,\n"
-      "qwen3moe, qwen3vl, qwen3vlmoe, phi3; weights run in their file's type: F32, F16, BF16, Q4_0 "
+      "qwen3moe, qwen3vl, qwen3vlmoe, phi3, gpt-oss; weights run in their file's type: F32, F16, "
+      "BF16, Q4_0 "
       "... "
       "Q8_0, Q2_K ... Q6_K,\n"
-      "IQ4_NL, IQ4_XS)\n"
+      "IQ4_NL, IQ4_XS, MXFP4)\n"
       "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
       "kamera"};
   app.require_subcommand(1);

@@ -81,6 +81,10 @@ inline std::vector<uint8_t> random_rows(kamera::GgmlType t, int64_t rows, int64_
     return out;
   }
   for (auto& b : out) b = uint8_t(rng());
+  if (t == GgmlType::MXFP4) {  // E8M0 exponents: half scales 2^-11 .. 2^-8 (|w| around 0.05)
+    for (int64_t b = 0; b < n_blocks; ++b) out[size_t(b) * bb] = uint8_t(117 + rng() % 4);
+    return out;
+  }
   const std::vector<int> offs = scale_offsets(t);
   std::uniform_real_distribution<float> u(0.5f, 1.5f);
   for (int64_t b = 0; b < n_blocks; ++b) {

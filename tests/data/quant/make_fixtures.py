@@ -3,7 +3,8 @@
 # <type>.blocks holds random blocks (the scale fields set to finite f16 values) and <type>.f32 the
 # values llama.cpp's gguf-py (an implementation independent of kamera's) dequantizes them to.
 #
-# Produced with llama.cpp's gguf-py at commit c392e50:
+# Produced with llama.cpp's gguf-py at commit c392e50 (mxfp4, added last, at d32676d:
+# PYTHONPATH=/tmp/llama-ref/gguf-py; the other types' files come out the same bytes):
 #   PYTHONPATH=/tmp/llama.cpp/gguf-py /usr/bin/python3 tests/data/quant/make_fixtures.py \
 #     tests/data/quant
 # (Debian's python3-numpy 1.24.2).
@@ -35,6 +36,7 @@ CASES = [
     (T.IQ4_XS, 3, [0]),
     (T.F16, 96, []),
     (T.BF16, 96, []),
+    (T.MXFP4, 6, []),  # its E8M0 scale byte is set below (added last: the others stay as made)
 ]
 
 
@@ -48,6 +50,10 @@ def main(out: Path) -> None:
                 # mostly normal scales; block 1 gets a subnormal one, block 2 a zero one
                 v = [rng.uniform(-0.5, 0.5), 3e-6, 0.0][min(b, 2)] if b in (1, 2) else rng.uniform(-0.5, 0.5)
                 raw[b, off:off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+        if qtype == T.MXFP4:
+            # exponents around 2^0 and subnormal half scales: block 1 e = 0, block 2 e = 1
+            raw[:, 0] = rng.integers(110, 140, size=n_blocks, dtype=np.uint8)
+            raw[1, 0], raw[2, 0] = 0, 1
         if qtype in (T.F16, T.BF16):
             # random bit patterns, but no NaN or infinity (their payloads are not the point here)
             words = raw.reshape(-1).view(np.uint16)

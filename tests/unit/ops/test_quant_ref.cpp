@@ -45,7 +45,7 @@ TEST(QuantTraits, GeometryAndNamesMatchGgml) {
       {GgmlType::Q2_K, "q2_K", 256, 84},      {GgmlType::Q3_K, "q3_K", 256, 110},
       {GgmlType::Q4_K, "q4_K", 256, 144},     {GgmlType::Q5_K, "q5_K", 256, 176},
       {GgmlType::Q6_K, "q6_K", 256, 210},     {GgmlType::IQ4_NL, "iq4_nl", 32, 18},
-      {GgmlType::IQ4_XS, "iq4_xs", 256, 136},
+      {GgmlType::IQ4_XS, "iq4_xs", 256, 136}, {GgmlType::MXFP4, "mxfp4", 32, 17},
   };
   EXPECT_EQ(weight_types().size(), std::size(rows));
   for (const Row& r : rows) {
