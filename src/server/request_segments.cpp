@@ -38,7 +38,11 @@ Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const 
 std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
     const json& body, std::string_view raw, const std::optional<toolcall::Format>& tool_format,
     grammar::Budget* budget) {
-  if (!asks_for_decoding(body)) return toolcall::DecodePlan{};
+  if (!asks_for_decoding(body)) {
+    toolcall::DecodePlan plan;  // harmony's output is parsed even so (tool_requests.cpp)
+    plan.format = tool_format;
+    return plan;
+  }
   // The body again, in its order: a schema's properties are written in the order it lists them.
   const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, false);
   if (ordered.is_discarded() || !ordered.is_object())
