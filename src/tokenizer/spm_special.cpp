@@ -4,7 +4,9 @@
 // ones where control tokens are read), the longest piece first where several match; each piece
 // of text between is encoded on its own, with the space prefix (when the vocabulary adds one)
 // at the start of the text and after each special token; with rstrip_special (Phi-3) the
-// whitespace after a special token other than <unk>, <s> and <|endoftext|> is dropped.
+// whitespace after a special token other than <unk>, <s> and <|endoftext|> is dropped. A control
+// range that is exactly one token is a delimiter kamera placed beside a picture: the text after
+// it takes no space prefix, as the delimiters' ids are made (vision/kimi_chunks.cpp).
 #include <algorithm>
 
 #include "tokenizer/tokenizer.h"
@@ -72,12 +74,16 @@ std::vector<int32_t> Tokenizer::encode_spm_special(std::string_view text,
     }
     run(at);
     out.push_back(id);
+    const size_t begin = at;
     at += vocab_.pieces[size_t(id)].size();
+    const bool delimiter = std::any_of(control.begin(), control.end(), [&](const TextRange& r) {
+      return r.begin == begin && r.end == at;  // a range that is exactly this token
+    });
     const std::string& p = vocab_.pieces[size_t(id)];
     if (vocab_.rstrip_special && p != "<unk>" && p != "<s>" && p != "<|endoftext|>")
       while (at < text.size() && is_space(text[at])) ++at;
     from = at;
-    prefix = vocab_.add_space_prefix;
+    prefix = vocab_.add_space_prefix && !delimiter;
   }
   run(text.size());
   return out;
