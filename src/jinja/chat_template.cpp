@@ -92,6 +92,17 @@ const std::vector<Builtin>& builtins() {
        "{%- elif message.role == 'assistant' -%}"
        "{{- '<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>' -}}{%- endif -%}",
        "{{- bos_token -}}", "<｜Assistant｜>"},
+      // Phi-3 / Phi-4-mini (microsoft-Phi-3.5-mini-instruct.jinja's turns; as llama.cpp's phi3,
+      // every message is rendered, an empty system one included). The three roles' markers are
+      // written whole by the template (a role is the client's text: spliced into a marker it
+      // would not be read as the control token)
+      {"phi3",
+       "{%- if message.role == 'system' -%}{{- '<|system|>' -}}"
+       "{%- elif message.role == 'user' -%}{{- '<|user|>' -}}"
+       "{%- elif message.role == 'assistant' -%}{{- '<|assistant|>' -}}"
+       "{%- else -%}{{- '<|' + message.role + '|>' -}}{%- endif -%}"
+       "{{- '\\n' + content + '<|end|>\\n' -}}",
+       "", "<|assistant|>\\n"},
       {"gemma", "", "", "", kGemma},
       {"smollm3", "", "", "", kSmollm3},
   };
@@ -148,8 +159,10 @@ std::optional<std::string> ChatTemplate::detect_builtin(std::string_view t) {
     family = has(t, "<|im_sep|>") ? "phi4" : "chatml";
   } else if (t.rfind("mistral", 0) == 0 || has(t, "[INST]")) {
     family = "mistral/llama2";
-  } else if (has(t, "<|assistant|>") && (has(t, "<|end|>") || has(t, "<|user|>"))) {
-    family = "phi3/falcon3/glmedge";
+  } else if (has(t, "<|assistant|>") && has(t, "<|end|>")) {
+    family = "phi3";
+  } else if (has(t, "<|assistant|>") && has(t, "<|user|>")) {
+    family = "falcon3/glmedge";
   } else if ((has(t, "<|user|>") && has(t, "<|endoftext|>")) ||
              has(t, "bos_token + message['role']") || has(t, "'\\n\\nAssistant: ' + eos_token") ||
              has(t, "GPT4 Correct ") || (has(t, "USER: ") && has(t, "ASSISTANT: ")) ||

@@ -8,8 +8,9 @@
 // Sources, as `kamera chat --chat-template NAME|FILE` and the server choose them:
 //   - the GGUF's `tokenizer.chat_template` (from_gguf): run as Jinja; if it does not parse with
 //     this interpreter, the built-in that llama.cpp's detection picks for that text replaces it;
-//   - a built-in by name (named): chatml (Qwen family), llama3, deepseek2, deepseek3, gemma
-//     (Gemma 2 and 3), smollm3 (its /think and /no_think system flags);
+//   - a built-in by name (named): chatml (Qwen family), llama3, deepseek2, deepseek3, phi3
+//     (Phi-3, Phi-4-mini), gemma (Gemma 2 and 3), smollm3 (its /think and /no_think system
+//     flags); the server takes phi3 for a phi3 file that carries no template;
 //   - a file of Jinja source (from_file), or either through from_arg.
 //
 // The built-ins render exactly as llama.cpp's fallbacks of the same names (llama-chat.cpp) when
@@ -72,7 +73,7 @@ class ChatTemplate {
   static Result<ChatTemplate> from_arg(std::string_view name_or_path);
 
   // The built-in llama.cpp's llm_chat_detect_template would pick for this template text, among
-  // those kamera has (chatml, llama3, deepseek2, deepseek3, gemma); nullopt for any other.
+  // those kamera has (chatml, llama3, deepseek2, deepseek3, phi3, gemma); nullopt for any other.
   static std::optional<std::string> detect_builtin(std::string_view source);
   static std::vector<std::string> builtin_names();
   // The Jinja source of a built-in (empty for an unknown name).

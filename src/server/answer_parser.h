@@ -1,6 +1,7 @@
 // One choice's generated text as every API tells it: a thinking model's reasoning split out
 // (toolcall/reasoning.h), then the answer's text and tool calls (toolcall/parser.h), piece by
-// piece as the text streams. Shared by the translators of chat completions, Responses and
+// piece as the text streams; or, for gpt-oss's harmony format, all three from its channels
+// (toolcall/harmony.h). Shared by the translators of chat completions, Responses and
 // Messages (completion_sink.h, responses_api.h, messages_api.h).
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "toolcall/harmony.h"
 #include "toolcall/parser.h"
 #include "toolcall/reasoning.h"
 
@@ -24,7 +26,8 @@ struct AnswerPiece {
 class AnswerParser {
  public:
   // calls: parse tool calls of this format (ids id_prefix + index); reasoning: split it out
-  // (true: the prompt opened it).
+  // (true: the prompt opened it). Harmony is parsed whenever it is the format (its channels are
+  // the message's structure); without `reasoning` its analysis text is told as content.
   AnswerParser(std::optional<toolcall::Format> calls, std::optional<bool> reasoning,
                std::string id_prefix);
   // `tokens`: how many generated tokens the text is (counted in reasoning_tokens() when it is
@@ -34,7 +37,7 @@ class AnswerParser {
   // Tokens generated inside the reasoning (usage's reasoning_tokens).
   int64_t reasoning_tokens() const { return reasoning_tokens_; }
   // Whether text is held back until more comes (finish() must be called at the end).
-  bool parses() const { return calls_ || think_; }
+  bool parses() const { return calls_ || think_ || harmony_; }
   const std::vector<toolcall::ToolCall>& calls() const;
 
  private:
@@ -42,6 +45,9 @@ class AnswerParser {
 
   std::unique_ptr<toolcall::ToolCallParser> calls_;
   std::unique_ptr<toolcall::ReasoningSplitter> think_;
+  std::unique_ptr<toolcall::HarmonyParser> harmony_;
+  bool split_harmony_ = false;  // harmony's analysis is reasoning (else content)
+  AnswerPiece next_harmony(const std::string& text, bool final);
   int64_t reasoning_tokens_ = 0;
   int64_t undecided_tokens_ = 0;  // read while the splitter could not tell yet
 };

@@ -58,7 +58,9 @@ std::shared_ptr<void> Server::Impl::client_slot(const std::string& client) {
 // when the prompt opened <think>. Not where the whole output is a constrained document (JSON, a
 // forced tool call): the model writes no reasoning there.
 void Server::Impl::mark_reasoning(GenRequest& r) const {
-  if (r.grammar && r.grammar_trigger.empty()) return;
+  // harmony's constrained outputs may open with an analysis message (toolcall/forced.h)
+  const bool harmony = r.tool_calls == toolcall::Format::Harmony;
+  if (r.grammar && r.grammar_trigger.empty() && !harmony) return;
   const PromptPart& last = r.parts.back();
   r.reasoning = toolcall::prompt_opens_reasoning(last.text);
 }

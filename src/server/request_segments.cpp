@@ -1,5 +1,6 @@
 #include "server/request_segments.h"
 
+#include "core/log.h"
 #include "server/prompt_tokens.h"
 
 namespace kamera {
@@ -31,6 +32,10 @@ Result<std::optional<ChatTemplate>> chat_template_for(const Model& model, const 
     KAMERA_ASSIGN_OR_RETURN(t, ChatTemplate::from_arg(o.chat_template));
   } else if (model.tokenizer && !model.tokenizer->vocab().chat_template.empty()) {
     KAMERA_ASSIGN_OR_RETURN(t, ChatTemplate::from_gguf(model.tokenizer->vocab().chat_template));
+  } else if (model.tokenizer && model.cfg.arch == Arch::Phi3) {
+    // a Phi-3 / Phi-4-mini file without its template: the format all of them were trained on
+    log().info("serve: the phi3 file carries no chat template; using the built-in 'phi3'");
+    KAMERA_ASSIGN_OR_RETURN(t, ChatTemplate::named("phi3"));
   }
   return t;
 }
@@ -39,7 +44,11 @@ std::variant<toolcall::DecodePlan, HttpError> plan_chat_fields(
     const nlohmann::ordered_json& body, const std::optional<toolcall::Format>& tool_format,
     grammar::Budget* budget) {
   if (!body.is_object()) return HttpError{400, "the request body must be a JSON object"};
-  if (!asks_for_decoding(body)) return toolcall::DecodePlan{};
+  if (!asks_for_decoding(body)) {
+    toolcall::DecodePlan plan;  // harmony's output is parsed even so (tool_requests.cpp)
+    plan.format = tool_format;
+    return plan;
+  }
   auto plan = toolcall::plan_decoding(body, tool_format, budget);
   if (auto* e = std::get_if<toolcall::PlanError>(&plan))  // the request's fault: 400, by name
     return HttpError{

@@ -36,7 +36,8 @@ Status Server::Impl::open_context() {
   KAMERA_ASSIGN_OR_RETURN(chat_template, chat_template_for(model, opts));
   if (chat_template) tool_format = toolcall::detect_format(chat_template->source());
   reasoning = chat_template && opts.reasoning_format == "parsed" &&
-              toolcall::has_reasoning_markers(chat_template->source());
+              (toolcall::has_reasoning_markers(chat_template->source()) ||
+               tool_format == toolcall::Format::Harmony);
   KAMERA_ASSIGN_OR_RETURN(reranker, rerank_info(model));
   ContextOptions co;
   co.n_threads = opts.threads;

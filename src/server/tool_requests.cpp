@@ -40,8 +40,10 @@ std::variant<toolcall::DecodePlan, HttpError> Server::Impl::plan_chat(
 
 std::optional<HttpError> Server::Impl::apply_plan(const toolcall::DecodePlan& plan,
                                                   std::vector<GenRequest>& reqs) {
+  // harmony's channels are parsed in every chat (toolcall/harmony.h), with tools or not.
+  const bool harmony = plan.format == toolcall::Format::Harmony;
   for (GenRequest& r : reqs)
-    if (plan.parse_calls) r.tool_calls = plan.format;
+    if (plan.parse_calls || harmony) r.tool_calls = plan.format;
   if (!plan.grammar) return std::nullopt;
   const char* param = plan.json_output ? "response_format" : "tools";
   if (!model.tokenizer)

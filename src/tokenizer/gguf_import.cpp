@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
+
 #include "core/log.h"
 #include "gguf/keys.h"
 #include "tokenizer/pretokenizer.h"
@@ -90,6 +92,10 @@ Result<Tokenizer> read_spm(const GgufFile& f) {
   v.eos = int32_t(f.get_int(gk::kEosId).value_or(2));
   v.unk = int32_t(f.get_int(gk::kUnknownId).value_or(0));
   v.add_space_prefix = f.get_bool(gk::kAddSpacePrefix).value_or(true);
+  std::string name = f.get_string(gk::kName).value_or("");
+  for (char& c : name) c = char(std::tolower(uint8_t(c)));
+  v.rstrip_special =
+      name.find("phi3") != std::string::npos || name.find("phi-3") != std::string::npos;
   v.add_bos = f.get_bool(gk::kAddBos).value_or(true);
   v.add_eos = f.get_bool(gk::kAddEos).value_or(false);
   auto tok = Tokenizer::from_vocab(std::move(v));

@@ -46,6 +46,7 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
     tok.vocab_ = std::move(vocab);
     KAMERA_TRY(tok.init_bpe());
     tok.init_eog();
+    tok.init_harmony();
     return tok;
   }
   KAMERA_TRY(check_id("bos", vocab.bos));
@@ -63,6 +64,8 @@ Result<Tokenizer> Tokenizer::from_vocab(Vocab vocab) {
   tok.index_.build_index();  // keeps the first id of a duplicated piece
   tok.vocab_ = std::move(vocab);
   tok.init_eog();
+  tok.init_harmony();
+  tok.init_specials();
   return tok;
 }
 
@@ -85,22 +88,7 @@ std::vector<int32_t> Tokenizer::encode_marked(std::string_view text,
     bpe_->encode(text, control, out, limit);
     return out;
   }
-  size_t at = 0;
-  auto run = [&](std::string_view s) {
-    if (s.empty() || out.size() > limit) return;
-    const auto ids = encode_with(s, false, first && out.empty() && vocab_.add_space_prefix);
-    out.insert(out.end(), ids.begin(), ids.end());
-  };
-  for (const TextRange& r : control) {
-    if (r.begin < at || r.end > text.size() || r.begin >= r.end) continue;
-    const int32_t id = index_.find(text.substr(r.begin, r.end - r.begin));
-    if (id < 0 || vocab_.types[size_t(id)] != TokenType::Control) continue;
-    run(text.substr(at, r.begin - at));
-    out.push_back(id);
-    at = r.end;
-  }
-  run(text.substr(at));
-  return out;
+  return encode_spm_special(text, control, false, first && vocab_.add_space_prefix, limit);
 }
 
 std::string Tokenizer::decode(int32_t prev, int32_t token) const {
@@ -108,6 +96,8 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
   const std::string& piece = vocab_.pieces[size_t(token)];
   switch (vocab_.types[size_t(token)]) {
     case TokenType::Control:
+      if (std::binary_search(shown_.begin(), shown_.end(), token)) break;
+      return {};
     case TokenType::Unknown:
     case TokenType::Unused:
       return {};
@@ -141,8 +131,10 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, const EncodeOpti
     return encode_bpe(text, o.add_special && vocab_.add_bos, o.parse_special,
                       o.add_special && vocab_.add_eos);
   }
-  std::vector<int32_t> out =
-      encode_with(text, o.add_special && vocab_.add_bos, vocab_.add_space_prefix);
+  std::vector<int32_t> out;
+  if (o.add_special && vocab_.add_bos) out.push_back(vocab_.bos);
+  const auto ids = encode_spm_special(text, {}, o.parse_special, vocab_.add_space_prefix);
+  out.insert(out.end(), ids.begin(), ids.end());
   if (o.add_special && vocab_.add_eos) out.push_back(vocab_.eos);
   return out;
 }
@@ -185,6 +177,31 @@ void Tokenizer::init_eog() {
     if (kStops.count(vocab_.pieces[i])) eog_.push_back(int32_t(i));
   std::sort(eog_.begin(), eog_.end());
   eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
+}
+
+// gpt-oss's vocabulary (o200k_harmony, told by its <|return|> and <|call|>): those two end the
+// generation and <|end|> only ends a message (the model writes one after its reasoning, then its
+// answer), and the markers of harmony's message headers print as text, so that the output can be
+// parsed into channels (toolcall/harmony.h). llama.cpp does the same (its vocabulary loader
+// prints <|channel|>, <|message|>, <|start|>, <|constrain|>; its server prints <|end|>).
+void Tokenizer::init_harmony() {
+  std::unordered_map<std::string_view, int32_t> ids;
+  for (std::string_view t : {"<|return|>", "<|call|>", "<|end|>", "<|channel|>", "<|message|>",
+                             "<|start|>", "<|constrain|>"})
+    ids[t] = -1;
+  for (size_t i = 0; i < vocab_.pieces.size(); ++i) {
+    auto it = ids.find(vocab_.pieces[i]);
+    if (it != ids.end() && it->second < 0) it->second = int32_t(i);
+  }
+  if (ids["<|return|>"] < 0 || ids["<|call|>"] < 0) return;
+  eog_.push_back(ids["<|return|>"]);
+  eog_.push_back(ids["<|call|>"]);
+  std::erase(eog_, ids["<|end|>"]);
+  std::sort(eog_.begin(), eog_.end());
+  eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
+  for (std::string_view t : {"<|end|>", "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
+    if (ids[t] >= 0) shown_.push_back(ids[t]);
+  std::sort(shown_.begin(), shown_.end());
 }
 
 std::string Tokenizer::decode_all(const std::vector<int32_t>& tokens) const {

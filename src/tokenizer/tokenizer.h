@@ -10,6 +10,7 @@
 // outside the vocabulary become their byte pieces.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -59,8 +60,9 @@ class Tokenizer {
   bool is_eog(int32_t id) const;
   const std::vector<int32_t>& eog_ids() const { return eog_; }
 
-  // Text -> ids with explicit options (the `kamera tokenize` and server path).
-  // SentencePiece ignores parse_special (its vocabularies here have no inline control tokens).
+  // Text -> ids with explicit options (the `kamera tokenize` and server path). SentencePiece
+  // reads special tokens as llama.cpp does (spm_special.cpp): user-defined ones always, control
+  // ones with parse_special.
   std::vector<int32_t> tokenize(std::string_view text, const EncodeOptions& opts) const;
   // BPE: control tokens in the text are parsed; BOS when add_bos, never EOS.
   // `limit`: BPE stops cutting words once more than `limit` ids are made (the server passes the
@@ -73,12 +75,12 @@ class Tokenizer {
   // of text, e.g. what a chat template wrote around the messages); everywhere else the spelling of
   // a control token is plain text, so text from a client cannot yield one. first: as encode()
   // (a prompt's first text part: SentencePiece's space prefix), else as encode_raw(); no BOS.
-  // SentencePiece reads no control tokens inside text; there a range that is exactly the piece of
-  // a control token is that token (the vision delimiters around an image).
+  // SentencePiece: as tokenize() (spm_special.cpp), control tokens read only inside the ranges.
   std::vector<int32_t> encode_marked(std::string_view text, std::span<const TextRange> control,
                                      bool first, size_t limit = SIZE_MAX) const;
   // Text of `token` following `prev`: "▁" becomes ' ', a leading space right after BOS is dropped
-  // (as llama2.c prints), byte pieces become their byte, control tokens print nothing. BPE: the
+  // (as llama2.c prints), byte pieces become their byte, control tokens print nothing (but
+  // harmony's message markers, see init_harmony in tokenizer.cpp). BPE: the
   // token's bytes (a multi-byte character may be split across tokens: see Utf8Stream).
   std::string decode(int32_t prev, int32_t token) const;
   std::string decode_all(const std::vector<int32_t>& tokens) const;
@@ -89,14 +91,25 @@ class Tokenizer {
   std::vector<int32_t> encode_with(std::string_view text, bool add_bos, bool space_prefix) const;
   std::vector<int32_t> encode_bpe(std::string_view text, bool bos, bool parse_special, bool eos,
                                   size_t limit = SIZE_MAX) const;
+  // SentencePiece with special tokens (spm_special.cpp).
+  void init_specials();
+  int32_t special_at(std::string_view text, size_t at, std::span<const TextRange> control,
+                     bool all_control) const;
+  std::vector<int32_t> encode_spm_special(std::string_view text, std::span<const TextRange> control,
+                                          bool all_control, bool prefix_first,
+                                          size_t limit = SIZE_MAX) const;
   Status init_bpe();
   void init_eog();
+  void init_harmony();
 
   Vocab vocab_;
   StringTable index_;                    // SPM: the pieces, indexed
   int32_t byte_token_[256] = {};         // SPM: id of "<0xXX>" or -1
   std::shared_ptr<const BpeModel> bpe_;  // BPE
   std::vector<int32_t> eog_;             // sorted
+  std::vector<int32_t> specials_;        // SPM: control, user-defined, unknown; longest first
+  std::bitset<256> special_first_;       // SPM: the first bytes of their pieces
+  std::vector<int32_t> shown_;           // control tokens decode() prints (harmony's), sorted
 };
 
 }  // namespace kamera

@@ -36,6 +36,9 @@ struct Vocab {
   std::vector<TokenType> types;
   int32_t bos = 1, eos = 2, unk = 0;  // BPE: -1 where the vocabulary has none
   bool add_space_prefix = true;       // SPM only
+  // SPM: the whitespace after a special token is dropped (Phi-3's added tokens are rstrip;
+  // llama.cpp tells them by the file's general.name, and so does the GGUF reader)
+  bool rstrip_special = false;
   // Byte-level BPE
   std::vector<std::string> merges;  // "left right" pieces; rank = index
   std::string pre = "default";      // pre-tokenizer name (tokenizer.ggml.pre)

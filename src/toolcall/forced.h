@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "grammar/budget.h"
+#include "grammar/expr.h"
 #include "grammar/grammar.h"
 #include "toolcall/format.h"
 
@@ -33,6 +34,15 @@ struct ForcedCalls {
 // default budget).
 Result<std::shared_ptr<const grammar::Grammar>> forced_calls_grammar(
     Format f, const ForcedCalls& c, grammar::Budget* budget = nullptr);
+// Harmony (gpt-oss): every constrained output may begin with one analysis message (the model's
+// reasoning, any text without "<|"), then the forced message. The optional analysis message:
+grammar::Expr harmony_analysis();
+// response_format's JSON document in harmony's framing: the optional analysis message, then
+// <|channel|>final<|message|> and the document (`schema` null: any object).
+Result<std::shared_ptr<const grammar::Grammar>> harmony_json_grammar(
+    const nlohmann::ordered_json* schema, grammar::Budget* budget = nullptr);
+// The text a harmony call starts with, whatever its function.
+inline constexpr std::string_view kHarmonyCallTrigger = "<|channel|>commentary to=functions.";
 // The text every call sequence of the format begins with: a lazily started constraint
 // (grammar/triggered.h) takes over once the model has written it.
 std::string_view call_trigger(Format f);

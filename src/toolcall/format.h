@@ -8,6 +8,9 @@
 //   deepseek3  DeepSeek-V3: <｜tool▁calls▁begin｜> then per call
 //              <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
 //              then <｜tool▁calls▁end｜>
+//   harmony    gpt-oss: the output is a sequence of messages, each a header then
+//              <|message|>BODY and an end marker (toolcall/harmony.h); a call is the message
+//              <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
 //
 // The format is read off the template's source, by the markers it writes.
 #pragma once
@@ -18,7 +21,7 @@
 
 namespace kamera::toolcall {
 
-enum class Format { Hermes, Llama3, DeepSeek3 };
+enum class Format { Hermes, Llama3, DeepSeek3, Harmony };
 
 const char* format_name(Format f);
 // The format a chat template renders tool calls in; nullopt when it renders none.
@@ -34,5 +37,12 @@ inline constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
 inline constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
 inline constexpr std::string_view kDsArgsOpen = "\n```json\n";
 inline constexpr std::string_view kDsArgsClose = "\n```";
+inline constexpr std::string_view kHarmonyStart = "<|start|>";
+inline constexpr std::string_view kHarmonyChannel = "<|channel|>";
+inline constexpr std::string_view kHarmonyMessage = "<|message|>";
+inline constexpr std::string_view kHarmonyConstrain = "<|constrain|>";
+inline constexpr std::string_view kHarmonyEnd = "<|end|>";
+inline constexpr std::string_view kHarmonyCall = "<|call|>";
+inline constexpr std::string_view kHarmonyReturn = "<|return|>";
 
 }  // namespace kamera::toolcall

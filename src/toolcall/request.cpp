@@ -92,8 +92,9 @@ std::variant<Choice, PlanError> read_choice(const ojson& body, const std::vector
   return out;
 }
 
+// harmony: the document in gpt-oss's final channel (forced.h).
 std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(
-    const ojson& body, bool* json_output, grammar::Budget& budget) {
+    const ojson& body, bool* json_output, grammar::Budget& budget, bool harmony) {
   const ojson rf = body.value("response_format", ojson());
   *json_output = false;
   if (rf.is_null()) return std::shared_ptr<const grammar::Grammar>();
@@ -103,13 +104,14 @@ std::variant<std::shared_ptr<const grammar::Grammar>, PlanError> read_format(
   Result<std::shared_ptr<const grammar::Grammar>> g = Error{};
   std::string param = "response_format";
   if (type == "json_object") {
-    g = grammar::json_object_grammar(&budget);
+    g = harmony ? harmony_json_grammar(nullptr, &budget) : grammar::json_object_grammar(&budget);
   } else if (type == "json_schema") {
     const ojson js = rf.value("json_schema", ojson());
     if (!js.is_object() || !js.contains("schema"))
       return bad("response_format.json_schema", "must be an object with a 'schema'");
     param = "response_format.json_schema.schema";
-    g = grammar::json_schema_grammar(js["schema"], &budget);
+    g = harmony ? harmony_json_grammar(&js["schema"], &budget)
+                : grammar::json_schema_grammar(js["schema"], &budget);
   } else {
     return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
   }
@@ -158,7 +160,7 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
   const ojson parallel = body.value("parallel_tool_calls", ojson(true));
   if (!parallel.is_boolean()) return bad("parallel_tool_calls", "must be a boolean");
   DecodePlan plan;
-  auto json_or = read_format(body, &plan.json_output, spend);
+  auto json_or = read_format(body, &plan.json_output, spend, format == Format::Harmony);
   if (auto* e = std::get_if<PlanError>(&json_or)) return *e;
   plan.grammar = std::get<std::shared_ptr<const grammar::Grammar>>(json_or);
   plan.format = format;
@@ -188,11 +190,25 @@ std::variant<DecodePlan, PlanError> plan_decoding(const ojson& body, std::option
   return plan;
 }
 
+namespace {
+
+// gpt-oss's template reads an assistant turn's reasoning from `thinking`, and refuses a turn with
+// tool calls that has both content and thinking (as llama.cpp does, the content goes).
+void harmony_thinking(ojson& m) {
+  if (!m.contains("reasoning_content") || !m["reasoning_content"].is_string()) return;
+  m["thinking"] = m["reasoning_content"];
+  if (m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty())
+    m.erase("content");
+}
+
+}  // namespace
+
 ojson prepare_messages(const ojson& messages, Format format) {
   ojson out = messages;
   if (!out.is_array()) return out;
   for (ojson& m : out) {
     if (!m.is_object() || m.value("role", ojson()) != "assistant") continue;
+    if (format == Format::Harmony) harmony_thinking(m);
     if (!m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
     for (ojson& call : m["tool_calls"]) {
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object())

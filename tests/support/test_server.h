@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "server/server.h"
 #include "support/tiny_models.h"
@@ -36,6 +37,20 @@ struct TestServer {
     if (!r) return {};
     if (status) *status = r->status;
     return nlohmann::json::parse(r->body, nullptr, false);
+  }
+  // The data chunks of an SSE stream (a POST of `body` with "stream": true), [DONE] left out.
+  std::vector<nlohmann::json> stream(const std::string& path, nlohmann::json body) {
+    body["stream"] = true;
+    auto r = client->Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    std::vector<nlohmann::json> out;
+    for (size_t at = 0; r && (at = r->body.find("data: ", at)) != std::string::npos;) {
+      const size_t end = r->body.find("\n\n", at);
+      const std::string payload = r->body.substr(at + 6, end - at - 6);
+      at = end;
+      if (payload != "[DONE]") out.push_back(nlohmann::json::parse(payload));
+    }
+    return out;
   }
   nlohmann::json get(const std::string& path, int* status = nullptr) {
     auto r = client->Get(path.c_str());

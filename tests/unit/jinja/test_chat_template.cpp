@@ -143,8 +143,8 @@ TEST(Jinja, HostileNestingIsAnErrorNotACrash) {
 
 TEST(ChatTemplate, BuiltinsByNameAndArgument) {
   const std::vector<std::string> names = ChatTemplate::builtin_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"chatml", "llama3", "deepseek2", "deepseek3", "gemma",
-                                             "smollm3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"chatml", "llama3", "deepseek2", "deepseek3", "phi3",
+                                             "gemma", "smollm3"}));
   for (const auto& n : names) {
     auto t = ChatTemplate::from_arg(n);
     ASSERT_TRUE(t.ok()) << t.message();

@@ -164,6 +164,31 @@ TEST(ChatTemplateFixtures, BuiltinsMatchTheRealTemplatesTheyStandFor) {
   }
 }
 
+// The phi3 built-in equals Phi-3.5-mini-instruct's real template (templates/phi3_5.jinja, from
+// llama.cpp d32676d's models/templates) on every conversation without tools but the one with an
+// empty system message (the real template drops it, llama.cpp's built-in keeps it), with
+// eos_token "" (the real template ends a prompt without the generation prompt with it).
+TEST(ChatTemplateFixtures, Phi3BuiltinMatchesTheRealTemplate) {
+  auto real = ChatTemplate::from_source(read_text("templates/phi3_5.jinja"), "phi3_5");
+  auto builtin = ChatTemplate::named("phi3");
+  ASSERT_TRUE(real.ok()) << real.message();
+  ASSERT_TRUE(builtin.ok()) << builtin.message();
+  size_t checked = 0;
+  for (const auto& [name, conv] : conversations()) {
+    if (conv.contains("only") || conv.contains("tools") || name == "empty_system") continue;
+    for (bool gen : {true, false}) {
+      const auto o = options_for(conv, gen, json::object());
+      const auto want = real->render_json(conv["messages"], o);
+      const auto got = builtin->render_json(conv["messages"], o);
+      ASSERT_TRUE(want.ok() && got.ok()) << name;
+      EXPECT_EQ(*got, *want) << name << " add_generation_prompt=" << gen;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 12u);
+  EXPECT_EQ(ChatTemplate::detect_builtin(read_text("templates/phi3_5.jinja")), "phi3");
+}
+
 // The default budget is no obstacle to real use: Qwen3's template with tools on a conversation
 // of 1,000+ messages renders, with every repetition's turns in it.
 TEST(ChatTemplateFixtures, LongConversationFitsTheDefaultBudget) {

@@ -1,4 +1,5 @@
-// Forced tool calls: generations under each format's forced-call grammar, driven by random
+// Forced tool calls: generations under each format's forced-call grammar (harmony's too: one call
+// after an optional analysis message, parsed by toolcall/harmony.h), driven by random
 // logits over a small vocabulary, always parse (toolcall/parser.h) into calls of the offered
 // tools whose arguments validate against the tool's parameters (Python's jsonschema); a named
 // choice calls only that tool; one call when parallel calls are off. And the triggered
@@ -11,6 +12,7 @@
 #include "grammar/triggered.h"
 #include "support/jsonschema_oracle.h"
 #include "toolcall/forced.h"
+#include "toolcall/harmony.h"
 #include "toolcall/parser.h"
 #include "unit/grammar/grammar_util.h"
 
@@ -211,6 +213,77 @@ TEST(TriggeredConstraint, FreeTextThenTheCallGrammar) {
     p.finish();
     EXPECT_EQ(p.content(), "Let me look:");
     ASSERT_EQ(p.calls().size(), 1u) << text;
+  }
+}
+
+// The byte vocabulary with harmony's markers as whole tokens too.
+std::shared_ptr<const TokenTrie> harmony_vocab() {
+  std::vector<std::string> v;
+  for (int b = 0; b < 256; ++b) v.push_back(std::string(1, char(b)));
+  for (std::string_view p :
+       {kHarmonyStart, kHarmonyEnd, kHarmonyMessage, kHarmonyChannel, kHarmonyConstrain,
+        std::string_view("commentary"), std::string_view("analysis")})
+    v.push_back(std::string(p));
+  v.push_back("");  // end of generation (<|call|>)
+  return std::make_shared<const TokenTrie>(v, std::vector<int32_t>{int32_t(v.size() - 1)});
+}
+
+TEST(ForcedCalls, HarmonyGenerationsAreOneValidCallAfterAnOptionalAnalysis) {
+  auto trie = harmony_vocab();
+  std::mt19937 rng(5);
+  std::vector<oracle::SchemaDocs> batch;
+  for (const ToolSpec& t : kTools) batch.push_back({t.parameters, {}});
+  int with_analysis = 0;
+  for (bool parallel : {false, true}) {
+    auto g = forced_calls_grammar(Format::Harmony, ForcedCalls{kTools, parallel});
+    ASSERT_TRUE(g.ok()) << g.message();
+    auto cg = std::make_shared<const CompiledGrammar>(*g, trie);
+    for (int run = 0; run < 12; ++run) {
+      grammar::GrammarConstraint c(cg);
+      const std::string text = sample(c, *trie, rng, 6000);
+      ASSERT_TRUE(c.ended()) << "did not finish: " << text;
+      HarmonyParser p;
+      p.feed(text);
+      p.finish();
+      EXPECT_EQ(p.content(), "") << text;
+      with_analysis += !p.reasoning().empty();
+      ASSERT_EQ(p.calls().size(), 1u) << text;  // <|call|> ends the generation
+      size_t k = 0;
+      while (k < kTools.size() && kTools[k].name != p.calls()[0].name) ++k;
+      ASSERT_LT(k, kTools.size()) << text;
+      batch[k].docs.push_back(p.calls()[0].arguments);
+    }
+  }
+  EXPECT_GT(with_analysis, 0);
+  EXPECT_LT(with_analysis, 24);
+  const auto verdicts = oracle::validate(batch);
+  REQUIRE_ORACLE(verdicts);
+  for (size_t k = 0; k < batch.size(); ++k)
+    for (size_t j = 0; j < batch[k].docs.size(); ++j)
+      EXPECT_TRUE((*verdicts)[k][j]) << kTools[k].name << " arguments " << batch[k].docs[j];
+}
+
+TEST(TriggeredConstraint, HarmonyFreeAnalysisThenTheCallGrammar) {
+  auto trie = harmony_vocab();
+  std::mt19937 rng(6);
+  auto g = forced_calls_grammar(Format::Harmony, ForcedCalls{kTools, true});
+  ASSERT_TRUE(g.ok());
+  auto cg = std::make_shared<const CompiledGrammar>(*g, trie);
+  for (int run = 0; run < 8; ++run) {
+    grammar::TriggeredConstraint c(cg, std::string(call_trigger(Format::Harmony)));
+    const std::string prefix =
+        "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant"
+        "<|channel|>commentary to=functions.";
+    const std::string text = sample(c, *trie, rng, 600, prefix);
+    EXPECT_TRUE(c.active());
+    EXPECT_FALSE(c.broken());
+    HarmonyParser p;
+    p.feed(text);
+    p.finish();
+    EXPECT_EQ(p.reasoning(), "Let me look.");
+    EXPECT_EQ(p.content(), "");
+    ASSERT_EQ(p.calls().size(), 1u) << text;
+    EXPECT_FALSE(ojson::parse(p.calls()[0].arguments, nullptr, false).is_discarded()) << text;
   }
 }
 
