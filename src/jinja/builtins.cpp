@@ -536,10 +536,17 @@ bool is_string_filter(std::string_view name) {
 
 Value keep_literal(Value result, const Value& input, const CallArgs& args) {
   if (!result.is_string() || result.as_string().empty() || result.any_literal()) return result;
-  bool any = input.any_literal();
-  for (const Value& x : args.pos) any = any || x.any_literal();
-  for (const auto& kv : args.kw) any = any || kv.second.any_literal();
-  return any ? Value::literal_string(result.as_string()) : result;
+  bool any = false, pieces = false;
+  auto from = [&](const Value& x) {
+    any = any || x.any_literal();
+    pieces = pieces || has_pieces(x.literal());
+  };
+  from(input);
+  for (const Value& x : args.pos) from(x);
+  for (const auto& kv : args.kw) from(kv.second);
+  if (!any) return result;
+  const size_t n = result.as_string().size();  // the result of a piece is no piece any more
+  return Value::text(Text{result.as_string(), {Span{0, n, pieces ? kBrokenPiece : 0}}});
 }
 
 bool is_filter(std::string_view name) {

@@ -120,14 +120,17 @@ bool has(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
-jinja::Value message_value(const ChatMessage& m, const jinja::LiteralSpans* literal) {
+jinja::Value message_value(const ChatMessage& m, const jinja::LiteralSpans* literal,
+                           const std::optional<jinja::Text>* content) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["role"] = m.role;
   j["content"] = m.content;
   if (m.fields.is_object()) {
     for (const auto& [k, v] : m.fields.items()) j[k] = v;
   }
-  return jinja::from_json(j, literal);
+  jinja::Value out = jinja::from_json(j, literal);
+  if (content && *content) out.object_ref().set("content", jinja::Value::text(**content));
+  return out;
 }
 
 }  // namespace
@@ -241,10 +244,13 @@ Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
 }
 
 Result<jinja::Text> ChatTemplate::render_text(std::span<const ChatMessage> messages,
-                                              const ChatRenderOptions& options) const {
+                                              const ChatRenderOptions& options,
+                                              ContentTexts contents) const {
   const jinja::LiteralSpans* literal = options.literal ? &options.literal : nullptr;
   jinja::Array values;
-  for (const ChatMessage& m : messages) values.push_back(message_value(m, literal));
+  for (size_t i = 0; i < messages.size(); ++i)
+    values.push_back(
+        message_value(messages[i], literal, i < contents.size() ? &contents[i] : nullptr));
   jinja::Object ctx;
   ctx.set("messages", jinja::Value::array(std::move(values)));
   ctx.set("add_generation_prompt", jinja::Value::boolean(options.add_generation_prompt));
@@ -267,7 +273,8 @@ Result<std::string> ChatTemplate::render_json(const nlohmann::ordered_json& mess
 }
 
 Result<jinja::Text> ChatTemplate::render_json_text(const nlohmann::ordered_json& messages,
-                                                   const ChatRenderOptions& options) const {
+                                                   const ChatRenderOptions& options,
+                                                   ContentTexts contents) const {
   if (!messages.is_array()) {
     return make_error(ErrorCode::InvalidArgument, "chat messages must be a JSON list, got {}",
                       messages.type_name());
@@ -291,7 +298,7 @@ Result<jinja::Text> ChatTemplate::render_json_text(const nlohmann::ordered_json&
     }
     list.push_back(std::move(cm));
   }
-  return render_text(list, options);
+  return render_text(list, options, contents);
 }
 
 }  // namespace kamera

@@ -45,6 +45,11 @@ struct ChatMessage {
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
 };
 
+// Messages' contents as strings with their literal spans and pieces (jinja/value.h: a client's
+// text and chunk parts): contents[i], where set, is message i's content, in place of its
+// `content` and of a "content" key in its fields.
+using ContentTexts = std::span<const std::optional<jinja::Text>>;
+
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
   std::string bos_token;
@@ -82,14 +87,17 @@ class ChatTemplate {
   Result<std::string> render(std::span<const ChatMessage> messages,
                              const ChatRenderOptions& options) const;
   Result<jinja::Text> render_text(std::span<const ChatMessage> messages,
-                                  const ChatRenderOptions& options) const;
+                                  const ChatRenderOptions& options,
+                                  ContentTexts contents = {}) const;
   // The same from an OpenAI-style JSON list of message objects (kept as they are).
   Result<std::string> render_json(const nlohmann::ordered_json& messages,
                                   const ChatRenderOptions& options) const;
   // render_json with the spans of the text that print the literal bytes of the messages and
-  // tools (options.literal); the rest is the template's own text.
+  // tools (options.literal); the rest is the template's own text. The pieces of `contents` come
+  // back as spans of their own.
   Result<jinja::Text> render_json_text(const nlohmann::ordered_json& messages,
-                                       const ChatRenderOptions& options) const;
+                                       const ChatRenderOptions& options,
+                                       ContentTexts contents = {}) const;
 
   // "chatml", ... for a built-in; the origin for other sources.
   const std::string& name() const { return name_; }

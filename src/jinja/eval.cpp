@@ -404,6 +404,8 @@ class Evaluator {
       if (!k.is_string()) {
         return fail(e.line, e.col, "dict keys must be strings, not {}", k.type_name());
       }
+      if (has_pieces(k.literal()))  // a key keeps no spans: the piece would print as text
+        return fail(e.line, e.col, "a dict key cannot hold a chunk part of a message");
       o.literal_keys = o.literal_keys || k.any_literal();  // then every key of it is
       o.set(k.as_string(), std::move(v));
     }

@@ -48,7 +48,7 @@ Value replace_value(const Value& s, const std::string& from, const Value& to, in
   if (from.empty()) {  // `to` around every character: traced as a whole
     std::string out = python_replace(str, from, to.as_string(), count);
     const size_t n = out.size();
-    return Value::text(Text{std::move(out), all_or_none(n, s.any_literal() || to.any_literal())});
+    return Value::text(Text{std::move(out), whole_like(n, {&s.literal(), &to.literal()})});
   }
   Text t;
   size_t start = 0;
@@ -68,13 +68,14 @@ Value html_escape_value(const Value& s) {
   if (!s.any_literal()) return Value::string(html_escape(str));
   Text t;
   for (size_t i = 0; i < str.size(); ++i)
-    t.append(html_escape(std::string_view(&str[i], 1)), in_spans(s.literal(), i));
+    t.append(html_escape(std::string_view(&str[i], 1)), span_at(s.literal(), i));
   return Value::text(std::move(t));
 }
 
 Value like_whole(const Value& s, std::string out) {
   if (!s.any_literal()) return Value::string(std::move(out));
-  return Value::literal_string(std::move(out));
+  const size_t n = out.size();
+  return Value::text(Text{std::move(out), whole_like(n, {&s.literal()})});
 }
 
 }  // namespace kamera::jinja

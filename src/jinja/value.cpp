@@ -28,8 +28,8 @@ void append_escaped(Text& out, const std::string& s, const Spans& lit, F escape)
   size_t k = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     while (k < lit.size() && lit[k].end <= i) ++k;
-    const bool literal = k < lit.size() && lit[k].begin <= i;
-    out.append(std::string_view(buf, escape(static_cast<unsigned char>(s[i]), buf)), literal);
+    const Span* like = k < lit.size() && lit[k].begin <= i ? &lit[k] : nullptr;
+    out.append(std::string_view(buf, escape(static_cast<unsigned char>(s[i]), buf)), like);
   }
 }
 
@@ -239,9 +239,14 @@ void append_piece(Text& out, const Value& src, const Utf8Piece& p) {
     out.append(s, src.literal(), p.at, p.at + p.size);
     return;
   }
+  Span like{0, 0, 0};
   bool any = false;
-  for (size_t b = p.at; b < p.at + p.size; ++b) any = any || in_spans(src.literal(), b);
-  out.append(enc, any);
+  for (size_t b = p.at; b < p.at + p.size; ++b) {
+    const Span* sp = span_at(src.literal(), b);
+    any = any || sp;
+    if (sp && sp->piece) like.piece = kBrokenPiece;
+  }
+  out.append(enc, any ? &like : nullptr);
 }
 
 Value piece_value(const Value& src, const Utf8Piece& p) {
@@ -258,6 +263,18 @@ void Text::append(std::string_view s, bool is_literal) {
   if (is_literal) mark(at, str.size());
 }
 
+void Text::append(std::string_view s, const Span* like) {
+  const size_t at = str.size();
+  str.append(s);
+  if (like) mark(at, str.size(), like->piece);
+}
+
+void Text::append_piece(uint32_t piece) {
+  const size_t at = str.size();
+  str.append(kPieceText);
+  mark(at, str.size(), piece);
+}
+
 void Text::append(std::string_view s, const Spans& lit, size_t begin, size_t end) {
   end = std::min(end, s.size());
   if (begin >= end) return;
@@ -266,19 +283,34 @@ void Text::append(std::string_view s, const Spans& lit, size_t begin, size_t end
   auto it = std::upper_bound(lit.begin(), lit.end(), begin,
                              [](size_t b, const Span& sp) { return b < sp.end; });
   for (; it != lit.end() && it->begin < end; ++it)
-    mark(base + std::max(it->begin, begin) - begin, base + std::min(it->end, end) - begin);
+    mark(base + std::max(it->begin, begin) - begin, base + std::min(it->end, end) - begin,
+         it->piece);
 }
 
-void Text::mark(size_t begin, size_t end) {
+void Text::mark(size_t begin, size_t end, uint32_t piece) {
   if (begin >= end) return;
-  // Joins the spans it touches; one that began before `begin` (not how appends mark) would be
-  // joined with all after it: more literal, never less.
-  while (!literal.empty() && literal.back().end >= begin) {
+  // Joins the literal spans it touches; one that began before `begin` (not how appends mark)
+  // would be joined with all after it: more literal, never less. A piece's bytes copied one by
+  // one (escapes, code points) join up to a whole piece, never past one: a piece printed twice
+  // in a row stays two pieces.
+  auto joins = [&](const Span& b) {
+    if (b.end < begin) return false;
+    if (piece == 0 && b.piece == 0) return true;
+    return b.end == begin && b.piece == piece && piece != kBrokenPiece &&
+           end - b.begin <= kPieceText.size();
+  };
+  while (!literal.empty() && joins(literal.back())) {
     begin = std::min(begin, literal.back().begin);
     end = std::max(end, literal.back().end);
     literal.pop_back();
   }
-  literal.push_back({begin, end});
+  if (!literal.empty() && literal.back().end > begin) {  // over a piece: the piece is broken
+    begin = std::min(begin, literal.back().begin);
+    end = std::max(end, literal.back().end);
+    literal.pop_back();
+    piece = kBrokenPiece;
+  }
+  literal.push_back({begin, end, piece});
 }
 
 bool in_spans(const Spans& spans, size_t i) {
@@ -290,6 +322,50 @@ bool in_spans(const Spans& spans, size_t i) {
 Spans all_or_none(size_t size, bool any) {
   if (!any || size == 0) return {};
   return {Span{0, size}};
+}
+
+Spans whole_like(size_t size, std::initializer_list<const Spans*> from) {
+  bool any = false, pieces = false;
+  for (const Spans* s : from) {
+    any = any || !s->empty();
+    pieces = pieces || has_pieces(*s);
+  }
+  if (!any || size == 0) return {};
+  return {Span{0, size, pieces ? kBrokenPiece : 0}};
+}
+
+const Span* span_at(const Spans& spans, size_t i) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), i,
+                             [](size_t b, const Span& sp) { return b < sp.end; });
+  return it != spans.end() && it->begin <= i ? &*it : nullptr;
+}
+
+bool has_pieces(const Spans& spans) {
+  return std::any_of(spans.begin(), spans.end(), [](const Span& s) { return s.piece != 0; });
+}
+
+Result<std::vector<TextOrPiece>> pieces_of(const Text& t) {
+  std::vector<TextOrPiece> out;
+  size_t at = 0;
+  auto text_to = [&](size_t end) {
+    if (end <= at) return;
+    if (out.empty() || out.back().piece) out.emplace_back();
+    out.back().text.append(t.str, t.literal, at, end);
+  };
+  for (const Span& sp : t.literal) {
+    if (sp.piece == 0) continue;
+    if (sp.piece == kBrokenPiece ||
+        std::string_view(t.str).substr(sp.begin, sp.end - sp.begin) != kPieceText)
+      return make_error(ErrorCode::InvalidArgument,
+                        "the chat template changed a chunk part of a message's content (an "
+                        "image or a cached chunk) instead of printing it as it is: '{}'",
+                        t.str.substr(sp.begin, std::min<size_t>(sp.end - sp.begin, 64)));
+    text_to(sp.begin);
+    out.push_back({{}, sp.piece});
+    at = sp.end;
+  }
+  text_to(t.str.size());
+  return out;
 }
 
 Value Value::text(Text t) {
@@ -320,12 +396,15 @@ Value substring_of(const Value& src, std::string out, size_t at) {
     t.append(s, src.literal(), at, at + out.size());
     return Value::text(std::move(t));
   }
-  return Value::literal_string(std::move(out));
+  const size_t n = out.size();
+  return Value::text(Text{std::move(out), whole_like(n, {&src.literal()})});
 }
 
 Value same_shape(const Value& src, std::string out) {
   if (!src.any_literal()) return Value::string(std::move(out));
-  if (out.size() != src.as_string().size()) return Value::literal_string(std::move(out));
+  const size_t n = out.size();
+  if (n != src.as_string().size())
+    return Value::text(Text{std::move(out), whole_like(n, {&src.literal()})});
   return Value::text(Text{std::move(out), src.literal()});
 }
 

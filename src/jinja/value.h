@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,12 +31,25 @@ namespace kamera::jinja {
 
 class Value;
 
-// Bytes [begin, end) of a string.
+// Bytes [begin, end) of a string; `piece` 0 for literal bytes, else the bytes of an opaque piece
+// the caller put into a string (Text::append_piece: a chunk part of a message's content).
 struct Span {
   size_t begin = 0, end = 0;
+  uint32_t piece = 0;
 };
-// A string's literal bytes: sorted, disjoint spans, none empty and none touching the next.
+// A string's literal bytes: sorted, disjoint spans, none empty and none touching the next of the
+// same kind. Pieces are literal too (a client's text never prints as the template's own).
 using Spans = std::vector<Span>;
+
+// A piece prints as these bytes (kPieceText), in a span of its own: what the caller gets back is
+// the span, never a search for the bytes, so any string may hold them (and any byte). An
+// operation that copies a piece's bytes keeps its span (print, concatenation, strip, split,
+// replace elsewhere, tojson, escape: no byte of it is escaped); one that cannot tell where its
+// output came from (reverse, ensure_ascii, a filter that rebuilds the string) marks the result
+// kBrokenPiece; one that cuts or changes its bytes (a slice inside it, upper) leaves a span that
+// is not kPieceText whole. Either way pieces_of refuses the text.
+inline constexpr std::string_view kPieceText = "(chunk)";
+inline constexpr uint32_t kBrokenPiece = UINT32_MAX;
 
 // A string with its literal spans, as strings are built. Every operation that builds a string
 // from strings carries the spans along (concatenation, slices, strip, split, replace, escapes,
@@ -46,12 +60,16 @@ struct Text {
   Spans literal;
 
   void append(std::string_view s, bool is_literal = false);
+  void append(std::string_view s, const Span* like);  // literal or a piece's bytes as `like`
+                                                      // (null: the template's own)
+  void append_piece(uint32_t piece);                  // kPieceText as piece `piece` (> 0)
   // Bytes [begin, end) of `s`, whose literal spans are `lit` (cut to those bytes).
   void append(std::string_view s, const Spans& lit, size_t begin = 0,
               size_t end = std::string_view::npos);
   void append(const Text& t) { append(t.str, t.literal); }
-  void mark(size_t begin, size_t end);  // bytes [begin, end) are literal too (appends mark
-                                        // at the end: Text is built front to back)
+  // Bytes [begin, end) are literal too, or bytes of `piece` (appends mark at the end: Text is
+  // built front to back).
+  void mark(size_t begin, size_t end, uint32_t piece = 0);
   bool any_literal() const { return !literal.empty(); }
 };
 
@@ -59,9 +77,23 @@ struct Text {
 bool in_spans(const Spans& spans, size_t i);
 // Spans [0, size) when `any`, else none.
 Spans all_or_none(size_t size, bool any);
+// The spans of a string made from strings with spans `from` by an operation that cannot trace its
+// bytes: [0, size) literal when any of them was, kBrokenPiece when any held a piece.
+Spans whole_like(size_t size, std::initializer_list<const Spans*> from);
+// The span of `spans` holding byte i, or null.
+const Span* span_at(const Spans& spans, size_t i);
+bool has_pieces(const Spans& spans);
+
+// Rendered text cut at its pieces: runs of text (with their literal spans) and pieces, in order.
+// An error names a piece that the template changed rather than printed (value.h, kPieceText).
+struct TextOrPiece {
+  Text text;
+  uint32_t piece = 0;  // > 0: a piece, and text is empty
+};
+Result<std::vector<TextOrPiece>> pieces_of(const Text& t);
 
 // The literal bytes of a caller's string (from_json): all of it, or all but some bytes the caller
-// wrote itself (the server's markers around picture chunks).
+// wrote itself.
 using LiteralSpans = std::function<Spans(std::string_view)>;
 
 // The arguments of a call: positional, then keyword in call order.

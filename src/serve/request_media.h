@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -26,6 +27,13 @@ struct RequestMedia {
   int reused_chunks = 0;      // image segments served from KV already in the store (scheduler)
   int64_t image_tokens = 0;   // embedding rows of the prompt's images
   std::vector<ChunkId> embedding_hits;  // parts whose embeddings were found, not encoded
+  // The vision delimiters the tower's prompt has around each picture (Qwen2-VL's
+  // <|vision_start|> and <|vision_end|>, Kimi-VL's <|media_start|>image<|media_content|> and
+  // <|media_end|>; empty for the mini-VL): the server's text around the chunk part of each image
+  // in the prompt (server/prompt_parts.h), and the bytes of it that spell its control tokens, one
+  // range each, where they are read.
+  std::string open_text, close_text;
+  std::vector<TextRange> open_control, close_control;
 
   const ChunkContent* find(const ChunkId& id) const;
   bool embedding_hit(const ChunkId& id) const;

@@ -69,7 +69,7 @@ void Server::Impl::mark_reasoning(GenRequest& r) const {
 // refusal, already answered (its param named by `rename` when given: another API's field).
 std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
     const json& body, const nlohmann::ordered_json& ordered, const std::string& window, bool chat,
-    const Out& out, const ParamName& rename) {
+    const Out& out, const ParamName& rename, const RequestMedia* media) {
   auto refuse = [&](HttpError e) {
     if (rename) e.param = rename(e.param);
     respond_error(out, e);
@@ -88,7 +88,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
   const ChatTools tools{plan.render_tools, tool_format};
   std::string param;
   auto r = gen_requests(body, chat, opts, model.cfg, chat_template ? &*chat_template : nullptr,
-                        &param, &tools, words ? &*words : nullptr);
+                        &param, &tools, words ? &*words : nullptr, media);
   if (r.ok() && !window.empty() && r->size() != 1)
     r = make_error(ErrorCode::InvalidArgument, "a window completion takes one prompt"),
     param = "prompt";
@@ -150,7 +150,7 @@ void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& or
     if (rename) refused->param = rename(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, ordered, window, chat, out, rename);
+  auto reqs = parse_generation(body, ordered, window, chat, out, rename, images.get());
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {

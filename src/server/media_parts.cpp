@@ -194,6 +194,27 @@ std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) con
 
 namespace {
 
+// The bytes of a delimiter's text that spell its control tokens (its ids, in order), one range
+// each; without ids (or a tokenizer), the whole text as one.
+std::vector<TextRange> control_ranges(const std::string& text, const std::vector<int32_t>& ids,
+                                      const Tokenizer* tok) {
+  if (text.empty()) return {};
+  if (ids.empty() || !tok) return {{0, text.size()}};
+  std::vector<TextRange> out;
+  size_t at = 0;
+  for (int32_t id : ids) {
+    if (id < 0 || size_t(id) >= tok->vocab().pieces.size() ||
+        tok->vocab().types[size_t(id)] != TokenType::Control)
+      continue;
+    const std::string& piece = tok->vocab().pieces[size_t(id)];
+    const size_t where = text.find(piece, at);
+    if (where == std::string::npos) continue;
+    out.push_back({where, where + piece.size()});
+    at = where + piece.size();
+  }
+  return out;
+}
+
 // Bytes of the request's text (message contents and text parts): the prompt takes at least
 // this over the longest vocabulary piece in tokens.
 size_t text_bytes(const json& body) {
@@ -246,7 +267,7 @@ std::optional<HttpError> ServerMedia::check_cost(const json& body,
 }
 
 // One image or video part: pictures decoded, encoded (or found in the cache), and the part
-// replaced by a chunk part (between the delimiters when the tower's prompt has them).
+// replaced by a chunk part (the prompt puts the tower's delimiters around it: `out`).
 std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestMedia& out,
                                                ServerMetrics& metrics,
                                                const std::function<bool()>& stop) {
@@ -291,9 +312,13 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestM
   if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
   if (!encoded && !out.embedding_hit(id)) out.embedding_hits.push_back(id);
   const VisionDelimiters d = tower_->delimiters();
-  if (!d.open_text.empty()) parts.push_back({{"type", "text"}, {"text", d.open_text}});
+  out.open_text = d.open_text;
+  out.close_text = d.close_text;
+  out.open_control =
+      control_ranges(d.open_text, d.open, decoder_.tokenizer ? &*decoder_.tokenizer : nullptr);
+  out.close_control =
+      control_ranges(d.close_text, d.close, decoder_.tokenizer ? &*decoder_.tokenizer : nullptr);
   parts.push_back({{"type", "chunk"}, {"id", id.hex()}});
-  if (!d.close_text.empty()) parts.push_back({{"type", "text"}, {"text", d.close_text}});
   return std::nullopt;
 }
 

@@ -1,15 +1,15 @@
 // Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
 // read, checked against the limits before decoding, decoded, encoded by the vision tower
 // (server/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
-// pixels, preprocessing and both models), and put back into the message as a chunk part, between
-// the vision delimiters where the tower's prompt has them (Qwen2-VL; the mini-VL's frames stand
-// bare, as it was trained):
+// pixels, preprocessing and both models), and put back into the message as a chunk part; the
+// prompt puts it between the vision delimiters where the tower's prompt has them (Qwen2-VL,
+// RequestMedia::open_text and close_text, server/prompt_parts.h; the mini-VL's frames stand bare,
+// as it was trained):
 //
 //   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
 //   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...], "fps": 2}
-//     -> {"type": "text", "text": "<|vision_start|>"}, {"type": "chunk", "id": ID},
-//        {"type": "text", "text": "<|vision_end|>"}
-//     (the mini-VL: {"type": "chunk", "id": ID} alone; a video part is refused)
+//     -> {"type": "chunk", "id": ID}   (prompt: <|vision_start|>, the chunk, <|vision_end|>)
+//     (the mini-VL: a video part is refused)
 //
 // A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
 // (Qwen2.5-VL: t = trunc(k * 2 / fps * tokens_per_second), fps from the optional "fps" field,

@@ -91,7 +91,7 @@ void Server::Impl::count_tokens(const HttpRequest& req, const PathParams&, const
     refused->param = messages_param(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, *chat, "", true, out, messages_param);
+  auto reqs = parse_generation(body, *chat, "", true, out, messages_param, images.get());
   if (!reqs) return;
   GenRequest& g = reqs->front();
   if (images->images > 0) g.media = images;

@@ -82,7 +82,7 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
 Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
                                              const ModelConfig& cfg, const ChatTemplate* tmpl,
                                              std::string* param, const ChatTools* tools,
-                                             const WordVocab* words) {
+                                             const WordVocab* words, const RequestMedia* media) {
   const char* field = "";
   auto failed = [&](const char* f, const Error& e) {
     if (param) *param = f;
@@ -110,13 +110,13 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
     std::string at;  // the template's variables, refused naming their field
     if (auto vars = template_variables(body, words ? nullptr : tmpl, &at); !vars.ok())
       return failed(at.c_str(), vars.error());
-    auto m = words ? word_chat_parts(body, *words) : chat_parts(body, tmpl, tools);
+    auto m = words ? word_chat_parts(body, *words, media) : chat_parts(body, tmpl, tools, media);
     if (!m.ok()) return failed("messages", m.error());
     prompts.push_back(std::move(m.value()));
   } else {
     if (!body.contains("prompt"))
       return failed("prompt", make_error(ErrorCode::InvalidArgument, "missing \"prompt\""));
-    auto p = completion_prompts(body["prompt"], cfg.n_vocab);
+    auto p = completion_prompts(body["prompt"], cfg.n_vocab, media);
     if (!p.ok()) return failed("prompt", p.error());
     prompts = std::move(p.value());
     for (auto& parts : prompts)

@@ -34,7 +34,8 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
                                              const ChatTemplate* tmpl = nullptr,
                                              std::string* param = nullptr,
                                              const ChatTools* tools = nullptr,
-                                             const WordVocab* words = nullptr);
+                                             const WordVocab* words = nullptr,
+                                             const RequestMedia* media = nullptr);
 // The same for one prompt (a batch is refused).
 Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr,

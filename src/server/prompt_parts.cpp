@@ -7,25 +7,12 @@
 
 #include "server/json_fields.h"
 #include "toolcall/request.h"
-#include "vision/kimi_chunks.h"
-#include "vision/vl_prompt.h"
 
 namespace kamera {
 
 using json = nlohmann::json;
 
 namespace {
-
-// The marker of a chunk part in a message's content as the template reads it: 0x02 (which no
-// client string may hold; it is not whitespace, so a template's trim keeps it), the word, the
-// chunk's id, 0x02. A template that writes a content as JSON (tojson) escapes the byte as \u0002:
-// the marker is recognized in that form too, where no client wrote it (outside the literal spans).
-constexpr char kMarkByte = '\x02';
-constexpr std::string_view kChunkWord = "kamera-chunk:";
-
-std::string mark(std::string_view word, std::string_view id = "") {
-  return std::string(1, kMarkByte) + std::string(word) + std::string(id) + kMarkByte;
-}
 
 // Appends text to the last part when it is text, else starts a text part; `control`: the text
 // was written by the chat template (its control tokens are read).
@@ -42,15 +29,35 @@ void add_text(std::vector<PromptPart>& parts, std::string_view t, bool control =
   }
 }
 
-Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex) {
+// A vision delimiter the server writes: its control tokens' bytes (`control`) are read.
+void add_delimiter(std::vector<PromptPart>& parts, const std::string& text,
+                   const std::vector<TextRange>& control) {
+  size_t at = 0;
+  for (const TextRange& r : control) {
+    add_text(parts, std::string_view(text).substr(at, r.begin - at));
+    add_text(parts, std::string_view(text).substr(r.begin, r.end - r.begin), true);
+    at = r.end;
+  }
+  add_text(parts, std::string_view(text).substr(at));
+}
+
+// A chunk part; an image of the request (in `media`) between the vision delimiters of its
+// tower's prompt.
+Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex,
+                 const RequestMedia* media) {
   auto id = ChunkId::from_hex(hex);
   if (!id) return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits", hex);
+  const bool image = media && media->find(*id);
+  if (image && !media->open_text.empty())
+    add_delimiter(parts, media->open_text, media->open_control);
   parts.push_back({true, "", *id, {}, {}});
+  if (image && !media->close_text.empty())
+    add_delimiter(parts, media->close_text, media->close_control);
   return Status::Ok();
 }
 
 // One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
-Status add_part(std::vector<PromptPart>& parts, const json& it) {
+Status add_part(std::vector<PromptPart>& parts, const json& it, const RequestMedia* media) {
   if (it.is_string()) {
     add_text(parts, it.get_ref<const std::string&>());
     return Status::Ok();
@@ -66,7 +73,7 @@ Status add_part(std::vector<PromptPart>& parts, const json& it) {
   } else if (type == "chunk") {
     if (!it.contains("id") || !it["id"].is_string())
       return make_error(ErrorCode::InvalidArgument, "a chunk part needs \"id\"");
-    KAMERA_TRY(add_chunk(parts, it["id"].get<std::string>()));
+    KAMERA_TRY(add_chunk(parts, it["id"].get<std::string>(), media));
   } else {
     return make_error(ErrorCode::InvalidArgument, "unknown part type '{}' (text, chunk)", type);
   }
@@ -74,14 +81,14 @@ Status add_part(std::vector<PromptPart>& parts, const json& it) {
 }
 
 // A content value: a string or an array of parts.
-Status add_items(std::vector<PromptPart>& parts, const json& items) {
+Status add_items(std::vector<PromptPart>& parts, const json& items, const RequestMedia* media) {
   if (items.is_string()) {
     add_text(parts, items.get_ref<const std::string&>());
     return Status::Ok();
   }
   if (!items.is_array())
     return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
-  for (const json& it : items) KAMERA_TRY(add_part(parts, it));
+  for (const json& it : items) KAMERA_TRY(add_part(parts, it, media));
   return Status::Ok();
 }
 
@@ -129,11 +136,11 @@ bool has_content(const json& m) {
 
 // Chat messages laid out as "role: content" lines (tool calls as their JSON), then "assistant:"
 // (all of it literal).
-Status add_messages(std::vector<PromptPart>& parts, const json& body) {
+Status add_messages(std::vector<PromptPart>& parts, const json& body, const RequestMedia* media) {
   KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
   for (const json& m : *msgs) {
     add_text(parts, m["role"].get_ref<const std::string&>() + ": ");
-    if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"]));
+    if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"], media));
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       add_text(parts, m["tool_calls"].dump());
     add_text(parts, "\n");
@@ -146,74 +153,34 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-// Every string and key of a client's value sent to the template, checked for the marker byte;
-// `where` names the field in the error.
-template <class Json>
-Status check_reserved(const Json& v, const std::string& where) {
-  auto bad = [&](const std::string& at) {
-    return make_error(ErrorCode::InvalidArgument, "{} holds a reserved byte (0x02)", at);
-  };
-  if (v.is_string()) {
-    if (v.template get_ref<const std::string&>().find(kMarkByte) != std::string::npos)
-      return bad(where);
-  } else if (v.is_array()) {
-    for (size_t i = 0; i < v.size(); ++i)
-      KAMERA_TRY(check_reserved(v[i], fmt::format("{}[{}]", where, i)));
-  } else if (v.is_object()) {
-    for (const auto& [k, x] : v.items()) {
-      if (k.find(kMarkByte) != std::string::npos) return bad(where + " (a key)");
-      KAMERA_TRY(check_reserved(x, where + "." + k));
-    }
-  }
-  return Status::Ok();
-}
-
-// A message's content as template text: text parts joined, each chunk part a marker with its id.
-Result<std::string> templated_content(const json& content) {
+// A message's content as the template reads it: its text parts joined, literal but for the
+// vision delimiters around its images (the server's text, as the template's own), each chunk
+// part a piece (jinja/value.h) whose number is its place in `chunks` plus one.
+Result<jinja::Text> content_text(const json& content, std::vector<ChunkId>& chunks,
+                                 const RequestMedia* media) {
   std::vector<PromptPart> parts;
-  KAMERA_TRY(add_items(parts, content));
-  std::string inner;
-  for (const PromptPart& p : parts) inner += p.is_chunk ? mark(kChunkWord, p.id.hex()) : p.text;
-  return inner;
-}
-
-// The literal bytes of a client's string as the template gets it: all of them but the server's
-// chunk markers (no client string holds their byte, so each 0x02 pair is one of them).
-jinja::Spans client_literal(std::string_view s) {
-  jinja::Spans out;
-  size_t at = 0;
-  for (size_t open = s.find(kMarkByte); open != std::string_view::npos;) {
-    const size_t close = s.find(kMarkByte, open + 1);
-    if (close == std::string_view::npos) break;
-    if (open > at) out.push_back({at, open});
-    at = close + 1;
-    open = s.find(kMarkByte, at);
+  KAMERA_TRY(add_items(parts, content, media));
+  jinja::Text t;
+  for (const PromptPart& p : parts) {
+    if (!p.is_chunk) {
+      size_t at = 0;
+      for (const TextRange& c : p.control) {
+        t.append(std::string_view(p.text).substr(at, c.begin - at), true);
+        t.append(std::string_view(p.text).substr(c.begin, c.end - c.begin), false);
+        at = c.end;
+      }
+      t.append(std::string_view(p.text).substr(at), true);
+      continue;
+    }
+    chunks.push_back(p.id);
+    t.append_piece(uint32_t(chunks.size()));
   }
-  if (at < s.size()) out.push_back({at, s.size()});
-  return out;
+  return t;
 }
 
-// A chunk marker at the start of `s`, raw or JSON-escaped: the chunk's id and the marker's
-// length; size 0 when `s` starts with no marker.
-struct Marker {
-  std::string_view id;
-  size_t size = 0;
-};
-
-Marker marker_at(std::string_view s) {
-  for (std::string_view sep : {std::string_view("\x02", 1), std::string_view("\\u0002")}) {
-    if (!s.starts_with(sep) || !s.substr(sep.size()).starts_with(kChunkWord)) continue;
-    const size_t id_at = sep.size() + kChunkWord.size(), end = s.find(sep, id_at);
-    if (end == std::string_view::npos || end == id_at) return {};
-    return {s.substr(id_at, end - id_at), end + sep.size()};
-  }
-  return {};
-}
-
-bool any_literal(const jinja::Spans& spans, size_t begin, size_t end) {
-  auto it = std::upper_bound(spans.begin(), spans.end(), begin,
-                             [](size_t b, const jinja::Span& sp) { return b < sp.end; });
-  return it != spans.end() && it->begin < end;
+// Every byte of a client's string is literal as the template gets it.
+jinja::Spans all_literal(std::string_view s) {
+  return jinja::all_or_none(s.size(), true);
 }
 
 // Bytes [begin, end) of rendered text added to the parts: control tokens are read outside its
@@ -233,55 +200,44 @@ void add_rendered(std::vector<PromptPart>& parts, const jinja::Text& text, size_
   add_text(parts, s.substr(at, end - at), true);
 }
 
-// Rendered template text cut into parts at the chunk markers: a raw marker anywhere (its byte is
-// the server's), an escaped one where none of its bytes is literal; each becomes a chunk part.
+// Rendered template text cut into parts at its pieces (each a chunk part: chunks[piece - 1]).
 // Text between keeps its literal spans: the template's own text reads control tokens, text a
 // client wrote never does, wherever the template put it and whatever it did with it.
-Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text) {
-  const std::string_view s(text.str);
-  size_t at = 0;
-  for (size_t from = 0;;) {
-    const size_t raw = s.find(kMarkByte, from), escaped = s.find("\\u0002", from);
-    const size_t next = std::min(raw, escaped);
-    if (next == std::string_view::npos) break;
-    const Marker m = marker_at(s.substr(next));
-    if (m.size == 0 || (next != raw && any_literal(text.literal, next, next + m.size))) {
-      if (next == raw)
-        return make_error(ErrorCode::Internal, "the chat template broke a marker of the server");
-      from = next + 1;  // the template's own "\u0002", or a client's text
-      continue;
+Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text,
+                      const std::vector<ChunkId>& chunks) {
+  KAMERA_ASSIGN_OR_RETURN(std::vector<jinja::TextOrPiece> pieces, jinja::pieces_of(text));
+  for (const jinja::TextOrPiece& p : pieces) {
+    if (p.piece == 0) {
+      add_rendered(parts, p.text, 0, p.text.str.size());
+    } else if (p.piece <= chunks.size()) {
+      parts.push_back({true, "", chunks[p.piece - 1], {}, {}});
+    } else {
+      return make_error(ErrorCode::Internal, "the chat template printed an unknown piece");
     }
-    add_rendered(parts, text, at, next);
-    KAMERA_TRY(add_chunk(parts, std::string(m.id)));
-    at = from = next + m.size;
   }
-  add_rendered(parts, text, at, s.size());
-  if (!parts.empty() && !parts.front().is_chunk && parts.front().text.empty())
-    parts.erase(parts.begin());
   return Status::Ok();
 }
 
-// A message as the chat template reads it: content as template text with chunk markers (null as
-// ""), tool calls with their arguments as JSON values (OpenAI sends them as strings; templates
-// write them with tojson), the tool's tool_call_id and name.
-Result<nlohmann::ordered_json> template_message(const json& m) {
+// A message as the chat template reads it: content as a string (null as ""; an array of parts
+// as `content`: its text and chunk parts, jinja/value.h), tool calls with their arguments as JSON
+// values (OpenAI sends them as strings; templates write them with tojson), the tool's
+// tool_call_id and name.
+Result<nlohmann::ordered_json> template_message(const json& m, std::optional<jinja::Text>& content,
+                                                std::vector<ChunkId>& chunks,
+                                                const RequestMedia* media) {
   nlohmann::ordered_json out;
   out["role"] = m["role"] == "developer" ? json("system") : m["role"];
-  out["content"] = "";
-  if (has_content(m)) {
-    KAMERA_ASSIGN_OR_RETURN(std::string content, templated_content(m["content"]));
-    out["content"] = std::move(content);
+  out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : json("");
+  if (has_content(m) && !m["content"].is_string()) {
+    KAMERA_ASSIGN_OR_RETURN(content, content_text(m["content"], chunks, media));
   }
   if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
     out["tool_calls"] = nlohmann::ordered_json::array();
     for (const json& c : m["tool_calls"]) {
-      nlohmann::ordered_json call = nlohmann::ordered_json::parse(c.dump());
+      nlohmann::ordered_json call(c);  // nlohmann converts between its two kinds of object
       const json& args = c["function"].value("arguments", json("{}"));
       if (args.is_string()) {
         auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
-        // its escapes (\u0002) may spell the marker byte the string itself did not hold
-        if (!parsed.is_discarded())
-          KAMERA_TRY(check_reserved(parsed, "a tool call's \"arguments\""));
         if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
       }
       out["tool_calls"].push_back(std::move(call));
@@ -298,21 +254,22 @@ Result<nlohmann::ordered_json> template_message(const json& m) {
 // Chat messages rendered by the model's chat template (with the generation prompt and the
 // request's tools).
 Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
-                     const ChatTools* tools) {
+                     const ChatTools* tools, const RequestMedia* media) {
   KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
-  KAMERA_TRY(check_reserved(*checked, "messages"));
-  if (tools) KAMERA_TRY(check_reserved(tools->tools, "tools"));
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const json& m : *checked) {
-    KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(), template_message(m));
+  std::vector<std::optional<jinja::Text>> contents(checked->size());
+  std::vector<ChunkId> chunks;
+  for (size_t i = 0; i < checked->size(); ++i) {
+    KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(),
+                            template_message((*checked)[i], contents[i], chunks, media));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
   KAMERA_ASSIGN_OR_RETURN(ro.extra, template_variables(body, &tmpl));
   if (tools && tools->format) msgs = toolcall::prepare_messages(msgs, *tools->format);
   if (tools) ro.tools = tools->tools;
-  ro.literal = client_literal;  // every string and key of the messages and tools
-  KAMERA_ASSIGN_OR_RETURN(jinja::Text text, tmpl.render_json_text(msgs, ro));
-  return split_rendered(parts, text);
+  ro.literal = all_literal;  // every string and key of the messages and tools
+  KAMERA_ASSIGN_OR_RETURN(jinja::Text text, tmpl.render_json_text(msgs, ro, contents));
+  return split_rendered(parts, text, chunks);
 }
 
 // Parts that end with the query (text or token ids).
@@ -332,23 +289,6 @@ Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
     p.tokens.push_back(int32_t(v));
   }
   return p;
-}
-
-// The control pieces of the delimiters the server writes around a picture (server/media_tower.h):
-// Qwen's <|vision_start|> / <|vision_end|>, Kimi-VL's <|media_start|>image<|media_content|> /
-// <|media_end|>, where the text ends before an image or starts after one.
-void mark_delimiters(std::string_view t, const ControlSpots& spots,
-                     std::vector<TextRange>& control) {
-  if (spots.image_before)
-    for (std::string_view close : {kVisionEnd, kMediaEnd})
-      if (t.starts_with(close)) control.push_back({0, close.size()});
-  if (!spots.image_after) return;
-  if (t.ends_with(kVisionStart)) control.push_back({t.size() - kVisionStart.size(), t.size()});
-  if (t.ends_with(kKimiImageOpen)) {
-    const size_t at = t.size() - kKimiImageOpen.size();
-    control.push_back({at, at + kMediaStart.size()});
-    control.push_back({t.size() - kMediaContent.size(), t.size()});
-  }
 }
 
 // A value a client may give a template variable: no text that could spell markup.
@@ -386,7 +326,7 @@ Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
                         "\"chat_template_kwargs.{}\" must be a boolean, a number, null or a "
                         "word of at most 64 letters, digits, '_', '-', '.' or spaces",
                         k);
-    vars[k] = nlohmann::ordered_json::parse(v.dump());
+    vars[k] = nlohmann::ordered_json(v);
   }
   return Status::Ok();
 }
@@ -436,31 +376,17 @@ Result<nlohmann::ordered_json> template_variables(const json& body, const ChatTe
 std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part, bool first,
                                    const ControlSpots& spots, size_t limit) {
   const std::string& t = part.text;
-  std::vector<TextRange> control;
-  if (spots.everywhere) {
-    control.push_back({0, t.size()});
-  } else {
-    control = part.control;
-    mark_delimiters(t, spots, control);
-    std::sort(control.begin(), control.end(),
-              [](const TextRange& a, const TextRange& b) { return a.begin < b.begin; });
-    std::vector<TextRange> merged;  // overlapping or touching ranges as one
-    for (const TextRange& r : control) {
-      if (!merged.empty() && r.begin <= merged.back().end) {
-        merged.back().end = std::max(merged.back().end, r.end);
-      } else {
-        merged.push_back(r);
-      }
-    }
-    control = std::move(merged);
-  }
-  return tok.encode_marked(t, control, first, limit);
+  const TextRange all{0, t.size()};
+  return tok.encode_marked(
+      t, spots.everywhere ? std::span<const TextRange>(&all, 1) : std::span(part.control), first,
+      limit);
 }
 
 Result<std::vector<PromptPart>> chat_parts(const json& body, const ChatTemplate* tmpl,
-                                           const ChatTools* tools) {
+                                           const ChatTools* tools, const RequestMedia* media) {
   std::vector<PromptPart> parts;
-  KAMERA_TRY(tmpl ? add_templated(parts, body, *tmpl, tools) : add_messages(parts, body));
+  KAMERA_TRY(tmpl ? add_templated(parts, body, *tmpl, tools, media)
+                  : add_messages(parts, body, media));
   KAMERA_TRY(check_query(parts));
   return parts;
 }
@@ -522,7 +448,8 @@ Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words) {
   return Status::Ok();
 }
 
-Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVocab& words) {
+Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVocab& words,
+                                                const RequestMedia* media) {
   KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
   std::vector<PromptPart> parts;
   for (const json& m : *msgs) {
@@ -534,13 +461,14 @@ Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVoca
                         "messages)",
                         role);
     if (!parts.empty()) add_text(parts, " ");
-    KAMERA_TRY(add_items(parts, m["content"]));
+    KAMERA_TRY(add_items(parts, m["content"], media));
   }
   KAMERA_TRY(to_word_prompt(parts, words));
   return parts;
 }
 
-Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab) {
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab,
+                                                                const RequestMedia* media) {
   std::vector<std::vector<PromptPart>> out;
   auto all = [&](auto pred) {
     return prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), pred);
@@ -560,7 +488,7 @@ Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prom
     }
   } else {
     out.emplace_back();
-    KAMERA_TRY(add_items(out.back(), prompt));
+    KAMERA_TRY(add_items(out.back(), prompt, media));
   }
   for (const auto& parts : out) KAMERA_TRY(check_query(parts));
   return out;

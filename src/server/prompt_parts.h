@@ -11,8 +11,10 @@
 // however it transforms them (tojson, trim, split, replace, ...: jinja/value.h). Each text part
 // carries the byte ranges the template wrote itself (PromptPart::control), and only there are
 // control tokens read (Tokenizer::encode_marked). Prompts and text parts of /v1/completions are
-// literal as a whole. A chunk part inside a message is a marker in the content (bytes 0x02, which
-// no client string may hold).
+// literal as a whole. A chunk part inside a message is a piece of the content (jinja/value.h): the
+// template prints it where it puts the content, and the rendered text comes back cut at it, by
+// its span, not by any bytes; a client string may hold any byte. A template that changes a
+// piece instead of printing it (upper, reverse, a slice through it) is refused by name.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -53,14 +55,18 @@ Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
 // assistant's content may be null with tool_calls, and it may carry the reasoning of its turn,
 // "reasoning_content" or "reasoning", which the template renders or drops as it decides; a tool
 // message's content is the client's, literal like every content), rendered with the request's
-// template_variables.
+// template_variables. A chunk part that is one of the request's images (`media`, prepared by
+// server/media_parts.h) stands between its tower's vision delimiters (RequestMedia::open_text,
+// close_text): text the server writes, whose control tokens are read, as the template's own.
 Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
-                                           const ChatTools* tools = nullptr);
+                                           const ChatTools* tools = nullptr,
+                                           const RequestMedia* media = nullptr);
 
 // The prompts of /v1/completions "prompt": a string; token ids; a batch (strings, or token
-// arrays), one prompt each; or parts (an array holding objects: text and chunk parts).
-Result<std::vector<std::vector<PromptPart>>> completion_prompts(const nlohmann::json& prompt,
-                                                                int n_vocab);
+// arrays), one prompt each; or parts (an array holding objects: text and chunk parts; an image
+// of `media` between its delimiters, as in chat_parts).
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(
+    const nlohmann::json& prompt, int n_vocab, const RequestMedia* media = nullptr);
 
 // The mini-VL's word prompt (docs/MINIVL.md), the format it was trained on: no chat template, no
 // roles and no vision delimiters, [<bos>][frame]...[frame][question words]. A chat's messages give
@@ -81,17 +87,15 @@ class WordVocab {
   std::unordered_map<std::string, int32_t> ids_;
 };
 
-Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, const WordVocab& words);
+Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, const WordVocab& words,
+                                                const RequestMedia* media = nullptr);
 // A prompt's parts in the word prompt: the chunk parts, then one part of the question's ids.
 Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words);
 
-// Where else a text part yields control tokens when it is tokenized: the vision delimiters the
-// server wrote around an image of this request (the part ends with <|vision_start|>, or Kimi-VL's
-// <|media_start|>image<|media_content|>, and an image follows; it starts with <|vision_end|> or
-// <|media_end|> after one), or all of it with the server's opt-in
-// (--control-tokens-in-text).
+// Where else a text part yields control tokens when it is tokenized (besides its control
+// ranges): all of it with the server's opt-in (--control-tokens-in-text).
 struct ControlSpots {
-  bool image_before = false, image_after = false, everywhere = false;
+  bool everywhere = false;
 };
 
 // The ids of a text part (first: the prompt's first part, as Tokenizer::encode_marked says).

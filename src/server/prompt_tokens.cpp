@@ -8,10 +8,6 @@ namespace kamera {
 
 namespace {
 
-bool is_image(const GenRequest& r, size_t i) {
-  return i < r.parts.size() && r.parts[i].is_chunk && r.media && r.media->find(r.parts[i].id);
-}
-
 std::shared_ptr<const ChunkContent> image_of(const GenRequest& r, const PromptPart& p) {
   if (!p.is_chunk || !r.media) return nullptr;
   for (const auto& [id, c] : r.media->chunks)
@@ -42,7 +38,7 @@ Result<std::vector<int32_t>> part_tokens(const Model& model, const GenRequest& r
   if (!p.tokens.empty()) return p.tokens;  // token ids (checked against the vocabulary)
   if (!model.tokenizer)
     return make_error(ErrorCode::InvalidArgument, "this model has no tokenizer: send token chunks");
-  const ControlSpots spots{i > 0 && is_image(r, i - 1), is_image(r, i + 1), control_everywhere};
+  const ControlSpots spots{control_everywhere};
   // Text is cut against the context: past it the prompt is refused anyway (at admission), so
   // tokenizing stops there.
   auto ids = text_part_ids(*model.tokenizer, p, i == 0 && r.window_id.empty(), spots,

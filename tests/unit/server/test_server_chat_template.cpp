@@ -76,15 +76,15 @@ TEST(ServerChatTemplate, WithoutATemplateMessagesAreRoleLines) {
   EXPECT_EQ(flatten(r->parts), "user: Hi\nassistant:");
 }
 
-TEST(ServerChatTemplate, ReservedMarkerByteIsRefused) {
+// No byte is reserved (chunk parts are pieces with spans of their own, jinja/value.h): the old
+// marker's spelling in a content is the client's text.
+TEST(ServerChatTemplate, TheOldMarkerSpellingIsText) {
   auto tmpl = ChatTemplate::named("chatml");
   ASSERT_TRUE(tmpl.ok());
-  const json body = {{"messages",
-                      {{{"role", "user"},
-                        {"content",
-                         "a\x02"
-                         "kamera-chunk:x"}}}}};
+  const std::string text = "a\x02kamera-chunk:" + std::string(32, 'a') + "\x02";
+  const json body = {{"messages", {{{"role", "user"}, {"content", text}}}}};
   auto r = gen_request(body, true, ServerOptions{}, config(), &*tmpl);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->parts.size(), 1u);
+  EXPECT_NE(r->parts[0].text.find(text), std::string::npos);
 }

@@ -162,18 +162,38 @@ TEST(ServerKimi, DelimitersAroundAPictureAreControlTokensThereOnly) {
   open.push_back(257);
   EXPECT_EQ(d.open, open);
   EXPECT_EQ(d.close, std::vector<int32_t>{258});
-  PromptPart before, after;
-  before.text = "look " + d.open_text;
-  after.text = d.close_text + " now";
+  // The prompt writes them around a picture of the request (its chunk part), as its own text.
+  RequestMedia media;
+  const ChunkId id = *ChunkId::from_hex(std::string(32, 'e'));
+  media.chunks.emplace_back(id,
+                            std::make_shared<const ChunkContent>(ChunkContent::from_tokens({1})));
+  media.open_text = d.open_text;  // as the server fills them (media_parts.cpp)
+  media.close_text = d.close_text;
+  media.open_control = {{0, kMediaStart.size()},
+                        {d.open_text.size() - kMediaContent.size(), d.open_text.size()}};
+  media.close_control = {{0, d.close_text.size()}};
+  const json prompt = {"look ", {{"type", "chunk"}, {"id", id.hex()}}, " now"};
+  auto parts = completion_prompts(prompt, 259, &media);
+  ASSERT_TRUE(parts.ok()) << parts.message();
+  ASSERT_EQ(parts->front().size(), 3u);
+  const PromptPart& before = parts->front()[0];
+  const PromptPart& after = parts->front()[2];
+  EXPECT_EQ(before.text, "look " + d.open_text);
+  EXPECT_EQ(after.text, d.close_text + " now");
   std::vector<int32_t> want_before = bytes_of("look ");
   want_before.insert(want_before.end(), open.begin(), open.end());
-  EXPECT_EQ(text_part_ids(tok, before, true, ControlSpots{false, true, false}), want_before);
+  EXPECT_EQ(text_part_ids(tok, before, true, ControlSpots{}), want_before);
   std::vector<int32_t> want_after = {258};
   for (int32_t b : bytes_of(" now")) want_after.push_back(b);
-  EXPECT_EQ(text_part_ids(tok, after, false, ControlSpots{true, false, false}), want_after);
-  // the same text with no picture next to it is the client's: bytes
-  EXPECT_EQ(text_part_ids(tok, before, true, ControlSpots{}), bytes_of(before.text));
-  EXPECT_EQ(text_part_ids(tok, after, false, ControlSpots{}), bytes_of(after.text));
+  EXPECT_EQ(text_part_ids(tok, after, false, ControlSpots{}), want_after);
+  // the same text a client wrote next to the picture is the client's: bytes
+  const json spelled = {
+      "look " + d.open_text, {{"type", "chunk"}, {"id", id.hex()}}, d.close_text + " now"};
+  auto own = completion_prompts(spelled, 259, nullptr);
+  ASSERT_TRUE(own.ok()) << own.message();
+  ASSERT_EQ(own->front().size(), 3u);
+  EXPECT_EQ(text_part_ids(tok, own->front()[0], true, ControlSpots{}), bytes_of(before.text));
+  EXPECT_EQ(text_part_ids(tok, own->front()[2], false, ControlSpots{}), bytes_of(after.text));
   // a vocabulary without them: no delimiters
   EXPECT_TRUE(kimi_delimiters(nullptr).empty());
 }
