@@ -1,14 +1,20 @@
 // make-model --arch gpt-oss (synthetic/gpt_oss_shapes.h): the tiny preset writes what the
-// loader (model/gpt_oss.h) reads back, experts in MXFP4 as llama.cpp's converter writes them;
-// gpt-oss-20b has the released model's shape and weight count. Chunk reuse on the tiny preset
+// loader (model/gpt_oss.h) reads back, experts in MXFP4 as llama.cpp's converter writes them, and
+// llama.cpp computes the same logits from it; gpt-oss-20b has the released model's shape and
+// weight count. Chunk reuse on the tiny preset
 // runs in test_reuse.cpp (ReuseArch "gpt-oss").
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
 #include "model/gpt_oss.h"
+#include "support/gguf_copy.h"
+#include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "synthetic/synthetic_model.h"
 
@@ -81,4 +87,49 @@ TEST(GptOssMakeModel, Preset20bHasTheReleasedShape) {
   ASSERT_TRUE(apply_dims(*c, "layers=3").ok());
   EXPECT_EQ(c->layer_kinds.kinds,
             (std::vector<LayerKind>{LayerKind::Local, LayerKind::Global, LayerKind::Local}));
+}
+
+// llama.cpp d32676d reads make-model's tiny gpt-oss (seed 3) as kamera does: its logits of 16
+// tokens in one batch (tests/data/gpt_oss_make_model/README.md) against kamera's, token by token
+// and as one batch, within 1e-4 of the largest |logit| (the bound of GptOssGguf's converter file
+// token by token), argmax equal at every position.
+TEST(GptOssMakeModel, LlamaCppReadsTheFileAsKameraDoes) {
+  const std::string dir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/gpt_oss_make_model/";
+  std::ifstream mf(dir + "llama_cpp_logits.json");
+  ASSERT_TRUE(mf);
+  const auto c = nlohmann::json::parse(mf);
+  SyntheticSpec spec;
+  spec.cfg = *synthetic_preset(Arch::GptOss, "tiny");
+  spec.seed = 3;
+  spec.name = "kamera-synthetic-gpt-oss-tiny-seed3";  // as make-model names it
+  const std::string path = unique_temp("kamera-gpt-oss-make-seed3.gguf");
+  ASSERT_TRUE(write_synthetic_gguf(spec, path).ok());
+  EXPECT_EQ(tiny::file_xxh3(path), c["xxh3_64"].get<std::string>()) << "the file changed";
+  auto m = tiny::load(path);
+  ASSERT_TRUE(m);
+  const auto ids = c["tokens"].get<std::vector<int32_t>>();
+  const size_t V = size_t(m->cfg.n_vocab);
+  std::vector<float> want(ids.size() * V);
+  std::ifstream f(dir + c["logits"].get<std::string>(), std::ios::binary);
+  f.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+  ASSERT_TRUE(f) << "short logits file";
+  double scale = 0;
+  for (float v : want) scale = std::max(scale, double(std::fabs(v)));
+  for (int batch : {1, 512}) {
+    const auto got = tiny::prefill_all(*m, ids, batch);
+    const double rel = tiny::max_abs_diff(got, want) / scale;
+    int arg = 0;
+    for (size_t t = 0; t < ids.size() && got.size() == want.size(); ++t) {
+      const auto g = got.cbegin() + std::ptrdiff_t(t * V),
+                 w = want.cbegin() + std::ptrdiff_t(t * V);
+      arg += std::max_element(g, g + std::ptrdiff_t(V)) - g !=
+             std::max_element(w, w + std::ptrdiff_t(V)) - w;
+    }
+    std::printf(
+        "make-model gpt-oss (max_batch %d): max |kamera - llama.cpp| / max |logit| = %.3g, "
+        "argmax differs at %d of %zu\n",
+        batch, rel, arg, ids.size());
+    EXPECT_LT(rel, 1e-4) << "max_batch " << batch;
+    EXPECT_EQ(arg, 0);
+  }
 }
