@@ -132,6 +132,10 @@ class GgufWriter {
   // `fill` writes the tensor's n_elements f32 values; they are converted to `type` when written.
   void add_tensor(const std::string& name, std::vector<int64_t> ne, DType type,
                   std::function<void(float* dst)> fill);
+  // The same for the ggml types the writer encodes: f32, f16, bf16, q8_0 and mxfp4 (the
+  // nearest-level quantizer of ops/quant_ref.h, as llama.cpp's converter writes gpt-oss experts).
+  void add_tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type,
+                  std::function<void(float* dst)> fill);
 
   // Writes to `path` via a temporary file and rename. Fails with a message on bad shapes
   // (e.g. Q8_0 rows not a multiple of 32) or I/O errors.
@@ -145,7 +149,7 @@ class GgufWriter {
   struct PendingTensor {
     std::string name;
     std::vector<int64_t> ne;
-    DType type;
+    GgmlType type;
     std::function<void(float*)> fill;
   };
   struct Layout;  // where write() puts each tensor's data (writer.cpp)

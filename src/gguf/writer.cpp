@@ -63,6 +63,11 @@ void GgufWriter::set_u32_array(const std::string& key, const std::vector<uint32_
 
 void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne, DType type,
                             std::function<void(float* dst)> fill) {
+  add_tensor(name, std::move(ne), ggml_type_from_dtype(type), std::move(fill));
+}
+
+void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne, GgmlType type,
+                            std::function<void(float* dst)> fill) {
   tensors_.push_back(PendingTensor{name, std::move(ne), type, std::move(fill)});
 }
 
@@ -221,7 +226,7 @@ Result<uint32_t> checked_alignment(const std::string& path, const GgufValue& v) 
 
 // A tensor's name (new in `names`), shape, type and fill function; its element count.
 Result<int64_t> checked_tensor(const std::string& path, const std::string& name,
-                               const std::vector<int64_t>& ne, DType type, bool has_fill,
+                               const std::vector<int64_t>& ne, GgmlType type, bool has_fill,
                                std::set<std::string>* names) {
   const std::string tn = printable(name);
   if (name.empty() || name.size() >= kGgmlMaxName)
@@ -240,10 +245,14 @@ Result<int64_t> checked_tensor(const std::string& path, const std::string& name,
                       "{}: tensor '{}': bad shape {} (every dimension >= 1, at most INT64_MAX "
                       "elements)",
                       path, tn, shape_string(ne));
-  if (type == DType::Q8_0 && ne[0] % kQ8BlockSize != 0)
+  if (type != GgmlType::MXFP4 && !dtype_from_ggml(uint32_t(type)))
     return make_error(ErrorCode::InvalidArgument,
-                      "{}: tensor '{}': q8_0 rows must be a multiple of {} values, but ne[0] is {}",
-                      path, tn, kQ8BlockSize, ne[0]);
+                      "{}: tensor '{}': the writer encodes f32, f16, bf16, q8_0 and mxfp4, not {}",
+                      path, tn, ggml_type_name(type));
+  if (!ggml_row_bytes(type, ne[0]))
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: tensor '{}': {} rows must be a multiple of {} values, but ne[0] is {}",
+                      path, tn, ggml_type_name(type), ggml_block_size(type), ne[0]);
   if (!has_fill)
     return make_error(ErrorCode::InvalidArgument, "{}: tensor '{}': no fill function", path, tn);
   return *n;
@@ -251,17 +260,23 @@ Result<int64_t> checked_tensor(const std::string& path, const std::string& name,
 
 // Converts rows of `row` f32 values to `type` a chunk of rows (about 1 MiB) at a time and writes
 // them; false when a write fails.
-bool write_rows(std::FILE* f, DType type, const std::vector<float>& values, int64_t row,
+bool write_rows(std::FILE* f, GgmlType type, const std::vector<float>& values, int64_t row,
                 std::vector<uint8_t>* chunk) {
-  const size_t row_bytes = dtype_row_bytes(type, row);
+  const size_t row_bytes = *ggml_row_bytes(type, row);
+  const std::optional<DType> dtype = dtype_from_ggml(uint32_t(type));  // else mxfp4
   const int64_t rows = int64_t(values.size()) / row;
   const int64_t rows_per_chunk = std::max<int64_t>(1, int64_t((1u << 20) / row_bytes));
   for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
     const int64_t nr = std::min(rows_per_chunk, rows - r0);
     chunk->resize(size_t(nr) * row_bytes);
-    for (int64_t r = 0; r < nr; ++r)
-      quantize_row(type, values.data() + (r0 + r) * row, chunk->data() + size_t(r) * row_bytes,
-                   row);
+    for (int64_t r = 0; r < nr; ++r) {
+      const float* src = values.data() + (r0 + r) * row;
+      uint8_t* dst = chunk->data() + size_t(r) * row_bytes;
+      if (dtype)
+        quantize_row(*dtype, src, dst, row);
+      else
+        quant::quantize_mxfp4_ref(src, dst, row);
+    }
     if (!write_bytes(f, chunk->data(), chunk->size())) return false;
   }
   return true;
@@ -339,7 +354,7 @@ Result<std::string> GgufWriter::encode_header(const std::string& path, const Lay
     h.str(t.name);
     h.put<uint32_t>(uint32_t(t.ne.size()));
     for (int64_t d : t.ne) h.put<uint64_t>(uint64_t(d));
-    h.put<uint32_t>(ggml_type_of(t.type));
+    h.put<uint32_t>(uint32_t(t.type));
     h.put<uint64_t>(l.offsets[i]);
   }
   h.pad_to(l.alignment);

@@ -399,6 +399,37 @@ void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// The index of the E2M1 level (kMxfp4Values, in half-scale units) nearest to q; the first on ties.
+uint8_t nearest_mxfp4(float q) {
+  uint8_t best = 0;
+  float best_err = INFINITY;
+  for (uint8_t i = 0; i < 16; ++i) {
+    const float err = std::fabs(q - float(kMxfp4Values[i]));
+    if (err < best_err) best = i, best_err = err;
+  }
+  return best;
+}
+
+BlockMxfp4 quantize_mxfp4_block(const float* x) {
+  float amax = 0;
+  for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+  BlockMxfp4 b{};
+  b.e = amax > 0 ? uint8_t(std::clamp(std::ilogb(amax) - 2 + 127, 0, 254)) : 0;
+  const float half = mxfp4_half_scale(b.e);
+  for (int j = 0; j < kQK / 2; ++j)
+    b.qs[j] = uint8_t(nearest_mxfp4(x[j] / half) | nearest_mxfp4(x[j + kQK / 2] / half) << 4);
+  return b;
+}
+
+}  // namespace
+
+void quantize_mxfp4_ref(const float* x, void* dst, int64_t n) {
+  auto* out = static_cast<BlockMxfp4*>(dst);
+  for (int64_t b = 0; b < n / kQK; ++b) out[b] = quantize_mxfp4_block(x + b * kQK);
+}
+
 void quantize_act_ref(GgmlType dt, const float* x, void* dst, int64_t n) {
   switch (dt) {
     case GgmlType::F32:

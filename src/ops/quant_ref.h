@@ -19,6 +19,13 @@ void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
 // f32 d = m / -127 as 1 / (-127 / m), plus the sums of 16); F32 copies.
 void quantize_act_ref(GgmlType dt, const float* x, void* dst, int64_t n);
 
+// Quantizes n weights (a multiple of 32) to mxfp4 blocks, as llama.cpp's converter writes them:
+// per block the E8M0 exponent e = floor(log2 max|x|) - 2 + 127 (clamped to [0, 254]; 0 for an
+// all-zero block), so the largest |x| falls in [4, 8) units of 2^(e - 127), and each value the
+// nearest of the 16 E2M1 levels times that scale (beyond 6 units: 6). Values already on the grid
+// of their block come back exactly.
+void quantize_mxfp4_ref(const float* x, void* dst, int64_t n);
+
 // Bytes of a row of n activations quantized for weight type t (in its dot type).
 size_t act_row_bytes(GgmlType t, int64_t n);
 

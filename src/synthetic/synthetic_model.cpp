@@ -9,9 +9,11 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/deepseek2.h"
+#include "model/gpt_oss.h"
 #include "model/layer_kinds.h"
 #include "synthetic/corpus.h"
 #include "synthetic/deepseek2_shapes.h"
+#include "synthetic/gpt_oss_shapes.h"
 #include "synthetic/layer_kind_shapes.h"
 #include "synthetic/phi3_shapes.h"
 #include "synthetic/qwen3_shapes.h"
@@ -74,7 +76,7 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
     case Arch::Phi3:
       return {"tiny", "phi4-mini"};
     case Arch::GptOss:
-      return {};  // no make-model shapes yet
+      return {"tiny", "gpt-oss-20b"};
   }
   return {"tiny"};
 }
@@ -102,7 +104,6 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
   c.rope.theta = 10000.0;
   c.rms_eps = 1e-5f;
   const bool qwen = is_qwen(arch);
-  if (is_gpt_oss(arch)) return std::nullopt;  // no make-model shapes yet
   if (is_qwen3(arch)) {
     if (!qwen3_preset(arch, preset, c)) return std::nullopt;  // synthetic/qwen3_shapes.h
   } else if (arch == Arch::Smollm3 || is_gemma3(arch)) {
@@ -112,6 +113,9 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     return c;
   } else if (arch == Arch::Phi3) {
     if (!phi3_preset(preset, c)) return std::nullopt;  // synthetic/phi3_shapes.h
+    return c;
+  } else if (is_gpt_oss(arch)) {
+    if (!gpt_oss_preset(preset, c)) return std::nullopt;  // synthetic/gpt_oss_shapes.h
     return c;
   } else if (preset == "tiny") {
     c.dim = 64;
@@ -303,6 +307,7 @@ Status apply_dims(ModelConfig& c, const std::string& dims) {
   if (is_gemma3(c.arch) && c.layer_kinds.window > 0)
     c.layer_kinds.kinds = gemma3_layer_kinds(c.n_layers, 6);
   if (is_gemma3(c.arch)) c.attn_scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  finish_gpt_oss(c);  // synthetic/gpt_oss_shapes.h
   return c.validate("--dims");
 }
 
@@ -363,7 +368,7 @@ int64_t count_parameters(const ModelConfig& c) {
   const int64_t longrope =
       int64_t(c.longrope.short_factors.size() + c.longrope.long_factors.size());
   return int64_t(c.n_vocab) * d * (c.tied_output ? 1 : 2) + d + int64_t(c.n_layers) * layer +
-         moe_extra_parameters(c) + longrope;
+         moe_extra_parameters(c) + gpt_oss_extra_parameters(c) + longrope;
 }
 
 namespace {
@@ -465,6 +470,11 @@ Status check_decoder(const ModelConfig& c, const Tokenizer::Vocab& v) {
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: qwen3moe has MoE in every layer, normalized and unscaled top-k "
                       "weights, no shared experts and no YaRN (model/qwen3.h)");
+  if (is_gpt_oss(c.arch) && (c.dim % kQK != 0 || c.moe.expert_ffn % kQK != 0))
+    return make_error(ErrorCode::InvalidArgument,
+                      "make-model: gpt-oss's MXFP4 experts need dim ({}) and expert_ffn ({}) to "
+                      "be multiples of {}",
+                      c.dim, c.moe.expert_ffn, kQK);
   if (int(v.pieces.size()) != c.n_vocab)
     return make_error(ErrorCode::InvalidArgument,
                       "make-model: the vocabulary has {} pieces, the config {}", v.pieces.size(),
@@ -511,6 +521,7 @@ void write_hparams(GgufWriter& w, const ModelConfig& c, const std::string& model
   write_qwen3moe_keys(w, c);    // qwen3moe, qwen3vl(moe): synthetic/qwen3_shapes.h
   write_layer_kind_keys(w, c);  // gemma3: synthetic/layer_kind_shapes.h
   write_phi3_keys(w, c);        // phi3: synthetic/phi3_shapes.h
+  write_gpt_oss_keys(w, c);     // gpt-oss: synthetic/gpt_oss_shapes.h
   w.set_u32(k(gk::kRopeDimensionCount), uint32_t(c.rope.n_rot));
   if (c.rope.mrope != MropeMode::None) {
     w.set_i32_array(k(gk::kRopeDimensionSections), {c.rope.sections[0], c.rope.sections[1],
@@ -623,10 +634,31 @@ class DecoderTensors {
     weight(p + "attn_output.weight", q, d);
   }
 
+  // gpt-oss (model/gpt_oss.h): q/k/v/o, the MoE matrices (experts in MXFP4, the router f32, as
+  // llama.cpp's converter writes them), then every f32 vector the loader reads.
+  void add_gpt_oss_layer(int i, const std::string& p) {
+    const int64_t d = c_.dim, q = c_.q_width(), kv = c_.kv_width();
+    weight(p + "attn_q.weight", d, q);
+    weight(p + "attn_k.weight", d, kv);
+    weight(p + "attn_v.weight", d, kv);
+    weight(p + "attn_output.weight", q, d);
+    const TensorFill& fill = fill_;
+    for (const MoeTensorSpec& t : moe_layer_tensors(c_, i))
+      w_.add_tensor(t.name, t.ne, t.keep_f32 ? GgmlType::F32 : GgmlType::MXFP4,
+                    [t, &fill](float* dst) { fill(t.name, t.ne, dst); });
+    LayerWeights unused;
+    for (const GptOssVector& v : gpt_oss_layer_vectors(c_, unused)) {
+      const std::string name = p + v.suffix;
+      const std::vector<int64_t> ne = v.ne;
+      w_.add_tensor(name, ne, DType::F32, [name, ne, &fill](float* dst) { fill(name, ne, dst); });
+    }
+  }
+
   void add_layer(int i) {
     const int64_t d = c_.dim, h = c_.ffn_dim;
     const std::string p = "blk." + std::to_string(i) + ".";
     norm(p + "attn_norm.weight", d);
+    if (is_gpt_oss(c_.arch)) return add_gpt_oss_layer(i, p);
     if (c_.attention == AttentionKind::Mla) {
       add_mla_attention(p);
     } else {

@@ -288,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Families, ReuseArch,
                          testing::Values("llama", "qwen2", "qwen2vl", "deepseek2",
                                          "deepseek2:tiny-moe", "deepseek2:kimi-vl-tiny", "qwen3",
                                          "qwen3moe", "qwen3vl", "qwen3vlmoe", "smollm3", "gemma3",
-                                         "phi3"));
+                                         "phi3", "gpt-oss"));
 
 TEST(Patch, RandomizedSvdMatchesGesddOnLowRankData) {
   std::mt19937 rng(1);

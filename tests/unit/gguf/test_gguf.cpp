@@ -469,6 +469,16 @@ TEST_F(GgufTest, WriterRejectsBadInputsBeforeWriting) {
          w.add_tensor("t", {33, 2}, DType::Q8_0, fill);
        },
        "multiple of 32"},
+      {"mxfp4 ne0=48",
+       [&](GgufWriter& w) {
+         w.add_tensor("t", {48, 2}, GgmlType::MXFP4, fill);
+       },
+       "mxfp4 rows must be a multiple of 32"},
+      {"q4_0 (not encoded)",
+       [&](GgufWriter& w) {
+         w.add_tensor("t", {32, 2}, GgmlType::Q4_0, fill);
+       },
+       "encodes f32, f16, bf16, q8_0 and mxfp4, not q4_0"},
       {"0 dims", [&](GgufWriter& w) { w.add_tensor("t", {}, DType::F32, fill); }, "1 to 4"},
       {"5 dims",
        [&](GgufWriter& w) {
