@@ -159,12 +159,9 @@ struct Server::Impl {
                         const std::string& client, const std::string& window, bool chat,
                         const Out& out, const MakeSink& make_sink,
                         const ParamName& rename = nullptr);
-  std::optional<std::vector<GenRequest>> parse_generation(const json& body,
-                                                          const nlohmann::ordered_json& ordered,
-                                                          const std::string& window, bool chat,
-                                                          const Out& out,
-                                                          const ParamName& rename = nullptr,
-                                                          const RequestMedia* media = nullptr);
+  std::optional<std::vector<GenRequest>> parse_generation(
+      const json& body, const nlohmann::ordered_json& ordered, const std::string& window, bool chat,
+      const Out& out, const ParamName& rename = nullptr, const RequestMedia* media = nullptr);
   // responses_route.cpp: POST /v1/responses (server/responses_api.h), GET and DELETE
   // /v1/responses/{id} (server/response_store.h)
   void responses(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
