@@ -97,10 +97,13 @@ TEST(GptOssGguf, LoaderReadsWhatTheConverterWrites) {
 
 // llama.cpp's CPU rounds the activations of every product with an MXFP4 matrix to q8_0 blocks
 // (ggml's vec_dot_type of MXFP4), whatever the batch; kamera does the same on its decode path and,
-// in prefill, rounds each activation row as decode does before the panels (ops/quant.h). So token
-// by token and as one batch kamera's logits are within 1e-4 of the largest |logit| of llama.cpp's
-// (f32 KV, flash attention off) at every position: without the rounding, the batch was 1.8e-2 off
-// (numpy_gpt_oss.py with and without --q8 differ by 1.6e-2, README.md). Argmax equal everywhere.
+// in prefill, rounds each activation row as decode does before the panels (ops/quant.h). Token by
+// token kamera's logits are within 1e-4 of the largest |logit| of llama.cpp's (f32 KV, flash
+// attention off) at every position. As one batch the release build is as close (3.0e-7), but an
+// activation a few ulps from a q8_0 rounding tie may round the other way in another build (the
+// ASan build: 2.3e-3), so the batch is held to 1e-2: below the rounding's own effect, 1.6e-2
+// (numpy_gpt_oss.py with and without --q8, README.md), which a prefill that does not round (1.8e-2
+// off) fails. Argmax equal everywhere in both.
 TEST(GptOssGguf, LogitsMatchLlamaCpp) {
   const auto c = manifest();
   const std::string path = kDir + c["file"].get<std::string>();
@@ -110,7 +113,7 @@ TEST(GptOssGguf, LogitsMatchLlamaCpp) {
   const auto ids = c["tokens"].get<std::vector<int32_t>>();
   const size_t V = size_t(m->cfg.n_vocab);
   const auto want = reference(c, ids.size() * V);
-  for (const auto& [batch, bound] : {std::pair{1, 1e-4}, std::pair{512, 1e-4}}) {
+  for (const auto& [batch, bound] : {std::pair{1, 1e-4}, std::pair{512, 1e-2}}) {
     const auto got = tiny::prefill_all(*m, ids, batch);
     const double rel = relative(got, want);
     const int arg = argmax_differences(got, want, V);
