@@ -3,6 +3,7 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/gpt_oss.h"
+#include "synthetic/preset_shape.h"
 
 namespace kamera {
 
@@ -10,28 +11,14 @@ bool gpt_oss_preset(const std::string& preset, ModelConfig& c) {
   MoeConfig& m = c.moe;
   double yarn = 32.0;
   if (preset == "tiny") {
-    c.dim = 64;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 32;
-    c.ffn_dim = 64;
-    c.n_vocab = 512;
-    c.ctx_len = 8192;
+    set_shape(c, {64, 2, 4, 2, 32, 64, 512, 8192});
     c.rope.theta = 150000.0;
     c.layer_kinds.window = 8;
     m.n_experts = 4;
     m.n_used = 2;
     m.expert_ffn = 64;
   } else if (preset == "gpt-oss-20b") {  // openai/gpt-oss-20b's config.json
-    c.dim = 2880;
-    c.n_layers = 24;
-    c.n_heads = 64;
-    c.n_kv_heads = 8;
-    c.head_dim = 64;
-    c.ffn_dim = 2880;
-    c.n_vocab = 201088;
-    c.ctx_len = 131072;
+    set_shape(c, {2880, 24, 64, 8, 64, 2880, 201088, 131072});
     c.rope.theta = 150000.0;
     c.layer_kinds.window = 128;
     m.n_experts = 32;

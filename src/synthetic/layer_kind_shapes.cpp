@@ -5,28 +5,17 @@
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
 #include "model/layer_kinds.h"
+#include "synthetic/preset_shape.h"
 
 namespace kamera {
 
 namespace {
 
-void shape(ModelConfig& c, int dim, int layers, int heads, int kv_heads, int head_dim, int ffn,
-           int vocab, int ctx) {
-  c.dim = dim;
-  c.n_layers = layers;
-  c.n_heads = heads;
-  c.n_kv_heads = kv_heads;
-  c.head_dim = head_dim;
-  c.ffn_dim = ffn;
-  c.n_vocab = vocab;
-  c.ctx_len = ctx;
-}
-
 bool smollm3_preset(const std::string& preset, ModelConfig& c) {
   if (preset == "tiny") {
-    shape(c, 64, 4, 4, 2, 16, 128, 512, 1024);
+    set_shape(c, {64, 4, 4, 2, 16, 128, 512, 1024});
   } else if (preset == "3b") {
-    shape(c, 2048, 36, 16, 4, 128, 11008, 128256, 65536);
+    set_shape(c, {2048, 36, 16, 4, 128, 11008, 128256, 65536});
     c.rope.theta = 5000000.0;
     c.rms_eps = 1e-6f;
   } else {
@@ -40,10 +29,10 @@ bool smollm3_preset(const std::string& preset, ModelConfig& c) {
 bool gemma3_preset(const std::string& preset, ModelConfig& c) {
   int pattern = 6;
   if (preset == "tiny") {
-    shape(c, 64, 6, 4, 2, 16, 128, 512, 1024);
+    set_shape(c, {64, 6, 4, 2, 16, 128, 512, 1024});
     c.layer_kinds.window = 8;
   } else if (preset == "1b") {
-    shape(c, 1152, 26, 4, 1, 256, 6912, 262144, 32768);
+    set_shape(c, {1152, 26, 4, 1, 256, 6912, 262144, 32768});
     c.layer_kinds.window = 512;
   } else {
     return false;

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
+#include "synthetic/preset_shape.h"
 
 namespace kamera {
 
@@ -33,24 +34,10 @@ bool phi3_preset(const std::string& preset, ModelConfig& c) {
   c.tied_output = true;
   int orig = 4096;
   if (preset == "tiny") {
-    c.dim = 64;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 16;
-    c.ffn_dim = 128;
-    c.n_vocab = 512;
-    c.ctx_len = 8192;
+    set_shape(c, {64, 2, 4, 2, 16, 128, 512, 8192});
     c.rope.n_rot = 12;
   } else if (preset == "phi4-mini") {  // microsoft/Phi-4-mini-instruct's config.json shapes
-    c.dim = 3072;
-    c.n_layers = 32;
-    c.n_heads = 24;
-    c.n_kv_heads = 8;
-    c.head_dim = 128;
-    c.ffn_dim = 8192;
-    c.n_vocab = 200064;
-    c.ctx_len = 131072;
+    set_shape(c, {3072, 32, 24, 8, 128, 8192, 200064, 131072});
     c.rope.n_rot = 96;  // partial_rotary_factor 0.75
   } else {
     return false;
