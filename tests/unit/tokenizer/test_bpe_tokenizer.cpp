@@ -187,6 +187,25 @@ TEST(BpePreTokenizer, SplitsAsThePatternsSay) {
   EXPECT_EQ(split_with("deepseek-llm", "ab 12\n"), (V{"ab", " ", "1", "2", "\n"}));
 }
 
+// GPT-4o / o200k (gpt-oss, Phi-4-mini): a capitalized word stands alone inside a CamelCase run,
+// an upper-case run keeps the lower-case letters after it and a contraction, digits in threes,
+// "/" keeps the line break after it.
+TEST(BpePreTokenizer, Gpt4oSplitsCaseRunsAsO200kDoes) {
+  ASSERT_TRUE(pre_tokenizer_info("gpt-4o").ok()) << pre_tokenizer_info("gpt-4o").message();
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split_with("gpt-4o", "CamelCaseHTTPServer's 12345 path/\n"),
+            (V{"Camel", "Case", "HTTPServer's", " ", "123", "45", " path", "/\n"}));
+  EXPECT_TRUE(pre_tokenizer_info("gpt-4o")->ignore_merges);
+}
+
+// SmolLM / SmolLM2 ("smollm"): every digit alone, then GPT-2's pattern.
+TEST(BpePreTokenizer, SmollmSplitsDigitsThenAsGpt2) {
+  ASSERT_TRUE(pre_tokenizer_info("smollm").ok()) << pre_tokenizer_info("smollm").message();
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split_with("smollm", "abc 123 WE'LL"),
+            (V{"abc", " ", "1", "2", "3", " WE", "'", "LL"}));
+}
+
 TEST(BpeAddedTokens, LeftmostLongestAndParseSpecial) {
   ToyBpe t;
   t.add("<|a|>", TokenType::Control);
