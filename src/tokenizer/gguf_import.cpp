@@ -135,6 +135,8 @@ void write_tokenizer_gguf(GgufWriter& w, const Tokenizer::Vocab& v) {
     id(gk::kBosId, v.bos);
     id(gk::kEosId, v.eos);
     id(gk::kUnknownId, v.unk);
+    // written only where it is off (Gemma's), so files without it read as before
+    if (!v.add_space_prefix) w.set_bool(gk::kAddSpacePrefix, false);
   } else {
     w.set_string(gk::kTokenizerModel, "gpt2");
     w.set_string(gk::kTokenizerPre, v.pre);

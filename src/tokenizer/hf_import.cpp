@@ -3,8 +3,10 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/spm.h"
 
 namespace kamera {
 
@@ -191,6 +193,146 @@ void apply_post_processor(const json& tj, Vocab& v, bool& add_bos_known,
   }
 }
 
+// The ids of tokenizer.json: the model vocabulary, then added tokens (which may reuse or extend
+// it); n is one past the largest.
+struct HfIds {
+  std::unordered_map<std::string, int32_t> vocab, added;
+  json added_list;
+  int64_t n = 0;
+};
+
+Result<HfIds> read_ids(const json& tj, const std::string& name) {
+  HfIds r;
+  for (const auto& [tok, id] : tj["model"]["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= INT32_MAX)
+      return make_error(ErrorCode::CorruptData, "{}: vocab entry '{}' has no valid id", name, tok);
+    r.vocab.emplace(tok, int32_t(id.get<int64_t>()));
+    r.n = std::max(r.n, id.get<int64_t>() + 1);
+  }
+  r.added_list = tj.value("added_tokens", json::array());
+  for (const json& a : r.added_list) {
+    if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= INT32_MAX)
+      return make_error(ErrorCode::CorruptData, "{}: malformed added token {}", name, a.dump());
+    r.added.emplace(a["content"].get<std::string>(), int32_t(a["id"].get<int64_t>()));
+    r.n = std::max(r.n, a["id"].get<int64_t>() + 1);
+  }
+  return r;
+}
+
+// The text llama.cpp's converter takes for a control token although Hugging Face does not mark it
+// special (its does_token_look_special): Gemma's <unused*> and <mask>, <|...|> and <｜...｜>.
+bool looks_special(const std::string& t) {
+  const auto wrapped = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+// Whether a SentencePiece-style tokenizer.json adds the "▁" prefix: its normalizer is Gemma's
+// Replace(" " -> "▁") (no prefix) or Llama-2's Prepend("▁") then that Replace (a prefix);
+// anything else is refused, naming it. Its pre-tokenizer must be none, or Gemma's Split on " "
+// (which never matches once spaces are "▁").
+Result<bool> spm_space_prefix(const json& tj, const std::string& name) {
+  const json n = tj.value("normalizer", json());
+  const auto is_replace = [](const json& r) {
+    return r.value("type", "") == "Replace" && r.contains("pattern") &&
+           r["pattern"].value("String", "") == " " && r.value("content", "") == "\xE2\x96\x81";
+  };
+  const auto is_prepend = [](const json& r) {
+    return r.value("type", "") == "Prepend" && r.value("prepend", "") == "\xE2\x96\x81";
+  };
+  std::optional<bool> prefix;
+  if (n.is_object() && is_replace(n)) prefix = false;
+  if (n.is_object() && n.value("type", "") == "Sequence" && n.contains("normalizers") &&
+      n["normalizers"].size() == 2 && is_prepend(n["normalizers"][0]) &&
+      is_replace(n["normalizers"][1]))
+    prefix = true;
+  if (!prefix)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: SentencePiece-style normalizer {} is not one kamera runs (Replace ' ' "
+                      "with U+2581, optionally after Prepend U+2581)",
+                      name, n.dump());
+  const json pre = tj.value("pre_tokenizer", json());
+  const bool gemma_split = pre.is_object() && pre.value("type", "") == "Split" &&
+                           pre.contains("pattern") && pre["pattern"].value("String", "") == " ";
+  if (!pre.is_null() && !gemma_split)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: SentencePiece-style pre-tokenizer {} is not one kamera runs", name,
+                      pre.dump());
+  return *prefix;
+}
+
+// A SentencePiece BPE vocabulary with byte fallback (Gemma's tokenizer.json) as llama.cpp's
+// converter writes it from the model's tokenizer.model (_create_vocab_sentencepiece): pieces by
+// id, "<0xXX>" byte pieces typed Byte, the unknown piece Unknown; every added token control (if
+// special or looks_special) or user-defined with "▁" written as a space (the converter's
+// pre-normalization), score -1000. tokenizer.json has no piece scores: a normal piece scores -id,
+// the order in which SentencePiece's BPE trainer made the pieces (Gemma 3's merges list the
+// merged pieces in id order apart from its user-defined runs; tests/model/test_bpe_real.cpp
+// (SpmReal) checks the result against Hugging Face's ids). The pieces, scores and types of the
+// model vocabulary (added tokens not yet typed).
+Vocab spm_pieces(const HfIds& ids, const std::string& unk) {
+  Vocab v;
+  v.kind = VocabKind::Spm;
+  v.pieces.resize(size_t(ids.n));
+  v.scores.assign(size_t(ids.n), -1000.0f);
+  v.types.assign(size_t(ids.n), TokenType::Unused);
+  for (int64_t i = 0; i < ids.n; ++i) v.pieces[size_t(i)] = fmt::format("[PAD{}]", i);
+  for (const auto& [tok, id] : ids.vocab) {
+    v.pieces[size_t(id)] = tok;
+    v.scores[size_t(id)] = -float(id);
+    v.types[size_t(id)] = tok == unk                        ? TokenType::Unknown
+                          : spm::byte_piece_value(tok) >= 0 ? TokenType::Byte
+                                                            : TokenType::Normal;
+  }
+  return v;
+}
+
+// Added tokens as the converter types them (tokenizer_config.json's added_tokens_decoder, the same
+// list as tokenizer.json's added_tokens).
+void spm_added(Vocab& v, const json& added_list, const std::string& unk) {
+  for (const json& a : added_list) {
+    const size_t id = size_t(a["id"].get<int64_t>());
+    std::string text = a["content"].get<std::string>();
+    if (text == unk) continue;  // stays the unknown piece
+    const bool control = a.value("special", false) || looks_special(text);
+    if (!control) text = spm::unescape_spaces(text);
+    v.pieces[id] = std::move(text);
+    v.types[id] = control ? TokenType::Control : TokenType::UserDefined;
+    v.scores[id] = -1000.0f;
+  }
+}
+
+Result<Vocab> import_spm_bpe(const json& tj, const std::string& config_text,
+                             const std::string& name) {
+  KAMERA_ASSIGN_OR_RETURN(const bool prefix, spm_space_prefix(tj, name));
+  KAMERA_ASSIGN_OR_RETURN(HfIds ids, read_ids(tj, name));
+  const json& model = tj["model"];
+  const std::string unk =
+      model.value("unk_token", json()).is_string() ? model["unk_token"].get<std::string>() : "";
+  Vocab v = spm_pieces(ids, unk);
+  spm_added(v, ids.added_list, unk);
+  v.add_space_prefix = prefix;
+  v.unk = ids.vocab.count(unk) ? ids.vocab[unk] : 0;
+  v.bos = 1;
+  v.eos = 2;
+  if (config_text.empty()) return v;
+  KAMERA_ASSIGN_OR_RETURN(json cfg, parse(config_text, name + " (tokenizer config)"));
+  bool add_bos_known = false;
+  Vocab c;
+  KAMERA_TRY(apply_config(cfg, ids.added, ids.vocab, c, add_bos_known));
+  v.chat_template = c.chat_template;
+  if (c.bos >= 0) v.bos = c.bos;
+  if (c.eos >= 0) v.eos = c.eos;
+  if (c.unk >= 0) v.unk = c.unk;
+  v.pad = c.pad;
+  if (add_bos_known) v.add_bos = c.add_bos;
+  v.add_eos = c.add_eos;
+  return v;
+}
+
 }  // namespace
 
 Result<Vocab> import_hf_tokenizer_text(const std::string& text, const std::string& config_text,
@@ -199,29 +341,25 @@ Result<Vocab> import_hf_tokenizer_text(const std::string& text, const std::strin
   if (!tj.contains("model") || !tj["model"].is_object())
     return make_error(ErrorCode::CorruptData, "{}: no \"model\" object", name);
   const json& model = tj["model"];
+  if (model.value("type", "") == "BPE" && model.value("byte_fallback", false) &&
+      model.contains("vocab") && model["vocab"].is_object()) {
+    if (!pre.empty())
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}: a SentencePiece-style vocabulary has no pre-tokenizer to name ('{}')",
+                        name, pre);
+    return import_spm_bpe(tj, config_text, name);
+  }
   if (model.value("type", "") != "BPE" || model.value("byte_fallback", false) ||
       !model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges"))
     return make_error(ErrorCode::Unsupported,
                       "{}: not a byte-level BPE tokenizer (model.type '{}', byte_fallback {})",
                       name, model.value("type", ""), model.value("byte_fallback", false));
 
-  // Ids: the model vocabulary, then added tokens (which may reuse or extend it).
-  std::unordered_map<std::string, int32_t> vocab, added;
-  int64_t n = 0;
-  for (const auto& [tok, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= INT32_MAX)
-      return make_error(ErrorCode::CorruptData, "{}: vocab entry '{}' has no valid id", name, tok);
-    vocab.emplace(tok, int32_t(id.get<int64_t>()));
-    n = std::max(n, id.get<int64_t>() + 1);
-  }
-  const json added_list = tj.value("added_tokens", json::array());
-  for (const json& a : added_list) {
-    if (!a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= INT32_MAX)
-      return make_error(ErrorCode::CorruptData, "{}: malformed added token {}", name, a.dump());
-    added.emplace(a["content"].get<std::string>(), int32_t(a["id"].get<int64_t>()));
-    n = std::max(n, a["id"].get<int64_t>() + 1);
-  }
+  KAMERA_ASSIGN_OR_RETURN(HfIds ids, read_ids(tj, name));
+  const std::unordered_map<std::string, int32_t>& vocab = ids.vocab;
+  const std::unordered_map<std::string, int32_t>& added = ids.added;
+  const json& added_list = ids.added_list;
+  const int64_t n = ids.n;
 
   Vocab v;
   v.kind = VocabKind::Bpe;

@@ -1,5 +1,8 @@
-// Importing a Hugging Face byte-level BPE tokenizer (tokenizer.json, and optionally
-// tokenizer_config.json) into a GGUF vocabulary laid out as llama.cpp's converter writes it:
+// Importing a Hugging Face tokenizer (tokenizer.json, and optionally tokenizer_config.json) into a
+// GGUF vocabulary laid out as llama.cpp's converter writes it. A SentencePiece-style BPE with byte
+// fallback (Gemma 3's) becomes a "llama" (SPM) vocabulary as the converter writes it from the
+// model's tokenizer.model (hf_import.cpp, import_spm_bpe, says how its scores are made). A
+// byte-level BPE becomes a "gpt2" vocabulary:
 // tokens by id (ids no entry uses become "[PAD<id>]", unused), merges as "left right", token types
 // (added tokens: control when Hugging Face marks them special, user-defined otherwise), the
 // pre-tokenizer name, special ids, add_bos/add_eos and the chat template.
@@ -7,7 +10,8 @@
 // One deliberate difference from llama.cpp's converter: an added token that Hugging Face does not
 // mark special (Qwen's <|fim_prefix|>, <tool_call>, <think>) stays user-defined even when its text
 // "looks special", so that encoding with special-token parsing off still gives Hugging Face's ids
-// (Hugging Face always splits out non-special added tokens).
+// (Hugging Face always splits out non-special added tokens). The SentencePiece-style import follows
+// the converter there (Gemma's <unused*> and <mask> are control, as in the files users have).
 #pragma once
 
 #include <string>
