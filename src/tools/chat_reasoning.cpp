@@ -1,5 +1,7 @@
 #include "tools/chat_reasoning.h"
 
+#include "toolcall/format.h"
+
 namespace kamera::cli {
 
 namespace {
@@ -8,18 +10,28 @@ constexpr std::string_view kDim = "\x1b[2m", kPlain = "\x1b[0m", kPrefix = "| ";
 
 }  // namespace
 
-ReasoningPrinter::ReasoningPrinter(ReasoningView view, bool split, bool opened, bool dim,
-                                   std::FILE* out)
+ReasoningPrinter::ReasoningPrinter(ReasoningView view, std::string_view template_source,
+                                   bool opened, bool dim, std::FILE* out)
     : view_(view), dim_(dim), out_(out) {
-  if (split && view != ReasoningView::Raw) splitter_.emplace(opened);
+  if (view == ReasoningView::Raw) return;
+  if (toolcall::detect_format(template_source) == toolcall::Format::Harmony) {
+    harmony_.emplace();
+  } else if (toolcall::has_reasoning_markers(template_source)) {
+    splitter_.emplace(opened);
+  }
 }
 
 void ReasoningPrinter::feed(std::string_view text) {
+  if (harmony_) return print(harmony_->feed(text));
   if (!splitter_) return write(text);
   print(splitter_->feed(text));
 }
 
 void ReasoningPrinter::finish() {
+  if (harmony_) {
+    print(harmony_->finish());
+    close_call();
+  }
   if (splitter_) print(splitter_->finish());
   if (in_reasoning_ && dim_) write(kPlain);
   in_reasoning_ = false;
@@ -28,6 +40,27 @@ void ReasoningPrinter::finish() {
 void ReasoningPrinter::print(const toolcall::ReasoningDelta& d) {
   if (!d.reasoning.empty() && view_ == ReasoningView::Show) reasoning(d.reasoning);
   if (!d.content.empty()) content(d.content);
+}
+
+void ReasoningPrinter::print(const toolcall::HarmonyDelta& d) {
+  if (!d.reasoning.empty() && view_ == ReasoningView::Show) reasoning(d.reasoning);
+  if (!d.d.content.empty()) {
+    close_call();
+    content(d.d.content);
+  }
+  for (const toolcall::CallDelta& c : d.d.calls) {
+    if (!c.name.empty()) {  // a call's first delta: on a line of its own
+      close_call();
+      content(printed_answer_ ? "\n[call " + c.name + " " : "[call " + c.name + " ");
+      in_call_ = true;
+    }
+    content(c.arguments);
+  }
+}
+
+void ReasoningPrinter::close_call() {
+  if (in_call_) write("]");
+  in_call_ = false;
 }
 
 void ReasoningPrinter::reasoning(std::string_view text) {
@@ -50,11 +83,23 @@ void ReasoningPrinter::content(std::string_view text) {
     in_reasoning_ = false;
   }
   write(text);
+  printed_answer_ = printed_answer_ || !text.empty();
 }
 
 void ReasoningPrinter::write(std::string_view text) {
   std::fwrite(text.data(), 1, text.size(), out_);
   std::fflush(out_);
+}
+
+std::optional<ChatMessage> harmony_history(std::string_view template_source,
+                                           std::string_view reply) {
+  if (toolcall::detect_format(template_source) != toolcall::Format::Harmony) return std::nullopt;
+  toolcall::HarmonyParser h;
+  h.feed(reply);
+  h.finish();
+  ChatMessage m{"assistant", h.content()};
+  if (!h.reasoning().empty()) m.fields["thinking"] = h.reasoning();
+  return m;
 }
 
 }  // namespace kamera::cli

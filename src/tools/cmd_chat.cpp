@@ -193,8 +193,8 @@ void chat_loop(const ChatArgs& a, const ChatTemplate& tmpl, ChatDriver& chat, Ch
     }
     if (line[0] == '/') line.erase(0, 1);
     TurnStats st;
-    ReasoningPrinter printer(view, thinks, thinks && opens_reasoning(tmpl, chat, line), in.tty(),
-                             stdout);
+    ReasoningPrinter printer(view, tmpl.source(), thinks && opens_reasoning(tmpl, chat, line),
+                             in.tty(), stdout);
     in.begin_reply();
     auto reply = chat.reply(
         line, [&printer](std::string_view t) { printer.feed(t); }, &st);
@@ -205,6 +205,11 @@ void chat_loop(const ChatArgs& a, const ChatTemplate& tmpl, ChatDriver& chat, Ch
     if (!reply.ok()) {
       std::fprintf(stderr, "kamera: error: %s\n", reply.message().c_str());
       continue;
+    }
+    if (auto kept = harmony_history(tmpl.source(), *reply)) {  // gpt-oss: the final channel
+      std::vector<ChatMessage> msgs = chat.messages();
+      msgs.back() = std::move(*kept);
+      chat.set_messages(std::move(msgs));
     }
     if (st.cancelled) std::fprintf(stderr, "kamera: reply stopped (kept in the conversation)\n");
     if (a.verbose)
@@ -376,9 +381,11 @@ Runner add_chat(CLI::App& app) {
       ->check(CLI::IsMember({"patch", "prefix", "keep", "blind", "reprefill"}));
   app.add_option("--reasoning", a->reasoning,
                  "A thinking model's reasoning (the <think> block its chat template has it "
-                 "write): show (printed above the answer, every line prefixed by '| ', dimmed on "
+                 "write, gpt-oss's harmony analysis channel): show (printed above the answer, "
+                 "every line prefixed by '| ', dimmed on "
                  "a terminal), hide (not printed; the conversation keeps it as the template "
-                 "decides), raw (left in the reply as the model wrote it, markers included)")
+                 "decides), raw (left in the reply as the model wrote it, markers included; for "
+                 "harmony: every channel with its <|channel|> headers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"show", "hide", "raw"}));
   app.add_flag("--special", a->special,
