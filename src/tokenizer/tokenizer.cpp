@@ -112,7 +112,10 @@ std::string Tokenizer::decode(int32_t prev, int32_t token) const {
   }
   if (bpe_) return std::string(bpe_->token_bytes(token));
   std::string text = unescape_spaces(piece);
-  if (prev == vocab_.bos && !text.empty() && text[0] == ' ') text.erase(0, 1);
+  // the space prefix's own space, where the vocabulary adds one (not Gemma's), as llama.cpp's
+  // detokenizer drops it
+  if (vocab_.add_space_prefix && prev == vocab_.bos && !text.empty() && text[0] == ' ')
+    text.erase(0, 1);
   return text;
 }
 

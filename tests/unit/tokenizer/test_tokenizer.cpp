@@ -159,6 +159,10 @@ TEST(Tokenizer, SpacePrefixFlag) {
   EXPECT_EQ(tok->encode("hello", false), (Ids{270}));
   EXPECT_EQ(tok->encode(" hello", false), (Ids{271}));
   EXPECT_EQ(tok->encode("hello", true), (Ids{1, 270}));
+  // Without a space prefix (Gemma) a space after BOS is the text's own: decoding keeps it, as
+  // llama.cpp's detokenizer does
+  EXPECT_EQ(tok->decode(1, 271), " hello");
+  EXPECT_EQ(tok->decode_all(tok->encode(" hello", true)), " hello");
 }
 
 TEST(Tokenizer, MergePriority) {
