@@ -6,6 +6,18 @@
 
 namespace kamera {
 
+const MediaPart* RequestMedia::part(size_t message, size_t content) const {
+  for (const MediaPart& p : parts)
+    if (p.message == message && p.content == content) return &p;
+  return nullptr;
+}
+
+const MediaPart* RequestMedia::part_of(const ChunkId& id) const {
+  for (const MediaPart& p : parts)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
 const ChunkContent* RequestMedia::find(const ChunkId& id) const {
   for (const auto& [k, c] : chunks)
     if (k == id) return c.get();

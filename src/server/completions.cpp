@@ -187,10 +187,11 @@ void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& or
                         "queue_full"});
 }
 
-// Image and video parts of chat messages, or of a /v1/completions prompt's parts, become chunk
-// parts (server/media_parts.h); refused without a vision tower, and in window completions. A
-// prompt's parts are moved into one user message for that and back, never copied. The encode
-// stops when the client leaves or the server stops.
+// Image and video parts of chat messages, or of a /v1/completions prompt's parts, are read into
+// `out` by their place (server/media_parts.h), the body left as sent; refused without a vision
+// tower, and in window completions. A prompt's parts are moved into one user message for that and
+// back, never copied (their places: messages[0].content[j]). The encode stops when the client
+// leaves or the server stops.
 std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out,
                                                      const Out& client) {
   if (chat) {

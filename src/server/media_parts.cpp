@@ -119,6 +119,7 @@ struct ServerMedia::Part {
   std::vector<ImageSize> sizes;             // and its declared size
   double fps = 0;                           // a video's rate (0: the default)
   int64_t rows = 0;                         // what the tower makes of it
+  size_t message = 0, content = 0;          // its place: messages[message].content[content]
   std::string param;                        // messages[i].content[j]
 };
 
@@ -267,8 +268,9 @@ std::optional<HttpError> ServerMedia::check_cost(const json& body,
 }
 
 // One image or video part: pictures decoded, encoded (or found in the cache), and the part
-// replaced by a chunk part (the prompt puts the tower's delimiters around it: `out`).
-std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestMedia& out,
+// recorded in `out` at its place with its chunk and the tower's delimiters (the prompt puts them
+// around it); the body is left as the client sent it.
+std::optional<HttpError> ServerMedia::add_part(Part& part, RequestMedia& out,
                                                ServerMetrics& metrics,
                                                const std::function<bool()>& stop) {
   std::vector<Image> pictures(part.bytes.size());
@@ -312,17 +314,15 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestM
   if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
   if (!encoded && !out.embedding_hit(id)) out.embedding_hits.push_back(id);
   const VisionDelimiters d = tower_->delimiters();
-  out.open_text = d.open_text;
-  out.close_text = d.close_text;
-  out.open_control =
-      control_ranges(d.open_text, d.open, decoder_.tokenizer ? &*decoder_.tokenizer : nullptr);
-  out.close_control =
-      control_ranges(d.close_text, d.close, decoder_.tokenizer ? &*decoder_.tokenizer : nullptr);
-  parts.push_back({{"type", "chunk"}, {"id", id.hex()}});
+  const Tokenizer* tok = decoder_.tokenizer ? &*decoder_.tokenizer : nullptr;
+  out.parts.push_back({part.message, part.content, id, (*chunk)->n(), d.open_text, d.close_text,
+                       control_ranges(d.open_text, d.open, tok),
+                       control_ranges(d.close_text, d.close, tok)});
   return std::nullopt;
 }
 
-std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+std::optional<HttpError> ServerMedia::prepare(const json& body, RequestMedia& out,
+                                              ServerMetrics& metrics,
                                               const std::function<bool()>& stop) {
   if (!body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
   // the pictures of the whole request are counted before any is read
@@ -344,13 +344,15 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, Ser
                                pictures, opts_.max_images));
   // every part read and sized, the request's cost checked, and only then anything decoded
   std::vector<Part> media;
-  json& messages = body["messages"];
+  const json& messages = body["messages"];
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     for (size_t j = 0; j < m["content"].size(); ++j) {
       if (media_kind(m["content"][j]).empty()) continue;
       Part& p = media.emplace_back();
+      p.message = i;
+      p.content = j;
       p.param = fmt::format("messages[{}].content[{}]", i, j);
       if (auto e = read_part(m["content"][j], p)) {
         e->param = p.param;
@@ -359,22 +361,11 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, Ser
     }
   }
   if (auto e = check_cost(body, media)) return e;
-  size_t next = 0;
-  for (json& m : messages) {
-    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
-    json parts = json::array();
-    for (json& p : m["content"]) {
-      if (media_kind(p).empty()) {
-        parts.push_back(std::move(p));  // moved: a body is never deep-copied
-      } else if (auto e = add_part(media[next], parts, out, metrics, stop)) {
-        e->param = media[next].param;
-        return e;
-      } else {
-        ++next;
-      }
+  for (Part& p : media)
+    if (auto e = add_part(p, out, metrics, stop)) {
+      e->param = p.param;
+      return e;
     }
-    m["content"] = std::move(parts);
-  }
   return std::nullopt;
 }
 

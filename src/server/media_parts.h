@@ -1,14 +1,16 @@
 // Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
 // read, checked against the limits before decoding, decoded, encoded by the vision tower
 // (server/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
-// pixels, preprocessing and both models), and put back into the message as a chunk part; the
-// prompt puts it between the vision delimiters where the tower's prompt has them (Qwen2-VL,
-// RequestMedia::open_text and close_text, server/prompt_parts.h; the mini-VL's frames stand bare,
+// pixels, preprocessing and both models), and recorded by its place in the typed RequestMedia
+// (serve/request_media.h: messages[i].content[j] -> chunk id, rows, delimiters). The body is not
+// rewritten: the prompt code meets the part where the client put it and takes its chunk from
+// there, between the vision delimiters where the tower's prompt has them (Qwen2-VL,
+// MediaPart::open_text and close_text, server/prompt_parts.h; the mini-VL's frames stand bare,
 // as it was trained):
 //
 //   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
 //   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...], "fps": 2}
-//     -> {"type": "chunk", "id": ID}   (prompt: <|vision_start|>, the chunk, <|vision_end|>)
+//     -> MediaPart{i, j, ID}   (prompt: <|vision_start|>, the chunk ID, <|vision_end|>)
 //     (the mini-VL: a video part is refused)
 //
 // A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
@@ -75,11 +77,14 @@ class ServerMedia {
                                                    const MediaOptions& opts, int threads,
                                                    ChunkStore* store = nullptr);
 
-  // Replaces the media parts of body["messages"] (see above), filling `out`; a refusal otherwise.
-  // Every picture is read and sized (its header), the request's cost checked, then each decoded
-  // and encoded. stop (may be empty): true once the client has left; the encode then stops.
-  // Thread-safe: decoding runs in the caller's thread, the tower one request at a time.
-  std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+  // Reads the media parts of body["messages"] (see above) and fills `out`: each part's chunk,
+  // rows and delimiters at its place (RequestMedia::parts), the chunks, the counts; a refusal
+  // otherwise. The body is left as the client sent it: the prompt code takes each part's chunk
+  // from `out` where it meets the part (server/prompt_parts.h). Every picture is read and sized
+  // (its header), the request's cost checked, then each decoded and encoded. stop (may be
+  // empty): true once the client has left; the encode then stops. Thread-safe: decoding runs in
+  // the caller's thread, the tower one request at a time.
+  std::optional<HttpError> prepare(const json& body, RequestMedia& out, ServerMetrics& metrics,
                                    const std::function<bool()>& stop = {});
 
   const MediaOptions& options() const { return opts_; }
@@ -94,8 +99,8 @@ class ServerMedia {
                                          ImageSize& size) const;
   std::optional<HttpError> read_part(const json& part, Part& out) const;
   std::optional<HttpError> check_cost(const json& body, std::span<const Part> parts) const;
-  std::optional<HttpError> add_part(Part& part, json& parts, RequestMedia& out,
-                                    ServerMetrics& metrics, const std::function<bool()>& stop);
+  std::optional<HttpError> add_part(Part& part, RequestMedia& out, ServerMetrics& metrics,
+                                    const std::function<bool()>& stop);
 
   std::unique_ptr<MediaTower> tower_;
   const Model& decoder_;

@@ -41,23 +41,34 @@ void add_delimiter(std::vector<PromptPart>& parts, const std::string& text,
   add_text(parts, std::string_view(text).substr(at));
 }
 
-// A chunk part; an image of the request (in `media`) between the vision delimiters of its
-// tower's prompt.
+// A chunk between the vision delimiters of `image`'s tower (none: a chunk part of the client's
+// that names no picture of the request).
+void add_chunk(std::vector<PromptPart>& parts, const ChunkId& id, const MediaPart* image) {
+  if (image && !image->open_text.empty())
+    add_delimiter(parts, image->open_text, image->open_control);
+  parts.push_back({true, "", id, {}, {}});
+  if (image && !image->close_text.empty())
+    add_delimiter(parts, image->close_text, image->close_control);
+}
+
+// A chunk part sent by the client; one naming a picture of the request (in `media`) stands
+// between that picture's delimiters.
 Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex,
                  const RequestMedia* media) {
   auto id = ChunkId::from_hex(hex);
   if (!id) return make_error(ErrorCode::InvalidArgument, "chunk id '{}' is not 32 hex digits", hex);
-  const bool image = media && media->find(*id);
-  if (image && !media->open_text.empty())
-    add_delimiter(parts, media->open_text, media->open_control);
-  parts.push_back({true, "", *id, {}, {}});
-  if (image && !media->close_text.empty())
-    add_delimiter(parts, media->close_text, media->close_control);
+  add_chunk(parts, *id, media ? media->part_of(*id) : nullptr);
   return Status::Ok();
 }
 
-// One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
-Status add_part(std::vector<PromptPart>& parts, const json& it, const RequestMedia* media) {
+// One element of a parts array: a string, {"type": "text", "text"}, {"type": "chunk", "id"}, or
+// an image or video part that the request's media read (`image`: its chunk, server/media_parts.h).
+Status add_part(std::vector<PromptPart>& parts, const json& it, const MediaPart* image,
+                const RequestMedia* media) {
+  if (image) {
+    add_chunk(parts, image->id, image);
+    return Status::Ok();
+  }
   if (it.is_string()) {
     add_text(parts, it.get_ref<const std::string&>());
     return Status::Ok();
@@ -80,15 +91,18 @@ Status add_part(std::vector<PromptPart>& parts, const json& it, const RequestMed
   return Status::Ok();
 }
 
-// A content value: a string or an array of parts.
-Status add_items(std::vector<PromptPart>& parts, const json& items, const RequestMedia* media) {
+// A content value: a string or an array of parts, the content of messages[message] (a prompt's
+// parts: 0), where `media` has its image and video parts.
+Status add_items(std::vector<PromptPart>& parts, const json& items, const RequestMedia* media,
+                 size_t message = 0) {
   if (items.is_string()) {
     add_text(parts, items.get_ref<const std::string&>());
     return Status::Ok();
   }
   if (!items.is_array())
     return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
-  for (const json& it : items) KAMERA_TRY(add_part(parts, it, media));
+  for (size_t j = 0; j < items.size(); ++j)
+    KAMERA_TRY(add_part(parts, items[j], media ? media->part(message, j) : nullptr, media));
   return Status::Ok();
 }
 
@@ -138,9 +152,10 @@ bool has_content(const json& m) {
 // (all of it literal).
 Status add_messages(std::vector<PromptPart>& parts, const json& body, const RequestMedia* media) {
   KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
-  for (const json& m : *msgs) {
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
     add_text(parts, m["role"].get_ref<const std::string&>() + ": ");
-    if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"], media));
+    if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"], media, i));
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
       add_text(parts, m["tool_calls"].dump());
     add_text(parts, "\n");
@@ -153,13 +168,14 @@ bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-// A message's content as the template reads it: its text parts joined, literal but for the
-// vision delimiters around its images (the server's text, as the template's own), each chunk
-// part a piece (jinja/value.h) whose number is its place in `chunks` plus one.
-Result<jinja::Text> content_text(const json& content, std::vector<ChunkId>& chunks,
+// The content of messages[message] as the template reads it: its text parts joined, literal but
+// for the vision delimiters around its images (the server's text, as the template's own), each
+// chunk part and each image or video part (its chunk) a piece (jinja/value.h) whose number is its
+// place in `chunks` plus one.
+Result<jinja::Text> content_text(const json& content, size_t message, std::vector<ChunkId>& chunks,
                                  const RequestMedia* media) {
   std::vector<PromptPart> parts;
-  KAMERA_TRY(add_items(parts, content, media));
+  KAMERA_TRY(add_items(parts, content, media, message));
   jinja::Text t;
   for (const PromptPart& p : parts) {
     if (!p.is_chunk) {
@@ -219,17 +235,18 @@ Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text,
 }
 
 // A message as the chat template reads it: content as a string (null as ""; an array of parts
-// as `content`: its text and chunk parts, jinja/value.h), tool calls with their arguments as JSON
-// values (OpenAI sends them as strings; templates write them with tojson), the tool's
-// tool_call_id and name.
-Result<nlohmann::ordered_json> template_message(const json& m, std::optional<jinja::Text>& content,
+// as `content`: its text and chunk parts and its images' chunks, jinja/value.h), tool calls with
+// their arguments as JSON values (OpenAI sends them as strings; templates write them with tojson),
+// the tool's tool_call_id and name.
+Result<nlohmann::ordered_json> template_message(const json& m, size_t message,
+                                                std::optional<jinja::Text>& content,
                                                 std::vector<ChunkId>& chunks,
                                                 const RequestMedia* media) {
   nlohmann::ordered_json out;
   out["role"] = m["role"] == "developer" ? json("system") : m["role"];
   out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : json("");
   if (has_content(m) && !m["content"].is_string()) {
-    KAMERA_ASSIGN_OR_RETURN(content, content_text(m["content"], chunks, media));
+    KAMERA_ASSIGN_OR_RETURN(content, content_text(m["content"], message, chunks, media));
   }
   if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
     out["tool_calls"] = nlohmann::ordered_json::array();
@@ -261,7 +278,7 @@ Status add_templated(std::vector<PromptPart>& parts, const json& body, const Cha
   std::vector<ChunkId> chunks;
   for (size_t i = 0; i < checked->size(); ++i) {
     KAMERA_ASSIGN_OR_RETURN(msgs.emplace_back(),
-                            template_message((*checked)[i], contents[i], chunks, media));
+                            template_message((*checked)[i], i, contents[i], chunks, media));
   }
   ChatRenderOptions ro;  // bos_token empty: the context's anchor already holds BOS
   KAMERA_ASSIGN_OR_RETURN(ro.extra, template_variables(body, &tmpl));
@@ -452,7 +469,8 @@ Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVoca
                                                 const RequestMedia* media) {
   KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
   std::vector<PromptPart> parts;
-  for (const json& m : *msgs) {
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
     const std::string& role = m["role"].get_ref<const std::string&>();
     if (role == "assistant" || role == "tool")
       return make_error(ErrorCode::InvalidArgument,
@@ -461,7 +479,7 @@ Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVoca
                         "messages)",
                         role);
     if (!parts.empty()) add_text(parts, " ");
-    KAMERA_TRY(add_items(parts, m["content"], media));
+    KAMERA_TRY(add_items(parts, m["content"], media, i));
   }
   KAMERA_TRY(to_word_prompt(parts, words));
   return parts;

@@ -11,8 +11,10 @@
 // however it transforms them (tojson, trim, split, replace, ...: jinja/value.h). Each text part
 // carries the byte ranges the template wrote itself (PromptPart::control), and only there are
 // control tokens read (Tokenizer::encode_marked). Prompts and text parts of /v1/completions are
-// literal as a whole. A chunk part inside a message is a piece of the content (jinja/value.h): the
-// template prints it where it puts the content, and the rendered text comes back cut at it, by
+// literal as a whole. A chunk part inside a message is a piece of the content (jinja/value.h), and
+// so is an image or video part, whose chunk the prompt takes from the request's RequestMedia by
+// the part's place (messages[i].content[j]; the body is never rewritten, server/media_parts.h):
+// the template prints it where it puts the content, and the rendered text comes back cut at it, by
 // its span, not by any bytes; a client string may hold any byte. A template that changes a
 // piece instead of printing it (upper, reverse, a slice through it) is refused by name.
 #pragma once
@@ -55,16 +57,18 @@ Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
 // assistant's content may be null with tool_calls, and it may carry the reasoning of its turn,
 // "reasoning_content" or "reasoning", which the template renders or drops as it decides; a tool
 // message's content is the client's, literal like every content), rendered with the request's
-// template_variables. A chunk part that is one of the request's images (`media`, prepared by
-// server/media_parts.h) stands between its tower's vision delimiters (RequestMedia::open_text,
-// close_text): text the server writes, whose control tokens are read, as the template's own.
+// template_variables. An image or video part that `media` read (prepared by server/media_parts.h;
+// found by its place, RequestMedia::part) is its chunk, between its tower's vision delimiters
+// (MediaPart::open_text, close_text): text the server writes, whose control tokens are read, as
+// the template's own. So is a chunk part of the client's that names one of those chunks.
 Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
                                            const ChatTools* tools = nullptr,
                                            const RequestMedia* media = nullptr);
 
 // The prompts of /v1/completions "prompt": a string; token ids; a batch (strings, or token
 // arrays), one prompt each; or parts (an array holding objects: text and chunk parts; an image
-// of `media` between its delimiters, as in chat_parts).
+// or video part of `media`, its places messages[0].content[j], between its delimiters, as in
+// chat_parts).
 Result<std::vector<std::vector<PromptPart>>> completion_prompts(
     const nlohmann::json& prompt, int n_vocab, const RequestMedia* media = nullptr);
 
@@ -72,7 +76,7 @@ Result<std::vector<std::vector<PromptPart>>> completion_prompts(
 // roles and no vision delimiters, [<bos>][frame]...[frame][question words]. A chat's messages give
 // their contents in order (system, developer and user messages, one space between two; an
 // assistant or tool message is refused: the model answers one question, it has no turns); a
-// /v1/completions prompt gives its parts. The image parts (chunk parts by then,
+// /v1/completions prompt gives its parts. The image parts (their chunks from `media`,
 // server/media_parts.h) are the frames; all text comes after the last of them and is the
 // question: words separated by whitespace, each one token, the vocabulary's piece "▁" + word. A
 // word the vocabulary lacks is refused by name, and so is text before a frame (the model never

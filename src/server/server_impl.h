@@ -154,7 +154,8 @@ struct Server::Impl {
   // A chat (or completions) body of any API: media prepared, parsed, tokenized on this worker
   // and queued, answered through make_sink's sink; refusals name rename(field). `ordered` is the
   // body as parsed (once, in its order: schemas' property order), `body` the same converted to
-  // json (to_json), which the prompt code reads and prepare_media rewrites.
+  // json (to_json), which prepare_media reads (media into RequestMedia, the body unchanged) and
+  // the prompt code renders.
   void serve_generation(json& body, const nlohmann::ordered_json& ordered,
                         const std::string& client, const std::string& window, bool chat,
                         const Out& out, const MakeSink& make_sink,

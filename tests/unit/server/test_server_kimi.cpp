@@ -162,17 +162,23 @@ TEST(ServerKimi, DelimitersAroundAPictureAreControlTokensThereOnly) {
   open.push_back(257);
   EXPECT_EQ(d.open, open);
   EXPECT_EQ(d.close, std::vector<int32_t>{258});
-  // The prompt writes them around a picture of the request (its chunk part), as its own text.
+  // The prompt writes them around a picture of the request (its image part, the chunk from
+  // RequestMedia by the part's place), as its own text.
   RequestMedia media;
   const ChunkId id = *ChunkId::from_hex(std::string(32, 'e'));
   media.chunks.emplace_back(id,
                             std::make_shared<const ChunkContent>(ChunkContent::from_tokens({1})));
-  media.open_text = d.open_text;  // as the server fills them (media_parts.cpp)
-  media.close_text = d.close_text;
-  media.open_control = {{0, kMediaStart.size()},
-                        {d.open_text.size() - kMediaContent.size(), d.open_text.size()}};
-  media.close_control = {{0, d.close_text.size()}};
-  const json prompt = {"look ", {{"type", "chunk"}, {"id", id.hex()}}, " now"};
+  MediaPart& part = media.parts.emplace_back();  // as the server fills it (media_parts.cpp)
+  part.content = 1;                              // the prompt's part 1 (messages[0].content[1])
+  part.id = id;
+  part.rows = 1;
+  part.open_text = d.open_text;
+  part.close_text = d.close_text;
+  part.open_control = {{0, kMediaStart.size()},
+                       {d.open_text.size() - kMediaContent.size(), d.open_text.size()}};
+  part.close_control = {{0, d.close_text.size()}};
+  const json prompt = {
+      "look ", {{"type", "image_url"}, {"image_url", "data:image/png;base64,AAAA"}}, " now"};
   auto parts = completion_prompts(prompt, 259, &media);
   ASSERT_TRUE(parts.ok()) << parts.message();
   ASSERT_EQ(parts->front().size(), 3u);
@@ -186,6 +192,8 @@ TEST(ServerKimi, DelimitersAroundAPictureAreControlTokensThereOnly) {
   std::vector<int32_t> want_after = {258};
   for (int32_t b : bytes_of(" now")) want_after.push_back(b);
   EXPECT_EQ(text_part_ids(tok, after, false, ControlSpots{}), want_after);
+  ASSERT_TRUE(parts->front()[1].is_chunk);
+  EXPECT_EQ(parts->front()[1].id, id);
   // the same text a client wrote next to the picture is the client's: bytes
   const json spelled = {
       "look " + d.open_text, {{"type", "chunk"}, {"id", id.hex()}}, d.close_text + " now"};
