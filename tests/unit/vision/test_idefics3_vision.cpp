@@ -1,0 +1,106 @@
+// SmolVLM's tower (projector type idefics3) against llama.cpp d32676d's clip, on the committed
+// tiny pair of tests/data/idefics3 (written by llama.cpp's gguf-py as its converter writes them).
+// The 144 x 96 picture is exactly the processor's refined size in llama.cpp (longest edge 144,
+// sides multiples of the 48-pixel tile): llama.cpp cuts it into 3 x 2 tiles without resizing,
+// so both sides run the tower on the same pixels. llama.cpp rounds the GELU's input and output
+// to f16 (its CPU table); kamera computes it in f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "media/image.h"
+#include "vision/idefics3_encoder.h"
+
+using namespace kamera;
+
+namespace {
+
+const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/idefics3/";
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  std::vector<float> v(size_t(f.tellg()) / 4);
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * 4));
+  return v;
+}
+
+Image crop(const Image& img, int x0, int y0, int w, int h) {
+  Image out;
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(size_t(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    std::copy(img.at(x0, y0 + y), img.at(x0, y0 + y) + size_t(w) * 3,
+              out.rgb.data() + size_t(y) * w * 3);
+  return out;
+}
+
+// max |a - b| / max |b|
+double rel_diff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, double(std::fabs(a[i] - b[i])));
+    den = std::max(den, double(std::fabs(b[i])));
+  }
+  return num / den;
+}
+
+}  // namespace
+
+TEST(Idefics3Vision, LoadsTheConvertersLayout) {
+  auto m = Idefics3VisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  const Idefics3VisionConfig& c = m->cfg;
+  EXPECT_EQ(c.image_size, 48);
+  EXPECT_EQ(c.patch, 4);
+  EXPECT_EQ(c.scale, 3);
+  EXPECT_EQ(c.longest_edge, 144);
+  EXPECT_EQ(c.out_dim, 64);
+  EXPECT_EQ(c.tile_rows(), 16);
+  EXPECT_FLOAT_EQ(c.eps, 1e-6f);
+  // a decoder is not a tower
+  auto bad = Idefics3VisionModel::load(kDir + "decoder.gguf");
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(Idefics3Vision, TilesMatchLlamaCppClip) {
+  auto m = Idefics3VisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto img = load_image(kDir + "img_144x96.png");
+  ASSERT_TRUE(img.ok()) << img.message();
+  std::ifstream jf(kDir + "llama_cpp_144x96.json");
+  const auto ref = nlohmann::json::parse(jf);
+  const std::vector<float> embd = read_f32(kDir + "llama_cpp_144x96_embd.f32");
+  const int dim = ref["n_embd"], t = m->cfg.image_size, rows = m->cfg.tile_rows();
+  // llama.cpp's image chunks in prompt order: the 3 x 2 tiles row by row, then the global image
+  std::vector<int64_t> offsets;
+  for (const auto& c : ref["chunks"])
+    if (c.contains("image")) {
+      ASSERT_EQ(c["image"].get<int>(), rows);
+      offsets.push_back(c["offset"].get<int64_t>());
+    }
+  ASSERT_EQ(offsets.size(), 7u);
+  ThreadPool pool(1);
+  Idefics3VisionEncoder enc(*m, &pool);
+  double worst = 0;
+  for (int r = 0; r < 2; ++r)
+    for (int col = 0; col < 3; ++col) {
+      auto e = enc.encode(crop(*img, col * t, r * t, t, t));
+      ASSERT_TRUE(e.ok()) << e.message();
+      ASSERT_EQ(e->size(), size_t(rows) * dim);
+      const float* want = embd.data() + offsets[size_t(r * 3 + col)] * dim;
+      const double rel = rel_diff(e->data(), want, e->size());
+      std::printf("tile (%d, %d): kamera vs llama.cpp %.3e of the largest |value|\n", r + 1,
+                  col + 1, rel);
+      worst = std::max(worst, rel);
+    }
+  EXPECT_LT(worst, 2e-3);
+  // the check can fail: another tile's rows are far off
+  auto e = enc.encode(crop(*img, 0, 0, t, t));
+  ASSERT_TRUE(e.ok());
+  EXPECT_GT(rel_diff(e->data(), embd.data() + offsets[1] * dim, e->size()), 0.1);
+}
