@@ -3,6 +3,7 @@
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
+#include "vision/idefics3_chunks.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_chunks.h"
 #include "vision/mmproj_kind.h"
@@ -125,6 +126,43 @@ class KimiTower final : public MediaTower {
   KimiImageChunks images_;  // holds a reference to tower_
 };
 
+// SmolVLM / SmolVLM2: one picture per image part, tiles and a global image with their tokens as
+// one chunk (vision/idefics3_chunks.h); the tokens are in the chunk, so no delimiters.
+class Idefics3Tower final : public MediaTower {
+ public:
+  Idefics3Tower(Idefics3VisionModel tower, Idefics3TokenRows tokens, const Model& decoder,
+                int threads, ChunkStore* store)
+      : tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, std::move(tokens), decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+  VisionDelimiters delimiters() const override { return {}; }
+  bool takes_video() const override { return false; }
+  Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
+    const ImageSize& s = pictures.front();  // one picture: chunk() refuses more
+    return images_.rows(int(s.width), int(s.height));
+  }
+  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
+                                                    double,
+                                                    const std::function<bool()>& stop) override {
+    if (encoded) *encoded = false;
+    if (pictures.size() != 1)
+      return make_error(ErrorCode::InvalidArgument,
+                        "SmolVLM's tower reads one picture per image part, not {} (no video)",
+                        pictures.size());
+    images_.set_stop(stop);
+    auto c = images_.image(pictures.front(), encoded);
+    images_.set_stop({});
+    return c;
+  }
+
+ private:
+  Idefics3VisionModel tower_;
+  ThreadPool pool_;
+  Idefics3ImageChunks images_;  // holds a reference to tower_
+};
+
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
   if (out_dim != decoder.cfg.dim)
     return make_error(ErrorCode::InvalidArgument,
@@ -149,10 +187,17 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     return std::unique_ptr<MediaTower>(
         new KimiTower(std::move(m), decoder, std::max(1, threads), store));
   }
+  if (type == "idefics3") {  // SmolVLM / SmolVLM2: SigLIP beside a llama (SmolLM2) decoder
+    KAMERA_ASSIGN_OR_RETURN(Idefics3VisionModel m, Idefics3VisionModel::load(mmproj));
+    KAMERA_TRY(check_idefics3_pair(m.cfg, decoder, mmproj));
+    KAMERA_ASSIGN_OR_RETURN(Idefics3TokenRows tokens, Idefics3TokenRows::from(decoder));
+    return std::unique_ptr<MediaTower>(
+        new Idefics3Tower(std::move(m), std::move(tokens), decoder, std::max(1, threads), store));
+  }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, or a Kimi-VL tower "
-                      "beside a deepseek2 one; {} is '{}'",
+                      "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, a Kimi-VL tower "
+                      "beside a deepseek2 one or a SmolVLM tower beside a llama one; {} is '{}'",
                       decoder.source, arch_name(decoder.cfg.arch));
   if (type == "kamera-minivl") {
     if (!decoder.tokenizer)

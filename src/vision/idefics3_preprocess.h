@@ -1,7 +1,8 @@
 // Image preprocessing of SmolVLM / SmolVLM2, as its Hugging Face processor does it
 // (Idefics3ImageProcessor, do_image_splitting on; resample LANCZOS through PIL, media/resize.h):
 //   1. resize so that the longer side is longest_edge (up or down), the other side
-//      int(longer / aspect) rounded up to even, both capped at 4096 (SmolVLM's MAX_IMAGE_SIZE);
+//      int(longer / aspect) rounded up to even, both capped at 4096 (SmolVLMImageProcessor's
+//      MAX_IMAGE_SIZE; Idefics3ImageProcessor's cap is 1820);
 //   2. resize again, without keeping the aspect, to multiples of the tile (image_size): the longer
 //      side rounded up, the other int(longer' / aspect) rounded up;
 //   3. a picture larger than one tile is cut into rows x cols tiles (raster order) and followed

@@ -12,21 +12,13 @@
 
 #include "core/thread_pool.h"
 #include "media/image.h"
+#include "support/idefics3_fixture.h"
 #include "vision/idefics3_encoder.h"
 
 using namespace kamera;
+using namespace idefics3_fixture;
 
 namespace {
-
-const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/idefics3/";
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  std::vector<float> v(size_t(f.tellg()) / 4);
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * 4));
-  return v;
-}
 
 Image crop(const Image& img, int x0, int y0, int w, int h) {
   Image out;
@@ -37,16 +29,6 @@ Image crop(const Image& img, int x0, int y0, int w, int h) {
     std::copy(img.at(x0, y0 + y), img.at(x0, y0 + y) + size_t(w) * 3,
               out.rgb.data() + size_t(y) * w * 3);
   return out;
-}
-
-// max |a - b| / max |b|
-double rel_diff(const float* a, const float* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num = std::max(num, double(std::fabs(a[i] - b[i])));
-    den = std::max(den, double(std::fabs(b[i])));
-  }
-  return num / den;
 }
 
 }  // namespace
