@@ -158,4 +158,17 @@ Result<Image> resize_lanczos(const Image& in, int out_w, int out_h) {
   return resize_with(in, out_w, out_h, kLanczos);
 }
 
+Result<Image> crop_image(const Image& in, int x, int y, int w, int h) {
+  if (x < 0 || y < 0 || w < 1 || h < 1 || x + w > in.width || y + h > in.height)
+    return make_error(ErrorCode::InvalidArgument, "crop: {} x {} at ({}, {}) outside {} x {}", w, h,
+                      x, y, in.width, in.height);
+  Image out;
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(size_t(w) * h * 3);
+  for (int r = 0; r < h; ++r)
+    std::copy(in.at(x, y + r), in.at(x, y + r) + size_t(w) * 3, out.rgb.data() + size_t(r) * w * 3);
+  return out;
+}
+
 }  // namespace kamera

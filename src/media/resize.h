@@ -16,6 +16,9 @@ Result<Image> resize_bicubic(const Image& in, int out_w, int out_h);
 // The same with PIL's LANCZOS filter (Hugging Face's Idefics3 / SmolVLM processors).
 Result<Image> resize_lanczos(const Image& in, int out_w, int out_h);
 
+// The w x h pixels of `in` from (x, y) (numpy's img[y:y+h, x:x+w]). Errors: a box outside it.
+Result<Image> crop_image(const Image& in, int x, int y, int w, int h);
+
 namespace media_detail {
 // The cubic convolution kernel PIL uses (a = -0.5).
 double bicubic_kernel(double x);

@@ -89,21 +89,28 @@ class MiniVlTower final : public MediaTower {
   VisionEncoder enc_;  // holds a pointer to model_
 };
 
-// Kimi-VL: one picture per image part, through the picture cache of vision/kimi_chunks.h.
-class KimiTower final : public MediaTower {
+// One picture through a picture cache (KimiImageChunks, Idefics3ImageChunks), `stop` asked
+// between the tower's layers.
+template <class Images>
+Result<std::shared_ptr<const ChunkContent>> stoppable_image(Images& images, const Image& img,
+                                                            bool* encoded,
+                                                            const std::function<bool()>& stop) {
+  images.set_stop(stop);
+  auto c = images.image(img, encoded);
+  images.set_stop({});
+  return c;
+}
+
+// A tower that reads one picture per image part (no video) through a picture cache.
+class OnePictureTower : public MediaTower {
  public:
-  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : tower_(std::move(tower)),
-        delimiters_(kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
+  OnePictureTower(std::string name, VisionDelimiters delimiters)
+      : name_(std::move(name)), delimiters_(std::move(delimiters)) {}
   VisionDelimiters delimiters() const override { return delimiters_; }
   bool takes_video() const override { return false; }
   Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
     const ImageSize& s = pictures.front();  // one picture: chunk() refuses more
-    return kimi_picture_rows(int(s.width), int(s.height), tower_.cfg);
+    return picture_rows(int(s.width), int(s.height));
   }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double,
@@ -111,53 +118,67 @@ class KimiTower final : public MediaTower {
     if (encoded) *encoded = false;
     if (pictures.size() != 1)
       return make_error(ErrorCode::InvalidArgument,
-                        "Kimi-VL's tower reads one picture per image part, not {} (no video)",
+                        "{}'s tower reads one picture per image part, not {} (no video)", name_,
                         pictures.size());
-    images_.set_stop(stop);
-    auto c = images_.image(pictures.front(), encoded);
-    images_.set_stop({});
-    return c;
+    return picture(pictures.front(), encoded, stop);
+  }
+
+ protected:
+  virtual Result<int64_t> picture_rows(int width, int height) const = 0;
+  virtual Result<std::shared_ptr<const ChunkContent>> picture(
+      const Image& img, bool* encoded, const std::function<bool()>& stop) = 0;
+
+ private:
+  std::string name_;
+  VisionDelimiters delimiters_;
+};
+
+// Kimi-VL: the picture cache of vision/kimi_chunks.h.
+class KimiTower final : public OnePictureTower {
+ public:
+  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : OnePictureTower("Kimi-VL",
+                        kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
   }
 
  private:
+  Result<int64_t> picture_rows(int width, int height) const override {
+    return kimi_picture_rows(width, height, tower_.cfg);
+  }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
   KimiVisionModel tower_;
-  VisionDelimiters delimiters_;
   ThreadPool pool_;
   KimiImageChunks images_;  // holds a reference to tower_
 };
 
-// SmolVLM / SmolVLM2: one picture per image part, tiles and a global image with their tokens as
-// one chunk (vision/idefics3_chunks.h); the tokens are in the chunk, so no delimiters.
-class Idefics3Tower final : public MediaTower {
+// SmolVLM / SmolVLM2: tiles and a global image with their tokens as one chunk
+// (vision/idefics3_chunks.h); the tokens are in the chunk, so no delimiters.
+class Idefics3Tower final : public OnePictureTower {
  public:
   Idefics3Tower(Idefics3VisionModel tower, Idefics3TokenRows tokens, const Model& decoder,
                 int threads, ChunkStore* store)
-      : tower_(std::move(tower)),
+      : OnePictureTower("SmolVLM", {}),
+        tower_(std::move(tower)),
         pool_(threads),
         images_(tower_, std::move(tokens), decoder.fingerprint, &pool_) {
     images_.set_store(store);
   }
-  VisionDelimiters delimiters() const override { return {}; }
-  bool takes_video() const override { return false; }
-  Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
-    const ImageSize& s = pictures.front();  // one picture: chunk() refuses more
-    return images_.rows(int(s.width), int(s.height));
-  }
-  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
-                                                    double,
-                                                    const std::function<bool()>& stop) override {
-    if (encoded) *encoded = false;
-    if (pictures.size() != 1)
-      return make_error(ErrorCode::InvalidArgument,
-                        "SmolVLM's tower reads one picture per image part, not {} (no video)",
-                        pictures.size());
-    images_.set_stop(stop);
-    auto c = images_.image(pictures.front(), encoded);
-    images_.set_stop({});
-    return c;
-  }
 
  private:
+  Result<int64_t> picture_rows(int width, int height) const override {
+    return images_.rows(width, height);
+  }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
   Idefics3VisionModel tower_;
   ThreadPool pool_;
   Idefics3ImageChunks images_;  // holds a reference to tower_

@@ -2,12 +2,6 @@
 
 #include <xxhash.h>
 
-#include <algorithm>
-#include <chrono>
-
-#include "store/store.h"
-#include "vision/stored_image.h"
-
 namespace kamera {
 
 namespace {
@@ -97,7 +91,7 @@ Idefics3ImageChunks::Idefics3ImageChunks(const Idefics3VisionModel& tower, Idefi
       tokens_(std::move(tokens)),
       decoder_fp_(decoder_fp),
       enc_(tower, pool),
-      max_entries_(std::max<size_t>(1, max_entries)) {}
+      lru_(decoder_fp, max_entries) {}
 
 Result<int64_t> Idefics3ImageChunks::rows(int width, int height) const {
   KAMERA_ASSIGN_OR_RETURN(const Idefics3Grid g, idefics3_grid(width, height, tower_.cfg));
@@ -118,34 +112,9 @@ Result<ChunkContent> Idefics3ImageChunks::encode(const Image& img) {
 
 Result<std::shared_ptr<const ChunkContent>> Idefics3ImageChunks::image(const Image& img,
                                                                        bool* encoded) {
-  if (encoded) *encoded = false;
-  const ChunkId key = picture_key(img, tower_.fingerprint, decoder_fp_);
-  if (auto it = map_.find(key); it != map_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    ++stats_.hits;
-    return it->second->second;
-  }
-  std::shared_ptr<const ChunkContent> chunk = find_stored_image(store_, key, tokens_.dim);
-  if (chunk) {
-    ++stats_.store_hits;
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    KAMERA_ASSIGN_OR_RETURN(ChunkContent c, encode(img));
-    stats_.encode_ms +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    ++stats_.encodes;
-    if (encoded) *encoded = true;
-    chunk = put_stored_image(store_, key, std::move(c));
-  }
-  lru_.emplace_front(key, chunk);
-  map_[key] = lru_.begin();
-  while (lru_.size() > max_entries_) {
-    map_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  // deleting the chunk made of these rows deletes the stored embeddings too
-  if (store_) store_->link_image(chunk_id(decoder_fp_, *chunk), key);
-  return chunk;
+  return lru_.get(
+      picture_key(img, tower_.fingerprint, decoder_fp_), tokens_.dim, [&] { return encode(img); },
+      encoded);
 }
 
 }  // namespace kamera

@@ -13,7 +13,6 @@
 
 #include <array>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <unordered_map>
 
@@ -22,7 +21,7 @@
 #include "reuse/chunk.h"
 #include "vision/idefics3_encoder.h"
 #include "vision/idefics3_preprocess.h"
-#include "vision/image_chunks.h"
+#include "vision/picture_lru.h"
 
 namespace kamera {
 
@@ -48,15 +47,14 @@ Result<ChunkContent> idefics3_picture_chunk(const std::vector<Idefics3Piece>& la
                                             const std::vector<std::vector<float>>& tiles,
                                             const Idefics3TokenRows& tokens);
 
-// The encoded, placed chunks of pictures, by key, least recently used dropped beyond
-// max_entries. Not thread-safe.
+// The encoded, placed chunks of pictures by key (vision/picture_lru.h). Not thread-safe.
 class Idefics3ImageChunks {
  public:
   Idefics3ImageChunks(const Idefics3VisionModel& tower, Idefics3TokenRows tokens,
                       const std::array<uint64_t, 2>& decoder_fingerprint, ThreadPool* pool,
                       size_t max_entries = 64);
 
-  void set_store(ChunkStore* store) { store_ = store; }
+  void set_store(ChunkStore* store) { lru_.set_store(store); }
   void set_stop(std::function<bool()> stop) { enc_.set_stop(std::move(stop)); }
 
   // Rows the picture takes in the prompt, from its size alone.
@@ -64,21 +62,16 @@ class Idefics3ImageChunks {
   // One picture. encoded (optional): whether this call ran the tower.
   Result<std::shared_ptr<const ChunkContent>> image(const Image& img, bool* encoded = nullptr);
 
-  using Stats = ImageChunks::Stats;
-  const Stats& stats() const { return stats_; }
+  using Stats = PictureLru::Stats;
+  const Stats& stats() const { return lru_.stats(); }
 
  private:
-  using Entry = std::pair<ChunkId, std::shared_ptr<const ChunkContent>>;
   Result<ChunkContent> encode(const Image& img);
   const Idefics3VisionModel& tower_;
   Idefics3TokenRows tokens_;
-  ChunkStore* store_ = nullptr;
   std::array<uint64_t, 2> decoder_fp_;
   Idefics3VisionEncoder enc_;
-  size_t max_entries_;
-  std::list<Entry> lru_;  // most recent first
-  std::unordered_map<ChunkId, std::list<Entry>::iterator, ChunkIdHash> map_;
-  Stats stats_;
+  PictureLru lru_;
 };
 
 }  // namespace kamera

@@ -55,17 +55,6 @@ std::pair<int, int> tile_multiple_size(int w, int h, int tile) {
   return {w, h};
 }
 
-Image crop(const Image& img, int x0, int y0, int w, int h) {
-  Image out;
-  out.width = w;
-  out.height = h;
-  out.rgb.resize(size_t(w) * h * 3);
-  for (int y = 0; y < h; ++y)
-    std::copy(img.at(x0, y0 + y), img.at(x0, y0 + y) + size_t(w) * 3,
-              out.rgb.data() + size_t(y) * w * 3);
-  return out;
-}
-
 }  // namespace
 
 Result<Idefics3Grid> idefics3_grid(int width, int height, const Idefics3VisionConfig& c) {
@@ -93,7 +82,10 @@ Result<Idefics3Tiles> idefics3_preprocess(const Image& image, const Idefics3Visi
   out.grid = g;
   const int t = c.image_size;
   for (int r = 0; r < g.rows; ++r)
-    for (int col = 0; col < g.cols; ++col) out.tiles.push_back(crop(step2, col * t, r * t, t, t));
+    for (int col = 0; col < g.cols; ++col) {
+      KAMERA_ASSIGN_OR_RETURN(Image tile, crop_image(step2, col * t, r * t, t, t));
+      out.tiles.push_back(std::move(tile));
+    }
   if (g.rows == 0) {
     out.tiles.push_back(std::move(step2));  // one tile already
   } else {

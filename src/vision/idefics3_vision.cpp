@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
+#include "vision/clip_keys.h"
 
 namespace kamera {
 
@@ -63,16 +64,6 @@ std::vector<Spec> tensor_specs(const Idefics3VisionConfig& c, Idefics3VisionWeig
   return s;
 }
 
-Status need(const GgufFile& g, const std::string& path, const char* key, int* out, int lo, int hi) {
-  auto v = g.get_int(key);
-  if (!v) return make_error(ErrorCode::CorruptData, "{}: missing key {}", path, key);
-  if (*v < lo || *v > hi)
-    return make_error(ErrorCode::CorruptData, "{}: {} is {}, outside [{}, {}]", path, key, *v, lo,
-                      hi);
-  *out = int(*v);
-  return Status::Ok();
-}
-
 Status read_config(const GgufFile& g, const std::string& path, Idefics3VisionConfig* c) {
   const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
   if (proj != kProjector)
@@ -81,28 +72,20 @@ Status read_config(const GgufFile& g, const std::string& path, Idefics3VisionCon
   if (!g.get_bool(gk::kClipUseGelu).value_or(true))
     return make_error(ErrorCode::Unsupported,
                       "{}: clip.use_gelu = false: SigLIP's MLP is GELU (tanh form)", path);
-  KAMERA_TRY(need(g, path, gk::kVisionImageSize, &c->image_size, 1, 8192));
-  KAMERA_TRY(need(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
-  KAMERA_TRY(need(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
-  KAMERA_TRY(need(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
-  KAMERA_TRY(need(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
-  KAMERA_TRY(need(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
-  KAMERA_TRY(need(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionImageSize, &c->image_size, 1, 8192));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
   c->scale = 2;
-  if (g.has(kScaleFactor)) KAMERA_TRY(need(g, path, kScaleFactor, &c->scale, 1, 16));
+  if (g.has(kScaleFactor)) KAMERA_TRY(clip_count(g, path, kScaleFactor, &c->scale, 1, 16));
   c->longest_edge = 4 * c->image_size;
   if (g.has(kPreprocImageSize))
-    KAMERA_TRY(need(g, path, kPreprocImageSize, &c->longest_edge, 1, 1 << 16));
+    KAMERA_TRY(clip_count(g, path, kPreprocImageSize, &c->longest_edge, 1, 1 << 16));
   c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-6));
-  for (const char* key : {gk::kVisionImageMean, gk::kVisionImageStd}) {
-    const std::vector<double>* a = g.get_float_array(key);
-    if (!a) continue;
-    if (a->size() != 3)
-      return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
-                        a->size());
-    auto& dst = std::strcmp(key, gk::kVisionImageMean) == 0 ? c->image_mean : c->image_std;
-    for (int i = 0; i < 3; ++i) dst[size_t(i)] = float((*a)[size_t(i)]);
-  }
+  KAMERA_TRY(clip_mean_std(g, path, &c->image_mean, &c->image_std));
   return c->validate();
 }
 
@@ -160,11 +143,7 @@ Status Idefics3VisionConfig::validate() const {
 Result<Idefics3VisionModel> Idefics3VisionModel::load(const std::string& path) {
   KAMERA_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
   const GgufFile& g = *file;
-  if (g.get_string(gk::kArchitecture).value_or("") != "clip")
-    return make_error(ErrorCode::CorruptData, "{}: not an mmproj file ({} is not 'clip')", path,
-                      gk::kArchitecture);
-  if (!g.get_bool(gk::kClipHasVisionEncoder).value_or(true))
-    return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
+  KAMERA_TRY(clip_vision_file(g, path));
   Idefics3VisionModel m;
   m.source = path;
   KAMERA_TRY(read_config(g, path, &m.cfg));

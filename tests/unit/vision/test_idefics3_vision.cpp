@@ -12,26 +12,12 @@
 
 #include "core/thread_pool.h"
 #include "media/image.h"
+#include "media/resize.h"
 #include "support/idefics3_fixture.h"
 #include "vision/idefics3_encoder.h"
 
 using namespace kamera;
 using namespace idefics3_fixture;
-
-namespace {
-
-Image crop(const Image& img, int x0, int y0, int w, int h) {
-  Image out;
-  out.width = w;
-  out.height = h;
-  out.rgb.resize(size_t(w) * h * 3);
-  for (int y = 0; y < h; ++y)
-    std::copy(img.at(x0, y0 + y), img.at(x0, y0 + y) + size_t(w) * 3,
-              out.rgb.data() + size_t(y) * w * 3);
-  return out;
-}
-
-}  // namespace
 
 TEST(Idefics3Vision, LoadsTheConvertersLayout) {
   auto m = Idefics3VisionModel::load(kDir + "mmproj.gguf");
@@ -71,7 +57,7 @@ TEST(Idefics3Vision, TilesMatchLlamaCppClip) {
   double worst = 0;
   for (int r = 0; r < 2; ++r)
     for (int col = 0; col < 3; ++col) {
-      auto e = enc.encode(crop(*img, col * t, r * t, t, t));
+      auto e = enc.encode(*crop_image(*img, col * t, r * t, t, t));
       ASSERT_TRUE(e.ok()) << e.message();
       ASSERT_EQ(e->size(), size_t(rows) * dim);
       const float* want = embd.data() + offsets[size_t(r * 3 + col)] * dim;
@@ -82,7 +68,7 @@ TEST(Idefics3Vision, TilesMatchLlamaCppClip) {
     }
   EXPECT_LT(worst, 2e-3);
   // the check can fail: another tile's rows are far off
-  auto e = enc.encode(crop(*img, 0, 0, t, t));
+  auto e = enc.encode(*crop_image(*img, 0, 0, t, t));
   ASSERT_TRUE(e.ok());
   EXPECT_GT(rel_diff(e->data(), embd.data() + offsets[1] * dim, e->size()), 0.1);
 }
