@@ -8,12 +8,15 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
 #include "media/image.h"
 #include "media/resize.h"
+#include "support/gguf_copy.h"
 #include "support/idefics3_fixture.h"
+#include "support/temp_path.h"
 #include "vision/idefics3_encoder.h"
 
 using namespace kamera;
@@ -71,4 +74,48 @@ TEST(Idefics3Vision, TilesMatchLlamaCppClip) {
   auto e = enc.encode(*crop_image(*img, 0, 0, t, t));
   ASSERT_TRUE(e.ok());
   EXPECT_GT(rel_diff(e->data(), embd.data() + offsets[1] * dim, e->size()), 0.1);
+}
+
+TEST(Idefics3Vision, LoaderRefusesWhatItDoesNotRun) {
+  const std::string from = kDir + "mmproj.gguf";
+  auto refused = [&](const std::function<void(GgufWriter&)>& set,
+                     std::vector<std::pair<std::string, std::vector<int64_t>>> extra = {}) {
+    const std::string to = unique_temp("kamera-idefics3-bad.gguf");
+    tiny::copy_gguf(from, to, set, extra);
+    auto m = Idefics3VisionModel::load(to);
+    EXPECT_FALSE(m.ok());
+    return m.ok() ? std::string() : m.message();
+  };
+  EXPECT_NE(refused([](GgufWriter& w) {
+              w.set_u32("clip.vision.projector.scale_factor", 5);
+            }).find("do not shuffle by 5"),
+            std::string::npos);
+  EXPECT_NE(refused([](GgufWriter& w) { w.set_bool("clip.use_gelu", false); }).find("use_gelu"),
+            std::string::npos);
+  EXPECT_NE(refused([](GgufWriter& w) {
+              w.set_u32("clip.vision.projection_dim", 32);
+            }).find("mm.model.fc.weight has shape"),
+            std::string::npos);
+  EXPECT_NE(refused([](GgufWriter&) {}, {{"v.pre_ln.weight", {32}}}).find("would ignore"),
+            std::string::npos);
+  EXPECT_NE(refused([](GgufWriter& w) {
+              w.set_string("clip.projector_type", "kimivl");
+            }).find("not SmolVLM's"),
+            std::string::npos);
+  // the same file with f16 matrices loads and computes the same tile within f16's precision
+  const std::string f16 = unique_temp("kamera-idefics3-f16.gguf");
+  tiny::copy_gguf(
+      from, f16, [](GgufWriter&) {}, {}, DType::F16);
+  auto a = Idefics3VisionModel::load(from), b = Idefics3VisionModel::load(f16);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.message();
+  EXPECT_NE(a->fingerprint, b->fingerprint);
+  auto img = load_image(kDir + "img_144x96.png");
+  ASSERT_TRUE(img.ok());
+  const Image tile = *crop_image(*img, 48, 48, 48, 48);
+  auto ea = Idefics3VisionEncoder(*a, nullptr).encode(tile);
+  auto eb = Idefics3VisionEncoder(*b, nullptr).encode(tile);
+  ASSERT_TRUE(ea.ok() && eb.ok());
+  const double rel = rel_diff(eb->data(), ea->data(), ea->size());
+  EXPECT_GT(rel, 0.0);
+  EXPECT_LT(rel, 1e-2);
 }
