@@ -15,6 +15,16 @@ double bicubic_kernel(double x) {
   return 0.0;
 }
 
+double lanczos_kernel(double x) {
+  auto sinc = [](double t) {
+    if (t == 0.0) return 1.0;
+    t *= M_PI;
+    return std::sin(t) / t;
+  };
+  if (-3.0 <= x && x < 3.0) return sinc(x) * sinc(x / 3.0);
+  return 0.0;
+}
+
 }  // namespace media_detail
 
 namespace {
@@ -28,10 +38,18 @@ struct Taps {
   std::vector<int32_t> weight;  // out x ksize
 };
 
-Taps precompute_taps(int in_size, int out_size) {
+// PIL's filters: the kernel and its support at scale 1.
+struct Filter {
+  double (*kernel)(double);
+  double support;
+};
+constexpr Filter kBicubic{media_detail::bicubic_kernel, 2.0};
+constexpr Filter kLanczos{media_detail::lanczos_kernel, 3.0};
+
+Taps precompute_taps(int in_size, int out_size, const Filter& filter) {
   const double scale = double(in_size) / out_size;
   const double filterscale = std::max(scale, 1.0);
-  const double support = 2.0 * filterscale;
+  const double support = filter.support * filterscale;
   Taps t;
   t.ksize = int(std::ceil(support)) * 2 + 1;
   t.first.resize(size_t(out_size));
@@ -45,7 +63,7 @@ Taps precompute_taps(int in_size, int out_size) {
     const int xmax = std::min(int(center + support + 0.5), in_size) - xmin;
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
-      k[size_t(x)] = media_detail::bicubic_kernel((x + xmin - center + 0.5) * ss);
+      k[size_t(x)] = filter.kernel((x + xmin - center + 0.5) * ss);
       ww += k[size_t(x)];
     }
     for (int x = 0; x < xmax; ++x) {
@@ -99,16 +117,15 @@ void resample_vertical(const Image& in, int row0, const Taps& t, Image* out) {
   }
 }
 
-}  // namespace
-
-Result<Image> resize_bicubic(const Image& in, int out_w, int out_h) {
+Result<Image> resize_with(const Image& in, int out_w, int out_h, const Filter& filter) {
   if (out_w < 1 || out_h < 1 || out_w > (1 << 16) || out_h > (1 << 16))
     return make_error(ErrorCode::InvalidArgument, "resize: bad output size {} x {}", out_w, out_h);
   if (in.width < 1 || in.height < 1 || in.rgb.size() != size_t(in.pixels()) * 3)
     return make_error(ErrorCode::InvalidArgument, "resize: bad input image {} x {}", in.width,
                       in.height);
   if (out_w == in.width && out_h == in.height) return in;
-  const Taps th = precompute_taps(in.width, out_w), tv = precompute_taps(in.height, out_h);
+  const Taps th = precompute_taps(in.width, out_w, filter),
+             tv = precompute_taps(in.height, out_h, filter);
   const bool need_h = out_w != in.width, need_v = out_h != in.height;
   Image tmp;
   const Image* src = &in;
@@ -128,6 +145,29 @@ Result<Image> resize_bicubic(const Image& in, int out_w, int out_h) {
   out.height = out_h;
   out.rgb.resize(size_t(out.width) * out_h * 3);
   resample_vertical(*src, need_h ? row0 : 0, tv, &out);
+  return out;
+}
+
+}  // namespace
+
+Result<Image> resize_bicubic(const Image& in, int out_w, int out_h) {
+  return resize_with(in, out_w, out_h, kBicubic);
+}
+
+Result<Image> resize_lanczos(const Image& in, int out_w, int out_h) {
+  return resize_with(in, out_w, out_h, kLanczos);
+}
+
+Result<Image> crop_image(const Image& in, int x, int y, int w, int h) {
+  if (x < 0 || y < 0 || w < 1 || h < 1 || x + w > in.width || y + h > in.height)
+    return make_error(ErrorCode::InvalidArgument, "crop: {} x {} at ({}, {}) outside {} x {}", w, h,
+                      x, y, in.width, in.height);
+  Image out;
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(size_t(w) * h * 3);
+  for (int r = 0; r < h; ++r)
+    std::copy(in.at(x, y + r), in.at(x, y + r) + size_t(w) * 3, out.rgb.data() + size_t(r) * w * 3);
   return out;
 }
 

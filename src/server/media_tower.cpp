@@ -3,6 +3,7 @@
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
+#include "vision/idefics3_chunks.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_chunks.h"
 #include "vision/mmproj_kind.h"
@@ -88,21 +89,28 @@ class MiniVlTower final : public MediaTower {
   VisionEncoder enc_;  // holds a pointer to model_
 };
 
-// Kimi-VL: one picture per image part, through the picture cache of vision/kimi_chunks.h.
-class KimiTower final : public MediaTower {
+// One picture through a picture cache (KimiImageChunks, Idefics3ImageChunks), `stop` asked
+// between the tower's layers.
+template <class Images>
+Result<std::shared_ptr<const ChunkContent>> stoppable_image(Images& images, const Image& img,
+                                                            bool* encoded,
+                                                            const std::function<bool()>& stop) {
+  images.set_stop(stop);
+  auto c = images.image(img, encoded);
+  images.set_stop({});
+  return c;
+}
+
+// A tower that reads one picture per image part (no video) through a picture cache.
+class OnePictureTower : public MediaTower {
  public:
-  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : tower_(std::move(tower)),
-        delimiters_(kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
+  OnePictureTower(std::string name, VisionDelimiters delimiters)
+      : name_(std::move(name)), delimiters_(std::move(delimiters)) {}
   VisionDelimiters delimiters() const override { return delimiters_; }
   bool takes_video() const override { return false; }
   Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
     const ImageSize& s = pictures.front();  // one picture: chunk() refuses more
-    return kimi_picture_rows(int(s.width), int(s.height), tower_.cfg);
+    return picture_rows(int(s.width), int(s.height));
   }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double,
@@ -110,19 +118,70 @@ class KimiTower final : public MediaTower {
     if (encoded) *encoded = false;
     if (pictures.size() != 1)
       return make_error(ErrorCode::InvalidArgument,
-                        "Kimi-VL's tower reads one picture per image part, not {} (no video)",
+                        "{}'s tower reads one picture per image part, not {} (no video)", name_,
                         pictures.size());
-    images_.set_stop(stop);
-    auto c = images_.image(pictures.front(), encoded);
-    images_.set_stop({});
-    return c;
+    return picture(pictures.front(), encoded, stop);
+  }
+
+ protected:
+  virtual Result<int64_t> picture_rows(int width, int height) const = 0;
+  virtual Result<std::shared_ptr<const ChunkContent>> picture(
+      const Image& img, bool* encoded, const std::function<bool()>& stop) = 0;
+
+ private:
+  std::string name_;
+  VisionDelimiters delimiters_;
+};
+
+// Kimi-VL: the picture cache of vision/kimi_chunks.h.
+class KimiTower final : public OnePictureTower {
+ public:
+  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : OnePictureTower("Kimi-VL",
+                        kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
   }
 
  private:
+  Result<int64_t> picture_rows(int width, int height) const override {
+    return kimi_picture_rows(width, height, tower_.cfg);
+  }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
   KimiVisionModel tower_;
-  VisionDelimiters delimiters_;
   ThreadPool pool_;
   KimiImageChunks images_;  // holds a reference to tower_
+};
+
+// SmolVLM / SmolVLM2: tiles and a global image with their tokens as one chunk
+// (vision/idefics3_chunks.h); the tokens are in the chunk, so no delimiters.
+class Idefics3Tower final : public OnePictureTower {
+ public:
+  Idefics3Tower(Idefics3VisionModel tower, Idefics3TokenRows tokens, const Model& decoder,
+                int threads, ChunkStore* store)
+      : OnePictureTower("SmolVLM", {}),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, std::move(tokens), decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+
+ private:
+  Result<int64_t> picture_rows(int width, int height) const override {
+    return images_.rows(width, height);
+  }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
+  Idefics3VisionModel tower_;
+  ThreadPool pool_;
+  Idefics3ImageChunks images_;  // holds a reference to tower_
 };
 
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
@@ -149,10 +208,17 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     return std::unique_ptr<MediaTower>(
         new KimiTower(std::move(m), decoder, std::max(1, threads), store));
   }
+  if (type == "idefics3") {  // SmolVLM / SmolVLM2: SigLIP beside a llama (SmolLM2) decoder
+    KAMERA_ASSIGN_OR_RETURN(Idefics3VisionModel m, Idefics3VisionModel::load(mmproj));
+    KAMERA_TRY(check_idefics3_pair(m.cfg, decoder, mmproj));
+    KAMERA_ASSIGN_OR_RETURN(Idefics3TokenRows tokens, Idefics3TokenRows::from(decoder));
+    return std::unique_ptr<MediaTower>(
+        new Idefics3Tower(std::move(m), std::move(tokens), decoder, std::max(1, threads), store));
+  }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, or a Kimi-VL tower "
-                      "beside a deepseek2 one; {} is '{}'",
+                      "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, a Kimi-VL tower "
+                      "beside a deepseek2 one or a SmolVLM tower beside a llama one; {} is '{}'",
                       decoder.source, arch_name(decoder.cfg.arch));
   if (type == "kamera-minivl") {
     if (!decoder.tokenizer)

@@ -23,6 +23,14 @@
 //                                      <|media_start|>image<|media_content|> ... <|media_end|>
 //                                      around each picture, as its chat template does; without
 //                                      them (make-model's random vocabularies) nothing.
+//   idefics3                           SmolVLM / SmolVLM2's SigLIP (vision/idefics3_vision.h)
+//                                      beside a llama decoder: one picture per image part, cut
+//                                      into tiles and a global image as its processor does, one
+//                                      chunk of linear positions holding the whole prompt of the
+//                                      picture (the tiles' rows and the <fake_token_around_image>,
+//                                      <row_r_col_c>, "\n", <global-img> tokens' embedding rows:
+//                                      vision/idefics3_chunks.h), so no delimiters; kept by
+//                                      picture (and in the store). No video.
 #pragma once
 
 #include <functional>

@@ -2,12 +2,6 @@
 
 #include <xxhash.h>
 
-#include <algorithm>
-#include <chrono>
-
-#include "store/store.h"
-#include "vision/stored_image.h"
-
 namespace kamera {
 
 VisionDelimiters kimi_delimiters(const Tokenizer* tok) {
@@ -66,48 +60,19 @@ ChunkId kimi_image_key(const Image& img, const KimiVisionConfig& cfg,
 KimiImageChunks::KimiImageChunks(const KimiVisionModel& tower,
                                  const std::array<uint64_t, 2>& decoder_fp, ThreadPool* pool,
                                  size_t max_entries)
-    : tower_(tower),
-      decoder_fp_(decoder_fp),
-      enc_(tower, pool),
-      max_entries_(std::max<size_t>(1, max_entries)) {}
-
-// The store's rows, or encoded now (and stored).
-Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::placed(const Image& img,
-                                                                    const ChunkId& key,
-                                                                    bool* encoded) {
-  if (auto stored = find_stored_image(store_, key, tower_.cfg.out_dim)) {
-    ++stats_.store_hits;
-    return stored;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  KAMERA_ASSIGN_OR_RETURN(const KimiPatches p, kimi_preprocess_image(img, tower_.cfg));
-  KAMERA_ASSIGN_OR_RETURN(KimiVisionEmbeddings e, enc_.encode(p));
-  stats_.encode_ms +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  ++stats_.encodes;
-  if (encoded) *encoded = true;
-  return put_stored_image(store_, key, kimi_image_chunk(std::move(e)));
-}
+    : tower_(tower), decoder_fp_(decoder_fp), enc_(tower, pool), lru_(decoder_fp, max_entries) {}
 
 Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::image(const Image& img,
                                                                    bool* encoded) {
-  if (encoded) *encoded = false;
   const ChunkId key = kimi_image_key(img, tower_.cfg, tower_.fingerprint, decoder_fp_);
-  if (auto it = map_.find(key); it != map_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    ++stats_.hits;
-    return it->second->second;
-  }
-  KAMERA_ASSIGN_OR_RETURN(std::shared_ptr<const ChunkContent> chunk, placed(img, key, encoded));
-  lru_.emplace_front(key, chunk);
-  map_[key] = lru_.begin();
-  while (lru_.size() > max_entries_) {
-    map_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  // deleting the chunk made of these rows deletes the stored embeddings too
-  if (store_) store_->link_image(chunk_id(decoder_fp_, *chunk), key);
-  return chunk;
+  return lru_.get(
+      key, tower_.cfg.out_dim,
+      [&]() -> Result<ChunkContent> {
+        KAMERA_ASSIGN_OR_RETURN(const KimiPatches p, kimi_preprocess_image(img, tower_.cfg));
+        KAMERA_ASSIGN_OR_RETURN(KimiVisionEmbeddings e, enc_.encode(p));
+        return kimi_image_chunk(std::move(e));
+      },
+      encoded);
 }
 
 Result<std::shared_ptr<const ChunkContent>> KimiImageChunks::frames(std::span<const Image> frames,

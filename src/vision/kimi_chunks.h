@@ -25,6 +25,7 @@
 #include "reuse/chunk.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_vision_encoder.h"
+#include "vision/picture_lru.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -61,7 +62,7 @@ class KimiImageChunks {
                   ThreadPool* pool, size_t max_entries = 64);
 
   // Embeddings are also looked up in, and written to, this store (nullptr: none).
-  void set_store(ChunkStore* store) { store_ = store; }
+  void set_store(ChunkStore* store) { lru_.set_store(store); }
   // Asked between the tower's layers: true stops an encode (KimiVisionEncoder::set_stop).
   void set_stop(std::function<bool()> stop) { enc_.set_stop(std::move(stop)); }
 
@@ -73,21 +74,14 @@ class KimiImageChunks {
   Result<std::shared_ptr<const ChunkContent>> frames(std::span<const Image> frames,
                                                      bool* encoded = nullptr, double fps = 0);
 
-  using Stats = ImageChunks::Stats;
-  const Stats& stats() const { return stats_; }
+  using Stats = PictureLru::Stats;
+  const Stats& stats() const { return lru_.stats(); }
 
  private:
-  using Entry = std::pair<ChunkId, std::shared_ptr<const ChunkContent>>;
-  Result<std::shared_ptr<const ChunkContent>> placed(const Image& img, const ChunkId& key,
-                                                     bool* encoded);
   const KimiVisionModel& tower_;
-  ChunkStore* store_ = nullptr;
   std::array<uint64_t, 2> decoder_fp_;
   KimiVisionEncoder enc_;
-  size_t max_entries_;
-  std::list<Entry> lru_;  // most recent first
-  std::unordered_map<ChunkId, std::list<Entry>::iterator, ChunkIdHash> map_;
-  Stats stats_;
+  PictureLru lru_;
 };
 
 }  // namespace kamera

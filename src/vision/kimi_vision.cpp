@@ -10,6 +10,7 @@
 #include "core/mix.h"
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
+#include "vision/clip_keys.h"
 
 namespace kamera {
 
@@ -88,17 +89,6 @@ std::string shape_str(const std::vector<int64_t>& ne) {
   return fmt::format("[{}]", fmt::join(ne, ", "));
 }
 
-// A required count key in [lo, hi].
-Status need(const GgufFile& g, const std::string& path, const char* key, int* out, int lo, int hi) {
-  auto v = g.get_int(key);
-  if (!v) return make_error(ErrorCode::CorruptData, "{}: missing key {}", path, key);
-  if (*v < lo || *v > hi)
-    return make_error(ErrorCode::CorruptData, "{}: {} is {}, outside [{}, {}]", path, key, *v, lo,
-                      hi);
-  *out = int(*v);
-  return Status::Ok();
-}
-
 Status read_config(const GgufFile& g, const std::string& path, KimiVisionConfig* c) {
   const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
   if (proj != kProjector)
@@ -107,24 +97,16 @@ Status read_config(const GgufFile& g, const std::string& path, KimiVisionConfig*
   if (!g.get_bool(gk::kClipUseGelu).value_or(true))
     return make_error(ErrorCode::Unsupported,
                       "{}: clip.use_gelu = false: MoonViT's MLP is GELU (tanh form)", path);
-  KAMERA_TRY(need(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
-  KAMERA_TRY(need(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
-  KAMERA_TRY(need(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
-  KAMERA_TRY(need(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
-  KAMERA_TRY(need(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
-  KAMERA_TRY(need(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
   c->merge = 2;
-  if (g.has(kScaleFactor)) KAMERA_TRY(need(g, path, kScaleFactor, &c->merge, 1, 8));
+  if (g.has(kScaleFactor)) KAMERA_TRY(clip_count(g, path, kScaleFactor, &c->merge, 1, 8));
   c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-5));
-  for (const char* key : {gk::kVisionImageMean, gk::kVisionImageStd}) {
-    const std::vector<double>* a = g.get_float_array(key);
-    if (!a) continue;
-    if (a->size() != 3)
-      return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
-                        a->size());
-    auto& dst = std::strcmp(key, gk::kVisionImageMean) == 0 ? c->image_mean : c->image_std;
-    for (int i = 0; i < 3; ++i) dst[size_t(i)] = float((*a)[size_t(i)]);
-  }
+  KAMERA_TRY(clip_mean_std(g, path, &c->image_mean, &c->image_std));
   const int64_t area = int64_t(c->patch) * c->patch;
   const int64_t max_px = g.get_int(gk::kVisionImageMaxPixels).value_or(4096 * area);
   if (max_px < area || max_px / area > 1 << 24)
@@ -184,11 +166,7 @@ std::optional<KimiVisionConfig> kimi_vision_preset(const std::string& preset) {
 Result<KimiVisionModel> KimiVisionModel::load(const std::string& path) {
   KAMERA_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
   const GgufFile& g = *file;
-  if (g.get_string(gk::kArchitecture).value_or("") != "clip")
-    return make_error(ErrorCode::CorruptData, "{}: not an mmproj file ({} is not 'clip')", path,
-                      gk::kArchitecture);
-  if (!g.get_bool(gk::kClipHasVisionEncoder).value_or(true))
-    return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
+  KAMERA_TRY(clip_vision_file(g, path));
   KimiVisionModel m;
   m.source = path;
   KAMERA_TRY(read_config(g, path, &m.cfg));

@@ -5,6 +5,7 @@
 
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
+#include "vision/clip_keys.h"
 #include "vision/qwen_vision.h"
 
 namespace kamera {
@@ -137,14 +138,8 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
                       "qwen2.5vl_merger, qwen3vl_merger)",
                       path, proj);
   }
-  auto need = [&](const std::string& key, int* out, int lo, int hi) -> Status {
-    auto v = g.get_int(key);
-    if (!v) return make_error(ErrorCode::CorruptData, "{}: missing key {}", path, key);
-    if (*v < lo || *v > hi)
-      return make_error(ErrorCode::CorruptData, "{}: {} is {}, outside [{}, {}]", path, key, *v, lo,
-                        hi);
-    *out = int(*v);
-    return Status::Ok();
+  auto need = [&](const char* key, int* out, int lo, int hi) {
+    return clip_count(g, path, key, out, lo, hi);
   };
   KAMERA_TRY(need(gk::kVisionEmbeddingLength, &c->dim, 1, 16384));
   KAMERA_TRY(need(gk::kVisionBlockCount, &c->n_layers, 0, 256));
@@ -155,15 +150,7 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
   if (g.has(gk::kVisionSpatialMergeSize))
     KAMERA_TRY(need(gk::kVisionSpatialMergeSize, &c->merge, 1, 8));
   c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-6));
-  for (const char* key : {gk::kVisionImageMean, gk::kVisionImageStd}) {
-    const std::vector<double>* a = g.get_float_array(key);
-    if (!a) continue;
-    if (a->size() != 3)
-      return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
-                        a->size());
-    auto& dst = std::strcmp(key, gk::kVisionImageMean) == 0 ? c->image_mean : c->image_std;
-    for (int i = 0; i < 3; ++i) dst[size_t(i)] = float((*a)[size_t(i)]);
-  }
+  KAMERA_TRY(clip_mean_std(g, path, &c->image_mean, &c->image_std));
   c->min_pixels = g.get_int(gk::kVisionImageMinPixels).value_or(c->min_pixels);
   c->max_pixels = g.get_int(gk::kVisionImageMaxPixels).value_or(c->max_pixels);
   if (c->variant == QwenVisionVariant::Qwen25VL) {
@@ -243,11 +230,7 @@ Status load_qkv(const GgufFile& g, const GgufTensor& gt, const std::string& path
 Result<QwenVisionModel> QwenVisionModel::load(const std::string& path) {
   KAMERA_ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
   const GgufFile& g = *file;
-  if (g.get_string(gk::kArchitecture).value_or("") != "clip")
-    return make_error(ErrorCode::CorruptData, "{}: not an mmproj file ({} is not 'clip')", path,
-                      gk::kArchitecture);
-  if (!g.get_bool(gk::kClipHasVisionEncoder).value_or(true))
-    return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
+  KAMERA_TRY(clip_vision_file(g, path));
   QwenVisionModel m;
   m.source = path;
   bool legacy_ffn = true;

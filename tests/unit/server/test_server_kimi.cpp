@@ -13,6 +13,7 @@
 #include "server/prompt_parts.h"
 #include "server/server.h"
 #include "support/base64.h"
+#include "support/picture_chat.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
 #include "synthetic/synthetic_model.h"
@@ -22,6 +23,9 @@
 
 using namespace kamera;
 using json = nlohmann::json;
+using picture_chat::chat_body;
+using picture_chat::image_part;
+using picture_chat::image_segment;
 
 namespace {
 
@@ -29,16 +33,6 @@ const std::string kVision = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen_v
 
 std::string png_url(const std::string& path) {
   return "data:image/png;base64," + base64(file_bytes(path));
-}
-
-json image_part(const std::string& url) {
-  return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
-}
-
-json chat_body(json content) {
-  return {{"messages", {{{"role", "user"}, {"content", std::move(content)}}}},
-          {"max_tokens", 6},
-          {"temperature", 0}};
 }
 
 std::string tower_path() {
@@ -49,13 +43,6 @@ std::string tower_path() {
     return p;
   }();
   return path;
-}
-
-const json& image_segment(const json& c) {
-  static const json none;
-  for (const json& s : c["usage"]["kamera"]["segments"])
-    if (s.value("media", false)) return s;
-  return none;
 }
 
 }  // namespace
@@ -71,49 +58,8 @@ TEST(ServerKimi, PictureEncodedOnceExactAndRelocated) {
   ASSERT_TRUE(server.start().ok());
   httplib::Client client("127.0.0.1", server.port());
   client.set_read_timeout(60, 0);
-  auto chat = [&](const json& body, int* status) {
-    auto r = client.Post("/v1/chat/completions", body.dump(), "application/json");
-    EXPECT_TRUE(r);
-    *status = r ? r->status : 0;
-    return r ? json::parse(r->body, nullptr, false) : json();
-  };
-  const std::string img = png_url(kVision + "img_140x112.png");
-  int st = 0;
-  const json a = chat_body({image_part(img), {{"type", "text"}, {"text", "What is in it?"}}});
-  auto first = chat(a, &st);
-  ASSERT_EQ(st, 200) << first.dump();
-  EXPECT_EQ(first["usage"]["images"]["encoded"], 1);
-  EXPECT_EQ(first["usage"]["images"]["image_tokens"], 20);  // 10 x 8 patches -> 5 x 4 merged
-  auto second = chat(a, &st);
-  ASSERT_EQ(st, 200);
-  EXPECT_EQ(second["usage"]["images"]["encoded"], 0);
-  EXPECT_EQ(second["usage"]["images"]["cached_embeddings"], 1);
-  EXPECT_EQ(image_segment(second)["source"], "prefix");
-  EXPECT_EQ(second["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"]);
-  const json b = chat_body({{{"type", "text"}, {"text", "Something else first, then "}},
-                            image_part(img),
-                            {{"type", "text"}, {"text", " what is it?"}}});
-  auto moved = chat(b, &st);
-  ASSERT_EQ(st, 200) << moved.dump();
-  EXPECT_EQ(moved["usage"]["images"]["encoded"], 0);
-  EXPECT_EQ(moved["usage"]["images"]["reused_chunks"], 1);
-  EXPECT_EQ(image_segment(moved)["source"], "context-nearest");
-  EXPECT_GT(image_segment(moved)["position"].get<int>(),
-            image_segment(first)["position"].get<int>());
-  json fresh_body = b;
-  fresh_body["reuse"] = "reprefill";
-  auto fresh = chat(fresh_body, &st);
-  ASSERT_EQ(st, 200);
-  EXPECT_EQ(image_segment(fresh)["source"], "reprefilled");
-  auto again = chat(b, &st);
-  ASSERT_EQ(st, 200);
-  EXPECT_EQ(image_segment(again)["source"], "prefix");
-  EXPECT_EQ(again["choices"][0]["message"]["content"], fresh["choices"][0]["message"]["content"]);
-  // a video is refused by name
-  const json v = {{"type", "video"}, {"frames", {img, img}}};
-  auto vid = chat(chat_body({v, {{"type", "text"}, {"text", "?"}}}), &st);
-  EXPECT_EQ(st, 400) << vid.dump();
-  EXPECT_NE(vid.dump().find("single frames"), std::string::npos) << vid.dump();
+  // 10 x 8 patches -> 5 x 4 merged
+  picture_chat::expect_picture_reuse(client, png_url(kVision + "img_140x112.png"), 20);
 }
 
 TEST(ServerKimi, TowerNeedsADeepseek2DecoderOfItsWidth) {

@@ -1,0 +1,42 @@
+#include "vision/clip_keys.h"
+
+#include "gguf/gguf.h"
+#include "gguf/keys.h"
+
+namespace kamera {
+
+Status clip_vision_file(const GgufFile& g, const std::string& path) {
+  if (g.get_string(gguf_key::kArchitecture).value_or("") != "clip")
+    return make_error(ErrorCode::CorruptData, "{}: not an mmproj file ({} is not 'clip')", path,
+                      gguf_key::kArchitecture);
+  if (!g.get_bool(gguf_key::kClipHasVisionEncoder).value_or(true))
+    return make_error(ErrorCode::CorruptData, "{}: the file has no vision encoder", path);
+  return Status::Ok();
+}
+
+Status clip_count(const GgufFile& g, const std::string& path, const char* key, int* out, int lo,
+                  int hi) {
+  auto v = g.get_int(key);
+  if (!v) return make_error(ErrorCode::CorruptData, "{}: missing key {}", path, key);
+  if (*v < lo || *v > hi)
+    return make_error(ErrorCode::CorruptData, "{}: {} is {}, outside [{}, {}]", path, key, *v, lo,
+                      hi);
+  *out = int(*v);
+  return Status::Ok();
+}
+
+Status clip_mean_std(const GgufFile& g, const std::string& path, std::array<float, 3>* mean,
+                     std::array<float, 3>* std) {
+  for (auto [key, dst] :
+       {std::pair{gguf_key::kVisionImageMean, mean}, std::pair{gguf_key::kVisionImageStd, std}}) {
+    const std::vector<double>* a = g.get_float_array(key);
+    if (!a) continue;
+    if (a->size() != 3)
+      return make_error(ErrorCode::CorruptData, "{}: {} has {} values, not 3", path, key,
+                        a->size());
+    for (int i = 0; i < 3; ++i) (*dst)[size_t(i)] = float((*a)[size_t(i)]);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kamera
