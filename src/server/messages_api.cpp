@@ -1,6 +1,8 @@
 #include "server/messages_api.h"
 
+#include <charconv>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -96,18 +98,29 @@ Result<ojson> tool_result(const ojson& b, const std::string& where, std::string*
   return ojson{{"role", "tool"}, {"tool_call_id", id}, {"content", content}};
 }
 
+// Records where the chat message just added came from (places may be null).
+void note_place(MessagePlaces* places, std::string message, std::vector<std::string> parts = {}) {
+  if (!places) return;
+  places->message.push_back(std::move(message));
+  places->part.push_back(std::move(parts));
+}
+
 // A user message: its text and image blocks in one user message, its tool results as tool
-// messages, in their order.
-Status user_message(const ojson& content, const std::string& where, ojson& out,
-                    std::string* param) {
+// messages, in their order. `where` is the client's "messages[i]".
+Status user_message(const ojson& content, const std::string& at, ojson& out, std::string* param,
+                    MessagePlaces* places) {
+  const std::string where = at + ".content";
   if (content.is_string()) {
     out.push_back({{"role", "user"}, {"content", content}});
+    note_place(places, at);
     return Status::Ok();
   }
   ojson parts = ojson::array();
+  std::vector<std::string> paths;
   auto flush = [&] {
-    if (!parts.empty()) out.push_back({{"role", "user"}, {"content", std::exchange(parts, {})}});
-    parts = ojson::array();
+    if (parts.empty()) return;
+    out.push_back({{"role", "user"}, {"content", std::exchange(parts, ojson::array())}});
+    note_place(places, at, std::exchange(paths, {}));
   };
   for (size_t j = 0; j < content.size(); ++j) {
     const ojson& b = content[j];
@@ -117,19 +130,23 @@ Status user_message(const ojson& content, const std::string& where, ojson& out,
       flush();
       KAMERA_ASSIGN_OR_RETURN(ojson m, tool_result(b, bw, param));
       out.push_back(std::move(m));
+      note_place(places, bw);
       continue;
     }
     KAMERA_ASSIGN_OR_RETURN(ojson part, user_part(b, bw, param));
     parts.push_back(std::move(part));
+    paths.push_back(bw);
   }
   flush();
   return Status::Ok();
 }
 
 // An assistant message: its text, tool_use blocks as tool calls, thinking as reasoning_content.
-Status assistant_message(const ojson& content, const std::string& where, ojson& out,
-                         std::string* param) {
+Status assistant_message(const ojson& content, const std::string& at, ojson& out,
+                         std::string* param, MessagePlaces* places) {
+  const std::string where = at + ".content";
   ojson m = {{"role", "assistant"}, {"content", nullptr}};
+  note_place(places, at);
   if (content.is_string()) {
     m["content"] = content;
     out.push_back(std::move(m));
@@ -170,11 +187,12 @@ Status assistant_message(const ojson& content, const std::string& where, ojson& 
   return Status::Ok();
 }
 
-Result<ojson> chat_messages(const ojson& body, std::string* param) {
+Result<ojson> chat_messages(const ojson& body, std::string* param, MessagePlaces* places) {
   ojson out = ojson::array();
   const ojson system = body.value("system", ojson());
   if (system.is_string()) {
     out.push_back({{"role", "system"}, {"content", system}});
+    note_place(places, "system");
   } else if (system.is_array()) {
     std::string text;
     for (size_t j = 0; j < system.size(); ++j) {
@@ -185,6 +203,7 @@ Result<ojson> chat_messages(const ojson& body, std::string* param) {
       text += (text.empty() ? "" : "\n\n") + t;
     }
     out.push_back({{"role", "system"}, {"content", text}});
+    note_place(places, "system");
   } else if (!system.is_null()) {
     return refuse_field(param, "system", "must be a string or an array of text blocks");
   }
@@ -202,9 +221,9 @@ Result<ojson> chat_messages(const ojson& body, std::string* param) {
       return refuse_field(param, where + ".content",
                           "must be a string or an array of content blocks");
     if (role == "user") {
-      KAMERA_TRY(user_message(content, where + ".content", out, param));
+      KAMERA_TRY(user_message(content, where, out, param, places));
     } else if (role == "assistant") {
-      KAMERA_TRY(assistant_message(content, where + ".content", out, param));
+      KAMERA_TRY(assistant_message(content, where, out, param, places));
     } else {
       return refuse_field(param, where + ".role",
                           "must be user or assistant (system is a top field)");
@@ -326,7 +345,8 @@ Status hints(const ojson& body, std::string* param) {
 
 }  // namespace
 
-Result<ojson> messages_request(const ojson& body, bool count_only, std::string* param) {
+Result<ojson> messages_request(const ojson& body, bool count_only, std::string* param,
+                               MessagePlaces* places) {
   if (!body.is_object()) return refuse_field(param, "body", "must be a JSON object");
   static const std::set<std::string> same = {
       "model", "stream", "temperature", "top_p", "top_k",
@@ -342,7 +362,7 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
   ojson chat = ojson::object();
   for (const auto& [k, v] : body.items())
     if (same.count(k) && !(count_only && k != "model")) chat[k] = v;
-  KAMERA_ASSIGN_OR_RETURN(chat["messages"], chat_messages(body, param));
+  KAMERA_ASSIGN_OR_RETURN(chat["messages"], chat_messages(body, param, places));
   if (body.contains("tools") && !body["tools"].is_null()) {
     KAMERA_ASSIGN_OR_RETURN(chat["tools"], chat_tools(body["tools"], param));
   }
@@ -383,6 +403,40 @@ std::string messages_param(const std::string& p) {
            (rest.starts_with("parameters") ? "input_schema" + rest.substr(10) : rest);
   }
   return p;
+}
+
+// "messages[K].content[C]REST" -> K, C (-1 when absent) and REST; false when p is not one.
+static bool chat_place(std::string_view p, size_t& k, long& c, std::string_view& rest) {
+  constexpr std::string_view head = "messages[", content = ".content[";
+  auto index = [](std::string_view s, size_t from, auto& v) {
+    const auto [end, ec] = std::from_chars(s.data() + from, s.data() + s.size(), v);
+    return ec == std::errc() && end < s.data() + s.size() && *end == ']'
+               ? size_t(end - s.data()) + 1
+               : std::string_view::npos;
+  };
+  if (!p.starts_with(head)) return false;
+  const size_t after = index(p, head.size(), k);
+  if (after == std::string_view::npos) return false;
+  rest = p.substr(after);
+  c = -1;
+  if (!rest.starts_with(content)) return true;
+  const size_t e = index(rest, content.size(), c);
+  if (e == std::string_view::npos)
+    c = -1;
+  else
+    rest = rest.substr(e);
+  return true;
+}
+
+std::string MessagePlaces::rename(const std::string& chat_param) const {
+  size_t k = 0;
+  long c = -1;
+  std::string_view rest;
+  if (!chat_place(chat_param, k, c, rest) || k >= message.size()) return messages_param(chat_param);
+  if (message[k] == "system") return "system";  // a string or text blocks joined
+  if (c >= 0 && size_t(c) < part[k].size()) return part[k][size_t(c)] + std::string(rest);
+  if (c >= 0) return message[k] + ".content[" + std::to_string(c) + "]" + std::string(rest);
+  return message[k] + std::string(rest);
 }
 
 nlohmann::json anthropic_error(int status, const nlohmann::json& openai_body) {

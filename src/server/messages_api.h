@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -18,8 +19,22 @@ namespace kamera {
 // unless count_only: the body of /v1/messages/count_tokens); stop_sequences as stop; thinking
 // enabled / disabled as the template's reasoning switch. On failure `param` names the Messages
 // field at fault.
+// places (optional) receives where each chat message came from in the client's body.
+struct MessagePlaces;
 Result<nlohmann::ordered_json> messages_request(const nlohmann::ordered_json& body, bool count_only,
-                                                std::string* param);
+                                                std::string* param,
+                                                MessagePlaces* places = nullptr);
+
+// Where the chat body's messages came from in the Messages body: a top `system` becomes chat
+// message 0 and a user message's tool_result blocks become messages of their own, so the chat
+// body's messages[k].content[c] is not the client's messages[k].content[c].
+struct MessagePlaces {
+  std::vector<std::string> message;            // chat messages[k] -> "system", "messages[i]", ...
+  std::vector<std::vector<std::string>> part;  // chat messages[k].content[c] -> the block's path
+  // The client's name of a chat body's param ("messages[1].content[0].image_url" ->
+  // "messages[0].content[1].source"), then messages_param's renames.
+  std::string rename(const std::string& chat_param) const;
+};
 
 // The Messages field a refusal of the chat body names ("stop" is "stop_sequences", ...).
 std::string messages_param(const std::string& chat_param);

@@ -35,14 +35,15 @@ class AnthropicErrors : public Responder {
 // The request's chat body (in the request's order: schemas' property order), or nullopt when
 // refused (answered). The body is parsed once, under the limits.
 std::optional<nlohmann::ordered_json> Server::Impl::messages_body(const HttpRequest& req,
-                                                                  bool count_only, const Out& out) {
+                                                                  bool count_only, const Out& out,
+                                                                  MessagePlaces& places) {
   nlohmann::ordered_json body;
   if (auto bad = parse_body(req.body, json_limits, body)) {
     respond_error(out, *bad);
     return std::nullopt;
   }
   std::string param;
-  auto r = messages_request(body, count_only, &param);
+  auto r = messages_request(body, count_only, &param, &places);
   if (!r.ok()) {  // the request's fault: 400, naming the field
     const bool unsupported = r.code() == ErrorCode::Unsupported;
     respond_error(out, {400, r.message(), "invalid_request_error",
@@ -56,7 +57,8 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
                             Out plain) {
   ++metrics.requests_messages;
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
-  auto chat = messages_body(req, false, out);
+  MessagePlaces places;
+  auto chat = messages_body(req, false, out, places);
   if (!chat) return;
   json body = to_json(*chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs, const std::shared_ptr<RequestMedia>&,
@@ -75,7 +77,8 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(body, *chat, client, "", true, out, make_sink, messages_param);
+  auto rename = [&places](const std::string& p) { return places.rename(p); };
+  serve_generation(body, *chat, client, "", true, out, make_sink, rename);
 }
 
 // The prompt's tokens as /v1/messages would count them (usage.input_tokens), nothing generated.
@@ -83,15 +86,17 @@ void Server::Impl::count_tokens(const HttpRequest& req, const PathParams&, const
                                 Out plain) {
   ++metrics.requests_messages;
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
-  auto chat = messages_body(req, true, out);
+  MessagePlaces places;
+  auto chat = messages_body(req, true, out, places);
   if (!chat) return;
   json body = to_json(*chat);
   auto images = std::make_shared<RequestMedia>();
   if (auto refused = prepare_media(body, true, *images, out)) {
-    refused->param = messages_param(refused->param);
+    refused->param = places.rename(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, *chat, "", true, out, messages_param, images.get());
+  auto rename = [&places](const std::string& p) { return places.rename(p); };
+  auto reqs = parse_generation(body, *chat, "", true, out, rename, images.get());
   if (!reqs) return;
   GenRequest& g = reqs->front();
   if (images->images > 0) g.media = images;

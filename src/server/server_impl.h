@@ -32,6 +32,7 @@
 #include "toolcall/request.h"
 
 namespace kamera {
+struct MessagePlaces;  // server/messages_api.h
 
 struct Server::Impl {
   using Out = std::shared_ptr<Responder>;
@@ -172,7 +173,7 @@ struct Server::Impl {
   void messages(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   void count_tokens(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
   std::optional<nlohmann::ordered_json> messages_body(const HttpRequest& req, bool count_only,
-                                                      const Out& out);
+                                                      const Out& out, MessagePlaces& places);
   Status check_prompt_size(const GenRequest& r) const;
   void mark_reasoning(GenRequest& r) const;
   std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,

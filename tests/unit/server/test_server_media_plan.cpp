@@ -303,6 +303,10 @@ TEST(ServerMediaPlan, ResponsesAndMessagesImagesGiveTheChatPrompt) {
       EXPECT_EQ(m["error"]["type"], "invalid_request_error") << m.dump();
       EXPECT_NE(m["error"]["message"].get<std::string>().find("neither PNG nor JPEG"),
                 std::string::npos);
+      EXPECT_EQ(m["error"]["param"], "messages[0].content[1]");
+      json with_system = anthropic;  // the chat body's message 0 is then the system's
+      with_system["system"] = "Be brief.";
+      EXPECT_EQ(post("/v1/messages", with_system, 415)["error"]["param"], "messages[0].content[1]");
       EXPECT_EQ(r["error"]["code"], "unsupported_media_type");
       EXPECT_EQ(r["error"]["param"], "input[0].content[1]");
       continue;
