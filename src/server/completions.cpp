@@ -192,7 +192,7 @@ void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& or
 // tower, and in window completions. A prompt's parts are moved into one user message for that and
 // back, never copied (their places: messages[0].content[j]). The encode stops when the client
 // leaves or the server stops.
-std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, RequestMedia& out,
+std::optional<HttpError> Server::Impl::prepare_media(const json& body, bool chat, RequestMedia& out,
                                                      const Out& client) {
   if (chat) {
     if (!has_media_parts(body)) return std::nullopt;
@@ -206,15 +206,9 @@ std::optional<HttpError> Server::Impl::prepare_media(json& body, bool chat, Requ
   std::optional<HttpError> refused;
   if (chat) {
     refused = media->prepare(body, out, metrics, stop);
-  } else {
-    json holder = {{"messages", json::array({{{"role", "user"}, {"content", nullptr}}})}};
-    json& content = holder["messages"][0]["content"];
-    content = std::move(body["prompt"]);
-    refused = media->prepare(holder, out, metrics, stop);
-    body["prompt"] = std::move(content);
-    const std::string_view in_holder = "messages[0].content";
-    if (refused && refused->param.starts_with(in_holder))
-      refused->param = "prompt" + refused->param.substr(in_holder.size());
+  } else {  // the prompt's parts are places (0, j), as the prompt code reads them
+    const MediaContent prompt{&body["prompt"], 0, "prompt"};
+    refused = media->prepare(std::span(&prompt, 1), out, metrics, stop);
   }
   if (refused && refused->code == "cancelled" && stopped.load())
     return HttpError{503, "the server is stopping", "server_error", "stopping"};

@@ -218,11 +218,10 @@ std::vector<TextRange> control_ranges(const std::string& text, const std::vector
 
 // Bytes of the request's text (message contents and text parts): the prompt takes at least
 // this over the longest vocabulary piece in tokens.
-size_t text_bytes(const json& body) {
+size_t text_bytes(std::span<const MediaContent> contents) {
   size_t n = 0;
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("content")) continue;
-    const json& c = m["content"];
+  for (const MediaContent& mc : contents) {
+    const json& c = *mc.content;
     if (c.is_string()) n += c.get_ref<const std::string&>().size();
     if (!c.is_array()) continue;
     for (const json& p : c)
@@ -237,10 +236,10 @@ size_t text_bytes(const json& body) {
 // What the request's pictures will cost, from their headers: the rows they add to the prompt
 // against the context and the row budget, their decoded RGB against its budget. A refusal names
 // the part where the sum crossed the bound.
-std::optional<HttpError> ServerMedia::check_cost(const json& body,
+std::optional<HttpError> ServerMedia::check_cost(std::span<const MediaContent> contents,
                                                  std::span<const Part> parts) const {
   const int64_t ctx_len = decoder_.cfg.ctx_len;
-  const int64_t text_tokens = int64_t(text_bytes(body) / std::max<size_t>(1, piece_bytes_));
+  const int64_t text_tokens = int64_t(text_bytes(contents) / std::max<size_t>(1, piece_bytes_));
   int64_t rows = 0, rgb = 0;
   for (const Part& p : parts) {
     rows += p.rows;
@@ -321,15 +320,32 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, RequestMedia& out,
   return std::nullopt;
 }
 
+std::vector<MediaContent> chat_media_contents(const json& body) {
+  std::vector<MediaContent> out;
+  if (!body.contains("messages") || !body["messages"].is_array()) return out;
+  const json& messages = body["messages"];
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    if (m.is_object() && m.contains("content"))
+      out.push_back({&m["content"], i, fmt::format("messages[{}].content", i)});
+  }
+  return out;
+}
+
 std::optional<HttpError> ServerMedia::prepare(const json& body, RequestMedia& out,
                                               ServerMetrics& metrics,
                                               const std::function<bool()>& stop) {
-  if (!body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
+  return prepare(chat_media_contents(body), out, metrics, stop);
+}
+
+std::optional<HttpError> ServerMedia::prepare(std::span<const MediaContent> contents,
+                                              RequestMedia& out, ServerMetrics& metrics,
+                                              const std::function<bool()>& stop) {
   // the pictures of the whole request are counted before any is read
   int64_t pictures = 0;
-  for (const json& m : body["messages"]) {
-    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
-    for (const json& p : m["content"]) {
+  for (const MediaContent& mc : contents) {
+    if (!mc.content->is_array()) continue;
+    for (const json& p : *mc.content) {
       const std::string kind = media_kind(p);
       if (kind == "image") {
         ++pictures;
@@ -344,23 +360,22 @@ std::optional<HttpError> ServerMedia::prepare(const json& body, RequestMedia& ou
                                pictures, opts_.max_images));
   // every part read and sized, the request's cost checked, and only then anything decoded
   std::vector<Part> media;
-  const json& messages = body["messages"];
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
-    for (size_t j = 0; j < m["content"].size(); ++j) {
-      if (media_kind(m["content"][j]).empty()) continue;
+  for (const MediaContent& mc : contents) {
+    if (!mc.content->is_array()) continue;
+    const json& parts = *mc.content;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      if (media_kind(parts[j]).empty()) continue;
       Part& p = media.emplace_back();
-      p.message = i;
+      p.message = mc.message;
       p.content = j;
-      p.param = fmt::format("messages[{}].content[{}]", i, j);
-      if (auto e = read_part(m["content"][j], p)) {
+      p.param = fmt::format("{}[{}]", mc.where, j);
+      if (auto e = read_part(parts[j], p)) {
         e->param = p.param;
         return e;
       }
     }
   }
-  if (auto e = check_cost(body, media)) return e;
+  if (auto e = check_cost(contents, media)) return e;
   for (Part& p : media)
     if (auto e = add_part(p, out, metrics, stop)) {
       e->param = p.param;

@@ -69,6 +69,19 @@ struct MediaOptions {
   int64_t max_image_rgb_bytes = int64_t(192) << 20;  // their decoded RGB, summed
 };
 
+// A content value that may hold media parts: a chat message's "content" (a string or an array
+// of parts) or a completions prompt's array of parts. `message` is its media parts' place in
+// RequestMedia (messages[message].content[j]; a completions prompt: 0), `where` the param that
+// names them ("messages[3].content", "prompt").
+struct MediaContent {
+  const json* content = nullptr;
+  size_t message = 0;
+  std::string where;
+};
+
+// The contents of a chat body's messages, in order.
+std::vector<MediaContent> chat_media_contents(const json& body);
+
 class ServerMedia {
  public:
   // Loads the tower and checks that it pairs with the decoder (MediaTower::load).
@@ -86,6 +99,10 @@ class ServerMedia {
   // the caller's thread, the tower one request at a time.
   std::optional<HttpError> prepare(const json& body, RequestMedia& out, ServerMetrics& metrics,
                                    const std::function<bool()>& stop = {});
+  // The same over content values named one by one (a completions prompt's parts: {&prompt, 0,
+  // "prompt"}; its media parts are then places (0, j) of RequestMedia).
+  std::optional<HttpError> prepare(std::span<const MediaContent> contents, RequestMedia& out,
+                                   ServerMetrics& metrics, const std::function<bool()>& stop = {});
 
   const MediaOptions& options() const { return opts_; }
   // The decoder reads the mini-VL's word prompt (bare frames, then the question's words:
@@ -98,7 +115,8 @@ class ServerMedia {
   std::optional<HttpError> picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
                                          ImageSize& size) const;
   std::optional<HttpError> read_part(const json& part, Part& out) const;
-  std::optional<HttpError> check_cost(const json& body, std::span<const Part> parts) const;
+  std::optional<HttpError> check_cost(std::span<const MediaContent> contents,
+                                      std::span<const Part> parts) const;
   std::optional<HttpError> add_part(Part& part, RequestMedia& out, ServerMetrics& metrics,
                                     const std::function<bool()>& stop);
 

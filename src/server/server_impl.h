@@ -176,7 +176,7 @@ struct Server::Impl {
                                                       const Out& out, MessagePlaces& places);
   Status check_prompt_size(const GenRequest& r) const;
   void mark_reasoning(GenRequest& r) const;
-  std::optional<HttpError> prepare_media(json& body, bool chat, RequestMedia& out,
+  std::optional<HttpError> prepare_media(const json& body, bool chat, RequestMedia& out,
                                          const Out& client);
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
   // decoding (the body in its order: the schemas' property order), refused with the field named;

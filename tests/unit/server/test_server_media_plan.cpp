@@ -218,12 +218,18 @@ TEST(ServerMediaPlan, MediaPartsRenderAsTheirChunkPartsDid) {
       EXPECT_EQ(chunk_parts(*got), got_body == &body ? 4u : 5u);
     }
   }
-  // a /v1/completions prompt of parts: its places are messages[0].content[j]
-  json prompt = {{"prompt", sent["messages"][1]["content"]}};
-  json holder = {{"messages", {{{"role", "user"}, {"content", prompt["prompt"]}}}}};
+  // a /v1/completions prompt of parts, read where it is: its places are (0, j)
+  const json prompt = {{"prompt", sent["messages"][1]["content"]}};
+  const MediaContent contents{&prompt["prompt"], 0, "prompt"};
   RequestMedia pm;
-  ASSERT_FALSE(vl.media->prepare(holder, pm, vl.metrics));
-  prompt["prompt"] = holder["messages"][0]["content"];
+  ASSERT_FALSE(vl.media->prepare(std::span(&contents, 1), pm, vl.metrics));
+  size_t media_parts = 0;
+  for (const json& part : prompt["prompt"]) {
+    const json type = part.is_object() ? part.value("type", json()) : json();
+    media_parts += type == "image_url" || type == "video";
+  }
+  ASSERT_EQ(pm.parts.size(), media_parts);
+  for (const MediaPart& m : pm.parts) EXPECT_EQ(m.message, 0u);
   auto got = completion_prompts(prompt["prompt"], vl.model->cfg.n_vocab, &pm);
   ASSERT_TRUE(got.ok()) << got.message();
   const json ref = rewritten(prompt, pm, "prompt");
