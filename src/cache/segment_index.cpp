@@ -20,15 +20,18 @@ int common_in_order(std::span<const ChunkId> a, std::span<const ChunkId> b) {
 void SegmentIndex::Rows::copy_to(SeqId dst, int at) const {
   const KvLayout& layout = pool_.layout();
   const size_t elem = kv_elem_bytes(pool_.dtype());
-  const std::span<const int32_t> from = pool_.slots(seq_), to = pool_.slots(dst);
-  KAMERA_ASSERT(at >= 0 && size_t(at) + from.size() <= to.size());
+  KAMERA_ASSERT(at >= 0 && at + pool_.n_tokens(seq_) <= pool_.n_tokens(dst));
   for (int l = 0; l < layout.n_layers; ++l) {
+    // a bounded pool's window layers: the occurrence's rows must all be there (asserted)
+    const std::span<const int32_t> from = pool_.slots(seq_, l), to = pool_.slots(dst, l);
     for (size_t c = 0; c < layout.channels.size(); ++c) {
       const size_t row = size_t(layout.channels[c].width) * elem;
       const auto* src = static_cast<const uint8_t*>(pool_.arena_data(l, int(c)));
       auto* out = static_cast<uint8_t*>(pool_.arena_data(l, int(c)));
-      for (size_t t = 0; t < from.size(); ++t)
+      for (size_t t = 0; t < from.size(); ++t) {
+        KAMERA_ASSERT(from[t] >= 0 && to[size_t(at) + t] >= 0);
         std::memcpy(out + size_t(to[size_t(at) + t]) * row, src + size_t(from[t]) * row, row);
+      }
     }
   }
 }

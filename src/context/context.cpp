@@ -15,6 +15,27 @@ KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_token
   return p;
 }
 
+KvPool::Params pool_params(const Model& model, const ContextOptions& opts) {
+  KvPool::Params p = pool_params(model, opts.kv_tokens, opts.page_tokens, opts.kv_type);
+  const ModelConfig& c = model.cfg;
+  if (opts.swa_full || c.layer_kinds.window <= 0) return p;
+  std::vector<bool> local(size_t(c.n_layers), false);
+  bool any = false;
+  for (int l = 0; l < c.n_layers; ++l) {
+    local[size_t(l)] = c.layer_kinds.at(l) == LayerKind::Local;
+    any = any || local[size_t(l)];
+  }
+  // One sequence at its peak: W - 1 rows behind a micro-batch of swa_batch, a partial page at
+  // each end; swa_sequences of them.
+  const int64_t per_seq =
+      int64_t(c.layer_kinds.window) + std::max(1, opts.swa_batch) + 2 * int64_t(p.page_tokens);
+  const int64_t tokens = per_seq * std::max(1, opts.swa_sequences);
+  if (!any || tokens >= int64_t(p.n_pages) * p.page_tokens) return p;
+  p.window_layers = std::move(local);
+  p.window_tokens = tokens;
+  return p;
+}
+
 Result<std::unique_ptr<Context>> Context::load(const std::string& model_path,
                                                const ContextOptions& opts) {
   LoadOptions lo;
@@ -32,15 +53,21 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   std::unique_ptr<Context> c(new Context());
   c->opts_ = opts;
   c->model_ = std::move(model);
-  KAMERA_ASSIGN_OR_RETURN(c->pool_, KvPool::create(pool_params(*c->model_, opts.kv_tokens,
-                                                               opts.page_tokens, opts.kv_type)));
+  KAMERA_ASSIGN_OR_RETURN(c->pool_, KvPool::create(pool_params(*c->model_, opts)));
+  if (c->pool_->bounded_window()) {
+    // A cached prompt or segment would need the window layers' rows of its whole extent, which
+    // a bounded pool gives back as the window passes: no prefix or segment cache (--swa-full
+    // keeps them; docs/MODELS.md, "KV memory").
+    c->opts_.reuse.prefix_cache_tokens = 0;
+    c->opts_.reuse.segment_cache_bytes = 0;
+  }
   c->engine_ = std::make_unique<Engine>(*c->model_, opts.n_threads);
   c->store_ = std::make_unique<ChunkStore>(opts.store_bytes);
   for (const auto& tier : opts.tiers) c->store_->add_tier(tier);
   std::vector<int32_t> anchor = opts.anchor;
   if (anchor.empty()) anchor = {c->bos()};
   c->cache_ = std::make_unique<ChunkCache>(*c->model_, *c->engine_, *c->pool_, *c->store_, anchor);
-  c->assembler_ = std::make_unique<PromptAssembler>(*c->cache_, opts.reuse);
+  c->assembler_ = std::make_unique<PromptAssembler>(*c->cache_, c->opts_.reuse);
   return c;
 }
 

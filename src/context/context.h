@@ -33,6 +33,14 @@ struct ContextOptions {
   // Storage of the KV pool's rows: f32, f16 or bf16 (kamera --kv-type). Narrower pools also store
   // their canonicals and patch factors at that width (docs/KV_DTYPE.md).
   DType kv_type = DType::F32;
+  // Sliding-window layers (gemma3, gpt-oss): false (llama.cpp's default) keeps their rows only
+  // while a query can read them, in a page space of swa_sequences x (window + swa_batch + two
+  // pages) tokens: the live sequences' windows, not kv_tokens of every layer. Reuse then keeps
+  // what it can serve exactly (docs/MODELS.md, "KV memory"). true (--swa-full): every token's
+  // row, as every other layer, and every reuse path. Models without such layers ignore both.
+  bool swa_full = false;
+  int swa_sequences = 4;  // sequences decoding or prefilling at once
+  int swa_batch = 512;    // tokens of the largest micro-batch (ForwardOptions::max_batch)
   // Chunk store: bytes of canonicals and patches kept in memory (LRU beyond it), and slower tiers
   // asked on a memory miss (disk, Redis).
   size_t store_bytes = size_t(1) << 30;
@@ -89,8 +97,12 @@ class Context {
   std::unique_ptr<PromptAssembler> assembler_;  // destroyed first: its caches hold pool pages
 };
 
-// The pool parameters a Context builds: capacity for `kv_tokens` tokens of this model.
+// The pool parameters a Context builds: capacity for `kv_tokens` tokens of this model, every
+// layer's rows for every token (the sliding-window layers' too).
 KvPool::Params pool_params(const Model& model, int64_t kv_tokens, int page_tokens = 16,
                            DType kv_type = DType::F32);
+// The same with the sliding-window layers bounded as ContextOptions says (swa_full,
+// swa_sequences, swa_batch); unbounded when the model has none or the bound would not be smaller.
+KvPool::Params pool_params(const Model& model, const ContextOptions& opts);
 
 }  // namespace kamera

@@ -1,14 +1,7 @@
-// Paged KV pool, see pool.h for the model. Implementation notes:
-//
-// - Arenas: one 64-byte aligned block per (layer, channel), index layer * n_channels + channel,
-//   n_pages * page_tokens rows of `width` values of the pool's dtype each. Contents are not
-//   initialised.
-// - Pages: refcount (number of sequences with at least one token in the page), fill (next unused
-//   offset, monotonic until the page returns to the free list) and a LIFO free list.
-// - Sequences: slots (token order) + positions + a per-sequence page -> token-count map, so that
-//   erase/truncate learn in O(removed) whether the sequence still references a page.
-// - Every mutating call validates and counts the pages it needs before it changes anything.
+// Paged KV pool, see pool.h for the model and kv/pool_impl.h for the state.
 #include "kv/pool.h"
+
+#include "kv/pool_impl.h"
 
 #include "kv/kv_row.h"
 
@@ -54,111 +47,125 @@ size_t KvLayout::floats_per_token() const {
 
 namespace {
 
-constexpr size_t kArenaAlign = 64;                     // bytes
 constexpr uint64_t kMaxPoolBytes = uint64_t{1} << 40;  // 1 TiB over all arenas: "absurd" above
 constexpr int kMaxWidth = 1 << 20;                     // floats per token per layer per channel
-
-struct AlignedFree {
-  void operator()(uint8_t* p) const { ::operator delete (p, std::align_val_t{kArenaAlign}); }
-};
-using ArenaPtr = std::unique_ptr<uint8_t, AlignedFree>;
+using kv_detail::kArenaAlign;
 
 }  // namespace
 
-struct KvPool::Impl {
-  struct Sequence {
-    std::vector<int32_t> slots;                     // [n_tokens], slot = page * page_tokens + off
-    std::vector<Pos> positions;                     // [n_tokens]
-    std::unordered_map<int32_t, int32_t> page_use;  // page -> number of this sequence's tokens
-  };
+namespace kv_detail {
 
-  KvLayout layout;
-  int page_tokens = 0;
-  int n_pages = 0;
-  int n_channels = 0;
-  DType dtype = DType::F32;
-  size_t elem = 4;                 // bytes per value
-  size_t total_bytes = 0;          // all arenas
-  std::vector<int> widths;         // [n_channels] values per row
-  std::vector<ArenaPtr> arenas;    // [n_layers * n_channels]
-  std::vector<int32_t> refcount;   // [n_pages]
-  std::vector<int32_t> fill;       // [n_pages] next unused offset, 0..page_tokens
-  std::vector<int32_t> free_list;  // pages with refcount 0; back() is taken first
-  std::unordered_map<SeqId, Sequence> seqs;
-  SeqId next_id = 0;
-  int64_t total_tokens = 0;
-  int64_t cow_copies = 0;
+void PageSpace::init(int pages, int tokens) {
+  n_pages = pages;
+  page_tokens = tokens;
+  refcount.assign(size_t(pages), 0);
+  fill.assign(size_t(pages), 0);
+  free_list.clear();
+  free_list.reserve(size_t(pages));
+  for (int p = pages - 1; p >= 0; --p) free_list.push_back(p);  // page 0 first
+}
 
-  int32_t page_of(int32_t slot) const { return slot / page_tokens; }
-  int32_t offset_of(int32_t slot) const { return slot % page_tokens; }
+int32_t PageSpace::take() {
+  KAMERA_ASSERT(!free_list.empty());
+  int32_t p = free_list.back();
+  free_list.pop_back();
+  KAMERA_ASSERT(refcount[p] == 0 && fill[p] == 0);
+  refcount[p] = 1;
+  return p;
+}
 
-  Sequence* find(SeqId id) {
-    auto it = seqs.find(id);
-    return it == seqs.end() ? nullptr : &it->second;
-  }
-  const Sequence* find(SeqId id) const {
-    auto it = seqs.find(id);
-    return it == seqs.end() ? nullptr : &it->second;
-  }
-  Sequence& get(SeqId id) {
-    Sequence* s = find(id);
-    KAMERA_ASSERT(s != nullptr);
-    return *s;
-  }
-  const Sequence& get(SeqId id) const {
-    const Sequence* s = find(id);
-    KAMERA_ASSERT(s != nullptr);
-    return *s;
-  }
+void PageSpace::release(int32_t p) {
+  KAMERA_ASSERT(refcount[p] == 0);
+  fill[p] = 0;
+  free_list.push_back(p);
+}
 
-  uint8_t* arena_ptr(int layer, int channel) const {
-    KAMERA_ASSERT(layer >= 0 && layer < layout.n_layers);
-    KAMERA_ASSERT(channel >= 0 && channel < n_channels);
-    return arenas[static_cast<size_t>(layer) * n_channels + channel].get();
-  }
+void PageSpace::drop_use(PageUse& use, int32_t page) {
+  auto it = use.find(page);
+  KAMERA_ASSERT(it != use.end() && it->second > 0);
+  if (--it->second > 0) return;
+  use.erase(it);
+  KAMERA_ASSERT(refcount[page] > 0);
+  if (--refcount[page] == 0) release(page);
+}
 
-  int32_t take_page() {
-    KAMERA_ASSERT(!free_list.empty());
-    int32_t p = free_list.back();
-    free_list.pop_back();
-    KAMERA_ASSERT(refcount[p] == 0 && fill[p] == 0);
-    refcount[p] = 1;
-    return p;
-  }
+int64_t PageSpace::tail_room(const PageUse& use, int32_t tail_slot) const {
+  if (tail_slot < 0) return 0;
+  const int32_t p = page_of(tail_slot);
+  if (refcount[p] != 1 || !use.count(p) || fill[p] >= page_tokens) return 0;
+  return page_tokens - fill[p];
+}
 
-  void release_page(int32_t p) {
-    KAMERA_ASSERT(refcount[p] == 0);
-    fill[p] = 0;
-    free_list.push_back(p);
+void PageSpace::allocate(PageUse& use, int32_t tail_slot, int64_t in_tail, int64_t count,
+                         int32_t* out) {
+  int64_t k = 0;
+  if (in_tail > 0) {
+    const int32_t tail = page_of(tail_slot);
+    for (; k < in_tail; ++k) out[k] = tail * page_tokens + fill[tail]++;
+    use[tail] += static_cast<int32_t>(in_tail);
   }
-
-  // Drops one token of `s` living in `page`; releases the sequence's reference when it was the
-  // last.
-  void drop_use(Sequence& s, int32_t page) {
-    auto it = s.page_use.find(page);
-    KAMERA_ASSERT(it != s.page_use.end() && it->second > 0);
-    if (--it->second > 0) return;
-    s.page_use.erase(it);
-    KAMERA_ASSERT(refcount[page] > 0);
-    if (--refcount[page] == 0) release_page(page);
+  while (k < count) {
+    const int32_t p = take();
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(page_tokens, count - k));
+    for (int32_t j = 0; j < n; ++j) out[k + j] = p * page_tokens + j;
+    fill[p] = n;
+    use[p] = n;
+    k += n;
   }
+}
 
-  // Copies rows [0, fill) of page `src` to page `dst` in every (layer, channel) arena.
-  void copy_page(int32_t src, int32_t dst) {
-    const size_t rows = static_cast<size_t>(fill[src]);
-    for (int l = 0; l < layout.n_layers; ++l) {
-      for (int c = 0; c < n_channels; ++c) {
-        uint8_t* base = arena_ptr(l, c);
-        const size_t w = static_cast<size_t>(widths[c]) * elem;  // bytes per row
-        std::memcpy(base + static_cast<size_t>(dst) * page_tokens * w,
-                    base + static_cast<size_t>(src) * page_tokens * w, rows * w);
-      }
+}  // namespace kv_detail
+
+using kv_detail::ArenaPtr;
+
+void KvPool::Impl::copy_page(bool window_space, int32_t src, int32_t dst) {
+  const kv_detail::PageSpace& sp = window_space ? win : main;
+  const size_t rows = static_cast<size_t>(sp.fill[src]);
+  for (int l = 0; l < layout.n_layers; ++l) {
+    if (in_window(l) != window_space) continue;
+    for (int c = 0; c < n_channels; ++c) {
+      uint8_t* base = arena_ptr(l, c);
+      const size_t w = static_cast<size_t>(widths[c]) * elem;  // bytes per row
+      std::memcpy(base + static_cast<size_t>(dst) * page_tokens * w,
+                  base + static_cast<size_t>(src) * page_tokens * w, rows * w);
     }
   }
-};
+}
 
 // ----------------------------------------------------------------------------------------------
 // Creation
+
+namespace {
+
+bool bounds_window(const KvPool::Params& p) {
+  if (p.window_tokens <= 0) return false;
+  for (bool w : p.window_layers)
+    if (w) return true;
+  return false;
+}
+
+// Rows of layer l's arenas: the window space's for a window layer of a bounded pool.
+uint64_t layer_rows(const KvPool::Params& p, int l) {
+  const uint64_t pt = uint64_t(p.page_tokens);
+  if (bounds_window(p) && p.window_layers[size_t(l)])
+    return (uint64_t(p.window_tokens) + pt - 1) / pt * pt;
+  return uint64_t(p.n_pages) * pt;
+}
+
+size_t aligned(size_t bytes) {
+  return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+}
+
+}  // namespace
+
+size_t KvPool::planned_bytes(const Params& p) {
+  const size_t elem = kv_elem_bytes(p.dtype);
+  size_t total = 0;
+  for (int l = 0; l < p.layout.n_layers; ++l)
+    for (const ChannelDesc& c : p.layout.channels)
+      total += aligned(size_t(layer_rows(p, l)) * size_t(c.width) * elem);
+  return total;
+}
 
 Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   const KvLayout& lay = params.layout;
@@ -195,23 +202,37 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
     }
   }
 
+  if (!params.window_layers.empty() && int(params.window_layers.size()) != lay.n_layers)
+    return make_error(ErrorCode::InvalidArgument, "kv pool: {} window-layer flags for {} layers",
+                      params.window_layers.size(), lay.n_layers);
+  if (params.window_tokens < 0)
+    return make_error(ErrorCode::InvalidArgument, "kv pool: window_tokens {} < 0",
+                      params.window_tokens);
+  const bool bounded = bounds_window(params);
+  const int64_t window_pages =
+      bounded ? (params.window_tokens + params.page_tokens - 1) / params.page_tokens : 0;
+
   // Sizes: slots must fit int32; total bytes must not overflow and stay below kMaxPoolBytes.
   const uint64_t slots = static_cast<uint64_t>(params.n_pages) * params.page_tokens;
-  if (slots > static_cast<uint64_t>(INT32_MAX)) {
+  const uint64_t wslots = static_cast<uint64_t>(window_pages) * params.page_tokens;
+  if (slots > static_cast<uint64_t>(INT32_MAX) || wslots > static_cast<uint64_t>(INT32_MAX)) {
     return make_error(ErrorCode::InvalidArgument,
                       "kv pool: {} pages x {} tokens = {} slots exceeds the int32 slot range",
-                      params.n_pages, params.page_tokens, slots);
+                      std::max<int64_t>(params.n_pages, window_pages), params.page_tokens,
+                      std::max(slots, wslots));
   }
+  auto layer_slots = [&](int l) { return layer_rows(params, l); };
   uint64_t total_bytes = 0;
-  for (const ChannelDesc& c : lay.channels) {
-    uint64_t arena_bytes = 0, all_layers = 0;
-    if (__builtin_mul_overflow(slots, static_cast<uint64_t>(c.width) * elem, &arena_bytes) ||
-        __builtin_mul_overflow(arena_bytes, static_cast<uint64_t>(lay.n_layers), &all_layers) ||
-        __builtin_add_overflow(total_bytes, all_layers, &total_bytes)) {
-      return make_error(ErrorCode::InvalidArgument, "kv pool: size overflows ({} slots, {} layers)",
-                        slots, lay.n_layers);
+  for (int l = 0; l < lay.n_layers; ++l)
+    for (const ChannelDesc& c : lay.channels) {
+      uint64_t arena_bytes = 0;
+      if (__builtin_mul_overflow(layer_slots(l), static_cast<uint64_t>(c.width) * elem,
+                                 &arena_bytes) ||
+          __builtin_add_overflow(total_bytes, arena_bytes, &total_bytes)) {
+        return make_error(ErrorCode::InvalidArgument,
+                          "kv pool: size overflows ({} slots, {} layers)", slots, lay.n_layers);
+      }
     }
-  }
   if (total_bytes > kMaxPoolBytes) {
     return make_error(ErrorCode::InvalidArgument,
                       "kv pool: {} bytes requested ({} pages x {} tokens x {} floats/token), over "
@@ -227,12 +248,15 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
   impl->n_channels = static_cast<int>(lay.channels.size());
   impl->dtype = params.dtype;
   impl->elem = elem;
+  impl->bounded = bounded;
+  impl->window_layer.assign(size_t(lay.n_layers), false);
+  for (int l = 0; bounded && l < lay.n_layers; ++l)
+    impl->window_layer[size_t(l)] = params.window_layers[size_t(l)];
   for (const ChannelDesc& c : lay.channels) impl->widths.push_back(c.width);
   impl->arenas.reserve(static_cast<size_t>(lay.n_layers) * impl->n_channels);
   for (int l = 0; l < lay.n_layers; ++l) {
     for (int c = 0; c < impl->n_channels; ++c) {
-      size_t bytes = static_cast<size_t>(slots) * impl->widths[c] * elem;
-      bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      const size_t bytes = aligned(static_cast<size_t>(layer_slots(l)) * impl->widths[c] * elem);
       impl->total_bytes += bytes;
       void* p = ::operator new (bytes, std::align_val_t{kArenaAlign}, std::nothrow);
       if (p == nullptr) {
@@ -243,10 +267,8 @@ Result<std::unique_ptr<KvPool>> KvPool::create(const Params& params) {
       impl->arenas.emplace_back(static_cast<uint8_t*>(p));
     }
   }
-  impl->refcount.assign(params.n_pages, 0);
-  impl->fill.assign(params.n_pages, 0);
-  impl->free_list.reserve(params.n_pages);
-  for (int p = params.n_pages - 1; p >= 0; --p) impl->free_list.push_back(p);  // page 0 first
+  impl->main.init(params.n_pages, params.page_tokens);
+  impl->win.init(int(window_pages), params.page_tokens);
 
   std::unique_ptr<KvPool> pool(new KvPool());
   pool->impl_ = std::move(impl);
@@ -265,7 +287,20 @@ int KvPool::n_pages() const {
   return impl_->n_pages;
 }
 int KvPool::n_free_pages() const {
-  return static_cast<int>(impl_->free_list.size());
+  return impl_->main.n_free();
+}
+bool KvPool::bounded_window() const {
+  return impl_->bounded;
+}
+bool KvPool::is_window_layer(int layer) const {
+  KAMERA_ASSERT(layer >= 0 && layer < impl_->layout.n_layers);
+  return impl_->in_window(layer);
+}
+int KvPool::n_window_pages() const {
+  return impl_->win.n_pages;
+}
+int KvPool::n_free_window_pages() const {
+  return impl_->win.n_free();
 }
 DType KvPool::dtype() const {
   return impl_->dtype;
@@ -292,7 +327,8 @@ Result<SeqId> KvPool::fork(SeqId src) {
   if (m.next_id == INT32_MAX)
     return make_error(ErrorCode::OutOfMemory, "kv pool: sequence ids exhausted");
   Impl::Sequence copy = *s;  // before touching refcounts: a bad_alloc here changes nothing
-  for (const auto& [page, uses] : copy.page_use) ++m.refcount[page];
+  for (const auto& [page, uses] : copy.page_use) ++m.main.refcount[page];
+  for (const auto& [page, uses] : copy.wpage_use) ++m.win.refcount[page];
   m.total_tokens += static_cast<int64_t>(copy.slots.size());
   SeqId id = m.next_id++;
   m.seqs.emplace(id, std::move(copy));
@@ -304,8 +340,12 @@ void KvPool::free_sequence(SeqId seq) {
   auto it = m.seqs.find(seq);
   KAMERA_ASSERT(it != m.seqs.end());
   for (const auto& [page, uses] : it->second.page_use) {
-    KAMERA_ASSERT(m.refcount[page] > 0);
-    if (--m.refcount[page] == 0) m.release_page(page);
+    KAMERA_ASSERT(m.main.refcount[page] > 0);
+    if (--m.main.refcount[page] == 0) m.main.release(page);
+  }
+  for (const auto& [page, uses] : it->second.wpage_use) {
+    KAMERA_ASSERT(m.win.refcount[page] > 0);
+    if (--m.win.refcount[page] == 0) m.win.release(page);
   }
   m.total_tokens -= static_cast<int64_t>(it->second.slots.size());
   m.seqs.erase(it);
@@ -319,8 +359,8 @@ int KvPool::n_tokens(SeqId seq) const {
   return static_cast<int>(impl_->get(seq).slots.size());
 }
 
-Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
-                           bool fresh_pages_only) {
+Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions, bool fresh_pages_only,
+                           bool window_rows) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
   if (s == nullptr)
@@ -331,23 +371,23 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
   const int64_t count = static_cast<int64_t>(positions.size());
   if (count == 0) return at;
 
-  // Prepare: room in the tail page (append only, exclusively owned), then fresh pages.
-  int32_t tail_page = -1;
-  int64_t tail_room = 0;
-  if (at == n && n > 0 && !fresh_pages_only) {
-    const int32_t p = m.page_of(s->slots.back());
-    if (m.refcount[p] == 1 && m.fill[p] < m.page_tokens) {
-      tail_page = p;
-      tail_room = m.page_tokens - m.fill[p];
-    }
-  }
-  const int64_t in_tail = std::min(tail_room, count);
-  const int64_t fresh_pages = (count - in_tail + m.page_tokens - 1) / m.page_tokens;
-  if (fresh_pages > static_cast<int64_t>(m.free_list.size())) {
-    return make_error(ErrorCode::OutOfMemory,
-                      "kv pool full: inserting {} tokens into sequence {} needs {} free pages, {} "
-                      "left",
-                      count, seq, fresh_pages, m.free_list.size());
+  // Prepare: room in the tail page (append only, exclusively owned), then fresh pages; the
+  // window rows likewise in their own space.
+  const int32_t tail = at == n && n > 0 && !fresh_pages_only ? s->slots.back() : -1;
+  const int64_t in_tail = std::min(m.main.tail_room(s->page_use, tail), count);
+  const int64_t fresh_pages = m.main.pages_for(in_tail, count);
+  const int64_t wcount = m.bounded && window_rows ? count : 0;
+  const int32_t wtail = fresh_pages_only ? -1 : s->wtail;
+  const int64_t win_tail = std::min(m.win.tail_room(s->wpage_use, wtail), wcount);
+  const int64_t wfresh = m.win.pages_for(win_tail, wcount);
+  if (fresh_pages > m.main.n_free() || wfresh > m.win.n_free()) {
+    const bool main_short = fresh_pages > m.main.n_free();
+    return make_error(
+        ErrorCode::OutOfMemory,
+        "kv pool full: inserting {} tokens into sequence {} needs {} free {}pages, {} "
+        "left",
+        count, seq, main_short ? fresh_pages : wfresh, main_short ? "" : "window ",
+        main_short ? m.main.n_free() : m.win.n_free());
   }
 
   // Apply.
@@ -355,19 +395,17 @@ Result<int> KvPool::insert(SeqId seq, int at, std::span<const Pos> positions,
   s->slots.reserve(s->slots.size() + new_slots.size());
   s->positions.reserve(s->positions.size() + new_slots.size());
   s->page_use.reserve(s->page_use.size() + static_cast<size_t>(fresh_pages));
-  int64_t k = 0;
-  for (; k < in_tail; ++k) {
-    new_slots[k] = tail_page * m.page_tokens + m.fill[tail_page]++;
+  if (m.bounded) {
+    std::vector<int32_t> new_w(static_cast<size_t>(count), -1);
+    s->wslots.reserve(s->wslots.size() + new_w.size());
+    s->wpage_use.reserve(s->wpage_use.size() + static_cast<size_t>(wfresh));
+    if (wcount > 0) {
+      m.win.allocate(s->wpage_use, wtail, win_tail, wcount, new_w.data());
+      s->wtail = new_w.back();
+    }
+    s->wslots.insert(s->wslots.begin() + at, new_w.begin(), new_w.end());
   }
-  if (in_tail > 0) s->page_use[tail_page] += static_cast<int32_t>(in_tail);
-  while (k < count) {
-    const int32_t p = m.take_page();
-    const int32_t take = static_cast<int32_t>(std::min<int64_t>(m.page_tokens, count - k));
-    for (int32_t j = 0; j < take; ++j) new_slots[k + j] = p * m.page_tokens + j;
-    m.fill[p] = take;
-    s->page_use[p] = take;
-    k += take;
-  }
+  m.main.allocate(s->page_use, tail, in_tail, count, new_slots.data());
   s->slots.insert(s->slots.begin() + at, new_slots.begin(), new_slots.end());
   s->positions.insert(s->positions.begin() + at, positions.begin(), positions.end());
   m.total_tokens += count;
@@ -391,14 +429,17 @@ Status KvPool::permute(SeqId seq, int begin, std::span<const int> order) {
       return make_error(ErrorCode::InvalidArgument, "kv pool: permute order is not a permutation");
     seen[o] = 1;
   }
-  std::vector<int32_t> slots(static_cast<size_t>(count));
+  std::vector<int32_t> slots(static_cast<size_t>(count)), wslots;
   std::vector<Pos> pos(static_cast<size_t>(count));
+  if (m.bounded) wslots.resize(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     slots[i] = s->slots[begin + order[i]];
     pos[i] = s->positions[begin + order[i]];
+    if (m.bounded) wslots[i] = s->wslots[begin + order[i]];
   }
   std::copy(slots.begin(), slots.end(), s->slots.begin() + begin);
   std::copy(pos.begin(), pos.end(), s->positions.begin() + begin);
+  std::copy(wslots.begin(), wslots.end(), s->wslots.begin() + begin);
   return Status::Ok();
 }
 
@@ -412,7 +453,12 @@ Status KvPool::erase(SeqId seq, int begin, int end) {
     return make_error(ErrorCode::InvalidArgument,
                       "kv pool: erase [{}, {}) outside [0, {}] of sequence {}", begin, end, n, seq);
   }
-  for (int i = begin; i < end; ++i) m.drop_use(*s, m.page_of(s->slots[i]));
+  for (int i = begin; i < end; ++i) m.main.drop_use(s->page_use, m.main.page_of(s->slots[i]));
+  if (m.bounded) {
+    for (int i = begin; i < end; ++i)
+      if (s->wslots[i] >= 0) m.win.drop_use(s->wpage_use, m.win.page_of(s->wslots[i]));
+    s->wslots.erase(s->wslots.begin() + begin, s->wslots.begin() + end);
+  }
   s->slots.erase(s->slots.begin() + begin, s->slots.begin() + end);
   s->positions.erase(s->positions.begin() + begin, s->positions.begin() + end);
   m.total_tokens -= end - begin;
@@ -431,6 +477,58 @@ Status KvPool::truncate(SeqId seq, int n_keep) {
   return erase(seq, n_keep, n);
 }
 
+namespace {
+
+// Distinct pages shared with another sequence that hold one of slots[begin, end), first seen
+// first (slot -1: none).
+std::vector<int32_t> shared_pages(const kv_detail::PageSpace& sp, const std::vector<int32_t>& slots,
+                                  int begin, int end) {
+  std::vector<int32_t> shared;
+  std::unordered_set<int32_t> seen;
+  for (int i = begin; i < end; ++i) {
+    if (slots[size_t(i)] < 0) continue;
+    const int32_t p = sp.page_of(slots[size_t(i)]);
+    if (sp.refcount[p] > 1 && seen.insert(p).second) shared.push_back(p);
+  }
+  return shared;
+}
+
+}  // namespace
+
+// Copies each shared page of one space, then remaps every slot of the sequence in the old pages.
+void KvPool::Impl::copy_shared(bool window_space, const std::vector<int32_t>& shared,
+                               std::vector<int32_t>& slots, kv_detail::PageUse& use,
+                               int32_t* tail) {
+  Impl& m = *this;
+  kv_detail::PageSpace& sp = window_space ? m.win : m.main;
+  std::unordered_map<int32_t, int32_t> remap;  // old page -> new page
+  remap.reserve(shared.size());
+  use.reserve(use.size() + shared.size());
+  for (int32_t old_page : shared) {
+    const int32_t new_page = sp.take();
+    sp.fill[new_page] = sp.fill[old_page];
+    m.copy_page(window_space, old_page, new_page);
+    remap.emplace(old_page, new_page);
+  }
+  auto move = [&](int32_t& slot) {
+    if (slot < 0) return;
+    auto it = remap.find(sp.page_of(slot));
+    if (it != remap.end()) slot = it->second * sp.page_tokens + sp.offset_of(slot);
+  };
+  for (int32_t& slot : slots) move(slot);
+  if (tail) move(*tail);
+  for (const auto& [old_page, new_page] : remap) {
+    auto u = use.find(old_page);
+    KAMERA_ASSERT(u != use.end());
+    const int32_t uses = u->second;
+    use.erase(u);
+    use.emplace(new_page, uses);
+    KAMERA_ASSERT(sp.refcount[old_page] > 1);
+    --sp.refcount[old_page];
+    ++m.cow_copies;
+  }
+}
+
 Status KvPool::make_writable(SeqId seq, int begin, int end) {
   Impl& m = *impl_;
   Impl::Sequence* s = m.find(seq);
@@ -443,45 +541,20 @@ Status KvPool::make_writable(SeqId seq, int begin, int end) {
                       n, seq);
   }
 
-  // Prepare: distinct shared pages holding a token of [begin, end), in first-seen order.
-  std::vector<int32_t> shared;
-  std::unordered_set<int32_t> seen;
-  for (int i = begin; i < end; ++i) {
-    const int32_t p = m.page_of(s->slots[i]);
-    if (m.refcount[p] > 1 && seen.insert(p).second) shared.push_back(p);
-  }
-  if (shared.empty()) return Status::Ok();
-  if (shared.size() > m.free_list.size()) {
+  // Prepare: distinct shared pages holding a token of [begin, end), per space.
+  const std::vector<int32_t> shared = shared_pages(m.main, s->slots, begin, end);
+  const std::vector<int32_t> wshared =
+      m.bounded ? shared_pages(m.win, s->wslots, begin, end) : std::vector<int32_t>{};
+  if (shared.empty() && wshared.empty()) return Status::Ok();
+  if (int(shared.size()) > m.main.n_free() || int(wshared.size()) > m.win.n_free()) {
     return make_error(ErrorCode::OutOfMemory,
-                      "kv pool full: make_writable [{}, {}) of sequence {} needs {} free pages, {} "
-                      "left",
-                      begin, end, seq, shared.size(), m.free_list.size());
+                      "kv pool full: make_writable [{}, {}) of sequence {} needs {} free pages and "
+                      "{} window pages, {} and {} left",
+                      begin, end, seq, shared.size(), wshared.size(), m.main.n_free(),
+                      m.win.n_free());
   }
-
-  // Apply: copy each page, then remap every slot of this sequence in the old pages.
-  std::unordered_map<int32_t, int32_t> remap;  // old page -> new page
-  remap.reserve(shared.size());
-  s->page_use.reserve(s->page_use.size() + shared.size());
-  for (int32_t old_page : shared) {
-    const int32_t new_page = m.take_page();
-    m.fill[new_page] = m.fill[old_page];
-    m.copy_page(old_page, new_page);
-    remap.emplace(old_page, new_page);
-  }
-  for (int32_t& slot : s->slots) {
-    auto it = remap.find(m.page_of(slot));
-    if (it != remap.end()) slot = it->second * m.page_tokens + m.offset_of(slot);
-  }
-  for (const auto& [old_page, new_page] : remap) {
-    auto use = s->page_use.find(old_page);
-    KAMERA_ASSERT(use != s->page_use.end());
-    const int32_t uses = use->second;
-    s->page_use.erase(use);
-    s->page_use.emplace(new_page, uses);
-    KAMERA_ASSERT(m.refcount[old_page] > 1);
-    --m.refcount[old_page];
-    ++m.cow_copies;
-  }
+  m.copy_shared(false, shared, s->slots, s->page_use, nullptr);
+  if (!wshared.empty()) m.copy_shared(true, wshared, s->wslots, s->wpage_use, &s->wtail);
   return Status::Ok();
 }
 
@@ -491,39 +564,34 @@ Status KvPool::make_writable(SeqId seq, int begin, int end) {
 float* KvPool::row(SeqId seq, int layer, int channel, int token) {
   KAMERA_ASSERT(impl_->dtype == DType::F32);  // other dtypes: read_row / write_row
   Impl& m = *impl_;
-  const Impl::Sequence& s = m.get(seq);
-  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
+  const int32_t slot = m.slot_of(m.get(seq), layer, token);
+  const kv_detail::PageSpace& sp = m.space_of(layer);
+  KAMERA_ASSERT(sp.refcount[sp.page_of(slot)] == 1);  // shared page: call make_writable first
   auto* base = reinterpret_cast<float*>(m.arena_ptr(layer, channel));
-  const int32_t slot = s.slots[token];
-  KAMERA_ASSERT(m.refcount[m.page_of(slot)] == 1);  // shared page: call make_writable first
   return base + static_cast<size_t>(slot) * m.widths[channel];
 }
 
 const float* KvPool::row(SeqId seq, int layer, int channel, int token) const {
   KAMERA_ASSERT(impl_->dtype == DType::F32);  // other dtypes: read_row
   const Impl& m = *impl_;
-  const Impl::Sequence& s = m.get(seq);
-  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
+  const int32_t slot = m.slot_of(m.get(seq), layer, token);
   const auto* base = reinterpret_cast<const float*>(m.arena_ptr(layer, channel));
-  return base + static_cast<size_t>(s.slots[token]) * m.widths[channel];
+  return base + static_cast<size_t>(slot) * m.widths[channel];
 }
 
 void KvPool::read_row(SeqId seq, int layer, int channel, int token, float* dst) const {
   const Impl& m = *impl_;
-  const Impl::Sequence& s = m.get(seq);
-  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
+  const int32_t slot = m.slot_of(m.get(seq), layer, token);
   const size_t w = static_cast<size_t>(m.widths[channel]);
-  kv_load_row(m.dtype,
-              m.arena_ptr(layer, channel) + static_cast<size_t>(s.slots[token]) * w * m.elem, dst,
+  kv_load_row(m.dtype, m.arena_ptr(layer, channel) + static_cast<size_t>(slot) * w * m.elem, dst,
               int64_t(w));
 }
 
 void KvPool::write_row(SeqId seq, int layer, int channel, int token, const float* src) {
   Impl& m = *impl_;
-  const Impl::Sequence& s = m.get(seq);
-  KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.slots.size()));
-  const int32_t slot = s.slots[token];
-  KAMERA_ASSERT(m.refcount[m.page_of(slot)] == 1);  // shared page: call make_writable first
+  const int32_t slot = m.slot_of(m.get(seq), layer, token);
+  const kv_detail::PageSpace& sp = m.space_of(layer);
+  KAMERA_ASSERT(sp.refcount[sp.page_of(slot)] == 1);  // shared page: call make_writable first
   const size_t w = static_cast<size_t>(m.widths[channel]);
   kv_store_row(m.dtype, src, m.arena_ptr(layer, channel) + static_cast<size_t>(slot) * w * m.elem,
                int64_t(w));
@@ -548,6 +616,13 @@ std::span<const int32_t> KvPool::slots(SeqId seq) const {
   return impl_->get(seq).slots;
 }
 
+std::span<const int32_t> KvPool::slots(SeqId seq, int layer) const {
+  const Impl& m = *impl_;
+  KAMERA_ASSERT(layer >= 0 && layer < m.layout.n_layers);
+  const Impl::Sequence& s = m.get(seq);
+  return m.in_window(layer) ? s.wslots : s.slots;
+}
+
 std::span<const Pos> KvPool::positions(SeqId seq) const {
   return impl_->get(seq).positions;
 }
@@ -556,113 +631,6 @@ void KvPool::set_position(SeqId seq, int token, Pos pos) {
   Impl::Sequence& s = impl_->get(seq);
   KAMERA_ASSERT(token >= 0 && token < static_cast<int>(s.positions.size()));
   s.positions[token] = pos;
-}
-
-// ----------------------------------------------------------------------------------------------
-// Checks and statistics
-
-int KvPool::page_refcount(int page) const {
-  KAMERA_ASSERT(page >= 0 && page < impl_->n_pages);
-  return impl_->refcount[page];
-}
-
-Status KvPool::check_invariants() const {
-  const Impl& m = *impl_;
-  const int pt = m.page_tokens;
-  const size_t n_slots = static_cast<size_t>(m.n_pages) * pt;
-
-  // Free list: in range, no duplicates, refcount 0, fill 0.
-  std::vector<char> is_free(m.n_pages, 0);
-  for (int32_t p : m.free_list) {
-    if (p < 0 || p >= m.n_pages)
-      return make_error(ErrorCode::Internal, "free list holds page {} out of range", p);
-    if (is_free[p]) return make_error(ErrorCode::Internal, "page {} is twice in the free list", p);
-    is_free[p] = 1;
-    if (m.refcount[p] != 0)
-      return make_error(ErrorCode::Internal, "free page {} has refcount {}", p, m.refcount[p]);
-    if (m.fill[p] != 0)
-      return make_error(ErrorCode::Internal, "free page {} has fill {}", p, m.fill[p]);
-  }
-
-  // Sequences: sizes, slot ranges, per-sequence uniqueness, fill bounds, page_use, refcounts.
-  std::vector<int32_t> refs(m.n_pages, 0);
-  std::vector<int32_t> slot_users(n_slots, 0);
-  std::vector<int32_t> seq_mark(n_slots, -1);  // last sequence (dense index) that used a slot
-  std::unordered_map<int32_t, int32_t> use;
-  int64_t tokens = 0;
-  int32_t dense = 0;
-  for (const auto& [id, s] : m.seqs) {
-    if (s.positions.size() != s.slots.size()) {
-      return make_error(ErrorCode::Internal, "sequence {}: {} positions for {} slots", id,
-                        s.positions.size(), s.slots.size());
-    }
-    tokens += static_cast<int64_t>(s.slots.size());
-    use.clear();
-    for (size_t i = 0; i < s.slots.size(); ++i) {
-      const int32_t slot = s.slots[i];
-      if (slot < 0 || static_cast<size_t>(slot) >= n_slots) {
-        return make_error(ErrorCode::Internal, "sequence {} token {}: slot {} out of range", id, i,
-                          slot);
-      }
-      if (seq_mark[slot] == dense) {
-        return make_error(ErrorCode::Internal, "sequence {}: slot {} appears twice (token {})", id,
-                          slot, i);
-      }
-      seq_mark[slot] = dense;
-      ++slot_users[slot];
-      const int32_t p = m.page_of(slot);
-      if (is_free[p])
-        return make_error(ErrorCode::Internal, "sequence {} token {}: page {} is free", id, i, p);
-      if (m.offset_of(slot) >= m.fill[p]) {
-        return make_error(ErrorCode::Internal,
-                          "sequence {} token {}: offset {} >= fill {} of page {}", id, i,
-                          m.offset_of(slot), m.fill[p], p);
-      }
-      ++use[p];
-    }
-    if (use != s.page_use)
-      return make_error(ErrorCode::Internal, "sequence {}: page use map is stale", id);
-    for (const auto& [p, count] : use) ++refs[p];
-    ++dense;
-  }
-  if (tokens != m.total_tokens) {
-    return make_error(ErrorCode::Internal, "token count {} but sequences hold {}", m.total_tokens,
-                      tokens);
-  }
-
-  for (int p = 0; p < m.n_pages; ++p) {
-    if (refs[p] != m.refcount[p]) {
-      return make_error(ErrorCode::Internal, "page {}: refcount {} but {} sequences reference it",
-                        p, m.refcount[p], refs[p]);
-    }
-    if (m.fill[p] < 0 || m.fill[p] > pt)
-      return make_error(ErrorCode::Internal, "page {}: fill {}", p, m.fill[p]);
-    if (m.refcount[p] == 0 && !is_free[p])
-      return make_error(ErrorCode::Internal, "page {} leaked (refcount 0)", p);
-  }
-  for (size_t slot = 0; slot < n_slots; ++slot) {
-    if (slot_users[slot] >= 2 && m.refcount[m.page_of(static_cast<int32_t>(slot))] < 2) {
-      return make_error(ErrorCode::Internal,
-                        "slot {} shared by {} sequences in a page with refcount {}", slot,
-                        slot_users[slot], m.refcount[m.page_of(static_cast<int32_t>(slot))]);
-    }
-  }
-  for (const auto& [id, s] : m.seqs) {
-    if (id < 0 || id >= m.next_id)
-      return make_error(ErrorCode::Internal, "sequence id {} never handed out", id);
-  }
-  return Status::Ok();
-}
-
-KvPool::Stats KvPool::stats() const {
-  const Impl& m = *impl_;
-  Stats st;
-  st.pages_total = m.n_pages;
-  st.pages_used = m.n_pages - static_cast<int>(m.free_list.size());
-  st.sequences = static_cast<int>(m.seqs.size());
-  st.tokens = m.total_tokens;
-  st.cow_copies = m.cow_copies;
-  return st;
 }
 
 }  // namespace kamera

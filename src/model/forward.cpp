@@ -43,6 +43,9 @@ Status Engine::check_layout(const KvPool& kv) const {
   for (size_t i = 0; same && i < want.channels.size(); ++i)
     same = have.channels[i].width == want.channels[i].width &&
            have.channels[i].rotated == want.channels[i].rotated;
+  for (int l = 0; same && l < want.n_layers; ++l)
+    same = !kv.bounded_window() ||
+           kv.is_window_layer(l) == (model_.cfg.layer_kinds.at(l) == LayerKind::Local);
   if (!same)
     return make_error(ErrorCode::InvalidArgument,
                       "forward: the KV pool's layout does not match the model");
@@ -52,7 +55,12 @@ Status Engine::check_layout(const KvPool& kv) const {
 Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                            const ForwardOptions& opt) {
   KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, begin_forward(kv, seq, in, opt));
-  while (!cur.finished()) KAMERA_TRY(forward_step(kv, cur, opt.max_batch));
+  while (!cur.finished()) {
+    if (Status st = forward_step(kv, cur, opt.max_batch); !st.ok()) {
+      (void)kv.truncate(seq, cur.first);  // the input's tokens go again (a refused window)
+      return st.error();
+    }
+  }
   return std::move(cur.logits);
 }
 
@@ -86,7 +94,7 @@ Result<ForwardCursor> Engine::begin_forward(KvPool& kv, SeqId seq, const Forward
                           "forward: attention mask block [{}, {}) x [{}, {}) is out of range",
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
   KAMERA_TRY(check_layout(kv));
-  auto first = kv.append(seq, in.positions);
+  auto first = kv.append(seq, in.positions, false, /*window_rows=*/false);  // given per step
   if (!first.ok()) return first.error();
   ForwardCursor cur;
   cur.seq = seq;
@@ -120,6 +128,7 @@ Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
   ds_.assign(size_t(n), nullptr);
   load_rows(cur.in, off, n, 0);
   const RowGroup g{cur.seq, cur.first + off, n, 0, mask};
+  KAMERA_TRY(window_rows(kv, {&g, 1}, /*allocate=*/true));
   KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer, cur.opt.hidden));
   cur.done += n;
   return Status::Ok();
@@ -165,7 +174,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   // Append one token to every sequence; undo all on the first failure (a full pool).
   std::vector<RowGroup> groups;
   for (size_t i = 0; i < rows.size(); ++i) {
-    auto at = kv.append(rows[i].seq, {&rows[i].pos, 1});
+    auto at = kv.append(rows[i].seq, {&rows[i].pos, 1}, false, /*window_rows=*/false);
     if (!at.ok()) {
       for (const RowGroup& g : groups) (void)kv.truncate(g.seq, g.first);
       return at.error();
@@ -185,6 +194,10 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     g.logits = wants[i];
     groups.push_back(g);
     n += pieces[i].n;
+  }
+  if (Status w = window_rows(kv, groups, /*allocate=*/true); !w.ok()) {
+    for (size_t i = 0; i < rows.size(); ++i) (void)kv.truncate(groups[i].seq, groups[i].first);
+    return w.error();
   }
   grow(x_, size_t(n) * c.dim);
   ds_.assign(size_t(n), nullptr);
@@ -379,7 +392,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
   auto* k_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kGqaKey));
   auto* v_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kGqaValue));
   for (const RowGroup& g : groups) {  // KV rows into the pool (rounded once); keys pre-rotation
-    const auto slots = kv.slots(g.seq);
+    const auto slots = kv.slots(g.seq, li);
     for (int t = 0; t < g.n; ++t) {
       const size_t slot = size_t(slots[g.token(t)]), row = size_t(g.row0 + t);
       kv_store_row(dt, k_.data() + row * kvw, k_arena + slot * row_bytes, kvw);
@@ -404,7 +417,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     layer_attention_extras(li, ex);
     if (!model_.layers[li].attn_sinks.empty()) ex.sinks = model_.layers[li].attn_sinks.data();
     attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,
-                    kv.slots(g.seq), kv.positions(g.seq), rope, g.mask,
+                    kv.slots(g.seq, li), kv.positions(g.seq), rope, g.mask,
                     att_.data() + size_t(g.row0) * ow, pool_, attn_ws_, ex);
   }
 }
@@ -450,10 +463,15 @@ Status Engine::layer_step(KvPool& kv, SeqId seq, int li, std::span<const int> to
                         "layer step: token indices must be ascending and inside the sequence");
   if (n == 0) return Status::Ok();
   KAMERA_TRY(check_layout(kv));
+  const RowGroup g{seq, 0, n, 0, nullptr, tokens};
+  for (int t : tokens)
+    if (!kv.has_window_row(seq, t))
+      return make_error(ErrorCode::InvalidArgument,
+                        "layer step: token {} has no sliding-window rows (dropped)", t);
+  KAMERA_TRY(window_rows(kv, {&g, 1}, /*allocate=*/false));
   KAMERA_TRY(kv.make_writable(seq, tokens.front(), tokens.back() + 1));
   grow_scratch(n);
   ds_.assign(size_t(n), nullptr);  // the caller's hidden rows: no deepstack slices known
-  const RowGroup g{seq, 0, n, 0, nullptr, tokens};
   row_angles(kv, {&g, 1}, n);
   run_layer(kv, li, n, {&g, 1}, x, observer);
   return Status::Ok();
@@ -497,7 +515,7 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
   auto* c_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kMlaLatent));
   auto* kpe_arena = static_cast<uint8_t*>(kv.arena_data(li, channel::kMlaRope));
   for (const RowGroup& g : groups) {
-    const auto slots = kv.slots(g.seq);
+    const auto slots = kv.slots(g.seq, li);
     for (int t = 0; t < g.n; ++t) {
       const size_t slot = size_t(slots[g.token(t)]), row = size_t(g.row0 + t);
       kv_store_row(dt, v_.data() + row * lat, c_arena + slot * lat * eb, lat);
@@ -516,8 +534,8 @@ void Engine::mla_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     ex.key_mass = key_mass;
     ex.kv_dtype = dt;
     attention_mla(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, L.wkv_b.f32(), c_arena,
-                  kpe_arena, kv.slots(g.seq), kv.positions(g.seq), rope_, g.mask, mla_kq_scale(c),
-                  att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);
+                  kpe_arena, kv.slots(g.seq, li), kv.positions(g.seq), rope_, g.mask,
+                  mla_kq_scale(c), att_.data() + size_t(g.row0) * ow, pool_, mla_ws_, ex);
   }
 }
 

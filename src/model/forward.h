@@ -95,7 +95,9 @@ class Engine {
 
   // Appends the input tokens to `seq` (their KV written to the pool), attends each to the
   // sequence before it, and returns logits: none, the last row, or n rows of n_vocab.
-  // Fails before touching the pool on bad input or when the pool is full.
+  // Fails before touching the pool on bad input or when the pool is full; a micro-batch refused
+  // later (a bounded pool's window rows, model/forward_kinds.cpp) takes the input's tokens out
+  // again.
   Result<std::vector<float>> forward(KvPool& kv, SeqId seq, const ForwardInput& in,
                                      const ForwardOptions& opt = {});
   // The same forward in steps: begin_forward checks the input and appends its slots (nothing
@@ -157,6 +159,8 @@ class Engine {
     int token(int t) const { return tokens.empty() ? first + t : tokens[t]; }
   };
   Status check_layout(const KvPool& kv) const;
+  // Window rows of a bounded pool for the groups (model/forward_kinds.cpp).
+  Status window_rows(KvPool& kv, std::span<const RowGroup> groups, bool allocate);
   Status check_step(const KvPool& kv, std::span<const DecodeRow> rows,
                     std::span<const Piece> pieces) const;
   // Rows off.. of the input into x_ from batch row row0 on; their deepstack slices into ds_.

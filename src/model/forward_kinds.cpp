@@ -1,4 +1,5 @@
 // The parts of the forward that depend on a layer's kind or on gemma3 (model/layer_kinds.h).
+#include <algorithm>
 #include <cmath>
 
 #include "model/forward.h"
@@ -30,6 +31,38 @@ void Engine::layer_angles(int li, const float** cs, const float** sn) const {
       *cs = *sn = nullptr;
       return;
   }
+}
+
+// A bounded pool (KvPool, "Window layers") holds a Local layer's rows only while a query can read
+// them. Before a batch runs: each group's sequence gives back the window rows of earlier tokens
+// that no query at or after the group's lowest position reaches (position < p0 - W + 1; the
+// engine assumes later tokens do not take lower positions), gives its new tokens rows (allocate:
+// a forward's tokens, which begin_forward appended without them), and must hold a row for every
+// token a query of the group may read; a sequence that lost one (truncated or relocated below
+// where its rows were dropped) is refused before anything runs.
+Status Engine::window_rows(KvPool& kv, std::span<const RowGroup> groups, bool allocate) {
+  if (!kv.bounded_window()) return Status::Ok();
+  const int W = model_.cfg.layer_kinds.window;
+  for (const RowGroup& g : groups) {
+    if (g.n <= 0) continue;
+    const auto pos = kv.positions(g.seq);
+    const int lo = g.token(0), hi = g.token(g.n - 1);
+    int32_t p0 = pos[size_t(lo)].t;
+    for (int t = 1; t < g.n; ++t) p0 = std::min(p0, pos[size_t(g.token(t))].t);
+    const int32_t from = p0 - W + 1;  // the lowest position a query of the group reads
+    if (allocate) {
+      kv.drop_window_rows(g.seq, from, lo);
+      KAMERA_TRY(kv.add_window_rows(g.seq, lo, hi + 1));
+    }
+    const int miss = kv.missing_window_row(g.seq, from, hi + 1);
+    if (miss >= 0)
+      return make_error(ErrorCode::InvalidArgument,
+                        "forward: token {} of sequence {} (position {}) is within the sliding "
+                        "window ({}) of a query but its rows were dropped when the window passed "
+                        "it (a pool bounded by the window; --swa-full keeps every row)",
+                        miss, g.seq, pos[size_t(miss)].t, W);
+  }
+  return Status::Ok();
 }
 
 void Engine::layer_attention_extras(int li, AttentionExtras& ex) const {

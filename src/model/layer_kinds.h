@@ -24,9 +24,10 @@
 //     each *norm.weight because Gemma3RMSNorm multiplies by 1 + w), so it is used as stored.
 //   - {arch}.final_logit_softcapping c (optional, absent in Gemma 3): logits = c tanh(logits / c).
 //
-// The KV pool keeps every layer's rows for every token (llama.cpp's --swa-full): a Local layer
-// does not read rows outside its window, but they stay, so a relocated or reused segment is read
-// again if a later placement brings it back inside the window. See docs/MODELS.md.
+// KV memory: a Context bounds the Local layers' rows by the window (KvPool's window layers, given
+// back as the window passes; Engine::window_rows), as llama.cpp without --swa-full; with
+// ContextOptions::swa_full every token's rows stay, so a relocated or reused segment is read again
+// if a later placement brings it back inside the window. See docs/MODELS.md, "KV memory".
 #pragma once
 
 #include <string>

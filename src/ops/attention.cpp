@@ -61,8 +61,13 @@ void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena
   auto gather = [&](int64_t j0, int64_t j1) {
     float scratch[2 * 512];
     for (int64_t j = j0; j < j1; ++j) {
-      const size_t src = size_t(slots[j]) * row_bytes;
       float* kd = k_out + size_t(j) * width;
+      if (slots[j] < 0) {  // no row (a bounded pool's dropped window row): outside every window
+        std::fill(kd, kd + width, 0.0f);
+        std::fill(v_out + size_t(j) * width, v_out + size_t(j + 1) * width, 0.0f);
+        continue;
+      }
+      const size_t src = size_t(slots[j]) * row_bytes;
       kv_load_row(dt, kb + src, kd, width);
       kv_load_row(dt, vb + src, v_out + size_t(j) * width, width);
       if (!rotate) continue;

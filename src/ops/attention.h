@@ -80,7 +80,8 @@ struct AttentionExtras {
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
 // T tokens of the sequence: query t is token first + t and sees tokens [0, first + t].
 // k_arena / v_arena row slots[j] (n_kv_heads * head_dim values of extras.kv_dtype): token j's
-// pre-rotation key and value. out: T x n_heads x head_dim.
+// pre-rotation key and value; slots[j] < 0: token j has no row (a window row the pool gave back),
+// read as zeros, which the caller guarantees the window hides. out: T x n_heads x head_dim.
 void attention_paged(const AttentionShape& shape, const float* q, int T, int first,
                      const void* k_arena, const void* v_arena, std::span<const int32_t> slots,
                      std::span<const Pos> positions, const RopeCache& rope,

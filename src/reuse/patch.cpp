@@ -286,8 +286,7 @@ void write_patched_rows(const ChunkKV& canon, const Patch* patch, KvPool& pool, 
                         int begin, std::vector<float>& scratch) {
   const KvLayout& l = pool.layout();
   const int n = canon.n_tokens;
-  const auto slots = pool.slots(seq);
-  KAMERA_ASSERT(begin >= 0 && begin + n <= int(slots.size()));
+  KAMERA_ASSERT(begin >= 0 && begin + n <= pool.n_tokens(seq));
   const DType dt = pool.dtype();
   const size_t eb = kv_elem_bytes(dt);
   std::vector<float> us, vt, rows;
@@ -297,6 +296,7 @@ void write_patched_rows(const ChunkKV& canon, const Patch* patch, KvPool& pool, 
     for (int ch = 0; ch < int(l.channels.size()); ++ch) {
       const int width = l.channels[ch].width;
       auto* arena = static_cast<uint8_t*>(pool.arena_data(layer, ch));
+      const auto slots = pool.slots(seq, layer);  // window layers: rows given (insert) asserted
       const ChannelMatrix& cm = canon.at(layer, ch);
       rows.resize(size_t(n) * width);  // n x width, f32
       for (int i = 0; i < n; ++i) cm.get_row(i, rows.data() + size_t(i) * width);
@@ -313,9 +313,11 @@ void write_patched_rows(const ChunkKV& canon, const Patch* patch, KvPool& pool, 
           for (int j = 0; j < f.cols; ++j) dst[j] += d[j];
         }
       }
-      for (int i = 0; i < n; ++i)
+      for (int i = 0; i < n; ++i) {
+        KAMERA_ASSERT(slots[begin + i] >= 0);
         kv_store_row(dt, rows.data() + size_t(i) * width,
                      arena + size_t(slots[begin + i]) * width * eb, width);
+      }
     }
 }
 

@@ -49,6 +49,10 @@ struct ServerMetrics {
   std::atomic<double> prefill_tokens_per_s{0};
   // KV pool pages held now, the most held at once since the start, and the bytes of one page
   std::atomic<int64_t> kv_pages_used{0}, kv_pages_used_max{0}, kv_page_bytes{0}, kv_pages{0};
+  // The pool's bytes (all arenas), and the sliding-window layers' page space when the pool bounds
+  // it (0 pages otherwise): its pages, those held now and the most held at once.
+  std::atomic<int64_t> kv_bytes{0}, kv_window_pages{0}, kv_window_pages_used{0},
+      kv_window_pages_used_max{0};
   // The scheduler's caches, published after every step (GET /v1/stats): the exact-prefix index
   // (entries, tokens held, budget, evictions) and the segment index (occurrences, bytes held,
   // budget, evictions, occurrences that keep a patch instead of their rows).

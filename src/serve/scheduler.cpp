@@ -416,6 +416,12 @@ void Scheduler::note_pages() {
   metrics_.kv_page_bytes =
       pool.n_pages() ? int64_t(pool.arena_bytes() / size_t(pool.n_pages())) : 0;
   metrics_.kv_pages = pool.n_pages();
+  metrics_.kv_bytes = int64_t(pool.arena_bytes());
+  metrics_.kv_window_pages = pool.n_window_pages();
+  const int64_t window_used = pool.n_window_pages() - pool.n_free_window_pages();
+  metrics_.kv_window_pages_used = window_used;
+  if (window_used > metrics_.kv_window_pages_used_max)
+    metrics_.kv_window_pages_used_max = window_used;
   if (const PrefixIndex* prefix = assembler_.prefix()) {
     const PrefixIndex::Stats s = prefix->stats();
     metrics_.prefix_entries = s.entries;

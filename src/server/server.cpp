@@ -42,6 +42,8 @@ Status Server::Impl::open_context() {
   ContextOptions co;
   co.n_threads = opts.threads;
   co.kv_type = opts.kv_type;
+  co.swa_full = opts.swa_full;
+  co.swa_sequences = opts.max_active + 2;  // the decoding ones, a background canonical, a window
   const int64_t tokens = opts.pool_tokens > 0 ? opts.pool_tokens : 8 * int64_t(c.ctx_len);
   co.kv_tokens = tokens + 16 * int64_t(opts.max_active + 8);  // a partial page per sequence
   // The segments' KV lives in the KV pool (cache/segment_index.h), beside the prefixes', not in

@@ -36,6 +36,9 @@ struct ServerOptions {
   size_t store_bytes = size_t(1) << 30;  // memory tier budget
   int pool_tokens = 0;                   // KV pool capacity in tokens; 0: 8 x the model's context
   DType kv_type = DType::F32;            // KV pool storage: f32, f16 or bf16
+  // Sliding-window layers keep every token's row (--swa-full); false: only their window, and no
+  // prefix or segment cache on such a model (ContextOptions::swa_full).
+  bool swa_full = false;
   int default_max_tokens =
       0;  // a completion that names no max_tokens: at most this many (0: to the end of the context)
   int max_chunk_tokens = 0;  // 0: the model's context

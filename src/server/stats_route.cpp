@@ -102,7 +102,11 @@ json Server::Impl::stats_body() const {
            {{"pages", m.kv_pages.load()},
             {"pages_used", m.kv_pages_used.load()},
             {"pages_used_max", m.kv_pages_used_max.load()},
-            {"page_bytes", m.kv_page_bytes.load()}}},
+            {"page_bytes", m.kv_page_bytes.load()},
+            {"bytes", m.kv_bytes.load()},
+            {"window_pages", m.kv_window_pages.load()},
+            {"window_pages_used", m.kv_window_pages_used.load()},
+            {"window_pages_used_max", m.kv_window_pages_used_max.load()}}},
           {"counters", counters_json(m)},
           {"prefill_tokens_per_s", speed > 0 ? json(speed) : json(nullptr)},
           {"queue_depth", scheduler->queued()}};

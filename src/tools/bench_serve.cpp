@@ -41,6 +41,7 @@ struct ServeRep {
 // The options of the context: room for six copies of the sequence, a store that never evicts.
 ContextOptions serve_context_options(const ServeBenchArgs& a) {
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = 6 * (1 + a.antecedent + a.tokens + 32);

@@ -79,9 +79,11 @@ Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
 Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model, int threads,
                                              int64_t kv_tokens);
 
-// --kv-type (cli_kv_type.cpp) on the subcommands that build a Context, and its value.
+// --kv-type and --swa-full (cli_kv_type.cpp) on the subcommands that build a Context, and their
+// values.
 void add_kv_type_option(CLI::App& app);
 DType kv_type_option();
+bool swa_full_option();
 
 // --rope-context (cli_rope_context.cpp) on the subcommands that load a model, and its value
 // (read by load_for_cli into LoadOptions::n_ctx).

@@ -1,4 +1,5 @@
-// --kv-type f32|f16|bf16: the KV pool's storage dtype, one option shared by every subcommand that
+// --kv-type f32|f16|bf16: the KV pool's storage dtype, and --swa-full: every token's row in the
+// sliding-window layers (ContextOptions::swa_full), options shared by every subcommand that
 // builds a Context (registered in kamera.cpp; read by context_for and the subcommands that fill
 // ContextOptions themselves).
 #include "kv/kv_row.h"
@@ -11,6 +12,10 @@ std::string& kv_type_text() {
   static std::string s = "f32";
   return s;
 }
+bool& swa_full_flag() {
+  static bool full = false;
+  return full;
+}
 }  // namespace
 
 void add_kv_type_option(CLI::App& app) {
@@ -19,6 +24,13 @@ void add_kv_type_option(CLI::App& app) {
                  "docs/KV_DTYPE.md)")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
+  app.add_flag("--swa-full", swa_full_flag(),
+               "Keep every token's rows in sliding-window layers (gemma3, gpt-oss), as llama.cpp's "
+               "--swa-full; without it they hold only the window (docs/MODELS.md, KV memory)");
+}
+
+bool swa_full_option() {
+  return swa_full_flag();
 }
 
 DType kv_type_option() {

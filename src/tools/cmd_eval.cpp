@@ -142,6 +142,7 @@ struct StageProgress {
 ContextOptions eval_context_options(const EvalArgs& a, const std::vector<EvalSplit>& splits,
                                     const SuiteOptions& so) {
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = suite_kv_tokens(splits, so);

@@ -77,6 +77,7 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
                    tty && done != total ? "   " : "\n");
     };
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = harness_kv_tokens(*items);

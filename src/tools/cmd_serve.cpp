@@ -106,6 +106,7 @@ int run_serve(ServeArgs a) {
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
   }
   a.opts.kv_type = kv_type_option();
+  a.opts.swa_full = swa_full_option();
   if (a.rerank) {  // as llama-server --rerank: refused at start on a model that cannot rank
     auto info = read_rerank_file(a.model);
     if (!info.ok()) return fail(info.error(), false);

@@ -70,6 +70,7 @@ int run_placement(const WindowBenchArgs& a, std::shared_ptr<const Model> loaded,
                      t.c_str(), p.c_str(), total, (now_ms() - t0) / 1e3);
     };
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = placement_bench_kv_tokens(m);
@@ -132,6 +133,7 @@ int run_cascade_scenario(const WindowBenchArgs& a, std::shared_ptr<const Model> 
   o.probe_thresholds = *th;
   o.share_thresholds = *sh;
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = cascade_bench_kv_tokens(*loaded);
@@ -194,6 +196,7 @@ int run(const WindowBenchArgs& a) {
                    tty && done != total ? "   " : "\n");
     };
   ContextOptions co;
+  co.swa_full = true;  // reuse measured on every row of sliding-window layers
   co.kv_type = kv_type_option();
   co.n_threads = a.threads;
   co.kv_tokens = window_bench_kv_tokens(m);

@@ -59,6 +59,7 @@ Result<std::unique_ptr<Context>> context_for(std::shared_ptr<const Model> model,
   o.n_threads = threads;
   o.kv_tokens = kv_tokens;
   o.kv_type = kv_type_option();
+  o.swa_full = swa_full_option();
   return Context::create(std::move(model), o);
 }
 

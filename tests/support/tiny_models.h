@@ -63,7 +63,8 @@ inline std::unique_ptr<kamera::KvPool> pool_for(const kamera::Model& m, int toke
 }
 
 // A context on the model at `path`: anchor [1], room for kv_tokens tokens in pages of
-// page_tokens, a store of store_bytes.
+// page_tokens, a store of store_bytes; sliding-window layers keep every row (--swa-full), as the
+// reuse paths these rigs test need (docs/MODELS.md, "KV memory").
 inline std::unique_ptr<kamera::Context> context(const std::string& path, int64_t kv_tokens,
                                                 int page_tokens = 16,
                                                 size_t store_bytes = size_t(1) << 30,
@@ -74,6 +75,7 @@ inline std::unique_ptr<kamera::Context> context(const std::string& path, int64_t
   o.store_bytes = store_bytes;
   o.n_threads = n_threads;
   o.anchor = {1};
+  o.swa_full = true;
   auto c = kamera::Context::load(path, o);
   EXPECT_TRUE(c.ok()) << c.message();
   return c.ok() ? std::move(c.value()) : nullptr;

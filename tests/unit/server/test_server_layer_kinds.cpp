@@ -46,6 +46,7 @@ json window_turn(int t, const char* reuse = nullptr) {
 kamera::ServerOptions with_template(const char* name, bool cache = true) {
   kamera::ServerOptions o;
   o.chat_template = name;
+  o.swa_full = true;  // the reuse paths need every row of the sliding-window layers
   if (!cache) {
     o.prefix_cache_tokens = 0;
     o.segment_cache_bytes = 0;
@@ -79,6 +80,39 @@ TEST(ServerLayerKinds, SlidingWindowFamilyReusesPrefixesAndSurvivors) {
   const json re = warm.post("/v1/chat/completions", window_turn(1, "reprefill"), &st);
   ASSERT_EQ(st, 200) << re.dump();
   EXPECT_EQ(re["usage"]["prompt_tokens"], t1["usage"]["prompt_tokens"]);
+}
+
+// Bounded by the window (the default, --swa-full off): the sliding-window layers' rows live in a
+// page space of the decoding sequences' windows, smaller than the full-rows pool's, and a chat
+// answers exactly as on full rows; prompts are not cached (a repeat recomputes and answers alike).
+TEST(ServerLayerKinds, BoundedWindowAnswersAsFullRows) {
+  const std::string gemma = tiny::model_path("gemma3");
+  kamera::ServerOptions b = with_template("gemma");
+  b.swa_full = false;
+  b.max_active = 2;  // window space: 4 sequences of 8 + 512 + two pages, under the pool's 4k
+  kamera::ServerOptions f = b;
+  f.swa_full = true;
+  tiny::TestServer bounded(b, gemma), full(f, gemma);
+  json body = window_turn(0);
+  body["max_tokens"] = 16;
+  int st = 0;
+  const json want = full.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << want.dump();
+  const json got = bounded.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << got.dump();
+  EXPECT_GT(got["usage"]["prompt_tokens"].get<int>(), 8 * 8);  // many windows long
+  EXPECT_EQ(got["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"]);
+  const json again = bounded.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_EQ(cached(again), 0);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"]);
+  const json kb = bounded.get("/v1/stats")["kv_pool"], kf = full.get("/v1/stats")["kv_pool"];
+  EXPECT_EQ(kf["window_pages"].get<int64_t>(), 0);
+  ASSERT_GT(kb["window_pages"].get<int64_t>(), 0) << kb.dump();
+  EXPECT_LT(kb["bytes"].get<double>(), 0.5 * kf["bytes"].get<double>()) << kb.dump() << kf.dump();
+  // one sequence at a time, prefilled in slices of 64: W - 1 + 64 rows, two partial pages
+  EXPECT_LE(kb["window_pages_used_max"].get<int64_t>(), (8 - 1 + 64 + 2 * 15) / 16 + 1);
+  EXPECT_GT(kb["window_pages_used_max"].get<int64_t>(), 0);
 }
 
 // SmolLM3's template on its tiny model: a chat answers, /no_think in the system message puts the
