@@ -16,7 +16,7 @@ HttpError refusal(int status, const char* code, std::string message) {
 }
 
 // "image", "video", or "" for any other part.
-std::string media_kind(const json& part) {
+std::string media_kind(const ojson& part) {
   if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) return "";
   const std::string& t = part["type"].get_ref<const std::string&>();
   if (t == "image_url" || t == "image") return "image";
@@ -26,7 +26,7 @@ std::string media_kind(const json& part) {
 
 // The URL of an image part ({"image_url": {"url"}} or {"image_url": "..."}) or of a frame
 // ("..." or {"url"}); empty when there is none.
-std::string url_of(const json& v) {
+std::string url_of(const ojson& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("url") && v["url"].is_string())
     return v["url"].get<std::string>();
@@ -82,16 +82,16 @@ std::optional<HttpError> local_bytes(const std::string& url, const MediaOptions&
 
 }  // namespace
 
-bool has_media_items(const json& content) {
+bool has_media_items(const ojson& content) {
   if (!content.is_array()) return false;
-  for (const json& p : content)
+  for (const ojson& p : content)
     if (!media_kind(p).empty()) return true;
   return false;
 }
 
-bool has_media_parts(const json& body) {
+bool has_media_parts(const ojson& body) {
   if (!body.contains("messages") || !body["messages"].is_array()) return false;
-  for (const json& m : body["messages"])
+  for (const ojson& m : body["messages"])
     if (m.is_object() && m.contains("content") && has_media_items(m["content"])) return true;
   return false;
 }
@@ -124,7 +124,7 @@ struct ServerMedia::Part {
 
 // One picture's bytes by URL kind, its format sniffed, its declared size read from its header
 // and checked against the pixel limit: nothing decoded.
-std::optional<HttpError> ServerMedia::picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+std::optional<HttpError> ServerMedia::picture_bytes(const ojson& ref, std::vector<uint8_t>& bytes,
                                                     ImageSize& size) const {
   const std::string url = url_of(ref);
   if (url.empty())
@@ -162,10 +162,10 @@ std::optional<HttpError> ServerMedia::picture_bytes(const json& ref, std::vector
 
 // One image or video part, checked and read: its pictures' bytes and sizes, and the rows the
 // tower will make of them.
-std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) const {
-  std::vector<json> refs;
+std::optional<HttpError> ServerMedia::read_part(const ojson& part, Part& out) const {
+  std::vector<ojson> refs;
   if (part.contains("fps")) {
-    const json& f = part["fps"];
+    const ojson& f = part["fps"];
     if (media_kind(part) != "video" || !f.is_number() || !(f.get<double>() > 0) ||
         !(f.get<double>() <= 1000))
       return refusal(400, "invalid_media_part",
@@ -173,7 +173,7 @@ std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) con
     out.fps = f.get<double>();
   }
   if (media_kind(part) == "image") {
-    refs.push_back(part.contains("image_url") ? part["image_url"] : json());
+    refs.push_back(part.contains("image_url") ? part["image_url"] : ojson());
   } else if (!tower_->takes_video()) {
     return refusal(400, "invalid_media_part",
                    "this model reads single frames: send each frame as its own image_url part");
@@ -217,14 +217,14 @@ std::vector<TextRange> control_ranges(const std::string& text, const std::vector
 
 // Bytes of the request's text (message contents and text parts): the prompt takes at least
 // this over the longest vocabulary piece in tokens.
-size_t text_bytes(const json& body) {
+size_t text_bytes(const ojson& body) {
   size_t n = 0;
-  for (const json& m : body["messages"]) {
+  for (const ojson& m : body["messages"]) {
     if (!m.is_object() || !m.contains("content")) continue;
-    const json& c = m["content"];
+    const ojson& c = m["content"];
     if (c.is_string()) n += c.get_ref<const std::string&>().size();
     if (!c.is_array()) continue;
-    for (const json& p : c)
+    for (const ojson& p : c)
       if (p.is_object() && p.contains("text") && p["text"].is_string())
         n += p["text"].get_ref<const std::string&>().size();
   }
@@ -236,7 +236,7 @@ size_t text_bytes(const json& body) {
 // What the request's pictures will cost, from their headers: the rows they add to the prompt
 // against the context and the row budget, their decoded RGB against its budget. A refusal names
 // the part where the sum crossed the bound.
-std::optional<HttpError> ServerMedia::check_cost(const json& body,
+std::optional<HttpError> ServerMedia::check_cost(const ojson& body,
                                                  std::span<const Part> parts) const {
   const int64_t ctx_len = decoder_.cfg.ctx_len;
   const int64_t text_tokens = int64_t(text_bytes(body) / std::max<size_t>(1, piece_bytes_));
@@ -268,7 +268,7 @@ std::optional<HttpError> ServerMedia::check_cost(const json& body,
 
 // One image or video part: pictures decoded, encoded (or found in the cache), and the part
 // replaced by a chunk part (the prompt puts the tower's delimiters around it: `out`).
-std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestMedia& out,
+std::optional<HttpError> ServerMedia::add_part(Part& part, ojson& parts, RequestMedia& out,
                                                ServerMetrics& metrics,
                                                const std::function<bool()>& stop) {
   std::vector<Image> pictures(part.bytes.size());
@@ -322,14 +322,15 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, json& parts, RequestM
   return std::nullopt;
 }
 
-std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+std::optional<HttpError> ServerMedia::prepare(ojson& body, RequestMedia& out,
+                                              ServerMetrics& metrics,
                                               const std::function<bool()>& stop) {
   if (!body.contains("messages") || !body["messages"].is_array()) return std::nullopt;
   // the pictures of the whole request are counted before any is read
   int64_t pictures = 0;
-  for (const json& m : body["messages"]) {
+  for (const ojson& m : body["messages"]) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
-    for (const json& p : m["content"]) {
+    for (const ojson& p : m["content"]) {
       const std::string kind = media_kind(p);
       if (kind == "image") {
         ++pictures;
@@ -344,9 +345,9 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, Ser
                                pictures, opts_.max_images));
   // every part read and sized, the request's cost checked, and only then anything decoded
   std::vector<Part> media;
-  json& messages = body["messages"];
+  ojson& messages = body["messages"];
   for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
+    const ojson& m = messages[i];
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     for (size_t j = 0; j < m["content"].size(); ++j) {
       if (media_kind(m["content"][j]).empty()) continue;
@@ -360,10 +361,10 @@ std::optional<HttpError> ServerMedia::prepare(json& body, RequestMedia& out, Ser
   }
   if (auto e = check_cost(body, media)) return e;
   size_t next = 0;
-  for (json& m : messages) {
+  for (ojson& m : messages) {
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
-    json parts = json::array();
-    for (json& p : m["content"]) {
+    ojson parts = ojson::array();
+    for (ojson& p : m["content"]) {
       if (media_kind(p).empty()) {
         parts.push_back(std::move(p));  // moved: a body is never deep-copied
       } else if (auto e = add_part(media[next], parts, out, metrics, stop)) {

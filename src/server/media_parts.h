@@ -79,7 +79,7 @@ class ServerMedia {
   // Every picture is read and sized (its header), the request's cost checked, then each decoded
   // and encoded. stop (may be empty): true once the client has left; the encode then stops.
   // Thread-safe: decoding runs in the caller's thread, the tower one request at a time.
-  std::optional<HttpError> prepare(json& body, RequestMedia& out, ServerMetrics& metrics,
+  std::optional<HttpError> prepare(ojson& body, RequestMedia& out, ServerMetrics& metrics,
                                    const std::function<bool()>& stop = {});
 
   const MediaOptions& options() const { return opts_; }
@@ -90,11 +90,11 @@ class ServerMedia {
  private:
   struct Part;  // one media part's pictures, read and sized (media_parts.cpp)
   ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder, const MediaOptions& opts);
-  std::optional<HttpError> picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+  std::optional<HttpError> picture_bytes(const ojson& ref, std::vector<uint8_t>& bytes,
                                          ImageSize& size) const;
-  std::optional<HttpError> read_part(const json& part, Part& out) const;
-  std::optional<HttpError> check_cost(const json& body, std::span<const Part> parts) const;
-  std::optional<HttpError> add_part(Part& part, json& parts, RequestMedia& out,
+  std::optional<HttpError> read_part(const ojson& part, Part& out) const;
+  std::optional<HttpError> check_cost(const ojson& body, std::span<const Part> parts) const;
+  std::optional<HttpError> add_part(Part& part, ojson& parts, RequestMedia& out,
                                     ServerMetrics& metrics, const std::function<bool()>& stop);
 
   std::unique_ptr<MediaTower> tower_;
@@ -105,8 +105,8 @@ class ServerMedia {
 };
 
 // Whether a chat body has image or video parts (to refuse them when no tower is loaded).
-bool has_media_parts(const json& body);
+bool has_media_parts(const ojson& body);
 // Whether a content value (an array of parts) has image or video parts.
-bool has_media_items(const json& content);
+bool has_media_items(const ojson& content);
 
 }  // namespace kamera

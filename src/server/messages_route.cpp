@@ -58,7 +58,6 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
   auto chat = messages_body(req, false, out);
   if (!chat) return;
-  json body = to_json(*chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs, const std::shared_ptr<RequestMedia>&,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
     MessagesMeta meta;
@@ -75,7 +74,7 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(body, *chat, client, "", true, out, make_sink, messages_param);
+  serve_generation(*chat, client, "", true, out, make_sink, messages_param);
 }
 
 // The prompt's tokens as /v1/messages would count them (usage.input_tokens), nothing generated.
@@ -85,13 +84,13 @@ void Server::Impl::count_tokens(const HttpRequest& req, const PathParams&, const
   Out out = std::make_shared<AnthropicErrors>(std::move(plain));
   auto chat = messages_body(req, true, out);
   if (!chat) return;
-  json body = to_json(*chat);
+  ojson& body = *chat;
   auto images = std::make_shared<RequestMedia>();
   if (auto refused = prepare_media(body, true, *images, out)) {
     refused->param = messages_param(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, *chat, "", true, out, messages_param, images.get());
+  auto reqs = parse_generation(body, "", true, out, messages_param, images.get());
   if (!reqs) return;
   GenRequest& g = reqs->front();
   if (images->images > 0) g.media = images;

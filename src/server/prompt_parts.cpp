@@ -10,8 +10,6 @@
 
 namespace kamera {
 
-using json = nlohmann::json;
-
 namespace {
 
 // Appends text to the last part when it is text, else starts a text part; `control`: the text
@@ -57,7 +55,7 @@ Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex,
 }
 
 // One element of a parts array: a string, {"type": "text", "text"} or {"type": "chunk", "id"}.
-Status add_part(std::vector<PromptPart>& parts, const json& it, const RequestMedia* media) {
+Status add_part(std::vector<PromptPart>& parts, const ojson& it, const RequestMedia* media) {
   if (it.is_string()) {
     add_text(parts, it.get_ref<const std::string&>());
     return Status::Ok();
@@ -81,21 +79,21 @@ Status add_part(std::vector<PromptPart>& parts, const json& it, const RequestMed
 }
 
 // A content value: a string or an array of parts.
-Status add_items(std::vector<PromptPart>& parts, const json& items, const RequestMedia* media) {
+Status add_items(std::vector<PromptPart>& parts, const ojson& items, const RequestMedia* media) {
   if (items.is_string()) {
     add_text(parts, items.get_ref<const std::string&>());
     return Status::Ok();
   }
   if (!items.is_array())
     return make_error(ErrorCode::InvalidArgument, "content must be a string or an array of parts");
-  for (const json& it : items) KAMERA_TRY(add_part(parts, it, media));
+  for (const ojson& it : items) KAMERA_TRY(add_part(parts, it, media));
   return Status::Ok();
 }
 
 // A message as OpenAI sends it: a role (system, developer, user, assistant, tool; so no role
 // spells a control token or a marker), content (a string or parts; null or absent only for an
 // assistant message with tool_calls), and the assistant's tool_calls or the tool's tool_call_id.
-Status check_message(const json& m) {
+Status check_message(const ojson& m) {
   static const std::set<std::string, std::less<>> roles = {"system", "developer", "user",
                                                            "assistant", "tool"};
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
@@ -107,7 +105,7 @@ Status check_message(const json& m) {
   if (calls && (role != "assistant" || !m["tool_calls"].is_array()))
     return make_error(ErrorCode::InvalidArgument,
                       "\"tool_calls\" is an array, in assistant messages only");
-  for (const json& c : calls ? m["tool_calls"] : json::array())
+  for (const ojson& c : calls ? m["tool_calls"] : ojson::array())
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
         !c["function"].contains("name") || !c["function"]["name"].is_string())
       return make_error(ErrorCode::InvalidArgument,
@@ -123,22 +121,22 @@ Status check_message(const json& m) {
 }
 
 // The messages array, each message checked.
-Result<const json*> messages_of(const json& body) {
+Result<const ojson*> messages_of(const ojson& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  for (const json& m : body["messages"]) KAMERA_TRY(check_message(m));
+  for (const ojson& m : body["messages"]) KAMERA_TRY(check_message(m));
   return &body["messages"];
 }
 
-bool has_content(const json& m) {
+bool has_content(const ojson& m) {
   return m.contains("content") && !m["content"].is_null();
 }
 
 // Chat messages laid out as "role: content" lines (tool calls as their JSON), then "assistant:"
 // (all of it literal).
-Status add_messages(std::vector<PromptPart>& parts, const json& body, const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
-  for (const json& m : *msgs) {
+Status add_messages(std::vector<PromptPart>& parts, const ojson& body, const RequestMedia* media) {
+  KAMERA_ASSIGN_OR_RETURN(const ojson* msgs, messages_of(body));
+  for (const ojson& m : *msgs) {
     add_text(parts, m["role"].get_ref<const std::string&>() + ": ");
     if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"], media));
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
@@ -156,7 +154,7 @@ bool is_space(char c) {
 // A message's content as the template reads it: its text parts joined, literal but for the
 // vision delimiters around its images (the server's text, as the template's own), each chunk
 // part a piece (jinja/value.h) whose number is its place in `chunks` plus one.
-Result<jinja::Text> content_text(const json& content, std::vector<ChunkId>& chunks,
+Result<jinja::Text> content_text(const ojson& content, std::vector<ChunkId>& chunks,
                                  const RequestMedia* media) {
   std::vector<PromptPart> parts;
   KAMERA_TRY(add_items(parts, content, media));
@@ -222,22 +220,21 @@ Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text,
 // as `content`: its text and chunk parts, jinja/value.h), tool calls with their arguments as JSON
 // values (OpenAI sends them as strings; templates write them with tojson), the tool's
 // tool_call_id and name.
-Result<nlohmann::ordered_json> template_message(const json& m, std::optional<jinja::Text>& content,
-                                                std::vector<ChunkId>& chunks,
-                                                const RequestMedia* media) {
-  nlohmann::ordered_json out;
-  out["role"] = m["role"] == "developer" ? json("system") : m["role"];
-  out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : json("");
+Result<ojson> template_message(const ojson& m, std::optional<jinja::Text>& content,
+                               std::vector<ChunkId>& chunks, const RequestMedia* media) {
+  ojson out;
+  out["role"] = m["role"] == "developer" ? ojson("system") : m["role"];
+  out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : ojson("");
   if (has_content(m) && !m["content"].is_string()) {
     KAMERA_ASSIGN_OR_RETURN(content, content_text(m["content"], chunks, media));
   }
   if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-    out["tool_calls"] = nlohmann::ordered_json::array();
-    for (const json& c : m["tool_calls"]) {
-      nlohmann::ordered_json call(c);  // nlohmann converts between its two kinds of object
-      const json& args = c["function"].value("arguments", json("{}"));
+    out["tool_calls"] = ojson::array();
+    for (const ojson& c : m["tool_calls"]) {
+      ojson call(c);  // nlohmann converts between its two kinds of object
+      const ojson& args = c["function"].value("arguments", ojson("{}"));
       if (args.is_string()) {
-        auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        auto parsed = ojson::parse(args.get<std::string>(), nullptr, false);
         if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
       }
       out["tool_calls"].push_back(std::move(call));
@@ -253,10 +250,10 @@ Result<nlohmann::ordered_json> template_message(const json& m, std::optional<jin
 
 // Chat messages rendered by the model's chat template (with the generation prompt and the
 // request's tools).
-Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
+Status add_templated(std::vector<PromptPart>& parts, const ojson& body, const ChatTemplate& tmpl,
                      const ChatTools* tools, const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  KAMERA_ASSIGN_OR_RETURN(const ojson* checked, messages_of(body));
+  ojson msgs = ojson::array();
   std::vector<std::optional<jinja::Text>> contents(checked->size());
   std::vector<ChunkId> chunks;
   for (size_t i = 0; i < checked->size(); ++i) {
@@ -281,10 +278,10 @@ Status check_query(const std::vector<PromptPart>& parts) {
 }
 
 // A prompt of token ids, each in the vocabulary.
-Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
+Result<PromptPart> token_prompt(const ojson& ids, int n_vocab) {
   if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "a token prompt is empty");
   PromptPart p;
-  for (const json& t : ids) {
+  for (const ojson& t : ids) {
     KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a prompt token id", 0, n_vocab - 1));
     p.tokens.push_back(int32_t(v));
   }
@@ -292,7 +289,7 @@ Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
 }
 
 // A value a client may give a template variable: no text that could spell markup.
-bool plain_value(const json& v) {
+bool plain_value(const ojson& v) {
   if (v.is_boolean() || v.is_number() || v.is_null()) return true;
   if (!v.is_string() || v.get_ref<const std::string&>().size() > 64) return false;
   for (char c : v.get_ref<const std::string&>())
@@ -309,7 +306,7 @@ bool plain_name(const std::string& k) {
   return true;
 }
 
-Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
+Status chat_template_kwargs(const ojson& kw, ojson& vars) {
   static const std::set<std::string, std::less<>> own = {
       "messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents"};
   if (!kw.is_object())
@@ -326,12 +323,12 @@ Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
                         "\"chat_template_kwargs.{}\" must be a boolean, a number, null or a "
                         "word of at most 64 letters, digits, '_', '-', '.' or spaces",
                         k);
-    vars[k] = nlohmann::ordered_json(v);
+    vars[k] = ojson(v);
   }
   return Status::Ok();
 }
 
-Status reasoning_effort(const json& v, const ChatTemplate& tmpl, nlohmann::ordered_json& vars) {
+Status reasoning_effort(const ojson& v, const ChatTemplate& tmpl, ojson& vars) {
   static const std::set<std::string, std::less<>> levels = {"none", "minimal", "low", "medium",
                                                             "high"};
   if (!v.is_string() || !levels.count(v.get_ref<const std::string&>()))
@@ -352,9 +349,8 @@ Status reasoning_effort(const json& v, const ChatTemplate& tmpl, nlohmann::order
 
 }  // namespace
 
-Result<nlohmann::ordered_json> template_variables(const json& body, const ChatTemplate* tmpl,
-                                                  std::string* param) {
-  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+Result<ojson> template_variables(const ojson& body, const ChatTemplate* tmpl, std::string* param) {
+  ojson vars = ojson::object();
   for (const char* k : {"reasoning_effort", "chat_template_kwargs"}) {
     if (!body.contains(k) || body[k].is_null()) continue;
     Status st = Status::Ok();
@@ -382,7 +378,7 @@ std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part,
       limit);
 }
 
-Result<std::vector<PromptPart>> chat_parts(const json& body, const ChatTemplate* tmpl,
+Result<std::vector<PromptPart>> chat_parts(const ojson& body, const ChatTemplate* tmpl,
                                            const ChatTools* tools, const RequestMedia* media) {
   std::vector<PromptPart> parts;
   KAMERA_TRY(tmpl ? add_templated(parts, body, *tmpl, tools, media)
@@ -448,11 +444,11 @@ Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words) {
   return Status::Ok();
 }
 
-Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVocab& words,
+Result<std::vector<PromptPart>> word_chat_parts(const ojson& body, const WordVocab& words,
                                                 const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+  KAMERA_ASSIGN_OR_RETURN(const ojson* msgs, messages_of(body));
   std::vector<PromptPart> parts;
-  for (const json& m : *msgs) {
+  for (const ojson& m : *msgs) {
     const std::string& role = m["role"].get_ref<const std::string&>();
     if (role == "assistant" || role == "tool")
       return make_error(ErrorCode::InvalidArgument,
@@ -467,22 +463,22 @@ Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVoca
   return parts;
 }
 
-Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab,
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const ojson& prompt, int n_vocab,
                                                                 const RequestMedia* media) {
   std::vector<std::vector<PromptPart>> out;
   auto all = [&](auto pred) {
     return prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), pred);
   };
-  if (all([](const json& x) { return x.is_number(); })) {
+  if (all([](const ojson& x) { return x.is_number(); })) {
     KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(prompt, n_vocab));
     out.push_back({std::move(p)});
-  } else if (all([](const json& x) { return x.is_array(); })) {
-    for (const json& ids : prompt) {
+  } else if (all([](const ojson& x) { return x.is_array(); })) {
+    for (const ojson& ids : prompt) {
       KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(ids, n_vocab));
       out.push_back({std::move(p)});
     }
-  } else if (all([](const json& x) { return x.is_string(); })) {
-    for (const json& t : prompt) {
+  } else if (all([](const ojson& x) { return x.is_string(); })) {
+    for (const ojson& t : prompt) {
       out.emplace_back();
       add_text(out.back(), t.get_ref<const std::string&>());
     }

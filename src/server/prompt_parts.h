@@ -47,7 +47,7 @@ struct ChatTools {
 // where the template reads one, else mapped on Qwen3's `enable_thinking` ("none" and "minimal"
 // switch the reasoning off, "low", "medium" and "high" on), else refused. Explicit
 // chat_template_kwargs win over the mapping. On failure `param` names the field.
-Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
+Result<nlohmann::ordered_json> template_variables(const nlohmann::ordered_json& body,
                                                   const ChatTemplate* tmpl,
                                                   std::string* param = nullptr);
 
@@ -58,7 +58,8 @@ Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
 // template_variables. A chunk part that is one of the request's images (`media`, prepared by
 // server/media_parts.h) stands between its tower's vision delimiters (RequestMedia::open_text,
 // close_text): text the server writes, whose control tokens are read, as the template's own.
-Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
+Result<std::vector<PromptPart>> chat_parts(const nlohmann::ordered_json& body,
+                                           const ChatTemplate* tmpl,
                                            const ChatTools* tools = nullptr,
                                            const RequestMedia* media = nullptr);
 
@@ -66,7 +67,7 @@ Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const Cha
 // arrays), one prompt each; or parts (an array holding objects: text and chunk parts; an image
 // of `media` between its delimiters, as in chat_parts).
 Result<std::vector<std::vector<PromptPart>>> completion_prompts(
-    const nlohmann::json& prompt, int n_vocab, const RequestMedia* media = nullptr);
+    const nlohmann::ordered_json& prompt, int n_vocab, const RequestMedia* media = nullptr);
 
 // The mini-VL's word prompt (docs/MINIVL.md), the format it was trained on: no chat template, no
 // roles and no vision delimiters, [<bos>][frame]...[frame][question words]. A chat's messages give
@@ -87,7 +88,8 @@ class WordVocab {
   std::unordered_map<std::string, int32_t> ids_;
 };
 
-Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, const WordVocab& words,
+Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::ordered_json& body,
+                                                const WordVocab& words,
                                                 const RequestMedia* media = nullptr);
 // A prompt's parts in the word prompt: the chunk parts, then one part of the question's ids.
 Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words);
