@@ -61,6 +61,26 @@ int64_t PromptAssembler::cached_pages() const {
   return cached_.pages() + (segments_ ? segments_->patch_pages() : 0);
 }
 
+PromptAssembler::CachedStats PromptAssembler::cached_stats() const {
+  const KvPool& pool = cache_.pool();
+  CachedStats c;
+  c.budget_pages = budget_pages_;
+  c.page_bytes = std::max<int64_t>(1, int64_t(pool.arena_bytes()) / pool.n_pages());
+  if (prefix_) {
+    c.prefix_pages = prefix_->tokens_held() / pool.page_tokens();
+    c.evictions += prefix_->stats().evictions;
+  }
+  if (segments_) {
+    c.patch_pages = segments_->patch_pages();
+    c.segment_pages = segments_->pages_held() - c.patch_pages;
+    c.evictions += segments_->stats().evictions;
+  }
+  const int64_t distinct = cached_.pages();  // each page once, whichever kinds hold it
+  c.shared_pages = c.prefix_pages + c.segment_pages - distinct;
+  c.pages = distinct + c.patch_pages;
+  return c;
+}
+
 // Least recently used first across both indexes: the segment index's oldest occurrence goes
 // whole; when the prefix index's oldest unpinned entry is older, that index gives back a page's
 // worth of tails by its own order (cache/prefix_index.h). Pages another holder shares stay in the

@@ -119,6 +119,17 @@ class PromptAssembler {
   int64_t budget_pages() const { return budget_pages_; }
   int64_t segment_budget_pages() const { return segments_ ? segment_pages_ : 0; }
   int64_t cached_pages() const;
+  // The one budget and what holds it, each pool page counted once (GET /v1/stats, /metrics).
+  struct CachedStats {
+    int64_t budget_pages = 0, page_bytes = 0;
+    int64_t pages = 0;          // held by both kinds together, each once, plus patch_pages
+    int64_t prefix_pages = 0;   // held by prefix entries
+    int64_t segment_pages = 0;  // held by segment occurrences' rows
+    int64_t shared_pages = 0;   // held by a prefix entry and a segment occurrence both
+    int64_t patch_pages = 0;    // compacted occurrences' patches (heap bytes, as pages)
+    int64_t evictions = 0;      // prefix entries and segment occurrences given back whole
+  };
+  CachedStats cached_stats() const;
   // Evicts cached KV of both kinds, least recently used first (pinned prefix entries stay), until
   // at most `pages` are held. Returns the pages held.
   int64_t shrink_cached(int64_t pages);

@@ -59,6 +59,12 @@ struct ServerMetrics {
   std::atomic<int64_t> prefix_entries{0}, prefix_tokens{0}, prefix_budget{0}, prefix_evictions{0};
   std::atomic<int64_t> segment_occurrences{0}, segment_bytes{0}, segment_budget{0},
       segment_evictions{0}, segment_compacted{0};
+  // Both under their one budget of pool pages (cache/cached_pages.h), each page counted once:
+  // the budget, the pages held in all (with the patches'), by prefix entries, by segment
+  // occurrences, by both, by patches, and the entries and occurrences evicted whole.
+  std::atomic<int64_t> cached_budget_pages{0}, cached_page_bytes{0}, cached_pages{0},
+      cached_prefix_pages{0}, cached_segment_pages{0}, cached_shared_pages{0},
+      cached_patch_pages{0}, cached_evictions{0};
   Histogram ttft_seconds{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   // images and video parts (server/media_parts.h): tower runs, embeddings found in the image
   // cache, image segments served from stored KV, and the tower's time per encode

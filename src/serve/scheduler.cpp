@@ -16,6 +16,9 @@ Scheduler::Scheduler(Context& ctx, WindowRegistry& windows, ServerMetrics& metri
   metrics_.segment_budget = assembler_.segments() ? assembler_.segment_budget_pages() *
                                                         assembler_.segments()->page_bytes()
                                                   : 0;
+  const PromptAssembler::CachedStats c = assembler_.cached_stats();
+  metrics_.cached_budget_pages = c.budget_pages;
+  metrics_.cached_page_bytes = c.page_bytes;
 }
 
 Scheduler::~Scheduler() {
@@ -435,6 +438,15 @@ void Scheduler::note_pages() {
     metrics_.segment_evictions = s.evictions;
     metrics_.segment_compacted = s.compacted;
   }
+  const PromptAssembler::CachedStats c = assembler_.cached_stats();
+  metrics_.cached_budget_pages = c.budget_pages;
+  metrics_.cached_page_bytes = c.page_bytes;
+  metrics_.cached_pages = c.pages;
+  metrics_.cached_prefix_pages = c.prefix_pages;
+  metrics_.cached_segment_pages = c.segment_pages;
+  metrics_.cached_shared_pages = c.shared_pages;
+  metrics_.cached_patch_pages = c.patch_pages;
+  metrics_.cached_evictions = c.evictions;
 }
 
 // An admission recomputed `tokens` in `seconds` (its assembly, its prefill, and the decode steps

@@ -67,9 +67,11 @@ void Server::Impl::mark_reasoning(GenRequest& r) const {
 
 // The request's generations (one per prompt of a batch), checked and bounded; nullopt on a
 // refusal, already answered (its param named by `rename` when given: another API's field).
-std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
-    const json& body, const nlohmann::ordered_json& ordered, const std::string& window, bool chat,
-    const Out& out, const ParamName& rename, const RequestMedia* media) {
+std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(const ojson& body,
+                                                                      const std::string& window,
+                                                                      bool chat, const Out& out,
+                                                                      const ParamName& rename,
+                                                                      const RequestMedia* media) {
   auto refuse = [&](HttpError e) {
     if (rename) e.param = rename(e.param);
     respond_error(out, e);
@@ -81,7 +83,7 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
   if (auto refused = check_fields(body, ep)) return refuse(*refused);
   toolcall::DecodePlan plan;
   if (chat) {
-    auto p = plan_chat(ordered, out);
+    auto p = plan_chat(body, out);
     if (auto* e = std::get_if<HttpError>(&p)) return refuse(*e);
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
@@ -109,9 +111,8 @@ std::optional<std::vector<GenRequest>> Server::Impl::parse_generation(
 
 void Server::Impl::generate(const HttpRequest& req, const std::string& client,
                             const std::string& window, bool chat, const Out& out) {
-  nlohmann::ordered_json ordered;  // parsed once, in its order (schemas' property order)
-  if (auto bad = parse_body(req.body, json_limits, ordered)) return respond_error(out, *bad);
-  json body = to_json(ordered);
+  ojson body;  // parsed once, in its order (schemas' property order), read where it lies
+  if (auto bad = parse_body(req.body, json_limits, body)) return respond_error(out, *bad);
   if (!window.empty() && body.contains("prompt") && has_media_items(body["prompt"]))
     return respond_error(out, {400,
                                "image and video parts are taken in /v1/chat/completions messages "
@@ -138,19 +139,18 @@ void Server::Impl::generate(const HttpRequest& req, const std::string& client,
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(body, ordered, client, window, chat, out, make_sink);
+  serve_generation(body, client, window, chat, out, make_sink);
 }
 
-void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& ordered,
-                                    const std::string& client, const std::string& window, bool chat,
-                                    const Out& out, const MakeSink& make_sink,
-                                    const ParamName& rename) {
+void Server::Impl::serve_generation(ojson& body, const std::string& client,
+                                    const std::string& window, bool chat, const Out& out,
+                                    const MakeSink& make_sink, const ParamName& rename) {
   auto images = std::make_shared<RequestMedia>();
   if (auto refused = prepare_media(body, chat, *images, out)) {
     if (rename) refused->param = rename(refused->param);
     return respond_error(out, *refused);
   }
-  auto reqs = parse_generation(body, ordered, window, chat, out, rename, images.get());
+  auto reqs = parse_generation(body, window, chat, out, rename, images.get());
   if (!reqs) return;
   std::shared_ptr<void> slot = client_slot(client);
   if (!slot) {
@@ -189,11 +189,10 @@ void Server::Impl::serve_generation(json& body, const nlohmann::ordered_json& or
 
 // Image and video parts of chat messages, or of a /v1/completions prompt's parts, are read into
 // `out` by their place (server/media_parts.h), the body left as sent; refused without a vision
-// tower, and in window completions. A prompt's parts are moved into one user message for that and
-// back, never copied (their places: messages[0].content[j]). The encode stops when the client
-// leaves or the server stops.
-std::optional<HttpError> Server::Impl::prepare_media(const json& body, bool chat, RequestMedia& out,
-                                                     const Out& client) {
+// tower, and in window completions. A prompt's parts are read where they are (their places:
+// (0, j)). The encode stops when the client leaves or the server stops.
+std::optional<HttpError> Server::Impl::prepare_media(const ojson& body, bool chat,
+                                                     RequestMedia& out, const Out& client) {
   if (chat) {
     if (!has_media_parts(body)) return std::nullopt;
   } else if (!body.contains("prompt") || !has_media_items(body["prompt"])) {

@@ -120,10 +120,6 @@ std::optional<HttpError> parse_limited(std::string_view body, const JsonLimits& 
 }  // namespace
 
 // nlohmann's converting constructor: node by node, each value's kind kept.
-json to_json(const nlohmann::ordered_json& from) {
-  return json(from);
-}
-
 nlohmann::ordered_json to_ordered(const json& from) {
   return nlohmann::ordered_json(from);
 }
@@ -141,31 +137,34 @@ int64_t body_parses() {
   return parses.load(std::memory_order_relaxed);
 }
 
-Result<bool> bool_field(const json& body, const char* key, bool dflt) {
+template <class J>
+Result<bool> bool_field(const J& body, const char* key, bool dflt) {
   if (!body.contains(key) || body[key].is_null()) return dflt;
   if (!body[key].is_boolean())
     return make_error(ErrorCode::InvalidArgument, "\"{}\" must be true or false, not {}", key,
                       body[key].type_name());
-  return body[key].get<bool>();
+  return body[key].template get<bool>();
 }
 
-Result<std::string> string_field(const json& body, const char* key, const std::string& dflt) {
+template <class J>
+Result<std::string> string_field(const J& body, const char* key, const std::string& dflt) {
   if (!body.contains(key) || body[key].is_null()) return dflt;
   if (!body[key].is_string())
     return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a string, not {}", key,
                       body[key].type_name());
-  return body[key].get<std::string>();
+  return body[key].template get<std::string>();
 }
 
-Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi) {
+template <class J>
+Result<int64_t> int_value(const J& v, const std::string& what, int64_t lo, int64_t hi) {
   int64_t x = 0;
   if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
+    const uint64_t u = v.template get<uint64_t>();
     if (u > uint64_t(INT64_MAX))
       return make_error(ErrorCode::InvalidArgument, "{} = {} is outside [{}, {}]", what, u, lo, hi);
     x = int64_t(u);
   } else if (v.is_number_integer()) {
-    x = v.get<int64_t>();
+    x = v.template get<int64_t>();
   } else {
     return make_error(ErrorCode::InvalidArgument, "{} must be an integer", what);
   }
@@ -174,20 +173,33 @@ Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, in
   return x;
 }
 
-Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
+template <class J>
+Result<int64_t> int_field(const J& body, const char* key, int64_t dflt, int64_t lo, int64_t hi) {
   if (!body.contains(key) || body[key].is_null()) return dflt;
   return int_value(body[key], fmt::format("\"{}\"", key), lo, hi);
 }
 
-Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi) {
+template <class J>
+Result<double> number_field(const J& body, const char* key, double dflt, double lo, double hi) {
   if (!body.contains(key) || body[key].is_null()) return dflt;
   if (!body[key].is_number())
     return make_error(ErrorCode::InvalidArgument, "\"{}\" must be a number", key);
-  const double v = body[key].get<double>();
+  const double v = body[key].template get<double>();
   if (!(v >= lo && v <= hi))
     return make_error(ErrorCode::InvalidArgument, "\"{}\" = {} is outside [{}, {}]", key, v, lo,
                       hi);
   return v;
 }
+
+template Result<bool> bool_field(const json&, const char*, bool);
+template Result<bool> bool_field(const ojson&, const char*, bool);
+template Result<std::string> string_field(const json&, const char*, const std::string&);
+template Result<std::string> string_field(const ojson&, const char*, const std::string&);
+template Result<int64_t> int_value(const json&, const std::string&, int64_t, int64_t);
+template Result<int64_t> int_value(const ojson&, const std::string&, int64_t, int64_t);
+template Result<int64_t> int_field(const json&, const char*, int64_t, int64_t, int64_t);
+template Result<int64_t> int_field(const ojson&, const char*, int64_t, int64_t, int64_t);
+template Result<double> number_field(const json&, const char*, double, double, double);
+template Result<double> number_field(const ojson&, const char*, double, double, double);
 
 }  // namespace kamera

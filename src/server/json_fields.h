@@ -13,6 +13,9 @@
 namespace kamera {
 
 using json = nlohmann::json;
+// A request body as parse_body parsed it, in the client's order (a JSON Schema's properties, a
+// tool's parameters): what the prompt code reads, never copied into json.
+using ojson = nlohmann::ordered_json;
 
 // An HTTP-level failure: status code and message, answered as OpenAI does:
 // {"error": {"message", "type", "param", "code"}}. `code` is stable, for programs
@@ -35,10 +38,8 @@ json error_body(const HttpError& e);
 std::string dump(const json& j);
 std::string dump(const nlohmann::ordered_json& j);
 
-// The same value in the other JSON type, node by node (no text in between; nlohmann's converting
-// constructor): ordered_json keeps the keys in the order of `from`, json sorts them; numbers keep
-// their kind (integer, unsigned, float). Where a value crosses between the two types, these.
-json to_json(const nlohmann::ordered_json& from);
+// A json value (an answer's part) in ordered_json, node by node (no text in between; nlohmann's
+// converting constructor): the keys in json's order (sorted); numbers keep their kind.
 nlohmann::ordered_json to_ordered(const json& from);
 
 // What a request body may hold, enforced while it is parsed (before any value is copied): the
@@ -59,18 +60,24 @@ std::optional<HttpError> parse_body(std::string_view body, const JsonLimits& lim
 // test's measure that a request's body is parsed once.
 int64_t body_parses();
 
+// The field readers below take either JSON type (J: json or ordered_json; both instantiated).
 // A boolean field: `dflt` when absent or null, else it must be true or false (a string such as
 // "true" is refused by name, never read as either).
-Result<bool> bool_field(const json& body, const char* key, bool dflt);
+template <class J>
+Result<bool> bool_field(const J& body, const char* key, bool dflt);
 // A string field: `dflt` when absent or null, else it must be a string.
-Result<std::string> string_field(const json& body, const char* key, const std::string& dflt);
+template <class J>
+Result<std::string> string_field(const J& body, const char* key, const std::string& dflt);
 
 // An integer in [lo, hi], checked as 64 bits before any narrowing: a float (1.5), a value past
 // int64 (2^64 - 1) or a string is refused, never wrapped. `what` names it in the message.
-Result<int64_t> int_value(const json& v, const std::string& what, int64_t lo, int64_t hi);
+template <class J>
+Result<int64_t> int_value(const J& v, const std::string& what, int64_t lo, int64_t hi);
 // The same for a field of an object; `dflt` when absent or null.
-Result<int64_t> int_field(const json& body, const char* key, int64_t dflt, int64_t lo, int64_t hi);
+template <class J>
+Result<int64_t> int_field(const J& body, const char* key, int64_t dflt, int64_t lo, int64_t hi);
 // A number field in [lo, hi], or its default when absent or null.
-Result<double> number_field(const json& body, const char* key, double dflt, double lo, double hi);
+template <class J>
+Result<double> number_field(const J& body, const char* key, double dflt, double lo, double hi);
 
 }  // namespace kamera

@@ -16,7 +16,7 @@ HttpError refusal(int status, const char* code, std::string message) {
 }
 
 // "image", "video", or "" for any other part.
-std::string media_kind(const json& part) {
+std::string media_kind(const ojson& part) {
   if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) return "";
   const std::string& t = part["type"].get_ref<const std::string&>();
   if (t == "image_url" || t == "image") return "image";
@@ -26,7 +26,7 @@ std::string media_kind(const json& part) {
 
 // The URL of an image part ({"image_url": {"url"}} or {"image_url": "..."}) or of a frame
 // ("..." or {"url"}); empty when there is none.
-std::string url_of(const json& v) {
+std::string url_of(const ojson& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("url") && v["url"].is_string())
     return v["url"].get<std::string>();
@@ -82,16 +82,16 @@ std::optional<HttpError> local_bytes(const std::string& url, const MediaOptions&
 
 }  // namespace
 
-bool has_media_items(const json& content) {
+bool has_media_items(const ojson& content) {
   if (!content.is_array()) return false;
-  for (const json& p : content)
+  for (const ojson& p : content)
     if (!media_kind(p).empty()) return true;
   return false;
 }
 
-bool has_media_parts(const json& body) {
+bool has_media_parts(const ojson& body) {
   if (!body.contains("messages") || !body["messages"].is_array()) return false;
-  for (const json& m : body["messages"])
+  for (const ojson& m : body["messages"])
     if (m.is_object() && m.contains("content") && has_media_items(m["content"])) return true;
   return false;
 }
@@ -125,7 +125,7 @@ struct ServerMedia::Part {
 
 // One picture's bytes by URL kind, its format sniffed, its declared size read from its header
 // and checked against the pixel limit: nothing decoded.
-std::optional<HttpError> ServerMedia::picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+std::optional<HttpError> ServerMedia::picture_bytes(const ojson& ref, std::vector<uint8_t>& bytes,
                                                     ImageSize& size) const {
   const std::string url = url_of(ref);
   if (url.empty())
@@ -163,10 +163,10 @@ std::optional<HttpError> ServerMedia::picture_bytes(const json& ref, std::vector
 
 // One image or video part, checked and read: its pictures' bytes and sizes, and the rows the
 // tower will make of them.
-std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) const {
-  std::vector<json> refs;
+std::optional<HttpError> ServerMedia::read_part(const ojson& part, Part& out) const {
+  std::vector<ojson> refs;
   if (part.contains("fps")) {
-    const json& f = part["fps"];
+    const ojson& f = part["fps"];
     if (media_kind(part) != "video" || !f.is_number() || !(f.get<double>() > 0) ||
         !(f.get<double>() <= 1000))
       return refusal(400, "invalid_media_part",
@@ -174,7 +174,7 @@ std::optional<HttpError> ServerMedia::read_part(const json& part, Part& out) con
     out.fps = f.get<double>();
   }
   if (media_kind(part) == "image") {
-    refs.push_back(part.contains("image_url") ? part["image_url"] : json());
+    refs.push_back(part.contains("image_url") ? part["image_url"] : ojson());
   } else if (!tower_->takes_video()) {
     return refusal(400, "invalid_media_part",
                    "this model reads single frames: send each frame as its own image_url part");
@@ -221,10 +221,10 @@ std::vector<TextRange> control_ranges(const std::string& text, const std::vector
 size_t text_bytes(std::span<const MediaContent> contents) {
   size_t n = 0;
   for (const MediaContent& mc : contents) {
-    const json& c = *mc.content;
+    const ojson& c = *mc.content;
     if (c.is_string()) n += c.get_ref<const std::string&>().size();
     if (!c.is_array()) continue;
-    for (const json& p : c)
+    for (const ojson& p : c)
       if (p.is_object() && p.contains("text") && p["text"].is_string())
         n += p["text"].get_ref<const std::string&>().size();
   }
@@ -320,19 +320,19 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, RequestMedia& out,
   return std::nullopt;
 }
 
-std::vector<MediaContent> chat_media_contents(const json& body) {
+std::vector<MediaContent> chat_media_contents(const ojson& body) {
   std::vector<MediaContent> out;
   if (!body.contains("messages") || !body["messages"].is_array()) return out;
-  const json& messages = body["messages"];
+  const ojson& messages = body["messages"];
   for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
+    const ojson& m = messages[i];
     if (m.is_object() && m.contains("content"))
       out.push_back({&m["content"], i, fmt::format("messages[{}].content", i)});
   }
   return out;
 }
 
-std::optional<HttpError> ServerMedia::prepare(const json& body, RequestMedia& out,
+std::optional<HttpError> ServerMedia::prepare(const ojson& body, RequestMedia& out,
                                               ServerMetrics& metrics,
                                               const std::function<bool()>& stop) {
   return prepare(chat_media_contents(body), out, metrics, stop);
@@ -345,7 +345,7 @@ std::optional<HttpError> ServerMedia::prepare(std::span<const MediaContent> cont
   int64_t pictures = 0;
   for (const MediaContent& mc : contents) {
     if (!mc.content->is_array()) continue;
-    for (const json& p : *mc.content) {
+    for (const ojson& p : *mc.content) {
       const std::string kind = media_kind(p);
       if (kind == "image") {
         ++pictures;
@@ -362,7 +362,7 @@ std::optional<HttpError> ServerMedia::prepare(std::span<const MediaContent> cont
   std::vector<Part> media;
   for (const MediaContent& mc : contents) {
     if (!mc.content->is_array()) continue;
-    const json& parts = *mc.content;
+    const ojson& parts = *mc.content;
     for (size_t j = 0; j < parts.size(); ++j) {
       if (media_kind(parts[j]).empty()) continue;
       Part& p = media.emplace_back();

@@ -74,13 +74,13 @@ struct MediaOptions {
 // RequestMedia (messages[message].content[j]; a completions prompt: 0), `where` the param that
 // names them ("messages[3].content", "prompt").
 struct MediaContent {
-  const json* content = nullptr;
+  const ojson* content = nullptr;
   size_t message = 0;
   std::string where;
 };
 
 // The contents of a chat body's messages, in order.
-std::vector<MediaContent> chat_media_contents(const json& body);
+std::vector<MediaContent> chat_media_contents(const ojson& body);
 
 class ServerMedia {
  public:
@@ -97,7 +97,7 @@ class ServerMedia {
   // (its header), the request's cost checked, then each decoded and encoded. stop (may be
   // empty): true once the client has left; the encode then stops. Thread-safe: decoding runs in
   // the caller's thread, the tower one request at a time.
-  std::optional<HttpError> prepare(const json& body, RequestMedia& out, ServerMetrics& metrics,
+  std::optional<HttpError> prepare(const ojson& body, RequestMedia& out, ServerMetrics& metrics,
                                    const std::function<bool()>& stop = {});
   // The same over content values named one by one (a completions prompt's parts: {&prompt, 0,
   // "prompt"}; its media parts are then places (0, j) of RequestMedia).
@@ -112,9 +112,9 @@ class ServerMedia {
  private:
   struct Part;  // one media part's pictures, read and sized (media_parts.cpp)
   ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder, const MediaOptions& opts);
-  std::optional<HttpError> picture_bytes(const json& ref, std::vector<uint8_t>& bytes,
+  std::optional<HttpError> picture_bytes(const ojson& ref, std::vector<uint8_t>& bytes,
                                          ImageSize& size) const;
-  std::optional<HttpError> read_part(const json& part, Part& out) const;
+  std::optional<HttpError> read_part(const ojson& part, Part& out) const;
   std::optional<HttpError> check_cost(std::span<const MediaContent> contents,
                                       std::span<const Part> parts) const;
   std::optional<HttpError> add_part(Part& part, RequestMedia& out, ServerMetrics& metrics,
@@ -128,8 +128,8 @@ class ServerMedia {
 };
 
 // Whether a chat body has image or video parts (to refuse them when no tower is loaded).
-bool has_media_parts(const json& body);
+bool has_media_parts(const ojson& body);
 // Whether a content value (an array of parts) has image or video parts.
-bool has_media_items(const json& content);
+bool has_media_items(const ojson& content);
 
 }  // namespace kamera

@@ -60,7 +60,6 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
   MessagePlaces places;
   auto chat = messages_body(req, false, out, places);
   if (!chat) return;
-  json body = to_json(*chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs, const std::shared_ptr<RequestMedia>&,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
     MessagesMeta meta;
@@ -78,7 +77,7 @@ void Server::Impl::messages(const HttpRequest& req, const PathParams&, const std
     return sink->sink();
   };
   auto rename = [&places](const std::string& p) { return places.rename(p); };
-  serve_generation(body, *chat, client, "", true, out, make_sink, rename);
+  serve_generation(*chat, client, "", true, out, make_sink, rename);
 }
 
 // The prompt's tokens as /v1/messages would count them (usage.input_tokens), nothing generated.
@@ -89,14 +88,14 @@ void Server::Impl::count_tokens(const HttpRequest& req, const PathParams&, const
   MessagePlaces places;
   auto chat = messages_body(req, true, out, places);
   if (!chat) return;
-  json body = to_json(*chat);
+  ojson& body = *chat;
   auto images = std::make_shared<RequestMedia>();
   if (auto refused = prepare_media(body, true, *images, out)) {
     refused->param = places.rename(refused->param);
     return respond_error(out, *refused);
   }
   auto rename = [&places](const std::string& p) { return places.rename(p); };
-  auto reqs = parse_generation(body, *chat, "", true, out, rename, images.get());
+  auto reqs = parse_generation(body, "", true, out, rename, images.get());
   if (!reqs) return;
   GenRequest& g = reqs->front();
   if (images->images > 0) g.media = images;

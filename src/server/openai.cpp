@@ -13,9 +13,9 @@ namespace kamera {
 
 namespace {
 
-Result<ReusePolicy> reuse_policy(const json& body, ReusePolicy fallback) {
+Result<ReusePolicy> reuse_policy(const ojson& body, ReusePolicy fallback) {
   if (!body.contains("reuse")) return fallback;
-  const json& p = body["reuse"];
+  const ojson& p = body["reuse"];
   if (auto named = reuse_policy_named(p.is_string() ? p.get<std::string>() : "")) return *named;
   return make_error(ErrorCode::InvalidArgument,
                     "\"reuse\" must be patch, keep, prefix, blind or reprefill");
@@ -79,10 +79,11 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
   return out;
 }
 
-Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
-                                             const ModelConfig& cfg, const ChatTemplate* tmpl,
-                                             std::string* param, const ChatTools* tools,
-                                             const WordVocab* words, const RequestMedia* media) {
+Result<std::vector<GenRequest>> gen_requests(const ojson& body, bool chat,
+                                             const ServerOptions& opts, const ModelConfig& cfg,
+                                             const ChatTemplate* tmpl, std::string* param,
+                                             const ChatTools* tools, const WordVocab* words,
+                                             const RequestMedia* media) {
   const char* field = "";
   auto failed = [&](const char* f, const Error& e) {
     if (param) *param = f;
@@ -138,7 +139,7 @@ Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const 
   return out;
 }
 
-Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+Result<GenRequest> gen_request(const ojson& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl,
                                std::string* param) {
   KAMERA_ASSIGN_OR_RETURN(auto all, gen_requests(body, chat, opts, cfg, tmpl, param));

@@ -29,15 +29,15 @@ namespace kamera {
 // refused before, as for any model without a tool-call template), and a request that names no
 // max_tokens gets one token (the model answers one word) unless --default-max-tokens says
 // otherwise. On failure `param` (when given) names the field at fault.
-Result<std::vector<GenRequest>> gen_requests(const json& body, bool chat, const ServerOptions& opts,
-                                             const ModelConfig& cfg,
+Result<std::vector<GenRequest>> gen_requests(const ojson& body, bool chat,
+                                             const ServerOptions& opts, const ModelConfig& cfg,
                                              const ChatTemplate* tmpl = nullptr,
                                              std::string* param = nullptr,
                                              const ChatTools* tools = nullptr,
                                              const WordVocab* words = nullptr,
                                              const RequestMedia* media = nullptr);
 // The same for one prompt (a batch is refused).
-Result<GenRequest> gen_request(const json& body, bool chat, const ServerOptions& opts,
+Result<GenRequest> gen_request(const ojson& body, bool chat, const ServerOptions& opts,
                                const ModelConfig& cfg, const ChatTemplate* tmpl = nullptr,
                                std::string* param = nullptr);
 

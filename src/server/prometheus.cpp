@@ -110,6 +110,30 @@ void render_store(std::string& out, const ChunkStore::Stats& s) {
   out += fmt::format("kamera_store_evictions_total{{kind=\"patch\"}} {}\n", s.patch_evictions);
 }
 
+// The cached KV under its one budget (cache/cached_pages.h): each pool page counted once in
+// kamera_cached_kv_pages; by holder, a page both hold is in prefix, segment and shared.
+void render_cached_kv(std::string& out, const ServerMetrics& m) {
+  const double page_bytes = double(m.cached_page_bytes.load());
+  gauge(out, "kamera_cached_kv_budget_pages",
+        "pool pages prefix entries and segment occurrences may hold together",
+        double(m.cached_budget_pages.load()));
+  gauge(out, "kamera_cached_kv_budget_bytes", "the same budget in bytes",
+        double(m.cached_budget_pages.load()) * page_bytes);
+  gauge(out, "kamera_cached_kv_pages",
+        "pool pages the cached KV holds, each once (with the patches' bytes as pages)",
+        double(m.cached_pages.load()));
+  out += "# HELP kamera_cached_kv_holder_pages pool pages held, by holder\n";
+  out += "# TYPE kamera_cached_kv_holder_pages gauge\n";
+  for (auto [k, v] : {std::pair{"prefix", &m.cached_prefix_pages},
+                      {"segment", &m.cached_segment_pages},
+                      {"shared", &m.cached_shared_pages},
+                      {"patch", &m.cached_patch_pages}})
+    out += fmt::format("kamera_cached_kv_holder_pages{{holder=\"{}\"}} {}\n", k, v->load());
+  counter(out, "kamera_cached_kv_evictions_total",
+          "prefix entries and segment occurrences evicted whole",
+          double(m.cached_evictions.load()));
+}
+
 void render_tiers(std::string& out, const ChunkStore& store, const ChunkStore::Stats& s) {
   out += "# HELP kamera_store_bytes bytes held per tier\n# TYPE kamera_store_bytes gauge\n";
   out += fmt::format("kamera_store_bytes{{tier=\"memory\"}} {}\n", s.bytes_held());
@@ -156,6 +180,7 @@ std::string render_metrics(const ServerMetrics& m, const ChunkStore& store, int6
   render_tiers(out, store, s);
   counter(out, "kamera_store_bytes_saved_total",
           "KV bytes served from the store instead of a forward", double(s.bytes_saved));
+  render_cached_kv(out, m);
   gauge(out, "kamera_queue_depth", "requests waiting for the scheduler", double(queued));
   gauge(out, "kamera_kv_pages_used", "KV pool pages held", double(m.kv_pages_used.load()));
   gauge(out, "kamera_kv_pages_used_max", "the most KV pool pages held at once since the start",

@@ -10,8 +10,6 @@
 
 namespace kamera {
 
-using json = nlohmann::json;
-
 namespace {
 
 // Appends text to the last part when it is text, else starts a text part; `control`: the text
@@ -63,7 +61,7 @@ Status add_chunk(std::vector<PromptPart>& parts, const std::string& hex,
 
 // One element of a parts array: a string, {"type": "text", "text"}, {"type": "chunk", "id"}, or
 // an image or video part that the request's media read (`image`: its chunk, server/media_parts.h).
-Status add_part(std::vector<PromptPart>& parts, const json& it, const MediaPart* image,
+Status add_part(std::vector<PromptPart>& parts, const ojson& it, const MediaPart* image,
                 const RequestMedia* media) {
   if (image) {
     add_chunk(parts, image->id, image);
@@ -93,7 +91,7 @@ Status add_part(std::vector<PromptPart>& parts, const json& it, const MediaPart*
 
 // A content value: a string or an array of parts, the content of messages[message] (a prompt's
 // parts: 0), where `media` has its image and video parts.
-Status add_items(std::vector<PromptPart>& parts, const json& items, const RequestMedia* media,
+Status add_items(std::vector<PromptPart>& parts, const ojson& items, const RequestMedia* media,
                  size_t message = 0) {
   if (items.is_string()) {
     add_text(parts, items.get_ref<const std::string&>());
@@ -109,7 +107,7 @@ Status add_items(std::vector<PromptPart>& parts, const json& items, const Reques
 // A message as OpenAI sends it: a role (system, developer, user, assistant, tool; so no role
 // spells a control token or a marker), content (a string or parts; null or absent only for an
 // assistant message with tool_calls), and the assistant's tool_calls or the tool's tool_call_id.
-Status check_message(const json& m) {
+Status check_message(const ojson& m) {
   static const std::set<std::string, std::less<>> roles = {"system", "developer", "user",
                                                            "assistant", "tool"};
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
@@ -121,7 +119,7 @@ Status check_message(const json& m) {
   if (calls && (role != "assistant" || !m["tool_calls"].is_array()))
     return make_error(ErrorCode::InvalidArgument,
                       "\"tool_calls\" is an array, in assistant messages only");
-  for (const json& c : calls ? m["tool_calls"] : json::array())
+  for (const ojson& c : calls ? m["tool_calls"] : ojson::array())
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
         !c["function"].contains("name") || !c["function"]["name"].is_string())
       return make_error(ErrorCode::InvalidArgument,
@@ -137,23 +135,23 @@ Status check_message(const json& m) {
 }
 
 // The messages array, each message checked.
-Result<const json*> messages_of(const json& body) {
+Result<const ojson*> messages_of(const ojson& body) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
     return make_error(ErrorCode::InvalidArgument, "\"messages\" must be a non-empty array");
-  for (const json& m : body["messages"]) KAMERA_TRY(check_message(m));
+  for (const ojson& m : body["messages"]) KAMERA_TRY(check_message(m));
   return &body["messages"];
 }
 
-bool has_content(const json& m) {
+bool has_content(const ojson& m) {
   return m.contains("content") && !m["content"].is_null();
 }
 
 // Chat messages laid out as "role: content" lines (tool calls as their JSON), then "assistant:"
 // (all of it literal).
-Status add_messages(std::vector<PromptPart>& parts, const json& body, const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+Status add_messages(std::vector<PromptPart>& parts, const ojson& body, const RequestMedia* media) {
+  KAMERA_ASSIGN_OR_RETURN(const ojson* msgs, messages_of(body));
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ojson& m = (*msgs)[i];
     add_text(parts, m["role"].get_ref<const std::string&>() + ": ");
     if (has_content(m)) KAMERA_TRY(add_items(parts, m["content"], media, i));
     if (m.contains("tool_calls") && !m["tool_calls"].is_null())
@@ -172,7 +170,7 @@ bool is_space(char c) {
 // for the vision delimiters around its images (the server's text, as the template's own), each
 // chunk part and each image or video part (its chunk) a piece (jinja/value.h) whose number is its
 // place in `chunks` plus one.
-Result<jinja::Text> content_text(const json& content, size_t message, std::vector<ChunkId>& chunks,
+Result<jinja::Text> content_text(const ojson& content, size_t message, std::vector<ChunkId>& chunks,
                                  const RequestMedia* media) {
   std::vector<PromptPart> parts;
   KAMERA_TRY(add_items(parts, content, media, message));
@@ -238,23 +236,23 @@ Status split_rendered(std::vector<PromptPart>& parts, const jinja::Text& text,
 // as `content`: its text and chunk parts and its images' chunks, jinja/value.h), tool calls with
 // their arguments as JSON values (OpenAI sends them as strings; templates write them with tojson),
 // the tool's tool_call_id and name.
-Result<nlohmann::ordered_json> template_message(const json& m, size_t message,
+Result<nlohmann::ordered_json> template_message(const ojson& m, size_t message,
                                                 std::optional<jinja::Text>& content,
                                                 std::vector<ChunkId>& chunks,
                                                 const RequestMedia* media) {
   nlohmann::ordered_json out;
-  out["role"] = m["role"] == "developer" ? json("system") : m["role"];
-  out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : json("");
+  out["role"] = m["role"] == "developer" ? ojson("system") : m["role"];
+  out["content"] = has_content(m) && m["content"].is_string() ? m["content"] : ojson("");
   if (has_content(m) && !m["content"].is_string()) {
     KAMERA_ASSIGN_OR_RETURN(content, content_text(m["content"], message, chunks, media));
   }
   if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
-    out["tool_calls"] = nlohmann::ordered_json::array();
-    for (const json& c : m["tool_calls"]) {
-      nlohmann::ordered_json call(c);  // nlohmann converts between its two kinds of object
-      const json& args = c["function"].value("arguments", json("{}"));
+    out["tool_calls"] = ojson::array();
+    for (const ojson& c : m["tool_calls"]) {
+      ojson call(c);  // nlohmann converts between its two kinds of object
+      const ojson& args = c["function"].value("arguments", ojson("{}"));
       if (args.is_string()) {
-        auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        auto parsed = ojson::parse(args.get<std::string>(), nullptr, false);
         if (!parsed.is_discarded()) call["function"]["arguments"] = std::move(parsed);
       }
       out["tool_calls"].push_back(std::move(call));
@@ -270,10 +268,10 @@ Result<nlohmann::ordered_json> template_message(const json& m, size_t message,
 
 // Chat messages rendered by the model's chat template (with the generation prompt and the
 // request's tools).
-Status add_templated(std::vector<PromptPart>& parts, const json& body, const ChatTemplate& tmpl,
+Status add_templated(std::vector<PromptPart>& parts, const ojson& body, const ChatTemplate& tmpl,
                      const ChatTools* tools, const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* checked, messages_of(body));
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  KAMERA_ASSIGN_OR_RETURN(const ojson* checked, messages_of(body));
+  ojson msgs = ojson::array();
   std::vector<std::optional<jinja::Text>> contents(checked->size());
   std::vector<ChunkId> chunks;
   for (size_t i = 0; i < checked->size(); ++i) {
@@ -298,10 +296,10 @@ Status check_query(const std::vector<PromptPart>& parts) {
 }
 
 // A prompt of token ids, each in the vocabulary.
-Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
+Result<PromptPart> token_prompt(const ojson& ids, int n_vocab) {
   if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "a token prompt is empty");
   PromptPart p;
-  for (const json& t : ids) {
+  for (const ojson& t : ids) {
     KAMERA_ASSIGN_OR_RETURN(int64_t v, int_value(t, "a prompt token id", 0, n_vocab - 1));
     p.tokens.push_back(int32_t(v));
   }
@@ -309,7 +307,7 @@ Result<PromptPart> token_prompt(const json& ids, int n_vocab) {
 }
 
 // A value a client may give a template variable: no text that could spell markup.
-bool plain_value(const json& v) {
+bool plain_value(const ojson& v) {
   if (v.is_boolean() || v.is_number() || v.is_null()) return true;
   if (!v.is_string() || v.get_ref<const std::string&>().size() > 64) return false;
   for (char c : v.get_ref<const std::string&>())
@@ -326,7 +324,7 @@ bool plain_name(const std::string& k) {
   return true;
 }
 
-Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
+Status chat_template_kwargs(const ojson& kw, ojson& vars) {
   static const std::set<std::string, std::less<>> own = {
       "messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents"};
   if (!kw.is_object())
@@ -343,12 +341,12 @@ Status chat_template_kwargs(const json& kw, nlohmann::ordered_json& vars) {
                         "\"chat_template_kwargs.{}\" must be a boolean, a number, null or a "
                         "word of at most 64 letters, digits, '_', '-', '.' or spaces",
                         k);
-    vars[k] = nlohmann::ordered_json(v);
+    vars[k] = ojson(v);
   }
   return Status::Ok();
 }
 
-Status reasoning_effort(const json& v, const ChatTemplate& tmpl, nlohmann::ordered_json& vars) {
+Status reasoning_effort(const ojson& v, const ChatTemplate& tmpl, ojson& vars) {
   static const std::set<std::string, std::less<>> levels = {"none", "minimal", "low", "medium",
                                                             "high"};
   if (!v.is_string() || !levels.count(v.get_ref<const std::string&>()))
@@ -369,9 +367,8 @@ Status reasoning_effort(const json& v, const ChatTemplate& tmpl, nlohmann::order
 
 }  // namespace
 
-Result<nlohmann::ordered_json> template_variables(const json& body, const ChatTemplate* tmpl,
-                                                  std::string* param) {
-  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+Result<ojson> template_variables(const ojson& body, const ChatTemplate* tmpl, std::string* param) {
+  ojson vars = ojson::object();
   for (const char* k : {"reasoning_effort", "chat_template_kwargs"}) {
     if (!body.contains(k) || body[k].is_null()) continue;
     Status st = Status::Ok();
@@ -399,7 +396,7 @@ std::vector<int32_t> text_part_ids(const Tokenizer& tok, const PromptPart& part,
       limit);
 }
 
-Result<std::vector<PromptPart>> chat_parts(const json& body, const ChatTemplate* tmpl,
+Result<std::vector<PromptPart>> chat_parts(const ojson& body, const ChatTemplate* tmpl,
                                            const ChatTools* tools, const RequestMedia* media) {
   std::vector<PromptPart> parts;
   KAMERA_TRY(tmpl ? add_templated(parts, body, *tmpl, tools, media)
@@ -465,12 +462,12 @@ Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words) {
   return Status::Ok();
 }
 
-Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVocab& words,
+Result<std::vector<PromptPart>> word_chat_parts(const ojson& body, const WordVocab& words,
                                                 const RequestMedia* media) {
-  KAMERA_ASSIGN_OR_RETURN(const json* msgs, messages_of(body));
+  KAMERA_ASSIGN_OR_RETURN(const ojson* msgs, messages_of(body));
   std::vector<PromptPart> parts;
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const json& m = (*msgs)[i];
+    const ojson& m = (*msgs)[i];
     const std::string& role = m["role"].get_ref<const std::string&>();
     if (role == "assistant" || role == "tool")
       return make_error(ErrorCode::InvalidArgument,
@@ -485,22 +482,22 @@ Result<std::vector<PromptPart>> word_chat_parts(const json& body, const WordVoca
   return parts;
 }
 
-Result<std::vector<std::vector<PromptPart>>> completion_prompts(const json& prompt, int n_vocab,
+Result<std::vector<std::vector<PromptPart>>> completion_prompts(const ojson& prompt, int n_vocab,
                                                                 const RequestMedia* media) {
   std::vector<std::vector<PromptPart>> out;
   auto all = [&](auto pred) {
     return prompt.is_array() && !prompt.empty() && std::all_of(prompt.begin(), prompt.end(), pred);
   };
-  if (all([](const json& x) { return x.is_number(); })) {
+  if (all([](const ojson& x) { return x.is_number(); })) {
     KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(prompt, n_vocab));
     out.push_back({std::move(p)});
-  } else if (all([](const json& x) { return x.is_array(); })) {
-    for (const json& ids : prompt) {
+  } else if (all([](const ojson& x) { return x.is_array(); })) {
+    for (const ojson& ids : prompt) {
       KAMERA_ASSIGN_OR_RETURN(PromptPart p, token_prompt(ids, n_vocab));
       out.push_back({std::move(p)});
     }
-  } else if (all([](const json& x) { return x.is_string(); })) {
-    for (const json& t : prompt) {
+  } else if (all([](const ojson& x) { return x.is_string(); })) {
+    for (const ojson& t : prompt) {
       out.emplace_back();
       add_text(out.back(), t.get_ref<const std::string&>());
     }

@@ -49,7 +49,7 @@ struct ChatTools {
 // where the template reads one, else mapped on Qwen3's `enable_thinking` ("none" and "minimal"
 // switch the reasoning off, "low", "medium" and "high" on), else refused. Explicit
 // chat_template_kwargs win over the mapping. On failure `param` names the field.
-Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
+Result<nlohmann::ordered_json> template_variables(const nlohmann::ordered_json& body,
                                                   const ChatTemplate* tmpl,
                                                   std::string* param = nullptr);
 
@@ -61,7 +61,8 @@ Result<nlohmann::ordered_json> template_variables(const nlohmann::json& body,
 // found by its place, RequestMedia::part) is its chunk, between its tower's vision delimiters
 // (MediaPart::open_text, close_text): text the server writes, whose control tokens are read, as
 // the template's own. So is a chunk part of the client's that names one of those chunks.
-Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const ChatTemplate* tmpl,
+Result<std::vector<PromptPart>> chat_parts(const nlohmann::ordered_json& body,
+                                           const ChatTemplate* tmpl,
                                            const ChatTools* tools = nullptr,
                                            const RequestMedia* media = nullptr);
 
@@ -70,7 +71,7 @@ Result<std::vector<PromptPart>> chat_parts(const nlohmann::json& body, const Cha
 // or video part of `media`, its places messages[0].content[j], between its delimiters, as in
 // chat_parts).
 Result<std::vector<std::vector<PromptPart>>> completion_prompts(
-    const nlohmann::json& prompt, int n_vocab, const RequestMedia* media = nullptr);
+    const nlohmann::ordered_json& prompt, int n_vocab, const RequestMedia* media = nullptr);
 
 // The mini-VL's word prompt (docs/MINIVL.md), the format it was trained on: no chat template, no
 // roles and no vision delimiters, [<bos>][frame]...[frame][question words]. A chat's messages give
@@ -91,7 +92,8 @@ class WordVocab {
   std::unordered_map<std::string, int32_t> ids_;
 };
 
-Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::json& body, const WordVocab& words,
+Result<std::vector<PromptPart>> word_chat_parts(const nlohmann::ordered_json& body,
+                                                const WordVocab& words,
                                                 const RequestMedia* media = nullptr);
 // A prompt's parts in the word prompt: the chunk parts, then one part of the question's ids.
 Status to_word_prompt(std::vector<PromptPart>& parts, const WordVocab& words);

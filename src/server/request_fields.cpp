@@ -47,8 +47,8 @@ HttpError not_yet(const std::string& field) {
 }
 
 // Fields kamera knows but does not do: refused unless their value changes nothing.
-std::optional<HttpError> check_known(const json& body, const std::string& k, Endpoint e) {
-  const json& v = body[k];
+std::optional<HttpError> check_known(const ojson& body, const std::string& k, Endpoint e) {
+  const ojson& v = body[k];
   if (v.is_null()) return std::nullopt;
   // response_format, tools, tool_choice: planned (and refused by name) by toolcall/request.h.
   if (k == "response_format" || k == "tools" || k == "tool_choice") return std::nullopt;
@@ -68,13 +68,13 @@ std::optional<HttpError> check_known(const json& body, const std::string& k, End
                   "unsupported_field");
   if (k == "prompt_cache_retention" && v != "in_memory" && v != "24h")
     return refuse(k, "must be \"in_memory\" or \"24h\"", "invalid_value");
-  if (k == "modalities" && v != json::array({"text"}))
+  if (k == "modalities" && v != ojson::array({"text"}))
     return refuse(k, "supports only [\"text\"]", "unsupported_field");
   if (k == "echo" && v == true) return not_yet(k);
   if (k == "best_of" && v != 1) return refuse(k, "must be 1", "unsupported_field");
   if (k == "suffix" && v != "") return not_yet(k);
   if (k == "stream_options") {
-    const json s = body.value("stream", json(false));
+    const ojson s = body.value("stream", ojson(false));
     if (s != true) return refuse(k, "is only allowed with \"stream\": true", "invalid_value");
     if (!v.is_object()) return refuse(k, "must be an object", "invalid_value");
     for (const auto& [sk, sv] : v.items()) {
@@ -88,7 +88,7 @@ std::optional<HttpError> check_known(const json& body, const std::string& k, End
 
 }  // namespace
 
-std::optional<HttpError> check_fields(const json& body, Endpoint e) {
+std::optional<HttpError> check_fields(const ojson& body, Endpoint e) {
   static const std::set<std::string> not_done = {
       "response_format", "tools",       "tool_choice",    "functions",  "function_call",
       "grammar",         "json_schema", "store",          "modalities", "echo",
@@ -119,9 +119,9 @@ std::optional<HttpError> check_fields(const json& body, Endpoint e) {
   return std::nullopt;
 }
 
-bool include_usage(const json& body) {
+bool include_usage(const ojson& body) {
   if (!body.contains("stream_options") || !body["stream_options"].is_object()) return false;
-  const json& s = body["stream_options"];
+  const ojson& s = body["stream_options"];
   return s.contains("include_usage") && s["include_usage"] == true;
 }
 
@@ -138,14 +138,14 @@ Error at_field(const char*& param, const char* field, Error e) {
 }
 
 // "stop": a string or an array of at most 4 non-empty strings.
-Status stop_field(const json& body, std::vector<std::string>& out) {
+Status stop_field(const ojson& body, std::vector<std::string>& out) {
   if (!body.contains("stop") || body["stop"].is_null()) return Status::Ok();
-  const json& v = body["stop"];
-  const json list = v.is_string() ? json::array({v}) : v;
+  const ojson& v = body["stop"];
+  const ojson list = v.is_string() ? ojson::array({v}) : v;
   if (!list.is_array() || list.size() > 4)
     return make_error(ErrorCode::InvalidArgument,
                       "\"stop\" must be a string or an array of at most 4 strings");
-  for (const json& s : list) {
+  for (const ojson& s : list) {
     if (!s.is_string() || s.get_ref<const std::string&>().empty() ||
         s.get_ref<const std::string&>().size() > 1024)
       return make_error(ErrorCode::InvalidArgument,
@@ -156,9 +156,9 @@ Status stop_field(const json& body, std::vector<std::string>& out) {
 }
 
 // "logit_bias": {"token id": bias in [-100, 100]}.
-Status bias_field(const json& body, int n_vocab, std::vector<std::pair<int32_t, float>>& out) {
+Status bias_field(const ojson& body, int n_vocab, std::vector<std::pair<int32_t, float>>& out) {
   if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return Status::Ok();
-  const json& v = body["logit_bias"];
+  const ojson& v = body["logit_bias"];
   if (!v.is_object())
     return make_error(ErrorCode::InvalidArgument,
                       "\"logit_bias\" must map token ids (as strings) to numbers");
@@ -177,8 +177,8 @@ Status bias_field(const json& body, int n_vocab, std::vector<std::pair<int32_t, 
 }
 
 // max_tokens / max_completion_tokens (0 when neither: to the end of the context).
-Status limit_fields(const json& body, Endpoint e, const ServerOptions& opts, const ModelConfig& cfg,
-                    GenRequest& r, const char*& param) {
+Status limit_fields(const ojson& body, Endpoint e, const ServerOptions& opts,
+                    const ModelConfig& cfg, GenRequest& r, const char*& param) {
   const int64_t dflt = opts.default_max_tokens;
   r.gen.max_tokens = 0;  // none named
   for (const char* k : {"max_tokens", "max_completion_tokens"}) {
@@ -198,9 +198,9 @@ Status limit_fields(const json& body, Endpoint e, const ServerOptions& opts, con
 }
 
 // logprobs: chat's boolean with top_logprobs in [0, 20]; completions' number in [0, 5].
-Status logprob_fields(const json& body, Endpoint e, GenRequest& r, const char*& param) {
+Status logprob_fields(const ojson& body, Endpoint e, GenRequest& r, const char*& param) {
   if (e == Endpoint::Chat) {
-    const json lp = body.value("logprobs", json(nullptr));
+    const ojson lp = body.value("logprobs", ojson(nullptr));
     if (!lp.is_null() && !lp.is_boolean())
       return at_field(param, "logprobs",
                       make_error(ErrorCode::InvalidArgument, "\"logprobs\" must be true or false"));
@@ -221,7 +221,7 @@ Status logprob_fields(const json& body, Endpoint e, GenRequest& r, const char*& 
 
 }  // namespace
 
-Status generation_fields(const json& body, Endpoint e, const ServerOptions& opts,
+Status generation_fields(const ojson& body, Endpoint e, const ServerOptions& opts,
                          const ModelConfig& cfg, GenRequest& r, const char*& param) {
   KAMERA_TRY(limit_fields(body, e, opts, cfg, r, param));
   KAMERA_TRY(logprob_fields(body, e, r, param));

@@ -17,15 +17,15 @@ enum class Endpoint { Chat, Completions, Window };
 // A field that is not known, or known but not supported (yet), or a no-op given a value that
 // would change the output: 400 naming it as the error's param. nullopt when every field is one
 // kamera honours.
-std::optional<HttpError> check_fields(const json& body, Endpoint e);
+std::optional<HttpError> check_fields(const ojson& body, Endpoint e);
 
 // The generation fields into r.gen and r.n: limits (max_tokens / max_completion_tokens), sampling
 // (temperature, top_p, top_k, min_p, seed), penalties, logit_bias, stop, logprobs, n. On failure
 // `param` names the field (a static string).
-Status generation_fields(const json& body, Endpoint e, const ServerOptions& opts,
+Status generation_fields(const ojson& body, Endpoint e, const ServerOptions& opts,
                          const ModelConfig& cfg, GenRequest& r, const char*& param);
 
 // stream_options.include_usage (false when absent); check_fields has checked the shape.
-bool include_usage(const json& body);
+bool include_usage(const ojson& body);
 
 }  // namespace kamera

@@ -83,8 +83,7 @@ Result<std::vector<GenRequest>> RequestSegmenter::requests(const nlohmann::order
     plan = std::get<toolcall::DecodePlan>(std::move(p));
   }
   const ChatTools tools{plan.render_tools, tool_format_};
-  return gen_requests(to_json(body), chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr,
-                      &tools);
+  return gen_requests(body, chat, opts_, model_->cfg, tmpl_ ? &*tmpl_ : nullptr, nullptr, &tools);
 }
 
 Result<std::vector<RequestSegmenter::Segment>> RequestSegmenter::segments_of(

@@ -91,7 +91,6 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
     body["input"] = *input;
   auto r = responses_request(body, &param);
   if (!r.ok()) return refused(r.error());
-  json chat_body = to_json(r->chat);
   auto make_sink = [&](const std::vector<GenRequest>& reqs,
                        const std::shared_ptr<RequestMedia>& images,
                        std::shared_ptr<std::atomic<bool>> cancelled) {
@@ -117,7 +116,7 @@ void Server::Impl::responses(const HttpRequest& req, const PathParams&, const st
         std::move(cancelled), answers->serial());
     return sink->sink();
   };
-  serve_generation(chat_body, r->chat, client, "", true, out, make_sink, responses_param);
+  serve_generation(r->chat, client, "", true, out, make_sink, responses_param);
 }
 
 void Server::Impl::get_response(const HttpRequest&, const PathParams& m, const std::string& client,

@@ -153,17 +153,17 @@ struct Server::Impl {
       std::function<EventSink(const std::vector<GenRequest>&, const std::shared_ptr<RequestMedia>&,
                               std::shared_ptr<std::atomic<bool>>)>;
   // A chat (or completions) body of any API: media prepared, parsed, tokenized on this worker
-  // and queued, answered through make_sink's sink; refusals name rename(field). `ordered` is the
-  // body as parsed (once, in its order: schemas' property order), `body` the same converted to
-  // json (to_json), which prepare_media reads (media into RequestMedia, the body unchanged) and
-  // the prompt code renders.
-  void serve_generation(json& body, const nlohmann::ordered_json& ordered,
-                        const std::string& client, const std::string& window, bool chat,
-                        const Out& out, const MakeSink& make_sink,
+  // and queued, answered through make_sink's sink; refusals name rename(field). `body` is the
+  // body as parsed (once, in its order: schemas' property order), which prepare_media reads
+  // (media into RequestMedia by place, the body unchanged) and the prompt code renders.
+  void serve_generation(ojson& body, const std::string& client, const std::string& window,
+                        bool chat, const Out& out, const MakeSink& make_sink,
                         const ParamName& rename = nullptr);
-  std::optional<std::vector<GenRequest>> parse_generation(
-      const json& body, const nlohmann::ordered_json& ordered, const std::string& window, bool chat,
-      const Out& out, const ParamName& rename = nullptr, const RequestMedia* media = nullptr);
+  std::optional<std::vector<GenRequest>> parse_generation(const ojson& body,
+                                                          const std::string& window, bool chat,
+                                                          const Out& out,
+                                                          const ParamName& rename = nullptr,
+                                                          const RequestMedia* media = nullptr);
   // responses_route.cpp: POST /v1/responses (server/responses_api.h), GET and DELETE
   // /v1/responses/{id} (server/response_store.h)
   void responses(const HttpRequest& r, const PathParams& m, const std::string& c, Out o);
@@ -176,7 +176,7 @@ struct Server::Impl {
                                                       const Out& out, MessagePlaces& places);
   Status check_prompt_size(const GenRequest& r) const;
   void mark_reasoning(GenRequest& r) const;
-  std::optional<HttpError> prepare_media(const json& body, bool chat, RequestMedia& out,
+  std::optional<HttpError> prepare_media(const ojson& body, bool chat, RequestMedia& out,
                                          const Out& client);
   // tool_requests.cpp: what response_format, tools, tool_choice and parallel_tool_calls ask of
   // decoding (the body in its order: the schemas' property order), refused with the field named;

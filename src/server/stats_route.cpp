@@ -1,8 +1,8 @@
 // GET /v1/stats: what the server holds and what it has reused, as JSON (the web page's store view
 // reads it): the model, the chat template and its roles, the limits a request is checked against,
-// the store's tiers, the exact-prefix and segment caches, the KV pool, and the counters of
-// /metrics that say where prompt tokens came from. Answered on the I/O thread from atomics and
-// the store's own locked statistics, like /metrics.
+// the store's tiers, the exact-prefix and segment caches and their one budget, the KV pool, and the
+// counters of /metrics that say where prompt tokens came from. Answered on the I/O thread from
+// atomics and the store's own locked statistics, like /metrics.
 #include "server/segment_counters.h"
 #include "server/server_impl.h"
 #include "store/store.h"
@@ -53,6 +53,22 @@ json counters_json(const ServerMetrics& m) {
           {"image_chunk_hits", m.image_chunk_hits.load()}};
 }
 
+// The prefix entries and segment occurrences under their one budget of pool pages, each page
+// counted once (docs/SERVER.md, "Cached KV").
+json cached_kv_json(const ServerMetrics& m) {
+  const int64_t page_bytes = m.cached_page_bytes.load();
+  return {{"budget_pages", m.cached_budget_pages.load()},
+          {"budget_bytes", m.cached_budget_pages.load() * page_bytes},
+          {"page_bytes", page_bytes},
+          {"pages", m.cached_pages.load()},
+          {"bytes", m.cached_pages.load() * page_bytes},
+          {"prefix_pages", m.cached_prefix_pages.load()},
+          {"segment_pages", m.cached_segment_pages.load()},
+          {"shared_pages", m.cached_shared_pages.load()},
+          {"patch_pages", m.cached_patch_pages.load()},
+          {"evictions", m.cached_evictions.load()}};
+}
+
 }  // namespace
 
 json Server::Impl::stats_body() const {
@@ -98,6 +114,7 @@ json Server::Impl::stats_body() const {
             {"budget_bytes", m.segment_budget.load()},
             {"evictions", m.segment_evictions.load()},
             {"compacted", m.segment_compacted.load()}}},
+          {"cached_kv", cached_kv_json(m)},
           {"kv_pool",
            {{"pages", m.kv_pages.load()},
             {"pages_used", m.kv_pages_used.load()},

@@ -6,7 +6,12 @@
 // the fix /v1/messages went through json and answered "alpha" first).
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "server/json_fields.h"
+#include "server/media_parts.h"
+#include "server/openai.h"
+#include "server/request_fields.h"
 #include "support/chat_templates.h"
 #include "support/test_server.h"
 
@@ -92,4 +97,51 @@ TEST(ServerJsonBody, MessagesParseTheBodyOnceInItsOrder) {
   // count_tokens: the same body, parsed once too
   s.post_text("/v1/messages/count_tokens", body, &parses);
   EXPECT_EQ(parses, 1);
+}
+
+// The prompt code reads the body where parse_body put it (issue 45): every entry point takes the
+// ordered body, so no handler copies it into json first (a copy, node by node, of all of it, and
+// json sorts each object's keys). A function's first parameter type, checked as the build runs.
+namespace {
+template <class R, class A, class... Rest>
+A first_param(R (*)(A, Rest...));
+template <auto F>
+constexpr bool reads_as_parsed =
+    std::is_same_v<decltype(first_param(F)), const nlohmann::ordered_json&>;
+}  // namespace
+static_assert(reads_as_parsed<&gen_requests> && reads_as_parsed<&gen_request>);
+static_assert(reads_as_parsed<&check_fields> && reads_as_parsed<&generation_fields> &&
+              reads_as_parsed<&include_usage>);
+static_assert(reads_as_parsed<&chat_parts> && reads_as_parsed<&completion_prompts> &&
+              reads_as_parsed<&template_variables> && reads_as_parsed<&word_chat_parts>);
+static_assert(reads_as_parsed<&has_media_parts> && reads_as_parsed<&has_media_items>);
+
+// An assistant's tool call whose arguments are an object ("zeta" before "alpha") renders them in
+// that order, as it renders the same arguments sent as a string (parsed in order): the two
+// prompts are the same, so the second is served whole from the first's prefix. The reference is
+// the string form sent twice. Before, the body was copied into json, the object's keys sorted,
+// and the prompt differed from the string form's at the arguments.
+TEST(ServerJsonBody, ToolCallArgumentsRenderInTheClientsOrder) {
+  Served s;
+  auto body = [](bool as_object) {
+    const std::string args = R"({"zeta": 1, "alpha": 2})";
+    return std::string(R"({"messages": [{"role": "user", "content": "Add them."}, )") +
+           R"({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": )" +
+           R"("function", "function": {"name": "add", "arguments": )" +
+           (as_object ? args : json(args).dump()) + R"(}}]}, )" +
+           R"({"role": "tool", "tool_call_id": "c1", "content": "3"}, )" +
+           R"({"role": "user", "content": "And now?"}], )" +
+           R"("tools": [{"type": "function", "function": {"name": "add", "parameters": )" +
+           kSchema + R"(}}], "max_tokens": 1, "temperature": 0})";
+  };
+  int64_t parses = 0;
+  const json first = s.post_text("/v1/chat/completions", body(false), &parses);
+  const json object = s.post_text("/v1/chat/completions", body(true), &parses);
+  const json again = s.post_text("/v1/chat/completions", body(false), &parses);
+  EXPECT_EQ(parses, 1);
+  const int prompt = first["usage"]["prompt_tokens"].get<int>();
+  EXPECT_EQ(object["usage"]["prompt_tokens"], prompt);
+  const int cached = again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  EXPECT_GT(cached, prompt / 2) << again.dump();
+  EXPECT_EQ(object["usage"]["prompt_tokens_details"]["cached_tokens"], cached) << object.dump();
 }
