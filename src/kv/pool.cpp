@@ -143,6 +143,31 @@ struct KvPool::Impl {
     if (--refcount[page] == 0) release_page(page);
   }
 
+  // Keeps tokens [0, n_keep) of `seq` (truncate, rollback). give_back: a dropped slot goes back to
+  // its page when it was the page's last filled one and the page is now the sequence's alone
+  // (nothing else can hold it).
+  Status cut_tail(SeqId seq, int n_keep, bool give_back) {
+    Sequence* q = find(seq);
+    if (q == nullptr)
+      return make_error(ErrorCode::NotFound, "kv pool: truncate of unknown sequence {}", seq);
+    const int n = static_cast<int>(q->slots.size());
+    if (n_keep < 0 || n_keep > n) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "kv pool: truncate sequence {} to {} tokens, it has {}", seq, n_keep, n);
+    }
+    for (int i = n - 1; i >= n_keep; --i) {
+      const int32_t slot = q->slots[size_t(i)], page = page_of(slot);
+      drop_use(*q, page);
+      q->slots.pop_back();
+      q->positions.pop_back();
+      --total_tokens;
+      if (give_back && refcount[page] == 1 && q->page_use.count(page) &&
+          offset_of(slot) == fill[page] - 1)
+        --fill[page];
+    }
+    return Status::Ok();
+  }
+
   // Copies rows [0, fill) of page `src` to page `dst` in every (layer, channel) arena.
   void copy_page(int32_t src, int32_t dst) {
     const size_t rows = static_cast<size_t>(fill[src]);
@@ -420,15 +445,11 @@ Status KvPool::erase(SeqId seq, int begin, int end) {
 }
 
 Status KvPool::truncate(SeqId seq, int n_keep) {
-  const Impl::Sequence* s = impl_->find(seq);
-  if (s == nullptr)
-    return make_error(ErrorCode::NotFound, "kv pool: truncate of unknown sequence {}", seq);
-  const int n = static_cast<int>(s->slots.size());
-  if (n_keep < 0 || n_keep > n) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "kv pool: truncate sequence {} to {} tokens, it has {}", seq, n_keep, n);
-  }
-  return erase(seq, n_keep, n);
+  return impl_->cut_tail(seq, n_keep, false);
+}
+
+Status KvPool::rollback(SeqId seq, int n_keep) {
+  return impl_->cut_tail(seq, n_keep, true);
 }
 
 Status KvPool::make_writable(SeqId seq, int begin, int end) {
