@@ -18,13 +18,14 @@ only. Subcommands:
              requests, each on a fresh server: seconds, completion tokens and the most KV pool
              pages held (kamera's /metrics)
   spec       speculative decoding: the same requests on two servers, --server-cmd plus
-             "--spec none" and plus "--spec ngram", interleaved --reps times, one request at a
-             time: a copying workload (temperature 0, a prompt quoting a tool result) and a
-             sampled one (--temperature, --top-p): decode tokens/s of each arm (completion tokens
-             after the first over the seconds after the first token), completion tokens per CPU
-             second of the server (its user + system time over the request: less sensitive to a
-             loaded host), their ratios, the tokens drafted and accepted
-             (usage.kamera.speculative), and the load average before each request
+             "--spec none" and plus "--spec ngram", interleaved --reps times (each arm first in
+             every other round), one request at a time: a copying workload (temperature 0, a
+             prompt quoting a tool result) and a sampled one (--temperature, --top-p): decode
+             tokens/s of each arm (completion tokens after the first over the seconds after the
+             first token), completion tokens per CPU second of the server (its user + system time
+             over the request: less sensitive to a loaded host), their ratios, the tokens
+             drafted and accepted (usage.kamera.speculative), the load average before each
+             request, and whether the greedy (copying) answers of the two arms are the same tokens
 
 Examples (stories260K; sampling and choices: the 0.5b shape with a real vocabulary,
 docs/BENCHMARKS.md):
@@ -378,18 +379,24 @@ def spec_body(kind, a, rep):
 def cmd_spec(a, srv):
     srv.stop()
     arms = {m: ServerProc(f"{a.server_cmd} --spec {m}") for m in ("none", "ngram")}
-    runs = {}
+    runs, greedy = {}, {}
     try:
         for rep in range(a.reps):
             for kind in ("copying", "sampled"):
-                for m, s in arms.items():
+                order = list(arms.items())
+                for m, s in order if rep % 2 == 0 else order[::-1]:  # each arm first in turn
                     load = os.getloadavg()[0]
                     t0, c0 = time.perf_counter(), s.cpu_s()
-                    st, raw = post(s.port, "/v1/completions", spec_body(kind, a, rep))
+                    body = dict(spec_body(kind, a, rep), logprobs=0)
+                    st, raw = post(s.port, "/v1/completions", body)
                     wall, cpu = time.perf_counter() - t0, s.cpu_s() - c0
                     if st != 200:
                         raise RuntimeError(f"{kind} {m}: {st} {raw[:200]}")
-                    u = json.loads(raw)["usage"]
+                    answer = json.loads(raw)
+                    u = answer["usage"]
+                    if kind == "copying":  # greedy: both arms must give the same tokens
+                        tokens = answer["choices"][0]["logprobs"]["tokens"]
+                        greedy.setdefault(rep, {})[m] = tokens
                     k = u["kamera"]
                     decode_s = wall - k["timings"]["ttft_ms"] / 1e3
                     r = runs.setdefault(kind, {}).setdefault(m, {"tps": [], "cpu": [], "load": [],
@@ -415,6 +422,7 @@ def cmd_spec(a, srv):
         for k in ("decode_tokens_per_s", "tokens_per_cpu_s"):
             row["ngram_over_none_" + k] = round(row["ngram"][k] / row["none"][k], 3)
         out[kind] = row
+    out["copying"]["greedy_tokens_equal"] = all(t["none"] == t["ngram"] for t in greedy.values())
     out.update(max_tokens=a.max_tokens, reps=a.reps)
     return out
 
