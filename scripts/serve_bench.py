@@ -17,6 +17,15 @@ only. Subcommands:
   choices    one prompt of --prompt-tokens tokens with n = 1, with n = --n, and as --n separate
              requests, each on a fresh server: seconds, completion tokens and the most KV pool
              pages held (kamera's /metrics)
+  spec       speculative decoding: the same requests on two servers, --server-cmd plus
+             "--spec none" and plus "--spec ngram", interleaved --reps times (each arm first in
+             every other round), one request at a time: a copying workload (temperature 0, a
+             prompt quoting a tool result) and a sampled one (--temperature, --top-p): decode
+             tokens/s of each arm (completion tokens after the first over the seconds after the
+             first token), completion tokens per CPU second of the server (its user + system time
+             over the request: less sensitive to a loaded host), their ratios, the tokens
+             drafted and accepted (usage.kamera.speculative), the load average before each
+             request, and whether the greedy (copying) answers of the two arms are the same tokens
 
 Examples (stories260K; sampling and choices: the 0.5b shape with a real vocabulary,
 docs/BENCHMARKS.md):
@@ -66,6 +75,12 @@ class ServerProc:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
         return -1
+
+    def cpu_s(self):
+        """CPU seconds (user + system) the server has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def reset_peak(self):
         with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
@@ -342,6 +357,76 @@ def cmd_choices(a, srv):
     return out
 
 
+SPEC_TOOL_RESULT = (
+    '{"status": "ok", "path": "src/serve/scheduler.cpp", "matches": [{"line": 212, "text": '
+    '"void Scheduler::loop() {"}, {"line": 230, "text": "for (Job& j : batch) '
+    'start_task(std::move(j));"}, {"line": 231, "text": "step_tasks();"}, {"line": 232, '
+    '"text": "if (!active_.empty()) decode_step();"}], "elapsed_ms": 41}')
+
+
+def spec_body(kind, a, rep):
+    prompt = ("You are a coding agent. The tool returned:\n" + SPEC_TOOL_RESULT +
+              "\nQuote the tool result exactly, then say which line runs the decode step.\n" +
+              SPEC_TOOL_RESULT[:60])
+    body = {"prompt": prompt, "max_tokens": a.max_tokens, "seed": rep}
+    if kind == "copying":
+        body["temperature"] = 0
+    else:
+        body.update(temperature=a.temperature, top_p=a.top_p)
+    return body
+
+
+def cmd_spec(a, srv):
+    srv.stop()
+    arms = {m: ServerProc(f"{a.server_cmd} --spec {m}") for m in ("none", "ngram")}
+    runs, greedy = {}, {}
+    try:
+        for rep in range(a.reps):
+            for kind in ("copying", "sampled"):
+                order = list(arms.items())
+                for m, s in order if rep % 2 == 0 else order[::-1]:  # each arm first in turn
+                    load = os.getloadavg()[0]
+                    t0, c0 = time.perf_counter(), s.cpu_s()
+                    body = dict(spec_body(kind, a, rep), logprobs=0)
+                    st, raw = post(s.port, "/v1/completions", body)
+                    wall, cpu = time.perf_counter() - t0, s.cpu_s() - c0
+                    if st != 200:
+                        raise RuntimeError(f"{kind} {m}: {st} {raw[:200]}")
+                    answer = json.loads(raw)
+                    u = answer["usage"]
+                    if kind == "copying":  # greedy: both arms must give the same tokens
+                        tokens = answer["choices"][0]["logprobs"]["tokens"]
+                        greedy.setdefault(rep, {})[m] = tokens
+                    k = u["kamera"]
+                    decode_s = wall - k["timings"]["ttft_ms"] / 1e3
+                    r = runs.setdefault(kind, {}).setdefault(m, {"tps": [], "cpu": [], "load": [],
+                                                                 "drafted": 0, "accepted": 0,
+                                                                 "tokens": 0})
+                    r["tps"].append((u["completion_tokens"] - 1) / decode_s)
+                    r["cpu"].append(u["completion_tokens"] / max(cpu, 0.01))
+                    r["load"].append(round(load, 2))
+                    r["tokens"] += u["completion_tokens"]
+                    r["drafted"] += k["speculative"]["drafted"]
+                    r["accepted"] += k["speculative"]["accepted"]
+    finally:
+        for s in arms.values():
+            s.stop()
+    out = {}
+    for kind, by in runs.items():
+        row = {}
+        for m, r in by.items():
+            row[m] = {"decode_tokens_per_s": round(statistics.median(r["tps"]), 2),
+                      "tokens_per_cpu_s": round(statistics.median(r["cpu"]), 2),
+                      "tokens": r["tokens"], "drafted": r["drafted"], "accepted": r["accepted"],
+                      "load": r["load"]}
+        for k in ("decode_tokens_per_s", "tokens_per_cpu_s"):
+            row["ngram_over_none_" + k] = round(row["ngram"][k] / row["none"][k], 3)
+        out[kind] = row
+    out["copying"]["greedy_tokens_equal"] = all(t["none"] == t["ngram"] for t in greedy.values())
+    out.update(max_tokens=a.max_tokens, reps=a.reps)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--server-cmd", required=True, help="command line, {port} is replaced")
@@ -366,6 +451,11 @@ def main():
     s.add_argument("--temperature", type=float, default=0.8)
     s.add_argument("--top-p", type=float, default=0.95)
     s.add_argument("--reps", type=int, default=3)
+    s = sub.add_parser("spec")
+    s.add_argument("--max-tokens", type=int, default=128)
+    s.add_argument("--temperature", type=float, default=0.8)
+    s.add_argument("--top-p", type=float, default=0.95)
+    s.add_argument("--reps", type=int, default=3)
     s = sub.add_parser("choices")
     s.add_argument("--n", type=int, default=8)
     s.add_argument("--prompt-tokens", type=int, default=512)
@@ -375,7 +465,8 @@ def main():
     srv = ServerProc(a.server_cmd)
     try:
         res = {"load": cmd_load, "slowloris": cmd_slowloris, "chunked": cmd_chunked,
-               "rss": cmd_rss, "sampling": cmd_sampling, "choices": cmd_choices}[a.cmd](a, srv)
+               "rss": cmd_rss, "sampling": cmd_sampling, "choices": cmd_choices,
+               "spec": cmd_spec}[a.cmd](a, srv)
     finally:
         srv.stop()
     print(json.dumps(res))

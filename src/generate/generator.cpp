@@ -92,14 +92,14 @@ GenStep Generator::finish(FinishReason reason) {
   return s;
 }
 
-GenStep Generator::step(std::span<float> logits) {
+GenStep Generator::step(std::span<float> logits, int32_t draft) {
   if (done_) return finish(reason_);
   if (cancel_ && cancel_->load()) return finish(FinishReason::Cancelled);
   if (int(tokens_.size()) >= p_.max_tokens) return finish(FinishReason::Length);
   apply_logit_bias(logits, p_.logit_bias);
   penalties_.apply(logits);
   if (constraint_) constraint_->mask(logits);
-  const int32_t token = sampler_.sample(logits);
+  const int32_t token = draft >= 0 ? sampler_.sample_draft(logits, draft) : sampler_.sample(logits);
   if (!(logits[size_t(token)] > -std::numeric_limits<float>::infinity()))
     return finish(FinishReason::Stop);  // nothing was left to sample
   if (constraint_ && !constraint_->accept(token).ok())

@@ -86,8 +86,11 @@ class Generator {
             TokenConstraint* constraint = nullptr, const std::atomic<bool>* cancel = nullptr);
 
   // One step on the logits of the last token (modified in place). After done, returns done
-  // again with nothing.
-  GenStep step(std::span<float> logits);
+  // again with nothing. With a `draft` (>= 0: speculative decoding's proposed next token), the
+  // token is chosen by Sampler::sample_draft after the same logit_bias, penalties and mask: the
+  // draft when accepted (never a token the mask forbids), else a token drawn so that the step's
+  // distribution is the plain step's; the caller tells acceptance by s.token == draft.
+  GenStep step(std::span<float> logits, int32_t draft = -1);
   // Ends the generation from outside (the context is full, an error): the held text is shown.
   GenStep finish(FinishReason reason);
 

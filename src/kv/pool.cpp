@@ -479,6 +479,47 @@ Status KvPool::truncate(SeqId seq, int n_keep) {
 
 namespace {
 
+// Drops one token's slot from a page space; the slot goes back to its page when it was the
+// page's last filled one and the page is still the sequence's alone (nothing else can hold it).
+void give_back(kv_detail::PageSpace& sp, kv_detail::PageUse& use, int32_t slot) {
+  const int32_t page = sp.page_of(slot);
+  sp.drop_use(use, page);
+  if (sp.refcount[page] == 1 && use.count(page) && sp.offset_of(slot) == sp.fill[page] - 1)
+    --sp.fill[page];
+}
+
+}  // namespace
+
+Status KvPool::rollback(SeqId seq, int n_keep) {
+  Impl& m = *impl_;
+  Impl::Sequence* s = m.find(seq);
+  if (s == nullptr)
+    return make_error(ErrorCode::NotFound, "kv pool: rollback of unknown sequence {}", seq);
+  const int n = static_cast<int>(s->slots.size());
+  if (n_keep < 0 || n_keep > n) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "kv pool: rollback sequence {} to {} tokens, it has {}", seq, n_keep, n);
+  }
+  for (int i = n - 1; i >= n_keep; --i) {  // last first, so each slot is its page's last
+    give_back(m.main, s->page_use, s->slots[size_t(i)]);
+    if (m.bounded && s->wslots[size_t(i)] >= 0)
+      give_back(m.win, s->wpage_use, s->wslots[size_t(i)]);
+  }
+  s->slots.resize(size_t(n_keep));
+  s->positions.resize(size_t(n_keep));
+  if (m.bounded) {
+    s->wslots.resize(size_t(n_keep));
+    s->wtail = -1;  // the kept window slot allocated last, if its page is still the sequence's
+    for (int i = n_keep - 1; i >= 0 && s->wtail < 0; --i)
+      if (s->wslots[size_t(i)] >= 0 && s->wpage_use.count(m.win.page_of(s->wslots[size_t(i)])))
+        s->wtail = s->wslots[size_t(i)];
+  }
+  m.total_tokens -= n - n_keep;
+  return Status::Ok();
+}
+
+namespace {
+
 // Distinct pages shared with another sequence that hold one of slots[begin, end), first seen
 // first (slot -1: none).
 std::vector<int32_t> shared_pages(const kv_detail::PageSpace& sp, const std::vector<int32_t>& slots,

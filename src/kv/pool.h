@@ -134,6 +134,11 @@ class KvPool {
   Status permute(SeqId seq, int begin, std::span<const int> order);
   Status erase(SeqId seq, int begin, int end);  // removes tokens [begin, end)
   Status truncate(SeqId seq, int n_tokens);     // keeps tokens [0, n_tokens)
+  // truncate() that also gives the dropped tail's slots back to their pages where nothing else
+  // holds them (their page is the sequence's alone and they were its last filled slots), so a
+  // sequence that appends and rolls back again and again (speculative decoding's rejected
+  // drafts) reuses its slots instead of taking a new page every page_tokens dropped tokens.
+  Status rollback(SeqId seq, int n_tokens);
 
   // Copies every page shared with another sequence that holds a token of [begin, end).
   // After success rows of those tokens may be written. Fails cleanly when the pool is full.

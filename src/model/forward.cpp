@@ -154,10 +154,12 @@ Status Engine::check_step(const KvPool& kv, std::span<const DecodeRow> rows,
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!kv.has_sequence(rows[i].seq))
       return make_error(ErrorCode::NotFound, "decode: unknown sequence {}", rows[i].seq);
-    if (rows[i].token < 0 || rows[i].token >= c.n_vocab)
-      return make_error(ErrorCode::InvalidArgument,
-                        "decode: token id {} is outside the vocabulary [0, {})", rows[i].token,
-                        c.n_vocab);
+    for (size_t t = 0; t <= rows[i].draft.size(); ++t) {
+      const int32_t id = t == 0 ? rows[i].token : rows[i].draft[t - 1];
+      if (id < 0 || id >= c.n_vocab)
+        return make_error(ErrorCode::InvalidArgument,
+                          "decode: token id {} is outside the vocabulary [0, {})", id, c.n_vocab);
+    }
     for (size_t j = 0; j < i; ++j)
       if (rows[j].seq == rows[i].seq)
         return make_error(ErrorCode::InvalidArgument, "decode: sequence {} appears twice",
@@ -171,18 +173,27 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   const ModelConfig& c = model_.cfg;
   if (rows.empty() && pieces.empty()) return std::vector<float>{};
   KAMERA_TRY(check_step(kv, rows, pieces));
-  // Append one token to every sequence; undo all on the first failure (a full pool).
+  // Append each row's token (and draft) to its sequence; undo all on the first failure (a full
+  // pool).
   std::vector<RowGroup> groups;
+  int n = 0;  // batch rows so far
+  std::vector<Pos> pos;
   for (size_t i = 0; i < rows.size(); ++i) {
-    auto at = kv.append(rows[i].seq, {&rows[i].pos, 1}, false, /*window_rows=*/false);
+    const int k = 1 + int(rows[i].draft.size());
+    pos.clear();
+    for (int t = 0; t < k; ++t) pos.push_back(rows[i].pos.shifted(t));
+    auto at = kv.append(rows[i].seq, pos, false, /*window_rows=*/false);
     if (!at.ok()) {
       for (const RowGroup& g : groups) (void)kv.truncate(g.seq, g.first);
       return at.error();
     }
-    groups.push_back({rows[i].seq, *at, 1, int(i), nullptr});
+    RowGroup g{rows[i].seq, *at, k, n, nullptr};
+    g.every_row = k > 1;
+    groups.push_back(g);
+    n += k;
   }
+  const int decode_rows = n;  // logits rows of the decode rows (one per token)
   // The pieces' rows follow the decode rows; their slots were appended by begin_forward.
-  int n = int(rows.size());
   std::vector<AttentionMask> masks(pieces.size());
   std::vector<bool> wants(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -201,14 +212,19 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
   }
   grow(x_, size_t(n) * c.dim);
   ds_.assign(size_t(n), nullptr);
-  for (size_t i = 0; i < rows.size(); ++i) token_row(rows[i].token, x_.data() + i * c.dim);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    float* x = x_.data() + size_t(groups[i].row0) * c.dim;
+    token_row(rows[i].token, x);
+    for (size_t t = 0; t < rows[i].draft.size(); ++t)
+      token_row(rows[i].draft[t], x + (t + 1) * c.dim);
+  }
   for (size_t i = 0; i < pieces.size(); ++i)
     load_rows(pieces[i].cur->in, pieces[i].cur->done, pieces[i].n, groups[rows.size() + i].row0);
   std::vector<float> logits;
   KAMERA_TRY(run_batch(kv, groups, LogitsMode::Last, logits));
   // Logits rows: the decode rows', then the last row of each piece that ends its cursor.
   const size_t V = size_t(c.n_vocab);
-  size_t at = rows.size();
+  size_t at = size_t(decode_rows);
   for (size_t i = 0; i < pieces.size(); ++i) {
     ForwardCursor& cur = *pieces[i].cur;
     cur.done += pieces[i].n;
@@ -216,7 +232,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     const auto row = logits.begin() + std::ptrdiff_t(at++ * V);
     cur.logits.assign(row, row + std::ptrdiff_t(V));
   }
-  logits.resize(rows.size() * V);
+  logits.resize(size_t(decode_rows) * V);
   return logits;
 }
 
@@ -345,8 +361,8 @@ Status Engine::run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMod
   // Rows whose logits are wanted: every row, or the last row of every group.
   std::vector<int> pick;
   for (const RowGroup& g : groups)
-    if (logits_mode == LogitsMode::All || g.logits)
-      for (int t = logits_mode == LogitsMode::All ? 0 : g.n - 1; t < g.n; ++t)
+    if (logits_mode == LogitsMode::All || g.logits || g.every_row)
+      for (int t = logits_mode == LogitsMode::All || g.every_row ? 0 : g.n - 1; t < g.n; ++t)
         pick.push_back(g.row0 + t);
   if (pick.empty()) return Status::Ok();
   const int rows = int(pick.size());

@@ -111,11 +111,14 @@ class Engine {
   // One decode step of several sequences in one forward (continuous batching): appends
   // rows[i].token at rows[i].pos to rows[i].seq and returns rows.size() x n_vocab logits. The
   // weight products run once over all rows; attention runs per sequence. On failure (a full pool)
-  // no sequence is changed.
+  // no sequence is changed. A row with a draft (speculative decoding: serve/scheduler_spec.cpp)
+  // also appends the draft's tokens after `token`, at pos + 1, pos + 2, ..., and has logits on
+  // each: 1 + draft.size() rows of the result, in order (each attends to the tokens before it).
   struct DecodeRow {
     SeqId seq;
     int32_t token;
     Pos pos;
+    std::span<const int32_t> draft = {};
   };
   Result<std::vector<float>> decode(KvPool& kv, std::span<const DecodeRow> rows);
   // The same step, also running pieces of forwards in flight in the same batch (chunked prefill,
@@ -156,6 +159,7 @@ class Engine {
     const AttentionMask* mask;
     std::span<const int> tokens = {};  // when set: row t is token tokens[t] (not first + t)
     bool logits = true;                // LogitsMode::Last: this group's last row is wanted
+    bool every_row = false;            // every row's logits are wanted (a decode row's draft)
     int token(int t) const { return tokens.empty() ? first + t : tokens[t]; }
   };
   Status check_layout(const KvPool& kv) const;

@@ -168,6 +168,34 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return last;
 }
 
+int32_t Sampler::sample_draft(std::span<const float> logits, int32_t draft) {
+  if (p_.temperature <= 0.0f || logits.size() < 2) return argmax(logits);
+  const double sum = filter(logits);
+  if (!(sum > 0)) return argmax(logits);  // every token masked
+  const bool all = all_;
+  const size_t n = all ? w_.size() : ids_.size();
+  auto id = [&](size_t i) { return all ? int32_t(i) : ids_[i]; };
+  double wd = 0;  // the draft's weight, when it is a candidate
+  if (draft >= 0 && size_t(draft) < w_.size() && w_[size_t(draft)] > 0.0f)
+    for (size_t i = 0; i < n && wd == 0; ++i)
+      if (id(i) == draft) wd = w_[size_t(draft)];
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (wd > 0 && u(rng_) * sum < wd) return draft;
+  const double rest = sum - wd;
+  if (!(rest > 0)) return draft;  // only the draft was left (its probability was 1)
+  const double r = u(rng_) * rest;
+  double acc = 0;
+  int32_t last = -1;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t t = id(i);
+    if (t == draft || !(w_[size_t(t)] > 0.0f)) continue;
+    acc += w_[size_t(t)];
+    last = t;
+    if (r < acc) return t;
+  }
+  return last;
+}
+
 std::vector<Candidate> Sampler::candidates(std::span<const float> logits) {
   if (p_.temperature <= 0.0f || logits.size() < 2) return {{argmax(logits), 1.0}};
   const double sum = filter(logits);

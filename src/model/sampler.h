@@ -37,6 +37,12 @@ class Sampler {
  public:
   explicit Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {}
   int32_t sample(std::span<const float> logits);
+  // Speculative decoding's acceptance rule for a token proposed by a deterministic drafter (a
+  // point-mass draft distribution): `draft` is kept with the probability sample() would give it,
+  // else a token is drawn from sample()'s distribution without it (renormalised). The token
+  // returned therefore has exactly sample()'s distribution; it equals `draft` iff the draft was
+  // accepted. Greedy: the argmax (accepted iff it is the draft).
+  int32_t sample_draft(std::span<const float> logits, int32_t draft);
   // The tokens sample() draws from and their probabilities, in no particular order (greedy: the
   // argmax with probability 1). Consumes no randomness.
   std::vector<Candidate> candidates(std::span<const float> logits);

@@ -38,6 +38,9 @@ struct PromptUsage {
 struct Usage {
   PromptUsage prompt;
   int64_t completion_tokens = 0;
+  // Speculative decoding: tokens drafted, and those of them the model accepted (each one a
+  // completion token that took no forward of its own).
+  int64_t drafted = 0, accepted = 0;
 };
 
 // Why a generation failed: a plain failure (its code gives the HTTP status), a prompt that does

@@ -14,6 +14,7 @@
 #include "cache/chunk_cache.h"
 #include "cache/prompt_assembler.h"
 #include "generate/generator.h"
+#include "generate/ngram_draft.h"
 #include "grammar/mask_cache.h"
 #include "serve/events.h"
 #include "serve/request_media.h"
@@ -89,6 +90,10 @@ struct Generation {
     int32_t next_pos = 0;
     int64_t untold = 0;  // tokens generated since the last TextDelta (their text held back)
     bool done = false;
+    // Speculative decoding (SchedulerOptions::spec): the drafter, and this step's draft (the
+    // tokens after `last` checked in the step's forward). Null: plain decoding.
+    std::unique_ptr<NgramDrafter> drafter;
+    std::vector<int32_t> draft;
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
@@ -97,6 +102,7 @@ struct Generation {
   bool held = false;   // waited in the queue for an admission computing tokens it shares
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices
+  int64_t drafted = 0, accepted = 0;  // speculative decoding's draft tokens, over all choices
   int choices_left = 0;
   std::string stop_sequence;  // the stop string that ended the last choice to end (or none)
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context

@@ -51,6 +51,12 @@ struct SchedulerOptions {
   // that admission has kept them, then reuses them instead of computing them beside it (0: never
   // wait). Agents that start together with one system prompt compute it once, not once each.
   int hold_shared_tokens = 64;
+  // Speculative decoding: None, or Ngram (prompt-lookup drafts from the request's own prompt and
+  // output, generate/ngram_draft.h; up to spec_draft_max tokens a step, adapted to the
+  // acceptance). Exact: a draft token is kept only where the sampler's acceptance rule keeps it
+  // (Sampler::sample_draft), so outputs follow plain decoding's distribution (greedy: its tokens).
+  enum class Spec { None, Ngram } spec = Spec::None;
+  int spec_draft_max = 8;
 };
 
 class Scheduler {
@@ -125,6 +131,11 @@ class Scheduler {
   void note_prefill_speed(int64_t tokens, double seconds);
   Status start_choices(Generation& g, std::vector<float> logits, int32_t next_pos);
   bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
+  bool emit(Generation& g, Generation::Choice& c, GenStep s, int64_t made);
+  void propose(const Generation& g, Generation::Choice& c);
+  void verify_draft(Generation& g, Generation::Choice& c, std::span<float> logits);
+  bool drop_drafts(std::span<Engine::DecodeRow> rows,
+                   std::span<const std::pair<Generation*, Generation::Choice*>> owner);
   void end_choice(Generation& g, Generation::Choice& c, FinishReason reason);
   void finish(Generation& g, FinishReason reason, int last = -1);
   void fail(Generation& g, const Error& e);

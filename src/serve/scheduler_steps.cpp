@@ -261,6 +261,12 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
           std::make_unique<grammar::TriggeredConstraint>(g.req.grammar, g.req.grammar_trigger);
     c.gen = std::make_unique<Generator>(tok, std::move(p), g.query_ids, c.constraint.get(),
                                         g.cancelled.get());
+    if (opts_.spec == SchedulerOptions::Spec::Ngram) {
+      NgramParams np;
+      np.k_max = std::max(1, opts_.spec_draft_max);
+      const std::vector<int32_t>& context = g.req.plan.ids.empty() ? g.query_ids : g.req.plan.ids;
+      c.drafter = std::make_unique<NgramDrafter>(context, np);
+    }
     c.next_pos = next_pos;
     g.choices.push_back(std::move(c));
   }
@@ -286,7 +292,12 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
 bool Scheduler::step_choice(Generation& g, Generation::Choice& c, std::span<float> logits) {
   const size_t before = c.gen->tokens().size();
   GenStep s = c.gen->step(logits);
-  const int64_t made = int64_t(c.gen->tokens().size() - before);
+  return emit(g, c, std::move(s), int64_t(c.gen->tokens().size() - before));
+}
+
+// Sends what a step (or a checked draft's steps) of a choice shows: `made` tokens were generated;
+// false once the choice ended.
+bool Scheduler::emit(Generation& g, Generation::Choice& c, GenStep s, int64_t made) {
   g.generated += int(made);
   metrics_.tokens_generated += made;
   c.untold += made;
@@ -330,19 +341,21 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   g.choices_left = 0;
   remember(g, true);
   keep_segments(g);
-  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated},
+  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated, g.drafted, g.accepted},
                       std::move(g.stop_sequence)});  // g ends here
   release(g);
 }
 
-// One batched forward over every choice still decoding, then one step of each choice's loop.
+// One batched forward over every choice still decoding (with its draft, when speculating), then
+// one step of each choice's loop (or one per checked draft token: verify_draft).
 void Scheduler::decode_step() {
   std::vector<Engine::DecodeRow> rows;
   std::vector<std::pair<Generation*, Generation::Choice*>> owner;
   for (auto& g : active_)
     for (Generation::Choice& c : g->choices)
       if (!c.done) {
-        rows.push_back({c.seq, c.last, Pos::linear(c.next_pos)});
+        propose(*g, c);
+        rows.push_back({c.seq, c.last, Pos::linear(c.next_pos), c.draft});
         owner.push_back({g.get(), &c});
       }
   // The prefill pieces the tasks offered in this step ride in the same batch (chunked prefill).
@@ -351,6 +364,8 @@ void Scheduler::decode_step() {
   for (const Engine::Piece& p : pieces) piece_tokens += p.n;
   const double t0 = now_s();
   auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
+  if (!logits.ok() && drop_drafts(rows, owner))  // drafts never cost a generation its pages
+    logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   const double dt = now_s() - t0;
   pacer_.ran(logits.ok());  // on a failure the tasks run their pieces themselves
   if (!logits.ok() && assembler_.cached_pages() > 0) {
@@ -367,14 +382,23 @@ void Scheduler::decode_step() {
   account_prefill(dt, piece_tokens);
   ++metrics_.decode_steps;
   metrics_.decode_rows += int64_t(rows.size());
-  if (dt > 0) metrics_.decode_tokens_per_s = double(rows.size()) / dt;
+  const int64_t made_before = metrics_.tokens_generated.load();
   const size_t V = size_t(ctx_.model().cfg.n_vocab);
+  size_t at = 0;  // the row's first logits row
   for (size_t i = 0; i < rows.size(); ++i) {
     auto [g, c] = owner[i];
+    const size_t k = 1 + rows[i].draft.size();
+    const std::span<float> mine = std::span<float>(*logits).subspan(at * V, k * V);
+    at += k;
     if (c->done) continue;  // its generation ended earlier in this step
+    if (k > 1) {
+      verify_draft(*g, *c, mine);
+      continue;
+    }
     ++c->next_pos;
-    step_choice(*g, *c, std::span<float>(*logits).subspan(i * V, V));
+    step_choice(*g, *c, mine);
   }
+  if (dt > 0) metrics_.decode_tokens_per_s = double(metrics_.tokens_generated - made_before) / dt;
   std::erase_if(active_, [](const std::unique_ptr<Generation>& g) { return g->choices_left == 0; });
 }
 

@@ -68,7 +68,8 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
                 {"policy", reuse_policy_name(u.policy)},
                 {"segments", std::move(segments)},
                 {"background", {{"canonicals_queued", u.background_queued}}},
-                {"timings", timings_json(u)}}}};
+                {"timings", timings_json(u)},
+                {"speculative", {{"drafted", usage.drafted}, {"accepted", usage.accepted}}}}}};
   if (media)
     out["images"] = {{"count", media->images},
                      {"frames", media->frames},

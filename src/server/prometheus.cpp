@@ -54,6 +54,14 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_decode_rows_total",
           "sequences decoded, summed over steps (rows / steps = batch size)",
           double(m.decode_rows));
+  counter(out, "kamera_spec_drafted_tokens_total",
+          "speculative decoding: draft tokens checked in decode steps", double(m.spec_drafted));
+  counter(out, "kamera_spec_accepted_tokens_total",
+          "speculative decoding: draft tokens accepted (completion tokens without a step of "
+          "their own)",
+          double(m.spec_accepted));
+  counter(out, "kamera_spec_rows_total", "speculative decoding: decode rows that carried a draft",
+          double(m.spec_rows));
   counter(out, "kamera_prefill_pauses_total",
           "times a prefill (admission, chunk upload, window edit) used up an engine step's slice "
           "and let a decode step run before its next slice",

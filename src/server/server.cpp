@@ -89,6 +89,8 @@ Status Server::Impl::open_context() {
                       opts.prefill_share, opts.control_tokens_in_text};
   so.hold_shared_tokens = opts.hold_shared_tokens;
   so.compact_while_decoding = opts.segment_compact_while_decoding;
+  so.spec = opts.spec == "ngram" ? SchedulerOptions::Spec::Ngram : SchedulerOptions::Spec::None;
+  so.spec_draft_max = opts.spec_draft_max;
   scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
   answers = std::make_unique<AnswerThreads>(std::max(1, opts.http_threads / 4));
   return Status::Ok();

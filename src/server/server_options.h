@@ -98,6 +98,13 @@ struct ServerOptions {
   int prefill_slice_tokens = 64;
   double prefill_share = 0.5;
 
+  // Speculative decoding (SchedulerOptions::spec): "ngram" drafts each step's next tokens from
+  // the request's own prompt and output (prompt lookup) and checks them in the step's forward,
+  // up to spec_draft_max a step; "none" decodes a token a step. Outputs are the same either way
+  // (greedy: token for token; sampled: the same distribution).
+  std::string spec = "none";
+  int spec_draft_max = 8;
+
   // HTTP front: connection cap and deadlines (a request head, a body, each write).
   int max_connections = 1024;
   // Under the cap, per peer: open connections of one remote address, and of one client (an API

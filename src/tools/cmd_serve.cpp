@@ -298,6 +298,18 @@ Runner add_serve(CLI::App& app) {
                  "out first)")
       ->check(mebibytes(0))
       ->capture_default_str();
+  app.add_option("--spec", a->opts.spec,
+                 "Speculative decoding: ngram drafts each step's next tokens from the request's "
+                 "own prompt and output (prompt lookup) and checks them in the step's forward "
+                 "(the same outputs: greedy token for token, sampled in distribution; "
+                 "usage.kamera.speculative); none: a token a step")
+      ->check(CLI::IsMember({"none", "ngram"}))
+      ->capture_default_str();
+  app.add_option("--spec-draft-max", a->opts.spec_draft_max,
+                 "Speculative decoding: draft tokens checked per step at most (the draft length "
+                 "adapts to the acceptance below it)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   app.add_option("--reasoning-format", a->opts.reasoning_format,
                  "A thinking model's <think> blocks (read off its chat template): parsed into "
                  "reasoning_content (and Responses' reasoning items, Messages' thinking blocks), "

@@ -1,0 +1,72 @@
+// The scheduler's speculative decoding (SchedulerOptions::spec): a choice's draft rides in the
+// decode step as extra rows of its sequence (Engine::DecodeRow::draft), each with its logits;
+// the choice's generation loop then steps through them in order, each step choosing its token by
+// the acceptance rule (Generator::step with the draft token), until a step does not choose the
+// draft. What the step chose there is the next token; the KV of the rejected draft tokens is
+// truncated away before anything is sent or kept, so the sequence holds exactly what plain
+// decoding would have forwarded.
+#include "serve/scheduler.h"
+
+namespace kamera {
+
+// The choice's draft for this step: the drafter's proposal, never more tokens than the choice may
+// still generate after the one this step surely makes.
+void Scheduler::propose(const Generation& g, Generation::Choice& c) {
+  c.draft.clear();
+  if (!c.drafter) return;
+  const int room = g.max_tokens - int(c.gen->tokens().size()) - 1;
+  if (room <= 0) return;
+  c.drafter->sync(c.gen->tokens());
+  c.draft = c.drafter->draft(std::min(room, c.drafter->length()));
+}
+
+// The step could not take the drafts' rows (the pool is full): every row goes without its draft.
+// False when none had one.
+bool Scheduler::drop_drafts(std::span<Engine::DecodeRow> rows,
+                            std::span<const std::pair<Generation*, Generation::Choice*>> owner) {
+  bool any = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    any = any || !rows[i].draft.empty();
+    rows[i].draft = {};
+    owner[i].second->draft.clear();
+  }
+  return any;
+}
+
+// `logits`: 1 + draft.size() rows, row t after the choice's last token and the draft's first t
+// tokens. Steps the choice's loop on them while it accepts the draft; sends what the steps showed
+// as one delta.
+void Scheduler::verify_draft(Generation& g, Generation::Choice& c, std::span<float> logits) {
+  const size_t V = size_t(ctx_.model().cfg.n_vocab);
+  const int k = 1 + int(c.draft.size());
+  const int first = ctx_.pool().n_tokens(c.seq) - k;  // the slot of `last`
+  const size_t before = c.gen->tokens().size();
+  GenStep all;
+  int used = 0, accepted = 0;
+  for (int t = 0; t < k; ++t) {
+    const int32_t d = t + 1 < k ? c.draft[size_t(t)] : -1;
+    GenStep s = c.gen->step(logits.subspan(size_t(t) * V, V), d);
+    ++used;
+    all.text += s.text;
+    for (TokenLogprob& lp : s.logprobs) all.logprobs.push_back(std::move(lp));
+    all.token = s.token;
+    all.done = s.done;
+    all.reason = s.reason;
+    const bool kept = d >= 0 && s.token == d;
+    accepted += kept;
+    if (s.done || !kept) break;
+  }
+  // The sequence keeps `last` and the accepted draft tokens: the rows forwarded for them.
+  (void)ctx_.pool().rollback(c.seq, first + used);
+  c.next_pos += used;
+  const int drafted = k - 1;
+  g.drafted += drafted;
+  g.accepted += accepted;
+  metrics_.spec_drafted += drafted;
+  metrics_.spec_accepted += accepted;
+  ++metrics_.spec_rows;
+  c.drafter->feedback(drafted, accepted);
+  emit(g, c, std::move(all), int64_t(c.gen->tokens().size() - before));
+}
+
+}  // namespace kamera

@@ -1,0 +1,264 @@
+// Speculative decoding by prompt lookup (--spec ngram: serve/scheduler_spec.cpp) end to end on a
+// synthetic model: at temperature 0 its outputs are token for token those of plain decoding
+// (completions, chat with a forced tool call, a JSON schema with n = 2, a stop string), with
+// drafts accepted on prompts that repeat their context; sampled, its outputs follow plain
+// decoding's distribution (a two-sample chi-square); the KV of rejected drafts is rolled back, so
+// the next turn's prefix reuse serves exactly what a cold server computes; usage and /metrics
+// count the drafted and accepted tokens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "support/test_server.h"
+
+using namespace kamera;
+using json = nlohmann::json;
+
+namespace {
+
+ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1) {
+  ServerOptions o;
+  o.spec = spec;
+  o.prefix_cache_tokens = prefix_tokens;
+  o.chat_template =
+      std::string(KAMERA_SOURCE_DIR) + "/tests/fixtures/chat_templates/templates/qwen2_5.jinja";
+  return o;
+}
+
+struct Served : tiny::TestServer {
+  explicit Served(const std::string& spec, int64_t prefix_tokens = -1)
+      : TestServer(options(spec, prefix_tokens),
+                   tiny::model_path("qwen2", DType::F32, "ctx=4096")) {}
+  // The answer (status 200 asserted by the caller through `ok`).
+  json ask(const std::string& route, const json& body) {
+    int st = 0;
+    json r = post(route, body, &st);
+    EXPECT_EQ(st, 200) << r.dump();
+    return r;
+  }
+};
+
+int64_t drafted(const json& r) {
+  return r["usage"]["kamera"]["speculative"]["drafted"];
+}
+int64_t accepted(const json& r) {
+  return r["usage"]["kamera"]["speculative"]["accepted"];
+}
+
+std::string repeated(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// What must be equal between plain and speculative answers: every choice's text, finish reason,
+// tool calls' names and arguments, and the tokens of its logprobs.
+json essentials(const json& r) {
+  json out = json::array();
+  for (const json& c : r["choices"]) {
+    json e = {{"finish_reason", c["finish_reason"]}};
+    if (c.contains("text")) e["text"] = c["text"];
+    if (c.contains("message")) {
+      e["content"] = c["message"]["content"];
+      for (const json& t : c["message"].value("tool_calls", json::array()))
+        e["calls"].push_back({t["function"]["name"], t["function"]["arguments"]});
+    }
+    if (c.contains("logprobs") && !c["logprobs"].is_null())
+      e["tokens"] = c["logprobs"].value("tokens", json::array());
+    out.push_back(e);
+  }
+  return out;
+}
+
+const json kWeather = {{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}, {"maxLength", 12}}}}},
+                           {"required", {"city"}},
+                           {"additionalProperties", false}}}}}};
+
+// Requests whose outputs copy from their context (a repeated sentence, a quoted tool result), and
+// constrained ones.
+std::vector<std::pair<std::string, json>> greedy_requests() {
+  const std::string line = "The quick brown fox jumps over the lazy dog near the river bank. ";
+  const std::string quote =
+      "Tool result: {\"city\": \"Paris\", \"temp\": 21, \"sky\": \"clear\"}. ";
+  json ids = json::array();
+  for (int r = 0; r < 5; ++r)
+    for (int j = 0; j < 12; ++j) ids.push_back(40 + (j * 37) % 300);
+  const json schema = {
+      {"type", "object"},
+      {"properties", {{"n", {{"type", "integer"}}}, {"ok", {{"type", "boolean"}}}}},
+      {"required", {"n", "ok"}},
+      {"additionalProperties", false}};
+  return {
+      {"/v1/completions",
+       {{"prompt", repeated(line, 6)}, {"max_tokens", 64}, {"temperature", 0}, {"logprobs", 2}}},
+      {"/v1/completions", {{"prompt", ids}, {"max_tokens", 48}, {"temperature", 0}}},
+      {"/v1/completions",
+       {{"prompt", repeated(line, 4)}, {"max_tokens", 64}, {"temperature", 0}, {"stop", "river"}}},
+      {"/v1/chat/completions",
+       {{"messages",
+         {{{"role", "user"}, {"content", repeated(quote, 4) + "Repeat the tool result."}}}},
+        {"max_tokens", 64},
+        {"temperature", 0}}},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", repeated(quote, 3) + "Weather?"}}}},
+        {"tools", {kWeather}},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+        {"max_tokens", 64},
+        {"temperature", 0}}},
+      {"/v1/chat/completions",
+       {{"messages", {{{"role", "user"}, {"content", repeated(quote, 3)}}}},
+        {"n", 2},
+        {"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}}},
+        {"max_tokens", 48},
+        {"temperature", 0}}},
+  };
+}
+
+// The two-sample chi-square statistic of two samples' counts (categories with fewer than 10
+// observations together pooled into one), and its degrees of freedom.
+std::pair<double, int> chi2_two_samples(const std::map<std::string, int>& a,
+                                        const std::map<std::string, int>& b) {
+  std::map<std::string, std::pair<double, double>> cats;
+  for (const auto& [k, n] : a) cats[k].first += n;
+  for (const auto& [k, n] : b) cats[k].second += n;
+  std::vector<std::pair<double, double>> cells;
+  std::pair<double, double> rare{0, 0};
+  for (const auto& [k, c] : cats) {
+    if (c.first + c.second < 10) {
+      rare.first += c.first, rare.second += c.second;
+    } else {
+      cells.push_back(c);
+    }
+  }
+  if (rare.first + rare.second > 0) cells.push_back(rare);
+  double na = 0, nb = 0;
+  for (const auto& c : cells) na += c.first, nb += c.second;
+  double chi2 = 0;
+  for (const auto& [oa, ob] : cells) {
+    const double t = oa + ob, ea = t * na / (na + nb), eb = t * nb / (na + nb);
+    chi2 += (oa - ea) * (oa - ea) / ea + (ob - eb) * (ob - eb) / eb;
+  }
+  return {chi2, int(cells.size()) - 1};
+}
+
+// The value the chi-square distribution with df degrees of freedom exceeds with the probability
+// of a standard normal exceeding z (Wilson-Hilferty; z = 4.3: about 1e-5).
+double chi2_limit(int df, double z) {
+  const double k = df, a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+}  // namespace
+
+TEST(ServerSpec, GreedyOutputsAreTokenForTokenThoseOfPlainDecoding) {
+  Served plain("none"), spec("ngram");
+  int64_t all_drafted = 0, all_accepted = 0;
+  for (const auto& [route, body] : greedy_requests()) {
+    const json want = plain.ask(route, body), got = spec.ask(route, body);
+    EXPECT_EQ(essentials(got), essentials(want)) << route << " " << body.dump();
+    EXPECT_EQ(got["usage"]["completion_tokens"], want["usage"]["completion_tokens"]);
+    EXPECT_EQ(drafted(want), 0);
+    EXPECT_LE(accepted(got), drafted(got));
+    all_drafted += drafted(got);
+    all_accepted += accepted(got);
+  }
+  EXPECT_GT(all_drafted, 0);
+  EXPECT_GT(all_accepted, 0);
+  // /metrics counts them.
+  auto m = spec.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("kamera_spec_drafted_tokens_total " + std::to_string(all_drafted) + "\n"),
+            std::string::npos);
+  EXPECT_NE(
+      m->body.find("kamera_spec_accepted_tokens_total " + std::to_string(all_accepted) + "\n"),
+      std::string::npos);
+}
+
+// A copying prompt: most of a greedy reply that repeats its context comes from accepted drafts.
+TEST(ServerSpec, ACopyingPromptAcceptsDrafts) {
+  Served plain("none"), spec("ngram");
+  const json first = plain.ask(
+      "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}});
+  // The prompt, its greedy continuation, the prompt again: the continuation is there to copy.
+  const std::string p =
+      "Once upon a time" + first["choices"][0]["text"].get<std::string>() + " Once upon a time";
+  const json body = {{"prompt", p}, {"max_tokens", 40}, {"temperature", 0}};
+  const json got = spec.ask("/v1/completions", body);
+  EXPECT_EQ(essentials(got), essentials(plain.ask("/v1/completions", body)));
+  EXPECT_GT(drafted(got), 0);
+  EXPECT_GE(accepted(got), 10) << got["usage"].dump();  // a quarter of the tokens
+}
+
+// Sampled: each of the first tokens has the same distribution with and without speculation. The
+// prompt is a random sequence of two tokens and logit_bias leaves only those two to sample, so
+// every step has a draft (every short suffix occurred before) whose probability is neither 0 nor
+// 1: where a wrong acceptance rule (resampling with the rejected draft left in) gives a draft
+// p(2 - p) instead of p, these positions' chi-squares are far past the limit (checked with that
+// rule).
+TEST(ServerSpec, SampledOutputsFollowPlainDecodingsDistribution) {
+  Served plain("none", 0), spec("ngram", 0);
+  const int x = 70, y = 71;
+  std::mt19937 rng(5);
+  json prompt = json::array();
+  for (int i = 0; i < 64; ++i) prompt.push_back(rng() % 2 ? x : y);
+  const int n = 400, len = 10;
+  std::vector<std::map<std::string, int>> a(len), b(len);
+  int64_t acc = 0, drafts = 0;
+  for (int seed = 0; seed < n; ++seed) {
+    const json body = {
+        {"prompt", prompt},   {"max_tokens", len},
+        {"temperature", 1.0}, {"seed", seed},
+        {"logprobs", 0},      {"logit_bias", {{std::to_string(x), 60}, {std::to_string(y), 62.5}}}};
+    const json r = plain.ask("/v1/completions", body), q = spec.ask("/v1/completions", body);
+    const json &tr = r["choices"][0]["logprobs"]["tokens"],
+               &tq = q["choices"][0]["logprobs"]["tokens"];
+    for (int j = 0; j < len; ++j) {
+      ++a[size_t(j)][j < int(tr.size()) ? tr[size_t(j)].dump() : "(end)"];
+      ++b[size_t(j)][j < int(tq.size()) ? tq[size_t(j)].dump() : "(end)"];
+    }
+    acc += accepted(q);
+    drafts += drafted(q);
+  }
+  EXPECT_GT(acc, 2 * n);           // the rule was exercised, and it also rejected:
+  EXPECT_GT(drafts - acc, n / 2);  // neither always nor never
+  // Position 0 comes from the prefill (no draft); 1..len-1 after drafts. One test per position,
+  // each at about 1e-5.
+  for (int j = 1; j < len; ++j) {
+    const auto [chi2, df] = chi2_two_samples(a[size_t(j)], b[size_t(j)]);
+    ASSERT_GE(df, 1) << "position " << j;  // both tokens seen
+    EXPECT_LT(chi2, chi2_limit(df, 4.3)) << "position " << j << ", df " << df;
+  }
+}
+
+// The KV of rejected drafts is rolled back: the reply kept for prefix reuse holds what it says,
+// so the next turn (the prompt, the reply, more text) served from it says what a cold server
+// computes.
+TEST(ServerSpec, RollbackLeavesTheNextTurnsPrefixReuseExact) {
+  Served cold("none", 0), warm("ngram");
+  // No trailing space: the reply's first token is then the next turn's too.
+  const std::string prompt =
+      repeated("The quick brown fox jumps over the lazy dog near the river bank. ", 6) + "It";
+  const json body = {{"prompt", prompt}, {"max_tokens", 64}, {"temperature", 0}};
+  const json turn1 = warm.ask("/v1/completions", body);
+  EXPECT_GT(drafted(turn1), accepted(turn1));  // some drafts were rejected: rolled back
+  const json again = warm.ask("/v1/completions", body);
+  EXPECT_EQ(essentials(again), essentials(turn1));
+  json next = body;
+  next["prompt"] = prompt + turn1["choices"][0]["text"].get<std::string>() +
+                   " Then the fox ran home across the field.";
+  const json turn2 = warm.ask("/v1/completions", next);
+  // The reply's KV served too (past the prompt), not only the prompt's.
+  EXPECT_GT(turn2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            turn1["usage"]["prompt_tokens"].get<int>() + 8);
+  EXPECT_EQ(essentials(turn2), essentials(cold.ask("/v1/completions", next)));
+}
