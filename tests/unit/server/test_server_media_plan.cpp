@@ -219,20 +219,21 @@ TEST(ServerMediaPlan, MediaPartsRenderAsTheirChunkPartsDid) {
     }
   }
   // a /v1/completions prompt of parts, read where it is: its places are (0, j)
-  const json prompt = {{"prompt", sent["messages"][1]["content"]}};
+  const json prompt_json = {{"prompt", sent["messages"][1]["content"]}};
+  const ojson prompt(prompt_json);  // as the server parses a body
   const MediaContent contents{&prompt["prompt"], 0, "prompt"};
   RequestMedia pm;
   ASSERT_FALSE(vl.media->prepare(std::span(&contents, 1), pm, vl.metrics));
   size_t media_parts = 0;
-  for (const json& part : prompt["prompt"]) {
-    const json type = part.is_object() ? part.value("type", json()) : json();
+  for (const ojson& part : prompt["prompt"]) {
+    const ojson type = part.is_object() ? part.value("type", ojson()) : ojson();
     media_parts += type == "image_url" || type == "video";
   }
   ASSERT_EQ(pm.parts.size(), media_parts);
   for (const MediaPart& m : pm.parts) EXPECT_EQ(m.message, 0u);
   auto got = completion_prompts(prompt["prompt"], vl.model->cfg.n_vocab, &pm);
   ASSERT_TRUE(got.ok()) << got.message();
-  const json ref = rewritten(prompt, pm, "prompt");
+  const json ref = rewritten(prompt_json, pm, "prompt");
   auto want = completion_prompts(ref["prompt"], vl.model->cfg.n_vocab, &pm);
   ASSERT_TRUE(want.ok()) << want.message();
   ASSERT_EQ(got->size(), 1u);
