@@ -108,7 +108,8 @@ for t in types:
             row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
             mb = lambda rs: med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
             cells = [f"{mb(k):.0f}"] + [f"{mb(sel(b)):.0f}" for b in builds[:1]]
-            size = os.path.getsize(k[0]["out"]["model"]["path"]) / 2**20
+            path = k[0]["out"]["model"]["path"]  # gone when the log outlives its files
+            size = os.path.getsize(path) / 2**20 if os.path.exists(path) else float("nan")
             best_tps = best_gb * 1e9 / fl[0]["weight_bytes_per_token"]
             row += f" {', '.join(cells)} ({size:.0f}) | {kt / best_tps:.2f} |"
         else:
