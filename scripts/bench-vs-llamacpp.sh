@@ -11,7 +11,13 @@
 #     --threads T      threads for both engines (default 2)
 #     --types "..."    file types (default "Q8_0 Q4_K_M F16")
 #     --pp N, --tg N   prompt tokens of the prefill test, tokens of the decode test (512, 128)
-#     --tiny           bounded run for tests: the tiny qwen2 preset, pp32 / tg16, 1 round
+#     --tiny           bounded run for tests: the tiny preset, pp32 / tg16, 1 round
+#     --arch A         make-model architecture of the files (default qwen2)
+#     --preset P       make-model preset (default 0.5b; tiny with --tiny)
+#     --dims D         make-model --dims overrides (e.g. layers=2); they go into the file names
+#     --base T         make-model --type of the file llama-quantize starts from (default f32; f16
+#                      halves big shapes). A --types entry naming it (Q8_0 with --base q8_0) is
+#                      that file itself: gpt-oss files get MXFP4 experts from make-model only
 #     --from-log FILE  run nothing: print the table of an earlier run's log (DIR/runs.jsonl)
 #
 # Every decode run is timed under /usr/bin/time: the table gives each engine's peak RSS beside
@@ -19,14 +25,16 @@
 # decode run, and its reading moves with the host's load; the last column holds kamera's decode
 # against the floor at the fastest read of the whole run, the strictest of the run's floors.
 #
-# Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1`, then the first
-# build's `llama-quantize` to each type. Without a llama.cpp build the kamera side runs alone
-# (the files then come from `kamera make-model --type`, which writes F16 and Q8_0 only) and the
-# script says so.
+# Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1` (or --arch, --preset,
+# --dims, --base), then the first build's `llama-quantize` to each type. Without a llama.cpp
+# build the kamera side runs alone (the files then come from `kamera make-model --type`, which
+# writes F16 and Q8_0 only) and the script says so. Every measurement records the host's
+# 1-minute load average (/proc/loadavg) just before it: the table gives their range.
 set -euo pipefail
 
 kamera=build/bin/kamera dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
 types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0 from_log=
+arch=qwen2 dims= base=f32
 builds=()
 while (($#)); do
   case "$1" in
@@ -36,10 +44,14 @@ while (($#)); do
     --threads) threads="$2"; shift 2 ;;
     --types) types="$2"; shift 2 ;;
     --tiny) tiny=1 preset=tiny pp=32 tg=16 rounds=1; shift ;;
+    --arch) arch="$2"; shift 2 ;;
+    --preset) preset="$2"; shift 2 ;;
+    --dims) dims="$2"; shift 2 ;;
+    --base) base="$2"; shift 2 ;;
     --pp) pp="$2"; shift 2 ;;
     --tg) tg="$2"; shift 2 ;;
     --from-log) from_log="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
     *) builds+=("$1"); shift ;;
   esac
@@ -60,6 +72,8 @@ print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA le
       f"{system['isa_level']}; {threads} threads; medians of {rounds} interleaved rounds")
 # kamera's attention products run on OpenBLAS: say which kernel table (OPENBLAS_CORETYPE moves it).
 print(f"kamera's f32 BLAS: {system['blas_path']}")
+loads = [r["load1"] for r in runs if r.get("load1") is not None]
+if loads: print(f"1-minute load average before each run: {min(loads):.2f} to {max(loads):.2f}")
 floors = [r["out"]["read_floor"] for r in kam if r["test"] == "tg"]
 best_gb = max((f["read_gb_per_s"] for f in floors), default=0.0)
 def med(xs): return statistics.median(xs) if xs else float("nan")
@@ -94,7 +108,8 @@ for t in types:
             row += f" {ft:.1f} ({gb:.1f}) | {kt / ft:.2f} |"
             mb = lambda rs: med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
             cells = [f"{mb(k):.0f}"] + [f"{mb(sel(b)):.0f}" for b in builds[:1]]
-            size = os.path.getsize(k[0]["out"]["model"]["path"]) / 2**20
+            path = k[0]["out"]["model"]["path"]  # gone when the log outlives its files
+            size = os.path.getsize(path) / 2**20 if os.path.exists(path) else float("nan")
             best_tps = best_gb * 1e9 / fl[0]["weight_bytes_per_token"]
             row += f" {', '.join(cells)} ({size:.0f}) | {kt / best_tps:.2f} |"
         else:
@@ -116,19 +131,30 @@ log="$dir/runs.jsonl"
 : > "$log"
 
 # --- the files -----------------------------------------------------------------------------
-file_of() { echo "$dir/qwen2-$preset-$1.gguf"; }
-f32="$dir/qwen2-$preset-f32.gguf"
-[[ -s "$f32" ]] || "$kamera" make-model --arch qwen2 --preset "$preset" --type f32 --seed 1 -o "$f32" >/dev/null
+tag="$arch-$preset${dims:+-${dims//[,=]/}}"
+dims_arg=(); [[ -z "$dims" ]] || dims_arg=(--dims "$dims")
+lower() { echo "$1" | tr 'A-Z' 'a-z'; }
+file_of() {
+  if [[ "$(lower "$1")" == "$(lower "$base")" ]]; then echo "$dir/$tag-$base.gguf"
+  else echo "$dir/$tag-$1.gguf"; fi
+}
+make_file() {  # type path
+  [[ -s "$2" ]] || "$kamera" make-model --arch "$arch" --preset "$preset" "${dims_arg[@]}" \
+    --type "$1" --seed 1 -o "$2" >/dev/null
+}
+src="$dir/$tag-$base.gguf"  # made only when a file is missing
 made=()
 for t in $types; do
   f=$(file_of "$t")
   if ((${#builds[@]})); then
-    [[ -s "$f" ]] || "${builds[0]}/llama-quantize" "$f32" "$f" "$t" 1 >/dev/null 2>&1
+    if [[ "$f" == "$src" ]]; then make_file "$base" "$src"
+    elif [[ ! -s "$f" ]]; then
+      make_file "$base" "$src"
+      "${builds[0]}/llama-quantize" "$src" "$f" "$t" "$threads" >/dev/null 2>&1
+    fi
   else
-    lower=$(echo "$t" | tr 'A-Z' 'a-z')
-    case "$lower" in
-      f16|q8_0) [[ -s "$f" ]] || "$kamera" make-model --arch qwen2 --preset "$preset" \
-                  --type "$lower" --seed 1 -o "$f" >/dev/null ;;
+    case "$(lower "$t")" in
+      f16|q8_0) make_file "$(lower "$t")" "$f" ;;
       *) echo "skipped $t: kamera make-model cannot write it and no llama.cpp build was given" >&2
          continue ;;
     esac
@@ -143,13 +169,15 @@ fi
 record() {  # engine type test round json [peak-rss-kb]
   python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "type": sys.argv[2],
     "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5]),
-    "rss_kb": int(sys.argv[6]) if len(sys.argv) > 6 else None}))' \
-    "$@" >> "$log"
+    "load1": float(sys.argv[6]),
+    "rss_kb": int(sys.argv[7]) if len(sys.argv) > 7 else None}))' \
+    "$1" "$2" "$3" "$4" "$5" "$load1" "${@:6}" >> "$log"
 }
 rss="$dir/peak-rss.txt"
 peak() { tail -n 1 "$rss"; }  # the last line of /usr/bin/time -f %M -o
+load_now() { read -r load1 _ </proc/loadavg; }
 run_kamera() {  # type test round
-  local f; f=$(file_of "$1")
+  local f; f=$(file_of "$1"); load_now
   if [[ "$2" == pp ]]; then
     out=$("$kamera" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
   else
@@ -161,7 +189,7 @@ run_kamera() {  # type test round
   record kamera "$1" "$2" "$3" "$out"
 }
 run_llama() {  # build type test round
-  local f; f=$(file_of "$2")
+  local f; f=$(file_of "$2"); load_now
   if [[ "$3" == pp ]]; then a=(-p "$pp" -n 0); else a=(-p 0 -n "$tg"); fi
   out=$(/usr/bin/time -f %M -o "$rss" "$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 \
     -o json 2>/dev/null)

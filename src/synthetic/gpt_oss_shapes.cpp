@@ -17,8 +17,8 @@ bool gpt_oss_preset(const std::string& preset, ModelConfig& c) {
     m.n_experts = 4;
     m.n_used = 2;
     m.expert_ffn = 64;
-  } else if (preset == "gpt-oss-20b") {  // openai/gpt-oss-20b's config.json
-    set_shape(c, {2880, 24, 64, 8, 64, 2880, 201088, 131072});
+  } else if (preset == "gpt-oss-20b" || preset == "gpt-oss-20b-2l") {  // its config.json
+    set_shape(c, {2880, preset == "gpt-oss-20b" ? 24 : 2, 64, 8, 64, 2880, 201088, 131072});
     c.rope.theta = 150000.0;
     c.layer_kinds.window = 128;
     m.n_experts = 32;

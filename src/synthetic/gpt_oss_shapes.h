@@ -16,7 +16,8 @@ class GgufWriter;
 // 2 layers (0 sliding-window of 8, 1 full), 4 experts of 64 with 2 used, vocabulary 512, YaRN 32
 // over 256 of 8192) and "gpt-oss-20b" (openai/gpt-oss-20b's config.json: 24 layers, hidden 2880,
 // 64 query heads and 8 KV heads of 64, 32 experts of 2880 with 4 used, vocabulary 201088,
-// sliding window 128 on every other layer, rope base 150000, YaRN 32 over 4096 of 131072).
+// sliding window 128 on every other layer, rope base 150000, YaRN 32 over 4096 of 131072) and
+// "gpt-oss-20b-2l" (those shapes with 2 of the 24 layers: one sliding-window, one full).
 // False for another name.
 bool gpt_oss_preset(const std::string& preset, ModelConfig& c);
 

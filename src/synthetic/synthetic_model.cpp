@@ -76,7 +76,7 @@ std::vector<std::string> synthetic_preset_names(Arch arch) {
     case Arch::Phi3:
       return {"tiny", "phi4-mini"};
     case Arch::GptOss:
-      return {"tiny", "gpt-oss-20b"};
+      return {"tiny", "gpt-oss-20b", "gpt-oss-20b-2l"};
   }
   return {"tiny"};
 }

@@ -135,7 +135,8 @@ Runner add_make_model(CLI::App& app) {
       "131072; made-up factor values); gpt-oss: gpt-oss-20b (openai/gpt-oss-20b's shapes: 24 "
       "layers, 2880 wide, 64 heads and 8 KV heads of 64, 32 experts of 2880 with 4 "
       "used, vocabulary 201088, window 128 on every other layer, YaRN 32 over 4096 of "
-      "131072; experts always MXFP4 as llama.cpp's converter writes them)");
+      "131072; experts always MXFP4 as llama.cpp's converter writes them), gpt-oss-20b-2l (those "
+      "shapes with 2 of the 24 layers, one sliding-window and one full)");
   app.add_option(
       "--dims", a->dims,
       "Overrides, e.g. dim=256,layers=4,heads=8,kv_heads=2,head_dim=32,ffn=512,vocab=1024,"

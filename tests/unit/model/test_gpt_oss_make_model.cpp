@@ -89,6 +89,27 @@ TEST(GptOssMakeModel, Preset20bHasTheReleasedShape) {
             (std::vector<LayerKind>{LayerKind::Local, LayerKind::Global, LayerKind::Local}));
 }
 
+// gpt-oss-20b-2l (the benchmark's small shape, docs/BENCHMARKS.md): the released shapes with 2 of
+// the 24 layers, one sliding-window and one full. Its weights are the released count less 22
+// layers' share: (20,914,757,184 - 2 x 201088 x 2880 (embedding, output) - 2880) / 24 per layer.
+TEST(GptOssMakeModel, Preset20b2lIsTheReleasedShapeWithTwoLayers) {
+  const auto names = synthetic_preset_names(Arch::GptOss);
+  EXPECT_NE(std::find(names.begin(), names.end(), "gpt-oss-20b-2l"), names.end());
+  auto full = synthetic_preset(Arch::GptOss, "gpt-oss-20b");
+  auto two = synthetic_preset(Arch::GptOss, "gpt-oss-20b-2l");
+  ASSERT_TRUE(full && two);
+  EXPECT_EQ(two->n_layers, 2);
+  EXPECT_EQ(two->layer_kinds.kinds, (std::vector<LayerKind>{LayerKind::Local, LayerKind::Global}));
+  const int64_t ends = 2 * int64_t(201088) * 2880 + 2880;
+  const int64_t per_layer = (int64_t(20914757184) - ends) / 24;
+  EXPECT_EQ(per_layer * 24 + ends, 20914757184);
+  EXPECT_EQ(count_parameters(*two), ends + 2 * per_layer);
+  ASSERT_TRUE(apply_dims(*full, "layers=2").ok());
+  EXPECT_EQ(count_parameters(*full), count_parameters(*two));
+  EXPECT_EQ(two->attn_scale, full->attn_scale);
+  EXPECT_EQ(two->rope.yarn.orig_ctx, full->rope.yarn.orig_ctx);
+}
+
 // llama.cpp d32676d reads make-model's tiny gpt-oss (seed 3) as kamera does: its logits of 16
 // tokens in one batch (tests/data/gpt_oss_make_model/README.md) against kamera's, token by token
 // and as one batch, within 1e-4 of the largest |logit| (the bound of GptOssGguf's converter file

@@ -32,13 +32,12 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-}  // namespace
-
-TEST(QuantizedParity, LogitsFollowLlamaCppWithinATenthOfTheQuantizationEffect) {
-  std::ifstream mf(kDir + "llama_cpp_logits.json");
+// Every case of the manifest `manifest_name` (n_cases of them), as the header says.
+void check_cases(const std::string& manifest_name, size_t n_cases) {
+  std::ifstream mf(kDir + manifest_name);
   ASSERT_TRUE(mf);
   const auto manifest = nlohmann::json::parse(mf);
-  ASSERT_EQ(manifest["cases"].size(), 10u);
+  ASSERT_EQ(manifest["cases"].size(), n_cases);
   std::printf("%-20s %9s %9s %9s %6s\n", "case", "effect", "batch", "decode", "bound");
   for (const auto& c : manifest["cases"]) {
     const std::string name = c["name"].get<std::string>();
@@ -66,4 +65,16 @@ TEST(QuantizedParity, LogitsFollowLlamaCppWithinATenthOfTheQuantizationEffect) {
     EXPECT_LE(batch, bound);
     EXPECT_LE(decode, bound);
   }
+}
+
+}  // namespace
+
+TEST(QuantizedParity, LogitsFollowLlamaCppWithinATenthOfTheQuantizationEffect) {
+  check_cases("llama_cpp_logits.json", 10u);
+}
+
+// gpt-oss quantized by llama-quantize as MXFP4_MOE (experts MXFP4, the other matrices Q8_0) from
+// an f32 file of the converter's layout (tests/data/quantized/README.md, "gpt-oss MXFP4").
+TEST(QuantizedParity, GptOssMxfp4FollowsLlamaCppWithinATenthOfTheQuantizationEffect) {
+  check_cases("mxfp4_logits.json", 1u);
 }

@@ -120,4 +120,29 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
   std::filesystem::remove_all(dir);
 }
 
+// --arch, --preset and --dims choose make-model's files (the per-family blocks of
+// docs/BENCHMARKS.md), the dims go into the file names, and every run records the host's load.
+TEST(BenchVsLlamaCpp, ArchAndDimsChooseTheFilesAndEveryRunRecordsTheLoad) {
+  const std::string dir = unique_temp("bench-vs-llamacpp-arch");
+  const ShellOutput o =
+      run_shell("bash " + std::string(KAMERA_SOURCE_DIR) +
+                "/scripts/bench-vs-llamacpp.sh --tiny --arch smollm3 --dims layers=1 --types Q8_0"
+                " --pp 8 --tg 4 --kamera " +
+                kKamera + " --dir " + dir);
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/smollm3-tiny-layers1-Q8_0.gguf")) << o.err;
+  EXPECT_EQ(row(o.out, "Q8_0", "pp8").size(), 7u) << o.out;
+  EXPECT_NE(o.out.find("1-minute load average before each run: "), std::string::npos) << o.out;
+  std::ifstream log(dir + "/runs.jsonl");
+  int runs = 0;
+  for (std::string line; std::getline(log, line); ++runs) {
+    const auto r = nlohmann::json::parse(line);
+    EXPECT_EQ(r.at("out").at("model").at("arch"), "smollm3");
+    EXPECT_EQ(r.at("out").at("model").at("n_layers"), 1);
+    EXPECT_GE(r.at("load1").get<double>(), 0.0);
+  }
+  EXPECT_EQ(runs, 2);  // pp and tg, one round
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
