@@ -11,30 +11,35 @@ namespace kamera {
 
 namespace {
 
-// exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n ln2 (Cody-Waite split), e^r by a
-// degree-6 Taylor polynomial on |r| <= ln2/2. Branch-free so it vectorizes.
-inline float exp_poly(float x_in) {
-  // clamp with compares (vectorizes; std::fmin/fmax may become libm calls)
-  float x = x_in < -87.3f ? -87.3f : x_in;
-  x = x > 88.7f ? 88.7f : x;
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-  const float r = std::fma(n, -0.693145751953125f, x);
-  const float r2 = std::fma(n, -1.428606765330187045e-06f, r);
-  float p = 1.0f / 720.0f;
-  p = std::fma(p, r2, 1.0f / 120.0f);
-  p = std::fma(p, r2, 1.0f / 24.0f);
-  p = std::fma(p, r2, 1.0f / 6.0f);
-  p = std::fma(p, r2, 0.5f);
-  p = std::fma(p, r2, 1.0f);
-  p = std::fma(p, r2, 1.0f);
-  // 2^n by exponent bits; n in [-126, 128]; split to stay in the normal range.
-  const int32_t ni = int32_t(n);
+// e^x as ggml's CPU backend computes it (ggml-cpu vec.h, ggml_v_expf: the expf of Arm's
+// optimized-routines, at most 1.45 ulp + 0.5 off), so that SiLU and softmax round as llama.cpp's
+// do on x86 (a last-bit difference in a SwiGLU value moves a q8_0 block's scale across an f16
+// rounding step: tests/data/quantized/README.md). n = round(x / ln2) by the 1.5 * 2^23 shift,
+// b = x - n ln2 in two fused steps, e^b by a degree-5 polynomial (Estrin form), times 2^n. Every
+// step is an explicit fma or a single operation, so no compiler contraction changes a bit.
+// Beyond |n| > 192 the result is 0 (x < 0) or inf; 2^n is applied in two halves so that the
+// subnormal range rounds once. Branch-free so it vectorizes.
+inline float exp_poly(float x) {
+  constexpr float kShift = 0x1.8p23f, kLog2e = 0x1.715476p+0f;
+  constexpr float kLn2Hi = 0x1.62e4p-1f, kLn2Lo = 0x1.7f7d1cp-20f;
+  const float z = std::fma(x, kLog2e, kShift);
+  const float n = z - kShift;
+  const float b = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
+  const float u = b * b;
+  const float p45 = std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f);
+  const float p23 = std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f);
+  const float p01 = std::fma(0x1.ffffecp-1f, b, 1.0f);
+  const float j = std::fma(std::fma(p45, u, p23), u, p01);
+  // 2^n as two powers of two of exponent n/2 each (|n| <= 192 keeps both normal)
+  const float nc = n >= -192.0f ? (n <= 192.0f ? n : 192.0f) : -192.0f;  // NaN: -192
+  const int32_t ni = int32_t(nc);
   const int32_t n1 = ni / 2, n2 = ni - n1;
   const uint32_t b1 = uint32_t(n1 + 127) << 23, b2 = uint32_t(n2 + 127) << 23;
   float s1, s2;
   std::memcpy(&s1, &b1, 4);
   std::memcpy(&s2, &b2, 4);
-  return x_in < -87.3f ? 0.0f : p * s1 * s2;  // below: flush to 0 (exact for masked -inf)
+  const float r = j * s1 * s2;
+  return std::fabs(n) > 192.0f ? (n > 0.0f ? INFINITY : 0.0f) : r;
 }
 
 KAMERA_CLONES void rmsnorm_rows(const float* x, const float* w, float* y, int64_t r0, int64_t r1,

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -50,6 +52,38 @@ TEST(Kernels, ExpMatchesLibmWithin3Ulp) {
   EXPECT_EQ(z[0], 0.0f);
   EXPECT_EQ(z[1], 0.0f);
   EXPECT_EQ(z[2], 1.0f);
+}
+
+// e^x and SiLU round as llama.cpp's CPU backend (ggml-cpu's vectorized expf) rounds them, bit for
+// bit: a last-bit difference in one SwiGLU value can move a q8_0 block's scale across an f16
+// rounding step (tests/data/quantized/README.md). ggml's values of the same inputs are
+// tests/data/ggml_exp/ggml_exp.f32 (its README has the command that wrote them).
+TEST(Kernels, ExpAndSiluRoundAsGgmlsCpuBackend) {
+  constexpr int n = 4096;
+  std::vector<float> want(2 * n);
+  {
+    std::ifstream f(std::string(KAMERA_SOURCE_DIR) + "/tests/data/ggml_exp/ggml_exp.f32",
+                    std::ios::binary);
+    f.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+    ASSERT_TRUE(f) << "tests/data/ggml_exp/ggml_exp.f32";
+  }
+  std::vector<float> e(n), x(n), g(n);
+  for (int i = 0; i < n; ++i) {
+    e[size_t(i)] = -105.0f + 194.0f * float(i) / 4096.0f;
+    const float m = std::ldexp(1.0f + float(i % 128) / 128.0f, i / 128 % 16 - 9);
+    x[size_t(i)] = i < 2048 ? m : -m;
+    g[size_t(i)] = i % 3 == 0 ? -0.75f : 1.0f;
+  }
+  exp_inplace(e.data(), n);
+  silu_mul(x.data(), g.data(), n);
+  auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+  int exp_diffs = 0, silu_diffs = 0;
+  for (int i = 0; i < n; ++i) {
+    exp_diffs += bits(e[size_t(i)]) != bits(want[size_t(i)]);
+    silu_diffs += bits(x[size_t(i)]) != bits(want[size_t(n + i)]);
+  }
+  EXPECT_EQ(exp_diffs, 0) << "of " << n << " values of e^x differ from ggml's";
+  EXPECT_EQ(silu_diffs, 0) << "of " << n << " values of silu(x) * g differ from ggml's";
 }
 
 TEST(Kernels, RmsnormMatchesReference) {
