@@ -1,5 +1,6 @@
 #include "ops/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -42,17 +43,37 @@ inline float exp_poly(float x) {
   return std::fabs(n) > 192.0f ? (n > 0.0f ? INFINITY : 0.0f) : r;
 }
 
+// Sums of squares of N rows as ggml's rms_norm forms them: the f32 squares added in double in
+// order (no reassociation: every build and vector width gives the same bits); N rows at a time,
+// each its own chain, so the in-order adds overlap.
+template <int N>
+inline void square_sums(const float* x, int dim, double* ss) {
+  double s[N] = {};
+  for (int i = 0; i < dim; ++i)
+    for (int k = 0; k < N; ++k) {
+      const float v = x[k * dim + i];
+      s[k] += double(v * v);
+    }
+  for (int k = 0; k < N; ++k) ss[k] = s[k];
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w, the mean rounded to f32 as in ggml.
 KAMERA_CLONES void rmsnorm_rows(const float* x, const float* w, float* y, int64_t r0, int64_t r1,
                                 int dim, float eps) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float scale = 1.0f / std::sqrt(ss / float(dim) + eps);
+  double ss[64];
+  for (int64_t c0 = r0; c0 < r1; c0 += 64) {
+    const int64_t c1 = std::min<int64_t>(r1, c0 + 64);
+    int64_t g = c0;
+    for (; g + 8 <= c1; g += 8) square_sums<8>(x + g * dim, dim, ss + (g - c0));
+    for (; g < c1; ++g) square_sums<1>(x + g * dim, dim, ss + (g - c0));
+    for (int64_t r = c0; r < c1; ++r) {
+      const float mean = float(ss[r - c0] / double(dim));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
 #pragma omp simd
-    for (int i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+      for (int i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+    }
   }
 }
 

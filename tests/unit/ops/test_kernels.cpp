@@ -86,6 +86,34 @@ TEST(Kernels, ExpAndSiluRoundAsGgmlsCpuBackend) {
   EXPECT_EQ(silu_diffs, 0) << "of " << n << " values of silu(x) * g differ from ggml's";
 }
 
+// RMS norm rounds as llama.cpp's CPU backend: the squares summed in double in order, the mean
+// rounded to f32 (ggml's rms_norm), so the normalized activations that the q8 quantizers see are
+// ggml's bit for bit, whatever the compiler does with the loop. ggml's values:
+// tests/data/ggml_exp/ggml_rms_norm.f32 (README.md there).
+TEST(Kernels, RmsnormRoundsAsGgmlsCpuBackend) {
+  constexpr int kDims[] = {7, 32, 64, 896, 4096}, kRows = 5;
+  std::ifstream f(std::string(KAMERA_SOURCE_DIR) + "/tests/data/ggml_exp/ggml_rms_norm.f32",
+                  std::ios::binary);
+  for (int dim : kDims) {
+    std::vector<float> x(size_t(dim) * kRows), want(x.size()), y(x.size());
+    const std::vector<float> ones(size_t(dim), 1.0f);
+    for (int r = 0; r < kRows; ++r)
+      for (int i = 0; i < dim; ++i) {  // full 24-bit mantissas, as ref_rms_norm.cpp
+        const uint32_t m =
+            0x800000u | ((uint32_t(i) * 2654435761u + uint32_t(r) * 40503u) & 0x7fffffu);
+        const float v = std::ldexp(float(m), r % 5 - 25);
+        x[size_t(r) * dim + i] = (7 * i + r) % 3 == 0 ? -v : v;
+      }
+    f.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+    ASSERT_TRUE(f) << "tests/data/ggml_exp/ggml_rms_norm.f32";
+    rmsnorm(x.data(), ones.data(), y.data(), kRows, dim, 1e-6f);
+    int diffs = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      diffs += std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want[i]);
+    EXPECT_EQ(diffs, 0) << "of " << y.size() << " values differ from ggml's, dim " << dim;
+  }
+}
+
 TEST(Kernels, RmsnormMatchesReference) {
   ThreadPool pool(2);
   for (int dim : {1, 7, 64, 896}) {
