@@ -102,14 +102,22 @@ KAMERA_CLONES void exp_inplace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i]);
 }
 
+// As ggml's soft_max: the exponentials summed 16 at a time in the order of _mm512_reduce_add_ps
+// (halves, quarters, pairs; the last 16 padded with zeros), those sums added in double, and the
+// row scaled by the f32 of 1 / sum. Explicit, so every build rounds the same.
 KAMERA_CLONES void softmax_given_max(float* x, int n, float mx, float extra_mass) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int i = 0; i < n; ++i) {
-    x[i] = exp_poly(x[i] - mx);
-    sum += x[i];
+#pragma omp simd
+  for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i] - mx);
+  double sum = 0.0;
+  for (int c = 0; c < n; c += 16) {
+    float l[16] = {};
+    for (int k = 0; k < 16 && c + k < n; ++k) l[k] = x[c + k];
+    float h[8], q[4];
+    for (int k = 0; k < 8; ++k) h[k] = l[k + 8] + l[k];
+    for (int k = 0; k < 4; ++k) q[k] = h[k + 4] + h[k];
+    sum += double((q[0] + q[2]) + (q[1] + q[3]));
   }
-  const float inv = 1.0f / (sum + extra_mass);
+  const float inv = float(1.0 / (sum + double(extra_mass)));
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
