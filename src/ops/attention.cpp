@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -22,6 +23,15 @@ constexpr int kQueryBlock = 256;  // queries per score block in the GEMM path
 constexpr int kGemmMinQueries = 8;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The sum of 16 lanes in the order of _mm512_reduce_add_ps (halves, quarters, pairs), which is
+// how llama.cpp's CPU matrix products (llamafile's tinyBLAS) finish a dot product.
+inline float tree16(const float* l) {
+  float h[8], q[4];
+  for (int i = 0; i < 8; ++i) h[i] = l[i + 8] + l[i];
+  for (int i = 0; i < 4; ++i) q[i] = h[i + 4] + h[i];
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
 // row[j] = q . K[j] for n keys of hd values, K rows `stride` floats apart.
 KAMERA_CLONES void score_row(const float* q, const float* K, int n, int stride, int hd,
                              float* row) {
@@ -34,16 +44,23 @@ KAMERA_CLONES void score_row(const float* q, const float* K, int n, int stride, 
   }
 }
 
-// out = sum_j row[j] V[j] for n values rows of hd, `stride` floats apart.
+// out = sum_j row[j] V[j] for n values rows of hd, `stride` floats apart: key j into lane j % 16
+// of each output by an fma, the lanes added by tree16 (ggml's order over the keys).
 KAMERA_CLONES void weighted_sum(const float* row, const float* V, int n, int stride, int hd,
                                 float* out) {
-  for (int i = 0; i < hd; ++i) out[i] = 0.0f;
+  thread_local std::vector<float> acc;
+  acc.assign(size_t(16) * hd, 0.0f);
   for (int j = 0; j < n; ++j) {
     const float w = row[j];
-    if (w == 0.0f) continue;
+    if (w == 0.0f) continue;  // fma(0, v, a) = a
     const float* vj = V + size_t(j) * stride;
-#pragma omp simd
-    for (int i = 0; i < hd; ++i) out[i] += w * vj[i];
+    float* a = acc.data() + size_t(j % 16) * hd;
+    for (int i = 0; i < hd; ++i) a[i] = std::fma(w, vj[i], a[i]);
+  }
+  for (int i = 0; i < hd; ++i) {
+    float l[16];
+    for (int k = 0; k < 16; ++k) l[k] = acc[size_t(k) * hd + i];
+    out[i] = tree16(l);
   }
 }
 

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -50,6 +52,66 @@ TEST(Kernels, ExpMatchesLibmWithin3Ulp) {
   EXPECT_EQ(z[0], 0.0f);
   EXPECT_EQ(z[1], 0.0f);
   EXPECT_EQ(z[2], 1.0f);
+}
+
+// e^x and SiLU round as llama.cpp's CPU backend (ggml-cpu's vectorized expf) rounds them, bit for
+// bit: a last-bit difference in one SwiGLU value can move a q8_0 block's scale across an f16
+// rounding step (tests/data/quantized/README.md). ggml's values of the same inputs are
+// tests/data/ggml_exp/ggml_exp.f32 (its README has the command that wrote them).
+TEST(Kernels, ExpAndSiluRoundAsGgmlsCpuBackend) {
+  constexpr int n = 4096;
+  std::vector<float> want(2 * n);
+  {
+    std::ifstream f(std::string(KAMERA_SOURCE_DIR) + "/tests/data/ggml_exp/ggml_exp.f32",
+                    std::ios::binary);
+    f.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+    ASSERT_TRUE(f) << "tests/data/ggml_exp/ggml_exp.f32";
+  }
+  std::vector<float> e(n), x(n), g(n);
+  for (int i = 0; i < n; ++i) {
+    e[size_t(i)] = -105.0f + 194.0f * float(i) / 4096.0f;
+    const float m = std::ldexp(1.0f + float(i % 128) / 128.0f, i / 128 % 16 - 9);
+    x[size_t(i)] = i < 2048 ? m : -m;
+    g[size_t(i)] = i % 3 == 0 ? -0.75f : 1.0f;
+  }
+  exp_inplace(e.data(), n);
+  silu_mul(x.data(), g.data(), n);
+  auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+  int exp_diffs = 0, silu_diffs = 0;
+  for (int i = 0; i < n; ++i) {
+    exp_diffs += bits(e[size_t(i)]) != bits(want[size_t(i)]);
+    silu_diffs += bits(x[size_t(i)]) != bits(want[size_t(n + i)]);
+  }
+  EXPECT_EQ(exp_diffs, 0) << "of " << n << " values of e^x differ from ggml's";
+  EXPECT_EQ(silu_diffs, 0) << "of " << n << " values of silu(x) * g differ from ggml's";
+}
+
+// RMS norm rounds as llama.cpp's CPU backend: the squares summed in double in order, the mean
+// rounded to f32 (ggml's rms_norm), so the normalized activations that the q8 quantizers see are
+// ggml's bit for bit, whatever the compiler does with the loop. ggml's values:
+// tests/data/ggml_exp/ggml_rms_norm.f32 (README.md there).
+TEST(Kernels, RmsnormRoundsAsGgmlsCpuBackend) {
+  constexpr int kDims[] = {7, 32, 64, 896, 4096}, kRows = 5;
+  std::ifstream f(std::string(KAMERA_SOURCE_DIR) + "/tests/data/ggml_exp/ggml_rms_norm.f32",
+                  std::ios::binary);
+  for (int dim : kDims) {
+    std::vector<float> x(size_t(dim) * kRows), want(x.size()), y(x.size());
+    const std::vector<float> ones(size_t(dim), 1.0f);
+    for (int r = 0; r < kRows; ++r)
+      for (int i = 0; i < dim; ++i) {  // full 24-bit mantissas, as ref_rms_norm.cpp
+        const uint32_t m =
+            0x800000u | ((uint32_t(i) * 2654435761u + uint32_t(r) * 40503u) & 0x7fffffu);
+        const float v = std::ldexp(float(m), r % 5 - 25);
+        x[size_t(r) * dim + i] = (7 * i + r) % 3 == 0 ? -v : v;
+      }
+    f.read(reinterpret_cast<char*>(want.data()), std::streamsize(want.size() * 4));
+    ASSERT_TRUE(f) << "tests/data/ggml_exp/ggml_rms_norm.f32";
+    rmsnorm(x.data(), ones.data(), y.data(), kRows, dim, 1e-6f);
+    int diffs = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      diffs += std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want[i]);
+    EXPECT_EQ(diffs, 0) << "of " << y.size() << " values differ from ggml's, dim " << dim;
+  }
 }
 
 TEST(Kernels, RmsnormMatchesReference) {

@@ -4,6 +4,7 @@
 // tile or panel), each with an NMSE bound per type and path.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -333,6 +334,121 @@ TEST(QuantKernels, Q8ActivationsEqualTheReferenceByteForByte) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no path with its own q8 quantizers on this CPU";
+}
+
+// One block of activations and what ggml's CPU quantizer writes for it, from its documented
+// arithmetic (ggml-cpu quantize_row_q8_0 on x86, ggml-base quantize_row_q8_K_ref): q8_0: amax =
+// max |x|, d = amax / 127 rounded to f16 to nearest even, id = 127 / amax (0 for amax 0), q =
+// the f32 product x * id rounded to nearest even; q8_K: m = the first x of the largest |x|, s =
+// -127 / m, q = min(127, the f32 product s * x rounded to nearest even), d = 1 / s (f32). The
+// values not listed are 0 (q 0).
+struct TieCase {
+  const char* what;
+  GgmlType type;
+  std::vector<std::pair<int, float>> x;   // (index, value)
+  uint32_t d_bits;                        // q8_0: the f16 bits; q8_K: the f32 bits
+  std::vector<std::pair<int, int8_t>> q;  // (index, quant)
+};
+
+std::vector<TieCase> tie_cases() {
+  // With amax 3, id = 127 / 3 = 0x1.52aaaap+5: these x's f32 products land exactly on 0.5 and
+  // 8.5 although the exact products are 0.50000002 and 8.50000011: the rounded product is
+  // rounded again (to even: 0 and 8), as ggml does (an exact or fused product gives 1 and 9).
+  const float p05 = 0x1.83060ep-7f, p85 = 0x1.9b366ep-3f;
+  // amax = 127 x 1307.5 x 2^-17 (exact): d = 1307.5 x 2^-17 is an f16 tie, to even = 1308 x
+  // 2^-17 (0x211c); one ulp below it rounds down (0x211b); 127 x 1308.5 x 2^-17 down to 0x211c.
+  const float tie_up = std::ldexp(332105.0f, -18), tie_down = std::ldexp(332359.0f, -18);
+  const float q8k_d = 1.0f / (-127.0f / 3.0f);
+  return {
+      {"q8_0 halves to even",
+       GgmlType::Q8_0,
+       {{0, 127.0f},
+        {1, 2.5f},
+        {2, 3.5f},
+        {3, -2.5f},
+        {4, -0.5f},
+        {5, 126.5f},
+        {6, 0.5f},
+        {7, 1.5f},
+        {8, -126.5f}},
+       0x3c00,
+       {{0, 127}, {1, 2}, {2, 4}, {3, -2}, {4, 0}, {5, 126}, {6, 0}, {7, 2}, {8, -126}}},
+      {"q8_0 rounds the rounded product",
+       GgmlType::Q8_0,
+       {{0, 3.0f}, {1, p05}, {2, p85}, {3, -p85}},
+       0x260c,  // f16(3 / 127)
+       {{0, 127}, {1, 0}, {2, 8}, {3, -8}}},
+      {"q8_0 scale on an f16 tie, up", GgmlType::Q8_0, {{5, -tie_up}}, 0x211c, {{5, -127}}},
+      {"q8_0 scale just below it",
+       GgmlType::Q8_0,
+       {{5, std::nextafter(tie_up, 0.0f)}},
+       0x211b,
+       {{5, 127}}},
+      {"q8_0 scale on an f16 tie, down", GgmlType::Q8_0, {{9, tie_down}}, 0x211c, {{9, 127}}},
+      {"q8_0 zero block", GgmlType::Q8_0, {}, 0x0000, {}},
+      {"q8_K halves to even (s = 1)",
+       GgmlType::Q8_K,
+       {{0, -127.0f}, {1, -2.5f}, {2, -3.5f}, {3, 2.5f}, {200, -126.5f}, {255, 126.5f}},
+       std::bit_cast<uint32_t>(1.0f),
+       {{0, -127}, {1, -2}, {2, -4}, {3, 2}, {200, -126}, {255, 126}}},
+      {"q8_K first of both signs of the max",
+       GgmlType::Q8_K,
+       {{7, 3.0f}, {9, -3.0f}, {10, p05}, {11, -p85}},
+       std::bit_cast<uint32_t>(q8k_d),
+       {{7, -127}, {9, 127}, {10, 0}, {11, 8}}},
+      {"q8_K zero block", GgmlType::Q8_K, {}, 0, {}},
+  };
+}
+
+// A path's quantizer (or the reference) on one block of a TieCase: d's bits, the quants, and for
+// q8_K the sums of each 16.
+void expect_tie_case(const TieCase& c, const uint8_t* got) {
+  const int block = c.type == GgmlType::Q8_K ? 256 : 32;
+  std::vector<int8_t> want_q(size_t(block), 0);
+  for (auto [i, q] : c.q) want_q[size_t(i)] = q;
+  const int8_t* q = nullptr;
+  if (c.type == GgmlType::Q8_K) {
+    const auto& b = *reinterpret_cast<const BlockQ8_K*>(got);
+    EXPECT_EQ(std::bit_cast<uint32_t>(b.d), c.d_bits);
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += want_q[size_t(16 * g + j)];
+      EXPECT_EQ(b.bsums[g], s) << "sum " << g;
+    }
+    q = b.qs;
+  } else {
+    const auto& b = *reinterpret_cast<const BlockQ8_0*>(got);
+    EXPECT_EQ(b.d, c.d_bits);
+    q = b.qs;
+  }
+  for (int j = 0; j < block; ++j) EXPECT_EQ(int(q[j]), int(want_q[size_t(j)])) << "value " << j;
+}
+
+// The q8_0 and q8_K quantizers, the reference and every path's own, write what ggml's CPU
+// backend writes at rounding ties: halves, products that round onto a half, a scale on an f16
+// tie (a last-bit change of the block's largest value moves it a whole f16 step), both signs of
+// the largest value, a zero block.
+TEST(QuantKernels, Q8ActivationsRoundAsGgmlAtTies) {
+  for (const TieCase& c : tie_cases()) {
+    SCOPED_TRACE(c.what);
+    const int block = c.type == GgmlType::Q8_K ? 256 : 32;
+    std::vector<float> x(size_t(block), 0.0f);
+    for (auto [i, v] : c.x) x[size_t(i)] = v;
+    std::vector<uint8_t> got(*ggml_row_bytes(c.type, block));
+    {
+      SCOPED_TRACE("reference");
+      quantize_act_ref(c.type, x.data(), got.data(), block);
+      expect_tie_case(c, got.data());
+    }
+    for (const QuantKernels* k : supported_paths()) {
+      const auto fn = c.type == GgmlType::Q8_K ? k->quantize_q8_K : k->quantize_q8_0;
+      if (fn == nullptr) continue;
+      SCOPED_TRACE(k->name);
+      std::fill(got.begin(), got.end(), uint8_t(0xa5));
+      fn(x.data(), got.data(), block);
+      expect_tie_case(c, got.data());
+    }
+  }
 }
 
 // NMSE of matmul against x * dequantized(W)^T in double. Decode and prefill both quantize the
