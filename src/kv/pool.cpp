@@ -439,7 +439,7 @@ Status KvPool::permute(SeqId seq, int begin, std::span<const int> order) {
   }
   std::copy(slots.begin(), slots.end(), s->slots.begin() + begin);
   std::copy(pos.begin(), pos.end(), s->positions.begin() + begin);
-  std::copy(wslots.begin(), wslots.end(), s->wslots.begin() + begin);
+  if (m.bounded) std::copy(wslots.begin(), wslots.end(), s->wslots.begin() + begin);
   return Status::Ok();
 }
 
