@@ -57,7 +57,8 @@ Result<std::vector<float>> Engine::forward(KvPool& kv, SeqId seq, const ForwardI
   KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, begin_forward(kv, seq, in, opt));
   while (!cur.finished()) {
     if (Status st = forward_step(kv, cur, opt.max_batch); !st.ok()) {
-      (void)kv.truncate(seq, cur.first);  // the input's tokens go again (a refused window)
+      (void)kv.rollback(seq,
+                        cur.first);  // the input's tokens and slots go again (a refused window)
       return st.error();
     }
   }
@@ -184,7 +185,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     for (int t = 0; t < k; ++t) pos.push_back(rows[i].pos.shifted(t));
     auto at = kv.append(rows[i].seq, pos, false, /*window_rows=*/false);
     if (!at.ok()) {
-      for (const RowGroup& g : groups) (void)kv.truncate(g.seq, g.first);
+      for (const RowGroup& g : groups) (void)kv.rollback(g.seq, g.first);  // slots back too
       return at.error();
     }
     RowGroup g{rows[i].seq, *at, k, n, nullptr};
@@ -207,7 +208,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     n += pieces[i].n;
   }
   if (Status w = window_rows(kv, groups, /*allocate=*/true); !w.ok()) {
-    for (size_t i = 0; i < rows.size(); ++i) (void)kv.truncate(groups[i].seq, groups[i].first);
+    for (size_t i = 0; i < rows.size(); ++i) (void)kv.rollback(groups[i].seq, groups[i].first);
     return w.error();
   }
   grow(x_, size_t(n) * c.dim);

@@ -347,3 +347,29 @@ TEST_P(ForwardArch, BatchedDecodeEqualsPerSequenceDecode) {
   for (SeqId s : seqs) EXPECT_EQ(tiny_pool->n_tokens(s), 0);
   EXPECT_TRUE(tiny_pool->check_invariants().ok());
 }
+
+// A decode step refused by a full pool gives back the slots it took from the rows before the
+// refused one: the sequence that had room appends as many tokens afterwards as before (its page
+// holds 16; 3 are used, so 13 more fit only if the refused step's slot went back to it).
+TEST_P(ForwardArch, ARefusedDecodeGivesItsSlotsBack) {
+  auto m = tiny::load(tiny::model_path(GetParam()));
+  ASSERT_TRUE(m);
+  auto pool = tiny::pool_for(*m, 16, 16);  // 5 pages of 16
+  Engine e(*m, 2);
+  const SeqId s0 = pool->create_sequence();
+  run(e, *pool, s0, {3, 4, 5}, tiny::linear_positions(3));
+  for (int s = 0; s < 4; ++s) {  // the other 4 pages, one token each
+    const SeqId o = pool->create_sequence();
+    run(e, *pool, o, {7}, tiny::linear_positions(1));
+  }
+  ASSERT_EQ(pool->n_free_pages(), 0);
+  const SeqId late = pool->create_sequence();
+  const std::vector<Engine::DecodeRow> rows = {{s0, 6, Pos::linear(3)}, {late, 6, Pos::linear(0)}};
+  ASSERT_FALSE(e.decode(*pool, rows).ok());
+  ASSERT_EQ(pool->n_tokens(s0), 3);
+  std::vector<Pos> more;
+  for (int t = 3; t < 16; ++t) more.push_back(Pos::linear(t));
+  auto at = pool->append(s0, more);
+  EXPECT_TRUE(at.ok()) << "the refused step kept a slot of s0's page: " << at.message();
+  EXPECT_TRUE(pool->check_invariants().ok());
+}
