@@ -84,7 +84,8 @@ ChunkContent Runner::pick(std::vector<ChunkId>& used) {
     used.push_back(id);
     return c;
   }
-  return pool_[rng_() % pool_.size()];  // a pool this small repeats a chunk; still a context
+  if (notes.empty()) notes.push_back("the chunk pool is too small: a replacement repeats a chunk");
+  return pool_[rng_() % pool_.size()];
 }
 
 std::vector<Antecedent> Runner::antecedents(const std::vector<ChunkContent>& chunks) {

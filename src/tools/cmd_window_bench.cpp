@@ -272,9 +272,10 @@ Runner add_window_bench(CLI::App& app) {
                  "estimate: a skipped case with a KL above this is a false skip")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option(
-         "--rank", a->rank,
-         "Patch rank of the reorder and recall arms (0 = full; capped at min(tokens, KV width))")
+  app.add_option("--rank", a->rank,
+                 "Patch rank of the reorder, recall and estimate patch arms (0 = full; capped at "
+                 "min(tokens, "
+                 "KV width))")
       ->capture_default_str();
   app.add_option("--removal-ranks", a->removal_ranks, "slide: ranks of the removal patch")
       ->capture_default_str();
@@ -332,7 +333,8 @@ Runner add_window_bench(CLI::App& app) {
   app.add_option("--share-thresholds", a->share_thresholds,
                  "cascade: thresholds of the free signal (changed antecedent token share)")
       ->capture_default_str();
-  app.add_option("--limit", a->limit, "Items used per scenario (0 = all; estimate: clips)")
+  app.add_option("--limit", a->limit,
+                 "Items used per scenario (0 = all; estimate with --mmproj: clips, 0 = 100)")
       ->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the chunk choices")->capture_default_str();
   add_threads_option(app, a->threads);

@@ -39,8 +39,13 @@ TEST(EstimateReal, Stories260KRecommendedEstimateRanksReusedSegmentsByKl) {
   const std::vector<ReuseItem> items(b.items.begin(), b.items.begin() + 12);
   std::vector<ChunkContent> pool;
   const auto groups = text_estimate_groups(b.ctx->model(), items, 3, 1, pool);
+  ContextOptions co;  // one thread, as the table's command: tiny forwards on a loaded host
+  co.n_threads = 1;
+  co.kv_tokens = estimate_bench_kv_tokens(b.ctx->model());
+  auto ctx = Context::create(b.ctx->shared_model(), co);
+  ASSERT_TRUE(ctx.ok()) << ctx.message();
   EstimateOptions o;  // rank 8, seed 1, slide + reorder + recall
-  auto r = run_estimate_bench(*b.ctx, groups, pool, o);
+  auto r = run_estimate_bench(**ctx, groups, pool, o);
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->cases.size(), 12u * 3 * 3);
   expect_ranks_by_kl(*r, 0.35);
@@ -57,6 +62,7 @@ TEST(EstimateReal, MiniVlRecommendedEstimateRanksReusedFramesByKl) {
   auto groups = minivl_estimate_groups(*mv, 20, 0, 3, pool);
   ASSERT_TRUE(groups.ok()) << groups.message();
   ContextOptions co;
+  co.n_threads = 1;
   co.anchor = {minivl::bos_id()};
   co.kv_tokens = estimate_bench_kv_tokens(*mv->decoder);
   auto ctx = Context::create(mv->decoder, co);
