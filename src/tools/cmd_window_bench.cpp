@@ -8,6 +8,7 @@
 #include "bench/placement_bench.h"
 #include "bench/window_bench.h"
 #include "tools/cli_common.h"
+#include "tools/window_bench_estimate.h"
 
 namespace kamera::cli {
 
@@ -26,6 +27,9 @@ struct WindowBenchArgs {
               share_thresholds = "0.05,0.1,0.2,0.4";
   uint64_t seed = 1;
   bool json = false, quiet = false;
+  std::string mmproj;  // estimate: the mini-VL's encoder (frames as segments)
+  int antecedents = 3;
+  double kl_threshold = 1e-3;
 };
 
 Result<std::vector<int>> int_list(const std::string& s, const char* what, bool allow_full) {
@@ -164,6 +168,10 @@ int run_cascade_scenario(const WindowBenchArgs& a, std::shared_ptr<const Model> 
 }
 
 int run(const WindowBenchArgs& a) {
+  if (a.scenario == "estimate")
+    return run_estimate_scenario({a.model, a.tokenizer, a.items, a.mmproj, a.rank, a.antecedents,
+                                  a.limit, a.threads, a.kl_threshold, a.seed, a.json, a.quiet});
+  if (a.items.empty()) return fail("--items is required", a.json);
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.message(), a.json);
   const Model& m = **loaded;
@@ -240,19 +248,34 @@ Runner add_window_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   app.add_option("--items", a->items,
                  "JSONL items (as reuse-bench); their antecedents and chunks form the chunk pool, "
-                 "their queries the probes")
-      ->required()
+                 "their queries the probes (required but with --scenario estimate --mmproj)")
       ->check(CLI::ExistingFile);
   app.add_option(
          "--scenario", a->scenario,
          "slide, reorder, recall, all (the three), or placement (chunk order as a "
          "scheduling variable over synthetic agent traces: reread, rerank, revisit), or cascade "
-         "(refresh policies for the stale dependents of recalls)")
+         "(refresh policies for the stale dependents of recalls), or estimate (cheap estimates of "
+         "a "
+         "reused segment's change against the true KL: slide, reorder, recall compositions)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"slide", "reorder", "recall", "all", "placement", "cascade"}));
-  app.add_option(
-         "--rank", a->rank,
-         "Patch rank of the reorder and recall arms (0 = full; capped at min(tokens, KV width))")
+      ->check(
+          CLI::IsMember({"slide", "reorder", "recall", "all", "placement", "cascade", "estimate"}));
+  app.add_option("--mmproj", a->mmproj,
+                 "estimate: the mini-VL's encoder (-m its decoder): held-out clips' frames as "
+                 "segments instead of --items")
+      ->check(CLI::ExistingFile);
+  app.add_option("--antecedents", a->antecedents,
+                 "estimate: antecedents of the stored context (mini-VL: at most 5)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 8));
+  app.add_option("--kl-threshold", a->kl_threshold,
+                 "estimate: a skipped case with a KL above this is a false skip")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rank", a->rank,
+                 "Patch rank of the reorder, recall and estimate patch arms (0 = full; capped at "
+                 "min(tokens, "
+                 "KV width))")
       ->capture_default_str();
   app.add_option("--removal-ranks", a->removal_ranks, "slide: ranks of the removal patch")
       ->capture_default_str();
@@ -310,7 +333,9 @@ Runner add_window_bench(CLI::App& app) {
   app.add_option("--share-thresholds", a->share_thresholds,
                  "cascade: thresholds of the free signal (changed antecedent token share)")
       ->capture_default_str();
-  app.add_option("--limit", a->limit, "Items used per scenario (0 = all)")->capture_default_str();
+  app.add_option("--limit", a->limit,
+                 "Items used per scenario (0 = all; estimate with --mmproj: clips, 0 = 100)")
+      ->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the chunk choices")->capture_default_str();
   add_threads_option(app, a->threads);
   app.add_flag("-q,--quiet", a->quiet, "No progress on stderr");
