@@ -7,6 +7,11 @@ namespace kamera {
 
 namespace media_detail {
 
+double bilinear_kernel(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
 double bicubic_kernel(double x) {
   constexpr double a = -0.5;
   if (x < 0.0) x = -x;
@@ -43,6 +48,7 @@ struct Filter {
   double (*kernel)(double);
   double support;
 };
+constexpr Filter kBilinear{media_detail::bilinear_kernel, 1.0};
 constexpr Filter kBicubic{media_detail::bicubic_kernel, 2.0};
 constexpr Filter kLanczos{media_detail::lanczos_kernel, 3.0};
 
@@ -152,6 +158,10 @@ Result<Image> resize_with(const Image& in, int out_w, int out_h, const Filter& f
 
 Result<Image> resize_bicubic(const Image& in, int out_w, int out_h) {
   return resize_with(in, out_w, out_h, kBicubic);
+}
+
+Result<Image> resize_bilinear(const Image& in, int out_w, int out_h) {
+  return resize_with(in, out_w, out_h, kBilinear);
 }
 
 Result<Image> resize_lanczos(const Image& in, int out_w, int out_h) {

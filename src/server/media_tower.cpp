@@ -3,6 +3,7 @@
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
+#include "vision/gemma3_chunks.h"
 #include "vision/idefics3_chunks.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_chunks.h"
@@ -184,6 +185,30 @@ class Idefics3Tower final : public OnePictureTower {
   Idefics3ImageChunks images_;  // holds a reference to tower_
 };
 
+// Gemma 3: one picture resized to the tower's size, its pooled rows between <start_of_image> and
+// <end_of_image> (vision/gemma3_chunks.h).
+class Gemma3Tower final : public OnePictureTower {
+ public:
+  Gemma3Tower(Gemma3VisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : OnePictureTower("Gemma 3",
+                        gemma3_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+
+ private:
+  Result<int64_t> picture_rows(int, int) const override { return images_.rows(); }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
+  Gemma3VisionModel tower_;
+  ThreadPool pool_;
+  Gemma3ImageChunks images_;  // holds a reference to tower_
+};
+
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
   if (out_dim != decoder.cfg.dim)
     return make_error(ErrorCode::InvalidArgument,
@@ -215,10 +240,17 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     return std::unique_ptr<MediaTower>(
         new Idefics3Tower(std::move(m), std::move(tokens), decoder, std::max(1, threads), store));
   }
+  if (type == "gemma3") {  // Gemma 3: SigLIP + pooling beside a gemma3 decoder
+    KAMERA_ASSIGN_OR_RETURN(Gemma3VisionModel m, Gemma3VisionModel::load(mmproj));
+    KAMERA_TRY(check_gemma3_pair(m.cfg, decoder, mmproj));
+    return std::unique_ptr<MediaTower>(
+        new Gemma3Tower(std::move(m), decoder, std::max(1, threads), store));
+  }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
                       "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, a Kimi-VL tower "
-                      "beside a deepseek2 one or a SmolVLM tower beside a llama one; {} is '{}'",
+                      "beside a deepseek2 one, a SmolVLM tower beside a llama one or a Gemma 3 "
+                      "tower beside a gemma3 one; {} is '{}'",
                       decoder.source, arch_name(decoder.cfg.arch));
   if (type == "kamera-minivl") {
     if (!decoder.tokenizer)

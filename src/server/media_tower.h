@@ -31,6 +31,14 @@
 //                                      <row_r_col_c>, "\n", <global-img> tokens' embedding rows:
 //                                      vision/idefics3_chunks.h), so no delimiters; kept by
 //                                      picture (and in the store). No video.
+//   gemma3                             Gemma 3's SigLIP with average pooling
+//                                      (vision/gemma3_vision.h) beside a gemma3 decoder: one
+//                                      picture per image part, resized to the tower's size, a chunk
+//                                      of its pooled rows on linear positions between
+//                                      <start_of_image> and <end_of_image> (delimiters()), as
+//                                      llama.cpp's mtmd writes them; kept by picture (and in the
+//                                      store). No video. The decoder reads the rows causally
+//                                      (llama.cpp and the model: bidirectionally; docs/VISION.md).
 #pragma once
 
 #include <functional>

@@ -39,4 +39,24 @@ Status clip_mean_std(const GgufFile& g, const std::string& path, std::array<floa
   return Status::Ok();
 }
 
+Status read_clip_common(const GgufFile& g, const std::string& path, const char* projector,
+                        const char* family, ClipCommon* c) {
+  namespace gk = gguf_key;
+  const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
+  if (proj != projector)
+    return make_error(ErrorCode::Unsupported, "{}: projector type '{}' is not {}'s ('{}')", path,
+                      proj, family, projector);
+  if (!g.get_bool(gk::kClipUseGelu).value_or(true))
+    return make_error(ErrorCode::Unsupported,
+                      "{}: clip.use_gelu = false: {}'s MLP is GELU (tanh form)", path, family);
+  KAMERA_TRY(clip_count(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
+  KAMERA_TRY(clip_count(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
+  c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(c->eps));
+  return clip_mean_std(g, path, &c->image_mean, &c->image_std);
+}
+
 }  // namespace kamera

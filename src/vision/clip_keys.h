@@ -1,5 +1,6 @@
 // The keys every mmproj (llama.cpp's "clip" file) loader reads alike: a required count, the
-// processor's mean and standard deviation. Used by the Qwen-VL, Kimi-VL and SmolVLM loaders.
+// processor's mean and standard deviation. Used by the Qwen-VL, Kimi-VL, SmolVLM and Gemma 3
+// loaders.
 #pragma once
 
 #include <array>
@@ -22,5 +23,19 @@ Status clip_count(const GgufFile& g, const std::string& path, const char* key, i
 // they are.
 Status clip_mean_std(const GgufFile& g, const std::string& path, std::array<float, 3>* mean,
                      std::array<float, 3>* std);
+
+// The keys every ViT tower with a GELU (tanh) MLP reads alike (the Kimi-VL, SmolVLM and Gemma 3
+// loaders). The fields hold the caller's defaults; read_clip_common overwrites them.
+struct ClipCommon {
+  int patch = 0, dim = 0, n_layers = 0, n_heads = 0, ffn_dim = 0, out_dim = 0;
+  float eps = 1e-6f;  // clip.vision.attention.layer_norm_epsilon where the file has it
+  std::array<float, 3> image_mean{}, image_std{};
+};
+
+// clip.projector_type must be `projector` (Unsupported naming `family` otherwise) and
+// clip.use_gelu not false; then patch size, width, blocks, heads, feed-forward and projection
+// widths (required), the layer-norm epsilon, mean and std (clip_mean_std).
+Status read_clip_common(const GgufFile& g, const std::string& path, const char* projector,
+                        const char* family, ClipCommon* c);
 
 }  // namespace kamera

@@ -1,28 +1,6 @@
 #include "vision/idefics3_chunks.h"
 
-#include <xxhash.h>
-
 namespace kamera {
-
-namespace {
-
-ChunkId picture_key(const Image& img, const std::array<uint64_t, 2>& tower_fp,
-                    const std::array<uint64_t, 2>& dec_fp) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_128bits_reset(st);
-  const char tag[] = "kamera-idefics3-image-v1";
-  XXH3_128bits_update(st, tag, sizeof(tag));
-  XXH3_128bits_update(st, tower_fp.data(), sizeof(uint64_t) * 2);
-  XXH3_128bits_update(st, dec_fp.data(), sizeof(uint64_t) * 2);
-  const int32_t ints[] = {img.width, img.height};
-  XXH3_128bits_update(st, ints, sizeof(ints));
-  XXH3_128bits_update(st, img.rgb.data(), img.rgb.size());
-  const XXH128_hash_t h = XXH3_128bits_digest(st);
-  XXH3_freeState(st);
-  return {h.high64, h.low64};
-}
-
-}  // namespace
 
 Status check_idefics3_pair(const Idefics3VisionConfig& tower, const Model& decoder,
                            const std::string& mmproj) {
@@ -113,8 +91,8 @@ Result<ChunkContent> Idefics3ImageChunks::encode(const Image& img) {
 Result<std::shared_ptr<const ChunkContent>> Idefics3ImageChunks::image(const Image& img,
                                                                        bool* encoded) {
   return lru_.get(
-      picture_key(img, tower_.fingerprint, decoder_fp_), tokens_.dim, [&] { return encode(img); },
-      encoded);
+      picture_key("kamera-idefics3-image-v1", img, tower_.fingerprint, decoder_fp_), tokens_.dim,
+      [&] { return encode(img); }, encoded);
 }
 
 }  // namespace kamera

@@ -2,15 +2,8 @@
 // projector), as llama.cpp's mmproj GGUF holds it (projector type "idefics3"), and its weights.
 //
 // What the tower computes on one tile of image_size x image_size pixels (Hugging Face's
-// modeling_idefics3.py / modeling_smolvlm.py):
-//   patches  side x side patches of patch x patch pixels (side = image_size / patch, pixels past
-//            side * patch unread, as the stride-patch Conv2d leaves them), raster order, each
-//            flattened (channel, py, px); pixels (v / 255 - mean) / std
-//   embed    x = W_pe p + b_pe + pos[i]        (the learned side^2 table as is)
-//   block    x += W_o Attn(W_q n + b, W_k n + b, W_v n + b) + b_o,   n = LN1(x)
-//            x += W_fc2 gelu_tanh(W_fc1 LN2(x) + b) + b                (pre-LN, eps from the file)
-//   attend   bidirectional over the tile's patches, scale 1/sqrt(head_dim)
-//   final    LN(x) (post_layernorm)
+// modeling_idefics3.py / modeling_smolvlm.py): the SigLIP encoder of vision/siglip.h (patches,
+// learned positions, pre-LN blocks with GELU tanh, post-LN), then
 //   shuffle  each s x s block of patches (s = scale_factor) becomes one row of s^2 dim values,
 //            patch (dy, dx) of the block at offset (dy s + dx) dim; blocks in raster order
 //   project  y = W_fc row                       (modality_projection: no bias)
@@ -28,13 +21,7 @@
 //   clip.vision.preproc_image_size       the processor's size.longest_edge (default 4 tiles)
 //   clip.vision.image_mean / image_std   (default 0.5 / 0.5)
 //   clip.use_gelu                        true (false is refused)
-// Tensors (GGUF names; ne[0] first):
-//   v.patch_embd.weight [patch, patch, 3, dim]; v.patch_embd.bias [dim]
-//   v.position_embd.weight [dim, side * side]
-//   v.blk.N.ln1.{weight,bias}, ln2.{weight,bias} [dim]      layer_norm1, layer_norm2
-//   v.blk.N.attn_{q,k,v,out}.{weight,bias} [dim, dim], [dim]
-//   v.blk.N.ffn_up.{weight,bias} [dim, ffn]; ffn_down.{weight,bias} [ffn, dim]   mlp.fc1, fc2
-//   v.post_ln.{weight,bias} [dim]
+// Tensors: the SigLIP encoder's (vision/siglip.h), and
 //   mm.model.fc.weight [dim * s^2, out]
 #pragma once
 
@@ -45,7 +32,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "vision/qwen_vision.h"  // QwenLinear: a product in its file's type
+#include "vision/siglip.h"
 
 namespace kamera {
 
@@ -67,19 +54,15 @@ struct Idefics3VisionConfig {
   int head_dim() const { return dim / n_heads; }
   int patch_values() const { return 3 * patch * patch; }
   int merged_width() const { return scale * scale * dim; }
+  SiglipDims siglip() const {
+    return {image_size, patch, dim, n_layers, n_heads, ffn_dim, eps, image_mean, image_std};
+  }
   int tile_rows() const { return (side() / scale) * (side() / scale); }  // rows per tile
   Status validate() const;
 };
 
 struct Idefics3VisionWeights {
-  QwenLinear patch;        // dim x patch_values (channel, py, px), bias: the Conv2d's
-  std::vector<float> pos;  // (side * side) x dim
-  struct Layer {
-    std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
-    QwenLinear q, k, v, o, fc1, fc2;
-  };
-  std::vector<Layer> layers;
-  std::vector<float> post_ln_w, post_ln_b;
+  SiglipWeights vit;
   QwenLinear proj;  // out_dim x merged_width, no bias
 };
 

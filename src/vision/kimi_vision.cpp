@@ -90,23 +90,14 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 }
 
 Status read_config(const GgufFile& g, const std::string& path, KimiVisionConfig* c) {
-  const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
-  if (proj != kProjector)
-    return make_error(ErrorCode::Unsupported, "{}: projector type '{}' is not Kimi-VL's ('{}')",
-                      path, proj, kProjector);
-  if (!g.get_bool(gk::kClipUseGelu).value_or(true))
-    return make_error(ErrorCode::Unsupported,
-                      "{}: clip.use_gelu = false: MoonViT's MLP is GELU (tanh form)", path);
-  KAMERA_TRY(clip_count(g, path, gk::kVisionEmbeddingLength, &c->dim, 4, 16384));
-  KAMERA_TRY(clip_count(g, path, gk::kVisionBlockCount, &c->n_layers, 0, 256));
-  KAMERA_TRY(clip_count(g, path, gk::kVisionHeadCount, &c->n_heads, 1, 1024));
-  KAMERA_TRY(clip_count(g, path, gk::kVisionFeedForwardLength, &c->ffn_dim, 1, 65536));
-  KAMERA_TRY(clip_count(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
-  KAMERA_TRY(clip_count(g, path, gk::kVisionProjectionDim, &c->out_dim, 1, 65536));
+  ClipCommon cc{c->patch,   c->dim, c->n_layers,   c->n_heads,  c->ffn_dim,
+                c->out_dim, 1e-5f,  c->image_mean, c->image_std};
+  KAMERA_TRY(read_clip_common(g, path, kProjector, "Kimi-VL", &cc));
+  c->patch = cc.patch, c->dim = cc.dim, c->n_layers = cc.n_layers, c->n_heads = cc.n_heads;
+  c->ffn_dim = cc.ffn_dim, c->out_dim = cc.out_dim, c->eps = cc.eps;
+  c->image_mean = cc.image_mean, c->image_std = cc.image_std;
   c->merge = 2;
   if (g.has(kScaleFactor)) KAMERA_TRY(clip_count(g, path, kScaleFactor, &c->merge, 1, 8));
-  c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(1e-5));
-  KAMERA_TRY(clip_mean_std(g, path, &c->image_mean, &c->image_std));
   const int64_t area = int64_t(c->patch) * c->patch;
   const int64_t max_px = g.get_int(gk::kVisionImageMaxPixels).value_or(4096 * area);
   if (max_px < area || max_px / area > 1 << 24)

@@ -1,12 +1,30 @@
 #include "vision/picture_lru.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "store/store.h"
 #include "vision/stored_image.h"
 
 namespace kamera {
+
+ChunkId picture_key(const char* tag, const Image& img, const std::array<uint64_t, 2>& tower_fp,
+                    const std::array<uint64_t, 2>& dec_fp) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_128bits_reset(st);
+  XXH3_128bits_update(st, tag, std::strlen(tag) + 1);
+  XXH3_128bits_update(st, tower_fp.data(), sizeof(uint64_t) * 2);
+  XXH3_128bits_update(st, dec_fp.data(), sizeof(uint64_t) * 2);
+  const int32_t ints[] = {img.width, img.height};
+  XXH3_128bits_update(st, ints, sizeof(ints));
+  XXH3_128bits_update(st, img.rgb.data(), img.rgb.size());
+  const XXH128_hash_t h = XXH3_128bits_digest(st);
+  XXH3_freeState(st);
+  return {h.high64, h.low64};
+}
 
 PictureLru::PictureLru(const std::array<uint64_t, 2>& decoder_fp, size_t max_entries)
     : decoder_fp_(decoder_fp), max_entries_(std::max<size_t>(1, max_entries)) {}

@@ -12,12 +12,19 @@
 #include <memory>
 #include <unordered_map>
 
+#include "media/image.h"
 #include "reuse/chunk.h"
 #include "vision/image_chunks.h"
 
 namespace kamera {
 
 class ChunkStore;
+
+// A picture's key for the towers that read the pixels alone (SmolVLM, Gemma 3): XXH3-128 of tag
+// (its bytes and the terminating NUL), the tower's and the decoder's fingerprints, the picture's
+// width, height and RGB bytes.
+ChunkId picture_key(const char* tag, const Image& img, const std::array<uint64_t, 2>& tower_fp,
+                    const std::array<uint64_t, 2>& decoder_fp);
 
 class PictureLru {
  public:

@@ -1,12 +1,14 @@
 // Dumps llama.cpp's view of an image prompt on a decoder + mmproj pair, through libmtmd (the
 // reference of tests/data/idefics3/README.md; built against llama.cpp d32676d, not by kamera's
 // build):
-//   mtmd_dump DECODER MMPROJ IMAGE PROMPT OUT_PREFIX
+//   mtmd_dump DECODER MMPROJ IMAGE PROMPT OUT_PREFIX [causal]
 // PROMPT holds mtmd's marker <__media__> where the image goes. Writes OUT_PREFIX.json (the chunks:
 // text tokens, or an image chunk's row count and its offset in OUT_PREFIX_embd.f32) and
 // OUT_PREFIX_embd.f32 (every image chunk's rows, f32 little-endian, in prompt order), and
 // OUT_PREFIX_logits.f32: the decoder's logits at the last row of the whole prompt, decoded chunk by
-// chunk at positions 0..n-1 (KV cache f32, flash attention off, one thread).
+// chunk at positions 0..n-1 (KV cache f32, flash attention off, one thread). With `causal`, an
+// image chunk's rows are decoded in one batch with causal attention on, where mtmd's helper turns
+// it off for the towers whose rows see each other (gemma3: tests/data/gemma3/README.md).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -23,11 +25,12 @@ static void write_f32(const std::string& path, const std::vector<float>& v) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s DECODER MMPROJ IMAGE PROMPT OUT_PREFIX\n", argv[0]);
+  if (argc != 6 && !(argc == 7 && std::strcmp(argv[6], "causal") == 0)) {
+    std::fprintf(stderr, "usage: %s DECODER MMPROJ IMAGE PROMPT OUT_PREFIX [causal]\n", argv[0]);
     return 2;
   }
   const std::string out = argv[5];
+  const bool causal = argc == 7;
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
@@ -75,6 +78,24 @@ int main(int argc, char** argv) {
       std::fprintf(js, "  {\"image\": %zu, \"offset\": %zu}%s\n", n, embd.size() / n_embd,
                    last ? "" : ",");
       embd.insert(embd.end(), e, e + n * n_embd);
+    }
+    if (causal && mtmd_input_chunk_get_type(c) == MTMD_INPUT_CHUNK_TYPE_IMAGE) {
+      // the image rows decoded causally (mtmd's helper turns causal attention off for gemma3)
+      const int n = int(mtmd_input_chunk_get_n_tokens(c));
+      llama_batch b = llama_batch_init(n, n_embd, 1);
+      std::memcpy(b.embd, embd.data() + embd.size() - size_t(n) * n_embd,
+                  sizeof(float) * size_t(n) * n_embd);
+      for (int k = 0; k < n; ++k) {
+        b.pos[k] = n_past + k;
+        b.n_seq_id[k] = 1;
+        b.seq_id[k][0] = 0;
+        b.logits[k] = 0;
+      }
+      b.n_tokens = n;
+      if (llama_decode(lctx, b) != 0) return 1;
+      llama_batch_free(b);
+      n_past += n;
+      continue;
     }
     llama_pos new_past = n_past;  // the helper adds the chunk to it
     if (mtmd_helper_eval_chunk_single(mctx, lctx, c, n_past, 0, 512, true, &new_past) != 0)
