@@ -1,7 +1,7 @@
 // Where the reused prompt tokens of a replay (scripts/replay.mjs) came from: per model, kamera arm
 // and trace, the share of the prompt tokens each usage.kamera.segments source served (exact:
 // prefix and context-exact; orbit: context-orbit; nearest: context-nearest, patch-nearest, keep,
-// store-patch-nearest; recomputed), with the arm's KL at the first position and argmax agreement
+// store-patch-nearest; recomputed: prompt tokens less cached ones), with the arm's KL at the first position and argmax agreement
 // against its reference as replay.json has them. Reads one or more replay.json files, each with
 // a label: node scripts/replay_sources.mjs LABEL=OUT/replay.json ...
 import fs from 'node:fs';
@@ -20,10 +20,17 @@ for (const spec of process.argv.slice(2)) {
     for (const r of model.results) {
       if (r.error || r.server !== 'kamera' || !r.refCandidates) continue;
       for (const [trace, turns] of Object.entries(r.traces)) {
+        // Shares of the prompt tokens: the recomputed ones are the usage's (prompt - cached: the
+        // segments list leaves the query's run out); the anchor (cached, in no segment) is in none.
         const n = { exact: 0, orbit: 0, nearest: 0, recomputed: 0 };
-        for (const t of turns)
-          for (const s of t.kamera_usage?.segments ?? []) n[KIND[s.source] ?? 'recomputed'] += s.tokens;
-        const all = Object.values(n).reduce((a, b) => a + b, 0);
+        let all = 0;
+        for (const t of turns) {
+          if (t.error) continue;
+          all += t.prompt_tokens;
+          n.recomputed += t.recomputed;
+          for (const s of t.kamera_usage?.segments ?? [])
+            if (KIND[s.source] && KIND[s.source] !== 'recomputed') n[KIND[s.source]] += s.tokens;
+        }
         const sum = r.summary?.[trace] ?? {};
         rows.push(`| ${label} | ${model.name} | ${r.arm} | ${trace} | ${pct(n.exact, all)} | ${pct(n.orbit, all)} | ` +
                   `${pct(n.nearest, all)} | ${pct(n.recomputed, all)} | ${sum.kl_first?.toFixed(4) ?? '-'} | ` +

@@ -83,3 +83,41 @@ TEST(ServerIdleRepair, AWindowServedFromAnotherContextIsServedExactAfterIdleTime
     }
   }
 }
+
+// Reranked documents: D after {A, B, C} in one order, then in another (served from the first
+// context, then refreshed exact when idle); the set's orbit is formed, and a third order is served
+// D from it (context-orbit), which the same requests with --idle-repair off serve from the nearest
+// context.
+TEST(ServerIdleRepair, AThirdOrderOfASetIsServedTheOrbitOfTheTwoSeen) {
+  auto body = [](std::vector<int> order) {
+    json msgs = json::array({{{"role", "system"}, {"content", "You rank documents."}}});
+    for (int i : order) msgs.push_back({{"role", "user"}, {"content", kObservations[size_t(i)]}});
+    msgs.push_back({{"role", "user"}, {"content", kObservations[4]}});  // D
+    msgs.push_back({{"role", "user"}, {"content", "Which one is about rain?"}});
+    return json{{"messages", msgs}, {"max_tokens", 2}, {"temperature", 0}};
+  };
+  for (const bool repair : {true, false}) {
+    SCOPED_TRACE(repair ? "--idle-repair on" : "--idle-repair off");
+    kamera::ServerOptions o;
+    o.idle_repair = repair;
+    o.segment_compact_tokens = 0;  // rows, not patches: the orbit is of rows
+    tiny::TestServer s(o);
+    int st = 0;
+    ASSERT_EQ((s.post("/v1/chat/completions", body({0, 1, 2}), &st), st), 200);
+    ASSERT_EQ((s.post("/v1/chat/completions", body({1, 0, 2}), &st), st), 200);
+    for (int i = 0; i < 100 && metric(s, "kamera_background_orbits_total") < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(repair ? 100 : 10));
+    EXPECT_EQ(metric(s, "kamera_background_orbits_total") >= 1, repair);
+    const json third = s.post("/v1/chat/completions", body({2, 0, 1}), &st);
+    ASSERT_EQ(st, 200) << third.dump();
+    int d_orbit = 0;
+    for (const json& seg : third["usage"]["kamera"]["segments"])
+      if (seg["source"] == "context-orbit") d_orbit += seg["tokens"].get<int>();
+    if (repair) {
+      EXPECT_GT(d_orbit, 10) << third["usage"].dump();
+    } else {
+      EXPECT_EQ(d_orbit, 0) << third["usage"].dump();
+      EXPECT_GT(served(third, "context-nearest"), 10) << third["usage"].dump();
+    }
+  }
+}
