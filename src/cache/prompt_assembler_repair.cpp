@@ -24,15 +24,18 @@ void PromptAssembler::queue_repairs(const PromptPlan& plan, const Assembly& a) {
   const bool approximate = std::any_of(a.served.begin(), a.served.end(),
                                        [](char s) { return s == ServedNear || s == ServedStore; });
   if (approximate && plan.policy != ReusePolicy::Keep) repair_.queue_refresh(plan);
-  std::vector<ChunkId> ante;
+  std::vector<ChunkId> set;  // the antecedents so far, kept sorted (as sorted_ids sorts)
   for (const PromptSegment& s : plan.segments) {
-    if (ante.size() >= 2) {
-      std::vector<ChunkId> set = sorted_ids(ante);
+    if (set.size() >= 2 && segments_->contains(s.id)) {
       const size_t n = segments_->orderings(s.id, set).size();
       if (n >= 2 && int(std::min(n, kMaxOrbitMembers)) > segments_->orbit_members(s.id, set))
-        repair_.queue_orbit(s.id, std::move(set));
+        repair_.queue_orbit(s.id, set);
     }
-    ante.push_back(s.id);
+    set.insert(std::upper_bound(set.begin(), set.end(), s.id,
+                                [](const ChunkId& a, const ChunkId& b) {
+                                  return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
+                                }),
+               s.id);
   }
 }
 

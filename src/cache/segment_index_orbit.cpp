@@ -7,6 +7,22 @@
 
 namespace kamera {
 
+namespace {
+
+// An order-free key of a list of ids (a sum of mixed ids): two orderings of one multiset have the
+// same; lists of different multisets almost never do (checked exactly after).
+uint64_t orbit_set_key(std::span<const ChunkId> ids) {
+  uint64_t k = 0;
+  for (const ChunkId& c : ids) {
+    uint64_t x = c.hi * 0x9e3779b97f4a7c15ull ^ (c.lo + 0x632be59bd9b4e019ull);
+    x ^= x >> 31;
+    k += x * 0xbf58476d1ce4e5b9ull;
+  }
+  return k;
+}
+
+}  // namespace
+
 std::vector<ChunkId> sorted_ids(std::span<const ChunkId> ids) {
   std::vector<ChunkId> out(ids.begin(), ids.end());
   std::sort(out.begin(), out.end(), [](const ChunkId& a, const ChunkId& b) {
@@ -32,8 +48,11 @@ std::vector<SegmentIndex::Ordering> SegmentIndex::orderings(const ChunkId& id,
   auto found = by_id_.find(id);
   if (found == by_id_.end()) return out;
   std::vector<Lru::iterator> its;
+  const uint64_t key = orbit_set_key(set);
   for (Lru::iterator it : found->second) {
-    if (it->orbit || !it->exact || it->antecedents.size() != set.size()) continue;
+    if (it->orbit || !it->exact || it->antecedents.size() != set.size() ||
+        orbit_set_key(it->antecedents) != key)
+      continue;
     const std::vector<ChunkId> s = sorted_ids(it->antecedents);
     if (std::equal(s.begin(), s.end(), set.begin(), set.end())) its.push_back(it);
   }
