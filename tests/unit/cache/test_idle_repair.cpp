@@ -252,6 +252,79 @@ TEST(IdleRepair, TheOrbitOccurrenceIsTheMeanOfTheOrderingsRows) {
   EXPECT_EQ(pa.shrink_cached(0), 0);  // all of it given back
 }
 
+// The same with long segments compacted first (each ordering keeps a rank-2 patch against D's
+// canonical instead of its rows): the orbit is the mean of the orderings' rows rebuilt from the
+// canonical and their patches, so it is within the patches' error of the mean of the exact rows
+// (elementwise: |mean(rebuilt) - mean(exact)| <= max |rebuilt - exact|).
+TEST(IdleRepair, TheOrbitOfCompactedOrderingsIsTheMeanOfTheirRebuiltRows) {
+  tiny::ContextRig rig("qwen2", 4000, 16);
+  KvPool& pool = *rig.pool;
+  AssemblerOptions o;
+  o.prefix_cache_tokens = 0;
+  o.segment_cache_bytes = int64_t(64) << 20;
+  o.compact_tokens = 12;
+  o.compact_rank = 2;
+  PromptAssembler pa(*rig.cache, o);
+  const int V = rig.model->cfg.n_vocab;
+  const auto s = tiny::random_tokens(8, V, 1), q = tiny::random_tokens(4, V, 9);
+  const std::vector<std::vector<int32_t>> docs = {
+      tiny::random_tokens(10, V, 2), tiny::random_tokens(11, V, 3), tiny::random_tokens(9, V, 4)};
+  const auto d = tiny::random_tokens(40, V, 5);
+  const std::vector<std::array<int, 3>> seen = {{0, 1, 2}, {1, 0, 2}, {2, 1, 0}};
+  auto ordering = [&](std::array<int, 3> p, ReusePolicy pol = ReusePolicy::Patch) {
+    return plan_of(*rig.cache,
+                   {s, docs[size_t(p[0])], docs[size_t(p[1])], docs[size_t(p[2])], d, q}, pol);
+  };
+  std::vector<ChunkKV> exact;
+  for (const auto& p : seen) {
+    serve_keep(pa, pool, ordering(p, ReusePolicy::Reprefill));
+    const PromptPlan plan = ordering(p);
+    ScopedSequence seq(pool);
+    ASSERT_TRUE(rig.cache->forward_chunk(seq.id(), ChunkContent::from_tokens(plan.ids), 0).ok());
+    exact.push_back(read_chunk_kv(pool, seq.id(), plan.segments[4].span.begin, 40));
+  }
+  run_idle(pa);
+  ASSERT_GE(pa.segments()->stats().compacted, 3);
+  auto ante_of = [](const PromptPlan& plan) {
+    std::vector<ChunkId> a;
+    for (size_t i = 0; i < 4; ++i) a.push_back(plan.segments[i].id);
+    return a;
+  };
+  const PromptPlan unseen = ordering({0, 2, 1});
+  const ChunkId did = unseen.segments[4].id;
+  ASSERT_EQ(pa.segments()->orbit_members(did, sorted_ids(ante_of(unseen))), 3);
+  std::vector<ChunkKV> rebuilt;
+  for (const auto& p : seen) {
+    const SegmentIndex::Hit h = pa.segments()->find(did, ante_of(ordering(p)), false);
+    ASSERT_EQ(h.match, SegmentIndex::Match::Exact);
+    ASSERT_TRUE(!h.rows && h.canonical && h.patch);  // compacted
+    ScopedSequence seq(pool);
+    ASSERT_TRUE(rig.cache->append_chunk(seq.id(), *h.canonical, h.patch.get(), 0).ok());
+    rebuilt.push_back(read_chunk_kv(pool, seq.id(), 0, 40));
+  }
+  const SegmentIndex::Hit h = pa.segments()->find(did, ante_of(unseen), false);
+  ASSERT_EQ(h.match, SegmentIndex::Match::Orbit);
+  const ChunkKV orbit = read_chunk_kv(pool, h.rows->seq(), 0, h.rows->n_tokens());
+  double to_rebuilt = 0, to_exact = 0, patch_error = 0;
+  for (size_t b = 0; b < orbit.blocks.size(); ++b) {
+    const size_t n = size_t(orbit.blocks[b].rows()) * size_t(orbit.blocks[b].cols());
+    for (size_t k = 0; k < n; ++k) {
+      double mr = 0, me = 0, worst = 0;
+      for (size_t i = 0; i < 3; ++i) {
+        const double r = rebuilt[i].blocks[b].f32_data()[k], e = exact[i].blocks[b].f32_data()[k];
+        mr += r / 3, me += e / 3, worst = std::max(worst, std::fabs(r - e));
+      }
+      const double got = orbit.blocks[b].f32_data()[k];
+      to_rebuilt = std::max(to_rebuilt, std::fabs(got - mr));
+      to_exact = std::max(to_exact, std::fabs(got - me) - worst);
+      patch_error = std::max(patch_error, worst);
+    }
+  }
+  EXPECT_LT(to_rebuilt, 1e-5);
+  EXPECT_LT(to_exact, 1e-5);
+  EXPECT_GT(patch_error, 1e-4);  // the rank-2 patches are not exact: the rebuilt path was taken
+}
+
 // On a trained model (stories260K), the orbit over the orderings seen gives segment D rows closer
 // to its re-prefill rows in an unseen ordering than the nearest context's. Twelve items (story
 // sentences A, B, C as a set, D another one after them, "Then"): three orderings of the set seen
