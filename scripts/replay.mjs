@@ -88,12 +88,18 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
   --threads N             threads of every server (default 2)
   --npm DIR               where the openai npm client is installed (default build/npm)
   --out DIR               report directory (default /tmp/replay-out)
+  --gap-ms N              pause N ms after each turn (default 0: back to back); a kamera
+                          server does its background work (canonicals, idle repair) in such
+                          pauses, once idle 0.3 s
+  --kamera-flags "F ..."  flags added to every kamera arm's serve command (e.g.
+                          "--idle-repair off")
 Exits 77 when the openai client is not installed (bash scripts/install-openai-client.sh DIR).`;
 
 // ---------------------------------------------------------------- command line
 function parseArgs(argv) {
   const a = { llama: [], model: [], turns: 6, 'max-tokens': 16, 'top-logprobs': 20, seed: 25,
-              threads: 2, npm: 'build/npm', out: '/tmp/replay-out', traces: 'chat,window,rerank,tools,lookback' };
+              threads: 2, npm: 'build/npm', out: '/tmp/replay-out', traces: 'chat,window,rerank,tools,lookback',
+              'gap-ms': 0, 'kamera-flags': '' };
   for (let i = 0; i < argv.length; ++i) {
     const k = argv[i].replace(/^--/, '');
     if (k === 'help' || k === 'h') { console.log(HELP); process.exit(0); }
@@ -156,8 +162,9 @@ function kameraArm(bin, name, flags, ref) {
   return { name, ref, server: 'kamera', extra: {}, needs: 'kamera',
            command: (m, port, threads) => [bin, 'serve', '-m', m.path, '--port', String(port),
              '--threads', String(threads), ...templateFlag(m), ...(m.mmproj ? ['--mmproj', m.mmproj] : []),
-             ...flags] };
+             ...flags, ...KAMERA_FLAGS] };
 }
+let KAMERA_FLAGS = [];  // --kamera-flags (set once, before any arm starts)
 
 // A picture model's arm also gets the tower and the host-memory prompt cache (d32676d's
 // --cache-ram; a build without them refuses the flags and the arm is reported as failed).
@@ -550,6 +557,7 @@ async function replayArm(arm, model, traces, opts, replies) {
         if (replies[trace.name][t] === undefined && !rec.error) replies[trace.name][t] = rec.content || '...';
         if (turn.gold !== undefined) rec.correct = !rec.error && (rec.content ?? '').trim() === turn.gold;
         out.traces[trace.name].push({ turn: t, ...rec });
+        if (opts.gapMs > 0) await new Promise((done) => setTimeout(done, opts.gapMs));
       }
     }
   } finally {
@@ -685,9 +693,10 @@ function writeReport(report, out) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  KAMERA_FLAGS = args['kamera-flags'].split(' ').filter((f) => f);
   const opts = { OpenAI: loadClient(args.npm), out: path.resolve(args.out), maxTokens: args['max-tokens'],
                  topLogprobs: args['top-logprobs'], seed: args.seed, turns: args.turns, threads: args.threads,
-                 traceNames: args.traces.split(',') };
+                 traceNames: args.traces.split(','), gapMs: args['gap-ms'] };
   fs.mkdirSync(opts.out, { recursive: true });
   const arms = selectArms(defaultArms(args), args.arms);
   // References first: the chat trace's bodies hold the reference's replies.

@@ -35,6 +35,7 @@ kamera_segment_source c_source(SpanSource s) {
     case SpanSource::ContextExact:
       return KAMERA_SOURCE_CONTEXT_EXACT;
     case SpanSource::ContextNearest:
+    case SpanSource::ContextOrbit:  // from other contexts: the C API names no orbit
       return KAMERA_SOURCE_CONTEXT_NEAREST;
     case SpanSource::PatchExact:
       return KAMERA_SOURCE_PATCH_EXACT;

@@ -17,6 +17,7 @@ double seconds_now() {
 // Rows from their context (context-*), or the canonical plus that context's patch (patch-*).
 SpanSource hit_source(const SegmentIndex::Hit& h) {
   const bool rows = h.rows != nullptr;
+  if (h.match == SegmentIndex::Match::Orbit) return SpanSource::ContextOrbit;
   return h.match == SegmentIndex::Match::Exact
              ? (rows ? SpanSource::ContextExact : SpanSource::PatchExact)
          : h.match == SegmentIndex::Match::Nearest
@@ -175,7 +176,8 @@ void PromptAssembler::count_hit(const SegmentIndex::Hit& h, bool from_store) {
     ++(h.match == M::Exact ? counters_.store_patch : counters_.store_patch_nearest);
     return;
   }
-  ++(h.match == M::Latest  ? counters_.context_keep
+  ++(h.match == M::Orbit    ? counters_.context_orbit
+     : h.match == M::Latest ? counters_.context_keep
      : !h.rows             ? (h.match == M::Exact ? counters_.patch_exact : counters_.patch_nearest)
      : h.match == M::Exact ? counters_.context_exact
                            : counters_.context_nearest);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/idle_repair.h"
 #include "cache/prefix_index.h"
 #include "cache/prompt_plan.h"
 #include "cache/reuse_counters.h"
@@ -46,6 +47,9 @@ struct AssemblerOptions {
   // Segments the index misses, fetched from the store's tiers: Auto when the fetch is estimated to
   // cost less than recomputing them (the break-even), Always, or Never.
   enum class Fetch { Auto, Always, Never } fetch = Fetch::Auto;
+  // Idle-time repair (cache/idle_repair.h): prompts served with segments from another context are
+  // refreshed exact, and segments seen behind several orderings of one set get an orbit occurrence.
+  bool idle_repair = true;
 };
 
 // What assembling a plan made of it: the sequence (all of the prompt but the query), a span per
@@ -99,12 +103,24 @@ class PromptAssembler {
 
   // Background work: segments waiting for a canonical, and whether the pool has room for it (two
   // whole contexts besides: a prompt arriving meanwhile never waits for these pages).
-  bool background_waiting() const { return !to_compact_.empty() && segments_; }
+  bool background_waiting() const {
+    return segments_ && (!to_compact_.empty() || (opts_.idle_repair && repair_.waiting()));
+  }
   bool background_room() const;
   // Forms the oldest queued segment's canonical (one forward of [anchor · B]), then each of its
   // occurrences keeps its patch where that is smaller than its rows. Runs its forward through the
   // cache (paced like any prefill).
   void compact_one();
+  // The next piece of background work: a queued canonical (compact_one), else a queued refresh,
+  // else a queued orbit (prompt_assembler_repair.cpp). Its forwards run through the cache, paced.
+  void background_one();
+  // Prefills `plan` cold in a sequence of its own and keeps what it computed as a cold run's
+  // (every segment exact behind its antecedents, the prompt in the prefix index).
+  Status refresh(const PromptPlan& plan);
+  // Forms (again, over more orderings) the orbit occurrence of `id` behind the sorted antecedent
+  // set `set` from the exact orderings the index holds. True when one was kept.
+  Result<bool> form_orbit(const ChunkId& id, const std::vector<ChunkId>& set);
+  const IdleRepairQueue& repair_queue() const { return repair_; }
 
   // The measured seconds of a prefill token (the break-even of a store fetch).
   void note_token_seconds(double s) { token_s_ = s; }
@@ -149,6 +165,7 @@ class PromptAssembler {
   Status prefill_until(const PromptPlan& plan, Assembly& a, int& pending, int end);
   Status write_hit(const PromptSegment& s, SeqId seq, const SegmentIndex::Hit& h);
   void count_hit(const SegmentIndex::Hit& h, bool from_store);
+  void queue_repairs(const PromptPlan& plan, const Assembly& a);
 
   ChunkCache& cache_;
   AssemblerOptions opts_;
@@ -166,6 +183,7 @@ class PromptAssembler {
   // Moving average of the seconds per token of writing a segment from its canonical and patch:
   // part of what a fetch from the store costs (fetch_worth).
   double rebuild_s_ = 0;
+  IdleRepairQueue repair_;  // refreshes and orbits to form when idle (cache/idle_repair.h)
 };
 
 }  // namespace kamera

@@ -74,6 +74,7 @@ void PromptAssembler::keep_segments(const PromptPlan& plan, Assembly& a, SeqId s
     ante.push_back(s.id);
   }
   shrink_cached(budget_pages_);
+  queue_repairs(plan, a);
 }
 
 bool PromptAssembler::background_room() const {

@@ -17,8 +17,12 @@ struct ReuseCounters {
   // canonical plus the nearest context's patch, from another server's stored canonical and patch
   std::atomic<int64_t> prefix{0}, context_exact{0}, context_nearest{0}, context_keep{0},
       patch_nearest{0}, store_patch{0}, store_patch_nearest{0};
+  // ... from the orbit of the segment's antecedent set (cache/idle_repair.h)
+  std::atomic<int64_t> context_orbit{0};
   // Canonicals formed off the request path and the occurrences they compacted into patches.
   std::atomic<int64_t> background_canonicals{0}, background_patches{0};
+  // Prompts refreshed exact and orbit occurrences formed off the request path (idle repair).
+  std::atomic<int64_t> background_refreshes{0}, background_orbits{0};
   // Batches asked of the shared tiers for missed segments, and segments not asked for because
   // recomputing them was estimated cheaper (PromptAssembler's break-even).
   std::atomic<int64_t> store_fetch_batches{0}, store_fetch_skipped{0};

@@ -94,19 +94,11 @@ Status SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents,
   if (int64_t(rows->pages().size()) > params_.page_budget) return Status::Ok();
   std::vector<Lru::iterator>& of = by_id_[id];
   for (auto it : of)
-    if (it->antecedents == antecedents) {
+    if (!it->orbit && it->antecedents == antecedents) {
       erase(it);
       break;
     }
-  std::vector<Lru::iterator>& now = by_id_[id];  // erase may have dropped the vector
-  while (int(now.size()) >= std::max(1, params_.per_segment)) {
-    auto oldest = std::min_element(now.begin(), now.end(), [](Lru::iterator x, Lru::iterator y) {
-      return x->last_use < y->last_use;
-    });
-    erase(*oldest);
-    ++stats_.evictions;
-    if (!by_id_.count(id)) break;
-  }
+  make_room_for(id);
   lru_.push_front(
       {id, std::move(antecedents), std::move(rows), nullptr, nullptr, 0, exact, tick()});
   by_id_[id].push_back(lru_.begin());
@@ -115,6 +107,24 @@ Status SegmentIndex::insert(const ChunkId& id, std::vector<ChunkId> antecedents,
   shrink_to(params_.page_budget);
   return Status::Ok();
 }
+// Orbit occurrences are not counted: one per antecedent set at most, held under the budget alone.
+void SegmentIndex::make_room_for(const ChunkId& id) {
+  for (;;) {
+    auto found = by_id_.find(id);
+    if (found == by_id_.end()) return;
+    Lru::iterator oldest = lru_.end();
+    int n = 0;
+    for (Lru::iterator it : found->second) {
+      if (it->orbit) continue;
+      ++n;
+      if (oldest == lru_.end() || it->last_use < oldest->last_use) oldest = it;
+    }
+    if (n < std::max(1, params_.per_segment)) return;
+    erase(oldest);  // may drop the vector
+    ++stats_.evictions;
+  }
+}
+
 SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId> antecedents,
                                      bool latest) {
   ++stats_.lookups;
@@ -124,6 +134,7 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
   int best_shared = -1;
   bool exact = false;
   for (Lru::iterator it : found->second) {  // larger last_use: more recent
+    if (it->orbit) continue;                // served below, to its own set only
     const bool same = it->exact && std::equal(it->antecedents.begin(), it->antecedents.end(),
                                               antecedents.begin(), antecedents.end());
     const int shared = common_in_order(it->antecedents, antecedents);
@@ -137,6 +148,20 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
       best_shared = shared;
       exact = same;
     }
+  }
+  if (!latest && !exact) {  // an unseen ordering of a set whose orbit is held
+    const std::vector<ChunkId> set = sorted_ids(antecedents);
+    if (Lru::iterator o = orbit_of(id, set); o != lru_.end()) {
+      best = o;
+      best_shared = int(antecedents.size());  // the whole set, in another order
+    }
+  }
+  if (best == lru_.end()) return {};
+  if (best->orbit) {
+    ++stats_.orbit;
+    best->last_use = tick();
+    lru_.splice(lru_.begin(), lru_, best);
+    return {best->rows, nullptr, nullptr, Match::Orbit, best_shared};
   }
   Hit h{best->rows, best->canonical, best->patch,
         latest  ? Match::Latest
@@ -158,7 +183,7 @@ Result<int> SegmentIndex::compact(const ChunkId& id,
   if (found == by_id_.end() || !canonical) return 0;
   int n = 0;
   for (Lru::iterator it : found->second) {
-    if (!it->rows) continue;
+    if (!it->rows || it->orbit) continue;  // an orbit's rows are no context's: kept as they are
     const int tokens = it->rows->n_tokens();
     KAMERA_ASSIGN_OR_RETURN(
         Patch p,

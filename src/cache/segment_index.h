@@ -15,6 +15,9 @@
 //              window they were conditioned in, less the evicted segment; a look-back finds the
 //              context it was evicted from. Conditioned KV is C_B plus the full deficit Δ, so
 //              this is the nearest context's patch at full rank;
+//   - orbit:   no exact occurrence, but an orbit occurrence over the same antecedent set in
+//              other orders: the mean of the rows of the orderings seen (C_B + mean Δ, the
+//              paper's orbit patch at full rank; formed off the request path, cache/idle_repair.h);
 //   - latest:  the most recent occurrence whatever its antecedents (llama.cpp's --cache-reuse:
 //              the previous turn's KV relocated as is).
 //
@@ -62,7 +65,7 @@ namespace kamera {
 
 class SegmentIndex {
  public:
-  enum class Match { None, Exact, Nearest, Latest };
+  enum class Match { None, Exact, Nearest, Latest, Orbit };
 
   struct Params {
     int64_t page_budget = 0;  // pool pages all occurrences may hold, each once (0: none kept)
@@ -114,7 +117,7 @@ class SegmentIndex {
     int64_t pages = 0;  // pool pages the occurrences hold (each once) and their patches' share
     int64_t bytes = 0;  // the same in bytes
     int64_t lookups = 0;
-    int64_t exact = 0, nearest = 0, latest = 0;
+    int64_t exact = 0, nearest = 0, latest = 0, orbit = 0;
     int64_t evictions = 0;
     int64_t compacted = 0;  // occurrences that keep a patch instead of their rows
   };
@@ -145,6 +148,23 @@ class SegmentIndex {
   Hit find(const ChunkId& id, std::span<const ChunkId> antecedents, bool latest);
 
   bool contains(const ChunkId& id) const { return by_id_.count(id) != 0; }
+
+  // --- orbit occurrences (segment_index_orbit.cpp) -------------------------------------------
+  // An exact occurrence's antecedents and what serves it (rows, or canonical and patch).
+  struct Ordering {
+    std::vector<ChunkId> antecedents;
+    Hit hit;
+  };
+  // The exact occurrences of `id` whose antecedents are an ordering of `set` (sorted: sorted_ids),
+  // most recent first; orbit occurrences are not among them.
+  std::vector<Ordering> orderings(const ChunkId& id, std::span<const ChunkId> set) const;
+  // The orderings the orbit occurrence of (id, set) was formed over (0: none held).
+  int orbit_members(const ChunkId& id, std::span<const ChunkId> set) const;
+  // Keeps `seq` (the index's from now on: freed with the occurrence), which holds exactly the
+  // segment's tokens, as the orbit occurrence of `id` over the antecedent set `set` (sorted),
+  // formed over `members` orderings; replaces an older one of the same set. Counted in the budget
+  // as any occurrence (its pages are its own).
+  Status insert_orbit(const ChunkId& id, std::vector<ChunkId> set, SeqId seq, int members);
   // Evicts least recently used occurrences until at most `pages` are held.
   void shrink_to(int64_t pages);
   // Evicts the least recently used occurrence (none held: nothing).
@@ -169,6 +189,8 @@ class SegmentIndex {
     int64_t patch_pages = 0;  // compacted: the patch's bytes in pages
     bool exact = true;
     uint64_t last_use = 0;  // the clock when it was inserted or last found
+    int orbit = 0;          // an orbit occurrence: the orderings it was formed over (antecedents:
+                            // the set, sorted); served only to an unseen ordering of that set
   };
   using Lru = std::list<Occurrence>;  // most recent first
 
@@ -177,6 +199,8 @@ class SegmentIndex {
   void release(const Occurrence& o);
   int64_t bytes_of(const Occurrence& o) const;
   uint64_t tick() { return shared_ ? shared_->tick() : own_.tick(); }
+  void make_room_for(const ChunkId& id);  // at most per_segment - 1 occurrences of id left
+  Lru::iterator orbit_of(const ChunkId& id, std::span<const ChunkId> set) const;
 
   void tell(const ChunkId& id, int64_t bytes, bool stored) const {
     if (observer_) observer_(id, bytes, stored);
@@ -197,5 +221,7 @@ class SegmentIndex {
 // The longest common subsequence of two id lists (how many antecedents two contexts share in
 // order).
 int common_in_order(std::span<const ChunkId> a, std::span<const ChunkId> b);
+// The ids sorted (an antecedent set's key: every ordering of it gives the same).
+std::vector<ChunkId> sorted_ids(std::span<const ChunkId> ids);
 
 }  // namespace kamera

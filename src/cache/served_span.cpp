@@ -10,6 +10,8 @@ const char* span_source_name(SpanSource s) {
       return "context-exact";
     case SpanSource::ContextNearest:
       return "context-nearest";
+    case SpanSource::ContextOrbit:
+      return "context-orbit";
     case SpanSource::PatchExact:
       return "patch-exact";
     case SpanSource::PatchNearest:

@@ -16,6 +16,7 @@ enum class SpanSource {
   Prefix,             // the exact token prefix (prefix index)
   ContextExact,       // a segment's rows from an earlier context with the same antecedents
   ContextNearest,     // ... from the context nearest to this one
+  ContextOrbit,       // ... the mean of its rows behind other orderings of the same antecedents
   PatchExact,         // the segment's canonical plus that context's patch
   PatchNearest,       // ... plus the nearest context's patch
   Keep,               // the segment's latest rows, relocated as they are

@@ -100,8 +100,11 @@ bool Scheduler::post(Op op) {
 std::vector<Scheduler::Job> Scheduler::take_batch() {
   std::vector<Job> batch;
   std::unique_lock<std::mutex> lock(mu_);
-  // Wakes at least every second: expired windows are swept even when nothing is asked.
-  cv_.wait_for(lock, std::chrono::seconds(1),
+  // Wakes at least every second: expired windows are swept even when nothing is asked; with
+  // background work queued, every 50 ms (it starts once the engine has been idle long enough).
+  const auto wake = assembler_.background_waiting() ? std::chrono::milliseconds(50)
+                                                    : std::chrono::milliseconds(1000);
+  cv_.wait_for(lock, wake,
                [&] { return stopping_ || !queue_.empty() || !active_.empty() || !tasks_.empty(); });
   if (stopping_) return batch;
   bool exclusive_busy = exclusive_in_flight(), exclusive_wait = false, gen_wait = false;
@@ -254,8 +257,12 @@ void Scheduler::loop() {
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
     if (!active_.empty()) decode_step();
-    const bool admitting = !batch.empty() || !tasks_.empty() || queued_ > 0;
-    if (background_due(admitting)) start_background();
+    // A background task in flight is not the engine being busy: the next one follows it at once
+    // (one at a time), while any admission pauses it.
+    const size_t background = size_t(
+        std::count_if(tasks_.begin(), tasks_.end(), [](const auto& t) { return t->background; }));
+    const bool admitting = !batch.empty() || tasks_.size() > background || queued_ > 0;
+    if (background == 0 && background_due(admitting)) start_background();
     if (admitting || !active_.empty()) last_busy_ = now_s();
     note_pages();
   }
@@ -281,9 +288,9 @@ void Scheduler::start_background() {
   t->background = true;
   t->run = std::make_unique<SlicedTask>([this] {
     try {
-      assembler_.compact_one();
+      assembler_.background_one();       // a canonical, else an idle repair (cache/idle_repair.h)
     } catch (const std::exception& e) {  // never let an exception end a task
-      log().warn("background canonical: {}", e.what());
+      log().warn("background work: {}", e.what());
     }
   });
   tasks_.push_back(std::move(t));

@@ -76,6 +76,13 @@ void render_generation(std::string& out, const ServerMetrics& m) {
   counter(out, "kamera_background_patches_total",
           "segment occurrences that keep a patch against their canonical instead of their rows",
           double(m.seg->background_patches));
+  counter(out, "kamera_background_refreshes_total",
+          "prompts served from other contexts, prefilled cold while idle and kept exact",
+          double(m.seg->background_refreshes));
+  counter(out, "kamera_background_orbits_total",
+          "orbit occurrences formed while idle (the mean rows of a segment over orderings of one "
+          "antecedent set)",
+          double(m.seg->background_orbits));
   counter(out, "kamera_admissions_held_total",
           "requests that waited for an admission computing prompt tokens they share, then "
           "reused them",

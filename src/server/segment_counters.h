@@ -10,7 +10,7 @@
 
 namespace kamera {
 
-inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segment_counters(
+inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 14> segment_counters(
     const ServerMetrics& m) {
   return {{{"canonical", &m.seg->canonical},
            {"patch_exact", &m.seg->patch_exact},
@@ -21,6 +21,7 @@ inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segme
            {"prefix", &m.seg->prefix},
            {"context_exact", &m.seg->context_exact},
            {"context_nearest", &m.seg->context_nearest},
+           {"context_orbit", &m.seg->context_orbit},
            {"keep", &m.seg->context_keep},
            {"patch_nearest", &m.seg->patch_nearest},
            {"store_patch", &m.seg->store_patch},

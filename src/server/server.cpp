@@ -54,6 +54,7 @@ Status Server::Impl::open_context() {
   co.reuse.segment_cache_bytes = opts.segment_cache_bytes;
   co.reuse.compact_tokens = opts.segment_compact_tokens;
   co.reuse.compact_rank = opts.segment_patch_rank;
+  co.reuse.idle_repair = opts.idle_repair;
   if (opts.store_fetch == "always")
     co.reuse.fetch = AssemblerOptions::Fetch::Always;
   else if (opts.store_fetch == "never")

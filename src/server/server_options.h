@@ -87,6 +87,11 @@ struct ServerOptions {
   // nothing is being admitted (the canonical's forward then waits for any admission): under steady
   // load the shared tiers still receive them, for the cost of those forwards.
   bool segment_compact_while_decoding = false;
+  // Idle-time repair (cache/idle_repair.h), run as the canonicals are: a prompt served with
+  // segments from another context is prefilled cold when idle and kept exact, so the same context
+  // is served exact next time; a segment seen behind several orderings of one antecedent set gets
+  // the mean of their rows, served to an ordering not seen (source context-orbit).
+  bool idle_repair = true;
   // A queued request sharing at least this many prompt tokens (not yet cached) with a request
   // being admitted waits for that admission and reuses them (SchedulerOptions; 0: never waits).
   int hold_shared_tokens = 64;

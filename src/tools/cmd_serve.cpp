@@ -37,6 +37,7 @@ struct ServeArgs {
   double responses_store_mb = 64;
   std::string reuse = "patch";
   std::string compact_when = "idle";
+  std::string idle_repair = "on";
   std::optional<std::string> api_key;  // given on the command line (visible in ps)
   std::string api_key_file, store_key_file;
   bool rerank = false;  // llama-server's --rerank: here a check that the model is a reranker
@@ -101,6 +102,7 @@ int run_serve(ServeArgs a) {
       a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
   a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
   a.opts.segment_compact_while_decoding = a.compact_when == "decoding";
+  a.opts.idle_repair = a.idle_repair == "on";
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
     a.opts.model_name = slash == std::string::npos ? a.model : a.model.substr(slash + 1);
@@ -254,6 +256,14 @@ Runner add_serve(CLI::App& app) {
                  "forward waiting for any admission: a loaded server still stores its segments "
                  "to the shared tiers, at the cost of those forwards)")
       ->check(CLI::IsMember({"decoding", "idle"}))
+      ->capture_default_str();
+  app.add_option("--idle-repair", a->idle_repair,
+                 "Idle-time repair, run when the canonicals are: a prompt served with segments "
+                 "from another context is prefilled cold and kept exact (the same context is "
+                 "then served exact), and a segment seen behind several orderings of one "
+                 "antecedent set gets the mean of their rows (served to an unseen ordering as "
+                 "context-orbit); all within the cached-KV budget")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app.add_option(
          "--segment-patch-rank", a->opts.segment_patch_rank,

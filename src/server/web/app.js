@@ -95,7 +95,7 @@ function segmentClass(s) {
   switch (s.source) {
     case 'prefix': case 'canonical':
       return 'prefix';
-    case 'context-exact': case 'context-nearest': case 'keep': case 'patch-exact':
+    case 'context-exact': case 'context-nearest': case 'context-orbit': case 'keep': case 'patch-exact':
     case 'patch-nearest': case 'patch-hit': case 'patch-orbit': case 'store-patch':
     case 'store-patch-nearest':
       return 'relocated';
