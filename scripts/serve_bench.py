@@ -17,15 +17,17 @@ only. Subcommands:
   choices    one prompt of --prompt-tokens tokens with n = 1, with n = --n, and as --n separate
              requests, each on a fresh server: seconds, completion tokens and the most KV pool
              pages held (kamera's /metrics)
-  spec       speculative decoding: the same requests on two servers, --server-cmd plus
-             "--spec none" and plus "--spec ngram", interleaved --reps times (each arm first in
-             every other round), one request at a time: a copying workload (temperature 0, a
+  spec       speculative decoding: the same requests on one server per --arms (default: none
+             ngram; draft: "--spec draft -md" --draft plus --draft-args), each --server-cmd plus
+             "--spec ARM", interleaved --reps times (the arms' order rotates every round),
+             --clients requests at once (different seeds): a copying workload (temperature 0, a
              prompt quoting a tool result) and a sampled one (--temperature, --top-p): decode
              tokens/s of each arm (completion tokens after the first over the seconds after the
-             first token), completion tokens per CPU second of the server (its user + system time
-             over the request: less sensitive to a loaded host), their ratios, the tokens
-             drafted and accepted (usage.kamera.speculative), the load average before each
-             request, and whether the greedy (copying) answers of the two arms are the same tokens
+             first token, median over requests), all the round's completion tokens over its wall
+             seconds, completion tokens per CPU second of the server (its user + system time
+             over the round: less sensitive to a loaded host), each arm's ratios to the first,
+             the tokens drafted and accepted (usage.kamera.speculative), the load average before
+             each round, and whether the greedy (copying) answers of all arms are the same tokens
 
 Examples (stories260K; sampling and choices: the 0.5b shape with a real vocabulary,
 docs/BENCHMARKS.md):
@@ -376,54 +378,88 @@ def spec_body(kind, a, rep):
     return body
 
 
+def spec_arm(a, m):
+    if m == "draft":
+        return f"{a.server_cmd} --spec draft -md {a.draft} {a.draft_args}"
+    return f"{a.server_cmd} --spec {m}"
+
+
+def spec_round(a, s, kind, rep):
+    """a.clients requests at once on server s: (answers with each one's seconds, wall seconds,
+    CPU seconds)."""
+    bodies = [dict(spec_body(kind, a, rep * a.clients + i), logprobs=0) for i in range(a.clients)]
+    res = [None] * len(bodies)
+
+    def one(i):
+        t = time.perf_counter()
+        res[i] = post(s.port, "/v1/completions", bodies[i], timeout=600) + (
+            time.perf_counter() - t,)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    t0, c0 = time.perf_counter(), s.cpu_s()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.perf_counter() - t0, s.cpu_s() - c0
+    for st, raw, _ in res:
+        if st != 200:
+            raise RuntimeError(f"{kind}: {st} {raw[:200]}")
+    return [(json.loads(raw), sec) for _, raw, sec in res], wall, cpu
+
+
 def cmd_spec(a, srv):
     srv.stop()
-    arms = {m: ServerProc(f"{a.server_cmd} --spec {m}") for m in ("none", "ngram")}
+    if "draft" in a.arms and not a.draft:
+        raise SystemExit("spec: the draft arm needs --draft FILE")
+    arms = {m: ServerProc(spec_arm(a, m)) for m in a.arms}
     runs, greedy = {}, {}
     try:
         for rep in range(a.reps):
             for kind in ("copying", "sampled"):
                 order = list(arms.items())
-                for m, s in order if rep % 2 == 0 else order[::-1]:  # each arm first in turn
+                shift = rep % len(order)  # each arm first in turn
+                for m, s in order[shift:] + order[:shift]:
                     load = os.getloadavg()[0]
-                    t0, c0 = time.perf_counter(), s.cpu_s()
-                    body = dict(spec_body(kind, a, rep), logprobs=0)
-                    st, raw = post(s.port, "/v1/completions", body)
-                    wall, cpu = time.perf_counter() - t0, s.cpu_s() - c0
-                    if st != 200:
-                        raise RuntimeError(f"{kind} {m}: {st} {raw[:200]}")
-                    answer = json.loads(raw)
-                    u = answer["usage"]
-                    if kind == "copying":  # greedy: both arms must give the same tokens
-                        tokens = answer["choices"][0]["logprobs"]["tokens"]
-                        greedy.setdefault(rep, {})[m] = tokens
-                    k = u["kamera"]
-                    decode_s = wall - k["timings"]["ttft_ms"] / 1e3
-                    r = runs.setdefault(kind, {}).setdefault(m, {"tps": [], "cpu": [], "load": [],
-                                                                 "drafted": 0, "accepted": 0,
-                                                                 "tokens": 0})
-                    r["tps"].append((u["completion_tokens"] - 1) / decode_s)
-                    r["cpu"].append(u["completion_tokens"] / max(cpu, 0.01))
+                    answers, wall, cpu = spec_round(a, s, kind, rep)
+                    if kind == "copying":  # greedy: every arm must give the same tokens
+                        greedy.setdefault(rep, {})[m] = [
+                            x["choices"][0]["logprobs"]["tokens"] for x, _ in answers]
+                    r = runs.setdefault(kind, {}).setdefault(m, {
+                        "tps": [], "total": [], "cpu": [], "load": [], "drafted": 0,
+                        "accepted": 0, "tokens": 0})
+                    tokens = 0
+                    for x, sec in answers:
+                        u, k = x["usage"], x["usage"]["kamera"]
+                        decode_s = sec - k["timings"]["ttft_ms"] / 1e3
+                        r["tps"].append((u["completion_tokens"] - 1) / max(decode_s, 1e-3))
+                        tokens += u["completion_tokens"]
+                        r["drafted"] += k["speculative"]["drafted"]
+                        r["accepted"] += k["speculative"]["accepted"]
+                    r["total"].append(tokens / wall)
+                    r["cpu"].append(tokens / max(cpu, 0.01))
                     r["load"].append(round(load, 2))
-                    r["tokens"] += u["completion_tokens"]
-                    r["drafted"] += k["speculative"]["drafted"]
-                    r["accepted"] += k["speculative"]["accepted"]
+                    r["tokens"] += tokens
     finally:
         for s in arms.values():
             s.stop()
     out = {}
+    base = a.arms[0]
     for kind, by in runs.items():
         row = {}
         for m, r in by.items():
             row[m] = {"decode_tokens_per_s": round(statistics.median(r["tps"]), 2),
+                      "tokens_per_s": round(statistics.median(r["total"]), 2),
                       "tokens_per_cpu_s": round(statistics.median(r["cpu"]), 2),
                       "tokens": r["tokens"], "drafted": r["drafted"], "accepted": r["accepted"],
                       "load": r["load"]}
-        for k in ("decode_tokens_per_s", "tokens_per_cpu_s"):
-            row["ngram_over_none_" + k] = round(row["ngram"][k] / row["none"][k], 3)
+        for m in a.arms[1:]:
+            for k in ("decode_tokens_per_s", "tokens_per_s", "tokens_per_cpu_s"):
+                row[f"{m}_over_{base}_{k}"] = round(row[m][k] / row[base][k], 3)
         out[kind] = row
-    out["copying"]["greedy_tokens_equal"] = all(t["none"] == t["ngram"] for t in greedy.values())
-    out.update(max_tokens=a.max_tokens, reps=a.reps)
+    out["copying"]["greedy_tokens_equal"] = all(
+        all(t[m] == t[base] for m in a.arms) for t in greedy.values())
+    out.update(max_tokens=a.max_tokens, reps=a.reps, clients=a.clients)
     return out
 
 
@@ -456,6 +492,11 @@ def main():
     s.add_argument("--temperature", type=float, default=0.8)
     s.add_argument("--top-p", type=float, default=0.95)
     s.add_argument("--reps", type=int, default=3)
+    s.add_argument("--clients", type=int, default=1)
+    s.add_argument("--arms", nargs="+", default=["none", "ngram"],
+                   choices=["none", "ngram", "draft"])
+    s.add_argument("--draft", default="", help="the draft arm's model file")
+    s.add_argument("--draft-args", default="", help="more server flags of the draft arm")
     s = sub.add_parser("choices")
     s.add_argument("--n", type=int, default=8)
     s.add_argument("--prompt-tokens", type=int, default=512)

@@ -16,6 +16,7 @@
 #include "generate/generator.h"
 #include "generate/ngram_draft.h"
 #include "grammar/mask_cache.h"
+#include "serve/draft_model.h"
 #include "serve/events.h"
 #include "serve/request_media.h"
 #include "toolcall/format.h"
@@ -93,6 +94,7 @@ struct Generation {
     // Speculative decoding (SchedulerOptions::spec): the drafter, and this step's draft (the
     // tokens after `last` checked in the step's forward). Null: plain decoding.
     std::unique_ptr<NgramDrafter> drafter;
+    std::unique_ptr<DraftSequence> mirror;  // or the draft model's copy of its sequence
     std::vector<int32_t> draft;
   };
   std::vector<Choice> choices;     // those still decoding

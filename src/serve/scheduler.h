@@ -55,8 +55,10 @@ struct SchedulerOptions {
   // output, generate/ngram_draft.h; up to spec_draft_max tokens a step, adapted to the
   // acceptance). Exact: a draft token is kept only where the sampler's acceptance rule keeps it
   // (Sampler::sample_draft), so outputs follow plain decoding's distribution (greedy: its tokens).
-  enum class Spec { None, Ngram } spec = Spec::None;
+  // Draft: a draft model's greedy proposals (serve/draft_model.h: `draft`, with its own limits).
+  enum class Spec { None, Ngram, Draft } spec = Spec::None;
   int spec_draft_max = 8;
+  std::shared_ptr<DraftModel> draft = nullptr;  // Spec::Draft's model (outlives the generations)
 };
 
 class Scheduler {
@@ -132,7 +134,9 @@ class Scheduler {
   Status start_choices(Generation& g, std::vector<float> logits, int32_t next_pos);
   bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
   bool emit(Generation& g, Generation::Choice& c, GenStep s, int64_t made);
+  void propose_all();  // every decoding choice's draft for this step
   void propose(const Generation& g, Generation::Choice& c);
+  void propose_with_model();
   void verify_draft(Generation& g, Generation::Choice& c, std::span<float> logits);
   bool drop_drafts(std::span<Engine::DecodeRow> rows,
                    std::span<const std::pair<Generation*, Generation::Choice*>> owner);

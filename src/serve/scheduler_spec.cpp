@@ -1,4 +1,5 @@
-// The scheduler's speculative decoding (SchedulerOptions::spec): a choice's draft rides in the
+// The scheduler's speculative decoding (SchedulerOptions::spec): a choice's draft (by prompt
+// lookup, or by the draft model: serve/draft_model.h) rides in the
 // decode step as extra rows of its sequence (Engine::DecodeRow::draft), each with its logits;
 // the choice's generation loop then steps through them in order, each step choosing its token by
 // the acceptance rule (Generator::step with the draft token), until a step does not choose the
@@ -8,6 +9,42 @@
 #include "serve/scheduler.h"
 
 namespace kamera {
+
+// Every decoding choice's draft for this step: by prompt lookup each on its own; by the draft model
+// all together (one batched draft forward per draft token).
+void Scheduler::propose_all() {
+  if (opts_.spec == SchedulerOptions::Spec::Draft) return propose_with_model();
+  for (auto& g : active_)
+    for (Generation::Choice& c : g->choices)
+      if (!c.done) propose(*g, c);
+}
+
+// The draft model's proposals: each choice's tokens so far (its prompt as the caches took it, or
+// the query's, then its output) go to its mirror sequence, up to spec_draft_max tokens come back,
+// never more than the choice may still generate after this step's token.
+void Scheduler::propose_with_model() {
+  std::vector<std::pair<Generation*, Generation::Choice*>> who;
+  for (auto& g : active_)
+    for (Generation::Choice& c : g->choices) {
+      c.draft.clear();
+      if (!c.done && c.mirror && g->max_tokens - int(c.gen->tokens().size()) - 1 > 0)
+        who.push_back({g.get(), &c});
+    }
+  if (who.empty()) return;
+  std::vector<std::vector<int32_t>> history(who.size());
+  std::vector<DraftModel::Ask> asks;
+  for (size_t i = 0; i < who.size(); ++i) {
+    auto [g, c] = who[i];
+    const std::vector<int32_t>& context = g->req.plan.ids.empty() ? g->query_ids : g->req.plan.ids;
+    history[i] = context;
+    history[i].insert(history[i].end(), c->gen->tokens().begin(), c->gen->tokens().end());
+    const int room = g->max_tokens - int(c->gen->tokens().size()) - 1;
+    asks.push_back({c->mirror.get(), history[i], std::min(room, opts_.draft->options().max),
+                    g->req.gen.logit_bias});
+  }
+  opts_.draft->draft(asks);
+  for (size_t i = 0; i < who.size(); ++i) who[i].second->draft = std::move(asks[i].out);
+}
 
 // The choice's draft for this step: the drafter's proposal, never more tokens than the choice may
 // still generate after the one this step surely makes.
@@ -65,7 +102,7 @@ void Scheduler::verify_draft(Generation& g, Generation::Choice& c, std::span<flo
   metrics_.spec_drafted += drafted;
   metrics_.spec_accepted += accepted;
   ++metrics_.spec_rows;
-  c.drafter->feedback(drafted, accepted);
+  if (c.drafter) c.drafter->feedback(drafted, accepted);
   emit(g, c, std::move(all), int64_t(c.gen->tokens().size() - before));
 }
 

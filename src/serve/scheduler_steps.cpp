@@ -267,6 +267,8 @@ Status Scheduler::start_choices(Generation& g, std::vector<float> logits, int32_
       const std::vector<int32_t>& context = g.req.plan.ids.empty() ? g.query_ids : g.req.plan.ids;
       c.drafter = std::make_unique<NgramDrafter>(context, np);
     }
+    if (opts_.spec == SchedulerOptions::Spec::Draft && opts_.draft && !has_images(g.req))
+      c.mirror = opts_.draft->sequence();
     c.next_pos = next_pos;
     g.choices.push_back(std::move(c));
   }
@@ -351,10 +353,11 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
 void Scheduler::decode_step() {
   std::vector<Engine::DecodeRow> rows;
   std::vector<std::pair<Generation*, Generation::Choice*>> owner;
+  const double t0 = now_s();  // the step's time includes drafting it
+  propose_all();
   for (auto& g : active_)
     for (Generation::Choice& c : g->choices)
       if (!c.done) {
-        propose(*g, c);
         rows.push_back({c.seq, c.last, Pos::linear(c.next_pos), c.draft});
         owner.push_back({g.get(), &c});
       }
@@ -362,7 +365,6 @@ void Scheduler::decode_step() {
   const std::vector<Engine::Piece> pieces = pacer_.take_pieces();
   int piece_tokens = 0;
   for (const Engine::Piece& p : pieces) piece_tokens += p.n;
-  const double t0 = now_s();
   auto logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);
   if (!logits.ok() && drop_drafts(rows, owner))  // drafts never cost a generation its pages
     logits = ctx_.engine().decode(ctx_.pool(), rows, pieces);

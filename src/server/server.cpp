@@ -29,6 +29,37 @@ Server::Impl::Impl(std::shared_ptr<const Model> m, const ServerOptions& o)
   completion_salt = std::random_device{}() * 0x9e3779b97f4a7c15ull ^ uint64_t(now_s() * 1e9);
 }
 
+namespace {
+
+// --spec draft / --model-draft: the draft model, loaded and checked against the target's
+// vocabulary, into the scheduler's options.
+Status open_draft(const Model& model, const ServerOptions& opts, int64_t kv_tokens,
+                  SchedulerOptions& so) {
+  const bool draft = opts.spec == "draft" || (opts.spec == "none" && !opts.model_draft.empty());
+  if (!draft && !opts.model_draft.empty())
+    return make_error(ErrorCode::InvalidArgument,
+                      "--model-draft {} with --spec {}: a draft model drafts with --spec draft",
+                      opts.model_draft, opts.spec);
+  if (!draft) return Status::Ok();
+  if (opts.model_draft.empty())
+    return make_error(ErrorCode::InvalidArgument, "--spec draft needs --model-draft FILE");
+  DraftOptions d;
+  d.max = opts.spec_draft_max;
+  d.min = opts.spec_draft_min;
+  d.p_min = opts.spec_draft_p_min;
+  d.n_threads = opts.draft_threads;
+  d.kv_tokens = kv_tokens;
+  d.tokenizer_path = opts.draft_tokenizer;
+  KAMERA_ASSIGN_OR_RETURN(so.draft, DraftModel::load(opts.model_draft, model, d));
+  so.spec = SchedulerOptions::Spec::Draft;
+  log().info("serve: draft model {} ({} layers, dim {}), up to {} tokens a step, p-min {}",
+             opts.model_draft, so.draft->model().cfg.n_layers, so.draft->model().cfg.dim, d.max,
+             d.p_min);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Server::Impl::open_context() {
   const ModelConfig& c = model.cfg;
   if (!model.tokenizer)
@@ -92,6 +123,7 @@ Status Server::Impl::open_context() {
   so.compact_while_decoding = opts.segment_compact_while_decoding;
   so.spec = opts.spec == "ngram" ? SchedulerOptions::Spec::Ngram : SchedulerOptions::Spec::None;
   so.spec_draft_max = opts.spec_draft_max;
+  KAMERA_TRY(open_draft(model, opts, co.kv_tokens, so));
   scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
   answers = std::make_unique<AnswerThreads>(std::max(1, opts.http_threads / 4));
   return Status::Ok();

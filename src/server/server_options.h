@@ -109,6 +109,15 @@ struct ServerOptions {
   // (greedy: token for token; sampled: the same distribution).
   std::string spec = "none";
   int spec_draft_max = 8;
+  // "draft" (implied by model_draft): a draft model of the target's vocabulary (checked at start,
+  // refused by name) proposes up to spec_draft_max tokens a step greedily, stopping at a token it
+  // gives less than spec_draft_p_min; drafts shorter than spec_draft_min are dropped
+  // (serve/draft_model.h). llama-server's -md, --draft-max, --draft-min, --draft-p-min.
+  std::string model_draft;
+  std::string draft_tokenizer;  // a llama2.c draft's tokenizer.bin
+  int draft_threads = 1;        // the draft's engine threads (llama-server's -td)
+  int spec_draft_min = 0;
+  float spec_draft_p_min = 0.75f;
 
   // HTTP front: connection cap and deadlines (a request head, a body, each write).
   int max_connections = 1024;

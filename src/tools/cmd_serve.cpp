@@ -94,6 +94,7 @@ int run_serve(ServeArgs a) {
   }
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.error(), false);
+  a.opts.draft_tokenizer = a.tokenizer;
   a.opts.store_bytes = size_t(a.store_mb * 1024 * 1024);
   a.opts.store_dir_bytes = size_t(a.store_dir_mb * 1024 * 1024);
   a.opts.grammar_cache_bytes = size_t(a.grammar_cache_mb * 1024 * 1024);
@@ -312,13 +313,32 @@ Runner add_serve(CLI::App& app) {
                  "Speculative decoding: ngram drafts each step's next tokens from the request's "
                  "own prompt and output (prompt lookup) and checks them in the step's forward "
                  "(the same outputs: greedy token for token, sampled in distribution; "
-                 "usage.kamera.speculative); none: a token a step")
-      ->check(CLI::IsMember({"none", "ngram"}))
+                 "usage.kamera.speculative); draft: a draft model (--model-draft) proposes "
+                 "them; none: a token a step")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}))
       ->capture_default_str();
-  app.add_option("--spec-draft-max", a->opts.spec_draft_max,
-                 "Speculative decoding: draft tokens checked per step at most (the draft length "
-                 "adapts to the acceptance below it)")
+  app.add_option("--spec-draft-max,--draft-max", a->opts.spec_draft_max,
+                 "Speculative decoding: draft tokens checked per step at most (ngram: the draft "
+                 "length adapts to the acceptance below it)")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--model-draft", a->opts.model_draft,
+                 "Speculative decoding's draft model (-md; GGUF or llama2.c, the target's "
+                 "vocabulary: refused otherwise); implies --spec draft")
+      ->check(CLI::ExistingFile);
+  app.add_option("--threads-draft", a->opts.draft_threads,
+                 "Draft model: its engine's threads (-td; its own pool: threads of both "
+                 "engines spin while the other runs)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--spec-draft-min,--draft-min", a->opts.spec_draft_min,
+                 "Draft model: a draft of fewer tokens is not checked")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--spec-draft-p-min,--draft-p-min", a->opts.spec_draft_p_min,
+                 "Draft model: drafting stops at a token the draft gives less probability than "
+                 "this (greedy)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--reasoning-format", a->opts.reasoning_format,
                  "A thinking model's <think> blocks (read off its chat template): parsed into "

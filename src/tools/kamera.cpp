@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "core/log.h"
@@ -192,6 +193,13 @@ int main(int argc, char** argv) {
       "OpenAI-compatible front for several kamera servers: each request goes to the server "
       "holding most of its prompt's segments",
       add_route);
+  // llama-server's -md and -td (CLI11 names a short option by one letter): kamera serve's
+  // --model-draft and --threads-draft.
+  static char model_draft[] = "--model-draft", threads_draft[] = "--threads-draft";
+  for (int i = 2; i < argc && std::string_view(argv[1]) == "serve"; ++i) {
+    if (std::string_view(argv[i]) == "-md") argv[i] = model_draft;
+    if (std::string_view(argv[i]) == "-td") argv[i] = threads_draft;
+  }
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, run] : runners)
     if (sub->parsed()) return run();

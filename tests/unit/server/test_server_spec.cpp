@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "support/test_server.h"
 
@@ -19,9 +20,22 @@ using json = nlohmann::json;
 
 namespace {
 
-ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1) {
+const std::string kDims = "ctx=4096";
+std::string target_path() {
+  return tiny::model_path("qwen2", DType::F32, kDims);
+}
+// A draft model of the target's vocabulary and shape, other random weights: most drafts rejected.
+std::string other_draft() {
+  return tiny::model_path("qwen2", DType::F32, kDims, /*seed=*/11);
+}
+
+// `draft`: a draft model's file (--spec draft, drafting every token: p-min 0).
+ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1,
+                      const std::string& draft = "") {
   ServerOptions o;
   o.spec = spec;
+  o.model_draft = draft;
+  o.spec_draft_p_min = 0;
   o.prefix_cache_tokens = prefix_tokens;
   o.chat_template =
       std::string(KAMERA_SOURCE_DIR) + "/tests/fixtures/chat_templates/templates/qwen2_5.jinja";
@@ -29,9 +43,9 @@ ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1) {
 }
 
 struct Served : tiny::TestServer {
-  explicit Served(const std::string& spec, int64_t prefix_tokens = -1)
-      : TestServer(options(spec, prefix_tokens),
-                   tiny::model_path("qwen2", DType::F32, "ctx=4096")) {}
+  explicit Served(const std::string& spec, int64_t prefix_tokens = -1,
+                  const std::string& draft = "")
+      : TestServer(options(spec, prefix_tokens, draft), target_path()) {}
   // The answer (status 200 asserted by the caller through `ok`).
   json ask(const std::string& route, const json& body) {
     int st = 0;
@@ -158,10 +172,10 @@ double chi2_limit(int df, double z) {
   return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
 }
 
-}  // namespace
-
-TEST(ServerSpec, GreedyOutputsAreTokenForTokenThoseOfPlainDecoding) {
-  Served plain("none"), spec("ngram");
+// Asks every greedy request of both servers: the same answers. Returns the speculative one's
+// drafted and accepted tokens of each request (their sums checked against its /metrics).
+std::vector<std::pair<int64_t, int64_t>> same_greedy_answers(Served& plain, Served& spec) {
+  std::vector<std::pair<int64_t, int64_t>> each;
   int64_t all_drafted = 0, all_accepted = 0;
   for (const auto& [route, body] : greedy_requests()) {
     const json want = plain.ask(route, body), got = spec.ask(route, body);
@@ -171,42 +185,29 @@ TEST(ServerSpec, GreedyOutputsAreTokenForTokenThoseOfPlainDecoding) {
     EXPECT_LE(accepted(got), drafted(got));
     all_drafted += drafted(got);
     all_accepted += accepted(got);
+    each.push_back({drafted(got), accepted(got)});
   }
   EXPECT_GT(all_drafted, 0);
   EXPECT_GT(all_accepted, 0);
   // /metrics counts them.
   auto m = spec.client->Get("/metrics");
-  ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("kamera_spec_drafted_tokens_total " + std::to_string(all_drafted) + "\n"),
+  EXPECT_TRUE(m);
+  const std::string metrics = m ? m->body : "";
+  EXPECT_NE(metrics.find("kamera_spec_drafted_tokens_total " + std::to_string(all_drafted) + "\n"),
             std::string::npos);
   EXPECT_NE(
-      m->body.find("kamera_spec_accepted_tokens_total " + std::to_string(all_accepted) + "\n"),
+      metrics.find("kamera_spec_accepted_tokens_total " + std::to_string(all_accepted) + "\n"),
       std::string::npos);
-}
-
-// A copying prompt: most of a greedy reply that repeats its context comes from accepted drafts.
-TEST(ServerSpec, ACopyingPromptAcceptsDrafts) {
-  Served plain("none"), spec("ngram");
-  const json first = plain.ask(
-      "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}});
-  // The prompt, its greedy continuation, the prompt again: the continuation is there to copy.
-  const std::string p =
-      "Once upon a time" + first["choices"][0]["text"].get<std::string>() + " Once upon a time";
-  const json body = {{"prompt", p}, {"max_tokens", 40}, {"temperature", 0}};
-  const json got = spec.ask("/v1/completions", body);
-  EXPECT_EQ(essentials(got), essentials(plain.ask("/v1/completions", body)));
-  EXPECT_GT(drafted(got), 0);
-  EXPECT_GE(accepted(got), 10) << got["usage"].dump();  // a quarter of the tokens
+  return each;
 }
 
 // Sampled: each of the first tokens has the same distribution with and without speculation. The
 // prompt is a random sequence of two tokens and logit_bias leaves only those two to sample, so
-// every step has a draft (every short suffix occurred before) whose probability is neither 0 nor
-// 1: where a wrong acceptance rule (resampling with the rejected draft left in) gives a draft
-// p(2 - p) instead of p, these positions' chi-squares are far past the limit (checked with that
-// rule).
-TEST(ServerSpec, SampledOutputsFollowPlainDecodingsDistribution) {
-  Served plain("none", 0), spec("ngram", 0);
+// every step has a draft (every short suffix occurred before; the draft model's greedy pick under
+// the same bias) whose probability is neither 0 nor 1: where a wrong acceptance rule (resampling
+// with the rejected draft left in) gives a draft p(2 - p) instead of p, these positions'
+// chi-squares are far past the limit (checked with that rule).
+void same_sampled_distribution(Served& plain, Served& spec) {
   const int x = 70, y = 71;
   std::mt19937 rng(5);
   json prompt = json::array();
@@ -235,9 +236,57 @@ TEST(ServerSpec, SampledOutputsFollowPlainDecodingsDistribution) {
   // each at about 1e-5.
   for (int j = 1; j < len; ++j) {
     const auto [chi2, df] = chi2_two_samples(a[size_t(j)], b[size_t(j)]);
-    ASSERT_GE(df, 1) << "position " << j;  // both tokens seen
+    EXPECT_GE(df, 1) << "position " << j;  // both tokens seen
     EXPECT_LT(chi2, chi2_limit(df, 4.3)) << "position " << j << ", df " << df;
   }
+}
+
+}  // namespace
+
+TEST(ServerSpec, GreedyOutputsAreTokenForTokenThoseOfPlainDecoding) {
+  Served plain("none"), spec("ngram");
+  (void)same_greedy_answers(plain, spec);
+}
+
+// The draft model: a model of other random weights (its drafts mostly rejected, rolled back in
+// both pools) and the target as its own draft (accepted wherever no constraint differs).
+TEST(ServerSpec, DraftModelGreedyOutputsAreTokenForTokenThoseOfPlainDecoding) {
+  Served plain("none"), other("draft", -1, other_draft()), self("draft", -1, target_path());
+  int64_t rejected = 0;
+  for (const auto& [d, a] : same_greedy_answers(plain, other)) rejected += d - a;
+  EXPECT_GT(rejected, 100);  // rolled back in both pools
+  // The target's own greedy tokens, where no grammar or forced tool call masks its choice (the
+  // three completions): accepted but for rounding ties between batch shapes.
+  const auto each = same_greedy_answers(plain, self);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_GT(each[i].first, 20) << i;
+    EXPECT_GE(double(each[i].second), 0.9 * double(each[i].first)) << i;
+  }
+}
+
+// A copying prompt: most of a greedy reply that repeats its context comes from accepted drafts.
+TEST(ServerSpec, ACopyingPromptAcceptsDrafts) {
+  Served plain("none"), spec("ngram");
+  const json first = plain.ask(
+      "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}});
+  // The prompt, its greedy continuation, the prompt again: the continuation is there to copy.
+  const std::string p =
+      "Once upon a time" + first["choices"][0]["text"].get<std::string>() + " Once upon a time";
+  const json body = {{"prompt", p}, {"max_tokens", 40}, {"temperature", 0}};
+  const json got = spec.ask("/v1/completions", body);
+  EXPECT_EQ(essentials(got), essentials(plain.ask("/v1/completions", body)));
+  EXPECT_GT(drafted(got), 0);
+  EXPECT_GE(accepted(got), 10) << got["usage"].dump();  // a quarter of the tokens
+}
+
+TEST(ServerSpec, SampledOutputsFollowPlainDecodingsDistribution) {
+  Served plain("none", 0), spec("ngram", 0);
+  same_sampled_distribution(plain, spec);
+}
+
+TEST(ServerSpec, DraftModelSampledOutputsFollowPlainDecodingsDistribution) {
+  Served plain("none", 0), spec("draft", 0, other_draft());
+  same_sampled_distribution(plain, spec);
 }
 
 // The KV of rejected drafts is rolled back: the reply kept for prefix reuse holds what it says,
@@ -261,4 +310,69 @@ TEST(ServerSpec, RollbackLeavesTheNextTurnsPrefixReuseExact) {
   EXPECT_GT(turn2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
             turn1["usage"]["prompt_tokens"].get<int>() + 8);
   EXPECT_EQ(essentials(turn2), essentials(cold.ask("/v1/completions", next)));
+}
+
+// Several requests in flight at once (one with n = 2), each choice drafting on its own mirror
+// sequence, their drafts made in one batch and checked in one target forward: each answer is
+// plain decoding's, and the steps carried several sequences' rows.
+TEST(ServerSpec, DraftModelWithSeveralRequestsInFlightAnswersAsPlainDecoding) {
+  Served plain("none"), spec("draft", -1, other_draft());
+  const std::string line = "The quick brown fox jumps over the lazy dog near the river bank. ";
+  std::vector<json> bodies;
+  for (int i = 0; i < 4; ++i)
+    bodies.push_back({{"prompt", repeated(line, 1 + i) + std::to_string(i)},
+                      {"max_tokens", 96},
+                      {"temperature", 0},
+                      {"n", i == 3 ? 2 : 1}});
+  std::vector<json> want;
+  for (const json& b : bodies) want.push_back(plain.ask("/v1/completions", b));
+  std::vector<json> got(bodies.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < bodies.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", spec.server->port());
+      c.set_read_timeout(60, 0);
+      auto r = c.Post("/v1/completions", bodies[i].dump(), "application/json");
+      if (r && r->status == 200) got[i] = json::parse(r->body);
+    });
+  for (std::thread& t : clients) t.join();
+  int64_t all_drafted = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_EQ(essentials(got[i]), essentials(want[i])) << bodies[i].dump();
+    if (!got[i].is_null()) all_drafted += drafted(got[i]);
+  }
+  EXPECT_GT(all_drafted, 200);
+  auto m = spec.client->Get("/metrics");
+  ASSERT_TRUE(m);
+  const auto counter = [&](const std::string& name) {
+    const size_t at = m->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+  };
+  const double rows = counter("kamera_decode_rows_total"),
+               steps = counter("kamera_decode_steps_total");
+  EXPECT_GT(rows, 2.0 * steps) << rows << " rows in " << steps << " steps";
+}
+
+// --spec draft needs --model-draft; -md with --spec ngram is a conflict; a draft of another
+// vocabulary is refused at start, by name.
+TEST(ServerSpec, DraftModelMisuseIsRefusedAtStart) {
+  std::shared_ptr<const Model> model = tiny::load(target_path());
+  const auto start_error = [&](ServerOptions o) {
+    o.port = 0;
+    o.threads = 1;
+    Server s(model, o);
+    const Status st = s.start();
+    return st.ok() ? std::string("started") : st.message();
+  };
+  EXPECT_NE(start_error(options("draft")).find("--spec draft needs --model-draft"),
+            std::string::npos);
+  EXPECT_NE(start_error(options("ngram", -1, other_draft())).find("with --spec ngram"),
+            std::string::npos);
+  const std::string small = tiny::model_path("qwen2", DType::F32, kDims + ",vocab=812");
+  const std::string e = start_error(options("draft", -1, small));
+  EXPECT_NE(e.find("--model-draft " + small + ": its vocabulary is not the target's"),
+            std::string::npos)
+      << e;
+  // -md alone turns the draft model on (as llama-server's).
+  EXPECT_EQ(start_error(options("none", -1, other_draft())), "started");
 }
