@@ -5,10 +5,15 @@
 // and output to f16 (its CPU table); kamera computes in f32.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/thread_pool.h"
 #include "media/image.h"
+#include "media/resize.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
 #include "vision/internvl_encoder.h"
+#include "vision/internvl_preprocess.h"
 
 using namespace kamera;
 using idefics3_fixture::read_f32;
@@ -17,6 +22,12 @@ using idefics3_fixture::rel_diff;
 namespace {
 
 const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/internvl/";
+
+std::string fnv1a64(const Image& img) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (uint8_t b : img.rgb) h = (h ^ b) * 0x100000001B3ull;
+  return fmt::format("{:016x}", h);
+}
 
 }  // namespace
 
@@ -78,4 +89,31 @@ TEST(InternvlVision, RefusesAPictureOfAnotherSize) {
   img.rgb.assign(36 * 36 * 3, 100);
   InternvlVisionEncoder enc(*m, nullptr);
   EXPECT_FALSE(enc.encode(img).ok());
+}
+
+// The tiles against make_pil_tiles.py (the model card's dynamic_preprocess with PIL): the grid,
+// and every tile and thumbnail byte for byte, on seven pictures (one tile, 2 x 2 by the tie rule,
+// wide, tall, small).
+TEST(InternvlVision, TilesArePilDynamicPreprocess) {
+  std::ifstream jf(kDir + "pil_tiles.json");
+  const auto ref = nlohmann::json::parse(jf);
+  auto src = load_image(kDir + ref["source"].get<std::string>());
+  ASSERT_TRUE(src.ok()) << src.message();
+  auto m = InternvlVisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  ASSERT_EQ(m->cfg.image_size, ref["image_size"].get<int>());
+  ASSERT_EQ(m->cfg.max_tiles, ref["max_tiles"].get<int>());
+  for (const auto& c : ref["cases"]) {
+    auto pic = resize_bicubic(*src, c["width"], c["height"]);
+    ASSERT_TRUE(pic.ok());
+    ASSERT_EQ(fnv1a64(*pic), c["picture"].get<std::string>());
+    const InternvlGrid g = internvl_grid(pic->width, pic->height, m->cfg);
+    EXPECT_EQ(g.cols, c["cols"].get<int>()) << c["width"] << " x " << c["height"];
+    EXPECT_EQ(g.rows, c["rows"].get<int>()) << c["width"] << " x " << c["height"];
+    auto tiles = internvl_tiles(*pic, m->cfg);
+    ASSERT_TRUE(tiles.ok()) << tiles.message();
+    ASSERT_EQ(tiles->size(), c["tiles"].size());
+    for (size_t i = 0; i < tiles->size(); ++i)
+      EXPECT_EQ(fnv1a64((*tiles)[i]), c["tiles"][i].get<std::string>()) << "tile " << i;
+  }
 }
