@@ -6,7 +6,7 @@ position table as the checkpoint holds them, mlp1 as mm.model.mlp.{0,1,3}) and a
 
     PYTHONPATH=/tmp/llama-ref/gguf-py /usr/bin/python3 make_internvl_fixture.py OUT_DIR
 
-writes OUT_DIR/mmproj.gguf, OUT_DIR/decoder.gguf and OUT_DIR/img_32.png; the same bytes on every
+writes OUT_DIR/mmproj.gguf, OUT_DIR/decoder.gguf, OUT_DIR/img_32.png and OUT_DIR/img_64.png; the same bytes on every
 run (tests/data/internvl/README.md).
 """
 import struct
@@ -212,6 +212,7 @@ def main():
     write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
     write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
     write_png(f"{out}/img_32.png", image(32, 32))
+    write_png(f"{out}/img_64.png", image(64, 64))
 
 
 if __name__ == "__main__":

@@ -117,3 +117,31 @@ TEST(InternvlVision, TilesArePilDynamicPreprocess) {
       EXPECT_EQ(fnv1a64((*tiles)[i]), c["tiles"][i].get<std::string>()) << "tile " << i;
   }
 }
+
+// A 64 x 64 picture: 2 x 2 tiles and a thumbnail on both sides (mtmd: five image chunks of 16
+// rows between <img> and </img>). The tiles are cut without a resize, so both sides read the same
+// pixels: their rows agree as one tile's do, in the same order. The thumbnail is resized (PIL
+// BICUBIC here, llama.cpp's own resize there): its rows are reported, not bounded.
+TEST(InternvlVision, TilesOfA64PictureMatchLlamaCppInOrder) {
+  auto m = InternvlVisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(m.ok()) << m.message();
+  auto img = load_image(kDir + "img_64.png");
+  ASSERT_TRUE(img.ok()) << img.message();
+  const std::vector<float> embd = read_f32(kDir + "llama_cpp_64_embd.f32");
+  ASSERT_EQ(embd.size(), size_t(5 * 16 * 64));
+  auto tiles = internvl_tiles(*img, m->cfg);
+  ASSERT_TRUE(tiles.ok()) << tiles.message();
+  ASSERT_EQ(tiles->size(), 5u);
+  InternvlVisionEncoder enc(*m, nullptr);
+  const size_t per = 16 * 64;
+  for (size_t t = 0; t < tiles->size(); ++t) {
+    auto e = enc.encode((*tiles)[t]);
+    ASSERT_TRUE(e.ok()) << e.message();
+    const double rel = rel_diff(e->data(), embd.data() + t * per, per);
+    std::printf("64 x 64, %s %zu: kamera vs llama.cpp %.3e\n", t < 4 ? "tile" : "thumbnail", t,
+                rel);
+    if (t < 4) {
+      EXPECT_LT(rel, 2e-3) << "tile " << t;
+    }
+  }
+}
