@@ -22,14 +22,9 @@ std::vector<ClipTensor> tensor_specs(const InternvlVisionConfig& c, InternvlVisi
   const int64_t d = c.dim, f = c.ffn_dim, p = c.patch, m = c.merged_dim(), o = c.out_dim;
   std::vector<ClipTensor> s;
   auto linear = [&s](const std::string& name, QwenLinear& l, int in, int out,
-                     std::vector<int64_t> ne) {
-    l.in = in;
-    l.out = out;
-    s.push_back({name + ".weight", std::move(ne), nullptr, &l});
-    s.push_back({name + ".bias", {out}, &l.b, nullptr});
-  };
+                     std::vector<int64_t> ne) { clip_linear(s, name, l, in, out, std::move(ne)); };
   auto vec = [&s](const std::string& name, std::vector<float>& v, std::vector<int64_t> ne) {
-    s.push_back({name, std::move(ne), &v, nullptr});
+    clip_vector(s, name, v, std::move(ne));
   };
   vec("v.class_embd", w.cls, {d, 1, 1});
   linear("v.patch_embd", w.patch, c.vit().patch_values(), c.dim, {p, p, 3, d});
