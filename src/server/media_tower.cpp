@@ -6,6 +6,7 @@
 #include "vision/gemma3_chunks.h"
 #include "vision/idefics3_chunks.h"
 #include "vision/image_chunks.h"
+#include "vision/internvl_chunks.h"
 #include "vision/kimi_chunks.h"
 #include "vision/mmproj_kind.h"
 #include "vision/vl_prompt.h"
@@ -209,6 +210,32 @@ class Gemma3Tower final : public OnePictureTower {
   Gemma3ImageChunks images_;  // holds a reference to tower_
 };
 
+// InternVL: the picture's tiles and thumbnail, their shuffled rows between <img> and </img>
+// (vision/internvl_chunks.h).
+class InternvlTower final : public OnePictureTower {
+ public:
+  InternvlTower(InternvlVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : OnePictureTower("InternVL",
+                        internvl_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+
+ private:
+  Result<int64_t> picture_rows(int width, int height) const override {
+    return internvl_picture_rows(width, height, tower_.cfg);
+  }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
+  InternvlVisionModel tower_;
+  ThreadPool pool_;
+  InternvlImageChunks images_;  // holds a reference to tower_
+};
+
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
   if (out_dim != decoder.cfg.dim)
     return make_error(ErrorCode::InvalidArgument,
@@ -246,11 +273,18 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     return std::unique_ptr<MediaTower>(
         new Gemma3Tower(std::move(m), decoder, std::max(1, threads), store));
   }
+  if (type == "internvl") {  // InternVL: InternViT + pixel shuffle beside a qwen2 / qwen3 decoder
+    KAMERA_ASSIGN_OR_RETURN(InternvlVisionModel m, InternvlVisionModel::load(mmproj));
+    KAMERA_TRY(check_internvl_pair(m.cfg, decoder, mmproj));
+    return std::unique_ptr<MediaTower>(
+        new InternvlTower(std::move(m), decoder, std::max(1, threads), store));
+  }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
                       "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, a Kimi-VL tower "
-                      "beside a deepseek2 one, a SmolVLM tower beside a llama one or a Gemma 3 "
-                      "tower beside a gemma3 one; {} is '{}'",
+                      "beside a deepseek2 one, a SmolVLM tower beside a llama one, a Gemma 3 "
+                      "tower beside a gemma3 one or an InternVL tower beside a qwen2 or qwen3 "
+                      "one; {} is '{}'",
                       decoder.source, arch_name(decoder.cfg.arch));
   if (type == "kamera-minivl") {
     if (!decoder.tokenizer)

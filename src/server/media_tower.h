@@ -39,6 +39,13 @@
 //                                      llama.cpp's mtmd writes them; kept by picture (and in the
 //                                      store). No video. The decoder reads the rows causally
 //                                      (llama.cpp and the model: bidirectionally; docs/VISION.md).
+//   internvl                           InternVL's InternViT with pixel shuffle and MLP
+//                                      (vision/internvl_vision.h) beside a qwen2 or qwen3 decoder:
+//                                      one picture per image part, cut into tiles and a thumbnail
+//                                      as its processor cuts them, a chunk of their rows on linear
+//                                      positions between <img> and </img> (delimiters()), as
+//                                      llama.cpp's mtmd writes them; kept by picture (and in the
+//                                      store). No video.
 #pragma once
 
 #include <functional>

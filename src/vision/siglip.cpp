@@ -19,17 +19,25 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 
 }  // namespace
 
+void clip_linear(std::vector<ClipTensor>& s, const std::string& name, QwenLinear& l, int in,
+                 int out, std::vector<int64_t> ne) {
+  l.in = in;
+  l.out = out;
+  s.push_back({name + ".weight", std::move(ne), nullptr, &l});
+  s.push_back({name + ".bias", {out}, &l.b, nullptr});
+}
+
+void clip_vector(std::vector<ClipTensor>& s, const std::string& name, std::vector<float>& v,
+                 std::vector<int64_t> ne) {
+  s.push_back({name, std::move(ne), &v, nullptr});
+}
+
 void siglip_tensors(const SiglipDims& c, SiglipWeights& w, std::vector<ClipTensor>& s) {
   const int64_t d = c.dim, f = c.ffn_dim, p = c.patch;
   auto linear = [&s](const std::string& name, QwenLinear& l, int in, int out,
-                     std::vector<int64_t> ne) {
-    l.in = in;
-    l.out = out;
-    s.push_back({name + ".weight", std::move(ne), nullptr, &l});
-    s.push_back({name + ".bias", {out}, &l.b, nullptr});
-  };
+                     std::vector<int64_t> ne) { clip_linear(s, name, l, in, out, std::move(ne)); };
   auto vec = [&s](const std::string& name, std::vector<float>& v, std::vector<int64_t> ne) {
-    s.push_back({name, std::move(ne), &v, nullptr});
+    clip_vector(s, name, v, std::move(ne));
   };
   linear("v.patch_embd", w.patch, c.patch_values(), c.dim, {p, p, 3, d});
   vec("v.position_embd.weight", w.pos, {d, int64_t(c.n_patches())});

@@ -65,6 +65,14 @@ struct ClipTensor {
   QwenLinear* lin = nullptr;
 };
 
+// Appends a product's entries to `out`: `name`.weight of shape ne into l (sized in x out_dim) and
+// `name`.bias [out_dim] into l.b.
+void clip_linear(std::vector<ClipTensor>& out, const std::string& name, QwenLinear& l, int in,
+                 int out_dim, std::vector<int64_t> ne);
+// Appends an f32 vector's entry (`name` of shape ne into v) to `out`.
+void clip_vector(std::vector<ClipTensor>& out, const std::string& name, std::vector<float>& v,
+                 std::vector<int64_t> ne);
+
 // Appends the encoder's tensors (the list above) to `out`, pointing into w (its layers sized).
 void siglip_tensors(const SiglipDims& d, SiglipWeights& w, std::vector<ClipTensor>& out);
 

@@ -13,6 +13,7 @@
 #include "cache/chunk_cache.h"
 #include "context/context.h"
 #include "core/thread_pool.h"
+#include "support/chunk_relocation.h"
 #include "support/gemma3_fixture.h"
 #include "support/tiny_models.h"
 #include "vision/gemma3_chunks.h"
@@ -129,22 +130,6 @@ TEST(Gemma3Chunks, PictureRelocatesExactly) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(encoded);
   EXPECT_EQ(again->get(), pic->get());
-  ChunkCache& cc = ctx->cache();
-  auto canon = cc.canonical(**pic);
-  ASSERT_TRUE(canon.ok()) << canon.message();
-  const auto q = ChunkContent::from_tokens({7, 302, 266});
-  for (int32_t delta : {0, 7, 300}) {
-    ScopedSequence a(ctx->pool());  // token 1 (the context's anchor), the canonical at 1 + delta
-    ASSERT_TRUE(cc.forward_chunk(a.id(), ChunkContent::from_tokens({1}), delta).ok());
-    ASSERT_TRUE(cc.append_chunk(a.id(), **canon, nullptr, 1 + delta).ok());
-    auto got = cc.forward_chunk(a.id(), q, 1 + delta + (*pic)->extent(), LogitsMode::All);
-    ScopedSequence b(ctx->pool());  // a fresh prefill of the same at those positions
-    ASSERT_TRUE(cc.forward_chunk(b.id(), ChunkContent::from_tokens({1}), delta).ok());
-    ASSERT_TRUE(cc.forward_chunk(b.id(), **pic, 1 + delta).ok());
-    auto want = cc.forward_chunk(b.id(), q, 1 + delta + (*pic)->extent(), LogitsMode::All);
-    ASSERT_TRUE(got.ok() && want.ok());
-    const double rel = rel_diff(got->data(), want->data(), got->size());
-    std::printf("delta %d: relocated vs prefilled %.3e\n", delta, rel);
-    EXPECT_LT(rel, 1e-5) << "delta " << delta;
-  }
+  chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({7, 302, 266}),
+                                     {0, 7, 300}, 1e-5);
 }

@@ -10,6 +10,7 @@
 #include "cache/chunk_cache.h"
 #include "context/context.h"
 #include "core/thread_pool.h"
+#include "support/chunk_relocation.h"
 #include "support/idefics3_fixture.h"
 #include "support/tiny_models.h"
 #include "vision/idefics3_chunks.h"
@@ -118,22 +119,6 @@ TEST(Idefics3Chunks, PictureRelocatesExactly) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(encoded);
   EXPECT_EQ(again->get(), pic->get());
-  ChunkCache& cc = ctx->cache();
-  auto canon = cc.canonical(**pic);
-  ASSERT_TRUE(canon.ok()) << canon.message();
-  const auto q = ChunkContent::from_tokens({116, 258, 268});
-  for (int32_t delta : {0, 7, 300}) {
-    ScopedSequence a(ctx->pool());  // the canonical placed at 1 + delta
-    ASSERT_TRUE(cc.forward_chunk(a.id(), ChunkContent::from_tokens({1}), delta).ok());
-    ASSERT_TRUE(cc.append_chunk(a.id(), **canon, nullptr, 1 + delta).ok());
-    auto got = cc.forward_chunk(a.id(), q, 1 + delta + (*pic)->extent(), LogitsMode::All);
-    ScopedSequence b(ctx->pool());  // a fresh prefill of the same at those positions
-    ASSERT_TRUE(cc.forward_chunk(b.id(), ChunkContent::from_tokens({1}), delta).ok());
-    ASSERT_TRUE(cc.forward_chunk(b.id(), **pic, 1 + delta).ok());
-    auto want = cc.forward_chunk(b.id(), q, 1 + delta + (*pic)->extent(), LogitsMode::All);
-    ASSERT_TRUE(got.ok() && want.ok());
-    const double rel = rel_diff(got->data(), want->data(), got->size());
-    std::printf("delta %d: relocated vs prefilled %.3e\n", delta, rel);
-    EXPECT_LT(rel, 1e-5) << "delta " << delta;
-  }
+  chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({116, 258, 268}),
+                                     {0, 7, 300}, 1e-5);
 }
