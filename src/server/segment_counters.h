@@ -10,7 +10,7 @@
 
 namespace kamera {
 
-inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segment_counters(
+inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 14> segment_counters(
     const ServerMetrics& m) {
   return {{{"canonical", &m.seg->canonical},
            {"patch_exact", &m.seg->patch_exact},
@@ -19,6 +19,7 @@ inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 13> segme
            {"blind", &m.seg->blind},
            {"reprefilled", &m.seg->reprefilled},
            {"prefix", &m.seg->prefix},
+           {"prefix_approximate", &m.seg->prefix_approximate},
            {"context_exact", &m.seg->context_exact},
            {"context_nearest", &m.seg->context_nearest},
            {"keep", &m.seg->context_keep},
