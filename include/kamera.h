@@ -318,6 +318,9 @@ typedef enum kamera_segment_source {
   KAMERA_SOURCE_STORE_PATCH = 11,         /* canonical and patch from a shared store tier */
   KAMERA_SOURCE_STORE_PATCH_NEAREST = 12, /* ... the nearest stored context's patch */
   KAMERA_SOURCE_RECOMPUTED = 13,          /* prefilled by this call */
+  KAMERA_SOURCE_PREFIX_APPROXIMATE = 14,  /* an earlier turn's rows, computed behind a segment
+                                             served from another context (not what a cold run
+                                             computes) */
   KAMERA_SEGMENT_SOURCE_FORCE_INT32 = 0x7fffffff /* not a value: keeps the enum int-sized */
 } kamera_segment_source;
 

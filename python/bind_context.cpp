@@ -92,8 +92,8 @@ const char* source_name(kamera_segment_source s) {
   static const char* names[] = {
       "canonical", "patch_hit",     "patch_formed",        "blind",       "reprefilled",
       "prefix",    "context_exact", "context_nearest",     "patch_exact", "patch_nearest",
-      "keep",      "store_patch",   "store_patch_nearest", "recomputed"};
-  return s >= 0 && s <= KAMERA_SOURCE_RECOMPUTED ? names[s] : "?";
+      "keep",      "store_patch",   "store_patch_nearest", "recomputed",  "prefix_approximate"};
+  return s >= 0 && s <= KAMERA_SOURCE_PREFIX_APPROXIMATE ? names[s] : "?";
 }
 
 kamera_reuse_policy parse_reuse(const std::string& s) {

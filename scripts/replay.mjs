@@ -16,6 +16,9 @@
 //             observations (one user message each: a short text and a seeded PNG image_url part
 //             of side x side pixels), a question
 //   imagelookback  the picture window slides, then an evicted picture comes back (last turn)
+//   crossconv two conversations: turn 1 is conversation 1 (a note, a question); turns 2.. are
+//             conversation 2, append-only, whose first message precedes the same note (served
+//             from conversation 1's context), with the reference's replies (issue 52, item 4)
 //
 // Per turn (stream: true, temperature 0, fixed max_tokens, logprobs with top_logprobs = 20):
 //   ttft_ms      request sent -> first chunk carrying content (no content: the end of the stream)
@@ -79,7 +82,8 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           (images, imagelookback) of a Qwen2-VL pair on both servers
                           (llama-server gets --mmproj and --cache-ram 1024)
   --arms A,B,...          only these arms (names as in the report; references are added)
-  --traces T,...          chat,window,rerank,tools,lookback (default: all); a model with
+  --traces T,...          chat,window,rerank,tools,lookback (default: all), crossconv (on
+                          request only); a model with
                           images=K: images,imagelookback
   --turns N               turns per trace (default 6)
   --max-tokens N          tokens generated per turn (default 16)
@@ -283,6 +287,18 @@ function toolsTrace(r, turns, w) {
   return bodies;
 }
 
+// Two conversations sharing a note: turn 0 is conversation 1; turn t > 0 resends conversation 2
+// (its own opening, the note, its questions up to t and the reference's replies to turns 1..t-1).
+function crossconvTrace(r, turns, w) {
+  const note = { role: 'user', content: `Note: ${sentence(r, 2 * w)}` };
+  const first = [system, note, { role: 'user', content: `Why? ${sentence(r, w)}` }];
+  const opening = { role: 'user', content: sentence(r, w) };
+  const asks = Array.from({ length: turns }, () => sentence(r, Math.ceil(w / 2)));
+  return [first, ...Array.from({ length: turns - 1 }, (_, t) => [system, opening, note,
+    ...asks.slice(0, t + 1).flatMap((u, k) => (k < t ? [{ role: 'user', content: u },
+      { role: 'assistant', replyOf: k + 1 }] : [{ role: 'user', content: u }]))])];
+}
+
 // Look-back: the window slides for turns - 1 turns, then observation 1 (evicted at turn 2) comes
 // back in front of the newest three.
 function lookbackBodies(obs, turns, k) {
@@ -365,7 +381,8 @@ function frameTrace(dir) {
 
 function makeTraces(names, seed, turns, model) {
   if (model.frames) return [frameTrace(model.frames)];
-  const text = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace };
+  const text = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace,
+    crossconv: crossconvTrace };
   const gens = model.images ? { images: pictureTrace, imagelookback: pictureLookbackTrace } : text;
   const w = itemWords(model.ctx);
   return names.map((name, i) => {

@@ -32,6 +32,8 @@ kamera_segment_source c_source(SpanSource s) {
   switch (s) {
     case SpanSource::Prefix:
       return KAMERA_SOURCE_PREFIX;
+    case SpanSource::PrefixApproximate:
+      return KAMERA_SOURCE_PREFIX_APPROXIMATE;
     case SpanSource::ContextExact:
       return KAMERA_SOURCE_CONTEXT_EXACT;
     case SpanSource::ContextNearest:

@@ -45,38 +45,53 @@ std::vector<uint64_t> PrefixIndex::block_names(std::span<const int32_t> tokens) 
   return names;
 }
 
-// The entries holding the deepest block name the query has (depth: how many full blocks), or
-// every entry when the query shares no full block with any.
-std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(const std::vector<uint64_t>& names,
-                                                          size_t& depth) const {
-  depth = 0;
-  while (depth < names.size() && by_block_.count(names[depth])) ++depth;
-  if (depth > 0) return by_block_.at(names[depth - 1]);
+// The entries holding the deepest block name of `blocks` the query has, or every entry when the
+// query shares no full block with any.
+std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(
+    const Blocks& blocks, const std::vector<uint64_t>& names) const {
+  size_t depth = 0;
+  while (depth < names.size() && blocks.count(names[depth])) ++depth;
+  if (depth > 0) return blocks.at(names[depth - 1]);
   std::vector<EntryId> all;
   all.reserve(entries_.size());
   for (const auto& [id, e] : entries_) all.push_back(id);
   return all;
 }
 
-PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens) const {
+// Of the candidates in `blocks`, the longest match (approximate: tails included; else the exact
+// parts only); on a tie the more exact, then the most recently used.
+PrefixIndex::Match PrefixIndex::best_in(const Blocks& blocks, std::span<const int32_t> tokens,
+                                        const std::vector<uint64_t>& names,
+                                        bool approximate) const {
   Match best;
-  size_t depth = 0;
-  const std::vector<EntryId> cands = candidates(block_names(tokens), depth);
   uint64_t best_use = 0;
-  for (EntryId id : cands) {
+  for (EntryId id : candidates(blocks, names)) {
     const Entry& e = entries_.at(id);
-    const int n = int(common_prefix(tokens, e.tokens));  // verified from the first token
-    if (n > best.n_tokens || (n == best.n_tokens && n > 0 && e.last_use > best_use)) {
-      best = {id, n};
-      best_use = e.last_use;
-    }
+    const int common = int(common_prefix(tokens, e.tokens));  // verified from the first token
+    const int exact = std::min(common, e.exact);
+    const int n = approximate ? common : exact;
+    const bool better = n > best.n_tokens ||
+                        (n == best.n_tokens && n > 0 &&
+                         (exact > best.exact || (exact == best.exact && e.last_use > best_use)));
+    if (!better) continue;
+    best = {id, n, exact};
+    best_use = e.last_use;
   }
   return best.n_tokens > 0 ? best : Match{};
 }
 
-PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
+PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens,
+                                           bool approximate) const {
+  const std::vector<uint64_t> names = block_names(tokens);
+  const Match exact = best_in(by_exact_block_, tokens, names, false);
+  if (!approximate) return exact;
+  const Match any = best_in(by_block_, tokens, names, true);
+  return any.n_tokens > exact.n_tokens ? any : exact;
+}
+
+PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens, bool approximate) {
   ++stats_.lookups;
-  const Match best = best_match(tokens);
+  const Match best = best_match(tokens, approximate);
   if (best.entry < 0) return best;
   Entry& e = entries_.at(best.entry);
   e.proven = std::max(e.proven, best.n_tokens);
@@ -85,17 +100,18 @@ PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
   return best;
 }
 
-void PrefixIndex::drop_covered(std::span<const int32_t> tokens) {
+void PrefixIndex::drop_covered(std::span<const int32_t> tokens, int exact) {
   std::vector<EntryId> covered;
   for (const auto& [id, e] : entries_) {
-    if (e.pins == 0 && e.tokens.size() <= tokens.size() &&
+    if (e.pins == 0 && e.tokens.size() <= tokens.size() && e.exact <= exact &&
         common_prefix(tokens, e.tokens) == e.tokens.size())
       covered.push_back(id);
   }
   for (EntryId id : covered) erase(id);
 }
 
-Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int32_t> tokens) {
+Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int32_t> tokens,
+                                                 int exact) {
   if (!pool_.has_sequence(seq))
     return make_error(ErrorCode::NotFound, "prefix index: unknown sequence {}", seq);
   if (pool_.n_tokens(seq) < int(tokens.size())) {
@@ -105,9 +121,10 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   }
   const int64_t n = int64_t(tokens.size());
   if (n == 0 || n > params_.token_budget) return EntryId(-1);
-  const Match held = best_match(tokens);
-  if (held.n_tokens == n) {
-    entries_.at(held.entry).last_use = tick();  // an entry already holds them
+  exact = exact < 0 ? int(n) : std::min(exact, int(n));
+  const Match held = best_match(tokens, true);
+  if (held.n_tokens == n && held.exact >= exact) {
+    entries_.at(held.entry).last_use = tick();  // an entry already holds them, as exactly
     return EntryId(-1);
   }
   // What the entry it extends (or shares a head with) had served stays proven.
@@ -118,15 +135,18 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
     pool_.free_sequence(*fork);
     return st.error();
   }
-  drop_covered(tokens);
+  drop_covered(tokens, exact);
   const EntryId id = next_id_++;
   Entry& e = entries_[id];
   e.tokens.assign(tokens.begin(), tokens.end());
   e.block_names = block_names(tokens);
+  e.exact = exact;
   e.seq = *fork;
   e.last_use = tick();
   e.proven = proven;
   for (uint64_t name : e.block_names) by_block_[name].push_back(id);
+  for (size_t b = 0; b < exact_blocks(e, params_.block_tokens); ++b)
+    by_exact_block_[e.block_names[b]].push_back(id);
   hold_pages(e);
   shrink_to(params_.token_budget);  // the new entry's own tail may go (it is the newest)
   return contains(id) ? id : EntryId(-1);
@@ -163,15 +183,30 @@ void PrefixIndex::unpin(EntryId entry) {
   if (it != entries_.end() && it->second.pins > 0) --it->second.pins;
 }
 
+size_t PrefixIndex::exact_blocks(const Entry& e, int block_tokens) {
+  return std::min(e.block_names.size(), size_t(e.exact / block_tokens));
+}
+
+// Takes the entry out of the block indexes past its first `blocks` (its first `exact_blocks` in the
+// index of exact blocks).
+void PrefixIndex::unname(EntryId id, size_t blocks, size_t exact_blocks_kept) {
+  const Entry& e = entries_.at(id);
+  auto drop = [&](Blocks& index, size_t from, size_t to) {
+    for (size_t b = from; b < to; ++b) {
+      auto it = index.find(e.block_names[b]);
+      if (it == index.end()) continue;
+      std::erase(it->second, id);
+      if (it->second.empty()) index.erase(it);
+    }
+  };
+  drop(by_block_, blocks, e.block_names.size());
+  drop(by_exact_block_, exact_blocks_kept, exact_blocks(e, params_.block_tokens));
+}
+
 void PrefixIndex::erase(EntryId id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
-  for (uint64_t name : it->second.block_names) {
-    auto b = by_block_.find(name);
-    if (b == by_block_.end()) continue;
-    std::erase(b->second, id);
-    if (b->second.empty()) by_block_.erase(b);
-  }
+  unname(id, 0, 0);
   release_pages(it->second);
   pool_.free_sequence(it->second.seq);
   entries_.erase(it);
@@ -183,9 +218,15 @@ std::span<const int32_t> PrefixIndex::tokens(EntryId entry) const {
   return it->second.tokens;
 }
 
+int PrefixIndex::exact_tokens(EntryId entry) const {
+  auto it = entries_.find(entry);
+  return it == entries_.end() ? 0 : it->second.exact;
+}
+
 PrefixIndex::Stats PrefixIndex::stats() const {
   Stats s = stats_;
   s.entries = int64_t(entries_.size());
+  for (const auto& [id, e] : entries_) s.tokens_approximate += int64_t(e.tokens.size()) - e.exact;
   s.tokens_held = tokens_held();
   return s;
 }

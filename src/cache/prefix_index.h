@@ -35,6 +35,18 @@
 // for that request (the others give back their pages first). An entry whose tokens are a prefix of
 // a new entry is replaced by it (turn n+1 of a chat extends turn n), unless pinned.
 //
+// Exact and approximate rows. An entry's first `exact` tokens hold what a cold run of them
+// computes; the rest (its approximate tail) are rows a request was answered from that a cold run
+// would not have computed: those behind a segment served from another context
+// (cache/segment_index.h). They are that conversation's own history (its later turns extend it), so
+// they are kept, but apart: the tail's blocks are named only in the index of all blocks, the exact
+// part's also in an index of exact blocks, and a lookup asks for one kind. An exact lookup (the
+// default) never returns a token past an entry's exact part, and is found through the exact blocks
+// alone (so an entry whose tail matches deeper never hides another entry's longer exact part); an
+// approximate lookup returns the longest match of either kind, the exact one on a tie. Eviction
+// treats both alike (the tail is the entry's tail). An entry replaces one it extends only when it
+// is at least as exact over it.
+//
 // One budget with the segment index. The prompt assembler hands both indexes one CachedPages
 // (cache/cached_pages.h): the pages of prefix entries and segment occurrences are counted there
 // once, whoever holds them, and read on one clock, so that PromptAssembler::shrink_cached evicts
@@ -64,6 +76,7 @@ class PrefixIndex {
   struct Match {
     EntryId entry = -1;  // -1: no entry shares a token with the query
     int n_tokens = 0;    // the longest common prefix of the query and the entry
+    int exact = 0;       // of those, the first ones the entry holds exactly (all: an exact lookup)
   };
 
   struct Stats {
@@ -72,8 +85,9 @@ class PrefixIndex {
     int64_t lookups = 0;
     int64_t hits = 0;  // lookups that matched at least one token
     int64_t tokens_matched = 0;
-    int64_t evictions = 0;       // entries given back whole
-    int64_t tokens_evicted = 0;  // tokens given back, by whole entries and by tails
+    int64_t evictions = 0;           // entries given back whole
+    int64_t tokens_evicted = 0;      // tokens given back, by whole entries and by tails
+    int64_t tokens_approximate = 0;  // tokens held in entries' approximate tails
   };
 
   // shared: where the entries' pages are also counted (and the clock read) together with another
@@ -88,15 +102,17 @@ class PrefixIndex {
   // -1 when nothing was added: an entry already holds these tokens (it is touched), the tokens
   // alone exceed the budget, or the budget cannot be met but by giving back all of the new entry
   // (the rest is pinned). The new entry may keep less than `tokens` (its tail given back to the
-  // budget); it starts with the tokens the entry it extends had served (proven).
+  // budget); it starts with the tokens the entry it extends had served (proven). exact: how many
+  // of the tokens hold what a cold run computes (the rest: an approximate tail); -1: all.
   // Fails cleanly (nothing changed) when seq is unknown or shorter than tokens.
-  Result<EntryId> insert(SeqId seq, std::span<const int32_t> tokens);
+  Result<EntryId> insert(SeqId seq, std::span<const int32_t> tokens, int exact = -1);
 
-  // The longest prefix of `tokens` some entry holds. Marks the entry recently used, and those
-  // tokens of it proven (served to a request).
-  Match lookup(std::span<const int32_t> tokens);
+  // The longest prefix of `tokens` some entry holds exactly (approximate: or holds at all, the
+  // exact match on a tie). Marks the entry recently used, and those tokens of it proven (served to
+  // a request).
+  Match lookup(std::span<const int32_t> tokens, bool approximate = false);
   // The same, without marking it (a scheduler asking what a queued prompt would reuse).
-  Match best_match(std::span<const int32_t> tokens) const;
+  Match best_match(std::span<const int32_t> tokens, bool approximate = false) const;
 
   // A new pool sequence (the caller owns it) sharing the first n tokens of the entry's pages,
   // positions included. Fails cleanly on an unknown entry or n beyond it.
@@ -116,6 +132,7 @@ class PrefixIndex {
 
   bool contains(EntryId entry) const { return entries_.count(entry) != 0; }
   std::span<const int32_t> tokens(EntryId entry) const;  // empty for an unknown entry
+  int exact_tokens(EntryId entry) const;                 // its exact part (0: unknown entry)
   // The pool pages the entries hold (each once), in tokens.
   int64_t tokens_held() const { return own_.pages() * pool_.page_tokens(); }
   const Params& params() const { return params_; }
@@ -125,6 +142,7 @@ class PrefixIndex {
   struct Entry {
     std::vector<int32_t> tokens;
     std::vector<uint64_t> block_names;  // one per full block
+    int exact = 0;                      // tokens from the start a cold run computes
     SeqId seq = -1;
     uint64_t last_use = 0;
     int pins = 0;
@@ -132,10 +150,16 @@ class PrefixIndex {
     std::vector<int32_t> pages;  // the pool pages of its tokens, each once
   };
 
+  using Blocks = std::unordered_map<uint64_t, std::vector<EntryId>>;  // block name -> entries
   std::vector<uint64_t> block_names(std::span<const int32_t> tokens) const;
-  std::vector<EntryId> candidates(const std::vector<uint64_t>& names, size_t& depth) const;
+  std::vector<EntryId> candidates(const Blocks& blocks, const std::vector<uint64_t>& names) const;
+  Match best_in(const Blocks& blocks, std::span<const int32_t> tokens,
+                const std::vector<uint64_t>& names, bool approximate) const;
+  static size_t exact_blocks(const Entry& e, int block_tokens);
+  void unname(EntryId id, size_t blocks, size_t exact_blocks);  // its names past those counts
   void erase(EntryId id);
-  void drop_covered(std::span<const int32_t> tokens);  // unpinned entries that are its prefixes
+  // Unpinned entries that are prefixes of `tokens` and hold at most `exact` of them exactly.
+  void drop_covered(std::span<const int32_t> tokens, int exact);
   // Eviction (prefix_index_evict.cpp): the entry's pages counted in, or out; its tail cut to n.
   void hold_pages(Entry& e);
   void release_pages(Entry& e);
@@ -145,7 +169,8 @@ class PrefixIndex {
   KvPool& pool_;
   Params params_;
   std::unordered_map<EntryId, Entry> entries_;
-  std::unordered_map<uint64_t, std::vector<EntryId>> by_block_;  // block name -> entries
+  Blocks by_block_;        // every full block of every entry
+  Blocks by_exact_block_;  // the full blocks of the entries' exact parts
   EntryId next_id_ = 0;
   CachedPages own_;                // the entries' pages
   CachedPages* shared_ = nullptr;  // the same counted with the segment index's (may be null)

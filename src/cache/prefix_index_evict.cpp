@@ -31,14 +31,10 @@ void PrefixIndex::cut(EntryId id, int n) {
   }
   release_pages(e);
   (void)pool_.truncate(e.seq, n);  // n is within the sequence: cannot fail
-  const size_t blocks = size_t(n / params_.block_tokens);
-  for (size_t b = blocks; b < e.block_names.size(); ++b) {
-    auto it = by_block_.find(e.block_names[b]);
-    if (it == by_block_.end()) continue;
-    std::erase(it->second, id);
-    if (it->second.empty()) by_block_.erase(it);
-  }
-  e.block_names.resize(std::min(blocks, e.block_names.size()));
+  const size_t blocks = std::min(size_t(n / params_.block_tokens), e.block_names.size());
+  unname(id, blocks, std::min(exact_blocks(e, params_.block_tokens), blocks));
+  e.block_names.resize(blocks);
+  e.exact = std::min(e.exact, n);
   e.tokens.resize(size_t(n));
   e.proven = std::min(e.proven, n);
   hold_pages(e);

@@ -256,7 +256,8 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
   const bool images = plan.has_media();
   if (images && plan.segments.back().image) return false;  // the query must be text
   const PrefixIndex::Match m =
-      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1)) : PrefixIndex::Match{};
+      prefix_ ? prefix_->lookup(std::span(all).first(all.size() - 1), approximate_prefix(policy))
+              : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
                              policy != ReusePolicy::Blind && plan.segments.size() > 1;
   const int n = prefix_cut(plan, m.n_tokens, segment_reuse);
@@ -265,13 +266,16 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
     if (!fork.ok()) return false;
     a.seq = *fork;
     a.prefix_end = n;
+    a.prefix_exact = std::min(n, m.exact);
     report_prefix(plan, a, anchor, n);
+    if (a.prefix_exact < n) mark_approximate_prefix(a.spans, anchor, a.prefix_exact);
+    counters_.prefix_approximate += a.prefix_exact < n;
     ++counters_.prefix;
     a.reused = n - anchor;
   } else if (segment_reuse) {
     a.seq = cache_.pool().create_sequence();
     KAMERA_TRY(cache_.append_anchor(a.seq));
-    a.prefix_end = anchor;
+    a.prefix_end = a.prefix_exact = anchor;
   } else {
     return false;
   }
@@ -301,13 +305,18 @@ Result<std::vector<float>> PromptAssembler::serve(const PromptPlan& plan, Assemb
   return cache_.forward_chunk(a.seq, a.query, a.query_pos, LogitsMode::Last);
 }
 
+PrefixIndex::Match PromptAssembler::held_prefix(const PromptPlan& plan) const {
+  const std::vector<int32_t>& ids = plan.ids;
+  if (!prefix_ || ids.size() < 2) return {};
+  return prefix_->best_match(std::span(ids).first(ids.size() - 1), approximate_prefix(plan.policy));
+}
+
 // Of the plans being admitted, the one where waiting pays (cache/prompt_assembler.h).
 int64_t PromptAssembler::shared_in_flight(const PromptPlan& plan,
                                           std::span<const PromptPlan* const> busy) const {
   const std::vector<int32_t>& ids = plan.ids;
   if (busy.empty() || ids.size() < 2 || plan.policy == ReusePolicy::Reprefill) return 0;
-  const size_t held =
-      prefix_ ? size_t(prefix_->best_match(std::span(ids).first(ids.size() - 1)).n_tokens) : 0;
+  const size_t held = size_t(held_prefix(plan).n_tokens);
   const bool by_segment =
       segments_ && plan.policy != ReusePolicy::Prefix && plan.policy != ReusePolicy::Blind;
   int64_t best = 0;

@@ -62,7 +62,8 @@ struct Assembly {
   int32_t query_pos = 0;
   ChunkContent query;
   int background_queued = 0;  // segments of this prompt queued for a canonical
-  int prefix_end = 0;         // tokens of the plan the exact prefix served
+  int prefix_end = 0;         // tokens of the plan the prefix served
+  int prefix_exact = 0;       // of those, the first ones it holds exactly (the rest: approximate)
   // How each plan segment was served. ServedStore: from the canonical and patch another server
   // stored (kept in the index afterwards, as a segment computed here, so that this server's events
   // say it holds it; not exact).
@@ -87,15 +88,19 @@ class PromptAssembler {
   // new sequence (the caller's), also on failure.
   Result<std::vector<float>> serve(const PromptPlan& plan, Assembly& a);
 
-  // Keeps what `seq` holds exactly in the prefix index: the plan's tokens and the first tokens of
-  // `reply` past them that seq holds (its decoded continuation; empty: the prompt alone). A plan
-  // with segments served from another context is kept only up to the first of them.
+  // Keeps what `seq` holds in the prefix index: the plan's tokens and the first tokens of `reply`
+  // past them that seq holds (its decoded continuation; empty: the prompt alone). Exact up to the
+  // first segment served from another context (or the end of the exact part of an approximate
+  // prefix it was served), approximate past it (cache/prefix_index.h).
   void remember(const PromptPlan& plan, const Assembly& a, SeqId seq,
                 std::span<const int32_t> reply);
   // Keeps the conditioned KV of every segment the assembly computed (or fetched) in the segment
   // index, once per assembly; queues the long ones for a canonical.
   void keep_segments(const PromptPlan& plan, Assembly& a, SeqId seq);
 
+  // The prefix index's longest match for all of `plan` but its last token (the query's), of the
+  // kinds the plan's policy may be served (approximate tails under patch and keep); none: no entry.
+  PrefixIndex::Match held_prefix(const PromptPlan& plan) const;
   // Tokens of `plan` that the admission of a plan in `busy` is computing and the caches do not
   // hold yet (its common prefix past the prefix index, its segments the index misses), for the
   // one where waiting pays: whose prompt is at most plan's plus those tokens. 0: nothing shared.

@@ -20,6 +20,19 @@ std::shared_ptr<const ChunkContent> content_of(const PromptPlan& p, const Prompt
       ChunkContent::from_tokens({first, first + s.span.size()}));
 }
 
+// Tokens of the plan from the start whose rows in the assembled sequence are a cold run's: up to
+// the approximate part of the prefix it was served, or the first segment served from another
+// context (the rest, and a reply decoded behind them, are approximate); -1: all of them.
+int exact_extent(const PromptPlan& plan, const Assembly& a) {
+  const int exact = a.prefix_exact < a.prefix_end ? a.prefix_exact : -1;
+  for (size_t i = 0; i < a.served.size() && i < plan.segments.size(); ++i) {
+    if (a.served[i] != ServedNear && a.served[i] != ServedStore) continue;
+    const int begin = plan.segments[i].span.begin;
+    return exact < 0 ? begin : std::min(exact, begin);
+  }
+  return exact;
+}
+
 }  // namespace
 
 void PromptAssembler::remember(const PromptPlan& plan, const Assembly& a, SeqId seq,
@@ -27,18 +40,13 @@ void PromptAssembler::remember(const PromptPlan& plan, const Assembly& a, SeqId 
   if (!prefix_ || int(plan.ids.size()) <= cache_.anchor_extent() || seq < 0) return;
   const int held = cache_.pool().n_tokens(seq), prompt = int(plan.ids.size());
   std::vector<int32_t> tokens = plan.ids;
-  for (size_t i = 0; i < a.served.size(); ++i) {
-    if (a.served[i] != ServedNear && a.served[i] != ServedStore) continue;
-    tokens.resize(size_t(plan.segments[i].span.begin));
-    reply = {};
-    break;
-  }
+  const int exact = exact_extent(plan, a);
   if (!reply.empty()) {
     if (held < prompt || held - prompt > int(reply.size())) return;  // not the tokens it holds
     tokens.insert(tokens.end(), reply.begin(), reply.begin() + (held - prompt));
   }
   if (held < int(tokens.size())) return;
-  auto r = prefix_->insert(seq, tokens);
+  auto r = prefix_->insert(seq, tokens, exact);
   if (!r.ok()) log().warn("prefix index: {}", r.message());
   shrink_cached(budget_pages_);
 }
@@ -53,7 +61,7 @@ void PromptAssembler::keep_segments(const PromptPlan& plan, Assembly& a, SeqId s
   a.kept = true;
   if (a.served.size() != plan.segments.size()) a.served.assign(plan.segments.size(), NotServed);
   std::vector<ChunkId> ante;
-  bool exact = true;  // every segment so far holds what a re-prefill holds
+  bool exact = a.prefix_exact >= a.prefix_end;  // every segment so far holds a re-prefill's rows
   for (size_t i = 0; i < plan.segments.size(); ++i) {
     const PromptSegment& s = plan.segments[i];
     const char served = a.served[i];

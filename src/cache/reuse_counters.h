@@ -12,11 +12,12 @@ struct ReuseCounters {
   // chunk parts (cache/chunk_cache.h's assemble) and window slots
   std::atomic<int64_t> canonical{0}, patch_exact{0}, patch_orbit{0}, patch_formed{0}, blind{0},
       reprefilled{0};
-  // text prompts (cache/prompt_assembler.h): admissions served an exact prefix, segments served
+  // text prompts (cache/prompt_assembler.h): admissions served an exact prefix (and of those, an
+  // approximate tail past it: prefix_approximate), segments served
   // from an earlier context (exact antecedents, the nearest, the latest as it is), from a
   // canonical plus the nearest context's patch, from another server's stored canonical and patch
-  std::atomic<int64_t> prefix{0}, context_exact{0}, context_nearest{0}, context_keep{0},
-      patch_nearest{0}, store_patch{0}, store_patch_nearest{0};
+  std::atomic<int64_t> prefix{0}, prefix_approximate{0}, context_exact{0}, context_nearest{0},
+      context_keep{0}, patch_nearest{0}, store_patch{0}, store_patch_nearest{0};
   // ... from the orbit of the segment's antecedent set (cache/idle_repair.h)
   std::atomic<int64_t> context_orbit{0};
   // Canonicals formed off the request path and the occurrences they compacted into patches.

@@ -23,5 +23,11 @@ std::optional<ReusePolicy> reuse_policy_named(std::string_view name);
 // The chunk cache's policy for a prompt's chunk parts (keep serves them as patch does; prefix
 // recomputes them, as reprefill).
 ServePolicy chunk_policy(ReusePolicy p);
+// Whether a prompt may be served from a prefix entry's approximate tail (cache/prefix_index.h):
+// patch and keep, which reuse rows from other contexts anyway; prefix and blind reuse exact
+// prefixes only, reprefill none.
+inline bool approximate_prefix(ReusePolicy p) {
+  return p == ReusePolicy::Patch || p == ReusePolicy::Keep;
+}
 
 }  // namespace kamera

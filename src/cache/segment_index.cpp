@@ -188,7 +188,9 @@ Result<int> SegmentIndex::compact(const ChunkId& id,
     KAMERA_ASSIGN_OR_RETURN(
         Patch p,
         factor(read_chunk_kv(pool_, it->rows->seq(), 0, tokens, pool_.dtype()), canonical->kv));
-    if (factored) factored(it->antecedents, p);
+    // Published as its antecedents' patch only when its rows are theirs (computed behind exact
+    // KV): another server fetching it for those antecedents takes it as exact (store-patch).
+    if (factored && it->exact) factored(it->antecedents, p);
     const size_t rows_bytes =
         size_t(tokens) * pool_.layout().floats_per_token() * kv_elem_bytes(pool_.dtype());
     if (p.bytes() >= rows_bytes) continue;  // the rows are no bigger: kept, exact

@@ -40,6 +40,8 @@ const char* span_source_name(SpanSource s) {
       return "patch-orbit";
     case SpanSource::WindowClean:
       return "clean-view";
+    case SpanSource::PrefixApproximate:
+      return "prefix-approximate";
   }
   return "?";
 }
@@ -58,6 +60,27 @@ SpanSource span_source_of(SegmentSource s) {
       return SpanSource::Reprefilled;
   }
   return SpanSource::Recomputed;
+}
+
+void mark_approximate_prefix(std::vector<ServedSegment>& spans, int begin, int exact) {
+  int at = begin;  // the prompt token the span starts at
+  for (size_t i = 0; i < spans.size(); ++i) {
+    ServedSegment& s = spans[i];
+    if (s.source != SpanSource::Prefix) continue;
+    const int end = at + int(s.tokens);
+    if (end > exact && (at >= exact || s.media)) {
+      s.source = SpanSource::PrefixApproximate;
+    } else if (end > exact) {  // text on both sides: split it
+      ServedSegment tail = s;
+      tail.tokens = end - exact;
+      tail.position = s.position + (exact - at);
+      tail.source = SpanSource::PrefixApproximate;
+      s.tokens = exact - at;
+      spans.insert(spans.begin() + std::ptrdiff_t(i) + 1, tail);
+      return;  // the spans past it are approximate already (or none)
+    }
+    at = end;
+  }
 }
 
 }  // namespace kamera

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "cache/chunk_cache.h"
 
@@ -31,6 +32,8 @@ enum class SpanSource {
   WindowPatch,        // a window slot: canonical plus its patch
   WindowOrbit,        // a window slot: canonical plus its orbit patch
   WindowClean,        // a window slot: its clean (canonical) view
+  PrefixApproximate,  // a prefix entry's approximate tail: rows this conversation was answered
+                      // from, computed behind a segment served from another context
 };
 const char* span_source_name(SpanSource s);
 SpanSource span_source_of(SegmentSource s);  // a chunk part's (cache/chunk_cache.h)
@@ -44,5 +47,10 @@ struct ServedSegment {
   int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
   bool media = false;           // an image or video part (else text)
 };
+
+// Marks the prefix spans of `spans` (source Prefix, the first starting at prompt token `begin`)
+// from prompt token `exact` on as PrefixApproximate, splitting the text span that holds it (a media
+// span that holds it is approximate whole).
+void mark_approximate_prefix(std::vector<ServedSegment>& spans, int begin, int exact);
 
 }  // namespace kamera

@@ -56,9 +56,11 @@ struct ServerMetrics {
   std::atomic<int64_t> kv_bytes{0}, kv_window_pages{0}, kv_window_pages_used{0},
       kv_window_pages_used_max{0};
   // The scheduler's caches, published after every step (GET /v1/stats): the exact-prefix index
-  // (entries, tokens held, budget, evictions) and the segment index (occurrences, bytes held,
-  // budget, evictions, occurrences that keep a patch instead of their rows).
-  std::atomic<int64_t> prefix_entries{0}, prefix_tokens{0}, prefix_budget{0}, prefix_evictions{0};
+  // (entries, tokens held, of those in approximate tails, budget, evictions) and the segment index
+  // (occurrences, bytes held, budget, evictions, occurrences that keep a patch instead of their
+  // rows).
+  std::atomic<int64_t> prefix_entries{0}, prefix_tokens{0}, prefix_approximate_tokens{0},
+      prefix_budget{0}, prefix_evictions{0};
   std::atomic<int64_t> segment_occurrences{0}, segment_bytes{0}, segment_budget{0},
       segment_evictions{0}, segment_compacted{0};
   // Both under their one budget of pool pages (cache/cached_pages.h), each page counted once:

@@ -192,9 +192,7 @@ int64_t Scheduler::pages_to_admit(const Generation& g) const {
   const int64_t out =
       std::clamp<int64_t>(want > 0 ? want : ctx, 1, std::max<int64_t>(1, ctx - prompt));
   int64_t held = 0;
-  const PrefixIndex* prefix = assembler_.prefix();
-  if (known && prefix && ids.size() > 1 && !g.req.plan.has_media())
-    held = prefix->best_match(std::span(ids).first(ids.size() - 1)).n_tokens;
+  if (known && !g.req.plan.has_media()) held = assembler_.held_prefix(g.req.plan).n_tokens;
   const int64_t extra = int64_t(g.req.parts.size()) + 2;
   return (prompt - held + out + page - 1) / page + extra +
          int64_t(g.req.n - 1) * ((out + page - 1) / page + 2);
@@ -216,10 +214,7 @@ int64_t Scheduler::pages_short(const Generation& g, int64_t reserved) const {
 void Scheduler::make_room(const Generation& g, int64_t reserved) {
   if (assembler_.cached_pages() == 0 || pages_short(g, reserved) <= 0) return;
   PrefixIndex* prefix = assembler_.prefix();
-  const std::vector<int32_t>& ids = g.req.plan.ids;
-  const PrefixIndex::EntryId own =
-      prefix && ids.size() > 1 ? prefix->best_match(std::span(ids).first(ids.size() - 1)).entry
-                               : -1;
+  const PrefixIndex::EntryId own = assembler_.held_prefix(g.req.plan).entry;
   auto give_back = [&] {
     for (int64_t lack; (lack = pages_short(g, reserved)) > 0;) {
       const int64_t held = assembler_.cached_pages();
@@ -436,6 +431,7 @@ void Scheduler::note_pages() {
     const PrefixIndex::Stats s = prefix->stats();
     metrics_.prefix_entries = s.entries;
     metrics_.prefix_tokens = s.tokens_held;
+    metrics_.prefix_approximate_tokens = s.tokens_approximate;
     metrics_.prefix_evictions = s.evictions;
   }
   if (const SegmentIndex* segments = assembler_.segments()) {

@@ -19,6 +19,7 @@ inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 14> segme
            {"blind", &m.seg->blind},
            {"reprefilled", &m.seg->reprefilled},
            {"prefix", &m.seg->prefix},
+           {"prefix_approximate", &m.seg->prefix_approximate},
            {"context_exact", &m.seg->context_exact},
            {"context_nearest", &m.seg->context_nearest},
            {"context_orbit", &m.seg->context_orbit},

@@ -106,6 +106,7 @@ json Server::Impl::stats_body() const {
           {"prefix_cache",
            {{"entries", m.prefix_entries.load()},
             {"tokens", m.prefix_tokens.load()},
+            {"approximate_tokens", m.prefix_approximate_tokens.load()},
             {"budget_tokens", m.prefix_budget.load()},
             {"evictions", m.prefix_evictions.load()}}},
           {"segment_cache",

@@ -84,7 +84,7 @@ $('key-button').addEventListener('click', () => askForKey(''));
 
 const CLASSES = [
   ['prefix', 'prefix: the exact KV of an earlier request of this conversation'],
-  ['relocated', 'relocated + patched: seen before in another context (here or on another server, through the shared store), moved to its new position'],
+  ['relocated', 'relocated + patched: seen before in another context (here or on another server, through the shared store), moved to its new position; or an earlier turn\'s KV computed behind such a segment (prefix-approximate)'],
   ['blind', 'blind: a canonical without its patch'],
   ['recomputed', 'recomputed: prefilled by this request'],
   ['image-hit', 'image embedding hit: no vision encode, its rows prefilled'],
@@ -97,7 +97,7 @@ function segmentClass(s) {
       return 'prefix';
     case 'context-exact': case 'context-nearest': case 'context-orbit': case 'keep': case 'patch-exact':
     case 'patch-nearest': case 'patch-hit': case 'patch-orbit': case 'store-patch':
-    case 'store-patch-nearest':
+    case 'store-patch-nearest': case 'prefix-approximate':
       return 'relocated';
     case 'blind':
       return 'blind';

@@ -305,3 +305,69 @@ TEST_F(PrefixIndexTest, FreesItsPagesWhenDestroyed) {
   }
   EXPECT_EQ(pool_->n_free_pages(), free_before);
 }
+
+// An entry's approximate tail (rows a cold run would not compute: cache/prefix_index.h) is found
+// only by an approximate lookup; an exact lookup stops at its exact part, and finds another
+// entry's longer exact part even where the approximate entry matches deeper.
+TEST_F(PrefixIndexTest, AnExactLookupNeverReturnsAnApproximateTail) {
+  PrefixIndex index(*pool_, budget(1000));
+  const auto a = random_tokens(40, 11);
+  auto ea = index.insert(computed(a), a, 10);  // exact up to token 10 (mid-block), then a tail
+  ASSERT_TRUE(ea.ok() && *ea >= 0);
+  EXPECT_EQ(index.exact_tokens(*ea), 10);
+  EXPECT_EQ(index.stats().tokens_approximate, 30);
+  PrefixIndex::Match m = index.best_match(a);
+  EXPECT_EQ(m.entry, *ea);
+  EXPECT_EQ(m.n_tokens, 10);
+  EXPECT_EQ(m.exact, 10);
+  m = index.best_match(a, true);
+  EXPECT_EQ(m.n_tokens, 40);
+  EXPECT_EQ(m.exact, 10);
+  // A cold run of a's first 22 tokens: the exact lookup finds its 22, though a matches 40 deeper.
+  const std::vector<int32_t> head(a.begin(), a.begin() + 22);
+  auto eh = index.insert(computed(head), head);
+  ASSERT_TRUE(eh.ok() && *eh >= 0);
+  EXPECT_TRUE(index.contains(*ea));  // not replaced: it holds more, if approximately
+  m = index.lookup(a);
+  EXPECT_EQ(m.entry, *eh);
+  EXPECT_EQ(m.n_tokens, 22);
+  m = index.lookup(a, true);  // the longest of either kind
+  EXPECT_EQ(m.entry, *ea);
+  EXPECT_EQ(m.n_tokens, 40);
+  // Where both match as far, an approximate lookup takes the exact one.
+  auto q = head;
+  q.push_back(999);
+  m = index.lookup(q, true);
+  EXPECT_EQ(m.entry, *eh);
+  EXPECT_EQ(m.exact, 22);
+}
+
+// An approximate entry never replaces an entry it extends that holds more of it exactly; an exact
+// entry replaces an approximate one it extends; a tail cut keeps the exact part within the entry.
+TEST_F(PrefixIndexTest, AnApproximateEntryReplacesOnlyWhatItHoldsAsExactly) {
+  PrefixIndex index(*pool_, budget(1000));
+  const auto a = random_tokens(40, 12);
+  const SeqId s = computed(a);
+  const std::vector<int32_t> turn(a.begin(), a.begin() + 24);
+  auto cold = index.insert(s, turn);  // exact, 24 tokens
+  ASSERT_TRUE(cold.ok() && *cold >= 0);
+  auto approx = index.insert(s, a, 8);  // extends it, exact only up to 8
+  ASSERT_TRUE(approx.ok() && *approx >= 0);
+  EXPECT_TRUE(index.contains(*cold));
+  EXPECT_EQ(index.best_match(a).n_tokens, 24);
+  // The same tokens as approx, as exact as cold: they replace both.
+  auto better = index.insert(s, a, 30);
+  ASSERT_TRUE(better.ok() && *better >= 0);
+  EXPECT_FALSE(index.contains(*cold));
+  EXPECT_FALSE(index.contains(*approx));
+  EXPECT_EQ(index.best_match(a).n_tokens, 30);
+  // The same tokens, less exact: nothing added.
+  auto worse = index.insert(s, a, 5);
+  ASSERT_TRUE(worse.ok());
+  EXPECT_EQ(*worse, -1);
+  // Cut below its exact part: the exact part is cut with it.
+  EXPECT_EQ(index.shrink_to(20), 20);
+  EXPECT_EQ(index.exact_tokens(*better), 20);
+  EXPECT_EQ(index.best_match(a).n_tokens, 20);
+  EXPECT_EQ(index.stats().tokens_approximate, 0);
+}

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cache/segment_index.h"
+#include "store/store.h"
 
 using namespace kamera;
 
@@ -191,4 +192,28 @@ TEST(SegmentIndex, AnOccurrenceBeingServedKeepsItsPagesThroughEviction) {
   }
   rig.pool->free_sequence(dst);
   EXPECT_TRUE(rig.pool->check_invariants().ok());
+}
+
+// An occurrence computed behind rows that are not exact (a segment served from another context,
+// an approximate prefix) is compacted like any, but its patch is not told to the caller as its
+// antecedents' patch (the caller publishes those to the shared tiers, where another server takes
+// them as exact).
+TEST(SegmentIndex, OnlyExactOccurrencesArePublishedAsTheirContextsPatch) {
+  Rig rig;
+  SegmentIndex idx(*rig.pool, {64, 4});
+  rig.insert(idx, id(1), {id(2)}, 1.0f);  // exact
+  const SeqId s = rig.rows(3.0f);
+  ASSERT_TRUE(idx.insert(id(1), {id(3)}, s, 0, 4, false).ok());  // behind approximate rows
+  rig.pool->free_sequence(s);
+  auto canonical = std::make_shared<CanonicalEntry>();
+  std::vector<std::vector<ChunkId>> told;
+  auto n = idx.compact(
+      id(1), canonical, [](const ChunkKV&, const ChunkKV&) -> Result<Patch> { return Patch{}; },
+      [&](std::span<const ChunkId> ante, const Patch&) {
+        told.emplace_back(ante.begin(), ante.end());
+      });
+  ASSERT_TRUE(n.ok()) << n.message();
+  EXPECT_EQ(*n, 2);  // both keep the (empty) patch: smaller than their rows
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0], std::vector<ChunkId>{id(2)});
 }
