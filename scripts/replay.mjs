@@ -640,7 +640,8 @@ function markdown(report) {
     + `agreement = common greedy prefix / longer output (the reference row reads 1 by definition).`, ''];
   for (const model of report.models) {
     for (const trace of model.traceNames) {
-      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
+      const turns = model.traces.find((t) => t.name === trace)?.bodies.length ?? model.turns;  // a frame trace: its questions
+      lines.push(`## ${model.name} · ${trace}`, '', `${turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
         + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : ''), '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
         '|---|---|---|---|---|---|---|---|---|---|');
