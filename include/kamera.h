@@ -385,6 +385,18 @@ KAMERA_API kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* 
                                             int32_t n_tokens, kamera_reuse_policy policy,
                                             kamera_seq** out, kamera_logits** logits);
 
+/* kamera_prompt_eval with a repair budget (KAMERA_REUSE_PATCH only; 0 is kamera_prompt_eval):
+ * the share, in [0, 1], of the prompt tokens that would be served from another context (a
+ * segment's KV from the nearest context it was seen in) that are recomputed in context instead,
+ * the segments whose context differs most first, each whole while its tokens fit (1: every such
+ * segment, the logits of a full prefill up to the batch shapes). Such spans report
+ * KAMERA_SOURCE_RECOMPUTED. A budget outside [0, 1], or above 0 with another policy:
+ * KAMERA_ERR_INVALID_ARGUMENT. */
+KAMERA_API kamera_status kamera_prompt_eval_budget(kamera_context* ctx, const int32_t* tokens,
+                                                   int32_t n_tokens, kamera_reuse_policy policy,
+                                                   double reuse_budget, kamera_seq** out,
+                                                   kamera_logits** logits);
+
 /* Keeps what a kamera_prompt_eval sequence holds (its prompt and the tokens evaluated on it since,
  * e.g. a reply) in the context's prefix cache: a later prompt that repeats them reuses their KV.
  * The cache shares the sequence's pages (copy-on-write); the sequence stays usable. */

@@ -176,7 +176,10 @@ function defaultArms(args) {
   const k = args.kamera, refs = ['kamera-reprefill'];
   const arms = [
     kameraArm(k, 'kamera-reprefill', ['--reuse', 'reprefill'], null),
-    kameraArm(k, 'kamera-patch', ['--reuse', 'patch'], refs),
+    kameraArm(k, 'kamera-patch', ['--reuse', 'patch', '--reuse-budget', '0'], refs),
+    // the repair budget (cache/repair_plan.h): 5 to 100% of the tokens held from another context
+    ...[5, 15, 30, 50, 100].map((p) => kameraArm(k, `kamera-repair-${p}`,
+                                        ['--reuse', 'patch', '--reuse-budget', String(p / 100)], refs)),
     kameraArm(k, 'kamera-keep', ['--reuse', 'keep'], refs),
     kameraArm(k, 'kamera-prefix', ['--reuse', 'prefix'], refs),
     kameraArm(k, 'kamera-default', [], refs),

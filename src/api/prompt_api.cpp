@@ -79,6 +79,13 @@ extern "C" {
 kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* tokens, int32_t n_tokens,
                                  kamera_reuse_policy policy, kamera_seq** out,
                                  kamera_logits** logits) {
+  return kamera_prompt_eval_budget(ctx, tokens, n_tokens, policy, 0.0, out, logits);
+}
+
+kamera_status kamera_prompt_eval_budget(kamera_context* ctx, const int32_t* tokens,
+                                        int32_t n_tokens, kamera_reuse_policy policy,
+                                        double reuse_budget, kamera_seq** out,
+                                        kamera_logits** logits) {
   clear_out(out);
   clear_out(logits);
   static const char* fn = "kamera_prompt_eval";
@@ -88,6 +95,13 @@ kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* tokens, int
     KAMERA_API_REQUIRE(fn, out);
     auto p = reuse_policy(policy);
     if (!p.ok()) return set_error(with_context(p.error(), fn));
+    if (!(reuse_budget >= 0 && reuse_budget <= 1))
+      return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: reuse_budget {} is not in [0, 1]", fn,
+                  reuse_budget);
+    if (reuse_budget > 0 && *p != ReusePolicy::Patch)
+      return fail(KAMERA_ERR_INVALID_ARGUMENT,
+                  "{}: reuse_budget {} needs KAMERA_REUSE_PATCH ({} has no repair)", fn,
+                  reuse_budget, reuse_policy_name(*p));
     Context& c = *ctx->box->ctx;
     const ModelConfig& cfg = c.model().cfg;
     std::span<const int32_t> ids(tokens, size_t(std::max(0, n_tokens)));
@@ -103,6 +117,7 @@ kamera_status kamera_prompt_eval(kamera_context* ctx, const int32_t* tokens, int
       return fail(KAMERA_ERR_INVALID_ARGUMENT, "{}: {} tokens do not fit the context of {}", fn,
                   anchor.size() + ids.size(), cfg.ctx_len);
     auto plan = std::make_unique<PromptPlan>(plan_start(c.cache(), *p));
+    plan->reuse_budget = reuse_budget;
     const Tokenizer* tok = c.model().tokenizer ? &*c.model().tokenizer : nullptr;
     plan_text(*plan, c.cache(), tok, ids);
     auto h = std::make_unique<kamera_seq>();

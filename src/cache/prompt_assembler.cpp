@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cache/repair_plan.h"
+
 namespace kamera {
 
 namespace {
@@ -122,7 +124,7 @@ Status PromptAssembler::prefill_until(const PromptPlan& plan, Assembly& a, int& 
     if (run.empty()) return Status::Ok();
     auto r = cache_.forward_chunk(a.seq, ChunkContent::from_tokens(std::move(run)), run_pos);
     if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
-    a.spans.push_back({std::nullopt, pending - run_at, run_pos, SpanSource::Recomputed});
+    report_run(plan, a, run_at, pending, run_pos);
     a.recomputed += pending - run_at;
     run.clear();
     return Status::Ok();
@@ -134,6 +136,8 @@ Status PromptAssembler::prefill_until(const PromptPlan& plan, Assembly& a, int& 
       auto r = cache_.forward_chunk(a.seq, *s.image, s.position);
       if (!r.ok()) return Error{ErrorCode::OutOfMemory, r.message()};
       a.spans.push_back({s.id, s.span.size(), s.position, SpanSource::Recomputed, -1, true});
+      if (const size_t i = size_t(&s - plan.segments.data()); i < a.repair.size())
+        a.spans.back().repaired = (a.spans.back().repair_estimate = a.repair[i]) >= 0;
       a.recomputed += s.span.size();
       pending = run_at = s.span.end;
       continue;
@@ -183,20 +187,28 @@ void PromptAssembler::count_hit(const SegmentIndex::Hit& h, bool from_store) {
 
 // Past `pending` (the first token a.seq does not hold), each segment the index holds for this
 // context is written from its stored KV at its position (or, when another server computed it,
-// from the canonical and patch it stored in the shared tiers); the last segment is left to the
-// query (its last token's logits are the first token's).
+// from the canonical and patch it stored in the shared tiers), but those the repair budget
+// chooses (cache/repair_plan.h), prefilled in context as the tokens nothing held; the last
+// segment is left to the query (its last token's logits are the first token's).
 Status PromptAssembler::serve_segments(const PromptPlan& plan, Assembly& a, int& pending) {
   const bool latest = plan.policy == ReusePolicy::Keep;
   std::vector<ChunkId> ante;
   const std::vector<PromptSegment>& segs = plan.segments;
   const std::vector<std::optional<SegmentIndex::Hit>> fetched = fetch_segments(plan, pending);
+  std::vector<std::optional<SegmentIndex::Hit>> hits(segs.size());
+  std::vector<char> from_store(segs.size(), 0);
   for (size_t i = 0; i + 1 < segs.size(); ante.push_back(segs[i++].id)) {
+    if (segs[i].span.begin < pending) continue;  // in the prefix
+    SegmentIndex::Hit h = segments_->find(segs[i].id, ante, latest);
+    from_store[i] = !h.found() && fetched[i].has_value();
+    if (from_store[i]) h = *fetched[i];
+    if (h.found()) hits[i] = std::move(h);
+  }
+  plan_repair(plan, hits, a);
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
     const PromptSegment& s = segs[i];
-    if (s.span.begin < pending) continue;  // in the prefix
-    SegmentIndex::Hit h = segments_->find(s.id, ante, latest);
-    const bool from_store = !h.found() && fetched[i].has_value();
-    if (from_store) h = *fetched[i];
-    if (!h.found()) continue;
+    if (!hits[i] || (i < a.repair.size() && a.repair[i] >= 0)) continue;
+    const SegmentIndex::Hit& h = *hits[i];
     KAMERA_TRY(prefill_until(plan, a, pending, s.span.begin));
     const double t0 = seconds_now();
     KAMERA_TRY(write_hit(s, a.seq, h));
@@ -205,12 +217,14 @@ Status PromptAssembler::serve_segments(const PromptPlan& plan, Assembly& a, int&
       rebuild_s_ = rebuild_s_ > 0 ? 0.8 * rebuild_s_ + 0.2 * t : t;
     }
     const bool exact = h.match == SegmentIndex::Match::Exact && h.rows;
-    a.served[i] = from_store ? ServedStore : exact ? ServedExact : ServedNear;
+    a.served[i] = from_store[i] ? ServedStore : exact ? ServedExact : ServedNear;
     a.reused += s.span.size();
     pending = s.span.end;
     a.spans.push_back({s.id, s.span.size(), s.position,
-                       from_store ? store_source(h) : hit_source(h), h.shared, s.image != nullptr});
-    count_hit(h, from_store);
+                       from_store[i] ? store_source(h) : hit_source(h), h.shared,
+                       s.image != nullptr});
+    if (!exact) a.spans.back().repair_estimate = deficit_estimate(h, i);
+    count_hit(h, from_store[i]);
   }
   return Status::Ok();
 }
@@ -278,7 +292,9 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
   // The query: the last segment (text) from `pending`, the rest prefilled before it; a prompt of
   // text only keeps its tokens from `pending` whole (one forward, as a cold run).
   const PromptSegment* last = plan.segments.empty() ? nullptr : &plan.segments.back();
-  const int from = images && last ? std::max(pending, last->span.begin) : pending;
+  // (segments the repair budget chose are prefilled before it, so that each is reported)
+  const int from =
+      std::max(images && last ? std::max(pending, last->span.begin) : pending, repair_end(plan, a));
   KAMERA_TRY(prefill_until(plan, a, pending, from));
   a.query_pos = last ? last->position + (from - last->span.begin) : from;
   a.query = ChunkContent::from_tokens({all.begin() + from, all.end()});

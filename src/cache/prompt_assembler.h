@@ -64,7 +64,12 @@ struct Assembly {
   // say it holds it; not exact).
   enum Served : char { NotServed = 0, ServedExact = 1, ServedNear = 2, ServedStore = 3 };
   std::vector<char> served;  // a Served per plan segment
-  bool kept = false;         // keep_segments ran
+  // The repair budget (cache/repair_plan.h): per plan segment, the deficit estimate of a segment
+  // chosen for recompute in context (< 0: not chosen; empty: none chosen); the tokens of the
+  // segments held from another context (the budget's base) and those of them recomputed.
+  std::vector<double> repair;
+  int64_t repair_candidates = 0, repaired = 0;
+  bool kept = false;  // keep_segments ran
 };
 
 class PromptAssembler {
@@ -143,10 +148,14 @@ class PromptAssembler {
   int prefix_cut(const PromptPlan& plan, int n_tokens, bool segment_reuse) const;
   void report_prefix(const PromptPlan& plan, Assembly& a, int anchor, int n) const;
   Status serve_segments(const PromptPlan& plan, Assembly& a, int& pending);
+  void plan_repair(const PromptPlan& plan,
+                   const std::vector<std::optional<SegmentIndex::Hit>>& hits, Assembly& a) const;
   std::vector<std::optional<SegmentIndex::Hit>> fetch_segments(const PromptPlan& plan, int pending);
   bool fetch_worth(int64_t tokens, size_t bytes, const StoreTier::FetchCost& cost) const;
   PatchOptions compact_patch_options() const;
   Status prefill_until(const PromptPlan& plan, Assembly& a, int& pending, int end);
+  void report_run(const PromptPlan& plan, Assembly& a, int begin, int end, int32_t pos) const;
+  static int repair_end(const PromptPlan& plan, const Assembly& a);
   Status write_hit(const PromptSegment& s, SeqId seq, const SegmentIndex::Hit& h);
   void count_hit(const SegmentIndex::Hit& h, bool from_store);
 

@@ -58,6 +58,9 @@ struct PromptPlan {
   std::vector<int32_t> ids;
   std::vector<PromptSegment> segments;
   ReusePolicy policy = ReusePolicy::Patch;
+  // The share of the tokens that would be served from another context that may be recomputed
+  // in context instead, in [0, 1] (cache/repair_plan.h; patch only: 0 for any other policy).
+  double reuse_budget = 0;
   int32_t next_position = 0;  // where the next appended part starts
 
   bool has_media() const;

@@ -138,11 +138,9 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
       exact = same;
     }
   }
-  Hit h{best->rows, best->canonical, best->patch,
-        latest  ? Match::Latest
-        : exact ? Match::Exact
-                : Match::Nearest,
-        best_shared};
+  Hit h{best->rows,  best->canonical,
+        best->patch, latest ? Match::Latest : exact ? Match::Exact : Match::Nearest,
+        best_shared, int(best->antecedents.size())};
   ++(h.match == Match::Exact     ? stats_.exact
      : h.match == Match::Nearest ? stats_.nearest
                                  : stats_.latest);

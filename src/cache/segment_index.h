@@ -96,7 +96,8 @@ class SegmentIndex {
     std::shared_ptr<const CanonicalEntry> canonical;  // compacted: C_B and the patch
     std::shared_ptr<const Patch> patch;
     Match match = Match::None;
-    int shared = 0;  // antecedents in common with the request's (in order)
+    int shared = 0;        // antecedents in common with the request's (in order)
+    int antecedents = -1;  // the occurrence's antecedents (-1: not known, a store's)
     bool found() const { return rows || canonical; }
   };
   // Factors an occurrence's rows against the canonical (cache/chunk_cache's form_patch).

@@ -58,4 +58,48 @@ SpanSource span_source_of(SegmentSource s) {
   return SpanSource::Recomputed;
 }
 
+RepairKind repair_kind(const ServedSegment& s) {
+  if (s.repaired) return RepairKind::Recomputed;
+  switch (s.source) {
+    case SpanSource::Prefix:
+    case SpanSource::ContextExact:
+    case SpanSource::Canonical:  // a leading chunk part: its canonical is its KV in context
+      return RepairKind::Exact;
+    case SpanSource::ContextNearest:
+    case SpanSource::Keep:
+    case SpanSource::Blind:
+    case SpanSource::WindowClean:
+      return RepairKind::Relocated;
+    case SpanSource::PatchExact:
+    case SpanSource::PatchNearest:
+    case SpanSource::StorePatch:
+    case SpanSource::StorePatchNearest:
+    case SpanSource::PatchHit:
+    case SpanSource::PatchFormed:
+    case SpanSource::WindowPatch:
+    case SpanSource::WindowOrbit:
+      return RepairKind::Patch;
+    case SpanSource::Recomputed:
+    case SpanSource::Reprefilled:
+      return RepairKind::Prefilled;
+  }
+  return RepairKind::Prefilled;
+}
+
+const char* repair_kind_name(RepairKind k) {
+  switch (k) {
+    case RepairKind::Exact:
+      return "exact";
+    case RepairKind::Prefilled:
+      return "prefilled";
+    case RepairKind::Relocated:
+      return "relocated";
+    case RepairKind::Patch:
+      return "patch";
+    case RepairKind::Recomputed:
+      return "recomputed";
+  }
+  return "?";
+}
+
 }  // namespace kamera

@@ -42,6 +42,23 @@ struct ServedSegment {
   SpanSource source = SpanSource::Recomputed;
   int shared_antecedents = -1;  // segments from another context: antecedents it shares (in order)
   bool media = false;           // an image or video part (else text)
+  // The repair of a segment held from another context (cache/repair_plan.h): its deficit
+  // estimate (per token; < 0: none made) and whether the reuse budget had it recomputed in
+  // context (source Recomputed) instead of served from the index.
+  double repair_estimate = -1;
+  bool repaired = false;
 };
+
+// What a span got for the context it is served in (usage.kamera.segments[].repair.kind):
+//   exact       its KV is what this context computes: the exact prefix, a segment's rows from the
+//               same antecedents; nothing to repair
+//   prefilled   nothing held it: computed here, in context
+//   relocated   another context's rows, moved to this position as they are (context-nearest,
+//               keep, a canonical with no patch)
+//   patch       a canonical plus a stored (or formed) conditioning patch
+//   recomputed  held from another context, but recomputed in context by the reuse budget
+enum class RepairKind { Exact, Prefilled, Relocated, Patch, Recomputed };
+RepairKind repair_kind(const ServedSegment& s);
+const char* repair_kind_name(RepairKind k);
 
 }  // namespace kamera

@@ -111,6 +111,7 @@ Status ChatSession::prefill(std::span<const int32_t> ids, TurnStats& st,
   const bool anchored =
       ids.size() > anchor.size() && std::equal(anchor.begin(), anchor.end(), ids.begin());
   PromptPlan plan = plan_start(cache, opts_.reuse_cache ? opts_.policy : ReusePolicy::Reprefill);
+  if (plan.policy == ReusePolicy::Patch) plan.reuse_budget = opts_.reuse_budget;
   plan_text(plan, cache, &*ctx_.model().tokenizer, ids.subspan(anchored ? anchor.size() : 0));
   const double t0 = now_ms();
   keep_turn();

@@ -43,6 +43,9 @@ struct ChatOptions {
   // How a turn reuses cached KV (cache/reuse_policy.h): patch (the prefix, then segments seen in
   // other contexts), prefix (exact only), keep, blind or reprefill.
   ReusePolicy policy = ReusePolicy::Patch;
+  // patch: the share of the tokens served from another context recomputed in context instead
+  // (cache/repair_plan.h).
+  double reuse_budget = 0;
   // When set and true, the reply being generated stops (finish "cancelled"); what was generated
   // so far stays in the conversation as the assistant's reply. The caller clears it.
   const std::atomic<bool>* cancel = nullptr;

@@ -24,6 +24,10 @@ struct PromptUsage {
   int64_t cached_tokens = 0;  // served without a forward (the anchor included)
   int64_t reused = 0, recomputed = 0;
   ReusePolicy policy = ReusePolicy::Patch;
+  // The repair budget (cache/repair_plan.h): the request's, the tokens held from another context
+  // (its base) and those of them recomputed in context.
+  double reuse_budget = 0;
+  int64_t repair_candidates = 0, repaired = 0;
   std::vector<ServedSegment> segments;
   int background_queued = 0;  // segments this request queued for a canonical (formed when idle)
   // Seconds, measured on the scheduler: waiting in the queue, from the start of the admission to

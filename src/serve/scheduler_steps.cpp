@@ -201,6 +201,9 @@ bool Scheduler::admit(Generation& g) {
   // (the chunk's canonical and its conditioned forward): never below none.
   u.cached_tokens = u.reused > 0 ? std::max<int64_t>(0, u.prompt_tokens - u.recomputed) : 0;
   u.policy = g.req.plan.policy;
+  u.reuse_budget = g.req.plan.reuse_budget;
+  u.repair_candidates = a.repair_candidates;
+  u.repaired = a.repaired;
   u.segments = std::move(a.spans);
   if (g.query_ids.empty()) g.query_ids = a.query.tokens;  // admit_chunks sets the whole query's
   remember(g, false);

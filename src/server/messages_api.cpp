@@ -352,7 +352,7 @@ Result<ojson> messages_request(const ojson& body, bool count_only, std::string* 
       "model", "stream", "temperature", "top_p", "top_k",
       // kamera's and llama.cpp's sampling and reuse fields, as in chat
       "seed", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
-      "reuse", "rank", "deep_half"};
+      "reuse", "reuse_budget", "rank", "deep_half"};
   static const std::set<std::string> handled = {
       "messages",   "system",         "tools",    "tool_choice",   "thinking",
       "max_tokens", "stop_sequences", "metadata", "output_config", "service_tier"};

@@ -21,6 +21,25 @@ Result<ReusePolicy> reuse_policy(const ojson& body, ReusePolicy fallback) {
                     "\"reuse\" must be patch, keep, prefix, blind or reprefill");
 }
 
+// The request's "reuse_budget" (a number in [0, 1]; cache/repair_plan.h), else the server's for a
+// patch request. Only patch repairs: a budget above 0 with another policy is refused.
+Result<double> reuse_budget(const ojson& body, ReusePolicy policy, double fallback) {
+  const bool patch = policy == ReusePolicy::Patch;
+  if (!body.contains("reuse_budget") || body["reuse_budget"].is_null())
+    return patch ? fallback : 0.0;
+  const ojson& b = body["reuse_budget"];
+  const double v = b.is_number() ? b.get<double>() : -1;
+  if (!b.is_number() || !(v >= 0 && v <= 1))
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"reuse_budget\" must be a number in [0, 1] (the share of the tokens served "
+                      "from another context that may be recomputed in context)");
+  if (v > 0 && !patch)
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"reuse_budget\" above 0 needs \"reuse\": \"patch\" ({} has no repair)",
+                      reuse_policy_name(policy));
+  return v;
+}
+
 // Milliseconds, rounded to microseconds.
 double ms(double s) {
   return std::round(s * 1e6) / 1e3;
@@ -42,6 +61,15 @@ json timings_json(const PromptUsage& u) {
   return t;
 }
 
+// What a span got for its context (cache/served_span.h): its kind, the deficit estimate of a
+// span held from another context, the tokens the repair budget recomputed.
+json repair_json(const ServedSegment& s) {
+  json r = {{"kind", repair_kind_name(repair_kind(s))}};
+  if (s.repair_estimate >= 0) r["estimate"] = std::round(s.repair_estimate * 1e4) / 1e4;
+  r["recomputed_tokens"] = s.repaired ? s.tokens : 0;
+  return r;
+}
+
 }  // namespace
 
 json usage_json(const Usage& usage, const RequestMedia* media) {
@@ -56,6 +84,7 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
     if (s.media && s.id && media)
       j["embedding"] = media->embedding_hit(*s.id) ? "cached" : "encoded";
     if (s.shared_antecedents >= 0) j["shared_antecedents"] = s.shared_antecedents;
+    j["repair"] = repair_json(s);
     segments.push_back(std::move(j));
   }
   json out = {{"prompt_tokens", u.prompt_tokens},
@@ -67,6 +96,10 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
                 {"recomputed_tokens", u.recomputed},
                 {"policy", reuse_policy_name(u.policy)},
                 {"segments", std::move(segments)},
+                {"repair",
+                 {{"budget", u.reuse_budget},
+                  {"candidate_tokens", u.repair_candidates},
+                  {"recomputed_tokens", u.repaired}}},
                 {"background", {{"canonicals_queued", u.background_queued}}},
                 {"timings", timings_json(u)},
                 {"speculative", {{"drafted", usage.drafted}, {"accepted", usage.accepted}}}}}};
@@ -101,6 +134,9 @@ Result<std::vector<GenRequest>> gen_requests(const ojson& body, bool chat,
   auto policy = reuse_policy(body, opts.reuse);
   if (!policy.ok()) return failed("reuse", policy.error());
   r.plan.policy = *policy;
+  auto budget = reuse_budget(body, *policy, opts.reuse_budget);
+  if (!budget.ok()) return failed("reuse_budget", budget.error());
+  r.plan.reuse_budget = *budget;
   auto deep_half = bool_field(body, "deep_half", false);
   if (!deep_half.ok()) return failed("deep_half", deep_half.error());
   r.deep_half = *deep_half;

@@ -20,6 +20,7 @@ std::shared_ptr<const ChunkContent> image_of(const GenRequest& r, const PromptPa
 // image as one segment of its rows (cache/prompt_plan.h).
 void segment_prompt(const ChunkCache& cache, const Tokenizer* tok, GenRequest& r) {
   PromptPlan plan = plan_start(cache, r.plan.policy);
+  plan.reuse_budget = r.plan.reuse_budget;
   for (const PromptPart& p : r.parts) {
     if (auto img = image_of(r, p))
       plan_media(plan, p.id, std::move(img));

@@ -26,6 +26,7 @@ const std::set<std::string>& common_fields() {
                                           "seed",
                                           "user",
                                           "reuse",
+                                          "reuse_budget",
                                           "rank",
                                           "deep_half",
                                           "metadata",

@@ -274,7 +274,7 @@ Result<ResponsesRequest> responses_request(const ojson& body, std::string* param
       "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "service_tier",
       // kamera's and llama.cpp's sampling and reuse fields, as in chat
       "seed", "top_k", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
-      "logit_bias", "reuse", "rank", "deep_half"};
+      "logit_bias", "reuse", "reuse_budget", "rank", "deep_half"};
   static const std::set<std::string> handled = {
       "input",        "instructions",  "tools",
       "tool_choice",  "text",          "max_output_tokens",

@@ -78,6 +78,10 @@ struct ServerOptions {
   // least recently used first whichever kind; and the policy of a request that names no "reuse".
   int64_t segment_cache_bytes = -1;
   ReusePolicy reuse = ReusePolicy::Patch;
+  // The repair budget of a patch request that names no "reuse_budget": the share of the tokens it
+  // would serve from another context that may be recomputed in context instead
+  // (cache/repair_plan.h; docs/SERVER.md says how the default was chosen).
+  double reuse_budget = 0;
   // Segments of at least this many tokens get their canonical formed off the request path;
   // then each context they were seen in keeps a patch of this rank instead of its rows, where the
   // patch is smaller (0: never).

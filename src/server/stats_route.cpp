@@ -101,6 +101,7 @@ json Server::Impl::stats_body() const {
             {"max_image_rows", opts.max_image_rows},
             {"max_image_rgb_mb", opts.max_image_rgb_mb},
             {"reuse", reuse_policy_name(opts.reuse)},
+            {"reuse_budget", opts.reuse_budget},
             {"prefill_slice_tokens", opts.prefill_slice_tokens}}},
           {"store", store_json(ctx->store())},
           {"prefix_cache",

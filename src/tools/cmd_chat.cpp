@@ -31,6 +31,7 @@ struct ChatArgs {
   int64_t ctx = 0;
   bool verbose = false, no_reuse = false, special = false;
   std::string reuse = "patch";      // the reuse policy of every turn (cache/reuse_policy.h)
+  double reuse_budget = 0;          // patch: the repair budget (cache/repair_plan.h)
   std::string history;              // the terminal's line history ("": not kept)
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
@@ -163,7 +164,8 @@ void print_spans(const std::vector<ServedSegment>& spans) {
   std::string line;
   for (const ServedSegment& s : spans) {
     if (!line.empty() && line.back() != ' ') line += " | ";
-    line += fmt::format("{} {}", span_source_name(s.source), s.tokens);
+    line +=
+        fmt::format("{}{} {}", span_source_name(s.source), s.repaired ? " (repair)" : "", s.tokens);
   }
   if (!spans.empty()) std::fprintf(stderr, "kamera:   served: %s\n", line.c_str());
 }
@@ -309,6 +311,10 @@ int run_chat(const ChatArgs& a) {
   const auto policy = reuse_policy_named(a.reuse);
   if (!policy) return fail(fmt::format("--reuse: unknown policy \"{}\"", a.reuse), false);
   o.policy = *policy;
+  if (a.reuse_budget > 0 && o.policy != ReusePolicy::Patch)
+    return fail(fmt::format("--reuse-budget needs --reuse patch ({} has no repair)", a.reuse),
+                false);
+  o.reuse_budget = a.reuse_budget;
   o.gen.special = a.special;
   o.gen.text_only = !a.special;
   ChatInput in(a.history);
@@ -379,6 +385,12 @@ Runner add_chat(CLI::App& app) {
                  "only: replies as a full prefill), keep, blind, reprefill")
       ->capture_default_str()
       ->check(CLI::IsMember({"patch", "prefix", "keep", "blind", "reprefill"}));
+  app.add_option("--reuse-budget", a->reuse_budget,
+                 "With --reuse patch: the share (0 to 1) of each turn's tokens served from another "
+                 "context that may be recomputed in context instead, the messages whose context "
+                 "differs most first (0: none; 1: a full prefill's replies)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--reasoning", a->reasoning,
                  "A thinking model's reasoning (the <think> block its chat template has it "
                  "write, gpt-oss's harmony analysis channel): show (printed above the answer, "

@@ -100,6 +100,10 @@ int run_serve(ServeArgs a) {
   a.opts.segment_cache_bytes =
       a.segment_cache_mb < 0 ? -1 : int64_t(a.segment_cache_mb * 1024 * 1024);
   a.opts.reuse = *reuse_policy_named(a.reuse);  // checked by the option's validator
+  if (a.opts.reuse_budget > 0 && a.opts.reuse != ReusePolicy::Patch)
+    return fail(fmt::format("--reuse-budget {} needs --reuse patch ({} has no repair)",
+                            a.opts.reuse_budget, a.reuse),
+                false);
   a.opts.segment_compact_while_decoding = a.compact_when == "decoding";
   if (a.opts.model_name == "kamera") {
     const auto slash = a.model.find_last_of('/');
@@ -272,6 +276,14 @@ Runner add_serve(CLI::App& app) {
                  "is: llama.cpp --cache-reuse), prefix (exact prefix only: vLLM, SGLang), blind, "
                  "reprefill")
       ->check(CLI::IsMember({"patch", "keep", "prefix", "blind", "reprefill"}))
+      ->capture_default_str();
+  app.add_option("--reuse-budget", a->opts.reuse_budget,
+                 "Repair budget of patch requests that name no \"reuse_budget\": the share (0 to "
+                 "1) of the prompt tokens that would be served from another context (a segment's "
+                 "rows from the nearest context, a canonical plus another context's patch) that "
+                 "may be recomputed in context instead, the segments whose context differs most "
+                 "first (0: none, reuse as is; 1: every such segment, a re-prefill's logits)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--max-json-depth", a->opts.max_json_depth,
                  "Deepest nesting of arrays and objects in a request body (checked while parsing)")

@@ -364,6 +364,30 @@ static void test_window(kamera_context* ctx) {
   kamera_window_free(w);
 }
 
+/* The repair budget of kamera_prompt_eval_budget: refused outside [0, 1] and above 0 with a
+ * policy that has no repair (nothing handed out); 1 evaluates. On a context of its own (what it
+ * evaluates stays in that context's caches). */
+static void test_prompt_budget(void) {
+  kamera_context* ctx = NULL;
+  if (!CHECK_OK(kamera_context_new(model, NULL, &ctx))) return;
+  kamera_model_info info;
+  CHECK_OK(kamera_model_get_info(model, &info));
+  const int32_t ids[] = {info.bos, 5, 6, 7, 8, 9};
+  kamera_seq* seq = NULL;
+  kamera_logits* l = NULL;
+  CHECK(kamera_prompt_eval_budget(ctx, ids, 6, KAMERA_REUSE_PATCH, 1.5, &seq, &l) ==
+        KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(seq == NULL && l == NULL && strstr(kamera_last_error(), "reuse_budget") != NULL);
+  CHECK(kamera_prompt_eval_budget(ctx, ids, 6, KAMERA_REUSE_KEEP, 0.5, &seq, &l) ==
+        KAMERA_ERR_INVALID_ARGUMENT);
+  CHECK(seq == NULL && l == NULL && strstr(kamera_last_error(), "keep") != NULL);
+  if (CHECK_OK(kamera_prompt_eval_budget(ctx, ids, 6, KAMERA_REUSE_PATCH, 1.0, &seq, &l)))
+    CHECK(kamera_logits_n_vocab(l) == info.n_vocab);
+  kamera_logits_free(l);
+  kamera_seq_free(seq);
+  kamera_context_free(ctx);
+}
+
 static void test_sampler(void) {
   float logits[6] = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 0.5f};
   kamera_sampler* greedy = NULL;
@@ -513,6 +537,7 @@ int main(int argc, char** argv) {
   test_sampler();
   test_disk_tier(argv[2]);
   test_full_pool();
+  test_prompt_budget();
   kamera_context_free(ctx);
   for (int f = 0; f < kFrames; ++f) kamera_chunk_free(frames[f]);
   kamera_chunk_free(question);

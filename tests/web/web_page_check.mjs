@@ -206,7 +206,7 @@ try {
     expect(JSON.stringify(listed.map((x) => [x.source, x.tokens])) ===
            JSON.stringify(k.segments.map((x) => [x.source, x.tokens])),
            `turn ${i + 1}: the strip is usage.kamera.segments (${JSON.stringify(listed)} vs ${JSON.stringify(k.segments)})`);
-    const rec = s.segments.filter((x) => x.cls === 'recomputed' || x.cls === 'image-hit')
+    const rec = s.segments.filter((x) => ['recomputed', 'repaired', 'image-hit'].includes(x.cls))
       .reduce((n, x) => n + x.tokens, 0);
     expect(rec === k.recomputed_tokens, `turn ${i + 1}: the strip's recomputed boxes hold ${rec} tokens, the usage ${k.recomputed_tokens}`);
     const total = s.segments.reduce((n, x) => n + x.tokens, 0);
@@ -264,6 +264,34 @@ try {
   await page.evaluate(() => { document.querySelector('details.reasoning').open = true; });
   await page.screenshot({ path: path.join(outDir, 'reasoning.png') });
   console.log(`thinking turn: ${streamed.reasoning.length} characters of reasoning, ${streamed.content.length} of answer`);
+
+  // The repair budget: a new chat with budget 1 asks the same question behind another turn; the
+  // question's message, held from the first chat's context, is recomputed in this one, and the
+  // strip shows it as a repaired box of the tokens the usage says.
+  await page.click('#clear');
+  await page.$eval('#reuse-budget', (e) => { e.value = '1'; });
+  for (const [n, text] of [[1, 'Hello there.'], [2, 'What is 2 + 2?']]) {
+    await page.type('#prompt', text);
+    await page.click('#send');
+    await page.waitForFunction((k) => document.querySelectorAll('.msg.assistant[data-done="1"]').length >= k,
+                               { timeout: 20000 }, n);
+  }
+  await page.waitForFunction(() => window.__sse.length >= 3 && window.__sse[2] !== null, { timeout: 5000 });
+  let repairUsage = null;
+  for (const line of (await page.evaluate(() => window.__sse[2])).split('\n'))
+    if (line.startsWith('data: ') && line !== 'data: [DONE]') {
+      const c = JSON.parse(line.slice(6));
+      if (c.usage) repairUsage = c.usage;
+    }
+  const repairedBoxes = await page.$$eval('.msg.assistant', (ms) =>
+    [...ms[ms.length - 1].querySelectorAll('.strip .seg[data-class="repaired"]')]
+      .map((x) => ({ tokens: Number(x.dataset.tokens), repair: x.dataset.repair, title: x.title })));
+  const repairedTokens = repairUsage?.kamera?.repair?.recomputed_tokens ?? 0;
+  expect(repairedTokens > 0 && repairedBoxes.length === 1 && repairedBoxes[0].tokens === repairedTokens &&
+         repairedBoxes[0].repair === 'recomputed' && repairedBoxes[0].title.includes('repair: recomputed'),
+         `the repaired question is one repaired box of ${repairedTokens} tokens (${JSON.stringify(repairedBoxes)}, ` +
+         `${JSON.stringify(repairUsage?.kamera?.segments)})`);
+  console.log(`repair turn: ${repairedTokens} tokens recomputed by the budget, strip ${JSON.stringify(repairedBoxes)}`);
   expect(consoleErrors.length === 0, `no console errors (${consoleErrors.join('; ')})`);
 } catch (e) {
   failures.push(`error: ${e.stack || e}`);

@@ -86,12 +86,14 @@ const CLASSES = [
   ['prefix', 'prefix: the exact KV of an earlier request of this conversation'],
   ['relocated', 'relocated + patched: seen before in another context (here or on another server, through the shared store), moved to its new position'],
   ['blind', 'blind: a canonical without its patch'],
+  ['repaired', 'repaired: seen before in another context, recomputed in this one (the reuse budget)'],
   ['recomputed', 'recomputed: prefilled by this request'],
   ['image-hit', 'image embedding hit: no vision encode, its rows prefilled'],
   ['other', 'the anchor (BOS): not in a segment'],
 ];
 
 function segmentClass(s) {
+  if (s.repair && s.repair.kind === 'recomputed') return 'repaired';
   switch (s.source) {
     case 'prefix': case 'canonical':
       return 'prefix';
@@ -140,17 +142,20 @@ function renderReuse(box, usage, clientTtftMs) {
     const cls = segmentClass(s);
     const what = `${s.tokens} tokens at ${s.position}: ${s.source}` +
       (s.media ? ` (image, embedding ${s.embedding || '?'})` : '') +
-      (s.shared_antecedents >= 0 ? `, ${s.shared_antecedents} antecedents shared` : '');
+      (s.shared_antecedents >= 0 ? `, ${s.shared_antecedents} antecedents shared` : '') +
+      (s.repair ? `; repair: ${s.repair.kind}` +
+        (s.repair.estimate !== undefined ? ` (deficit estimate ${s.repair.estimate})` : '') : '');
     const seg = el('span', {
       class: `seg src-${cls}`, title: what, 'data-source': s.source, 'data-class': cls,
       'data-tokens': s.tokens, 'data-media': s.media ? '1' : null,
+      'data-repair': s.repair ? s.repair.kind : null,
     });
     seg.style.flexGrow = String(s.tokens);
     strip.append(seg);
   }
   // What the segments leave out: the prompt's end (the question's last tokens and the
   // generation prompt, recomputed_tokens counts them) and the anchor in front.
-  const recomputedListed = segments.filter((s) => ['recomputed', 'image-hit'].includes(segmentClass(s)))
+  const recomputedListed = segments.filter((s) => ['recomputed', 'repaired', 'image-hit'].includes(segmentClass(s)))
     .reduce((n, s) => n + s.tokens, 0);
   const rest = Math.max(0, usage.prompt_tokens - listed);
   const tail = Math.min(rest, Math.max(0, (k.recomputed_tokens || 0) - recomputedListed));
@@ -239,6 +244,7 @@ function requestBody() {
   const max = parseInt($('max-tokens').value, 10);
   if (max > 0) body.max_tokens = max;
   if ($('reuse').value) body.reuse = $('reuse').value;
+  if ($('reuse-budget').value !== '') body.reuse_budget = Number($('reuse-budget').value);
   return body;
 }
 
