@@ -5,7 +5,10 @@
 //   - frames-reorder: keep serves the re-sorted frames from the cache (recomputes less than half of
 //     prefix-only reuse) and answers fewer questions rightly than re-prefill; prefix answers as
 //     re-prefill does;
-//   - frames-recall: keep's greedy answers differ from re-prefill's on at least one question.
+//   - frames-recall: keep's greedy answers differ from re-prefill's on at least one question;
+//   - the repair budget on frames-reorder: 5% and 15% answer as keep (a frame is 4 tokens: nothing
+//     fits), 30% answers more questions rightly than keep with fewer tokens recomputed than
+//     prefix, 100% answers every question as re-prefill.
 //
 //   node tests/openai/replay_binding_check.mjs --kamera build/bin/kamera --npm build/npm
 // Exits 77 (ctest's skip) with the reason when the npm client or python3 is absent.
@@ -17,7 +20,8 @@ import { cliArgs, finish, replayResults, root } from './replay_harness.mjs';
 
 const args = cliArgs();
 const out = fs.mkdtempSync(path.join(os.tmpdir(), 'kamera-replay-binding-'));
-const arms = 'kamera-prefix,kamera-keep,kamera-patch,kamera-reprefill';
+const arms = 'kamera-prefix,kamera-keep,kamera-patch,kamera-repair-5,kamera-repair-15,kamera-repair-30,'
+  + 'kamera-repair-50,kamera-repair-100,kamera-reprefill';
 
 function makeTrace(mode) {
   const dir = path.join(out, `frames-${mode}`);
@@ -58,6 +62,12 @@ if (!failures.length) {
   expect(same('kamera-prefix', 'frames-reorder') === n, `prefix answers as re-prefill on the reorder (${same('kamera-prefix', 'frames-reorder')} of ${n})`);
   const m = turns('kamera-reprefill', 'frames-recall').length;
   expect(same('kamera-keep', 'frames-recall') < m, `keep differs from re-prefill on a recall question (${same('kamera-keep', 'frames-recall')} of ${m} the same)`);
-  console.log(`reorder: right ${['kamera-reprefill', 'kamera-keep', 'kamera-patch', 'kamera-prefix'].map((a) => `${a} ${right(a, 'frames-reorder')}`).join(', ')} of ${n}`);
+  const asKeep = (a) => turns(a, 'frames-reorder').every((t, i) => t.content === turns('kamera-keep', 'frames-reorder')[i].content);
+  expect(asKeep('kamera-repair-5') && asKeep('kamera-repair-15'), 'repair-5 and repair-15 answer the reorder as keep');
+  expect(right('kamera-repair-30', 'frames-reorder') > right('kamera-keep', 'frames-reorder')
+         && recomputed('kamera-repair-30', 'frames-reorder') < recomputed('kamera-prefix', 'frames-reorder'),
+         `repair-30 answers more reorder questions rightly than keep (${right('kamera-repair-30', 'frames-reorder')}) recomputing less than prefix (${recomputed('kamera-repair-30', 'frames-reorder')})`);
+  expect(same('kamera-repair-100', 'frames-reorder') === n, `repair-100 answers as re-prefill on the reorder (${same('kamera-repair-100', 'frames-reorder')} of ${n})`);
+  console.log(`reorder: right ${arms.split(',').map((a) => `${a} ${right(a, 'frames-reorder')}`).join(', ')} of ${n}`);
 }
 finish(failures, out, 'replay binding check');

@@ -18,7 +18,8 @@ Checked:
     segment) and recomputes fewer prompt tokens than re-prefill over the trace;
   - at least one re-sorted question is answered wrongly by keep and rightly by re-prefill (a
     measured property of the committed model on this trace: the questions are printed);
-  - on at least one such question the repair answers as re-prefill (each one is printed), and
+  - on at least one such question the repair recomputes a frame in context (its usage's
+    kamera.repair.recomputed_tokens) and answers as re-prefill (each one is printed), and
     over the trace the repair recomputes fewer prompt tokens than re-prefill (it still reuses).
 Exit 0 when all hold, 1 otherwise (each failure printed), 77 without the committed weights.
 
@@ -47,7 +48,8 @@ def check(ok, what):
 
 def run_policy(kamera, tmp, name, bodies, fields):
     """The trace in order on a fresh server, `fields` added to every body: per question (answer,
-    recomputed prompt tokens, segment sources), or (None, error) where a request failed."""
+    recomputed prompt tokens, segment sources, tokens the repair budget recomputed), or (None,
+    error) where a request failed."""
     out = []
     with open(os.path.join(tmp, name + '.log'), 'w+b') as log:
         srv = minivl_serve.Server(kamera, log)
@@ -60,7 +62,8 @@ def run_policy(kamera, tmp, name, bodies, fields):
                 u = reply['usage']
                 recomputed = u['prompt_tokens'] - u['prompt_tokens_details']['cached_tokens']
                 sources = [s['source'] for s in u['kamera']['segments']]
-                out.append((minivl_serve.answer(reply), recomputed, sources))
+                repaired = u['kamera'].get('repair', {}).get('recomputed_tokens', 0)
+                out.append((minivl_serve.answer(reply), recomputed, sources, repaired))
         finally:
             srv.stop()
     return out
@@ -107,10 +110,11 @@ def check_keep(trace, keep, ref):
 
 
 def check_repair(trace, found, repair, ref, budget):
-    same = [i for i in found if repair[i][0] == ref[i][0]]
+    same = [i for i in found if repair[i][0] == ref[i][0] and repair[i][3] > 0]
     for i in found:
-        print('     question %d: repair (budget %g) %s, re-prefill %s, keep wrong, gold %s'
-              % (i, budget, repair[i][0], ref[i][0], trace[i]['gold']))
+        print('     question %d: repair (budget %g, %d tokens repaired) %s, re-prefill %s, keep '
+              'wrong, gold %s' % (i, budget, repair[i][3], repair[i][0], ref[i][0],
+                                  trace[i]['gold']))
     check(len(same) >= 1, 'repair (budget %g) answers as re-prefill at least one question keep '
           'answers wrongly (%d of %d: questions %s)' % (budget, len(same), len(found), same))
     p_tok, r_tok = sum(r[1] for r in repair), sum(r[1] for r in ref)
