@@ -14,12 +14,21 @@ frames of coloured shapes, watched through a sliding window. This script runs th
   requests.jsonl   with --bodies: one /v1/chat/completions body per question, the frames as
                    image_url parts (PNG data: URLs) and the question as text, temperature 0
 
+With --binding reorder|recall the trace is `kamera demo --binding MODE` instead (no model runs,
+demo/binding_trace.h): views the sliding window never produces, each with a question the generator
+derives from the frames in that order (cross-frame where it can) and its gold answer, no demo
+answers: `reorder` asks each set of W consecutive frames in stream order, then re-sorted
+(--reorders times); `recall` slides the window and every --recall-every-th question (default 2)
+puts an evicted frame back at a drawn place. Each entry also says `binds`: a frame the answer
+depends on follows another frame than in the latest earlier view that held it.
+
 A replay client sends requests.jsonl in order: a sliding window of frames, one question per step,
 which `kamera serve -m models/minivl/minivl.gguf --mmproj models/minivl/minivl-mmproj.gguf`
 answers as the demo does (tests/serve/minivl_serve.py checks it).
 
   scripts/minivl_frames.py --out DIR [--bodies] [--kamera build/bin/kamera] [--frames 24]
                            [--window 6] [--clip 0] [--recall-every 4]
+                           [--binding reorder|recall] [--reorders 2]
 """
 import argparse
 import base64
@@ -53,8 +62,14 @@ def trace_of(demo):
         out.append({'step': step['step'], 'type': q['type'], 'kind': q['kind'],
                     'stream_frames': q['frames'],
                     'frames': ['frame-%04d.png' % i for i in q['frames']],
-                    'question': q['text'], 'gold': q['gold'],
-                    'demo': {'reprefill': q['reprefill'], 'kamera': q['kamera']}})
+                    'question': q['text'], 'gold': q['gold']})
+        if 'reprefill' in q:  # the demo's own arms (a --binding trace has none)
+            out[-1]['demo'] = {'reprefill': q['reprefill'], 'kamera': q['kamera']}
+        if 'binds' in q:  # a --binding trace: the stream frames the answer depends on
+            out[-1]['answer_frames'] = q['stream_frames']
+        for k in ('binds', 'recalled', 'fallback'):
+            if k in q:
+                out[-1][k] = q[k]
     return out
 
 
@@ -70,15 +85,24 @@ def main(argv=None):
     ap.add_argument('--frames', type=int, default=24, help='stream length (the demo: 24)')
     ap.add_argument('--window', type=int, default=6, help='frames in the window (the demo: 6)')
     ap.add_argument('--clip', type=int, default=0, help='Test-split stream (the demo: 0)')
-    ap.add_argument('--recall-every', type=int, default=4,
-                    help='every k-th question is a recall question (the demo: 4; 0: none)')
+    ap.add_argument('--recall-every', type=int, default=None,
+                    help='every k-th question is a recall question (the demo: 4, 0: none; '
+                    '--binding recall: 2)')
+    ap.add_argument('--binding', choices=['reorder', 'recall'],
+                    help='a trace that binds across frames (kamera demo --binding) instead')
+    ap.add_argument('--reorders', type=int, default=2,
+                    help='--binding reorder: re-sorted views per set of frames')
     ap.add_argument('--bodies', action='store_true', help='also write requests.jsonl')
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    cmd = [a.kamera, 'demo', '--json', '--png', 'none', '--reps', '1',
-           '--decoder', a.decoder, '--vision', a.vision, '--frames', str(a.frames),
-           '--window', str(a.window), '--clip', str(a.clip),
-           '--recall-every', str(a.recall_every), '--save-frames', a.out]
+    cmd = [a.kamera, 'demo', '--json', '--frames', str(a.frames), '--window', str(a.window),
+           '--clip', str(a.clip), '--save-frames', a.out]
+    if a.recall_every is not None or not a.binding:
+        cmd += ['--recall-every', str(4 if a.recall_every is None else a.recall_every)]
+    if a.binding:
+        cmd += ['--binding', a.binding, '--reorders', str(a.reorders)]
+    else:
+        cmd += ['--png', 'none', '--reps', '1', '--decoder', a.decoder, '--vision', a.vision]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.stderr.write(run.stderr + run.stdout)

@@ -75,9 +75,11 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           traces and llama-server's -c; template: both servers' --chat-template
                           (default chatml; none: kamera's 'role: content' lines); turns,
                           max_tokens, traces override the options below for this model;
-                          mmproj=PATH and frames=DIR (scripts/minivl_frames.py --out DIR --bodies)
-                          replay the mini-VL's frame window instead (kamera only), with the
-                          answers' accuracy against the gold answers; mmproj=PATH and images=K
+                          mmproj=PATH and frames=DIR[+DIR...] (scripts/minivl_frames.py --out DIR
+                          --bodies [--binding reorder|recall]) replay the mini-VL's frame traces
+                          instead (frames, frames-reorder, frames-recall; kamera only), with the
+                          answers' accuracy against the gold answers and, for the binding traces,
+                          every question's answer per arm; mmproj=PATH and images=K
                           [,side=N] (N a multiple of 28, default 112) replay the picture traces
                           (images, imagelookback) of a Qwen2-VL pair on both servers
                           (llama-server gets --mmproj and --cache-ram 1024)
@@ -131,14 +133,14 @@ function parseModel(spec) {
     else if (k === 'max_tokens') m.overrides.maxTokens = Number(v);
     else if (k === 'traces') m.overrides.traceNames = v.split('+');
     else if (k === 'mmproj') m.mmproj = path.resolve(v);
-    else if (k === 'frames') m.frames = path.resolve(v);
+    else if (k === 'frames') m.frames = v.split('+').map((d) => path.resolve(d));
     else if (k === 'images') m.images = Number(v);
     else if (k === 'side') m.side = Number(v);
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
   if (m.images !== undefined) checkPictures(spec, m);
   if (!m.llama && m.path.endsWith('.gguf') && (!m.mmproj || m.images)) m.llama = m.path;
-  if (m.frames) m.overrides.traceNames = ['frames'];
+  if (m.frames) m.overrides.traceNames = m.frames.map(frameTraceName);
   else if (m.images && !m.overrides.traceNames) m.overrides.traceNames = ['images', 'imagelookback'];
   return m;
 }
@@ -375,15 +377,25 @@ const pictureLookbackTrace = (r, turns, m) =>
   lookbackBodies(pictures(r, turns + m.images - 2, m.side), turns, m.images);
 
 // The mini-VL's frame window (scripts/minivl_frames.py --bodies): each question a chat request of
-// the frames it sees (PNG image_url parts) and its words, with its gold answer.
+// the frames it sees (PNG image_url parts) and its words, with its gold answer. A folder made with
+// --binding reorder|recall is the trace frames-reorder / frames-recall (views that re-sort the
+// frames or put an evicted one back; `info` keeps each question's situation and whether it binds).
+const frameTraceName = (dir) => {
+  const { config } = JSON.parse(fs.readFileSync(path.join(dir, 'trace.json'), 'utf8'));
+  return config.binding ? `frames-${config.binding}` : 'frames';
+};
+
 function frameTrace(dir) {
   const bodies = fs.readFileSync(path.join(dir, 'requests.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   const { questions } = JSON.parse(fs.readFileSync(path.join(dir, 'trace.json'), 'utf8'));
-  return { name: 'frames', turns: bodies.map((b, i) => ({ ...b, gold: questions[i].gold })) };
+  const info = (q) => ({ type: q.type, kind: q.kind, question: q.question, view: q.stream_frames,
+                         ...(q.binds !== undefined ? { binds: q.binds, needs: q.answer_frames } : {}) });
+  return { name: frameTraceName(dir),
+           turns: bodies.map((b, i) => ({ ...b, gold: questions[i].gold, info: info(questions[i]) })) };
 }
 
 function makeTraces(names, seed, turns, model) {
-  if (model.frames) return [frameTrace(model.frames)];
+  if (model.frames) return model.frames.map(frameTrace);
   const text = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace,
     crossconv: crossconvTrace };
   const gens = model.images ? { images: pictureTrace, imagelookback: pictureLookbackTrace } : text;
@@ -398,7 +410,7 @@ function makeTraces(names, seed, turns, model) {
 
 // A turn's body with the reference's replies filled in (chat); the same bytes for every arm.
 function resolveBody(turn, replies) {
-  const { gold, ...body } = turn;  // the gold answer is the tool's, not the request's
+  const { gold, info, ...body } = turn;  // the gold answer and info are the tool's, not the request's
   return { ...body, messages: body.messages.map((m) => {
     if (m.replyOf === undefined) return m;
     if (replies[m.replyOf] === undefined) throw new Error(`no reply to turn ${m.replyOf} to resend (its reference turn failed)`);
@@ -576,7 +588,7 @@ async function replayArm(arm, model, traces, opts, replies) {
         rec = await tryTurn(client, turn, replies[trace.name], opts, arm.extra);
         if (replies[trace.name][t] === undefined && !rec.error) replies[trace.name][t] = rec.content || '...';
         if (turn.gold !== undefined) rec.correct = !rec.error && (rec.content ?? '').trim() === turn.gold;
-        out.traces[trace.name].push({ turn: t, ...rec });
+        out.traces[trace.name].push({ turn: t, ...(turn.info ? { info: turn.info, gold: turn.gold } : {}), ...rec });
         if (opts.gapMs > 0) await new Promise((done) => setTimeout(done, opts.gapMs));
       }
     }
@@ -656,7 +668,8 @@ function markdown(report) {
     + `agreement = common greedy prefix / longer output (the reference row reads 1 by definition).`, ''];
   for (const model of report.models) {
     for (const trace of model.traceNames) {
-      lines.push(`## ${model.name} · ${trace}`, '', `${model.turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
+      const turns = model.traces.find((t) => t.name === trace)?.bodies.length ?? model.turns;  // a frame trace: its questions
+      lines.push(`## ${model.name} · ${trace}`, '', `${turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
         + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : ''), '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
         '|---|---|---|---|---|---|---|---|---|---|');
@@ -668,10 +681,29 @@ function markdown(report) {
           + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmtE(s.dlogp_first)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
           + `| ${s.accuracy === null ? '-' : `${fmt(s.accuracy * 100, 1)}%`} | ${referenceCell(r, s)} |`);
       }
-      lines.push('');
+      lines.push('', ...answerLines(model, trace));
     }
   }
   return lines.join('\n');
+}
+
+// A binding frame trace's questions (situation, whether a frame it needs follows a new
+// neighbour, gold) and every arm's answer, marked * where it is wrong.
+function answerLines(model, trace) {
+  const ran = model.results.filter((r) => !r.error && r.traces[trace]);
+  const turns = ran[0]?.traces[trace];
+  if (!turns?.some((t) => t.info?.binds !== undefined)) return [];
+  const lines = [`| # | situation | binds | question | view (stream frames) | needs | gold | ${ran.map((r) => r.arm).join(' | ')} |`,
+    `|---|---|---|---|---|---|---|${ran.map(() => '---|').join('')}`];
+  turns.forEach((t, i) => {
+    const answers = ran.map((r) => {
+      const a = r.traces[trace][i];
+      return a.error ? 'error' : `${(a.content ?? '').trim()}${a.correct ? '' : '*'}`;
+    });
+    lines.push(`| ${i} | ${t.info.type} | ${t.info.binds ? 'yes' : 'no'} | ${t.info.question} | ${t.info.view.join(' ')} | ${t.info.needs.join(' ')} `
+      + `| ${t.gold} | ${answers.join(' | ')} |`);
+  });
+  return [...lines, ''];
 }
 
 function hostInfo(kamera) {

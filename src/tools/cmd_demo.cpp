@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "demo/agent_demo.h"
+#include "demo/binding_trace.h"
 #include "reuse/patch.h"
 #include "tools/cli_common.h"
 #include "tools/cmd_demo_frames.h"
@@ -27,6 +28,9 @@ struct DemoArgs {
   // --frames DIR: a user's Qwen2-VL model on a folder of frames (cmd_demo_frames.h)
   std::string frames_arg = "24", question;
   int reorder_every = 4;
+  // --binding reorder|recall: a frame trace that binds across frames (demo/binding_trace.h)
+  std::string binding;
+  int reorders = 2;
   bool decoder_given = false, vision_given = false, window_given = false, recall_given = false,
        reps_given = false;
 };
@@ -247,6 +251,24 @@ void print_human(const AgentDemoResult& r, bool quiet) {
   print_totals(r);
 }
 
+// --binding: the trace only (no model runs): its JSON, and its frames under --save-frames.
+int run_binding(const DemoArgs& a) {
+  BindingTraceOptions o;
+  o.mode = a.binding;
+  o.n_frames = a.frames;
+  o.window = a.window;
+  o.clip = a.clip;
+  o.reorders = a.reorders;
+  o.recall_every = a.recall_given ? a.recall_every : 2;
+  auto t = make_binding_trace(o);
+  if (!t.ok()) return fail(t.error(), true);
+  if (!a.save_frames.empty())
+    if (auto st = write_binding_frames(*t, a.save_frames); !st.ok())
+      return fail(st.message(), true);
+  print_json(binding_trace_json(*t), 1);
+  return 0;
+}
+
 int run(DemoArgs a) {
   if (a.frames_arg.empty() || a.frames_arg.find_first_not_of("0123456789") != std::string::npos)
     return run_frames(a);
@@ -256,6 +278,7 @@ int run(DemoArgs a) {
                             minivl::kMaxStreamFrames),
                 a.json);
   a.frames = std::stoi(a.frames_arg);
+  if (!a.binding.empty()) return run_binding(a);
   std::string decoder = a.decoder, vision = a.vision;
   std::string tmpdir;
   if (a.random_weights) {
@@ -364,6 +387,16 @@ Runner add_demo(CLI::App& app) {
                  "--frames DIR: every k-th question is asked on the reversed window (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  app.add_option("--binding", a->binding,
+                 "Print a frame trace that binds across frames instead of running the demo "
+                 "(JSON; no model runs): 'reorder' (each set of --window frames asked in stream "
+                 "order, then --reorders times re-sorted) or 'recall' (a sliding window; every "
+                 "--recall-every-th question, default 2, puts an evicted frame back at a drawn "
+                 "place); with --save-frames, its frames. scripts/minivl_frames.py --binding")
+      ->check(CLI::IsMember({"reorder", "recall"}));
+  app.add_option("--reorders", a->reorders, "--binding reorder: re-sorted views per set")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("--clip", a->clip, "Which Test-split stream (seed index)")->capture_default_str();
   app.add_option("--rank", a->rank,
                  "Patch rank R, or 'full' (capped at a frame's token count, where it is full)")
