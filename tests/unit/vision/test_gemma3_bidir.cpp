@@ -197,3 +197,35 @@ TEST(Gemma3Bidir, OnlyGemma3ChunksSeeLaterRows) {
     }
   }
 }
+
+// The chunk cache's paced forwards (the server's sliced prefill when nothing decodes): pieces of
+// at most 3 tokens, but the picture's 16 rows in one; the logits are llama.cpp's.
+TEST(Gemma3Bidir, PacedChunkCacheKeepsTheSpanWhole) {
+  struct Pacer : ForwardPacer {
+    std::vector<int> pieces;
+    int allowance() override { return 3; }
+    void spent(int tokens) override { pieces.push_back(tokens); }
+  };
+  Rig r;
+  ASSERT_TRUE(r.ctx && r.pic);
+  const size_t V = size_t(r.ctx->model().cfg.n_vocab);
+  const std::vector<float> bidir = read_f32(kDir + "llama_cpp_64_logits.f32");
+  ChunkCache& cc = r.ctx->cache();
+  Pacer pacer;
+  cc.set_pacer(&pacer);
+  ScopedSequence s(r.ctx->pool());
+  const int32_t nb = int32_t(r.before.size()), np = r.pic->n();
+  ASSERT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(r.before), 0).ok());
+  ASSERT_TRUE(cc.forward_chunk(s.id(), *r.pic, nb).ok());
+  auto got =
+      cc.forward_chunk(s.id(), ChunkContent::from_tokens(r.after), nb + np, LogitsMode::Last);
+  cc.set_pacer(nullptr);
+  ASSERT_TRUE(got.ok()) << got.message();
+  ASSERT_EQ(got->size(), V);
+  const double d = rel_diff(got->data(), bidir.data(), V);
+  std::printf("paced (pieces of 3) vs llama.cpp (rows non-causal): %.3e\n", d);
+  EXPECT_LT(d, 1e-3);
+  EXPECT_EQ(argmax(got->data(), V), argmax(bidir.data(), V));
+  EXPECT_NE(std::find(pacer.pieces.begin(), pacer.pieces.end(), np), pacer.pieces.end());
+  for (int n : pacer.pieces) EXPECT_TRUE(n <= 3 || n == np) << n;
+}
