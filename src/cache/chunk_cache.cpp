@@ -43,13 +43,19 @@ ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions
   return in;
 }
 
+NonCausalSpan picture_rows(const ModelConfig& cfg, const ChunkContent& c) {
+  if (c.is_tokens() || !is_gemma3(cfg.arch)) return {};
+  return {0, c.n()};
+}
+
 Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkContent& c,
                                                      int32_t position, LogitsMode logits,
                                                      const AttentionMask* mask,
                                                      ForwardObserver* observer,
                                                      std::vector<float>* hidden) {
   const std::vector<Pos> pos = c.positions_at(position);
-  const ForwardInput in = forward_input(c, pos);
+  ForwardInput in = forward_input(c, pos);
+  in.non_causal = picture_rows(model_.cfg, c);
   ForwardOptions fo;
   fo.logits = logits;
   fo.mask = mask;
@@ -59,7 +65,7 @@ Result<std::vector<float>> ChunkCache::forward_chunk(SeqId seq, const ChunkConte
   KAMERA_ASSIGN_OR_RETURN(ForwardCursor cur, engine_.begin_forward(pool_, seq, in, fo));
   while (!cur.finished()) {
     if (pacer_->run_in_step(cur)) continue;
-    const int n = std::min({std::max(1, pacer_->allowance()), cur.left(), fo.max_batch});
+    const int n = cur.piece(std::min(std::max(1, pacer_->allowance()), fo.max_batch));
     KAMERA_TRY(engine_.forward_step(pool_, cur, n));
     pacer_->spent(n);
   }

@@ -25,6 +25,11 @@ enum class ServePolicy { Blind, Patch, Reprefill };
 // The engine input for a chunk's tokens or embedding rows at the given absolute positions (the
 // content and the positions must outlive the input).
 ForwardInput forward_input(const ChunkContent& c, std::span<const Pos> positions);
+// The rows of chunk c that see each other in the decoder of cfg: every row of an embedding chunk
+// (a picture) under a Gemma 3 decoder, as the model's mask and llama.cpp's mtmd
+// (mtmd_decode_use_non_causal: the gemma3 projectors) decode them; none for every other family
+// (qwen2vl, qwen3vl, kimi, idefics3, mini-VL: causal) and for token chunks.
+NonCausalSpan picture_rows(const ModelConfig& cfg, const ChunkContent& c);
 
 struct ServeOptions {
   ServePolicy policy = ServePolicy::Patch;

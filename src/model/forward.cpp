@@ -94,6 +94,14 @@ Result<ForwardCursor> Engine::begin_forward(KvPool& kv, SeqId seq, const Forward
         return make_error(ErrorCode::InvalidArgument,
                           "forward: attention mask block [{}, {}) x [{}, {}) is out of range",
                           b.q_begin, b.q_end, b.k_begin, b.k_end);
+  const NonCausalSpan& nc = in.non_causal;
+  if (!nc.empty() && (nc.begin < 0 || nc.end > in.n))
+    return make_error(ErrorCode::InvalidArgument,
+                      "forward: non-causal span [{}, {}) is outside the input's {} rows", nc.begin,
+                      nc.end, in.n);
+  if (!nc.empty() && c.attention == AttentionKind::Mla)
+    return make_error(ErrorCode::InvalidArgument,
+                      "forward: a non-causal span on an MLA decoder (not supported)");
   KAMERA_TRY(check_layout(kv));
   auto first = kv.append(seq, in.positions, false, /*window_rows=*/false);  // given per step
   if (!first.ok()) return first.error();
@@ -103,6 +111,20 @@ Result<ForwardCursor> Engine::begin_forward(KvPool& kv, SeqId seq, const Forward
   cur.opt = opt;
   cur.first = *first;
   return cur;
+}
+
+int ForwardCursor::piece(int want) const {
+  const int n = std::clamp(want, 1, std::max(1, left()));
+  const NonCausalSpan& s = in.non_causal;
+  const int end = done + n;
+  if (s.empty() || end <= s.begin || end >= s.end) return n;  // ends outside the span
+  return done < s.begin ? s.begin - done : s.end - done;
+}
+
+NonCausalSpan Engine::piece_span(const ForwardCursor& cur, int n) {
+  const NonCausalSpan& s = cur.in.non_causal;
+  if (s.empty() || s.end <= cur.done || s.begin >= cur.done + n) return {};
+  return {cur.first + s.begin, cur.first + s.end};
 }
 
 AttentionMask Engine::piece_mask(const ForwardCursor& cur, int n) {
@@ -119,8 +141,8 @@ AttentionMask Engine::piece_mask(const ForwardCursor& cur, int n) {
 Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
   const ModelConfig& c = model_.cfg;
   const int off = cur.done;
-  const int n = std::min({std::max(1, max_tokens), std::max(1, cur.opt.max_batch), cur.left()});
-  if (n <= 0) return Status::Ok();
+  if (cur.finished()) return Status::Ok();
+  const int n = cur.piece(std::min(std::max(1, max_tokens), std::max(1, cur.opt.max_batch)));
   const AttentionMask sub = piece_mask(cur, n);
   const AttentionMask* mask = sub.blocks.empty() ? nullptr : &sub;
   LogitsMode lm = cur.opt.logits;
@@ -128,7 +150,8 @@ Status Engine::forward_step(KvPool& kv, ForwardCursor& cur, int max_tokens) {
   grow(x_, size_t(n) * c.dim);
   ds_.assign(size_t(n), nullptr);
   load_rows(cur.in, off, n, 0);
-  const RowGroup g{cur.seq, cur.first + off, n, 0, mask};
+  RowGroup g{cur.seq, cur.first + off, n, 0, mask};
+  g.non_causal = piece_span(cur, n);
   KAMERA_TRY(window_rows(kv, {&g, 1}, /*allocate=*/true));
   KAMERA_TRY(run_batch(kv, {&g, 1}, lm, cur.logits, cur.opt.observer, cur.opt.hidden));
   cur.done += n;
@@ -146,6 +169,10 @@ Status Engine::check_step(const KvPool& kv, std::span<const DecodeRow> rows,
     if (!p.cur || p.n < 1 || p.n > p.cur->left() || p.cur->opt.observer ||
         p.cur->opt.logits == LogitsMode::All || p.cur->opt.hidden)
       return make_error(ErrorCode::InvalidArgument, "decode: a piece the step cannot run");
+  for (const Piece& p : pieces)
+    if (p.cur->piece(p.n) != p.n)
+      return make_error(ErrorCode::InvalidArgument,
+                        "decode: a piece of {} rows splits its input's non-causal span", p.n);
   for (const Piece& p : pieces)
     for (const DecodeRow& r : rows)
       if (r.seq == p.cur->seq)
@@ -204,6 +231,7 @@ Result<std::vector<float>> Engine::decode(KvPool& kv, std::span<const DecodeRow>
     RowGroup g{cur.seq, cur.first + cur.done, pieces[i].n, n,
                masks[i].blocks.empty() ? nullptr : &masks[i]};
     g.logits = wants[i];
+    g.non_causal = piece_span(cur, pieces[i].n);
     groups.push_back(g);
     n += pieces[i].n;
   }
@@ -426,11 +454,21 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     });
   const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim};
   const RopeCache& rope = c.layer_kinds.at(li) == LayerKind::Local ? rope_local_ : rope_;
+  std::vector<int> reach;
   for (const RowGroup& g : groups) {
     AttentionExtras ex;
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
     ex.kv_dtype = dt;
+    if (!g.non_causal.empty()) {  // the span's rows read up to its last row (model/forward.h)
+      reach.resize(size_t(g.n));
+      for (int t = 0; t < g.n; ++t) {
+        const int tok = g.token(t);
+        const bool in = tok >= g.non_causal.begin && tok < g.non_causal.end;
+        reach[size_t(t)] = in ? g.non_causal.end - 1 : tok;
+      }
+      ex.query_reach = reach;
+    }
     layer_attention_extras(li, ex);
     if (!model_.layers[li].attn_sinks.empty()) ex.sinks = model_.layers[li].attn_sinks.data();
     attention_paged(shape, q_.data() + size_t(g.row0) * qw, g.n, g.first, k_arena, v_arena,

@@ -16,6 +16,16 @@
 
 namespace kamera {
 
+// Input rows [begin, end) that attend to each other both ways: each reads the span's later rows
+// too, as a Gemma 3 picture's rows do (the model's mask; llama.cpp's mtmd decodes such a chunk with
+// causal attention off). Rows outside it stay causal. Empty (the default): all rows are causal.
+// A forward never splits the span across micro-batches (ForwardCursor::piece).
+struct NonCausalSpan {
+  int begin = 0, end = 0;
+  bool empty() const { return end <= begin; }
+  bool operator==(const NonCausalSpan&) const = default;
+};
+
 struct ForwardInput {
   std::span<const int32_t> tokens;  // token ids, or empty when embeddings are given
   // n rows of cfg.input_width() values (e.g. a vision encoder's output): dim, or qwen3vl's
@@ -23,9 +33,10 @@ struct ForwardInput {
   const float* embeddings = nullptr;
   int n = 0;                       // number of new tokens
   std::span<const Pos> positions;  // n positions, any values (need not be contiguous)
+  NonCausalSpan non_causal;        // rows that see each other (empty: none)
 
   static ForwardInput from_tokens(std::span<const int32_t> ids, std::span<const Pos> pos) {
-    return {ids, nullptr, int(ids.size()), pos};
+    return {ids, nullptr, int(ids.size()), pos, {}};
   }
 };
 
@@ -79,6 +90,11 @@ struct ForwardCursor {
   std::vector<float> logits;
   bool finished() const { return done >= in.n; }
   int left() const { return in.n - done; }
+  // The size of the next piece for a wish of `want` tokens (clamped to [1, left()]): it never ends
+  // inside the input's non-causal span, whose later rows must be in the same micro-batch. A piece
+  // reaching into the span stops at its start; one starting at the span runs to its end, beyond
+  // `want` (and max_batch) if the span is longer.
+  int piece(int want) const;
 };
 
 // Runs one model over sequences of a KV pool whose layout is model.kv_layout(). Not thread-safe;
@@ -160,6 +176,7 @@ class Engine {
     std::span<const int> tokens = {};  // when set: row t is token tokens[t] (not first + t)
     bool logits = true;                // LogitsMode::Last: this group's last row is wanted
     bool every_row = false;            // every row's logits are wanted (a decode row's draft)
+    NonCausalSpan non_causal = {};     // sequence indices of rows that see each other (in rows)
     int token(int t) const { return tokens.empty() ? first + t : tokens[t]; }
   };
   Status check_layout(const KvPool& kv) const;
@@ -172,6 +189,8 @@ class Engine {
   void add_deepstack(int layer, int n, float* x) const;
   // The blocks of a mask that fall in a cursor's next n rows, shifted to them.
   static AttentionMask piece_mask(const ForwardCursor& cur, int n);
+  // A cursor's non-causal span in sequence indices, or empty when the next n rows miss it.
+  static NonCausalSpan piece_span(const ForwardCursor& cur, int n);
   Status run_batch(KvPool& kv, std::span<const RowGroup> groups, LogitsMode logits,
                    std::vector<float>& out, ForwardObserver* observer = nullptr,
                    std::vector<float>* hidden = nullptr);

@@ -115,8 +115,8 @@ KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
 }  // namespace
 
 void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
-                      const AttentionMask* mask, const ScoreWindow* win, float sink) {
-  const int last = std::min(n_keys - 1, last_key);
+                      const AttentionMask* mask, const ScoreWindow* win, float sink, int reach) {
+  const int last = std::min(n_keys - 1, std::max(last_key, reach));  // the cut
   std::fill(row + last + 1, row + n_keys, 0.0f);  // causally invisible: zero weight
   float mx = scale_and_max(row, last + 1, scale);
   if (win && win->window > 0) {
@@ -147,7 +147,11 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const bool indexed = !extras.query_index.empty();
   KAMERA_ASSERT(!indexed || int(extras.query_index.size()) == T);
   auto last_of = [&](int t) { return indexed ? extras.query_index[t] : first + t; };
-  const int N = last_of(T - 1) + 1;
+  const bool reaching = !extras.query_reach.empty();
+  KAMERA_ASSERT(!reaching || int(extras.query_reach.size()) == T);
+  // The last key query t reads (non-decreasing in t): its own token, or its span's last.
+  auto reach_of = [&](int t) { return reaching ? extras.query_reach[t] : last_of(t); };
+  const int N = reach_of(T - 1) + 1;
   KAMERA_ASSERT(int(slots.size()) >= N && int(positions.size()) >= N);
   KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
   const int hd = s.head_dim;
@@ -167,7 +171,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   // Masks, scales and normalizes one score row of query t and head h over keys [0, n_keys).
   auto finish_row = [&](float* row, int t, int h, int n_keys) {
     finish_score_row(row, t, n_keys, last_of(t), scale, has_mask ? mask : nullptr,
-                     win.window > 0 ? &win : nullptr, extras.sinks ? extras.sinks[h] : kNegInf);
+                     win.window > 0 ? &win : nullptr, extras.sinks ? extras.sinks[h] : kNegInf,
+                     reach_of(t));
   };
   auto add_mass = [&](const float* row, int n_keys) {
     if (extras.key_mass)
@@ -190,7 +195,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
         const int g = h / group;
         const int t1 = std::min(T, t0 + qb);
         const int rows = t1 - t0;
-        const int n_keys = last_of(t1 - 1) + 1;  // causal: later keys are never seen by this block
+        const int n_keys = reach_of(t1 - 1) + 1;  // later keys are never seen by this block
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_keys, hd, 1.0f,
                     q + size_t(t0) * qw + size_t(h) * hd, qw, ws.k.data() + size_t(g) * hd, kvw,
                     0.0f, S, n_keys);
@@ -221,7 +226,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
     for (int64_t task = a; task < b; ++task) {
       const int t = int(task / s.n_heads), h = int(task % s.n_heads);
       const int g = h / group;
-      const int n_keys = last_of(t) + 1;
+      const int n_keys = reach_of(t) + 1;
       const float* qh = q + size_t(t) * qw + size_t(h) * hd;
       score_row(qh, ws.k.data() + size_t(g) * hd, n_keys, kvw, hd, row);
       finish_row(row, t, h, n_keys);

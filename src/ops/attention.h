@@ -49,19 +49,24 @@ struct ScoreWindow {
 };
 
 // Turns a row of raw scores q.k of query t (batch index) over keys [0, n_keys) into attention
-// weights: scale, causal cut (keys after `last`, the query's own token index, get weight 0),
-// mask, sliding window, softmax. A finite sink (gpt-oss's per-head learned logit, unscaled and
-// position-free) joins the softmax's maximum and denominator but has no value: the weights then
-// sum to less than 1.
+// weights: scale, causal cut (keys after `last`, the query's own token index, get weight 0;
+// reach > last moves the cut to keys after `reach`: a query of a non-causal span), mask, sliding
+// window (by the position of token `last`), softmax. A finite sink (gpt-oss's per-head learned
+// logit, unscaled and position-free) joins the softmax's maximum and denominator but has no
+// value: the weights then sum to less than 1.
 void finish_score_row(float* row, int t, int n_keys, int last, float scale,
                       const AttentionMask* mask, const ScoreWindow* window = nullptr,
-                      float sink = -std::numeric_limits<float>::infinity());
+                      float sink = -std::numeric_limits<float>::infinity(), int reach = -1);
 
 // Optional extras of an attention call.
 struct AttentionExtras {
   // Each query's own token index (ascending): query t sees tokens [0, index[t]]. Empty: the
   // queries are the last T tokens, first.. first + T - 1.
   std::span<const int> query_index;
+  // Each query's last readable token (non-decreasing, >= its own index): a query of a non-causal
+  // span (Gemma 3's picture rows, model/forward.h NonCausalSpan) also reads the span's later
+  // tokens, which the caller has written. Empty: each query reads up to its own token.
+  std::span<const int> query_reach;
   // When set: += the attention weight each key receives, summed over heads and queries
   // (n_keys floats; an oracle's view of which tokens the queries read).
   float* key_mass = nullptr;

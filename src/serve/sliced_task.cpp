@@ -69,7 +69,8 @@ std::vector<Engine::Piece> SlicePacer::take_pieces() {
   const size_t n = offers_.size();
   for (size_t k = 0; k < n && left_ > 0; ++k) {
     Offer& o = offers_[(next_ + k) % n];
-    o.piece = std::min({left_, o.cur->left(), std::max(1, o.cur->opt.max_batch)});
+    // never splitting a non-causal span (a Gemma 3 picture: ForwardCursor::piece)
+    o.piece = o.cur->piece(std::min(left_, std::max(1, o.cur->opt.max_batch)));
     left_ -= o.piece;
     pieces.push_back({o.cur, o.piece});
   }

@@ -4,10 +4,9 @@
 // canonical KV equal to a fresh prefill there.
 //
 // llama.cpp decodes a gemma3 picture's rows with causal attention off (mtmd_decode_use_non_causal:
-// the rows see each other, as the model's own mask lets them); kamera decodes them causally. The
-// logits are compared with llama.cpp's decode of the same rows with causal attention on
-// (llama_cpp_64_causal_logits.f32); tests/data/gemma3/README.md has how far the two decodes are
-// apart.
+// the rows see each other, as the model's own mask lets them), and so does kamera's chunk cache
+// (cache/chunk_cache.h picture_rows): the logits are compared with that decode
+// (llama_cpp_64_logits.f32); test_gemma3_bidir.cpp has the causal one beside it.
 #include <gtest/gtest.h>
 
 #include "cache/chunk_cache.h"
@@ -90,7 +89,7 @@ TEST(Gemma3Chunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
   ASSERT_TRUE(pic.ok()) << pic.message();
   ASSERT_EQ((*pic)->n(), 16);
   const Prompt p = llama_cpp_prompt();
-  const std::vector<float> want = read_f32(kDir + "llama_cpp_64_causal_logits.f32");
+  const std::vector<float> want = read_f32(kDir + "llama_cpp_64_logits.f32");
   ASSERT_EQ(want.size(), size_t(m.cfg.n_vocab));
   ChunkCache& cc = ctx->cache();
   ScopedSequence s(ctx->pool());
@@ -104,7 +103,7 @@ TEST(Gemma3Chunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
   const float* last = got->data() + got->size() - V;
   const double rel = rel_diff(last, want.data(), V);
   std::printf(
-      "logits after the picture: kamera vs llama.cpp (causal rows) %.3e of the largest "
+      "logits after the picture: kamera vs llama.cpp (rows non-causal) %.3e of the largest "
       "|logit|\n",
       rel);
   EXPECT_LT(rel, 1e-3);
