@@ -58,20 +58,32 @@ std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(const std::vector<uint
   return all;
 }
 
-PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens) const {
+// The longest match among `ids` (on a bounded pool: the longest that can be resumed), the most
+// recently used on a tie.
+PrefixIndex::Match PrefixIndex::best_of(std::span<const int32_t> tokens,
+                                        std::span<const EntryId> ids) const {
   Match best;
-  size_t depth = 0;
-  const std::vector<EntryId> cands = candidates(block_names(tokens), depth);
   uint64_t best_use = 0;
-  for (EntryId id : cands) {
+  for (EntryId id : ids) {
     const Entry& e = entries_.at(id);
     const int n = int(common_prefix(tokens, e.tokens));  // verified from the first token
-    if (n > best.n_tokens || (n == best.n_tokens && n > 0 && e.last_use > best_use)) {
-      best = {id, n};
-      best_use = e.last_use;
-    }
+    if (n == 0 || n < best.n_tokens || (n == best.n_tokens && e.last_use <= best_use)) continue;
+    if (!holds_window(e.seq, n)) continue;
+    best = {id, n};
+    best_use = e.last_use;
   }
-  return best.n_tokens > 0 ? best : Match{};
+  return best;
+}
+
+PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens) const {
+  size_t depth = 0;
+  const Match best = best_of(tokens, candidates(block_names(tokens), depth));
+  if (best.entry >= 0 || !bounded() || depth == 0) return best;
+  // On a bounded pool the deepest entries may not hold the window there; a shallower one may.
+  std::vector<EntryId> all;
+  all.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) all.push_back(id);
+  return best_of(tokens, all);
 }
 
 PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
@@ -85,11 +97,12 @@ PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens) {
   return best;
 }
 
-void PrefixIndex::drop_covered(std::span<const int32_t> tokens) {
+void PrefixIndex::drop_covered(std::span<const int32_t> tokens, SeqId seq) {
   std::vector<EntryId> covered;
   for (const auto& [id, e] : entries_) {
-    if (e.pins == 0 && e.tokens.size() <= tokens.size() &&
-        common_prefix(tokens, e.tokens) == e.tokens.size())
+    const int n = int(e.tokens.size());
+    if (e.pins == 0 && size_t(n) <= tokens.size() && common_prefix(tokens, e.tokens) == size_t(n) &&
+        (holds_window(seq, n) || !holds_window(e.seq, n)))
       covered.push_back(id);
   }
   for (EntryId id : covered) erase(id);
@@ -118,7 +131,11 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
     pool_.free_sequence(*fork);
     return st.error();
   }
-  drop_covered(tokens);
+  if (bounded() && !keep_checkpoint(*fork, int(n))) {
+    pool_.free_sequence(*fork);  // it no longer holds the window at its end
+    return EntryId(-1);
+  }
+  drop_covered(tokens, *fork);
   const EntryId id = next_id_++;
   Entry& e = entries_[id];
   e.tokens.assign(tokens.begin(), tokens.end());
@@ -128,8 +145,16 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   e.proven = proven;
   for (uint64_t name : e.block_names) by_block_[name].push_back(id);
   hold_pages(e);
-  shrink_to(params_.token_budget);  // the new entry's own tail may go (it is the newest)
+  if (bounded()) limit_checkpoints(id);
+  if (contains(id)) shrink_to(params_.token_budget);  // the new entry's own tail may go
   return contains(id) ? id : EntryId(-1);
+}
+
+bool PrefixIndex::resumable(EntryId entry, int n_tokens) const {
+  auto it = entries_.find(entry);
+  if (it == entries_.end() || n_tokens < 0 || n_tokens > int(it->second.tokens.size()))
+    return false;
+  return holds_window(it->second.seq, n_tokens);
 }
 
 Result<SeqId> PrefixIndex::fork_prefix(EntryId entry, int n_tokens) {
