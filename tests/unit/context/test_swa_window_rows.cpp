@@ -178,6 +178,51 @@ TEST_P(SwaWindowRows, CutBelowDroppedRowsIsRefused) {
   }
 }
 
+// A local layer reads only the keys within its window: on a pool that keeps every row, the local
+// layers' rows of tokens far below the window are overwritten with NaN, and a decode step and a
+// prefilled micro-batch after them give the logits of the untouched sequence bit for bit (a key
+// gathered and scored there would carry the NaN into the micro-batch's output: 0 x NaN in the
+// weights-times-values GEMM).
+TEST_P(SwaWindowRows, LocalLayersReadOnlyTheWindowsKeys) {
+  auto pool = tiny::pool_for(*model, 512);
+  auto ctx = context(1 << 12);
+  ASSERT_TRUE(ctx);
+  Engine& e = ctx->engine();
+  const auto ids = random_tokens(240, model->cfg.n_vocab, 21);
+  const auto more = random_tokens(40, model->cfg.n_vocab, 22);
+  const int W = model->cfg.layer_kinds.window;
+  std::vector<float> out[2];
+  for (int k = 0; k < 2; ++k) {
+    const SeqId s = pool->create_sequence();
+    ASSERT_TRUE(
+        e.forward(*pool, s, ForwardInput::from_tokens(ids, tiny::linear_positions(240))).ok());
+    if (k == 1) {  // poison the local rows of tokens [0, 240 - W - 8)
+      std::vector<float> nan(size_t(model->cfg.kv_width()), std::nanf(""));
+      for (int l = 0; l < model->cfg.n_layers; ++l) {
+        if (model->cfg.layer_kinds.at(l) != LayerKind::Local) continue;
+        for (int ch = 0; ch < int(pool->layout().channels.size()); ++ch)
+          for (int t = 0; t < 240 - W - 8; ++t) pool->write_row(s, l, ch, t, nan.data());
+      }
+    }
+    const Engine::DecodeRow row{s, 5, Pos::linear(240)};
+    auto d = e.decode(*pool, {&row, 1});
+    ASSERT_TRUE(d.ok()) << d.message();
+    ForwardOptions all;
+    all.logits = LogitsMode::All;  // 40 queries: the score blocks go through sgemm
+    auto f =
+        e.forward(*pool, s, ForwardInput::from_tokens(more, tiny::linear_positions(40, 241)), all);
+    ASSERT_TRUE(f.ok()) << f.message();
+    out[k] = *d;
+    out[k].insert(out[k].end(), f->begin(), f->end());
+    pool->free_sequence(s);
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  size_t bad = 0;
+  for (float v : out[1]) bad += std::isfinite(v) ? 0 : 1;
+  EXPECT_EQ(bad, 0u) << "of " << out[1].size() << " logits";
+  EXPECT_EQ(tiny::max_abs_diff(out[0], out[1]), 0.0);
+}
+
 // The released shapes (make-model's gemma3 1b, gpt-oss-20b) at a 32k-token context, four
 // sequences at once with 512-token micro-batches (ContextOptions' defaults): the pool's bytes
 // against the formula and against every row kept (--swa-full), without allocating either.
