@@ -156,7 +156,11 @@ typedef struct kamera_context_params {
   const char* disk_dir;  /* a disk tier of the store in this directory, or NULL */
   const int32_t* anchor; /* the prefix every canonical is formed behind (NULL: BOS) */
   int32_t n_anchor;
-  int32_t kv_type; /* KV pool storage, a kamera_dtype: KAMERA_DTYPE_F32 (default), _F16, _BF16 */
+  int32_t kv_type;  /* KV pool storage, a kamera_dtype: KAMERA_DTYPE_F32 (default), _F16, _BF16 */
+  int32_t swa_full; /* sliding-window layers (gemma3, gpt-oss): 0 (default) keeps their rows only
+                       while a query can read them (a cached prompt keeps its last window and is
+                       resumed at its end; no segment reuse), 1 every token's row and every reuse
+                       path, more KV memory (kamera --swa-full); other models ignore it */
 } kamera_context_params;
 
 /* The defaults above. Thread-safe. */

@@ -13,8 +13,9 @@ struct Sequence {
 std::shared_ptr<Context> make_context(const std::shared_ptr<Model>& model, int n_threads,
                                       int64_t kv_tokens, int page_tokens, uint64_t store_bytes,
                                       py::object disk_dir, std::vector<int32_t> anchor,
-                                      const std::string& kv_type) {
+                                      const std::string& kv_type, bool swa_full) {
   kamera_context_params p = kamera_context_default_params();
+  p.swa_full = swa_full ? 1 : 0;
   if (kv_type == "f32")
     p.kv_type = KAMERA_DTYPE_F32;
   else if (kv_type == "f16")
@@ -226,8 +227,10 @@ void bind_context_class(py::module_& m) {
            py::arg("kv_tokens") = 0, py::arg("page_tokens") = 16,
            py::arg("store_bytes") = uint64_t(1) << 30, py::arg("disk_dir") = py::none(),
            py::arg("anchor") = std::vector<int32_t>{}, py::arg("kv_type") = "f32",
+           py::arg("swa_full") = false,
            "kv_type: element type of the KV pool, canonicals, patches and store tiers (f32, f16 "
-           "or bf16; docs/KV_DTYPE.md)")
+           "or bf16; docs/KV_DTYPE.md). swa_full: sliding-window layers keep every token's row "
+           "(every reuse path; False: only the window, cached prompts resumed at their end)")
       .def_property_readonly("model", [](const Context& c) { return c.model; })
       .def(
           "cache",

@@ -34,6 +34,9 @@ Result<ContextOptions> context_options(const Model& m, const kamera_context_para
   o.kv_type = p.kv_type == KAMERA_DTYPE_F16    ? DType::F16
               : p.kv_type == KAMERA_DTYPE_BF16 ? DType::BF16
                                                : DType::F32;
+  if (p.swa_full != 0 && p.swa_full != 1)
+    return make_error(ErrorCode::InvalidArgument, "swa_full {} is not 0 or 1", p.swa_full);
+  o.swa_full = p.swa_full == 1;
   for (int32_t i = 0; i < p.n_anchor; ++i) {
     if (p.anchor[i] < 0 || p.anchor[i] >= m.cfg.n_vocab)
       return make_error(ErrorCode::InvalidArgument,

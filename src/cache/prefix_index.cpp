@@ -58,14 +58,14 @@ std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(
   return all;
 }
 
-// Of the candidates in `blocks`, the longest match (approximate: tails included; else the exact
-// parts only); on a tie the more exact, then the most recently used.
-PrefixIndex::Match PrefixIndex::best_in(const Blocks& blocks, std::span<const int32_t> tokens,
-                                        const std::vector<uint64_t>& names,
+// Of `ids`, the longest match (approximate: tails included; else the exact parts only; on a
+// bounded pool: the longest that can be resumed); on a tie the more exact, then the most recently
+// used.
+PrefixIndex::Match PrefixIndex::best_of(std::span<const int32_t> tokens, std::span<const EntryId> ids,
                                         bool approximate) const {
   Match best;
   uint64_t best_use = 0;
-  for (EntryId id : candidates(blocks, names)) {
+  for (EntryId id : ids) {
     const Entry& e = entries_.at(id);
     const int common = int(common_prefix(tokens, e.tokens));  // verified from the first token
     const int exact = std::min(common, e.exact);
@@ -73,11 +73,25 @@ PrefixIndex::Match PrefixIndex::best_in(const Blocks& blocks, std::span<const in
     const bool better = n > best.n_tokens ||
                         (n == best.n_tokens && n > 0 &&
                          (exact > best.exact || (exact == best.exact && e.last_use > best_use)));
-    if (!better) continue;
+    if (!better || !holds_window(e.seq, n)) continue;
     best = {id, n, exact};
     best_use = e.last_use;
   }
   return best.n_tokens > 0 ? best : Match{};
+}
+
+// The best match among the candidates of `blocks` (best_of); on a bounded pool, when none of them
+// can be resumed there, among every entry (a shallower one may hold the window).
+PrefixIndex::Match PrefixIndex::best_in(const Blocks& blocks, std::span<const int32_t> tokens,
+                                        const std::vector<uint64_t>& names,
+                                        bool approximate) const {
+  const std::vector<EntryId> ids = candidates(blocks, names);
+  const Match best = best_of(tokens, ids, approximate);
+  if (best.entry >= 0 || !bounded() || ids.size() == entries_.size()) return best;
+  std::vector<EntryId> all;
+  all.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) all.push_back(id);
+  return best_of(tokens, all, approximate);
 }
 
 PrefixIndex::Match PrefixIndex::best_match(std::span<const int32_t> tokens,
@@ -100,11 +114,13 @@ PrefixIndex::Match PrefixIndex::lookup(std::span<const int32_t> tokens, bool app
   return best;
 }
 
-void PrefixIndex::drop_covered(std::span<const int32_t> tokens, int exact) {
+void PrefixIndex::drop_covered(std::span<const int32_t> tokens, int exact, SeqId seq) {
   std::vector<EntryId> covered;
   for (const auto& [id, e] : entries_) {
-    if (e.pins == 0 && e.tokens.size() <= tokens.size() && e.exact <= exact &&
-        common_prefix(tokens, e.tokens) == e.tokens.size())
+    const int n = int(e.tokens.size());
+    if (e.pins == 0 && size_t(n) <= tokens.size() && e.exact <= exact &&
+        common_prefix(tokens, e.tokens) == size_t(n) &&
+        (holds_window(seq, n) || !holds_window(e.seq, n)))
       covered.push_back(id);
   }
   for (EntryId id : covered) erase(id);
@@ -135,7 +151,11 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
     pool_.free_sequence(*fork);
     return st.error();
   }
-  drop_covered(tokens, exact);
+  if (bounded() && !keep_checkpoint(*fork, int(n))) {
+    pool_.free_sequence(*fork);  // it no longer holds the window at its end
+    return EntryId(-1);
+  }
+  drop_covered(tokens, exact, *fork);
   const EntryId id = next_id_++;
   Entry& e = entries_[id];
   e.tokens.assign(tokens.begin(), tokens.end());
@@ -148,8 +168,16 @@ Result<PrefixIndex::EntryId> PrefixIndex::insert(SeqId seq, std::span<const int3
   for (size_t b = 0; b < exact_blocks(e, params_.block_tokens); ++b)
     by_exact_block_[e.block_names[b]].push_back(id);
   hold_pages(e);
-  shrink_to(params_.token_budget);  // the new entry's own tail may go (it is the newest)
+  if (bounded()) limit_checkpoints(id);
+  if (contains(id)) shrink_to(params_.token_budget);  // the new entry's own tail may go
   return contains(id) ? id : EntryId(-1);
+}
+
+bool PrefixIndex::resumable(EntryId entry, int n_tokens) const {
+  auto it = entries_.find(entry);
+  if (it == entries_.end() || n_tokens < 0 || n_tokens > int(it->second.tokens.size()))
+    return false;
+  return holds_window(it->second.seq, n_tokens);
 }
 
 Result<SeqId> PrefixIndex::fork_prefix(EntryId entry, int n_tokens) {

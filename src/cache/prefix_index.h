@@ -51,6 +51,20 @@
 // (cache/cached_pages.h): the pages of prefix entries and segment occurrences are counted there
 // once, whoever holds them, and read on one clock, so that PromptAssembler::shrink_cached evicts
 // across both in least recently used order (this index's turn gives back tails as above).
+//
+// Pools bounded by the sliding window (KvPool, "Window layers"; Params::window > 0). A sequence
+// there gives back its local layers' rows as the window passes them, so an entry holds every
+// global-layer row of its tokens but only the local-layer rows of its last window or so: a
+// checkpoint at its end, as llama.cpp's SWA checkpoints. A prefix of n tokens can be resumed only
+// where the entry holds a local row for every token a query at position pos(n - 1) + 1 reads
+// (resumable); lookups return the longest resumable match over all entries (never the rows of a
+// deeper match the window no longer holds: a cold run reads exactly those rows). What an entry
+// keeps: the local rows of its last window - 1 + block_tokens tokens (so a prompt that extends it
+// up to a block before its end resumes too); an entry covered by a newer one stays while it holds
+// a checkpoint the newer one lacks (the prompt before its reply: a regenerated or retokenized turn
+// resumes there). At most `window_entries` entries hold checkpoints (their local rows are in the
+// pool's window page space, sized for them by the Context); the least recently used goes whole
+// past that, and a tail cut that leaves an entry unresumable takes all of it.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +85,10 @@ class PrefixIndex {
   struct Params {
     int block_tokens = 16;     // tokens per hashed block (the pool's page size fits)
     int64_t token_budget = 0;  // tokens all entries may hold together (0: none cached)
+    // Bounded pools (see above): the sliding window W of the pool's window layers (0: the pool
+    // keeps every row, or has no window layers), and the entries that may hold checkpoints.
+    int window = 0;
+    int window_entries = 8;
   };
 
   struct Match {
@@ -114,6 +132,11 @@ class PrefixIndex {
   // The same, without marking it (a scheduler asking what a queued prompt would reuse).
   Match best_match(std::span<const int32_t> tokens, bool approximate = false) const;
 
+  // Whether a request may resume the entry's first n tokens: on a bounded pool, the entry holds
+  // the window rows a query right after them reads (always true otherwise; false for an unknown
+  // entry or n beyond it).
+  bool resumable(EntryId entry, int n_tokens) const;
+
   // A new pool sequence (the caller owns it) sharing the first n tokens of the entry's pages,
   // positions included. Fails cleanly on an unknown entry or n beyond it.
   Result<SeqId> fork_prefix(EntryId entry, int n_tokens);
@@ -153,13 +176,22 @@ class PrefixIndex {
   using Blocks = std::unordered_map<uint64_t, std::vector<EntryId>>;  // block name -> entries
   std::vector<uint64_t> block_names(std::span<const int32_t> tokens) const;
   std::vector<EntryId> candidates(const Blocks& blocks, const std::vector<uint64_t>& names) const;
+  Match best_of(std::span<const int32_t> tokens, std::span<const EntryId> ids,
+                bool approximate) const;
   Match best_in(const Blocks& blocks, std::span<const int32_t> tokens,
                 const std::vector<uint64_t>& names, bool approximate) const;
   static size_t exact_blocks(const Entry& e, int block_tokens);
   void unname(EntryId id, size_t blocks, size_t exact_blocks);  // its names past those counts
+  bool bounded() const { return params_.window > 0 && pool_.bounded_window(); }
+  bool holds_window(SeqId seq, int n) const;  // resumable (prefix_index_window.cpp)
   void erase(EntryId id);
-  // Unpinned entries that are prefixes of `tokens` and hold at most `exact` of them exactly.
-  void drop_covered(std::span<const int32_t> tokens, int exact);
+  // Unpinned entries that are prefixes of `tokens` and hold at most `exact` of them exactly (on a
+  // bounded pool: not those resumable where the new entry `seq` is not).
+  void drop_covered(std::span<const int32_t> tokens, int exact, SeqId seq);
+  // Bounded pools (prefix_index_window.cpp): the new entry keeps its last window's rows only
+  // (false: it holds no checkpoint); the least recently used past window_entries go.
+  bool keep_checkpoint(SeqId seq, int n);
+  void limit_checkpoints(EntryId keep);
   // Eviction (prefix_index_evict.cpp): the entry's pages counted in, or out; its tail cut to n.
   void hold_pages(Entry& e);
   void release_pages(Entry& e);

@@ -18,11 +18,13 @@ void PrefixIndex::release_pages(Entry& e) {
   e.pages.clear();
 }
 
-// Keeps the first n tokens of the entry (its blocks past them unnamed); none: the entry goes.
+// Keeps the first n tokens of the entry (its blocks past them unnamed); none, or on a bounded pool
+// a prefix it cannot resume: the entry goes.
 void PrefixIndex::cut(EntryId id, int n) {
   Entry& e = entries_.at(id);
   const int len = int(e.tokens.size());
   n = std::clamp(n, 0, len);
+  if (!holds_window(e.seq, n)) n = 0;  // a bounded pool's entry is kept only where it resumes
   stats_.tokens_evicted += len - n;
   if (n == 0) {
     erase(id);

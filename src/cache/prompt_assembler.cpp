@@ -52,9 +52,13 @@ PromptAssembler::PromptAssembler(ChunkCache& cache, AssemblerOptions o) : cache_
   // One budget over both kinds (cache/cached_pages.h): either may use all of it.
   budget_pages_ =
       (prefix_budget_ + page - 1) / page + (opts_.segment_cache_bytes != 0 ? segment_pages_ : 0);
+  // A bounded pool's entries keep their last window of local rows (cache/prefix_index.h).
+  const int window = pool.bounded_window() ? cache_.model().cfg.layer_kinds.window : 0;
   if (prefix_budget_ > 0)
     prefix_ = std::make_unique<PrefixIndex>(
-        pool, PrefixIndex::Params{pool.page_tokens(), budget_pages_ * page}, &cached_);
+        pool,
+        PrefixIndex::Params{pool.page_tokens(), budget_pages_ * page, window, opts_.window_entries},
+        &cached_);
   if (opts_.segment_cache_bytes != 0)
     segments_ =
         std::make_unique<SegmentIndex>(pool, SegmentIndex::Params{budget_pages_, 4}, &cached_);
@@ -274,7 +278,8 @@ Result<bool> PromptAssembler::assemble(const PromptPlan& plan, Assembly& a) {
               : PrefixIndex::Match{};
   const bool segment_reuse = segments_ && policy != ReusePolicy::Prefix &&
                              policy != ReusePolicy::Blind && plan.segments.size() > 1;
-  const int n = prefix_cut(plan, m.n_tokens, segment_reuse);
+  int n = prefix_cut(plan, m.n_tokens, segment_reuse);
+  if (n < m.n_tokens && n > anchor && !prefix_->resumable(m.entry, n)) n = anchor;  // (window)
   if (n > anchor) {
     auto fork = prefix_->fork_prefix(m.entry, n);
     if (!fork.ok()) return false;

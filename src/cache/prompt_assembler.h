@@ -39,6 +39,10 @@ struct AssemblerOptions {
   // prefix entries and the segment occurrences together hold at most the pages of both, counted
   // once each, evicted least recently used first whichever kind (PromptAssembler::shrink_cached).
   int64_t segment_cache_bytes = 0;
+  // On a pool bounded by the sliding window: the prefix entries that may keep the last window of
+  // their local layers' rows (checkpoints, cache/prefix_index.h); the Context sizes the pool's
+  // window page space for them.
+  int window_entries = 8;
   // Segments of at least this many tokens get a canonical formed off the request path, and their
   // occurrences keep a patch of this rank where it is smaller than their rows (0: never).
   int compact_tokens = 64;

@@ -29,7 +29,12 @@ KvPool::Params pool_params(const Model& model, const ContextOptions& opts) {
   // each end; swa_sequences of them.
   const int64_t per_seq =
       int64_t(c.layer_kinds.window) + std::max(1, opts.swa_batch) + 2 * int64_t(p.page_tokens);
-  const int64_t tokens = per_seq * std::max(1, opts.swa_sequences);
+  // The prefix entries' checkpoints (cache/prefix_index.h): the local rows of W - 1 + a page's
+  // tokens each, over at most two more partial pages.
+  const bool prefix = opts.reuse.prefix_cache_tokens != 0;
+  const int64_t per_checkpoint = int64_t(c.layer_kinds.window) + 3 * int64_t(p.page_tokens);
+  const int64_t tokens = per_seq * std::max(1, opts.swa_sequences) +
+                         (prefix ? per_checkpoint * std::max(0, opts.reuse.window_entries) : 0);
   if (!any || tokens >= int64_t(p.n_pages) * p.page_tokens) return p;
   p.window_layers = std::move(local);
   p.window_tokens = tokens;
@@ -55,10 +60,10 @@ Result<std::unique_ptr<Context>> Context::create(std::shared_ptr<const Model> mo
   c->model_ = std::move(model);
   KAMERA_ASSIGN_OR_RETURN(c->pool_, KvPool::create(pool_params(*c->model_, opts)));
   if (c->pool_->bounded_window()) {
-    // A cached prompt or segment would need the window layers' rows of its whole extent, which
-    // a bounded pool gives back as the window passes: no prefix or segment cache (--swa-full
-    // keeps them; docs/MODELS.md, "KV memory").
-    c->opts_.reuse.prefix_cache_tokens = 0;
+    // A segment served at a new place would need its local layers' rows of its whole extent,
+    // which a bounded pool gives back as the window passes: no segment cache. Cached prompts keep
+    // their last window of local rows and resume at their end (cache/prefix_index.h; --swa-full
+    // keeps every row and all reuse; docs/MODELS.md, "KV memory").
     c->opts_.reuse.segment_cache_bytes = 0;
   }
   c->engine_ = std::make_unique<Engine>(*c->model_, opts.n_threads);

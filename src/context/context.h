@@ -35,9 +35,11 @@ struct ContextOptions {
   DType kv_type = DType::F32;
   // Sliding-window layers (gemma3, gpt-oss): false (llama.cpp's default) keeps their rows only
   // while a query can read them, in a page space of swa_sequences x (window + swa_batch + two
-  // pages) tokens: the live sequences' windows, not kv_tokens of every layer. Reuse then keeps
-  // what it can serve exactly (docs/MODELS.md, "KV memory"). true (--swa-full): every token's
-  // row, as every other layer, and every reuse path. Models without such layers ignore both.
+  // pages) tokens (the live sequences' windows, not kv_tokens of every layer) plus, with the
+  // prefix cache on, reuse.window_entries x (window + three pages) for the cached prompts' last
+  // windows. Reuse then keeps what it can serve exactly: cached prompts resumed at their end, no
+  // segment cache (docs/MODELS.md, "KV memory"). true (--swa-full): every token's row, as every
+  // other layer, and every reuse path. Models without such layers ignore both.
   bool swa_full = false;
   int swa_sequences = 4;  // sequences decoding or prefilling at once
   int swa_batch = 512;    // tokens of the largest micro-batch (ForwardOptions::max_batch)

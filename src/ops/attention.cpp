@@ -112,6 +112,20 @@ KAMERA_CLONES float scale_and_max(float* row, int n, float scale) {
   return mx;
 }
 
+// The first key any of the T queries reads through a sliding window (0 without one): keys
+// before it sit at least `window` positions below the lowest query (so below every query's
+// window), never past the first query's own key (queries ascend).
+template <class OwnKey>
+int first_window_key(std::span<const Pos> positions, int window, int T, const OwnKey& own_key) {
+  if (window <= 0) return 0;
+  int64_t lowest = INT64_MAX;
+  for (int t = 0; t < T; ++t) lowest = std::min<int64_t>(lowest, positions[size_t(own_key(t))].t);
+  const int cap = own_key(0);
+  int k0 = 0;
+  while (k0 < cap && lowest - positions[size_t(k0)].t >= window) ++k0;
+  return k0;
+}
+
 }  // namespace
 
 void finish_score_row(float* row, int t, int n_keys, int last_key, float scale,
@@ -146,13 +160,22 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
                      AttentionWorkspace& ws, const AttentionExtras& extras) {
   const bool indexed = !extras.query_index.empty();
   KAMERA_ASSERT(!indexed || int(extras.query_index.size()) == T);
-  auto last_of = [&](int t) { return indexed ? extras.query_index[t] : first + t; };
+  auto own_key = [&](int t) { return indexed ? extras.query_index[t] : first + t; };
   const bool reaching = !extras.query_reach.empty();
   KAMERA_ASSERT(!reaching || int(extras.query_reach.size()) == T);
   // The last key query t reads (non-decreasing in t): its own token, or its span's last.
-  auto reach_of = [&](int t) { return reaching ? extras.query_reach[t] : last_of(t); };
+  auto own_reach = [&](int t) { return reaching ? extras.query_reach[t] : own_key(t); };
+  KAMERA_ASSERT(int(slots.size()) >= own_reach(T - 1) + 1 &&
+                int(positions.size()) >= own_reach(T - 1) + 1);
+  const bool has_mask = mask && !mask->blocks.empty();
+  // Keys [0, k0) are outside every query's window: neither gathered nor scored (key j below is
+  // token k0 + j). A span's rows read later keys, never earlier ones: k0 is the same.
+  const int k0 = has_mask ? 0 : first_window_key(positions, extras.window, T, own_key);
+  slots = slots.subspan(size_t(k0));
+  positions = positions.subspan(size_t(k0));
+  auto last_of = [&](int t) { return own_key(t) - k0; };
+  auto reach_of = [&](int t) { return own_reach(t) - k0; };
   const int N = reach_of(T - 1) + 1;
-  KAMERA_ASSERT(int(slots.size()) >= N && int(positions.size()) >= N);
   KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
   const int hd = s.head_dim;
   const int kvw = s.n_kv_heads * hd;
@@ -165,8 +188,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   }
   gather_kv(s, k_arena, v_arena, extras.kv_dtype, slots, positions, rope, extras.rotate_keys, N,
             ws.k.data(), ws.v.data(), pool);
-  const bool has_mask = mask && !mask->blocks.empty();
   const ScoreWindow win{positions, extras.window};
+  float* const key_mass = extras.key_mass ? extras.key_mass + k0 : nullptr;
 
   // Masks, scales and normalizes one score row of query t and head h over keys [0, n_keys).
   auto finish_row = [&](float* row, int t, int h, int n_keys) {
@@ -175,8 +198,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
                      reach_of(t));
   };
   auto add_mass = [&](const float* row, int n_keys) {
-    if (extras.key_mass)
-      for (int j = 0; j < n_keys; ++j) extras.key_mass[j] += row[j];
+    if (key_mass)
+      for (int j = 0; j < n_keys; ++j) key_mass[j] += row[j];
   };
 
   if (T >= kGemmMinQueries) {

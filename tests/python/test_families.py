@@ -65,6 +65,27 @@ class Families(unittest.TestCase):
     def test_qwen3vlmoe(self):
         self.check("qwen3vlmoe")
 
+    def test_gemma3_swa_full(self):
+        """swa_full on gemma3 (window 8): a chat's second turn resumes at the end of the first on
+        a pool bounded by the window (the default) and on every row, with the same logits."""
+        path = os.path.join(self.tmp.name, "gemma3.gguf")
+        subprocess.run([KAMERA, "make-model", "--arch", "gemma3", "--preset", "tiny", "--seed",
+                        "2", "-o", path], check=True, capture_output=True)
+        model = kamera.Model(path)
+        turn1 = [(7 * i) % 250 + 2 for i in range(40)]
+        reply, user = [11, 12, 13, 14, 15, 16], [21, 22, 23, 24, 25]
+        got = {}
+        for full in (False, True):
+            ctx = kamera.Context(model, n_threads=1, kv_tokens=4096, swa_full=full)
+            seq, _ = ctx.prompt_eval(turn1)
+            seq.eval(reply, logits="none")
+            seq.remember()
+            seq2, got[full] = ctx.prompt_eval(turn1 + reply + user)
+            self.assertEqual(seq2.report["tokens_reused"], len(turn1) + len(reply))
+            self.assertEqual(seq2.report["tokens_computed"], len(user))
+        scale = float(np.abs(got[True]).max())
+        self.assertLessEqual(float(np.abs(got[False] - got[True]).max()), 1e-5 * scale)
+
 
 if __name__ == "__main__":
     unittest.main()

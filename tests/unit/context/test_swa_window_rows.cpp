@@ -4,6 +4,7 @@
 // a pool that keeps every row; a sequence cut back below the rows it gave back is refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -80,8 +81,9 @@ class SwaWindowRows : public testing::TestWithParam<std::string> {
 };
 
 // The pool of a 16k-token context: every global layer holds 16k rows, every local one its
-// window's share (4 sequences x (W + a 512-token micro-batch + two pages)), as the formula
-// n_global x n_ctx + n_local x (W + batch) says, instead of n_layers x n_ctx; and 360 tokens
+// window's share (4 sequences x (W + a 512-token micro-batch + two pages), and 8 cached prompts'
+// checkpoints of W + three pages), as the formula n_global x n_ctx + n_local x (W + batch) says,
+// instead of n_layers x n_ctx; and 360 tokens
 // (45 windows) prefilled and decoded on it give the logits of a pool that keeps every row.
 TEST_P(SwaWindowRows, LongContextHoldsTheWindowAndMatchesFullRows) {
   const Shape sh = shape_of(*model);
@@ -91,7 +93,9 @@ TEST_P(SwaWindowRows, LongContextHoldsTheWindowAndMatchesFullRows) {
   ASSERT_TRUE(ctx);
   KvPool& pool = ctx->pool();
   const int64_t n_ctx = int64_t(pool.n_pages()) * pool.page_tokens();
-  const int64_t local_rows = 4 * (sh.window + 512 + 2 * 16);
+  // and the cached prompts' checkpoints: window_entries x (W + three pages)
+  const int64_t local_rows =
+      4 * (sh.window + 512 + 2 * 16) + ctx->options().reuse.window_entries * (sh.window + 3 * 16);
   const size_t formula = sh.row_bytes * size_t(sh.n_global * n_ctx + sh.n_local * local_rows);
   const size_t full = sh.row_bytes * size_t(model->cfg.n_layers * n_ctx);
   const size_t align_slack = size_t(model->cfg.n_layers) * 2 * 64;
@@ -124,7 +128,8 @@ TEST_P(SwaWindowRows, WindowPagesFollowTheWindow) {
   KvPool& pool = ctx->pool();
   ASSERT_TRUE(pool.bounded_window());
   const int page = pool.page_tokens(), W = model->cfg.layer_kinds.window;
-  EXPECT_EQ(pool.n_window_pages(), (W + 32 + 2 * page + page - 1) / page);
+  const int checkpoints = ctx->options().reuse.window_entries * (W + 3 * page);
+  EXPECT_EQ(pool.n_window_pages(), (W + 32 + 2 * page + checkpoints + page - 1) / page);
   const SeqId s = pool.create_sequence();
   const auto ids = random_tokens(400, model->cfg.n_vocab, 5);
   int max_used = 0;
@@ -173,6 +178,51 @@ TEST_P(SwaWindowRows, CutBelowDroppedRowsIsRefused) {
   }
 }
 
+// A local layer reads only the keys within its window: on a pool that keeps every row, the local
+// layers' rows of tokens far below the window are overwritten with NaN, and a decode step and a
+// prefilled micro-batch after them give the logits of the untouched sequence bit for bit (a key
+// gathered and scored there would carry the NaN into the micro-batch's output: 0 x NaN in the
+// weights-times-values GEMM).
+TEST_P(SwaWindowRows, LocalLayersReadOnlyTheWindowsKeys) {
+  auto pool = tiny::pool_for(*model, 512);
+  auto ctx = context(1 << 12);
+  ASSERT_TRUE(ctx);
+  Engine& e = ctx->engine();
+  const auto ids = random_tokens(240, model->cfg.n_vocab, 21);
+  const auto more = random_tokens(40, model->cfg.n_vocab, 22);
+  const int W = model->cfg.layer_kinds.window;
+  std::vector<float> out[2];
+  for (int k = 0; k < 2; ++k) {
+    const SeqId s = pool->create_sequence();
+    ASSERT_TRUE(
+        e.forward(*pool, s, ForwardInput::from_tokens(ids, tiny::linear_positions(240))).ok());
+    if (k == 1) {  // poison the local rows of tokens [0, 240 - W - 8)
+      std::vector<float> nan(size_t(model->cfg.kv_width()), std::nanf(""));
+      for (int l = 0; l < model->cfg.n_layers; ++l) {
+        if (model->cfg.layer_kinds.at(l) != LayerKind::Local) continue;
+        for (int ch = 0; ch < int(pool->layout().channels.size()); ++ch)
+          for (int t = 0; t < 240 - W - 8; ++t) pool->write_row(s, l, ch, t, nan.data());
+      }
+    }
+    const Engine::DecodeRow row{s, 5, Pos::linear(240)};
+    auto d = e.decode(*pool, {&row, 1});
+    ASSERT_TRUE(d.ok()) << d.message();
+    ForwardOptions all;
+    all.logits = LogitsMode::All;  // 40 queries: the score blocks go through sgemm
+    auto f =
+        e.forward(*pool, s, ForwardInput::from_tokens(more, tiny::linear_positions(40, 241)), all);
+    ASSERT_TRUE(f.ok()) << f.message();
+    out[k] = *d;
+    out[k].insert(out[k].end(), f->begin(), f->end());
+    pool->free_sequence(s);
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  size_t bad = 0;
+  for (float v : out[1]) bad += std::isfinite(v) ? 0 : 1;
+  EXPECT_EQ(bad, 0u) << "of " << out[1].size() << " logits";
+  EXPECT_EQ(tiny::max_abs_diff(out[0], out[1]), 0.0);
+}
+
 // The released shapes (make-model's gemma3 1b, gpt-oss-20b) at a 32k-token context, four
 // sequences at once with 512-token micro-batches (ContextOptions' defaults): the pool's bytes
 // against the formula and against every row kept (--swa-full), without allocating either.
@@ -188,8 +238,10 @@ TEST(SwaWindowRowsShapes, ReleasedShapesAtA32kContext) {
     o.swa_full = true;
     const KvPool::Params full = pool_params(m, o);
     const int64_t n_ctx = int64_t(full.n_pages) * full.page_tokens;
-    const double formula = double(sh.row_bytes) *
-                           double(sh.n_global * n_ctx + sh.n_local * 4 * (sh.window + 512 + 32));
+    const double formula =
+        double(sh.row_bytes) *
+        double(sh.n_global * n_ctx + sh.n_local * (4 * (sh.window + 512 + 32) +
+                                                   o.reuse.window_entries * (sh.window + 48)));
     const double b = double(KvPool::planned_bytes(bounded)),
                  f = double(KvPool::planned_bytes(full));
     EXPECT_LE(b, formula + 64.0 * 2 * m.cfg.n_layers) << preset;

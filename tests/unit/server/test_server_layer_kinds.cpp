@@ -83,8 +83,9 @@ TEST(ServerLayerKinds, SlidingWindowFamilyReusesPrefixesAndSurvivors) {
 }
 
 // Bounded by the window (the default, --swa-full off): the sliding-window layers' rows live in a
-// page space of the decoding sequences' windows, smaller than the full-rows pool's, and a chat
-// answers exactly as on full rows; prompts are not cached (a repeat recomputes and answers alike).
+// page space of the decoding sequences' windows (and the cached prompts' checkpoints), smaller than
+// the full-rows pool's, and a chat answers exactly as on full rows; a repeat resumes at the
+// checkpoint kept after its prompt (all but its last token cached) and answers alike.
 TEST(ServerLayerKinds, BoundedWindowAnswersAsFullRows) {
   const std::string gemma = tiny::model_path("gemma3");
   kamera::ServerOptions b = with_template("gemma");
@@ -104,15 +105,57 @@ TEST(ServerLayerKinds, BoundedWindowAnswersAsFullRows) {
   EXPECT_EQ(got["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"]);
   const json again = bounded.post("/v1/chat/completions", body, &st);
   ASSERT_EQ(st, 200) << again.dump();
-  EXPECT_EQ(cached(again), 0);
+  EXPECT_EQ(cached(again), again["usage"]["prompt_tokens"].get<int>() - 1) << again["usage"].dump();
   EXPECT_EQ(again["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"]);
   const json kb = bounded.get("/v1/stats")["kv_pool"], kf = full.get("/v1/stats")["kv_pool"];
   EXPECT_EQ(kf["window_pages"].get<int64_t>(), 0);
   ASSERT_GT(kb["window_pages"].get<int64_t>(), 0) << kb.dump();
   EXPECT_LT(kb["bytes"].get<double>(), 0.5 * kf["bytes"].get<double>()) << kb.dump() << kf.dump();
-  // one sequence at a time, prefilled in slices of 64: W - 1 + 64 rows, two partial pages
-  EXPECT_LE(kb["window_pages_used_max"].get<int64_t>(), (8 - 1 + 64 + 2 * 15) / 16 + 1);
+  // one sequence at a time, prefilled in slices of 64: W - 1 + 64 rows, two partial pages; and
+  // the cached prompts' checkpoints (the prompt's, the reply's: W - 1 + a page of rows each)
+  EXPECT_LE(kb["window_pages_used_max"].get<int64_t>(),
+            (8 - 1 + 64 + 2 * 15) / 16 + 1 + 2 * ((8 - 1 + 16 + 2 * 15) / 16 + 1));
   EXPECT_GT(kb["window_pages_used_max"].get<int64_t>(), 0);
+}
+
+// A chat's second turn on a bounded pool (the default): served from what the first turn left up
+// to a checkpoint the server kept, its new tokens computed, the answer of a server that caches
+// nothing; /v1/stats counts the cached prompts as on any model. (Gemma's template trims the
+// assistant's content, so on this random-weight model the second turn departs from the reply at
+// its first token and resumes at the checkpoint kept after the first turn's prompt:
+// SwaPrefixCache.* and CApiSwaFull.* resume at a reply's end.)
+TEST(ServerLayerKinds, BoundedWindowResumesAChat) {
+  const std::string gemma = tiny::model_path("gemma3");
+  kamera::ServerOptions b = with_template("gemma");
+  b.swa_full = false;
+  b.max_active = 2;
+  kamera::ServerOptions c = with_template("gemma", false);
+  c.swa_full = false;
+  tiny::TestServer bounded(b, gemma), cold(c, gemma);
+  int st = 0;
+  json body = window_turn(0);
+  body["max_tokens"] = 12;
+  const json t1 = bounded.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << t1.dump();
+  body["messages"].push_back(
+      {{"role", "assistant"}, {"content", t1["choices"][0]["message"]["content"]}});
+  body["messages"].push_back({{"role", "user"}, {"content", "And after that?"}});
+  const json want = cold.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << want.dump();
+  const json t2 = bounded.post("/v1/chat/completions", body, &st);
+  ASSERT_EQ(st, 200) << t2.dump();
+  const int p1 = t1["usage"]["prompt_tokens"].get<int>(),
+            p2 = t2["usage"]["prompt_tokens"].get<int>();
+  EXPECT_GE(cached(t2), p1) << t2["usage"].dump();  // all of turn 1's prompt, resumed
+  EXPECT_EQ(t2["usage"]["kamera"]["recomputed_tokens"].get<int>(), p2 - cached(t2));
+  EXPECT_EQ(cached(want), 0);
+  EXPECT_EQ(t2["choices"][0]["message"]["content"], want["choices"][0]["message"]["content"]);
+  const json pc = bounded.get("/v1/stats")["prefix_cache"];
+  EXPECT_GE(pc["entries"].get<int64_t>(), 1) << pc.dump();
+  EXPECT_GT(pc["tokens"].get<int64_t>(), 0) << pc.dump();
+  RecordProperty("turn2_cached", std::to_string(cached(t2)));
+  RecordProperty("turn2_prompt", std::to_string(p2));
+  RecordProperty("turn1_prompt", std::to_string(p1));
 }
 
 // SmolLM3's template on its tiny model: a chat answers, /no_think in the system message puts the
