@@ -138,3 +138,26 @@ TEST(LlavaChunks, WidePictureIsPaddedWithTheMeanColour) {
               (std::vector<uint8_t>{122, 116, 104}));
   for (int y : {8, 16, 23}) EXPECT_EQ(*sq->at(5, y), 10);
 }
+
+// Pictures that are not square: kamera pads, then resizes (LLaVA's expand2square); llama.cpp
+// resizes to fit, then pads, with its own bicubic. Measured, not matched: the rows stay within the
+// same order of magnitude but are not llama.cpp's.
+TEST(LlavaChunks, NonSquarePicturesDepartFromLlamaCppByTheirPreprocessing) {
+  auto tower = LlavaVisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(tower.ok());
+  LlavaVisionEncoder enc(*tower, nullptr);
+  for (const char* f : {"48x24", "20x36"}) {
+    auto img = load_image(kDir + "img_" + f + ".png");
+    ASSERT_TRUE(img.ok());
+    auto sq = llava_square(*img, tower->cfg);
+    ASSERT_TRUE(sq.ok()) << sq.message();
+    auto e = enc.encode(*sq);
+    ASSERT_TRUE(e.ok()) << e.message();
+    const std::vector<float> want = read_f32(kDir + "llama_cpp_" + f + "_embd.f32");
+    ASSERT_EQ(e->size(), want.size());
+    const double rel = rel_diff(e->data(), want.data(), want.size());
+    std::printf("%s: kamera vs llama.cpp %.3e of the largest |value|\n", f, rel);
+    EXPECT_GT(rel, 2e-3);  // not llama.cpp's pixels
+    EXPECT_LT(rel, 0.5);   // the same picture
+  }
+}
