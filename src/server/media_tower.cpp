@@ -8,6 +8,7 @@
 #include "vision/image_chunks.h"
 #include "vision/internvl_chunks.h"
 #include "vision/kimi_chunks.h"
+#include "vision/llava_chunks.h"
 #include "vision/mmproj_kind.h"
 #include "vision/vl_prompt.h"
 
@@ -236,6 +237,29 @@ class InternvlTower final : public OnePictureTower {
   InternvlImageChunks images_;  // holds a reference to tower_
 };
 
+// LLaVA-1.5: the picture as one square, its rows with no delimiter around them
+// (vision/llava_chunks.h).
+class LlavaTower final : public OnePictureTower {
+ public:
+  LlavaTower(LlavaVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : OnePictureTower("LLaVA", {}),
+        tower_(std::move(tower)),
+        pool_(threads),
+        images_(tower_, decoder.fingerprint, &pool_) {
+    images_.set_store(store);
+  }
+
+ private:
+  Result<int64_t> picture_rows(int, int) const override { return images_.rows(); }
+  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
+                                                      const std::function<bool()>& stop) override {
+    return stoppable_image(images_, img, encoded, stop);
+  }
+  LlavaVisionModel tower_;
+  ThreadPool pool_;
+  LlavaImageChunks images_;  // holds a reference to tower_
+};
+
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
   if (out_dim != decoder.cfg.dim)
     return make_error(ErrorCode::InvalidArgument,
@@ -279,12 +303,18 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     return std::unique_ptr<MediaTower>(
         new InternvlTower(std::move(m), decoder, std::max(1, threads), store));
   }
+  if (type == "mlp") {  // LLaVA-1.5: CLIP + MLP projector beside a llama decoder
+    KAMERA_ASSIGN_OR_RETURN(LlavaVisionModel m, LlavaVisionModel::load(mmproj));
+    KAMERA_TRY(check_llava_pair(m.cfg, decoder, mmproj));
+    return std::unique_ptr<MediaTower>(
+        new LlavaTower(std::move(m), decoder, std::max(1, threads), store));
+  }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
                       "--mmproj needs a qwen2vl or qwen3vl (M-RoPE) decoder, a Kimi-VL tower "
                       "beside a deepseek2 one, a SmolVLM tower beside a llama one, a Gemma 3 "
-                      "tower beside a gemma3 one or an InternVL tower beside a qwen2 or qwen3 "
-                      "one; {} is '{}'",
+                      "tower beside a gemma3 one, an InternVL tower beside a qwen2 or qwen3 one or "
+                      "a LLaVA tower beside a llama one; {} is '{}'",
                       decoder.source, arch_name(decoder.cfg.arch));
   if (type == "kamera-minivl") {
     if (!decoder.tokenizer)
