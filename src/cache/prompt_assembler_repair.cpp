@@ -63,7 +63,7 @@ Status PromptAssembler::refresh(const PromptPlan& plan) {
   Assembly a;
   a.seq = pool.create_sequence();
   a.served.assign(plan.segments.size(), NotServed);
-  a.prefix_end = anchor;
+  a.prefix_end = a.prefix_exact = anchor;  // nothing reused: every row is a cold run's
   Status st = cache_.append_anchor(a.seq);
   int pending = anchor;
   if (st.ok()) st = prefill_until(plan, a, pending, int(plan.ids.size()));

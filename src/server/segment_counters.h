@@ -10,7 +10,7 @@
 
 namespace kamera {
 
-inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 14> segment_counters(
+inline std::array<std::pair<const char*, const std::atomic<int64_t>*>, 15> segment_counters(
     const ServerMetrics& m) {
   return {{{"canonical", &m.seg->canonical},
            {"patch_exact", &m.seg->patch_exact},

@@ -112,9 +112,16 @@ TEST(IdleRepair, AnApproximatelyServedPromptIsServedExactAfterIdleTime) {
       Assembly again;
       const std::vector<float> got = serve_keep(pa, *rig.pool, slid, &again);
       // (without repair: the survivors, and the newest observation computed behind them: its
-      // occurrence is marked not exact, so it too is served as the nearest context)
-      EXPECT_EQ(tokens_from(again, SpanSource::ContextNearest), repair ? 0 : 80);
-      if (!repair) continue;
+      // occurrence is marked not exact, so it too is served as the nearest context; with a prefix
+      // index, the first serve's whole prompt is the conversation's approximate prefix)
+      const int64_t approximate = tokens_from(again, SpanSource::ContextNearest) +
+                                  tokens_from(again, SpanSource::PrefixApproximate);
+      EXPECT_EQ(tokens_from(again, SpanSource::ContextNearest), repair || prefix ? 0 : 80);
+      EXPECT_EQ(approximate >= 80, !repair);
+      if (!repair) {
+        EXPECT_GT(tiny::max_abs_diff(got, ref), 1e-3);  // still the approximate rows
+        continue;
+      }
       const int64_t exact =
           tokens_from(again, prefix ? SpanSource::Prefix : SpanSource::ContextExact);
       EXPECT_GE(exact, 12 + 80 - (prefix ? 0 : 12)) << "the whole prompt but the query";
