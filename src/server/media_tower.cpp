@@ -136,129 +136,57 @@ class OnePictureTower : public MediaTower {
   VisionDelimiters delimiters_;
 };
 
-// Kimi-VL: the picture cache of vision/kimi_chunks.h.
-class KimiTower final : public OnePictureTower {
+// A family's tower and its picture cache (vision/*_chunks.h: Kimi-VL's, SmolVLM's tiles and global
+// image with their tokens, Gemma 3's resized picture, InternVL's tiles and thumbnail, LLaVA's
+// square), which holds a reference to the tower; `rows` says how many rows a picture of a size
+// gives.
+template <class Vision, class Chunks>
+class CachedPictureTower final : public OnePictureTower {
  public:
-  KimiTower(KimiVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : OnePictureTower("Kimi-VL",
-                        kimi_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+  using Rows = Result<int64_t> (*)(const Vision& tower, const Chunks& images, int width,
+                                   int height);
+  // make(tower, fingerprint, pool) builds the picture cache over the tower this object holds.
+  template <class Make>
+  CachedPictureTower(std::string name, VisionDelimiters delimiters, Vision tower, Rows rows,
+                     const Model& decoder, int threads, ChunkStore* store, Make make)
+      : OnePictureTower(std::move(name), std::move(delimiters)),
         tower_(std::move(tower)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
+        rows_(rows),
+        pool_(std::max(1, threads)),
+        images_(make(tower_, decoder.fingerprint, &pool_)) {
     images_.set_store(store);
   }
 
  private:
   Result<int64_t> picture_rows(int width, int height) const override {
-    return kimi_picture_rows(width, height, tower_.cfg);
+    return rows_(tower_, images_, width, height);
   }
   Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
                                                       const std::function<bool()>& stop) override {
     return stoppable_image(images_, img, encoded, stop);
   }
-  KimiVisionModel tower_;
+  Vision tower_;
+  Rows rows_;
   ThreadPool pool_;
-  KimiImageChunks images_;  // holds a reference to tower_
+  Chunks images_;  // holds a reference to tower_
 };
 
-// SmolVLM / SmolVLM2: tiles and a global image with their tokens as one chunk
-// (vision/idefics3_chunks.h); the tokens are in the chunk, so no delimiters.
-class Idefics3Tower final : public OnePictureTower {
- public:
-  Idefics3Tower(Idefics3VisionModel tower, Idefics3TokenRows tokens, const Model& decoder,
-                int threads, ChunkStore* store)
-      : OnePictureTower("SmolVLM", {}),
-        tower_(std::move(tower)),
-        pool_(threads),
-        images_(tower_, std::move(tokens), decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
+// The towers whose picture cache is made of the tower, the decoder's fingerprint and a pool.
+template <class Chunks, class Vision>
+std::unique_ptr<MediaTower> picture_tower(std::string name, VisionDelimiters delimiters,
+                                          Vision tower,
+                                          typename CachedPictureTower<Vision, Chunks>::Rows rows,
+                                          const Model& decoder, int threads, ChunkStore* store) {
+  return std::make_unique<CachedPictureTower<Vision, Chunks>>(
+      std::move(name), std::move(delimiters), std::move(tower), rows, decoder, threads, store,
+      [](const Vision& t, const auto& fingerprint, ThreadPool* pool) {
+        return Chunks(t, fingerprint, pool);
+      });
+}
 
- private:
-  Result<int64_t> picture_rows(int width, int height) const override {
-    return images_.rows(width, height);
-  }
-  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
-                                                      const std::function<bool()>& stop) override {
-    return stoppable_image(images_, img, encoded, stop);
-  }
-  Idefics3VisionModel tower_;
-  ThreadPool pool_;
-  Idefics3ImageChunks images_;  // holds a reference to tower_
-};
-
-// Gemma 3: one picture resized to the tower's size, its pooled rows between <start_of_image> and
-// <end_of_image> (vision/gemma3_chunks.h).
-class Gemma3Tower final : public OnePictureTower {
- public:
-  Gemma3Tower(Gemma3VisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : OnePictureTower("Gemma 3",
-                        gemma3_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
-        tower_(std::move(tower)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
-
- private:
-  Result<int64_t> picture_rows(int, int) const override { return images_.rows(); }
-  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
-                                                      const std::function<bool()>& stop) override {
-    return stoppable_image(images_, img, encoded, stop);
-  }
-  Gemma3VisionModel tower_;
-  ThreadPool pool_;
-  Gemma3ImageChunks images_;  // holds a reference to tower_
-};
-
-// InternVL: the picture's tiles and thumbnail, their shuffled rows between <img> and </img>
-// (vision/internvl_chunks.h).
-class InternvlTower final : public OnePictureTower {
- public:
-  InternvlTower(InternvlVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : OnePictureTower("InternVL",
-                        internvl_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
-        tower_(std::move(tower)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
-
- private:
-  Result<int64_t> picture_rows(int width, int height) const override {
-    return internvl_picture_rows(width, height, tower_.cfg);
-  }
-  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
-                                                      const std::function<bool()>& stop) override {
-    return stoppable_image(images_, img, encoded, stop);
-  }
-  InternvlVisionModel tower_;
-  ThreadPool pool_;
-  InternvlImageChunks images_;  // holds a reference to tower_
-};
-
-// LLaVA-1.5: the picture as one square, its rows with no delimiter around them
-// (vision/llava_chunks.h).
-class LlavaTower final : public OnePictureTower {
- public:
-  LlavaTower(LlavaVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : OnePictureTower("LLaVA", {}),
-        tower_(std::move(tower)),
-        pool_(threads),
-        images_(tower_, decoder.fingerprint, &pool_) {
-    images_.set_store(store);
-  }
-
- private:
-  Result<int64_t> picture_rows(int, int) const override { return images_.rows(); }
-  Result<std::shared_ptr<const ChunkContent>> picture(const Image& img, bool* encoded,
-                                                      const std::function<bool()>& stop) override {
-    return stoppable_image(images_, img, encoded, stop);
-  }
-  LlavaVisionModel tower_;
-  ThreadPool pool_;
-  LlavaImageChunks images_;  // holds a reference to tower_
-};
+const Tokenizer* tokenizer_of(const Model& decoder) {
+  return decoder.tokenizer ? &*decoder.tokenizer : nullptr;
+}
 
 Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) {
   if (out_dim != decoder.cfg.dim)
@@ -281,33 +209,58 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                         decoder.source, arch_name(decoder.cfg.arch));
     KAMERA_ASSIGN_OR_RETURN(KimiVisionModel m, KimiVisionModel::load(mmproj));
     KAMERA_TRY(check_kimi_pair(m.cfg, decoder.cfg, mmproj));
-    return std::unique_ptr<MediaTower>(
-        new KimiTower(std::move(m), decoder, std::max(1, threads), store));
+    return picture_tower<KimiImageChunks>(
+        "Kimi-VL", kimi_delimiters(tokenizer_of(decoder)), std::move(m),
+        [](const KimiVisionModel& t, const KimiImageChunks&, int w, int h) -> Result<int64_t> {
+          return kimi_picture_rows(w, h, t.cfg);
+        },
+        decoder, threads, store);
   }
   if (type == "idefics3") {  // SmolVLM / SmolVLM2: SigLIP beside a llama (SmolLM2) decoder
     KAMERA_ASSIGN_OR_RETURN(Idefics3VisionModel m, Idefics3VisionModel::load(mmproj));
     KAMERA_TRY(check_idefics3_pair(m.cfg, decoder, mmproj));
     KAMERA_ASSIGN_OR_RETURN(Idefics3TokenRows tokens, Idefics3TokenRows::from(decoder));
+    // (its tiles' tokens are in the chunk: no delimiters)
     return std::unique_ptr<MediaTower>(
-        new Idefics3Tower(std::move(m), std::move(tokens), decoder, std::max(1, threads), store));
+        std::make_unique<CachedPictureTower<Idefics3VisionModel, Idefics3ImageChunks>>(
+            "SmolVLM", VisionDelimiters{}, std::move(m),
+            [](const Idefics3VisionModel&, const Idefics3ImageChunks& c, int w,
+               int h) -> Result<int64_t> { return c.rows(w, h); },
+            decoder, threads, store,
+            [tokens = std::move(tokens)](const Idefics3VisionModel& t, const auto& fingerprint,
+                                         ThreadPool* pool) mutable {
+              return Idefics3ImageChunks(t, std::move(tokens), fingerprint, pool);
+            }));
   }
   if (type == "gemma3") {  // Gemma 3: SigLIP + pooling beside a gemma3 decoder
     KAMERA_ASSIGN_OR_RETURN(Gemma3VisionModel m, Gemma3VisionModel::load(mmproj));
     KAMERA_TRY(check_gemma3_pair(m.cfg, decoder, mmproj));
-    return std::unique_ptr<MediaTower>(
-        new Gemma3Tower(std::move(m), decoder, std::max(1, threads), store));
+    return picture_tower<Gemma3ImageChunks>(
+        "Gemma 3", gemma3_delimiters(tokenizer_of(decoder)), std::move(m),
+        [](const Gemma3VisionModel&, const Gemma3ImageChunks& c, int, int) -> Result<int64_t> {
+          return c.rows();
+        },
+        decoder, threads, store);
   }
   if (type == "internvl") {  // InternVL: InternViT + pixel shuffle beside a qwen2 / qwen3 decoder
     KAMERA_ASSIGN_OR_RETURN(InternvlVisionModel m, InternvlVisionModel::load(mmproj));
     KAMERA_TRY(check_internvl_pair(m.cfg, decoder, mmproj));
-    return std::unique_ptr<MediaTower>(
-        new InternvlTower(std::move(m), decoder, std::max(1, threads), store));
+    return picture_tower<InternvlImageChunks>(
+        "InternVL", internvl_delimiters(tokenizer_of(decoder)), std::move(m),
+        [](const InternvlVisionModel& t, const InternvlImageChunks&, int w,
+           int h) -> Result<int64_t> { return internvl_picture_rows(w, h, t.cfg); },
+        decoder, threads, store);
   }
   if (type == "mlp") {  // LLaVA-1.5: CLIP + MLP projector beside a llama decoder
     KAMERA_ASSIGN_OR_RETURN(LlavaVisionModel m, LlavaVisionModel::load(mmproj));
     KAMERA_TRY(check_llava_pair(m.cfg, decoder, mmproj));
-    return std::unique_ptr<MediaTower>(
-        new LlavaTower(std::move(m), decoder, std::max(1, threads), store));
+    // (its rows have no delimiter around them)
+    return picture_tower<LlavaImageChunks>(
+        "LLaVA", VisionDelimiters{}, std::move(m),
+        [](const LlavaVisionModel&, const LlavaImageChunks& c, int, int) -> Result<int64_t> {
+          return c.rows();
+        },
+        decoder, threads, store);
   }
   if (!is_mrope(decoder.cfg.arch))
     return make_error(ErrorCode::InvalidArgument,
