@@ -61,8 +61,8 @@ std::vector<PrefixIndex::EntryId> PrefixIndex::candidates(
 // Of `ids`, the longest match (approximate: tails included; else the exact parts only; on a
 // bounded pool: the longest that can be resumed); on a tie the more exact, then the most recently
 // used.
-PrefixIndex::Match PrefixIndex::best_of(std::span<const int32_t> tokens, std::span<const EntryId> ids,
-                                        bool approximate) const {
+PrefixIndex::Match PrefixIndex::best_of(std::span<const int32_t> tokens,
+                                        std::span<const EntryId> ids, bool approximate) const {
   Match best;
   uint64_t best_use = 0;
   for (EntryId id : ids) {

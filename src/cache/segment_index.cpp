@@ -163,10 +163,8 @@ SegmentIndex::Hit SegmentIndex::find(const ChunkId& id, std::span<const ChunkId>
     lru_.splice(lru_.begin(), lru_, best);
     return {best->rows, nullptr, nullptr, Match::Orbit, best_shared, int(antecedents.size())};
   }
-  Hit h{best->rows, best->canonical, best->patch,
-        latest  ? Match::Latest
-        : exact ? Match::Exact
-                : Match::Nearest,
+  Hit h{best->rows,  best->canonical,
+        best->patch, latest ? Match::Latest : exact ? Match::Exact : Match::Nearest,
         best_shared, int(best->antecedents.size())};
   ++(h.match == Match::Exact     ? stats_.exact
      : h.match == Match::Nearest ? stats_.nearest
