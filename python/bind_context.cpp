@@ -109,13 +109,14 @@ kamera_reuse_policy parse_reuse(const std::string& s) {
 
 // A prompt served from what the context has seen: (Sequence, the last token's logits).
 py::tuple prompt_eval(const std::shared_ptr<Context>& ctx, const std::vector<int32_t>& tokens,
-                      const std::string& reuse) {
+                      const std::string& reuse, double reuse_budget) {
   const kamera_reuse_policy p = parse_reuse(reuse);
   kamera_seq* seq = nullptr;
   kamera_logits* l = nullptr;
   {
     py::gil_scoped_release nogil;
-    check(kamera_prompt_eval(ctx->h.get(), tokens.data(), int32_t(tokens.size()), p, &seq, &l));
+    check(kamera_prompt_eval_budget(ctx->h.get(), tokens.data(), int32_t(tokens.size()), p,
+                                    reuse_budget, &seq, &l));
   }
   auto s =
       std::make_shared<Sequence>(Sequence{std::shared_ptr<kamera_seq>(seq, kamera_seq_free), ctx});
@@ -255,9 +256,12 @@ void bind_context_class(py::module_& m) {
           },
           "An empty Sequence (no anchor)")
       .def("prompt_eval", &prompt_eval, py::arg("tokens"), py::arg("reuse") = "patch",
+           py::arg("reuse_budget") = 0.0,
            "A prompt of token ids served from what the context has seen (the exact prefix, then "
            "segments seen in other contexts, the rest prefilled): (Sequence, last logits); its "
-           "report names each run's source")
+           "report names each run's source. reuse_budget (patch only, 0 to 1): the share of the "
+           "tokens served from another context recomputed in context instead, the segments whose "
+           "context differs most first (kamera_prompt_eval_budget)")
       .def("decode_batch", &decode_batch, py::arg("sequences"), py::arg("tokens"),
            "One token for each sequence at its next position, in one forward: logits (n, vocab)")
       .def("store_stats", &store_stats,

@@ -37,6 +37,7 @@ class Binding(unittest.TestCase):
         cls.frames = [cls.vision.encode(cls.model, f.rgb) for f in cls.stream]
         q = kamera.minivl.questions(cls.stream[:3])[0]
         cls.question = kamera.Chunk(cls.model, q.tokens)
+        cls.question_ids = list(q.tokens)
 
     def setUp(self):
         self.ctx = kamera.Context(self.model)
@@ -106,6 +107,23 @@ class Binding(unittest.TestCase):
         self.assertGreater(kl_blind, 1e-6)
         self.assertLess(kl_full, 1e-8)
         self.assertLess(kl_1, kl_blind)
+
+    def test_prompt_budget(self):
+        """prompt_eval's repair budget reaches kamera_prompt_eval_budget: refused by name outside
+        [0, 1] and above 0 with a policy that has no repair; a budget in range evaluates (what it
+        recomputes is tested in C++: RepairBudget.*, ServerRepair.*)."""
+        ids = [self.model.bos] + self.question_ids
+        with self.assertRaises(kamera.Error) as e:
+            self.ctx.prompt_eval(ids, reuse_budget=1.5)
+        self.assertEqual(e.exception.name, "invalid_argument")
+        self.assertIn("reuse_budget", str(e.exception))
+        with self.assertRaises(kamera.Error) as e:
+            self.ctx.prompt_eval(ids, reuse="keep", reuse_budget=0.5)
+        self.assertIn("keep", str(e.exception))
+        seq, last = self.ctx.prompt_eval(ids, reuse_budget=1.0)
+        _, ref = kamera.Context(self.model).prompt_eval(ids, reuse="reprefill")
+        np.testing.assert_allclose(last, ref, atol=1e-5)
+        self.assertGreater(seq.n_tokens, 0)
 
     def test_kv_type(self):
         with self.assertRaises(ValueError):
