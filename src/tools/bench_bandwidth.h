@@ -4,6 +4,7 @@
 // decode figure.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace kamera {
