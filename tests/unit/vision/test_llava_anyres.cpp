@@ -161,6 +161,18 @@ ChunkContent linear_chunk(std::vector<float> rows, int dim) {
   return c;
 }
 
+// llama.cpp's dumps are made by hand (README.md); until they are committed the tests that read
+// them skip, saying so.
+bool missing_dumps() {
+  for (const char* f : {"llama_cpp_64x32.json", "llama_cpp_40x64.json", "hf_pack_40x64.f32"})
+    if (!std::ifstream(kDir + f)) return true;
+  return false;
+}
+#define SKIP_WITHOUT_DUMPS()                                                                     \
+  if (missing_dumps())                                                                           \
+  GTEST_SKIP() << "llama.cpp's dumps of tests/data/llava16 are not there (README.md: mtmd_dump " \
+                  "against libmtmd)"
+
 size_t argmax(const std::vector<float>& v) {
   return size_t(std::max_element(v.begin(), v.end()) - v.begin());
 }
@@ -173,6 +185,7 @@ const char* const kSizes[] = {"64x32", "40x64"};
 // pinpoint; 40 x 64 is centred on black) and appends the overview; each is an image chunk of 64
 // rows, nothing between them. kamera's tower on the same pixels: within 2e-3 of the scale.
 TEST(LlavaAnyres, TilesAndOverviewMatchLlamaCppMtmd) {
+  SKIP_WITHOUT_DUMPS();
   auto t = LlavaVisionModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(t.ok());
   for (const char* size : kSizes) {
@@ -200,6 +213,7 @@ TEST(LlavaAnyres, TilesAndOverviewMatchLlamaCppMtmd) {
 // (hf_pack_*.f32); the base, stretched with PIL's bicubic where llama.cpp's overview uses its
 // bilinear, is measured against llama.cpp's overview.
 TEST(LlavaAnyres, GridIsPackImageFeaturesOnLlamaCppTiles) {
+  SKIP_WITHOUT_DUMPS();
   auto t = LlavaVisionModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(t.ok());
   ThreadPool pool(1);
@@ -231,6 +245,7 @@ TEST(LlavaAnyres, GridIsPackImageFeaturesOnLlamaCppTiles) {
 // The decoder after llama.cpp's rows (kamera's tower, llama.cpp's order and overview pixels):
 // within 1e-3 of llama.cpp's logits, same argmax. kamera's own layout (Hugging Face's) is measured.
 TEST(LlavaAnyres, LogitsAfterThePictureMatchLlamaCppMtmd) {
+  SKIP_WITHOUT_DUMPS();
   auto ctx = tiny::context(kDecoder, 1024, 16, size_t(1) << 27, 1);
   ASSERT_TRUE(ctx);
   auto t = LlavaVisionModel::load(kDir + "mmproj.gguf");
@@ -259,8 +274,8 @@ TEST(LlavaAnyres, LogitsAfterThePictureMatchLlamaCppMtmd) {
   }
 }
 
-// The picture's chunk placed anywhere from its canonical KV equals a fresh prefill there; sent
-// again it is the kept chunk.
+// The picture's chunk placed anywhere from its canonical KV equals a fresh prefill there (at 1, 8
+// and 201: the decoder's context is 512); sent again it is the kept chunk.
 TEST(LlavaAnyres, PictureRelocatesExactly) {
   auto ctx = tiny::context(kDecoder, 1024, 16, size_t(1) << 27, 1);
   ASSERT_TRUE(ctx);
@@ -279,5 +294,5 @@ TEST(LlavaAnyres, PictureRelocatesExactly) {
   EXPECT_FALSE(encoded);
   EXPECT_EQ(again->get(), pic->get());
   chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({116, 258, 10}),
-                                     {0, 7, 300}, 1e-5);
+                                     {0, 7, 200}, 1e-5);
 }
