@@ -14,6 +14,7 @@
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
 #include "support/tiny_models.h"
 #include "vision/llava_chunks.h"
+#include "vision/llava_ldp.h"
 
 using namespace kamera;
 using idefics3_fixture::read_f32;
@@ -55,6 +56,25 @@ TEST_P(LlavaMobileVlm, LoadsTheConvertersLayout) {
   EXPECT_EQ(t->cfg.projector, GetParam().projector);
   EXPECT_EQ(t->cfg.side(), 24);
   EXPECT_EQ(t->cfg.rows(), 144);  // 24 x 24 patches halved both ways
+}
+
+// The projector after its MLP on a drawn 24 x 24 grid of rows against numpy's float64
+// transcription of MobileVLM's modules (make_projector_reference.py): within 1e-4 of the scale.
+TEST_P(LlavaMobileVlm, ProjectorMatchesNumpyTranscription) {
+  auto t = LlavaVisionModel::load(kDir + GetParam().file);
+  ASSERT_TRUE(t.ok());
+  const size_t n = size_t(t->cfg.n_patches()), o = size_t(t->cfg.out_dim);
+  std::vector<float> y(n * o);
+  for (size_t r = 0; r < n; ++r)
+    for (size_t k = 0; k < o; ++k)
+      y[r * o + k] = float(std::sin(0.37 * double(r) + 0.11 * double(k)));
+  const bool v2 = GetParam().projector == LlavaProjector::kLdpV2;
+  const std::vector<float> got = v2 ? ldpv2_project(*t, y) : ldp_project(*t, y, nullptr);
+  const std::vector<float> want = read_f32(kDir + (v2 ? "proj_ref_ldpv2.f32" : "proj_ref_ldp.f32"));
+  ASSERT_EQ(got.size(), want.size());
+  const double rel = rel_diff(got.data(), want.data(), want.size());
+  std::printf("%s projector: kamera vs numpy %.3e of the largest |value|\n", GetParam().file, rel);
+  EXPECT_LT(rel, 1e-4);
 }
 
 // A 96 x 96 picture (the tower's size: neither side pads or resizes it): 144 rows within 2e-3
