@@ -12,7 +12,8 @@ python3-numpy only. Run by hand, never by CI:
 Writes hf_reference.json: for the tiny tower (32-pixel tiles in 4-pixel patches, the fixture's
 pinpoints read as Hugging Face reads them, (height, width)) and each picture size, the best
 resolution, the resized size and paste offset, the grid, the unpadded box of the grid's features
-and the picture's row count; for the committed pictures (img_64x32, img_40x64, img_100x30) the
+and the picture's row count; for three sizes the order pack_image_features gives the grid's rows
+(tile * side^2 + row, -1 for the newline row); for the committed pictures (img_64x32, img_40x64, img_100x30) the
 64-bit FNV-1a hash of the base image's and every tile's uint8 HWC pixels. Where llama.cpp's dumps
 are present (llama_cpp_WxH_embd.f32: mtmd's tiles, then its overview) it also writes
 hf_pack_WxH.f32: pack_image_features on llama.cpp's tile rows (the base image's rows left out:
@@ -112,12 +113,10 @@ def newline():
     return next(np.array(t.data, np.float32) for t in r.tensors if t.name == "model.image_newline")
 
 
-def pack(w, h, nl):
-    """pack_image_features on llama.cpp's tile rows (its dump: the tiles, then its overview)."""
-    p = plan(w, h)
+def pack_rows(p, tile_rows, nl):
+    """pack_image_features' grid on (tiles, side * side, dim) rows and the newline row nl."""
     n_tiles, dim = p["grid_rows"] * p["grid_cols"], nl.size
-    rows = np.fromfile(f"llama_cpp_{w}x{h}_embd.f32", np.float32).reshape(-1, dim)
-    f = rows[: n_tiles * SIDE * SIDE].reshape(p["grid_rows"], p["grid_cols"], SIDE, SIDE, dim)
+    f = tile_rows.reshape(p["grid_rows"], p["grid_cols"], SIDE, SIDE, dim)
     f = f.transpose(4, 0, 2, 1, 3).reshape(dim, p["grid_rows"] * SIDE, p["grid_cols"] * SIDE)
     r0, r1, c0, c1 = p["unpad"]
     f = f[:, r0:r1, c0:c1]
@@ -125,9 +124,24 @@ def pack(w, h, nl):
     return np.ascontiguousarray(f.reshape(dim, -1).T)
 
 
+def pack_order(p):
+    """The grid's rows as indices tile * side^2 + row (-1: the newline row)."""
+    n = p["grid_rows"] * p["grid_cols"] * SIDE * SIDE
+    return [int(v) for v in pack_rows(p, np.arange(n, dtype=np.float64), np.array([-1.0]))[:, 0]]
+
+
+def pack(w, h, nl):
+    """pack_image_features on llama.cpp's tile rows (its dump: the tiles, then its overview)."""
+    p = plan(w, h)
+    n_tiles, dim = p["grid_rows"] * p["grid_cols"], nl.size
+    rows = np.fromfile(f"llama_cpp_{w}x{h}_embd.f32", np.float32).reshape(-1, dim)
+    return pack_rows(p, rows[: n_tiles * SIDE * SIDE], nl)
+
+
 def main():
     out = {"tile": TILE, "patch": PATCH, "pinpoints": PINPOINTS,
            "plans": [plan(w, h) for w, h in SIZES],
+           "pack_orders": {f"{w}x{h}": pack_order(plan(w, h)) for w, h in [(40, 64), (65, 33), (200, 50)]},
            "pictures": {f: pictures(f) for f in PICTURES}}
     with open("hf_reference.json", "w") as f:
         json.dump(out, f, indent=1)

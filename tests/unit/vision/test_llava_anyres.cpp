@@ -100,6 +100,33 @@ TEST(LlavaAnyres, PlanIsHuggingFaces) {
   }
 }
 
+// The grid's rows in the order pack_image_features gives them (unpadded, a newline row after each
+// line), for three picture sizes: rows tagged tile * side^2 + row, the newline -1, the base -2.
+TEST(LlavaAnyres, PackIsHuggingFaces) {
+  auto t = LlavaVisionModel::load(kDir + "mmproj.gguf");
+  ASSERT_TRUE(t.ok());
+  const LlavaVisionConfig& c = t->cfg;
+  const size_t o = size_t(c.out_dim), per = size_t(c.rows());
+  const auto ref = read_json(kDir + "hf_reference.json");
+  for (const auto& [size, order] : ref["pack_orders"].items()) {
+    int w = 0, h = 0;
+    ASSERT_EQ(std::sscanf(size.c_str(), "%dx%d", &w, &h), 2);
+    auto p = llava_anyres_plan(w, h, c);
+    ASSERT_TRUE(p.ok());
+    std::vector<std::vector<float>> encoded(size_t(1 + p->tiles()));
+    encoded[0].assign(per * o, -2.0f);
+    for (size_t tile = 0; tile < size_t(p->tiles()); ++tile)
+      for (size_t r = 0; r < per; ++r)
+        encoded[1 + tile].insert(encoded[1 + tile].end(), o, float(tile * per + r));
+    const std::vector<float> out = llava_anyres_pack(encoded, *p, c, std::vector<float>(o, -1.0f));
+    ASSERT_EQ(out.size(), (per + order.size()) * o) << size;
+    EXPECT_EQ(int64_t(out.size() / o), p->rows(c.side())) << size;
+    for (size_t r = 0; r < per; ++r) ASSERT_EQ(out[r * o], -2.0f) << size;
+    for (size_t j = 0; j < order.size(); ++j)
+      ASSERT_EQ(out[(per + j) * o + o - 1], order[j].get<float>()) << size << " row " << j;
+  }
+}
+
 // The base image and every tile of three pictures equal PIL's, byte for byte.
 TEST(LlavaAnyres, PicturesArePils) {
   auto t = LlavaVisionModel::load(kDir + "mmproj.gguf");
