@@ -12,6 +12,7 @@
 #include "context/context.h"
 #include "core/thread_pool.h"
 #include "support/chunk_relocation.h"
+#include "support/gguf_copy.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff, bilinear_corners
 #include "support/tiny_models.h"
 #include "vision/llava_anyres.h"
@@ -70,6 +71,41 @@ TEST(LlavaAnyres, LoadsTheConvertersLayout) {
   ASSERT_TRUE(v15.ok());
   EXPECT_FALSE(v15->cfg.anyres());
   EXPECT_NE(v15->fingerprint, t->fingerprint);
+}
+
+// Pinpoints that are not a grid of tiles, a merge other than spatial_unpad and a grid beside
+// MobileVLM's projector are refused by name.
+TEST(LlavaAnyres, LoaderRefusesWhatItDoesNotRun) {
+  auto refused = [](const std::string& from, const std::function<void(GgufWriter&)>& set) {
+    const std::string to = unique_temp("kamera-llava16-bad.gguf");
+    tiny::copy_gguf(from, to, set);
+    auto m = LlavaVisionModel::load(to);
+    EXPECT_FALSE(m.ok());
+    return m.ok() ? std::string() : m.message();
+  };
+  const std::string v16 = kDir + "mmproj.gguf";
+  EXPECT_NE(refused(v16,
+                    [](GgufWriter& w) {
+                      w.set_i32_array("clip.vision.image_grid_pinpoints", {48, 32});
+                    })
+                .find("is not a grid"),
+            std::string::npos);
+  EXPECT_NE(refused(v16,
+                    [](GgufWriter& w) {
+                      w.set_i32_array("clip.vision.image_grid_pinpoints", {32, 64, 96});
+                    })
+                .find("must be pairs"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(v16, [](GgufWriter& w) { w.set_string("clip.vision.mm_patch_merge_type", "flat"); })
+          .find("spatial_unpad"),
+      std::string::npos);
+  EXPECT_NE(refused(std::string(KAMERA_SOURCE_DIR) + "/tests/data/mobilevlm/mmproj.gguf",
+                    [](GgufWriter& w) {
+                      w.set_i32_array("clip.vision.image_grid_pinpoints", {96, 96});
+                    })
+                .find("beside MobileVLM's projector"),
+            std::string::npos);
 }
 
 // The best resolution, the resized size and offset, the grid, the unpadded box and the row
