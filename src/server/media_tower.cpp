@@ -251,14 +251,14 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
            int h) -> Result<int64_t> { return internvl_picture_rows(w, h, t.cfg); },
         decoder, threads, store);
   }
-  if (type == "mlp") {  // LLaVA-1.5: CLIP + MLP projector beside a llama decoder
+  if (type == "mlp" || type == "ldp" || type == "ldpv2") {  // LLaVA, MobileVLM: CLIP, llama
     KAMERA_ASSIGN_OR_RETURN(LlavaVisionModel m, LlavaVisionModel::load(mmproj));
     KAMERA_TRY(check_llava_pair(m.cfg, decoder, mmproj));
     // (its rows have no delimiter around them)
     return picture_tower<LlavaImageChunks>(
         "LLaVA", VisionDelimiters{}, std::move(m),
-        [](const LlavaVisionModel&, const LlavaImageChunks& c, int, int) -> Result<int64_t> {
-          return c.rows();
+        [](const LlavaVisionModel&, const LlavaImageChunks& c, int w, int h) -> Result<int64_t> {
+          return c.rows(w, h);
         },
         decoder, threads, store);
   }

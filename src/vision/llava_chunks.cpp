@@ -1,6 +1,7 @@
 #include "vision/llava_chunks.h"
 
 #include "media/resize.h"
+#include "vision/llava_anyres.h"
 
 namespace kamera {
 
@@ -36,21 +37,45 @@ Result<Image> llava_square(const Image& img, const LlavaVisionConfig& c) {
   return resize_bicubic(sq, c.image_size, c.image_size);
 }
 
+Result<int64_t> llava_picture_rows(int width, int height, const LlavaVisionConfig& c) {
+  if (width < 1 || height < 1)
+    return make_error(ErrorCode::InvalidArgument, "llava: an empty picture");
+  if (!c.anyres()) return int64_t(c.rows());
+  KAMERA_ASSIGN_OR_RETURN(const LlavaAnyresPlan p, llava_anyres_plan(width, height, c));
+  return p.rows(c.side());
+}
+
 LlavaImageChunks::LlavaImageChunks(const LlavaVisionModel& tower,
                                    const std::array<uint64_t, 2>& decoder_fp, ThreadPool* pool,
                                    size_t max_entries)
     : tower_(tower), decoder_fp_(decoder_fp), enc_(tower, pool), lru_(decoder_fp, max_entries) {}
 
+// The picture's rows: LLaVA-1.5's square, or LLaVA-1.6's base and tiles, packed.
+Result<std::vector<float>> LlavaImageChunks::encode(const Image& img) {
+  const LlavaVisionConfig& c = tower_.cfg;
+  if (!c.anyres()) {
+    KAMERA_ASSIGN_OR_RETURN(const Image sq, llava_square(img, c));
+    return enc_.encode(sq);
+  }
+  KAMERA_ASSIGN_OR_RETURN(const LlavaAnyresPlan p, llava_anyres_plan(img.width, img.height, c));
+  KAMERA_ASSIGN_OR_RETURN(const std::vector<Image> pics, llava_anyres_pictures(img, p, c));
+  std::vector<std::vector<float>> encoded;
+  for (const Image& pic : pics) {
+    KAMERA_ASSIGN_OR_RETURN(std::vector<float> r, enc_.encode(pic));
+    encoded.push_back(std::move(r));
+  }
+  return llava_anyres_pack(encoded, p, c, tower_.w.newline);
+}
+
 Result<std::shared_ptr<const ChunkContent>> LlavaImageChunks::image(const Image& img,
                                                                     bool* encoded) {
+  const char* domain = tower_.cfg.anyres() ? "kamera-llava-anyres-v1" : "kamera-llava-image-v1";
   return lru_.get(
-      picture_key("kamera-llava-image-v1", img, tower_.fingerprint, decoder_fp_),
-      tower_.cfg.out_dim,
+      picture_key(domain, img, tower_.fingerprint, decoder_fp_), tower_.cfg.out_dim,
       [&]() -> Result<ChunkContent> {
-        KAMERA_ASSIGN_OR_RETURN(const Image sq, llava_square(img, tower_.cfg));
         ChunkContent c;
         c.dim = tower_.cfg.out_dim;
-        KAMERA_ASSIGN_OR_RETURN(c.embeddings, enc_.encode(sq));
+        KAMERA_ASSIGN_OR_RETURN(c.embeddings, encode(img));
         for (int i = 0; i < c.n(); ++i) c.layout.push_back(Pos::linear(i));
         return c;
       },

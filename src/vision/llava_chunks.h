@@ -9,6 +9,12 @@
 // Face's LlavaImageProcessor do_pad), then resized bicubically. llama.cpp resizes first to fit,
 // then pads (docs/VISION.md); a picture of image_size x image_size is read as is by all of them.
 //
+// LLaVA-1.6 (a tower with image_grid_pinpoints): the picture is its base image and its tiles of
+// the best-fit grid, each through the tower, the tiles' rows unpadded with a newline row after
+// each line (vision/llava_anyres.h); still one chunk of rows on linear positions, no token
+// between its parts (llama.cpp's mtmd places LLaVA-1.6's tiles and overview, its own way, as
+// consecutive image chunks with nothing between them).
+//
 // A picture's key is XXH3-128 of its pixels and both models' fingerprints (vision/picture_lru.h).
 #pragma once
 
@@ -34,6 +40,9 @@ Status check_llava_pair(const LlavaVisionConfig& tower, const Model& decoder,
 // The picture as the tower's square (above).
 Result<Image> llava_square(const Image& img, const LlavaVisionConfig& c);
 
+// The rows of a picture of width x height (LLaVA-1.6: as Hugging Face's LLaVA-NeXT lays them out).
+Result<int64_t> llava_picture_rows(int width, int height, const LlavaVisionConfig& c);
+
 // The encoded, placed chunks of pictures by key (vision/picture_lru.h). Not thread-safe.
 class LlavaImageChunks {
  public:
@@ -46,11 +55,15 @@ class LlavaImageChunks {
   // One picture. encoded (optional): whether this call ran the tower.
   Result<std::shared_ptr<const ChunkContent>> image(const Image& img, bool* encoded = nullptr);
 
-  int64_t rows() const { return tower_.cfg.rows(); }
+  Result<int64_t> rows(int width, int height) const {
+    return llava_picture_rows(width, height, tower_.cfg);
+  }
   using Stats = PictureLru::Stats;
   const Stats& stats() const { return lru_.stats(); }
 
  private:
+  Result<std::vector<float>> encode(const Image& img);
+
   const LlavaVisionModel& tower_;
   std::array<uint64_t, 2> decoder_fp_;
   LlavaVisionEncoder enc_;

@@ -2,6 +2,7 @@
 
 #include "ops/kernels.h"
 #include "ops/vision_ops.h"
+#include "vision/llava_ldp.h"
 
 namespace kamera {
 
@@ -43,14 +44,16 @@ void LlavaVisionEncoder::block(const LlavaVisionWeights::Layer& L) {
   add_inplace(x_.data(), att_.data(), nd);
 }
 
-// Rows 1 .. n of x_ through the MLP projector.
+// Rows 1 .. n of x_ through the MLP projector (MobileVLM's: then its blocks, vision/llava_ldp.h).
 std::vector<float> LlavaVisionEncoder::project() const {
   const LlavaVisionConfig& c = m_.cfg;
-  const int r = c.rows(), o = c.out_dim;
+  const int r = c.n_patches(), o = c.out_dim;
   std::vector<float> h(size_t(r) * o), out(size_t(r) * o);
   m_.w.mm0.apply(x_.data() + c.dim, r, h.data(), pool_);
   gelu_tanh_inplace(h.data(), int64_t(r) * o, pool_);
   m_.w.mm2.apply(h.data(), r, out.data(), pool_);
+  if (c.projector == LlavaProjector::kLdpV2) return ldpv2_project(m_, out);
+  if (c.projector == LlavaProjector::kLdp) return ldp_project(m_, out, pool_);
   return out;
 }
 

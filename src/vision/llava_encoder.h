@@ -1,5 +1,5 @@
-// The forward of LLaVA-1.5's tower (the math is in llava_vision.h): one picture of image_size x
-// image_size pixels -> its rows() rows of the decoder's width.
+// The forward of LLaVA's tower (the math is in llava_vision.h; MobileVLM V2's ldpv2 projector
+// too): one picture of image_size x image_size pixels -> its rows() rows of the decoder's width.
 #pragma once
 
 #include <functional>

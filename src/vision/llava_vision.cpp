@@ -13,9 +13,13 @@ namespace {
 namespace gk = gguf_key;
 
 constexpr const char* kProjector = "mlp";
+constexpr const char* kLdpV2 = "ldpv2";
+constexpr const char* kLdp = "ldp";
 constexpr const char* kFamily = "LLaVA";
 constexpr const char* kFeatureLayer = "clip.vision.feature_layer";
 constexpr const char* kPinpoints = "clip.vision.image_grid_pinpoints";
+constexpr const char* kMergeType = "clip.vision.mm_patch_merge_type";
+constexpr int kMaxTiles = 64;  // tiles of one pinpoint
 
 std::vector<ClipTensor> tensor_specs(const LlavaVisionConfig& c, LlavaVisionWeights& w) {
   const int64_t d = c.dim, f = c.ffn_dim, p = c.patch, o = c.out_dim;
@@ -48,8 +52,35 @@ std::vector<ClipTensor> tensor_specs(const LlavaVisionConfig& c, LlavaVisionWeig
     linear(b + fc1, L.fc1, c.dim, c.ffn_dim, {d, f});
     linear(b + fc2, L.fc2, c.ffn_dim, c.dim, {f, d});
   }
+  if (c.projector == LlavaProjector::kLdp) {
+    linear("mm.model.mlp.1", w.mm0, c.dim, c.out_dim, {d, o});
+    linear("mm.model.mlp.3", w.mm2, c.out_dim, c.out_dim, {o, o});
+    for (int k = 0; k < 2; ++k) {
+      auto& B = w.ldp[k];
+      const std::string b = "mm.model.mb_block." + std::to_string(k + 1) + ".block.";
+      vec(b + "0.0.weight", B.dw, {3, 3, o});
+      vec(b + "0.1.weight", B.ln1_w, {o});
+      vec(b + "0.1.bias", B.ln1_b, {o});
+      linear(b + "1.fc1", B.fc1, c.out_dim, c.ldp_squeeze, {o, c.ldp_squeeze});
+      linear(b + "1.fc2", B.fc2, c.ldp_squeeze, c.out_dim, {c.ldp_squeeze, o});
+      B.pw.in = B.pw.out = c.out_dim;  // the pointwise convolution has no bias
+      s.push_back({b + "2.0.weight", {o, o}, nullptr, &B.pw});
+      vec(b + "2.1.weight", B.ln2_w, {o});
+      vec(b + "2.1.bias", B.ln2_b, {o});
+    }
+    return s;
+  }
+  if (c.projector == LlavaProjector::kLdpV2) {
+    linear("mm.model.mlp.0", w.mm0, c.dim, c.out_dim, {d, o});
+    linear("mm.model.mlp.2", w.mm2, c.out_dim, c.out_dim, {o, o});
+    vec("mm.model.peg.0.weight", w.peg_w,
+        c.peg_4d ? std::vector<int64_t>{3, 3, 1, o} : std::vector<int64_t>{3, 3, o});
+    vec("mm.model.peg.0.bias", w.peg_b, {o});
+    return s;
+  }
   linear("mm.0", w.mm0, c.dim, c.out_dim, {d, o});
   linear("mm.2", w.mm2, c.out_dim, c.out_dim, {o, o});
+  if (c.anyres()) vec(c.newline_tensor, w.newline, {o});
   return s;
 }
 
@@ -70,18 +101,58 @@ Status read_feature_layer(const GgufFile& g, const std::string& path, LlavaVisio
   return Status::Ok();
 }
 
+// LLaVA-1.6's pinpoints (pairs, each a multiple of image_size, at most kMaxTiles tiles) and the
+// name of its newline row.
+Status read_anyres(const GgufFile& g, const std::string& path, LlavaVisionConfig* c) {
+  if (!g.has(kPinpoints)) return Status::Ok();
+  if (c->mobilevlm())
+    return make_error(ErrorCode::Unsupported, "{}: {} beside MobileVLM's projector", path,
+                      kPinpoints);
+  const std::vector<int64_t>* pp = g.get_int_array(kPinpoints);
+  if (!pp || pp->empty() || pp->size() % 2)
+    return make_error(ErrorCode::CorruptData, "{}: {} must be pairs of sizes", path, kPinpoints);
+  for (size_t i = 0; i < pp->size(); i += 2) {
+    const int64_t a = (*pp)[i], b = (*pp)[i + 1], t = c->image_size;
+    if (a < t || b < t || a % t || b % t || (a / t) * (b / t) > kMaxTiles)
+      return make_error(ErrorCode::Unsupported,
+                        "{}: {}: {} x {} is not a grid of at most {} tiles of {} pixels", path,
+                        kPinpoints, a, b, kMaxTiles, t);
+    c->pinpoints.push_back({int(a), int(b)});
+  }
+  const std::string merge = g.get_string(kMergeType).value_or("spatial_unpad");
+  if (merge != "spatial_unpad")
+    return make_error(ErrorCode::Unsupported,
+                      "{}: {} '{}': only LLaVA-1.6's spatial_unpad (the features unpadded, a "
+                      "newline row after each line) is supported",
+                      path, kMergeType, merge);
+  for (const char* name : {"model.image_newline", "v.image_newline"})
+    if (g.find_tensor(name)) c->newline_tensor = name;
+  if (c->newline_tensor.empty())
+    return make_error(ErrorCode::CorruptData,
+                      "{}: LLaVA-1.6's grid ({}) without its newline row (model.image_newline)",
+                      path, kPinpoints);
+  return Status::Ok();
+}
+
 Status read_config(const GgufFile& g, const std::string& path, LlavaVisionConfig* c) {
   const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
-  if (proj != kProjector)
-    return make_error(ErrorCode::Unsupported, "{}: projector type '{}' is not LLaVA's ('mlp')",
+  if (proj != kProjector && proj != kLdpV2 && proj != kLdp)
+    return make_error(ErrorCode::Unsupported,
+                      "{}: projector type '{}' is not LLaVA's ('mlp') nor MobileVLM's ('ldp', "
+                      "'ldpv2')",
                       path, proj);
+  c->projector = proj == kLdpV2 ? LlavaProjector::kLdpV2
+                 : proj == kLdp ? LlavaProjector::kLdp
+                                : LlavaProjector::kMlp;
+  const GgufTensor* fc1 = g.find_tensor("mm.model.mb_block.1.block.1.fc1.weight");
+  c->ldp_squeeze = fc1 && fc1->ne.size() == 2 ? int(fc1->ne[1]) : 0;
+  if (c->projector == LlavaProjector::kLdp && (c->ldp_squeeze < 1 || c->ldp_squeeze > 65536))
+    return make_error(ErrorCode::CorruptData, "{}: ldp without its squeeze-excitation (fc1)", path);
+  const GgufTensor* peg = g.find_tensor("mm.model.peg.0.weight");
+  c->peg_4d = peg && peg->ne.size() == 4;
   if (g.get_bool(gk::kClipUseSilu).value_or(false))
     return make_error(ErrorCode::Unsupported, "{}: clip.use_silu: LLaVA's CLIP is (quick-)GELU",
                       path);
-  if (g.has(kPinpoints))
-    return make_error(ErrorCode::Unsupported,
-                      "{}: {}: LLaVA-1.6's any-resolution grid is not supported (LLaVA-1.5 is)",
-                      path, kPinpoints);
   c->gelu_tanh = g.get_bool(gk::kClipUseGelu).value_or(false);
   KAMERA_TRY(clip_count(g, path, gk::kVisionImageSize, &c->image_size, 1, 8192));
   KAMERA_TRY(clip_count(g, path, gk::kVisionPatchSize, &c->patch, 1, 64));
@@ -93,6 +164,7 @@ Status read_config(const GgufFile& g, const std::string& path, LlavaVisionConfig
   c->eps = float(g.get_float(gk::kVisionLayerNormEps).value_or(c->eps));
   KAMERA_TRY(clip_mean_std(g, path, &c->image_mean, &c->image_std));
   KAMERA_TRY(read_feature_layer(g, path, c));
+  KAMERA_TRY(read_anyres(g, path, c));
   // llama.cpp swaps ffn_up / ffn_down back when ffn_down reads the width (the legacy names)
   const GgufTensor* down = g.find_tensor("v.blk.0.ffn_down.weight");
   c->fc1_is_up = down && !down->ne.empty() && down->ne[0] != c->dim;
@@ -101,11 +173,15 @@ Status read_config(const GgufFile& g, const std::string& path, LlavaVisionConfig
 
 void compute_fingerprint(LlavaVisionModel& m) {
   const LlavaVisionConfig& c = m.cfg;
-  const int ints[] = {c.image_size, c.patch,   c.dim,     c.n_layers,         c.layers,
-                      c.n_heads,    c.ffn_dim, c.out_dim, c.gelu_tanh ? 1 : 0};
+  std::vector<int> ints = {c.image_size, c.patch,   c.dim,     c.n_layers,         c.layers,
+                           c.n_heads,    c.ffn_dim, c.out_dim, c.gelu_tanh ? 1 : 0};
+  for (const auto& p : c.pinpoints) ints.insert(ints.end(), p.begin(), p.end());
+  const char* type = c.projector == LlavaProjector::kLdpV2 ? kLdpV2
+                     : c.projector == LlavaProjector::kLdp ? kLdp
+                                                           : kProjector;
   const float reals[] = {c.eps,          c.image_mean[0], c.image_mean[1], c.image_mean[2],
                          c.image_std[0], c.image_std[1],  c.image_std[2]};
-  m.fingerprint = clip_fingerprint(kProjector, ints, reals, tensor_specs(m.cfg, m.w));
+  m.fingerprint = clip_fingerprint(type, ints, reals, tensor_specs(m.cfg, m.w));
 }
 
 }  // namespace
@@ -119,6 +195,8 @@ Status LlavaVisionConfig::validate() const {
   if (layers < 1 || layers > n_layers)
     return bad(fmt::format("feature layer {} of {} blocks", layers, n_layers));
   if (out_dim < 1) return bad(fmt::format("out {}", out_dim));
+  if (mobilevlm() && side() % 2)
+    return bad(fmt::format("MobileVLM's projector halves an odd grid of {} patches", side()));
   return validate_siglip(vit(), "llava");
 }
 
