@@ -38,7 +38,7 @@ ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^>"]+)[>"]', re.M)
 # jinja/'s template values, grammar/'s JSON Schema, toolcall/'s call arguments) may include it.
 # context/ (its chat session renders a Jinja template) and vision/ (its chat session) are left out.
 JSON_FREE = ['core', 'kv', 'ops', 'media', 'gguf', 'model', 'generate', 'reuse', 'store', 'cache',
-             'window', 'serve', 'api']
+             'window', 'audio', 'serve', 'api']
 JSON_HEADERS = ('nlohmann/', 'server/openai.h')
 NO_LOOPS = ['cache', 'serve', 'server', 'route']
 MODULE_ALIASES = {'server/server_impl': 'server/server'}

@@ -33,7 +33,8 @@ test=(
   # several servers: the deploy/ configs of the balancers kamera route is compared with (tested)
   haproxy nginx-light
   gnuplot-nox                            # figures of `kamera report`
-  # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3
+  # the Python binding (import kamera) and its tests, on Debian's /usr/bin/python3 (numpy: also
+  # the log-mel reference tests/unit/media/whisper_mel.py)
   pybind11-dev python3-dev python3-numpy
   # `pip install --no-build-isolation ./python` (offline: meson-python builds it) and its test's venv
   python3-pip python3-venv python3-mesonpy meson

@@ -71,6 +71,17 @@ inline constexpr const char* kVisionWindowSize = "clip.vision.window_size";
 inline constexpr const char* kVisionWaLayerIndexes = "clip.vision.wa_layer_indexes";
 inline constexpr const char* kVisionNWaPattern = "clip.vision.n_wa_pattern";
 
+// clip.audio.*: an audio encoder's shape (Whisper-style: Qwen2-Audio, Qwen2.5-Omni)
+inline constexpr const char* kClipHasAudioEncoder = "clip.has_audio_encoder";
+inline constexpr const char* kAudioProjectorType = "clip.audio.projector_type";
+inline constexpr const char* kAudioNumMelBins = "clip.audio.num_mel_bins";
+inline constexpr const char* kAudioEmbeddingLength = "clip.audio.embedding_length";
+inline constexpr const char* kAudioFeedForwardLength = "clip.audio.feed_forward_length";
+inline constexpr const char* kAudioProjectionDim = "clip.audio.projection_dim";
+inline constexpr const char* kAudioBlockCount = "clip.audio.block_count";
+inline constexpr const char* kAudioHeadCount = "clip.audio.attention.head_count";
+inline constexpr const char* kAudioLayerNormEps = "clip.audio.attention.layer_norm_epsilon";
+
 // {arch}.*: the decoder's hyperparameters, as suffixes of the architecture name
 inline constexpr const char* kContextLength = "context_length";
 inline constexpr const char* kEmbeddingLength = "embedding_length";

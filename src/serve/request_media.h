@@ -38,6 +38,7 @@ struct RequestMedia {
   // chunk id (chunk_id(decoder fingerprint, content)) -> the placed image or video
   std::vector<std::pair<ChunkId, std::shared_ptr<const ChunkContent>>> chunks;
   int images = 0;             // image and video parts of the request
+  int audio_clips = 0;        // input_audio parts of the request
   int frames = 0;             // decoded pictures (an image is one, a video its frames)
   int encoded = 0;            // parts this request ran the vision tower for
   int cached_embeddings = 0;  // parts whose embeddings came from the server's image cache

@@ -159,7 +159,7 @@ void Server::Impl::serve_generation(ojson& body, const std::string& client,
                                "rate_limit_error", "quota_exceeded"});
   }
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  if (images->images == 0) images = nullptr;
+  if (images->parts.empty()) images = nullptr;  // no picture, video or audio part
   EventSink sink = make_sink(*reqs, images, cancelled);
   std::vector<std::unique_ptr<Generation>> gens;
   const TokenizeOptions to{opts.control_tokens_in_text, opts.segment_cache_bytes != 0};

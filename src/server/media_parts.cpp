@@ -2,7 +2,10 @@
 
 #include <chrono>
 
+#include "audio/audio_chunks.h"  // kAudioSampleRate
+#include "media/audio_resample.h"
 #include "media/data_url.h"
+#include "media/wav.h"
 #include "server/media_source.h"
 #include "server/request_segments.h"
 #include "vision/vl_prompt.h"
@@ -15,12 +18,13 @@ HttpError refusal(int status, const char* code, std::string message) {
   return {status, std::move(message), "invalid_request_error", code};
 }
 
-// "image", "video", or "" for any other part.
+// "image", "video", "audio", or "" for any other part.
 std::string media_kind(const ojson& part) {
   if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) return "";
   const std::string& t = part["type"].get_ref<const std::string&>();
   if (t == "image_url" || t == "image") return "image";
   if (t == "video") return "video";
+  if (t == "input_audio") return "audio";
   return "";
 }
 
@@ -117,6 +121,8 @@ ServerMedia::ServerMedia(std::unique_ptr<MediaTower> tower, const Model& decoder
 struct ServerMedia::Part {
   std::vector<std::vector<uint8_t>> bytes;  // each picture's encoded bytes
   std::vector<ImageSize> sizes;             // and its declared size
+  bool audio = false;                       // an input_audio part: its clip in samples
+  std::vector<float> samples;               // 16 kHz mono
   double fps = 0;                           // a video's rate (0: the default)
   int64_t rows = 0;                         // what the tower makes of it
   size_t message = 0, content = 0;          // its place: messages[message].content[content]
@@ -164,6 +170,7 @@ std::optional<HttpError> ServerMedia::picture_bytes(const ojson& ref, std::vecto
 // One image or video part, checked and read: its pictures' bytes and sizes, and the rows the
 // tower will make of them.
 std::optional<HttpError> ServerMedia::read_part(const ojson& part, Part& out) const {
+  if (media_kind(part) == "audio") return read_audio(part, out);
   std::vector<ojson> refs;
   if (part.contains("fps")) {
     const ojson& f = part["fps"];
@@ -189,6 +196,47 @@ std::optional<HttpError> ServerMedia::read_part(const ojson& part, Part& out) co
     if (auto e = picture_bytes(refs[i], out.bytes[i], out.sizes[i])) return e;
   auto rows = tower_->rows(out.sizes);
   if (!rows.ok()) return refusal(400, "invalid_image", "image: " + rows.message());
+  out.rows = *rows;
+  return std::nullopt;
+}
+
+// One input_audio part ({"input_audio": {"data": BASE64, "format": "wav"}}): its bytes checked
+// against the byte limit before the base64 is decoded, the WAV decoded and resampled to 16 kHz
+// (cheap beside the tower), and the rows the tower will make of it.
+std::optional<HttpError> ServerMedia::read_audio(const ojson& part, Part& out) const {
+  out.audio = true;
+  if (!tower_->takes_audio())
+    return refusal(400, "invalid_media_part",
+                   "audio: this server's tower reads no audio (input_audio parts need a "
+                   "Qwen2.5-Omni --mmproj)");
+  const ojson& in = part.contains("input_audio") ? part["input_audio"] : ojson();
+  if (!in.is_object() || !in.contains("data") || !in["data"].is_string())
+    return refusal(400, "invalid_media_part",
+                   "an input_audio part needs \"input_audio\": {\"data\": BASE64, \"format\": "
+                   "\"wav\"}");
+  const std::string format =
+      in.contains("format") && in["format"].is_string() ? in["format"].get<std::string>() : "";
+  if (format != "wav")
+    return refusal(
+        415, "unsupported_media_type",
+        fmt::format("audio: format '{}' is not supported (wav: 16-bit PCM)", format.substr(0, 32)));
+  const std::string& data = in["data"].get_ref<const std::string&>();
+  if (data.size() / 4 * 3 > opts_.max_image_bytes + opts_.max_image_bytes / 8 + 16)
+    return refusal(413, "audio_too_large",
+                   fmt::format("audio: about {} bytes, over the limit of {} (--max-image-bytes)",
+                               data.size() / 4 * 3, opts_.max_image_bytes));
+  auto bytes = base64_decode(data);
+  if (!bytes.ok()) return refusal(400, "invalid_base64", "audio: " + bytes.message());
+  auto clip = decode_wav(*bytes, "audio");
+  if (!clip.ok())
+    return clip.error().code == ErrorCode::Unsupported
+               ? refusal(415, "unsupported_media_type", clip.message())
+               : refusal(400, "invalid_audio", clip.message());
+  auto samples = resample_audio(clip->samples, clip->sample_rate, kAudioSampleRate);
+  if (!samples.ok()) return refusal(400, "invalid_audio", "audio: " + samples.message());
+  out.samples = std::move(samples.value());
+  auto rows = tower_->audio_rows(int64_t(out.samples.size()));
+  if (!rows.ok()) return refusal(400, "invalid_audio", "audio: " + rows.message());
   out.rows = *rows;
   return std::nullopt;
 }
@@ -272,6 +320,7 @@ std::optional<HttpError> ServerMedia::check_cost(std::span<const MediaContent> c
 std::optional<HttpError> ServerMedia::add_part(Part& part, RequestMedia& out,
                                                ServerMetrics& metrics,
                                                const std::function<bool()>& stop) {
+  if (part.audio) return add_audio(part, out, stop);
   std::vector<Image> pictures(part.bytes.size());
   DecodeLimits lim;
   lim.max_bytes = int64_t(opts_.max_image_bytes);
@@ -309,15 +358,46 @@ std::optional<HttpError> ServerMedia::add_part(Part& part, RequestMedia& out,
   out.cached_embeddings += !encoded;
   out.image_tokens += (*chunk)->n();
   (encoded ? metrics.images_encoded : metrics.image_embedding_hits) += 1;
-  const ChunkId id = chunk_id(decoder_.fingerprint, **chunk);
-  if (!out.find(id)) out.chunks.emplace_back(id, *chunk);
+  record(part, *chunk, encoded, tower_->delimiters(), out);
+  return std::nullopt;
+}
+
+// An input_audio part: its clip encoded (or found in the tower's cache) and recorded as a
+// picture's chunk is, between the tower's audio delimiters.
+std::optional<HttpError> ServerMedia::add_audio(Part& part, RequestMedia& out,
+                                                const std::function<bool()>& stop) {
+  const auto cancelled = [] {
+    return refusal(400, "cancelled", "the client left while its audio was encoded");
+  };
+  bool encoded = false;
+  Result<std::shared_ptr<const ChunkContent>> chunk = make_error(ErrorCode::Internal, "unset");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop && stop()) return cancelled();
+    chunk = tower_->audio_chunk(part.samples, &encoded, stop);
+  }
+  if (!chunk.ok()) {
+    if (stop && stop()) return cancelled();
+    return refusal(400, "invalid_audio", "audio: " + chunk.message());
+  }
+  ++out.audio_clips;
+  out.encoded += encoded;
+  out.cached_embeddings += !encoded;
+  out.image_tokens += (*chunk)->n();
+  record(part, *chunk, encoded, tower_->audio_delimiters(), out);
+  return std::nullopt;
+}
+
+// A media part's chunk in `out`: by id, its place, rows and delimiters.
+void ServerMedia::record(const Part& part, const std::shared_ptr<const ChunkContent>& chunk,
+                         bool encoded, const VisionDelimiters& d, RequestMedia& out) const {
+  const ChunkId id = chunk_id(decoder_.fingerprint, *chunk);
+  if (!out.find(id)) out.chunks.emplace_back(id, chunk);
   if (!encoded && !out.embedding_hit(id)) out.embedding_hits.push_back(id);
-  const VisionDelimiters d = tower_->delimiters();
   const Tokenizer* tok = decoder_.tokenizer ? &*decoder_.tokenizer : nullptr;
-  out.parts.push_back({part.message, part.content, id, (*chunk)->n(), d.open_text, d.close_text,
+  out.parts.push_back({part.message, part.content, id, chunk->n(), d.open_text, d.close_text,
                        control_ranges(d.open_text, d.open, tok),
                        control_ranges(d.close_text, d.close, tok)});
-  return std::nullopt;
 }
 
 std::vector<MediaContent> chat_media_contents(const ojson& body) {

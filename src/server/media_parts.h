@@ -12,6 +12,9 @@
 //   {"type": "video", "frames": ["data:image/jpeg;base64,...", {"url": "..."}, ...], "fps": 2}
 //     -> MediaPart{i, j, ID}   (prompt: <|vision_start|>, the chunk ID, <|vision_end|>)
 //     (the mini-VL: a video part is refused)
+//   {"type": "input_audio", "input_audio": {"data": "UklGR...", "format": "wav"}}
+//     -> MediaPart{i, j, ID}   (a Qwen2.5-Omni audio tower: <|audio_bos|>, ID, <|audio_eos|>;
+//        the WAV resampled to 16 kHz, media/wav.h; the clip kept by its samples)
 //
 // A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
 // (Qwen2.5-VL: t = trunc(k * 2 / fps * tokens_per_second), fps from the optional "fps" field,
@@ -30,7 +33,11 @@
 //   media_path_forbidden (403)     a path outside that directory (after "..", symlinks)
 //   media_not_found (404)          no such file inside it
 //   invalid_data_url (400), invalid_base64 (400)
-//   unsupported_media_type (415)   not image/png or image/jpeg (by MIME type and by content)
+//   unsupported_media_type (415)   not image/png or image/jpeg (by MIME type and by content);
+//                                  an input_audio format other than "wav", a WAV other than
+//                                  16-bit PCM mono or stereo
+//   audio_too_large (413)          an input_audio part's data over max_image_bytes
+//   invalid_audio (400)            a truncated or malformed WAV
 //   image_too_large (413)          over max_image_bytes (encoded) or max_image_pixels (declared
 //                                  width x height, read from the header before any pixel)
 //   invalid_image (400)            truncated or malformed image, or one the tower cannot take
@@ -57,6 +64,7 @@
 #include "server/json_fields.h"
 #include "server/media_tower.h"
 #include "server/prometheus.h"
+#include "vision/vl_prompt.h"
 
 namespace kamera {
 
@@ -115,10 +123,15 @@ class ServerMedia {
   std::optional<HttpError> picture_bytes(const ojson& ref, std::vector<uint8_t>& bytes,
                                          ImageSize& size) const;
   std::optional<HttpError> read_part(const ojson& part, Part& out) const;
+  std::optional<HttpError> read_audio(const ojson& part, Part& out) const;
   std::optional<HttpError> check_cost(std::span<const MediaContent> contents,
                                       std::span<const Part> parts) const;
   std::optional<HttpError> add_part(Part& part, RequestMedia& out, ServerMetrics& metrics,
                                     const std::function<bool()>& stop);
+  std::optional<HttpError> add_audio(Part& part, RequestMedia& out,
+                                     const std::function<bool()>& stop);
+  void record(const Part& part, const std::shared_ptr<const ChunkContent>& chunk, bool encoded,
+              const VisionDelimiters& d, RequestMedia& out) const;
 
   std::unique_ptr<MediaTower> tower_;
   const Model& decoder_;

@@ -1,5 +1,6 @@
 #include "server/media_tower.h"
 
+#include "audio/audio_chunks.h"
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
@@ -184,6 +185,51 @@ std::unique_ptr<MediaTower> picture_tower(std::string name, VisionDelimiters del
       });
 }
 
+// Qwen2.5-Omni's audio half (or Qwen2-Audio's tower): clips through the cache of
+// audio/audio_chunks.h; pictures refused by name.
+class QwenAudioTower final : public MediaTower {
+ public:
+  QwenAudioTower(QwenAudioModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : tower_(std::move(tower)),
+        delimiters_(kamera::audio_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        pool_(std::max(1, threads)),
+        clips_(tower_, decoder.fingerprint, &pool_) {
+    clips_.set_store(store);
+  }
+  VisionDelimiters delimiters() const override { return {}; }
+  bool takes_video() const override { return false; }
+  Result<int64_t> rows(std::span<const ImageSize>) const override { return no_pictures(); }
+  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image>, bool* encoded, double,
+                                                    const std::function<bool()>&) override {
+    if (encoded) *encoded = false;
+    return no_pictures();
+  }
+  bool takes_audio() const override { return true; }
+  VisionDelimiters audio_delimiters() const override { return delimiters_; }
+  Result<int64_t> audio_rows(int64_t n_samples) const override {
+    return qwen_audio_rows(n_samples);
+  }
+  Result<std::shared_ptr<const ChunkContent>> audio_chunk(
+      std::span<const float> samples, bool* encoded, const std::function<bool()>& stop) override {
+    clips_.set_stop(stop);
+    auto c = clips_.clip(samples, encoded);
+    clips_.set_stop({});
+    return c;
+  }
+
+ private:
+  Error no_pictures() const {
+    return make_error(ErrorCode::InvalidArgument,
+                      "kamera loads the audio tower of this {} file; its vision tower is not "
+                      "loaded (send input_audio parts)",
+                      tower_.cfg.projector);
+  }
+  QwenAudioModel tower_;
+  VisionDelimiters delimiters_;
+  ThreadPool pool_;
+  QwenAudioChunks clips_;  // holds a reference to tower_
+};
+
 const Tokenizer* tokenizer_of(const Model& decoder) {
   return decoder.tokenizer ? &*decoder.tokenizer : nullptr;
 }
@@ -197,6 +243,17 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 }
 
 }  // namespace
+
+Result<int64_t> MediaTower::audio_rows(int64_t) const {
+  return make_error(ErrorCode::InvalidArgument, "this server's tower reads no audio");
+}
+
+Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<const float>,
+                                                                    bool* encoded,
+                                                                    const std::function<bool()>&) {
+  if (encoded) *encoded = false;
+  return make_error(ErrorCode::InvalidArgument, "this server's tower reads no audio");
+}
 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                                                      const Model& decoder, int threads,
@@ -215,6 +272,12 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
           return kimi_picture_rows(w, h, t.cfg);
         },
         decoder, threads, store);
+  }
+  if (is_qwen_audio_projector(type)) {  // Qwen2.5-Omni's audio half beside its qwen2vl thinker
+    KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
+    KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
+    return std::unique_ptr<MediaTower>(
+        std::make_unique<QwenAudioTower>(std::move(m), decoder, threads, store));
   }
   if (type == "idefics3") {  // SmolVLM / SmolVLM2: SigLIP beside a llama (SmolLM2) decoder
     KAMERA_ASSIGN_OR_RETURN(Idefics3VisionModel m, Idefics3VisionModel::load(mmproj));

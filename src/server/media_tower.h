@@ -46,6 +46,14 @@
 //                                      positions between <img> and </img> (delimiters()), as
 //                                      llama.cpp's mtmd writes them; kept by picture (and in the
 //                                      store). No video.
+//   qwen2.5o, qwen2a                   Qwen2.5-Omni's (and Qwen2-Audio's) Whisper-style audio
+//                                      tower (audio/qwen_audio.h) beside a qwen2vl decoder (the
+//                                      thinker): input_audio parts (WAV, resampled to 16 kHz), one
+//                                      clip a chunk of its rows on positions (i, i, i) between
+//                                      <|audio_bos|> and <|audio_eos|> (audio_delimiters()), kept
+//                                      by its samples (and in the store: audio/audio_chunks.h).
+//                                      The vision half of a Qwen2.5-Omni file is not loaded:
+//                                      pictures are refused by name.
 #pragma once
 
 #include <functional>
@@ -90,6 +98,16 @@ class MediaTower {
   virtual Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures,
                                                             bool* encoded, double fps,
                                                             const std::function<bool()>& stop) = 0;
+
+  // Whether the tower reads audio clips (input_audio parts).
+  virtual bool takes_audio() const { return false; }
+  // What the prompt writes around each clip (empty: nothing).
+  virtual VisionDelimiters audio_delimiters() const { return {}; }
+  // The rows a clip of n_samples at 16 kHz makes. Errors (InvalidArgument): a tower without audio.
+  virtual Result<int64_t> audio_rows(int64_t n_samples) const;
+  // The placed chunk of one clip of 16 kHz mono samples; encoded and stop as chunk()'s.
+  virtual Result<std::shared_ptr<const ChunkContent>> audio_chunk(
+      std::span<const float> samples, bool* encoded, const std::function<bool()>& stop);
 };
 
 }  // namespace kamera

@@ -106,6 +106,7 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
   if (media)
     out["images"] = {{"count", media->images},
                      {"frames", media->frames},
+                     {"audio_clips", media->audio_clips},
                      {"image_tokens", media->image_tokens},
                      {"encoded", media->encoded},
                      {"cached_embeddings", media->cached_embeddings},

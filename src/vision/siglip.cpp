@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gguf/gguf.h"
@@ -61,7 +62,8 @@ void siglip_tensors(const SiglipDims& c, SiglipWeights& w, std::vector<ClipTenso
 }
 
 Status load_clip_tensors(const GgufFile& g, const std::string& path,
-                         const std::vector<ClipTensor>& specs, const char* family) {
+                         const std::vector<ClipTensor>& specs, const char* family,
+                         std::span<const std::string_view> own_prefixes) {
   for (const ClipTensor& t : specs) {
     const GgufTensor* gt = g.find_tensor(t.name);
     if (!gt) return make_error(ErrorCode::CorruptData, "{}: tensor {} is missing", path, t.name);
@@ -76,11 +78,17 @@ Status load_clip_tensors(const GgufFile& g, const std::string& path,
     }
     KAMERA_ASSIGN_OR_RETURN(*t.vec, g.read_f32(*gt));
   }
-  if (g.tensors().size() != specs.size())
+  size_t own = g.tensors().size();
+  if (!own_prefixes.empty())
+    own = size_t(std::count_if(g.tensors().begin(), g.tensors().end(), [&](const GgufTensor& t) {
+      return std::any_of(own_prefixes.begin(), own_prefixes.end(),
+                         [&](std::string_view p) { return t.name.starts_with(p); });
+    }));
+  if (own != specs.size())
     return make_error(ErrorCode::Unsupported,
                       "{}: {} tensors, a {} tower of this config has {} (kamera would ignore "
                       "the others)",
-                      path, g.tensors().size(), family, specs.size());
+                      path, own, family, specs.size());
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -78,9 +79,12 @@ void siglip_tensors(const SiglipDims& d, SiglipWeights& w, std::vector<ClipTenso
 
 // Reads every tensor of `specs` from g: a matrix borrowed from the mapping in its file type, a
 // vector as f32. Errors: a tensor missing or of another shape; a file with tensors the list does
-// not name (family names the tower in that message).
+// not name (family names the tower in that message). own_prefixes (empty: every tensor) limits
+// that last check to the tensors whose names start with one of them: the tower's half of a file
+// that holds two (Qwen2.5-Omni's vision and audio encoders).
 Status load_clip_tensors(const GgufFile& g, const std::string& path,
-                         const std::vector<ClipTensor>& specs, const char* family);
+                         const std::vector<ClipTensor>& specs, const char* family,
+                         std::span<const std::string_view> own_prefixes = {});
 
 // XXH3-128 of a tower: its projector type, its config's integers and reals, and each tensor's
 // type and bytes (vectors: length and values).

@@ -9,7 +9,11 @@
 // chunk at positions 0..n-1 (KV cache f32, flash attention off, one thread). With `causal`, an
 // image chunk's rows are decoded in one batch with causal attention on, where mtmd's helper turns
 // it off for the towers whose rows see each other (gemma3: tests/data/gemma3/README.md).
+// IMAGE may be an audio file (mtmd reads WAV, MP3, FLAC by their bytes); its chunk is written as
+// an "image" chunk too. MTMD_DUMP_CTX (default 512) sets n_ctx, for prompts of more positions
+// (a 30-s audio window is 750 rows: tests/data/qwen25o/README.md).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -38,6 +42,7 @@ int main(int argc, char** argv) {
   if (!model) return 1;
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = cp.n_batch = cp.n_ubatch = 512;
+  if (const char* n = std::getenv("MTMD_DUMP_CTX")) cp.n_ctx = uint32_t(std::atoi(n));
   cp.n_threads = cp.n_threads_batch = 1;
   cp.type_k = cp.type_v = GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
