@@ -1,6 +1,6 @@
 // Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
 // read, checked against the limits before decoding, decoded, encoded by the vision tower
-// (server/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
+// (vision/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
 // pixels, preprocessing and both models), and recorded by its place in the typed RequestMedia
 // (serve/request_media.h: messages[i].content[j] -> chunk id, rows, delimiters). The body is not
 // rewritten: the prompt code meets the part where the client put it and takes its chunk from
@@ -55,7 +55,7 @@
 #include "model/model.h"
 #include "serve/request_media.h"
 #include "server/json_fields.h"
-#include "server/media_tower.h"
+#include "vision/media_tower.h"
 #include "server/prometheus.h"
 
 namespace kamera {

@@ -1,10 +1,10 @@
 // --mmproj / --image for the commands that run a prompt (generate, logits): each image is decoded,
 // preprocessed as the Hugging Face processor does, encoded by the mmproj's tower and placed at
-// its "<image>" marker (vision/vl_prompt.h). The tower is the server's (server/media_tower.h):
+// its "<image>" marker (vision/vl_prompt.h). The tower is the server's (vision/media_tower.h):
 // Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside a qwen2vl / qwen3vl decoder, Kimi-VL's MoonViT beside
 // a deepseek2 one; each writes its own delimiters around the marker.
 #include "media/image.h"
-#include "server/media_tower.h"
+#include "vision/media_tower.h"
 #include "tools/cli_common.h"
 #include "vision/vl_prompt.h"
 

@@ -1,6 +1,8 @@
-// The vision tower of a server (--mmproj) as the media parts use it: decoded pictures in, one
-// placed chunk (embedding rows with their (t, h, w) layout) out. The kind is read from the file's
-// clip.projector_type:
+// A vision tower (an mmproj) beside its decoder, whatever its family: decoded pictures in, one
+// placed chunk (embedding rows with their (t, h, w) layout) out. Every entry point that serves
+// pictures takes its tower here: the server's media parts (--mmproj), `generate/logits --mmproj`,
+// `kamera chat --mmproj` (vision/vl_chat_session.h) and the C / Python API (kamera_vision). The
+// kind is read from the file's clip.projector_type:
 //
 //   qwen2vl_merger, qwen2.5vl_merger   Qwen2-VL / Qwen2.5-VL (vision/image_chunks.h): pictures of
 //                                      any size, preprocessed and encoded once per distinct

@@ -1,4 +1,4 @@
-#include "server/media_tower.h"
+#include "vision/media_tower.h"
 
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
