@@ -43,6 +43,8 @@ class QwenTower final : public MediaTower {
     images_.set_stop({});
     return c;
   }
+  ImageChunks::Stats stats() const override { return images_.stats(); }
+  void set_store(ChunkStore* store) override { images_.set_store(store); }
 
  private:
   QwenVisionModel tower_;
@@ -156,6 +158,8 @@ class CachedPictureTower final : public OnePictureTower {
         images_(make(tower_, decoder.fingerprint, &pool_)) {
     images_.set_store(store);
   }
+  ImageChunks::Stats stats() const override { return images_.stats(); }
+  void set_store(ChunkStore* store) override { images_.set_store(store); }
 
  private:
   Result<int64_t> picture_rows(int width, int height) const override {
@@ -197,6 +201,11 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 }
 
 }  // namespace
+
+bool MediaTower::takes(const std::string& type) {
+  return is_qwen_projector(type) || type == "kimivl" || type == "idefics3" || type == "gemma3" ||
+         type == "internvl" || type == "mlp" || type == "kamera-minivl";
+}
 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                                                      const Model& decoder, int threads,

@@ -58,6 +58,7 @@
 #include "media/image.h"
 #include "model/model.h"
 #include "reuse/chunk.h"
+#include "vision/image_chunks.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -67,6 +68,9 @@ class ChunkStore;
 class MediaTower {
  public:
   virtual ~MediaTower() = default;
+
+  // Whether a tower of this projector type (mmproj_projector_type) loads here: every family's.
+  static bool takes(const std::string& projector_type);
 
   // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder of the tower's
   // projected width; a Qwen tower also needs the vision delimiters in the decoder's vocabulary).
@@ -92,6 +96,11 @@ class MediaTower {
   virtual Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures,
                                                             bool* encoded, double fps,
                                                             const std::function<bool()>& stop) = 0;
+
+  // The picture cache's counters (all zero for a tower that keeps none: the mini-VL's).
+  virtual ImageChunks::Stats stats() const { return {}; }
+  // Embeddings are looked up in, and written through to, this store from now on (nullptr: none).
+  virtual void set_store(ChunkStore*) {}
 };
 
 }  // namespace kamera

@@ -13,6 +13,10 @@ namespace kamera {
 
 Result<std::string> mmproj_projector_type(const std::string& path);
 
+// The width the tower projects to (clip.vision.projection_dim: the decoder's width), read from
+// the file's keys without loading the tower. Errors: no such key (CorruptData).
+Result<int> mmproj_projection_dim(const std::string& path);
+
 // A Qwen2-VL / Qwen2.5-VL / Qwen3-VL projector type (vision/qwen_vision.h).
 bool is_qwen_projector(const std::string& type);
 
