@@ -55,8 +55,8 @@
 #include "model/model.h"
 #include "serve/request_media.h"
 #include "server/json_fields.h"
-#include "vision/media_tower.h"
 #include "server/prometheus.h"
+#include "vision/media_tower.h"
 
 namespace kamera {
 

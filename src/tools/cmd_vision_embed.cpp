@@ -255,7 +255,7 @@ int run_vision_embed(const VisionEmbedArgs& a) {
                             "Qwen2.5-VL, Qwen3-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL, LLaVA-1.5)",
                             a.mmproj, *type),
                 a.json);
-  const Status st = *type == "kimivl"          ? embed_kimi(a, pool, e)
+  const Status st = *type == "kimivl"         ? embed_kimi(a, pool, e)
                     : is_picture_tower(*type) ? embed_picture(*type, a, pool, e)
                                               : embed_qwen(a, pool, e);
   if (!st.ok()) return fail(st.message(), a.json);
