@@ -553,7 +553,11 @@ typedef struct kamera_vision_info {
  * mmproj of a Qwen2-VL, Qwen2.5-VL or Qwen3-VL model (clip.projector_type "qwen2vl_merger",
  * "qwen2.5vl_merger" or "qwen3vl_merger"; images of any size through kamera_chunk_from_image),
  * llama.cpp's mmproj of Kimi-VL (clip.projector_type "kimivl": MoonViT, for a deepseek2 decoder;
- * images through kamera_chunk_from_image), or the mini-VL's fixed-size encoder
+ * images through kamera_chunk_from_image), llama.cpp's mmproj of SmolVLM / SmolVLM2 ("idefics3",
+ * beside a llama decoder), Gemma 3 ("gemma3", beside a gemma3 decoder), InternVL ("internvl",
+ * beside a qwen2 / qwen3 decoder) or LLaVA-1.5 ("mlp", beside a llama decoder) (these four are
+ * loaded, and paired with the decoder, on a context's first picture: kamera_chunk_from_image
+ * reports a decoder that is not their pair), or the mini-VL's fixed-size encoder
  * (kamera_vision_encode). */
 KAMERA_API kamera_status kamera_vision_load(const char* path, kamera_vision** out);
 KAMERA_API void kamera_vision_free(kamera_vision* vision);
@@ -579,6 +583,12 @@ KAMERA_API kamera_status kamera_vision_encode(kamera_vision* vision, const kamer
  * over 4096 patches) into one row per merged 2 x 2 patch block on linear positions 0..n-1 (the
  * decoder's rope is 1-D). Its chat template writes <|media_start|>image<|media_content|> before
  * the image and <|media_end|> after it: write those tokens around the chunk yourself.
+ * The SmolVLM, Gemma 3, InternVL and LLaVA towers give one chunk per picture on linear positions
+ * 0..n-1, cut and laid out as the family's processor and llama.cpp's mtmd do (docs/VISION.md):
+ * SmolVLM's chunk holds its tiles' rows with their row / column / global-image tokens' rows (no
+ * delimiters to write); write <start_of_image> / <end_of_image> (Gemma 3) or <img> / </img>
+ * (InternVL) around the chunk yourself; LLaVA's rows stand alone. One picture per chunk: several
+ * frames fail (KAMERA_ERR_INVALID_ARGUMENT, naming the family).
  * An image is encoded once per vision handle and decoder: its key is a hash of the decoded
  * pixels, the preprocessing parameters and both models' fingerprints, and a second call with the
  * same picture returns the cached rows. The rows are also kept in the context's store under that

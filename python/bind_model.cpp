@@ -227,9 +227,10 @@ void bind_chunk_class(ChunkClass& cls) {
   cls.def(py::init(&chunk_from_tokens), py::arg("model"), py::arg("tokens"))
       .def_static("from_embeddings", &chunk_from_embeddings, py::arg("model"), py::arg("rows"),
                   py::arg("layout") = py::none())
-      .def_static(
-          "from_image", &chunk_from_image, py::arg("ctx"), py::arg("vision"), py::arg("image"),
-          "An image chunk (Qwen2-VL or Kimi-VL mmproj): image is a PNG/JPEG path or its bytes")
+      .def_static("from_image", &chunk_from_image, py::arg("ctx"), py::arg("vision"),
+                  py::arg("image"),
+                  "An image chunk (a Qwen2-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL or LLaVA "
+                  "mmproj): image is a PNG/JPEG path or its bytes")
       .def_static("from_frames", &chunk_from_frames, py::arg("ctx"), py::arg("vision"),
                   py::arg("paths"), py::arg("fps") = 0.0,
                   "Video frames (image paths), paired in time; fps: their rate (Qwen2.5-VL "
@@ -262,7 +263,7 @@ void bind_vision_and_sampler(py::module_& m, VisionClass& vision) {
       .def_property_readonly("out_dim", [](const Vision& v) { return v.info.out_dim; })
       .def_property_readonly(
           "stats", &vision_stats,
-          "{encodes, hits, store_hits, encode_ms} of a Qwen2-VL or Kimi-VL tower")
+          "{encodes, hits, store_hits, encode_ms} of a tower that takes pictures of any size")
       .def("encode", &vision_encode, py::arg("model"), py::arg("rgb"),
            "An embedding chunk (layout (0, row, col)) of one RGB frame (size, size, 3) uint8");
 

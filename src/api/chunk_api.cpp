@@ -167,6 +167,16 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
       if (st == KAMERA_OK) *out = h.release();
       return st;
     }
+    if (*type == "idefics3" || *type == "gemma3" || *type == "internvl" || *type == "mlp") {
+      auto dim = mmproj_projection_dim(path);  // the tower loads beside its first decoder
+      if (!dim.ok()) return set_error(with_context(dim.error(), "kamera_vision_load"));
+      h->picture = std::make_unique<PictureTowerHandle>();
+      h->picture->path = path;
+      h->picture->type = *type;
+      h->picture->out_dim = *dim;
+      *out = h.release();
+      return KAMERA_OK;
+    }
     auto vm = VisionModel::load(path);
     if (!vm.ok()) return set_error(vm.error());
     h->model = std::move(vm.value());
@@ -192,6 +202,10 @@ kamera_status kamera_vision_get_info(const kamera_vision* vision, kamera_vision_
       *out = kamera_vision_info{0, 0, 0, vision->kimi->tower.cfg.out_dim};
       return KAMERA_OK;
     }
+    if (vision->picture) {  // any image size: rows per picture as the family cuts it
+      *out = kamera_vision_info{0, 0, 0, vision->picture->out_dim};
+      return KAMERA_OK;
+    }
     const VisionConfig& c = vision->model.cfg;
     *out = kamera_vision_info{c.image_size, c.token_grid(), c.n_tokens(), c.out_dim};
     return KAMERA_OK;
@@ -206,11 +220,13 @@ kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* de
     KAMERA_API_REQUIRE("kamera_vision_encode", decoder);
     KAMERA_API_REQUIRE("kamera_vision_encode", rgb);
     KAMERA_API_REQUIRE("kamera_vision_encode", out);
-    if (vision->qwen || vision->kimi)
+    if (vision->qwen || vision->kimi || vision->picture)
       return fail(KAMERA_ERR_UNSUPPORTED,
                   "kamera_vision_encode: a {} tower takes images of any size "
                   "(kamera_chunk_from_image)",
-                  vision->qwen ? "Qwen2-VL" : "Kimi-VL");
+                  vision->qwen   ? "Qwen2-VL"
+                  : vision->kimi ? "Kimi-VL"
+                                 : vision->picture->type);
     const VisionConfig& vc = vision->model.cfg;
     if (vc.out_dim != decoder->model->cfg.dim)
       return fail(KAMERA_ERR_INVALID_ARGUMENT,

@@ -84,8 +84,9 @@ struct kamera_sampler {
 struct kamera_vision {
   kamera::VisionModel model;  // the mini-VL's encoder (fixed-size frames), or
   std::unique_ptr<kamera::VisionEncoder> encoder;
-  std::unique_ptr<kamera::api::QwenVisionHandle> qwen;  // a Qwen2-VL / 2.5-VL / 3-VL mmproj
-  std::unique_ptr<kamera::api::KimiVisionHandle> kimi;  // a Kimi-VL mmproj (MoonViT)
+  std::unique_ptr<kamera::api::QwenVisionHandle> qwen;       // a Qwen2-VL / 2.5-VL / 3-VL mmproj
+  std::unique_ptr<kamera::api::KimiVisionHandle> kimi;       // a Kimi-VL mmproj (MoonViT)
+  std::unique_ptr<kamera::api::PictureTowerHandle> picture;  // SmolVLM, Gemma 3, InternVL, LLaVA
 };
 
 namespace kamera::api {

@@ -2,7 +2,9 @@
 // Qwen3-VL mmproj or a Kimi-VL one: the tower loaded from llama.cpp's mmproj GGUF, its threads,
 // and one image-chunk cache per decoder it has served (vision/image_chunks.h,
 // vision/kimi_chunks.h: the key of an image names its placed embedding rows, so a second use
-// never re-encodes).
+// never re-encodes). The other families (SmolVLM, Gemma 3, InternVL, LLaVA) need their decoder to
+// load at all (its image tokens, its vocabulary's delimiters): PictureTowerHandle keeps the file
+// and loads one vision/media_tower.h tower per decoder it serves.
 #pragma once
 
 #include <array>
@@ -13,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_chunks.h"
+#include "vision/media_tower.h"
 #include "vision/qwen_vision.h"
 
 namespace kamera::api {
@@ -32,6 +35,23 @@ struct TowerHandle {
       if (fp == decoder_fp) return *c;
     caches.emplace_back(decoder_fp, std::make_unique<Chunks>(tower, decoder_fp, threads.get()));
     return *caches.back().second;
+  }
+};
+
+// A SmolVLM / Gemma 3 / InternVL / LLaVA mmproj: one MediaTower per decoder (by fingerprint),
+// loaded on the decoder's first picture (the pairing is checked then).
+struct PictureTowerHandle {
+  std::string path, type;
+  int out_dim = 0;  // clip.vision.projection_dim
+  std::vector<std::pair<std::array<uint64_t, 2>, std::unique_ptr<MediaTower>>> towers;
+  int64_t memory_hits = 0, store_hits = 0;  // as TowerHandle's
+
+  Result<MediaTower*> for_decoder(const Model& decoder, int n_threads) {
+    for (auto& [fp, t] : towers)
+      if (fp == decoder.fingerprint) return t.get();
+    KAMERA_ASSIGN_OR_RETURN(auto t, MediaTower::load(path, decoder, n_threads, nullptr));
+    towers.emplace_back(decoder.fingerprint, std::move(t));
+    return towers.back().second.get();
   }
 };
 

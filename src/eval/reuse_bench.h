@@ -25,6 +25,14 @@ Result<std::vector<ReuseItem>> load_reuse_items(const std::string& path, const M
 // The first `cap` tokens of a token chunk (the chunk itself when it is no longer).
 ChunkContent truncated(const ChunkContent& c, int cap);
 
+// The items with picture chunks as B (the paper's Table 7 on a vision family): item i's chunk
+// becomes pictures[i % n] (a tower's placed chunk), with the tower's delimiters where a prompt
+// writes them (open: the end of A; close: the start of Q), so A and Q stay text.
+std::vector<ReuseItem> picture_items(std::vector<ReuseItem> items,
+                                     const std::vector<ChunkContent>& pictures,
+                                     const std::vector<int32_t>& open,
+                                     const std::vector<int32_t>& close);
+
 struct ReuseBenchOptions {
   std::vector<int> ranks = {1, 2, 4, 8, 16, 32, kFullRank};
   bool deep_half = true;  // also a patch_deep_half arm at every rank

@@ -98,4 +98,21 @@ ChunkContent truncated(const ChunkContent& c, int cap) {
   return ChunkContent::from_tokens(std::vector<int32_t>(c.tokens.begin(), c.tokens.begin() + cap));
 }
 
+std::vector<ReuseItem> picture_items(std::vector<ReuseItem> items,
+                                     const std::vector<ChunkContent>& pictures,
+                                     const std::vector<int32_t>& open,
+                                     const std::vector<int32_t>& close) {
+  if (pictures.empty()) return items;
+  for (size_t i = 0; i < items.size(); ++i) {
+    ReuseItem& it = items[i];
+    std::vector<int32_t> a = it.antecedent.tokens, q = close;
+    a.insert(a.end(), open.begin(), open.end());
+    q.insert(q.end(), it.query.tokens.begin(), it.query.tokens.end());
+    it.antecedent = ChunkContent::from_tokens(std::move(a));
+    it.chunk = pictures[i % pictures.size()];
+    it.query = ChunkContent::from_tokens(std::move(q));
+  }
+  return items;
+}
+
 }  // namespace kamera

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "audio/audio_chunks.h"  // kAudioSampleRate
+#include "audio/audio_tower.h"
 #include "media/audio_resample.h"
 #include "media/data_url.h"
 #include "media/wav.h"
@@ -107,7 +108,7 @@ Result<std::unique_ptr<ServerMedia>> ServerMedia::load(const std::string& mmproj
   if (opts.max_images < 1 || opts.max_image_bytes < 1 || opts.max_image_pixels < 1 ||
       opts.max_image_rows < 1 || opts.max_image_rgb_bytes < 1)
     return make_error(ErrorCode::InvalidArgument, "the image limits must be at least 1");
-  KAMERA_ASSIGN_OR_RETURN(auto tower, MediaTower::load(mmproj, decoder, threads, store));
+  KAMERA_ASSIGN_OR_RETURN(auto tower, load_media_tower(mmproj, decoder, threads, store));
   return std::unique_ptr<ServerMedia>(new ServerMedia(std::move(tower), decoder, opts));
 }
 

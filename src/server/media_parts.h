@@ -1,6 +1,6 @@
 // Images and video in /v1/chat/completions messages, on the HTTP side: OpenAI content parts are
 // read, checked against the limits before decoding, decoded, encoded by the vision tower
-// (server/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
+// (vision/media_tower.h; a Qwen tower once per distinct picture, vision/image_chunks.h: keyed by
 // pixels, preprocessing and both models), and recorded by its place in the typed RequestMedia
 // (serve/request_media.h: messages[i].content[j] -> chunk id, rows, delimiters). The body is not
 // rewritten: the prompt code meets the part where the client put it and takes its chunk from
@@ -62,9 +62,9 @@
 #include "model/model.h"
 #include "serve/request_media.h"
 #include "server/json_fields.h"
-#include "server/media_tower.h"
 #include "server/prometheus.h"
 #include "vision/vl_prompt.h"
+#include "vision/media_tower.h"
 
 namespace kamera {
 
@@ -92,7 +92,7 @@ std::vector<MediaContent> chat_media_contents(const ojson& body);
 
 class ServerMedia {
  public:
-  // Loads the tower and checks that it pairs with the decoder (MediaTower::load).
+  // Loads the tower and checks that it pairs with the decoder (load_media_tower, audio_tower.h).
   // store (optional): a Qwen tower's embeddings are looked up in it and written through to it.
   static Result<std::unique_ptr<ServerMedia>> load(const std::string& mmproj, const Model& decoder,
                                                    const MediaOptions& opts, int threads,

@@ -8,12 +8,11 @@
 #include <fstream>
 
 #include "context/chat_session.h"
-#include "core/thread_pool.h"
 #include "store/disk_tier.h"
 #include "tools/chat_line.h"
 #include "tools/chat_reasoning.h"
 #include "tools/cli_common.h"
-#include "vision/mmproj_kind.h"
+#include "vision/media_tower.h"
 #include "vision/vl_chat_session.h"
 
 namespace kamera::cli {
@@ -229,22 +228,12 @@ void chat_loop(const ChatArgs& a, const ChatTemplate& tmpl, ChatDriver& chat, Ch
 }
 
 // kamera chat --mmproj: the chat with images; --image files go with the first message.
-// The tower by the mmproj's projector type: Kimi-VL's MoonViT or a Qwen-VL tower.
+// The tower by the mmproj's projector type (vision/media_tower.h: every family the server takes).
 int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o, ChatInput& in) {
   const ChatTemplate shown = tmpl;  // the session keeps its own
-  auto type = mmproj_projector_type(a.mmproj);
-  if (!type.ok()) return fail(type.error(), false);
-  ThreadPool threads(std::max(1, a.threads));
-  Result<QwenVisionModel> qwen = make_error(ErrorCode::Internal, "unset");
-  Result<KimiVisionModel> kimi = make_error(ErrorCode::Internal, "unset");
-  Result<std::unique_ptr<VlChatSession>> chat = make_error(ErrorCode::Internal, "unset");
-  if (*type == "kimivl") {
-    if (!(kimi = KimiVisionModel::load(a.mmproj)).ok()) return fail(kimi.error(), false);
-    chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *kimi, &threads);
-  } else {
-    if (!(qwen = QwenVisionModel::load(a.mmproj)).ok()) return fail(qwen.error(), false);
-    chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), *qwen, &threads);
-  }
+  auto tower = MediaTower::load(a.mmproj, ctx.model(), std::max(1, a.threads), &ctx.store());
+  if (!tower.ok()) return fail(tower.error(), false);
+  auto chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), std::move(*tower));
   if (!chat.ok()) return fail(chat.error(), false);
   VlChatSession& c = **chat;
   if (!a.system.empty()) c.set_system(a.system);
@@ -346,10 +335,13 @@ Runner add_chat(CLI::App& app) {
           "changed, or a reply re-tokenizes differently), the cache is cut at the first\n"
           "differing token and prefilled from there, so the model always sees exactly the\n"
           "rendered conversation. With --mmproj (a Qwen2-VL / Qwen2.5-VL / Qwen3-VL tower, or\n"
-          "Kimi-VL's beside a deepseek2 decoder), --image and /image attach pictures to the\n"
-          "next message, each written before its text between the tower's delimiters\n"
-          "(<|vision_start|> image <|vision_end|>; Kimi-VL: <|media_start|>image<|media_content|>\n"
-          "image <|media_end|> where the vocabulary has them); a picture is encoded once and\n"
+          "Kimi-VL's, SmolVLM's, Gemma 3's, InternVL's or LLaVA-1.5's beside its decoder),\n"
+          "--image and /image attach pictures to the next message, each written before its\n"
+          "text between the tower's delimiters (<|vision_start|> image <|vision_end|>; Kimi-VL:\n"
+          "<|media_start|>image<|media_content|> image <|media_end|> where the vocabulary has\n"
+          "them; Gemma 3: <start_of_image> image <end_of_image>; InternVL: <img> image </img>;\n"
+          "SmolVLM's tiles carry their own tokens; LLaVA's rows stand alone); a picture is\n"
+          "encoded once and\n"
           "stays in the cache with the conversation. Generation stops at the vocabulary's "
           "end-of-generation tokens\n"
           "(EOS, EOT, <|im_end|>, <|eot_id|>, ...) or after -n tokens.\n") +
@@ -408,10 +400,12 @@ Runner add_chat(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--no-cache-reuse", a->no_reuse,
                "Prefill the whole conversation every turn (for comparison)");
-  app.add_option("--mmproj", a->mmproj,
-                 "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside "
-                 "a qwen2vl / qwen3vl decoder, or Kimi-VL beside a deepseek2 one): enables --image "
-                 "and /image")
+  app.add_option(
+         "--mmproj", a->mmproj,
+         "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside "
+         "a qwen2vl / qwen3vl decoder, Kimi-VL beside a deepseek2 one, SmolVLM or LLaVA-1.5 "
+         "beside a llama one, Gemma 3 beside a gemma3 one, InternVL beside a qwen2 / qwen3 "
+         "one): enables --image and /image")
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->images,
                  "PNG or JPEG image sent with the first message (repeatable; needs --mmproj)")

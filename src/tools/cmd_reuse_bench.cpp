@@ -1,20 +1,24 @@
 // kamera reuse-bench: every arm of the reuse harness on a file of {antecedent, chunk, query}
 // items, scored against full re-prefill (KL, eta, flip-recover), with exactness checks and timing.
+// With --mmproj and --image the chunks are pictures through the tower (the paper's Table 7 on a
+// vision family: docs/RESULTS.md).
 #include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
 
 #include "eval/reuse_bench.h"
+#include "media/image.h"
 #include "tools/cli_common.h"
+#include "vision/media_tower.h"
 
 namespace kamera::cli {
 
 namespace {
 
 struct ReuseBenchArgs {
-  std::string model, tokenizer, items, ranks = "1,2,4,8,16,32,full", patch_dtype = "f32",
-                                       svd = "auto", layers = "all";
+  std::string model, tokenizer, items, mmproj, images,
+      ranks = "1,2,4,8,16,32,full", patch_dtype = "f32", svd = "auto", layers = "all";
   int threads = default_threads();
   int timing_rank = 32;
   int limit = 0;
@@ -41,6 +45,31 @@ Result<std::vector<int>> parse_ranks(const std::string& s) {
   return out;
 }
 
+// --mmproj / --image: the items' chunks become the pictures (the tower's placed chunks), the
+// tower's delimiters around them (picture_items).
+Status use_pictures(const ReuseBenchArgs& a, const Model& m, std::vector<ReuseItem>& items) {
+  if (a.mmproj.empty() != a.images.empty())
+    return make_error(ErrorCode::InvalidArgument, "--mmproj and --image go together");
+  if (a.mmproj.empty()) return Status::Ok();
+  KAMERA_ASSIGN_OR_RETURN(auto tower, MediaTower::load(a.mmproj, m, a.threads, nullptr));
+  if (tower->word_prompt())
+    return make_error(ErrorCode::InvalidArgument,
+                      "--mmproj: {} is the mini-VL's encoder (kamera eval --suite mini-vl "
+                      "measures it)",
+                      a.mmproj);
+  std::vector<ChunkContent> pictures;
+  std::stringstream ss(a.images);
+  for (std::string path; std::getline(ss, path, ',');) {
+    if (path.empty()) continue;
+    KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
+    KAMERA_ASSIGN_OR_RETURN(auto c, tower->chunk(std::span<const Image>(&img, 1), nullptr, 0, {}));
+    pictures.push_back(*c);
+  }
+  const VisionDelimiters d = tower->delimiters();
+  items = picture_items(std::move(items), pictures, d.open, d.close);
+  return Status::Ok();
+}
+
 int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.message(), a.json);
@@ -48,6 +77,7 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   auto items = load_reuse_items(a.items, m);
   if (!items.ok()) return fail(items.message(), a.json);
   if (a.limit > 0 && int(items->size()) > a.limit) items->resize(a.limit);
+  if (Status st = use_pictures(a, m, *items); !st.ok()) return fail(st.message(), a.json);
   ReuseBenchOptions o;
   auto ranks = parse_ranks(a.ranks);
   if (!ranks.ok()) return fail(ranks.message(), a.json);
@@ -89,6 +119,7 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   json j = reuse_bench_json(*r);
   j["model"] = model_summary(m);
   j["items_file"] = a.items;
+  if (!a.mmproj.empty()) j["pictures"] = {{"mmproj", a.mmproj}, {"images", a.images}};
   j["threads"] = a.threads;
   j["patch_dtype"] = a.patch_dtype;
   j["per_head"] = a.per_head;
@@ -144,6 +175,12 @@ Runner add_reuse_bench(CLI::App& app) {
          "JSONL file, one {\"antecedent\", \"chunk\", \"query\"} per line (text or token ids)")
       ->required()
       ->check(CLI::ExistingFile);
+  app.add_option("--mmproj", a->mmproj,
+                 "Vision tower beside -m (any family the server reads): with --image, every "
+                 "item's chunk becomes a picture, the tower's delimiters around it")
+      ->check(CLI::ExistingFile);
+  app.add_option("--image", a->images,
+                 "PNG / JPEG pictures for --mmproj (comma list; item i takes picture i mod n)");
   app.add_option("--ranks", a->ranks,
                  "Patch ranks to evaluate (comma list; 'full' = min(n, width))")
       ->capture_default_str();

@@ -1,5 +1,6 @@
 // kamera vision-embed: image (or video frames) -> the tower's embeddings: Qwen2-VL / Qwen2.5-VL /
-// Qwen3-VL, or Kimi-VL's MoonViT (by the mmproj's clip.projector_type).
+// Qwen3-VL, Kimi-VL's MoonViT, or SmolVLM's, Gemma 3's, InternVL's or LLaVA-1.5's tower (by the
+// mmproj's clip.projector_type).
 //
 //   kamera vision-embed --mmproj M --image F [--json]
 //   kamera vision-embed --mmproj M --frames a.png,b.png,... [--fps 30 --sample-fps 2] [--json]
@@ -8,12 +9,17 @@
 // block, raster order within each temporal slice (t = frame pairs; h, w in merged tokens, so the
 // row count is t * h * w), plus "tower" (the projector type), "patch_grid" (Hugging Face's
 // image_grid_thw, in 14-pixel patches), the resized size and timings. A Kimi-VL tower takes one
-// --image (t = 1; "resized" is the size before its padding to multiples of 28). Without --json a
-// one-line summary goes to stderr.
+// --image (t = 1; "resized" is the size before its padding to multiples of 28). The SmolVLM,
+// Gemma 3, InternVL and LLaVA towers take one --image, cut as their processor cuts it: grid
+// [tiles, s, s] (SmolVLM's tiles then its global image, InternVL's tiles then its thumbnail; one
+// "tile" for Gemma 3's resized picture and LLaVA's square), the tower's rows only (SmolVLM's
+// row / column tokens are the decoder's, not the tower's: the chunk a server places holds them
+// between the tiles' rows). Without --json a one-line summary goes to stderr.
 #include <time.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <sstream>
 
 #include "core/cpu_features.h"
@@ -22,7 +28,14 @@
 #include "ops/blas_select.h"
 #include "ops/gemm.h"
 #include "tools/cli_common.h"
+#include "vision/gemma3_encoder.h"
+#include "vision/idefics3_encoder.h"
+#include "vision/idefics3_preprocess.h"
+#include "vision/internvl_encoder.h"
+#include "vision/internvl_preprocess.h"
 #include "vision/kimi_vision_encoder.h"
+#include "vision/llava_chunks.h"
+#include "vision/llava_encoder.h"
 #include "vision/mmproj_kind.h"
 #include "vision/qwen_vision_encoder.h"
 
@@ -153,6 +166,89 @@ Status embed_kimi(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out) {
   return Status::Ok();
 }
 
+// The towers that read one picture (SmolVLM, Gemma 3, InternVL, LLaVA): --image only.
+Status one_picture_only(const VisionEmbedArgs& a, const char* family) {
+  if (a.image.empty() || a.min_pixels > 0 || a.max_pixels > 0)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{} is a {} tower: it takes --image only (one picture, no video; no "
+                      "--min-pixels / --max-pixels: its processor sizes the picture itself)",
+                      a.mmproj, family);
+  return Status::Ok();
+}
+
+// A one-picture tower: the picture cut as its processor cuts it (`tiles(img, cfg)`: the tiles in
+// the order the prompt places them, or the one resized picture), each tile encoded; the rows of
+// all tiles in order, grid [tiles, s, s] (s x s rows per tile), patch_grid [tiles, p, p].
+template <class Model, class Encoder, class Tiles>
+Status embed_tiles(const VisionEmbedArgs& a, const char* family, ThreadPool& pool, Embedded& out,
+                   Tiles&& tiles) {
+  KAMERA_TRY(one_picture_only(a, family));
+  double t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(const Model model, Model::load(a.mmproj));
+  out.load_ms = now_ms() - t0;
+  t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(a.image));
+  KAMERA_ASSIGN_OR_RETURN(const std::vector<Image> cut, tiles(img, model.cfg));
+  out.prep_ms = now_ms() - t0;
+  Encoder enc(model, &pool);
+  KAMERA_TRY(timed_encodes(a, out, [&]() -> Status {
+    out.rows.clear();
+    for (const Image& t : cut) {
+      KAMERA_ASSIGN_OR_RETURN(const std::vector<float> r, enc.encode(t));
+      out.rows.insert(out.rows.end(), r.begin(), r.end());
+    }
+    return Status::Ok();
+  }));
+  const int n = int(cut.size()), dim = model.cfg.out_dim;
+  const int per_tile = int(out.rows.size() / size_t(dim) / size_t(n));
+  const int s = int(std::lround(std::sqrt(double(per_tile))));
+  out.grid = {n, s, s};
+  out.patch_grid = {n, model.cfg.side(), model.cfg.side()};
+  out.resized = {cut.front().width, cut.front().height};
+  out.frames = 1;
+  out.dim = dim;
+  return Status::Ok();
+}
+
+// One image of a SmolVLM / Gemma 3 / InternVL / LLaVA-1.5 tower, by projector type.
+Status embed_picture(const std::string& type, const VisionEmbedArgs& a, ThreadPool& pool,
+                     Embedded& out) {
+  using Tiles = Result<std::vector<Image>>;
+  auto one = [](Result<Image> r) -> Tiles {
+    if (!r.ok()) return r.error();
+    return std::vector<Image>{std::move(*r)};
+  };
+  if (type == "idefics3")
+    return embed_tiles<Idefics3VisionModel, Idefics3VisionEncoder>(
+        a, "SmolVLM", pool, out, [](const Image& img, const Idefics3VisionConfig& c) -> Tiles {
+          KAMERA_ASSIGN_OR_RETURN(Idefics3Tiles t, idefics3_preprocess(img, c));
+          return std::move(t.tiles);
+        });
+  if (type == "gemma3")
+    return embed_tiles<Gemma3VisionModel, Gemma3VisionEncoder>(
+        a, "Gemma 3", pool, out,
+        [&](const Image& img, const Gemma3VisionConfig& c) { return one(gemma3_picture(img, c)); });
+  if (type == "internvl")
+    return embed_tiles<InternvlVisionModel, InternvlVisionEncoder>(
+        a, "InternVL", pool, out,
+        [](const Image& img, const InternvlVisionConfig& c) { return internvl_tiles(img, c); });
+  return embed_tiles<LlavaVisionModel, LlavaVisionEncoder>(
+      a, "LLaVA", pool, out,
+      [&](const Image& img, const LlavaVisionConfig& c) -> Result<std::vector<Image>> {
+        if (c.anyres())  // the grid's rows are cut to the picture in the chunk (llava_anyres.h)
+          return make_error(ErrorCode::Unsupported,
+                            "vision-embed: {} is a LLaVA-1.6 tower (image_grid_pinpoints); "
+                            "vision-embed cuts LLaVA-1.5's square only (kamera serve and the C "
+                            "API place 1.6 pictures)",
+                            a.mmproj);
+        return one(llava_square(img, c));
+      });
+}
+
+bool is_picture_tower(const std::string& type) {
+  return type == "idefics3" || type == "gemma3" || type == "internvl" || type == "mlp";
+}
+
 int run_vision_embed(const VisionEmbedArgs& a) {
   if (a.image.empty() == a.frames.empty())
     return fail("give exactly one of --image and --frames", a.json);
@@ -162,7 +258,14 @@ int run_vision_embed(const VisionEmbedArgs& a) {
   const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
   Embedded e;
-  const Status st = *type == "kimivl" ? embed_kimi(a, pool, e) : embed_qwen(a, pool, e);
+  if (!is_qwen_projector(*type) && *type != "kimivl" && !is_picture_tower(*type))
+    return fail(fmt::format("{}: projector type '{}' is not a tower vision-embed reads (Qwen2-VL, "
+                            "Qwen2.5-VL, Qwen3-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL, LLaVA-1.5)",
+                            a.mmproj, *type),
+                a.json);
+  const Status st = *type == "kimivl"         ? embed_kimi(a, pool, e)
+                    : is_picture_tower(*type) ? embed_picture(*type, a, pool, e)
+                                              : embed_qwen(a, pool, e);
   if (!st.ok()) return fail(st.message(), a.json);
   const double best = *std::min_element(e.encode_ms.begin(), e.encode_ms.end());
   const int64_t n_rows = e.dim > 0 ? int64_t(e.rows.size()) / e.dim : 0;
@@ -201,7 +304,8 @@ int run_vision_embed(const VisionEmbedArgs& a) {
 Runner add_vision_embed(CLI::App& app) {
   auto a = std::make_shared<VisionEmbedArgs>();
   app.add_option("--mmproj", a->mmproj,
-                 "Qwen2-VL / Qwen2.5-VL / Qwen3-VL or Kimi-VL mmproj GGUF (llama.cpp's layout)")
+                 "Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL, SmolVLM (idefics3), Gemma 3, InternVL "
+                 "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");

@@ -1,11 +1,12 @@
 // --mmproj / --image for the commands that run a prompt (generate, logits): each image is decoded,
 // preprocessed as the Hugging Face processor does, encoded by the mmproj's tower and placed at
-// its "<image>" marker (vision/vl_prompt.h). The tower is the server's (server/media_tower.h):
+// its "<image>" marker (vision/vl_prompt.h). The tower is the server's (vision/media_tower.h):
 // Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside a qwen2vl / qwen3vl decoder, Kimi-VL's MoonViT beside
-// a deepseek2 one; each writes its own delimiters around the marker.
+// a deepseek2 one, SmolVLM's and LLaVA's beside a llama one, Gemma 3's beside a gemma3 one,
+// InternVL's beside a qwen2 / qwen3 one; each writes its own delimiters around the marker.
 #include "media/image.h"
-#include "server/media_tower.h"
 #include "tools/cli_common.h"
+#include "vision/media_tower.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera::cli {
@@ -42,7 +43,7 @@ Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decode
   if (tower->word_prompt())
     return make_error(ErrorCode::InvalidArgument,
                       "--image: {} is the mini-VL's encoder (its prompt is words: kamera demo, "
-                      "kamera serve); give a Qwen2-VL or Kimi-VL mmproj",
+                      "kamera serve); give another family's mmproj",
                       a.mmproj);
   const VisionDelimiters d = tower->delimiters();
   KAMERA_TRY(check_vl_prompt(prompt, a.images.size(), d));  // before the tower runs

@@ -10,6 +10,15 @@ Result<std::string> mmproj_projector_type(const std::string& path) {
   return f->get_string(gguf_key::kClipProjectorType).value_or("");
 }
 
+Result<int> mmproj_projection_dim(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
+  const auto dim = f->get_int(gguf_key::kVisionProjectionDim);
+  if (!dim || *dim < 1 || *dim > 65536)
+    return make_error(ErrorCode::CorruptData, "{}: no {} in [1, 65536]", path,
+                      gguf_key::kVisionProjectionDim);
+  return int(*dim);
+}
+
 bool is_qwen_projector(const std::string& type) {
   return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
 }

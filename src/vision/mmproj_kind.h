@@ -1,7 +1,7 @@
 // Which tower an mmproj GGUF holds: its clip.projector_type ("qwen2vl_merger",
 // "qwen2.5vl_merger", "qwen3vl_merger", "kimivl", "idefics3", "gemma3", "internvl",
 // "mlp" (LLaVA-1.5), "kamera-minivl"; "" when the file has none).
-// The callers that pick a loader by it: the server's tower (server/media_tower.h), the C API's
+// The callers that pick a loader by it: the server's tower (vision/media_tower.h), the C API's
 // kamera_vision_load and `kamera vision-embed`.
 #pragma once
 
@@ -12,6 +12,10 @@
 namespace kamera {
 
 Result<std::string> mmproj_projector_type(const std::string& path);
+
+// The width the tower projects to (clip.vision.projection_dim: the decoder's width), read from
+// the file's keys without loading the tower. Errors: no such key (CorruptData).
+Result<int> mmproj_projection_dim(const std::string& path);
 
 // A Qwen2-VL / Qwen2.5-VL / Qwen3-VL projector type (vision/qwen_vision.h).
 bool is_qwen_projector(const std::string& type);

@@ -56,8 +56,9 @@ Result<std::vector<float>> prefill_pieces(Engine& engine, KvPool& pool, SeqId se
   for (size_t i = 0; i < pieces.size(); ++i) {
     ForwardOptions fo;
     fo.logits = i + 1 == pieces.size() ? logits : LogitsMode::None;
-    KAMERA_ASSIGN_OR_RETURN(out,
-                            engine.forward(pool, seq, forward_input(pieces[i], positions[i]), fo));
+    ForwardInput in = forward_input(pieces[i], positions[i]);
+    in.non_causal = picture_rows(cfg, pieces[i]);  // a Gemma 3 picture's rows see each other
+    KAMERA_ASSIGN_OR_RETURN(out, engine.forward(pool, seq, in, fo));
   }
   return out;
 }

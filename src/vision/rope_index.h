@@ -35,7 +35,8 @@ std::vector<std::vector<Pos>> place_pieces(std::span<const ChunkContent> pieces,
 
 // Prefills the pieces, in order, into `seq` (appended; positions from place_pieces at `start`),
 // one forward per piece (the attention is causal over every row, image rows included, as the
-// Hugging Face decoder is). Returns the logits the last piece's forward gives under `logits`.
+// Hugging Face decoder is; a Gemma 3 decoder's picture rows see each other, as in the chunk cache:
+// picture_rows). Returns the logits the last piece's forward gives under `logits`.
 Result<std::vector<float>> prefill_pieces(Engine& engine, KvPool& pool, SeqId seq,
                                           std::span<const ChunkContent> pieces, int32_t start,
                                           LogitsMode logits, int32_t* next = nullptr);

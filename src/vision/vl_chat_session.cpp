@@ -64,6 +64,22 @@ Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatT
   return s;
 }
 
+Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatTemplate tmpl,
+                                                             ChatOptions opts,
+                                                             std::unique_ptr<MediaTower> tower) {
+  KAMERA_TRY(prepare(ctx, opts));
+  if (!tower) return make_error(ErrorCode::InvalidArgument, "chat: no vision tower");
+  if (tower->word_prompt())
+    return make_error(ErrorCode::InvalidArgument,
+                      "chat: the mini-VL's tower reads a word prompt, not a chat template's "
+                      "(kamera demo, kamera serve)");
+  std::unique_ptr<VlChatSession> s(
+      new VlChatSession(ctx, std::move(tmpl), std::move(opts), tower->delimiters()));
+  tower->set_store(&ctx.store());  // the context's tiers may hold the picture already
+  s->tower_ = std::move(tower);
+  return s;
+}
+
 VlChatSession::VlChatSession(Context& ctx, ChatTemplate tmpl, ChatOptions opts,
                              VisionDelimiters delimiters)
     : ctx_(ctx),
@@ -84,7 +100,9 @@ void VlChatSession::reset() {
 Status VlChatSession::attach_image(const std::string& path, bool* encoded) {
   KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
   KAMERA_ASSIGN_OR_RETURN(ImagePtr chunk,
-                          qwen_ ? qwen_->image(img, encoded) : kimi_->image(img, encoded));
+                          qwen_   ? qwen_->image(img, encoded)
+                          : kimi_ ? kimi_->image(img, encoded)
+                                  : tower_->chunk(std::span<const Image>(&img, 1), encoded, 0, {}));
   pending_.push_back(std::move(chunk));
   return Status::Ok();
 }

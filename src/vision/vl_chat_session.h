@@ -10,7 +10,8 @@
 // vocabulary kind), placed as get_rope_index places them (vision/rope_index.h). Each distinct
 // picture is encoded once per session (vision/image_chunks.h). A Kimi-VL tower's pictures sit on
 // linear positions between <|media_start|>image<|media_content|> and <|media_end|> where the
-// vocabulary has them, bare otherwise (vision/kimi_chunks.h).
+// vocabulary has them, bare otherwise (vision/kimi_chunks.h). Any other family's tower comes as a
+// MediaTower (vision/media_tower.h), its pictures placed with its own delimiters.
 //
 //   auto chat = VlChatSession::create(ctx, tmpl, opts, tower, &threads);
 //   chat->attach_image("cat.png");
@@ -25,6 +26,7 @@
 #include "context/chat_session.h"
 #include "vision/image_chunks.h"
 #include "vision/kimi_chunks.h"
+#include "vision/media_tower.h"
 
 namespace kamera {
 
@@ -41,6 +43,12 @@ class VlChatSession {
                                                        ChatOptions opts,
                                                        const KimiVisionModel& tower,
                                                        ThreadPool* pool);
+  // The same with any family's tower loaded beside ctx's decoder (vision/media_tower.h: Qwen,
+  // Kimi-VL, SmolVLM, Gemma 3, InternVL, LLaVA), which the session owns; its delimiters go around
+  // each picture. The mini-VL's tower is refused (its prompt is words, not a chat template's).
+  static Result<std::unique_ptr<VlChatSession>> create(Context& ctx, ChatTemplate tmpl,
+                                                       ChatOptions opts,
+                                                       std::unique_ptr<MediaTower> tower);
   ~VlChatSession();
   VlChatSession(const VlChatSession&) = delete;
   VlChatSession& operator=(const VlChatSession&) = delete;
@@ -59,7 +67,9 @@ class VlChatSession {
                             const std::function<void(std::string_view)>& on_text = {},
                             TurnStats* stats = nullptr);
 
-  const ImageChunks::Stats& image_stats() const { return qwen_ ? qwen_->stats() : kimi_->stats(); }
+  ImageChunks::Stats image_stats() const {
+    return qwen_ ? qwen_->stats() : kimi_ ? kimi_->stats() : tower_->stats();
+  }
   // The conversation's text, system message first when set (images are not in it), and how many
   // images it holds.
   std::vector<ChatMessage> messages() const;
@@ -97,7 +107,8 @@ class VlChatSession {
   ChatTemplate tmpl_;
   ChatOptions opts_;
   std::unique_ptr<ImageChunks> qwen_;      // the tower's picture cache: Qwen's, or
-  std::unique_ptr<KimiImageChunks> kimi_;  // Kimi-VL's
+  std::unique_ptr<KimiImageChunks> kimi_;  // Kimi-VL's, or
+  std::unique_ptr<MediaTower> tower_;      // any family's tower with its own cache
   SeqId seq_;
   VisionDelimiters delimiters_;
   std::string system_;

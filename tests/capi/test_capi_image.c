@@ -1,6 +1,7 @@
 /* Images through the public C API (kamera_chunk_from_image) on tiny random-weight Qwen2-VL files
  * (and Qwen3-VL's: deepstack rows, interleaved M-RoPE; and Kimi-VL's: MoonViT beside a deepseek2
- * decoder, linear positions, one picture per chunk),
+ * decoder, linear positions, one picture per chunk; and the committed SmolVLM, Gemma 3, InternVL
+ * and LLaVA-1.5 pairs of tests/data: one picture per chunk on linear positions),
  * against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
  * path), compiled as C11 against kamera.h alone. Run by check_image_logits.py:
  *
@@ -310,13 +311,21 @@ int main(int argc, char** argv) {
     kamera_model_info info;
     CHECK_OK(kamera_model_get_info(m, &info));
     const int kimi = strcmp(info.arch, "deepseek2") == 0;
-    if (kimi) { /* a Kimi-VL tower: one picture per chunk, refused by name beyond */
+    const int qwen2vl = strncmp(info.arch, "qwen2vl", 7) == 0;
+    const int qwen3vl = strncmp(info.arch, "qwen3vl", 7) == 0;
+    if (!kimi && !qwen2vl && !qwen3vl) { /* SmolVLM, Gemma 3, InternVL, LLaVA: one picture */
+      CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_INVALID_ARGUMENT);
+      CHECK(video == NULL && strstr(kamera_last_error(), "one picture") != NULL);
+      CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
+      CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
+      CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
+    } else if (kimi) { /* a Kimi-VL tower: one picture per chunk, refused by name beyond */
       CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
       CHECK(video == NULL && strstr(kamera_last_error(), "Kimi-VL") != NULL);
       CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
       CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
       CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
-    } else if (strncmp(info.arch, "qwen3vl", 7) == 0) {
+    } else if (qwen3vl) {
       CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
       CHECK(strstr(kamera_last_error(), "Qwen3-VL") != NULL);
       CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 2, &video)); /* one pair: an image */
@@ -325,8 +334,7 @@ int main(int argc, char** argv) {
       CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
     /* the rate: a Qwen2-VL tower keeps t = pair index, so the same chunk */
     kamera_chunk* at1 = NULL;
-    if (!kimi && strncmp(info.arch, "qwen3vl", 7) != 0 &&
-        CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
+    if (qwen2vl && CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
       char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
       CHECK_OK(kamera_chunk_id(video, a));
       CHECK_OK(kamera_chunk_id(at1, b));

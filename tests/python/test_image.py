@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """kamera.Chunk.from_image on tiny random-weight Qwen2-VL, Qwen3-VL and Kimi-VL files written by
-`kamera make-model`,
+`kamera make-model` (and the committed SmolVLM, Gemma 3, InternVL and LLaVA-1.5 pairs of
+tests/data),
 against `kamera logits --mmproj --image` (the CLI's own decode, preprocess, encode and placement
 path): the image chunk evaluated after the prompt's text gives the CLI's next-token logits within
 1e-5 of their scale, a path and the same file's bytes are one chunk encoded once, and bad images
@@ -30,13 +31,19 @@ class Image(unittest.TestCase):
     TOWER = ("qwen2vl-mmproj", "tiny")
     PROMPT = PROMPT
     IMAGE = IMAGE
+    COMMITTED = False  # the pair of tests/data/<ARCH> instead of make-model's
 
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dec = os.path.join(cls.tmp.name, "dec.gguf")
         cls.mm = os.path.join(cls.tmp.name, "mmproj.gguf")
+        if cls.COMMITTED:
+            cls.dec = os.path.join(ROOT, "tests", "data", cls.ARCH, "decoder.gguf")
+            cls.mm = os.path.join(ROOT, "tests", "data", cls.ARCH, "mmproj.gguf")
         for (arch, preset), seed, path in ((cls.DECODER, 3, cls.dec), (cls.TOWER, 4, cls.mm)):
+            if cls.COMMITTED:
+                break
             subprocess.run([KAMERA, "make-model", "--arch", arch, "--preset", preset, "--seed",
                             str(seed), "-o", path], check=True, capture_output=True)
         out = subprocess.run([KAMERA, "logits", "-m", cls.dec, "--mmproj", cls.mm, "--image",
@@ -71,6 +78,15 @@ class Image(unittest.TestCase):
             b = kamera.Chunk.from_image(ctx, vision, f.read())
         self.assertEqual(a.id, b.id)
         self.assertEqual((vision.stats["encodes"], vision.stats["hits"]), (1, 1))
+        if self.COMMITTED:
+            # one picture per chunk on linear positions; several frames refused by name
+            self.assertEqual(vision.out_dim, self.model.dim)
+            self.assertEqual(a.extent, len(a))
+            with self.assertRaises(kamera.Error) as e:
+                kamera.Chunk.from_frames(ctx, vision, [self.IMAGE] * 2)
+            self.assertEqual(e.exception.name, "invalid_argument")
+            self.assertIn("one picture", str(e.exception))
+            return
         if self.ARCH == "kimivl":
             # rows of the decoder's width on linear positions; one picture per chunk
             self.assertEqual(vision.out_dim, self.model.dim)
@@ -125,6 +141,23 @@ class KimiVlImage(Image):
     PROMPT = "look <image> now"
     IMAGE = os.path.join(ROOT, "tests", "data", "kimivl", "img_112x112.png")
 
+
+
+def committed(arch, image, prompt, doc):
+    """The test on the committed tiny pair of tests/data/<arch> (written by llama.cpp's gguf-py)."""
+    return type(arch.capitalize() + "Image", (Image,), {
+        "__doc__": doc, "ARCH": arch, "COMMITTED": True, "PROMPT": prompt,
+        "IMAGE": os.path.join(ROOT, "tests", "data", arch, image)})
+
+
+Idefics3Image = committed("idefics3", "img_144x96.png", "look <image> now",
+                          "SmolVLM: 6 tiles and the global image, their tokens in the chunk.")
+Gemma3Image = committed("gemma3", "img_64.png", "look <start_of_image><image><end_of_image> now",
+                        "Gemma 3: the pooled rows between its delimiters.")
+InternvlImage = committed("internvl", "img_64.png", "look <img><image></img> now",
+                          "InternVL: 2 x 2 tiles and a thumbnail between <img> and </img>.")
+LlavaImage = committed("llava", "img_32.png", "look <image> now",
+                       "LLaVA-1.5: CLIP's rows through the MLP projector, standing alone.")
 
 if __name__ == "__main__":
     unittest.main()

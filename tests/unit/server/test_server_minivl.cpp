@@ -1,4 +1,4 @@
-// The mini-VL served (server/media_tower.h, server/prompt_parts.h: its word prompt), on a seeded
+// The mini-VL served (vision/media_tower.h, server/prompt_parts.h: its word prompt), on a seeded
 // random-weight pair of the trained shapes: a chat with frames as PNG image parts and the question
 // as text is fed the model's own sequence, [<bos>][frame]...[frame][question words] (no vision
 // delimiters, no roles), checked against one re-prefill of that sequence (minivl::clip_logits);

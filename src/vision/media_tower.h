@@ -1,6 +1,8 @@
-// The vision tower of a server (--mmproj) as the media parts use it: decoded pictures in, one
-// placed chunk (embedding rows with their (t, h, w) layout) out. The kind is read from the file's
-// clip.projector_type:
+// A vision tower (an mmproj) beside its decoder, whatever its family: decoded pictures in, one
+// placed chunk (embedding rows with their (t, h, w) layout) out. Every entry point that serves
+// pictures takes its tower here: the server's media parts (--mmproj), `generate/logits --mmproj`,
+// `kamera chat --mmproj` (vision/vl_chat_session.h) and the C / Python API (kamera_vision). The
+// kind is read from the file's clip.projector_type:
 //
 //   qwen2vl_merger, qwen2.5vl_merger   Qwen2-VL / Qwen2.5-VL (vision/image_chunks.h): pictures of
 //                                      any size, preprocessed and encoded once per distinct
@@ -47,7 +49,8 @@
 //                                      llama.cpp's mtmd writes them; kept by picture (and in the
 //                                      store). No video.
 //   qwen2.5o, qwen2a                   Qwen2.5-Omni's (and Qwen2-Audio's) Whisper-style audio
-//                                      tower (audio/qwen_audio.h) beside a qwen2vl decoder (the
+//                                      tower (audio/qwen_audio.h; loaded by audio/audio_tower.h
+//                                      load_media_tower, not here) beside a qwen2vl decoder (the
 //                                      thinker): input_audio parts (WAV, resampled to 16 kHz), one
 //                                      clip a chunk of its rows on positions (i, i, i) between
 //                                      <|audio_bos|> and <|audio_eos|> (audio_delimiters()), kept
@@ -64,6 +67,7 @@
 #include "media/image.h"
 #include "model/model.h"
 #include "reuse/chunk.h"
+#include "vision/image_chunks.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -73,6 +77,9 @@ class ChunkStore;
 class MediaTower {
  public:
   virtual ~MediaTower() = default;
+
+  // Whether a tower of this projector type (mmproj_projector_type) loads here: every family's.
+  static bool takes(const std::string& projector_type);
 
   // Loads the tower and checks that it pairs with the decoder (a qwen2vl decoder of the tower's
   // projected width; a Qwen tower also needs the vision delimiters in the decoder's vocabulary).
@@ -108,6 +115,10 @@ class MediaTower {
   // The placed chunk of one clip of 16 kHz mono samples; encoded and stop as chunk()'s.
   virtual Result<std::shared_ptr<const ChunkContent>> audio_chunk(
       std::span<const float> samples, bool* encoded, const std::function<bool()>& stop);
+  // The picture cache's counters (all zero for a tower that keeps none: the mini-VL's).
+  virtual ImageChunks::Stats stats() const { return {}; }
+  // Embeddings are looked up in, and written through to, this store from now on (nullptr: none).
+  virtual void set_store(ChunkStore*) {}
 };
 
 }  // namespace kamera

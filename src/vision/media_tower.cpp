@@ -1,6 +1,5 @@
-#include "server/media_tower.h"
+#include "vision/media_tower.h"
 
-#include "audio/audio_chunks.h"
 #include "core/thread_pool.h"
 #include "vision/encoder.h"
 #include "vision/frame_chunk.h"
@@ -44,6 +43,8 @@ class QwenTower final : public MediaTower {
     images_.set_stop({});
     return c;
   }
+  ImageChunks::Stats stats() const override { return images_.stats(); }
+  void set_store(ChunkStore* store) override { images_.set_store(store); }
 
  private:
   QwenVisionModel tower_;
@@ -157,6 +158,8 @@ class CachedPictureTower final : public OnePictureTower {
         images_(make(tower_, decoder.fingerprint, &pool_)) {
     images_.set_store(store);
   }
+  ImageChunks::Stats stats() const override { return images_.stats(); }
+  void set_store(ChunkStore* store) override { images_.set_store(store); }
 
  private:
   Result<int64_t> picture_rows(int width, int height) const override {
@@ -185,51 +188,6 @@ std::unique_ptr<MediaTower> picture_tower(std::string name, VisionDelimiters del
       });
 }
 
-// Qwen2.5-Omni's audio half (or Qwen2-Audio's tower): clips through the cache of
-// audio/audio_chunks.h; pictures refused by name.
-class QwenAudioTower final : public MediaTower {
- public:
-  QwenAudioTower(QwenAudioModel tower, const Model& decoder, int threads, ChunkStore* store)
-      : tower_(std::move(tower)),
-        delimiters_(kamera::audio_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
-        pool_(std::max(1, threads)),
-        clips_(tower_, decoder.fingerprint, &pool_) {
-    clips_.set_store(store);
-  }
-  VisionDelimiters delimiters() const override { return {}; }
-  bool takes_video() const override { return false; }
-  Result<int64_t> rows(std::span<const ImageSize>) const override { return no_pictures(); }
-  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image>, bool* encoded, double,
-                                                    const std::function<bool()>&) override {
-    if (encoded) *encoded = false;
-    return no_pictures();
-  }
-  bool takes_audio() const override { return true; }
-  VisionDelimiters audio_delimiters() const override { return delimiters_; }
-  Result<int64_t> audio_rows(int64_t n_samples) const override {
-    return qwen_audio_rows(n_samples);
-  }
-  Result<std::shared_ptr<const ChunkContent>> audio_chunk(
-      std::span<const float> samples, bool* encoded, const std::function<bool()>& stop) override {
-    clips_.set_stop(stop);
-    auto c = clips_.clip(samples, encoded);
-    clips_.set_stop({});
-    return c;
-  }
-
- private:
-  Error no_pictures() const {
-    return make_error(ErrorCode::InvalidArgument,
-                      "kamera loads the audio tower of this {} file; its vision tower is not "
-                      "loaded (send input_audio parts)",
-                      tower_.cfg.projector);
-  }
-  QwenAudioModel tower_;
-  VisionDelimiters delimiters_;
-  ThreadPool pool_;
-  QwenAudioChunks clips_;  // holds a reference to tower_
-};
-
 const Tokenizer* tokenizer_of(const Model& decoder) {
   return decoder.tokenizer ? &*decoder.tokenizer : nullptr;
 }
@@ -245,14 +203,20 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 }  // namespace
 
 Result<int64_t> MediaTower::audio_rows(int64_t) const {
-  return make_error(ErrorCode::InvalidArgument, "this server's tower reads no audio");
+  return make_error(ErrorCode::InvalidArgument, "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
 }
 
 Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<const float>,
                                                                     bool* encoded,
                                                                     const std::function<bool()>&) {
   if (encoded) *encoded = false;
-  return make_error(ErrorCode::InvalidArgument, "this server's tower reads no audio");
+  return make_error(ErrorCode::InvalidArgument, "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
+}
+
+bool MediaTower::takes(const std::string& type) {
+  return is_qwen_projector(type) || type == "kimivl" || type == "idefics3" || type == "gemma3" ||
+         type == "internvl" || type == "mlp" || type == "ldp" || type == "ldpv2" ||
+         type == "kamera-minivl";
 }
 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
@@ -272,12 +236,6 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
           return kimi_picture_rows(w, h, t.cfg);
         },
         decoder, threads, store);
-  }
-  if (is_qwen_audio_projector(type)) {  // Qwen2.5-Omni's audio half beside its qwen2vl thinker
-    KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
-    KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
-    return std::unique_ptr<MediaTower>(
-        std::make_unique<QwenAudioTower>(std::move(m), decoder, threads, store));
   }
   if (type == "idefics3") {  // SmolVLM / SmolVLM2: SigLIP beside a llama (SmolLM2) decoder
     KAMERA_ASSIGN_OR_RETURN(Idefics3VisionModel m, Idefics3VisionModel::load(mmproj));

@@ -1,0 +1,74 @@
+// The audio tower behind MediaTower (audio_tower.h).
+#include "audio/audio_tower.h"
+
+#include <algorithm>
+
+#include "audio/audio_chunks.h"
+#include "audio/qwen_audio.h"
+#include "core/thread_pool.h"
+#include "vision/mmproj_kind.h"
+
+namespace kamera {
+
+namespace {
+
+// Qwen2.5-Omni's audio half (or Qwen2-Audio's tower): clips through the cache of
+// audio/audio_chunks.h; pictures refused by name.
+class QwenAudioTower final : public MediaTower {
+ public:
+  QwenAudioTower(QwenAudioModel tower, const Model& decoder, int threads, ChunkStore* store)
+      : tower_(std::move(tower)),
+        delimiters_(kamera::audio_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        pool_(std::max(1, threads)),
+        clips_(tower_, decoder.fingerprint, &pool_) {
+    clips_.set_store(store);
+  }
+  VisionDelimiters delimiters() const override { return {}; }
+  bool takes_video() const override { return false; }
+  Result<int64_t> rows(std::span<const ImageSize>) const override { return no_pictures(); }
+  Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image>, bool* encoded, double,
+                                                    const std::function<bool()>&) override {
+    if (encoded) *encoded = false;
+    return no_pictures();
+  }
+  bool takes_audio() const override { return true; }
+  VisionDelimiters audio_delimiters() const override { return delimiters_; }
+  Result<int64_t> audio_rows(int64_t n_samples) const override {
+    return qwen_audio_rows(n_samples);
+  }
+  Result<std::shared_ptr<const ChunkContent>> audio_chunk(
+      std::span<const float> samples, bool* encoded, const std::function<bool()>& stop) override {
+    clips_.set_stop(stop);
+    auto c = clips_.clip(samples, encoded);
+    clips_.set_stop({});
+    return c;
+  }
+
+ private:
+  Error no_pictures() const {
+    return make_error(ErrorCode::InvalidArgument,
+                      "kamera loads the audio tower of this {} file; its vision tower is not "
+                      "loaded (send input_audio parts)",
+                      tower_.cfg.projector);
+  }
+  QwenAudioModel tower_;
+  VisionDelimiters delimiters_;
+  ThreadPool pool_;
+  QwenAudioChunks clips_;  // holds a reference to tower_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MediaTower>> load_media_tower(const std::string& mmproj,
+                                                     const Model& decoder, int threads,
+                                                     ChunkStore* store) {
+  KAMERA_ASSIGN_OR_RETURN(const std::string type, mmproj_projector_type(mmproj));
+  if (!is_qwen_audio_projector(type)) return MediaTower::load(mmproj, decoder, threads, store);
+  // Qwen2.5-Omni's audio half beside its qwen2vl thinker
+  KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
+  KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
+  return std::unique_ptr<MediaTower>(
+      std::make_unique<QwenAudioTower>(std::move(m), decoder, threads, store));
+}
+
+}  // namespace kamera

@@ -1,0 +1,24 @@
+// The audio towers behind vision/'s MediaTower interface: `load_media_tower` loads an mmproj of
+// any family the server serves, the audio ones (Qwen2.5-Omni's audio half, Qwen2-Audio's tower:
+// audio/qwen_audio.h) here and every picture tower through MediaTower::load. The audio room sits
+// above vision/ (it reuses the CLIP loader and the picture cache's pieces), so the picture towers'
+// loader cannot name it; the server calls this one.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "vision/media_tower.h"
+
+namespace kamera {
+
+class ChunkStore;
+struct Model;
+
+// The tower of `mmproj` paired with `decoder` (errors as MediaTower::load's, and for an audio
+// tower: not a qwen2vl thinker of the tower's width).
+Result<std::unique_ptr<MediaTower>> load_media_tower(const std::string& mmproj,
+                                                     const Model& decoder, int threads,
+                                                     ChunkStore* store);
+
+}  // namespace kamera
