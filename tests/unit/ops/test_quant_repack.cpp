@@ -199,7 +199,9 @@ TEST(QuantRepack, KernelWritesOnlyItsGroups) {
     want += has ? int(cases().size()) : 0;
   }
   EXPECT_EQ(tested, want);
-  if (cpu_isa_level() >= IsaLevel::Avx2) EXPECT_GE(tested, int(cases().size()));
+  if (cpu_isa_level() >= IsaLevel::Avx2) {
+    EXPECT_GE(tested, int(cases().size()));
+  }
 }
 
 // Row lookups dequantize the same values, so they are the file layout's to the bit. Prefill
