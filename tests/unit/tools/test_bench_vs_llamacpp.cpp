@@ -120,6 +120,26 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
   std::filesystem::remove_all(dir);
 }
 
+// --kamera-base runs a second kamera binary (main's, for a branch's block) right after the first
+// in every round: the table names it and adds its tok/s and kamera / base after kamera's.
+TEST(BenchVsLlamaCpp, KameraBaseRunsBesideKameraInEveryRound) {
+  const std::string dir = unique_temp("bench-vs-llamacpp-base");
+  const ShellOutput o = run_shell("bash " + std::string(KAMERA_SOURCE_DIR) +
+                                  "/scripts/bench-vs-llamacpp.sh --tiny --types Q8_0 --pp 8 --tg 4"
+                                  " --kamera " +
+                                  kKamera + " --kamera-base " + kKamera + " --dir " + dir);
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("kamera-base: " + kKamera), std::string::npos) << o.out;
+  for (const std::string test : {"pp8", "tg4"}) {
+    const auto cells = row(o.out, "Q8_0", test);
+    ASSERT_EQ(cells.size(), 9u) << o.out;
+    const double k = std::stod(cells[2]), b = std::stod(cells[3]);
+    EXPECT_GT(b, 0.0);
+    EXPECT_NEAR(std::stod(cells[4]), k / b, 0.006 + 0.005 * k / b) << o.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // --arch, --preset and --dims choose make-model's files (the per-family blocks of
 // docs/BENCHMARKS.md), the dims go into the file names, and every run records the host's load.
 TEST(BenchVsLlamaCpp, ArchAndDimsChooseTheFilesAndEveryRunRecordsTheLoad) {
