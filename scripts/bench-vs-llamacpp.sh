@@ -90,9 +90,9 @@ for b in builds:
     commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
     # A build from a plain source tree reports "unknown": name it by its folder instead.
     names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
-head = "| file | test | kamera tok/s | " + ("kamera-base tok/s | kamera / base | " if base else "")
-head += " | ".join(f"{n} tok/s | ratio" for n in names)
-head += " | read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
+head = "| file | test | kamera tok/s |" + (" kamera-base tok/s | kamera / base |" if base else "")
+head += "".join(f" {n} tok/s | ratio |" for n in names)
+head += " read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
 head += "".join(f", {n}" for n in names[:1]) + " (file MB)"
 head += f" | kamera / floor at the run's fastest read ({best_gb:.1f} GB/s) |"
 print(head)

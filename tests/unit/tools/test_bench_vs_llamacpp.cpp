@@ -3,6 +3,7 @@
 // side only when KAMERA_LLAMA_CPP_BUILD names a build directory (skipped, and said, otherwise).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -130,6 +131,12 @@ TEST(BenchVsLlamaCpp, KameraBaseRunsBesideKameraInEveryRound) {
                                   kKamera + " --kamera-base " + kKamera + " --dir " + dir);
   ASSERT_EQ(o.rc, 0) << o.err;
   EXPECT_NE(o.out.find("kamera-base: " + kKamera), std::string::npos) << o.out;
+  // The header has a cell for every cell of the rows (no empty column without a llama.cpp build).
+  const size_t at = o.out.find("| file | test |");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const std::string head = o.out.substr(at, o.out.find('\n', at) - at);
+  EXPECT_EQ(std::count(head.begin(), head.end(), '|'), 10) << head;
+  EXPECT_EQ(head.find("|  |"), std::string::npos) << head;
   for (const std::string test : {"pp8", "tg4"}) {
     const auto cells = row(o.out, "Q8_0", test);
     ASSERT_EQ(cells.size(), 9u) << o.out;
