@@ -6,6 +6,8 @@
 #
 #   bash scripts/bench-vs-llamacpp.sh [options] LLAMA_CPP_BUILD_DIR...
 #     --kamera PATH    the kamera binary (default: build/bin/kamera)
+#     --kamera-base PATH  another kamera binary (e.g. main's), run right after --kamera's in every
+#                      round: the table adds its tok/s and kamera / base
 #     --dir DIR        where the model files are made and kept (default: /tmp/kamera-vs-llamacpp)
 #     --rounds N       interleaved rounds, medians reported (default 3, at least 3 unless --tiny)
 #     --threads T      threads for both engines (default 2)
@@ -32,13 +34,14 @@
 # 1-minute load average (/proc/loadavg) just before it: the table gives their range.
 set -euo pipefail
 
-kamera=build/bin/kamera dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
+kamera=build/bin/kamera kamera_base= dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
 types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0 from_log=
 arch=qwen2 dims= base=f32
 builds=()
 while (($#)); do
   case "$1" in
     --kamera) kamera="$2"; shift 2 ;;
+    --kamera-base) kamera_base="$2"; shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
@@ -51,7 +54,7 @@ while (($#)); do
     --pp) pp="$2"; shift 2 ;;
     --tg) tg="$2"; shift 2 ;;
     --from-log) from_log="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
     *) builds+=("$1"); shift ;;
   esac
@@ -63,7 +66,8 @@ import json, os, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 kam = [r for r in runs if r["engine"] == "kamera"]
 if not kam: sys.exit("bench-vs-llamacpp: no kamera run in " + sys.argv[1])
-builds = list(dict.fromkeys(r["engine"] for r in runs if r["engine"] != "kamera"))
+builds = list(dict.fromkeys(r["engine"] for r in runs if r["engine"] not in ("kamera", "kamera-base")))
+base = [r for r in runs if r["engine"] == "kamera-base"]
 def length(test): return next((r["out"]["tokens"] for r in kam if r["test"] == test), "?")
 pp, tg = length("pp"), length("tg")
 rounds, threads = max(r["round"] for r in runs), kam[0]["out"]["threads"]
@@ -74,19 +78,21 @@ print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA le
 print(f"kamera's f32 BLAS: {system['blas_path']}")
 loads = [r["load1"] for r in runs if r.get("load1") is not None]
 if loads: print(f"1-minute load average before each run: {min(loads):.2f} to {max(loads):.2f}")
+if base: print(f"kamera-base: {base[0]['binary']}")
 floors = [r["out"]["read_floor"] for r in kam if r["test"] == "tg"]
 best_gb = max((f["read_gb_per_s"] for f in floors), default=0.0)
 def med(xs): return statistics.median(xs) if xs else float("nan")
 def tps(r):
-    if r["engine"] == "kamera": return r["out"]["tokens_per_s"]
+    if r["engine"] in ("kamera", "kamera-base"): return r["out"]["tokens_per_s"]
     return r["out"][0]["avg_ts"]
 names = []
 for b in builds:
     commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] == b), "?")
     # A build from a plain source tree reports "unknown": name it by its folder instead.
     names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
-head = "| file | test | kamera tok/s | " + " | ".join(f"{n} tok/s | ratio" for n in names)
-head += " | read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
+head = "| file | test | kamera tok/s |" + (" kamera-base tok/s | kamera / base |" if base else "")
+head += "".join(f" {n} tok/s | ratio |" for n in names)
+head += " read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
 head += "".join(f", {n}" for n in names[:1]) + " (file MB)"
 head += f" | kamera / floor at the run's fastest read ({best_gb:.1f} GB/s) |"
 print(head)
@@ -98,6 +104,9 @@ for t in types:
         k = sel("kamera")
         kt = med([tps(r) for r in k])
         row = f"| {t} | {label} | {kt:.1f} |"
+        if base:
+            bt = med([tps(r) for r in sel("kamera-base")])
+            row += f" {bt:.1f} | {kt / bt:.2f}x |"
         for b in builds:
             lt = med([tps(r) for r in sel(b)])
             row += f" {lt:.1f} | {kt / lt:.2f}x |"
@@ -169,27 +178,27 @@ fi
 record() {  # engine type test round json [peak-rss-kb]
   python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "type": sys.argv[2],
     "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5]),
-    "load1": float(sys.argv[6]),
-    "rss_kb": int(sys.argv[7]) if len(sys.argv) > 7 else None}))' \
-    "$1" "$2" "$3" "$4" "$5" "$load1" "${@:6}" >> "$log"
+    "binary": sys.argv[6], "load1": float(sys.argv[7]),
+    "rss_kb": int(sys.argv[8]) if len(sys.argv) > 8 else None}))' \
+    "$1" "$2" "$3" "$4" "$5" "$bin" "$load1" "${@:6}" >> "$log"
 }
 rss="$dir/peak-rss.txt"
 peak() { tail -n 1 "$rss"; }  # the last line of /usr/bin/time -f %M -o
 load_now() { read -r load1 _ </proc/loadavg; }
-run_kamera() {  # type test round
-  local f; f=$(file_of "$1"); load_now
+run_kamera() {  # type test round [engine binary]
+  local f e=${4:-kamera}; f=$(file_of "$1"); load_now; bin=${5:-$kamera}
   if [[ "$2" == pp ]]; then
-    out=$("$kamera" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
+    out=$("$bin" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
   else
-    out=$(/usr/bin/time -f %M -o "$rss" "$kamera" bench decode -m "$f" --tokens "$tg" --ctx 1 \
+    out=$(/usr/bin/time -f %M -o "$rss" "$bin" bench decode -m "$f" --tokens "$tg" --ctx 1 \
       --reps 1 -t "$threads" --json)
-    record kamera "$1" "$2" "$3" "$out" "$(peak)"
+    record "$e" "$1" "$2" "$3" "$out" "$(peak)"
     return
   fi
-  record kamera "$1" "$2" "$3" "$out"
+  record "$e" "$1" "$2" "$3" "$out"
 }
 run_llama() {  # build type test round
-  local f; f=$(file_of "$2"); load_now
+  local f; f=$(file_of "$2"); load_now; bin="$1/llama-bench"
   if [[ "$3" == pp ]]; then a=(-p "$pp" -n 0); else a=(-p 0 -n "$tg"); fi
   out=$(/usr/bin/time -f %M -o "$rss" "$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 \
     -o json 2>/dev/null)
@@ -200,6 +209,7 @@ for ((r = 1; r <= rounds; ++r)); do
     for test in pp tg; do
       echo "round $r/$rounds: $t $test" >&2
       run_kamera "$t" "$test" "$r"
+      [[ -z "$kamera_base" ]] || run_kamera "$t" "$test" "$r" kamera-base "$kamera_base"
       for b in "${builds[@]}"; do run_llama "$b" "$t" "$test" "$r"; done
     done
   done

@@ -479,11 +479,15 @@ std::string kernel_path(GgmlType t) {
   const GgmlType dt = quant::dot_type_of(t);
   const char* panel = p.panel == quant::PanelFormat::F32 ? "f32" : "bf16";
   const bool bf16_dot = t == GgmlType::BF16 && d.acts_to_bf16 != nullptr;
-  return fmt::format("decode {} {}-dot, prefill {} {}-gemm", d.name,
+  // Weights the loader repacks (KAMERA_REPACK=0 keeps the file's rows) decode and prefill through
+  // the layout's integer kernel.
+  const WeightLayout l = quant::x16_layout_of(t);
+  const bool x16 = l != WeightLayout::Rows && d.has_x16 != nullptr && d.has_x16(l);
+  return fmt::format("decode {} {}-dot, prefill {} {}-gemm{}", d.name,
                      bf16_dot              ? "bf16"
                      : dt == GgmlType::F32 ? "f32"
                                            : ggml_type_name(dt),
-                     p.name, panel);
+                     p.name, panel, x16 ? "; repacked x16: integer decode and prefill" : "");
 }
 
 }  // namespace kamera

@@ -1,4 +1,4 @@
-// Quantized weights repacked at load into the order the VNNI decode kernels stream them.
+// Quantized weights repacked at load into the order the VNNI and AVX2 decode kernels stream them.
 //
 // Every layout keeps rows in groups of 16: group g (rows 16g .. 16g+15) takes the bytes those
 // rows took in the file (16 x row_bytes, at g * 16 * row_bytes), and inside it each block

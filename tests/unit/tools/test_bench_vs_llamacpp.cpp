@@ -3,6 +3,7 @@
 // side only when KAMERA_LLAMA_CPP_BUILD names a build directory (skipped, and said, otherwise).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +118,32 @@ TEST(BenchVsLlamaCpp, TinyModePrintsTheRatioTable) {
                 "/scripts/bench-vs-llamacpp.sh --from-log " + dir + "/runs.jsonl");
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(again.out, o.out);
+  std::filesystem::remove_all(dir);
+}
+
+// --kamera-base runs a second kamera binary (main's, for a branch's block) right after the first
+// in every round: the table names it and adds its tok/s and kamera / base after kamera's.
+TEST(BenchVsLlamaCpp, KameraBaseRunsBesideKameraInEveryRound) {
+  const std::string dir = unique_temp("bench-vs-llamacpp-base");
+  const ShellOutput o = run_shell("bash " + std::string(KAMERA_SOURCE_DIR) +
+                                  "/scripts/bench-vs-llamacpp.sh --tiny --types Q8_0 --pp 8 --tg 4"
+                                  " --kamera " +
+                                  kKamera + " --kamera-base " + kKamera + " --dir " + dir);
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("kamera-base: " + kKamera), std::string::npos) << o.out;
+  // The header has a cell for every cell of the rows (no empty column without a llama.cpp build).
+  const size_t at = o.out.find("| file | test |");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const std::string head = o.out.substr(at, o.out.find('\n', at) - at);
+  EXPECT_EQ(std::count(head.begin(), head.end(), '|'), 10) << head;
+  EXPECT_EQ(head.find("|  |"), std::string::npos) << head;
+  for (const std::string test : {"pp8", "tg4"}) {
+    const auto cells = row(o.out, "Q8_0", test);
+    ASSERT_EQ(cells.size(), 9u) << o.out;
+    const double k = std::stod(cells[2]), b = std::stod(cells[3]);
+    EXPECT_GT(b, 0.0);
+    EXPECT_NEAR(std::stod(cells[4]), k / b, 0.006 + 0.005 * k / b) << o.out;
+  }
   std::filesystem::remove_all(dir);
 }
 

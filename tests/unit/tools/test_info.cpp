@@ -56,9 +56,14 @@ TEST(Info, KameraIsaCapIsVisibleInEveryPath) {
     EXPECT_FALSE(contains(path, "avx512")) << type << ": " << path;
     EXPECT_FALSE(contains(path, "amx")) << type << ": " << path;
   }
+  // The avx2 path repacks the nine x16 types (issue 51); scalar repacks nothing.
+  for (const char* t : {"q8_0", "q4_0", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"})
+    EXPECT_TRUE(contains(j["weight_paths"][t], "repacked x16")) << t;
+  EXPECT_FALSE(contains(j["weight_paths"]["q4_1"], "repacked")) << j["weight_paths"]["q4_1"];
   const auto s = info_json("KAMERA_ISA=scalar");
   EXPECT_EQ(s["isa_level"], "scalar");
   EXPECT_TRUE(contains(s["weight_paths"]["q4_K"], "decode scalar")) << s["weight_paths"]["q4_K"];
+  EXPECT_FALSE(contains(s["weight_paths"]["q8_0"], "repacked")) << s["weight_paths"]["q8_0"];
 }
 
 TEST(Info, ModelWeightTypesAndBytes) {
