@@ -4,6 +4,7 @@
 
 #include "model/forward.h"
 #include "model/layer_kinds.h"
+#include "ops/ggml_gelu.h"
 #include "ops/kernels.h"
 
 namespace kamera {
@@ -80,10 +81,13 @@ void Engine::post_norm(const std::vector<float>& w, float* y, int n) {
   rmsnorm(y, w.data(), y, n, c.dim, c.rms_eps, &pool_);
 }
 
-// gate_ = act(gate_) * up_ over n rows: SwiGLU, or gemma3's GELU (tanh) gate.
+// gate_ = act(gate_) * up_ over n rows: SwiGLU, or gemma3's GELU (tanh) gate (through ggml's f16
+// table under Numerics::Ggml).
 void Engine::ffn_activation(int n) {
   const int64_t m = int64_t(n) * model_.cfg.ffn_dim;
-  if (is_gemma3(model_.cfg.arch)) {
+  if (is_gemma3(model_.cfg.arch) && model_.numerics == Numerics::Ggml) {
+    gelu_tanh_mul_ggml(gate_.data(), up_.data(), m, &pool_);  // ggml's f16 table
+  } else if (is_gemma3(model_.cfg.arch)) {
     gelu_tanh_mul(gate_.data(), up_.data(), m, &pool_);
   } else {
     silu_mul(gate_.data(), up_.data(), m, &pool_);

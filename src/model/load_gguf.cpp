@@ -444,10 +444,12 @@ Result<std::unique_ptr<Model>> read_gguf_model(const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx) {
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx,
+                                               Numerics numerics) {
   KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, read_gguf_model(path));
   select_rope_context(m->cfg, n_ctx);
   malloc_trim(0);  // the freed metadata's pages go back before the repacked weights are written
+  m->set_numerics(numerics);
   m->fingerprint = compute_fingerprint(*m);
   repack_for_decode(*m);
   return m;

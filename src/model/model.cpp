@@ -127,6 +127,12 @@ std::array<uint64_t, 2> compute_fingerprint(const Model& m) {
     XXH3_128bits_update(st, &c.rope.attn_factor, sizeof(double));
     add(c.rope.freq_factors);
   }
+  // ggml's roundings (ops/numerics.h) compute other KV rows: nothing for the default, so older
+  // fingerprints stay
+  if (m.numerics != Numerics::Kamera) {
+    const std::string_view n = numerics_name(m.numerics);
+    XXH3_128bits_update(st, n.data(), n.size());
+  }
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   return {h.high64, h.low64};
@@ -182,7 +188,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
   const auto* bytes = static_cast<const uint8_t*>((*mapped)->base);
   const size_t size = (*mapped)->size;
   const bool is_gguf = size >= 4 && std::memcmp(bytes, "GGUF", 4) == 0;
-  auto model = is_gguf ? load_gguf_model(path, opts.n_ctx) : load_llama2c_bytes(bytes, size, path);
+  auto model = is_gguf ? load_gguf_model(path, opts.n_ctx, opts.numerics)
+                       : load_llama2c_bytes(bytes, size, path);
   if (!model.ok()) return model.error();
   if (is_gguf && opts.tokenizer_path.empty()) return model;
   // llama2.c checkpoints carry no vocabulary: use -z, else tokenizer.bin / tok<N>.bin beside it.

@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "model/moe.h"
 #include "model/weight.h"
+#include "ops/numerics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kamera {
@@ -62,6 +63,10 @@ struct Model {
   std::string format;                     // "gguf", "llama2c-v0", "llama2c-v1"
   std::array<uint64_t, 2> fingerprint{};  // XXH3-128 of config and weights
   std::shared_ptr<const void> mapping;    // keeps the mapped file the weights point into alive
+  // The roundings its forward follows (ops/numerics.h; LoadOptions::numerics). Ggml marks every
+  // Q8_0 matrix (kept in the file's layout) and rounds gemma3's GELU through f16; a fingerprint
+  // taken under Ggml differs from the default's, so caches of the two never mix.
+  Numerics numerics = Numerics::Kamera;
 
   const Weight& output_weight() const { return output.empty() ? tok_embd : output; }
   // Channels this model writes into the KV pool: "k" (rope, pre-rotation) and "v".
@@ -69,6 +74,9 @@ struct Model {
   // Every weight matrix with its GGUF tensor name ("blk.3.ffn_down.weight"), file order.
   void for_each_weight(const std::function<void(const std::string&, const Weight&)>& fn) const;
   size_t weight_bytes() const;  // bytes of every matrix as held
+  // Sets numerics and marks each Q8_0 matrix's view with it (before repack_for_decode, which
+  // leaves marked matrices in the file's layout).
+  void set_numerics(Numerics n);
 };
 
 struct LoadOptions {
@@ -76,6 +84,8 @@ struct LoadOptions {
   // The context the model will run in (0: its trained context): picks LongRoPE's factor set
   // (phi3) as llama.cpp's n_ctx does.
   int64_t n_ctx = 0;
+  // kamera's roundings, or ggml's CPU backend's where they differ (ops/numerics.h; --numerics).
+  Numerics numerics = Numerics::Kamera;
 };
 
 // Detects the format from the file's first bytes: "GGUF", llama2.c v1 ("ak42" magic), or a
@@ -85,7 +95,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
 // Parsers over bytes the caller owns (also the fuzz entry points).
 Result<std::unique_ptr<Model>> load_llama2c_bytes(const uint8_t* data, size_t size,
                                                   const std::string& name);
-Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx = 0);
+Result<std::unique_ptr<Model>> load_gguf_model(const std::string& path, int64_t n_ctx = 0,
+                                               Numerics numerics = Numerics::Kamera);
 
 // XXH3-128 over the config and every weight; set by the loaders.
 std::array<uint64_t, 2> compute_fingerprint(const Model& m);

@@ -36,4 +36,12 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
+void Model::set_numerics(Numerics n) {
+  numerics = n;
+  // The matrices are this model's own (non-const) members: for_each_weight only visits them.
+  for_each_weight([n](const std::string&, const Weight& w) {
+    if (w.type() == GgmlType::Q8_0) const_cast<Weight&>(w).set_numerics(n);
+  });
+}
+
 }  // namespace kamera

@@ -14,6 +14,7 @@ size_t repack_for_decode(Model& m) {
   size_t bytes = 0;
   auto repack = [&](Weight& w) {
     if (w.empty() || w.is_f32() || w.layout() != WeightLayout::Rows) return;
+    if (w.view().numerics == Numerics::Ggml) return;  // ggml's order reads the file's rows
     const WeightLayout l = quant::x16_layout_of(w.type());
     if (quant::x16_fits(w.view()) && quant::decode_has_x16(l)) {
       w = Weight::repacked(w, l);

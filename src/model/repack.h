@@ -16,6 +16,7 @@ struct Model;
 // quantizations can turn such a last-bit difference into a whole quantization step, so logits of
 // the two layouts differ by about the activations' own quantization error, not by float rounding;
 // the naive-forward and llama.cpp Q8_0 checks (test_qwen3.cpp, test_llama_logits.cpp) hold with it.
+// Matrices marked Numerics::Ggml (Model::set_numerics) stay in the file's layout.
 // Returns the bytes repacked.
 size_t repack_for_decode(Model& m);
 

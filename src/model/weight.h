@@ -44,6 +44,9 @@ class Weight {
   WeightLayout layout() const { return view_.layout; }
   const WeightView& view() const { return view_; }
   const uint8_t* raw() const { return view_.data; }
+  // Marks the view with n (ops/numerics.h: Ggml sends a Q8_0 matrix in the file's layout through
+  // ggml's lane order).
+  void set_numerics(Numerics n) { view_.numerics = n; }
 
   bool is_f32() const { return view_.type == GgmlType::F32; }
   // The f32 values (only for F32 weights).

@@ -11,6 +11,7 @@
 
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
+#include "ops/ggml_q8_0.h"
 #include "ops/quant_blocks.h"
 #include "ops/quant_kernels.h"
 #include "ops/quant_ref.h"
@@ -443,12 +444,21 @@ Result<WeightView> make_weight_view(GgmlType type, const void* data, int64_t row
 
 void matmul(const WeightView& w, const float* x, int64_t n, const float* bias, float* y,
             ThreadPool& pool) {
+  const quant::Product p{&w, bias, y};
+  if (ggml_q8_0::applies(w)) return ggml_q8_0::matmul({&p, 1}, x, n, pool);
   quant::matmul_with(quant::decode_kernels(w.type), quant::prefill_kernels(w.type), w, x, n, bias,
                      y, pool);
 }
 
 void matmul_many(std::span<const quant::Product> ps, const float* x, int64_t n, ThreadPool& pool) {
   if (ps.empty()) return;
+  auto ggml_order = [](const quant::Product& p) { return ggml_q8_0::applies(*p.w); };
+  if (std::any_of(ps.begin(), ps.end(), ggml_order)) {  // Numerics::Ggml (ops/ggml_q8_0.h)
+    std::vector<quant::Product> ggml, other;
+    for (const quant::Product& p : ps) (ggml_order(p) ? ggml : other).push_back(p);
+    ggml_q8_0::matmul(ggml, x, n, pool);
+    return matmul_many(other, x, n, pool);
+  }
   // Products of one input whose types decode or prefill through different tables run as two
   // groups (the common case, one pair of tables, allocates nothing: this runs per layer on every
   // decoded token).

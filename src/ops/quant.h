@@ -16,6 +16,7 @@
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "ops/numerics.h"
 
 namespace kamera {
 
@@ -44,6 +45,9 @@ struct WeightView {
   int64_t rows = 0, cols = 0;
   size_t row_bytes = 0;
   WeightLayout layout = WeightLayout::Rows;
+  // Ggml: a Q8_0 matrix in the Rows layout multiplies through ops/ggml_q8_0.h (ggml's lane
+  // order) in matmul and matmul_many; other types ignore it.
+  Numerics numerics = Numerics::Kamera;
   // Row r's bytes (Rows layout only: a repacked view's rows are unpacked by quant_repack.h).
   const uint8_t* row(int64_t r) const { return data + size_t(r) * row_bytes; }
 };

@@ -90,6 +90,11 @@ bool swa_full_option();
 void add_rope_context_option(CLI::App& app);
 int64_t rope_context_option();
 
+// --numerics kamera|ggml (cli_numerics.cpp) on the same subcommands, and its value (read by
+// load_for_cli into LoadOptions::numerics).
+void add_numerics_option(CLI::App& app);
+Numerics numerics_option();
+
 // The -m/--model, -t/--threads and --json options every subcommand shares.
 void add_model_option(CLI::App& app, std::string& model);
 void add_threads_option(CLI::App& app, int& threads);

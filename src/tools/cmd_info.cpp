@@ -9,6 +9,7 @@
 
 #include "core/cpu_features.h"
 #include "ops/gemm.h"
+#include "ops/ggml_q8_0.h"
 #include "ops/quant.h"
 #include "tools/cli_common.h"
 
@@ -37,9 +38,13 @@ json model_weight_types(const Model& m) {
     type_of[name] = w.type();
   });
   json out = json::object();
-  for (const auto& [name, c] : by_type)
-    out[name] =
-        json{{"tensors", c.tensors}, {"bytes", c.bytes}, {"path", weight_path(type_of[name])}};
+  for (const auto& [name, c] : by_type) {
+    const GgmlType t = type_of[name];
+    const bool ggml = m.numerics == Numerics::Ggml && t == GgmlType::Q8_0;  // ops/ggml_q8_0.h
+    out[name] = json{{"tensors", c.tensors},
+                     {"bytes", c.bytes},
+                     {"path", ggml ? ggml_q8_0::path_name() : weight_path(t)}};
+  }
   return out;
 }
 
@@ -60,6 +65,8 @@ json system_info(const Model* m) {
     j["model"] = json{{"path", m->source},
                       {"arch", arch_name(m->cfg.arch)},
                       {"features", model_features(m->cfg)},
+                      {"numerics", numerics_name(m->numerics)},
+                      {"fingerprint", model_summary(*m)["fingerprint"]},
                       {"weight_bytes", m->weight_bytes()},
                       {"weight_types", model_weight_types(*m)}};
   }

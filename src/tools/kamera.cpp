@@ -50,6 +50,7 @@ Result<std::shared_ptr<const Model>> load_for_cli(const std::string& path,
   LoadOptions opts;
   opts.tokenizer_path = tokenizer;
   opts.n_ctx = rope_context_option();
+  opts.numerics = numerics_option();
   KAMERA_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(path, opts));
   return std::shared_ptr<const Model>(std::move(m));
 }
@@ -117,6 +118,7 @@ json model_summary(const Model& m) {
               {"rope_dims", c.rope.n_rot},
               {"rope_theta", c.rope.theta},
               {"rope_layout", c.rope.layout == RopeLayout::Neox ? "neox" : "normal"},
+              {"numerics", numerics_name(m.numerics)},
               {"fingerprint", fmt::format("{:016x}{:016x}", m.fingerprint[0], m.fingerprint[1])}};
 }
 
@@ -136,7 +138,9 @@ int main(int argc, char** argv) {
       "... "
       "Q8_0, Q2_K ... Q6_K,\n"
       "IQ4_NL, IQ4_XS, MXFP4)\n"
-      "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.",
+      "and llama2.c checkpoints (v0, v1) with a tokenizer.bin.\n"
+      "The commands that load a model take --numerics ggml to round as llama.cpp's x86 CPU\n"
+      "backend does (Q8_0 products, gemma3's GELU): llama.cpp's logits, at some speed cost.",
       "kamera"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kamera 0.1.0");
@@ -148,7 +152,10 @@ int main(int argc, char** argv) {
         "generate",     "chat", "logits", "bench",     "reuse-bench",
         "window-bench", "eval", "demo",   "vlm-bench", "serve"};
     if (with_context.count(name)) add_kv_type_option(*sub);
-    if (with_context.count(name) || std::string(name) == "info") add_rope_context_option(*sub);
+    if (with_context.count(name) || std::string(name) == "info") {
+      add_rope_context_option(*sub);
+      add_numerics_option(*sub);
+    }
   };
   reg("generate", "Generate text from a prompt (BOS first, as llama2.c does)", add_generate);
   reg("chat", "Multi-turn chat with the model's chat template; the conversation stays cached",
