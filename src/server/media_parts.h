@@ -63,8 +63,8 @@
 #include "serve/request_media.h"
 #include "server/json_fields.h"
 #include "server/prometheus.h"
-#include "vision/vl_prompt.h"
 #include "vision/media_tower.h"
+#include "vision/vl_prompt.h"
 
 namespace kamera {
 

@@ -203,14 +203,18 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 }  // namespace
 
 Result<int64_t> MediaTower::audio_rows(int64_t) const {
-  return make_error(ErrorCode::InvalidArgument, "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
+  return make_error(
+      ErrorCode::InvalidArgument,
+      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
 }
 
 Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<const float>,
                                                                     bool* encoded,
                                                                     const std::function<bool()>&) {
   if (encoded) *encoded = false;
-  return make_error(ErrorCode::InvalidArgument, "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
+  return make_error(
+      ErrorCode::InvalidArgument,
+      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
 }
 
 bool MediaTower::takes(const std::string& type) {
