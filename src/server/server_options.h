@@ -52,7 +52,7 @@ struct ServerOptions {
   // this many automaton states and spend this many CPU seconds (past either: 400
   // grammar_budget_exceeded, naming the field); compiled grammars are kept under this many bytes.
   size_t grammar_states = 300000;
-  double grammar_seconds = 1.0;
+  double grammar_seconds = 3.0;
   size_t grammar_cache_bytes = size_t(128) << 20;
 
   // Control tokens (<|im_start|>, ...) written in client text (message contents, prompts, chunk

@@ -89,8 +89,11 @@ TEST(AudioChunks, LayoutMatchesLlamaCppMtmd) {
   EXPECT_EQ(after, p.after);
   EXPECT_EQ(p.rows, 750);
   EXPECT_EQ(qwen_audio_rows(int64_t(clip_samples().size())), p.rows);
-  EXPECT_EQ(qwen_audio_rows(16000 * 30), 750);      // 30 s and the padding: still one window
-  EXPECT_EQ(qwen_audio_rows(16000 * 31), 2 * 750);  // 31 s: two
+  // llama.cpp d32676d's mtmd on clips of 479839 and 479840 samples (just under 30 s): one and two
+  // audio chunks of 750 rows (tests/data/qwen25o/README.md, "Where a second window starts").
+  EXPECT_EQ(qwen_audio_rows(479839), 750);
+  EXPECT_EQ(qwen_audio_rows(479840), 2 * 750);
+  EXPECT_EQ(qwen_audio_rows(16000 * 31), 2 * 750);
   auto tower = QwenAudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(tower.ok());
   EXPECT_TRUE(check_qwen_audio_pair(tower->cfg, *model, "mmproj").ok());
