@@ -110,7 +110,7 @@ TEST(ServerAudio, AudioNeedsTheAudioTower) {
   httplib::Client client("127.0.0.1", server.port());
   int st = 0;
   const json part = audio_part(base64(file_bytes(kDir + "clip_16k.wav")));
-  auto r = post(client, picture_chat::chat_body({part}), &st);
+  auto r = post(client, picture_chat::chat_body(json::array({part})), &st);
   EXPECT_EQ(st, 400) << r.dump();
   EXPECT_EQ(r["error"]["code"], "invalid_media_part") << r.dump();
   EXPECT_NE(r.dump().find("reads no audio"), std::string::npos) << r.dump();
