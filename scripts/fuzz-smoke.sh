@@ -7,6 +7,8 @@ seconds=${2:-30}
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# A clang build is where target_clones once went wrong (scripts/check-isa-hygiene.py).
+python3 "$root/scripts/check-isa-hygiene.py" "$build/lib/libkamera_ops.a" "$build/lib/libkamera_kv.a"
 for target in "$build"/bin/fuzz_*; do
   name=$(basename "$target")
   name=${name#fuzz_}

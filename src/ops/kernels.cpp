@@ -97,15 +97,21 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t n_rows, int dim, 
   }
 }
 
-KAMERA_CLONES void exp_inplace(float* x, int n) {
+namespace {
+KAMERA_CLONES void exp_inplace_body(float* x, int n) {
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i]);
+}
+}  // namespace
+void exp_inplace(float* x, int n) {
+  exp_inplace_body(x, n);
 }
 
 // As ggml's soft_max: the exponentials summed 16 at a time in the order of _mm512_reduce_add_ps
 // (halves, quarters, pairs; the last 16 padded with zeros), those sums added in double, and the
 // row scaled by the f32 of 1 / sum. Explicit, so every build rounds the same.
-KAMERA_CLONES void softmax_given_max(float* x, int n, float mx, float extra_mass) {
+namespace {
+KAMERA_CLONES void softmax_given_max_body(float* x, int n, float mx, float extra_mass) {
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] = exp_poly(x[i] - mx);
   double sum = 0.0;
@@ -121,12 +127,21 @@ KAMERA_CLONES void softmax_given_max(float* x, int n, float mx, float extra_mass
 #pragma omp simd
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
+}  // namespace
+void softmax_given_max(float* x, int n, float mx, float extra_mass) {
+  softmax_given_max_body(x, n, mx, extra_mass);
+}
 
-KAMERA_CLONES void softmax(float* x, int n) {
+namespace {
+KAMERA_CLONES void softmax_body(float* x, int n) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   softmax_given_max(x, n, mx);
+}
+}  // namespace
+void softmax(float* x, int n) {
+  softmax_body(x, n);
 }
 
 void swiglu_oai_mul(float* gate, const float* up, int64_t n, float alpha, float limit) {
@@ -160,21 +175,36 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool* pool) {
   }
 }
 
-KAMERA_CLONES void add_inplace(float* y, const float* x, int64_t n) {
+namespace {
+KAMERA_CLONES void add_inplace_body(float* y, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
+}  // namespace
+void add_inplace(float* y, const float* x, int64_t n) {
+  add_inplace_body(y, x, n);
+}
 
-KAMERA_CLONES float dot(const float* a, const float* b, int n) {
+namespace {
+KAMERA_CLONES float dot_body(const float* a, const float* b, int n) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
+}  // namespace
+float dot(const float* a, const float* b, int n) {
+  return dot_body(a, b, n);
+}
 
-KAMERA_CLONES void axpy(float alpha, const float* x, float* y, int n) {
+namespace {
+KAMERA_CLONES void axpy_body(float alpha, const float* x, float* y, int n) {
 #pragma omp simd
   for (int i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+}  // namespace
+void axpy(float alpha, const float* x, float* y, int n) {
+  axpy_body(alpha, x, y, n);
 }
 
 }  // namespace kamera

@@ -77,7 +77,9 @@ void RopeCache::angles(Pos p, float* c, float* s) const {
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
+namespace {
+// Cloned under a name of its own: see ops/clones.h.
+__attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply_body(
     const RopeDesc& d, const float* c, const float* s, float* x, int n_heads, bool inverse) {
   const int half = d.n_pairs();
   const float sign = inverse ? -1.0f : 1.0f;
@@ -99,6 +101,12 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) void rope_apply(
       }
     }
   }
+}
+}  // namespace
+
+void rope_apply(const RopeDesc& d, const float* c, const float* s, float* x, int n_heads,
+                bool inverse) {
+  rope_apply_body(d, c, s, x, n_heads, inverse);
 }
 
 void rope_scale_rotary(const RopeDesc& d, float* x, int n_heads) {

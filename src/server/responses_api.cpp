@@ -36,10 +36,18 @@ Result<ojson> content_parts(const ojson& content, const std::string& where, std:
       ojson image = {{"url", url}};
       if (p.contains("detail") && !p["detail"].is_null()) image["detail"] = p["detail"];
       out.push_back({{"type", "image_url"}, {"image_url", image}});
+    } else if (type == "input_audio") {
+      // The Responses API's audio part has chat's shape ({"input_audio": {"data", "format"}}): it
+      // goes to the chat path as is, where its data and format are checked and named.
+      const ojson audio = p.value("input_audio", ojson());
+      if (!audio.is_object())
+        return refuse_field(param, pw + ".input_audio",
+                            "must be an object: {\"data\": BASE64, \"format\": \"wav\"}");
+      out.push_back({{"type", "input_audio"}, {"input_audio", audio}});
     } else {
       return refuse_field(param, pw + ".type",
-                          "must be input_text, output_text, refusal or input_image (input_file and "
-                          "input_audio are not served)",
+                          "must be input_text, output_text, refusal, input_image or input_audio "
+                          "(input_file is not served)",
                           ErrorCode::Unsupported);
     }
   }

@@ -97,6 +97,47 @@ TEST(ServerAudio, RefusalsNameTheProblem) {
   }
 }
 
+// The Responses API's input_audio part (chat's shape) takes the chat path: the same prompt, the
+// clip served from the cache chat's request encoded, the same greedy answer; its refusals name
+// the part by its Responses path.
+TEST(ServerAudio, ResponsesInputAudioIsChatsClip) {
+  auto server = omni_server(kDir + "mmproj.gguf");
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120, 0);
+  const std::string data = base64(file_bytes(kDir + "clip_16k.wav"));
+  json chat = picture_chat::chat_body({audio_part(data), {{"type", "text"}, {"text", "?"}}});
+  chat["max_tokens"] = 4;
+  chat["temperature"] = 0;
+  int st = 0;
+  const json c = post(client, chat, &st);
+  ASSERT_EQ(st, 200) << c.dump();
+  auto responses = [&](const std::string& format, int* status) {
+    const json body = {
+        {"max_output_tokens", 4},
+        {"temperature", 0},
+        {"input",
+         {{{"role", "user"},
+           {"content", {audio_part(data, format), {{"type", "input_text"}, {"text", "?"}}}}}}}};
+    auto r = client.Post("/v1/responses", body.dump(), "application/json");
+    EXPECT_TRUE(r);
+    *status = r ? r->status : 0;
+    return r ? json::parse(r->body, nullptr, false) : json();
+  };
+  const json r = responses("wav", &st);
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["input_tokens"], c["usage"]["prompt_tokens"]) << r.dump();
+  EXPECT_GT(r["usage"]["input_tokens_details"]["cached_tokens"].get<int>(), 0) << r.dump();
+  std::string text;
+  for (const json& item : r["output"])
+    if (item["type"] == "message")
+      for (const json& part : item["content"]) text += part.value("text", "");
+  EXPECT_EQ(text, c["choices"][0]["message"]["content"].get<std::string>()) << r.dump();
+  const json bad = responses("mp3", &st);
+  EXPECT_EQ(st, 415) << bad.dump();
+  EXPECT_EQ(bad["error"]["code"], "unsupported_media_type") << bad.dump();
+  EXPECT_EQ(bad["error"]["param"], "input[0].content[0]") << bad.dump();
+}
+
 TEST(ServerAudio, AudioNeedsTheAudioTower) {
   // a picture tower (InternVL beside its qwen2 decoder) takes no input_audio part
   auto model = tiny::load(std::string(KAMERA_SOURCE_DIR) + "/tests/data/internvl/decoder.gguf");
