@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/status.h"
 #include "ops/quant_kernels.h"
@@ -85,8 +86,20 @@ void store_transposed(const float* c, int64_t ib, int64_t jb, int64_t m, int64_t
     for (int j = 0; j < jm; ++j) y[(ib + i) * ldy + jb + j] = c[j * 16 + i];
 }
 
-// w: weight panel in bf16, rows ldw apart, with room for nw rounded up to 32 rows (the driver's
-// panel is a multiple of 32 rows; rows past nw are computed and dropped).
+// Rows [jb, nw) of the panel w (rows wstride bytes apart, k bf16 values) copied to 32 rows of k
+// values, zeros past nw, in a buffer of the calling thread.
+const uint8_t* tail_rows(const uint8_t* w, int64_t jb, int64_t nw, int64_t k, size_t wstride) {
+  thread_local std::vector<uint8_t> buf;
+  const size_t row = size_t(k) * 2;
+  buf.assign(32 * row, 0);
+  for (int64_t j = jb; j < nw; ++j)
+    std::memcpy(buf.data() + size_t(j - jb) * row, w + j * wstride, row);
+  return buf.data();
+}
+
+// w: weight panel in bf16, rows ldw apart, nw rows. A tile pair reads 32 rows: the last block,
+// where nw is not a multiple of 32, reads a zero-padded copy, never past row nw (BF16 weights are
+// their own panel, so past nw lies the next tensor or the end of the mapping).
 void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int64_t ldw, float* y,
           int64_t ldy) {
   configure_tiles();
@@ -94,6 +107,8 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
   const auto* w = static_cast<const uint8_t*>(wv);
   const int64_t kt = k / 32, mp = padded_rows(m);
   const size_t tile_bytes = 1024, wstride = size_t(ldw) * 2;
+  const int64_t jtail = nw / 32 * 32;  // the block that reaches past nw, if any
+  const uint8_t* tail = jtail < nw ? tail_rows(w, jtail, nw, k, wstride) : nullptr;
   alignas(64) float c[4][256];
   // Activation blocks outside: a block's B tiles stay in L2 while every weight block of the
   // panel passes over them, so the packed activations stream from L3 once per panel.
@@ -106,11 +121,13 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
       _tile_zero(3);
       const uint8_t* b0 = x + size_t(ib / 16 * kt) * tile_bytes;
       const uint8_t* b1 = two_i ? b0 + size_t(kt) * tile_bytes : b0;
-      const uint8_t* a0 = w + size_t(jb) * wstride;
-      const uint8_t* a1 = a0 + 16 * wstride;
+      const bool in_tail = jb == jtail;
+      const size_t astride = in_tail ? size_t(k) * 2 : wstride;
+      const uint8_t* a0 = in_tail ? tail : w + size_t(jb) * wstride;
+      const uint8_t* a1 = a0 + 16 * astride;
       for (int64_t t = 0; t < kt; ++t) {
-        _tile_loadd(4, a0 + t * 64, wstride);
-        _tile_loadd(5, a1 + t * 64, wstride);
+        _tile_loadd(4, a0 + t * 64, astride);
+        _tile_loadd(5, a1 + t * 64, astride);
         _tile_loadd(6, b0 + t * tile_bytes, 64);
         _tile_loadd(7, b1 + t * tile_bytes, 64);
         _tile_dpbf16ps(0, 4, 6);
