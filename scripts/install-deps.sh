@@ -24,6 +24,8 @@ runtime=(
   libedit-dev
   # frames of the mini-VL clips and PNG images (libpng); JPEG images for the vision towers
   libpng-dev libjpeg62-turbo-dev
+  # audio input: WAV, FLAC and MP3 decoded from memory (libsndfile: libFLAC, libmpg123, libmp3lame)
+  libsndfile1-dev
 )
 test=(
   libgtest-dev libgmock-dev libbenchmark-dev clang-format

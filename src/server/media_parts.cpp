@@ -4,9 +4,9 @@
 
 #include "audio/audio_chunks.h"  // kAudioSampleRate
 #include "audio/audio_tower.h"
+#include "media/audio_decode.h"
 #include "media/audio_resample.h"
 #include "media/data_url.h"
-#include "media/wav.h"
 #include "server/media_source.h"
 #include "server/request_segments.h"
 #include "vision/vl_prompt.h"
@@ -201,9 +201,45 @@ std::optional<HttpError> ServerMedia::read_part(const ojson& part, Part& out) co
   return std::nullopt;
 }
 
-// One input_audio part ({"input_audio": {"data": BASE64, "format": "wav"}}): its bytes checked
-// against the byte limit before the base64 is decoded, the WAV decoded and resampled to 16 kHz
-// (cheap beside the tower), and the rows the tower will make of it.
+namespace {
+
+// The longest clip worth decoding: past it, the clip's rows alone are over the context or
+// --max-image-rows (the tower's rows grow with the samples: a binary search over the 10 minutes
+// decode_audio allows at most). A tower whose shortest clip is over already keeps the default
+// bound; the cost check refuses it by rows.
+double max_audio_seconds(const MediaTower& tower, int64_t row_budget) {
+  const AudioLimits defaults;
+  auto fits = [&](int64_t n) {
+    auto r = tower.audio_rows(n);
+    return r.ok() && *r <= row_budget;
+  };
+  int64_t lo = 1, hi = int64_t(defaults.max_seconds * kAudioSampleRate);
+  if (!fits(lo) || fits(hi)) return defaults.max_seconds;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return double(lo) / kAudioSampleRate;
+}
+
+HttpError audio_refusal(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::Unsupported:
+      return refusal(415, "unsupported_media_type", e.message);
+    case ErrorCode::InvalidArgument:
+      return refusal(413, "audio_too_large", e.message);
+    default:
+      return refusal(400, "invalid_audio", e.message);
+  }
+}
+
+}  // namespace
+
+// One input_audio part ({"input_audio": {"data": BASE64, "format": "wav" | "mp3" | "flac"}}):
+// its bytes checked against the byte limit before the base64 is decoded, the file decoded
+// (media/audio_decode.h: its container must be the declared format, its duration within what the
+// context and --max-image-rows can take) and resampled to 16 kHz (cheap beside the tower), and
+// the rows the tower will make of it.
 std::optional<HttpError> ServerMedia::read_audio(const ojson& part, Part& out) const {
   out.audio = true;
   if (!tower_->takes_audio())
@@ -215,12 +251,13 @@ std::optional<HttpError> ServerMedia::read_audio(const ojson& part, Part& out) c
     return refusal(400, "invalid_media_part",
                    "an input_audio part needs \"input_audio\": {\"data\": BASE64, \"format\": "
                    "\"wav\"}");
-  const std::string format =
+  const std::string name =
       in.contains("format") && in["format"].is_string() ? in["format"].get<std::string>() : "";
-  if (format != "wav")
-    return refusal(
-        415, "unsupported_media_type",
-        fmt::format("audio: format '{}' is not supported (wav: 16-bit PCM)", format.substr(0, 32)));
+  const auto format = audio_format_named(name);
+  if (!format)
+    return refusal(415, "unsupported_media_type",
+                   fmt::format("audio: format '{}' is not supported ({})", name.substr(0, 32),
+                               audio_format_names()));
   const std::string& data = in["data"].get_ref<const std::string&>();
   if (data.size() / 4 * 3 > opts_.max_image_bytes + opts_.max_image_bytes / 8 + 16)
     return refusal(413, "audio_too_large",
@@ -228,11 +265,11 @@ std::optional<HttpError> ServerMedia::read_audio(const ojson& part, Part& out) c
                                data.size() / 4 * 3, opts_.max_image_bytes));
   auto bytes = base64_decode(data);
   if (!bytes.ok()) return refusal(400, "invalid_base64", "audio: " + bytes.message());
-  auto clip = decode_wav(*bytes, "audio");
-  if (!clip.ok())
-    return clip.error().code == ErrorCode::Unsupported
-               ? refusal(415, "unsupported_media_type", clip.message())
-               : refusal(400, "invalid_audio", clip.message());
+  const AudioLimits limits{
+      int64_t(opts_.max_image_bytes),
+      max_audio_seconds(*tower_, std::min<int64_t>(decoder_.cfg.ctx_len, opts_.max_image_rows))};
+  auto clip = decode_audio(*bytes, *format, "audio", limits);
+  if (!clip.ok()) return audio_refusal(clip.error());
   auto samples = resample_audio(clip->samples, clip->sample_rate, kAudioSampleRate);
   if (!samples.ok()) return refusal(400, "invalid_audio", "audio: " + samples.message());
   out.samples = std::move(samples.value());

@@ -14,7 +14,8 @@
 //     (the mini-VL: a video part is refused)
 //   {"type": "input_audio", "input_audio": {"data": "UklGR...", "format": "wav"}}
 //     -> MediaPart{i, j, ID}   (a Qwen2.5-Omni audio tower: <|audio_bos|>, ID, <|audio_eos|>;
-//        the WAV resampled to 16 kHz, media/wav.h; the clip kept by its samples)
+//        "format" wav, mp3 or flac, decoded by libsndfile and resampled to 16 kHz,
+//        media/audio_decode.h; the clip kept by its samples)
 //
 // A video is one chunk whose frames pair in time: t advances per pair (Qwen2-VL), or by seconds
 // (Qwen2.5-VL: t = trunc(k * 2 / fps * tokens_per_second), fps from the optional "fps" field,
@@ -34,10 +35,13 @@
 //   media_not_found (404)          no such file inside it
 //   invalid_data_url (400), invalid_base64 (400)
 //   unsupported_media_type (415)   not image/png or image/jpeg (by MIME type and by content);
-//                                  an input_audio format other than "wav", a WAV other than
-//                                  16-bit PCM mono or stereo
-//   audio_too_large (413)          an input_audio part's data over max_image_bytes
-//   invalid_audio (400)            a truncated or malformed WAV
+//                                  an input_audio format other than wav, mp3, flac; bytes of
+//                                  another container than the declared format; more than 8
+//                                  channels, a rate outside 1 kHz to 384 kHz
+//   audio_too_large (413)          an input_audio part's data over max_image_bytes; a clip whose
+//                                  header declares more seconds than the context or
+//                                  max_image_rows can take (refused before its samples are read)
+//   invalid_audio (400)            a truncated or malformed file
 //   image_too_large (413)          over max_image_bytes (encoded) or max_image_pixels (declared
 //                                  width x height, read from the header before any pixel)
 //   invalid_image (400)            truncated or malformed image, or one the tower cannot take

@@ -14,7 +14,7 @@
 #include "cache/chunk_cache.h"
 #include "context/context.h"
 #include "core/thread_pool.h"
-#include "media/wav.h"
+#include "media/audio_decode.h"
 #include "support/chunk_relocation.h"
 #include "support/idefics3_fixture.h"
 #include "support/tiny_models.h"

@@ -11,7 +11,7 @@
 #include "audio/audio_encoder.h"
 #include "core/thread_pool.h"
 #include "media/log_mel.h"
-#include "media/wav.h"
+#include "media/audio_decode.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
 
 using namespace kamera;

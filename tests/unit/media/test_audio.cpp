@@ -1,6 +1,7 @@
-// Audio input (media/): WAV decoding with its refusals by name, the windowed-sinc resampler
-// measured on sines, and Whisper's log-mel front end against an independent numpy implementation
-// (tests/unit/media/whisper_mel.py, run here; skipped, saying so, where no python3 has numpy).
+// Audio input (media/): WAV decoding (media/audio_decode.h) with its refusals by name, the
+// windowed-sinc resampler measured on sines, and Whisper's log-mel front end against an independent
+// numpy implementation (tests/unit/media/whisper_mel.py, run here; skipped, saying so, where no
+// python3 has numpy).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,9 +11,9 @@
 #include <numbers>
 #include <random>
 
+#include "media/audio_decode.h"
 #include "media/audio_resample.h"
 #include "media/log_mel.h"
-#include "media/wav.h"
 
 namespace {
 
@@ -72,6 +73,12 @@ TEST(Audio, WavMonoAndStereoDecode) {
   EXPECT_EQ(st->samples[0], 0.25f);
   EXPECT_EQ(st->samples[1], -0.25f);
   EXPECT_EQ(st->samples[2], 0.0f);
+  // more channels: their mean too
+  auto three = decode_wav(wav_bytes({300, 600, -1200, 3, 3, 3}, 3, 16000), "three");
+  ASSERT_TRUE(three.ok()) << three.message();
+  ASSERT_EQ(three->samples.size(), 2u);
+  EXPECT_FLOAT_EQ(three->samples[0], -100.0f / 32768);
+  EXPECT_FLOAT_EQ(three->samples[1], 3.0f / 32768);
 }
 
 TEST(Audio, WavRefusalsNameTheProblem) {
@@ -85,14 +92,15 @@ TEST(Audio, WavRefusalsNameTheProblem) {
   auto no_data = wav_bytes({}, 1, 16000);
   no_data.resize(no_data.size() - 8);
   const std::vector<Case> cases = {
-      {wav_bytes({1, 2}, 1, 16000, 3, 32), ErrorCode::Unsupported, "format tag 3"},
-      {wav_bytes({1, 2}, 1, 16000, 1, 8), ErrorCode::Unsupported, "8-bit"},
-      {wav_bytes({1, 2, 3}, 3, 16000), ErrorCode::Unsupported, "3 channels"},
+      {wav_bytes({1, 2}, 1, 16000, 0x1234, 16), ErrorCode::Unsupported,
+       "WAV format tag 0x1234 is not decoded"},
+      {wav_bytes(std::vector<int16_t>(90, 3), 9, 16000), ErrorCode::Unsupported, "9 channels"},
+      {wav_bytes(std::vector<int16_t>(10, 3), 1, 500), ErrorCode::Unsupported, "500 Hz"},
       {truncated, ErrorCode::CorruptData, "truncated"},
       {no_data, ErrorCode::CorruptData, "without a data chunk"},
       {{'R', 'I', 'F', 'F', 0, 0, 0, 0, 'A', 'V', 'I', ' '},
-       ErrorCode::InvalidArgument,
-       "not a WAV"},
+       ErrorCode::Unsupported,
+       "declared WAV, but the bytes are not WAV, FLAC or MP3"},
   };
   for (const Case& c : cases) {
     auto r = decode_wav(c.bytes, "clip 1");
@@ -102,8 +110,9 @@ TEST(Audio, WavRefusalsNameTheProblem) {
     EXPECT_EQ(r.message().rfind("clip 1", 0), 0u) << r.message();
   }
   auto tooLong = decode_wav(wav_bytes(std::vector<int16_t>(32000, 1), 1, 16000), "long",
-                            WavLimits{int64_t(1) << 20, 1.5});
+                            AudioLimits{int64_t(1) << 20, 1.5});
   ASSERT_FALSE(tooLong.ok());
+  EXPECT_EQ(tooLong.code(), ErrorCode::InvalidArgument);
   EXPECT_NE(tooLong.message().find("2.0 s of audio"), std::string::npos) << tooLong.message();
 }
 

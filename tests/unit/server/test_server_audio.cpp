@@ -2,15 +2,17 @@
 // mmproj with both halves as llama.cpp's converter writes it, beside a qwen2vl thinker). An
 // input_audio part (WAV) becomes one chunk of the clip's rows between <|audio_bos|> and
 // <|audio_eos|>; it is encoded once; sent again it is an exact prefix, moved it is relocated from
-// the context it was seen in, and the greedy tokens of an exact hit equal a re-prefill's. Other
-// formats, a broken WAV, pictures to the audio tower and audio to a server without it are refused
-// by name.
+// the context it was seen in, and the greedy tokens of an exact hit equal a re-prefill's. The
+// clip as FLAC (lossless) is the WAV's clip, served from the cache; as MP3 it is a clip of its own.
+// Other formats, bytes of another container than declared, broken files, a clip too long for the
+// context, pictures to the audio tower and audio to a server without it are refused by name.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
 #include "server/server.h"
+#include "support/audio_encode.h"
 #include "support/base64.h"
 #include "support/picture_chat.h"
 #include "support/tiny_models.h"
@@ -45,6 +47,10 @@ json post(httplib::Client& c, const json& body, int* status) {
   return r ? json::parse(r->body, nullptr, false) : json();
 }
 
+std::string bytes_of(const std::vector<uint8_t>& b) {
+  return std::string(b.begin(), b.end());
+}
+
 }  // namespace
 
 TEST(ServerAudio, ClipEncodedOnceExactAndRelocated) {
@@ -60,11 +66,50 @@ TEST(ServerAudio, ClipEncodedOnceExactAndRelocated) {
   EXPECT_EQ(r["usage"]["images"]["count"], 0);
 }
 
+// The clip as FLAC decodes to the WAV's samples: the same clip, found in the cache the WAV's
+// request filled; as MP3 (lossy) it is another clip, encoded once.
+TEST(ServerAudio, FlacIsTheWavsClipMp3IsAccepted) {
+  auto server = omni_server(kDir + "mmproj.gguf");
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120, 0);
+  const std::string wav = file_bytes(kDir + "clip_16k.wav");
+  const auto pcm = audio_encode::wav_pcm16(wav);
+  const auto flac = audio_encode::flac16k(pcm);
+  const auto mp3 = audio_encode::mp3_16k(pcm);
+  ASSERT_FALSE(flac.empty());
+  ASSERT_FALSE(mp3.empty());
+  int st = 0;
+  auto ask = [&](const std::string& bytes, const std::string& format) {
+    return post(client,
+                picture_chat::chat_body(
+                    {audio_part(base64(bytes), format), {{"type", "text"}, {"text", "?"}}}),
+                &st);
+  };
+  json r = ask(wav, "wav");
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["images"]["encoded"], 1);
+  r = ask(bytes_of(flac), "flac");
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["images"]["audio_clips"], 1);
+  EXPECT_EQ(r["usage"]["images"]["encoded"], 0) << r.dump();
+  r = ask(bytes_of(mp3), "mp3");
+  ASSERT_EQ(st, 200) << r.dump();
+  EXPECT_EQ(r["usage"]["images"]["audio_clips"], 1);
+  EXPECT_EQ(r["usage"]["images"]["encoded"], 1) << r.dump();
+  EXPECT_EQ(r["usage"]["images"]["image_tokens"], 750) << r.dump();
+}
+
 TEST(ServerAudio, RefusalsNameTheProblem) {
   auto server = omni_server(kDir + "mmproj.gguf");
   httplib::Client client("127.0.0.1", server->port());
   client.set_read_timeout(60, 0);
   const std::string wav = file_bytes(kDir + "clip_16k.wav");
+  const auto pcm = audio_encode::wav_pcm16(wav);
+  std::string flac = bytes_of(audio_encode::flac16k(pcm));
+  std::string mp3 = bytes_of(audio_encode::mp3_16k(pcm));
+  // 61 s of silence: over the 60 s whose two 30-s windows (1500 rows) fit the context of 2048
+  const std::string long_wav = bytes_of(audio_encode::encode(
+      std::vector<int16_t>(61 * 16000), 16000, SF_FORMAT_WAV | SF_FORMAT_PCM_16));
   struct Case {
     json part;
     int status;
@@ -73,12 +118,19 @@ TEST(ServerAudio, RefusalsNameTheProblem) {
   };
   std::string broken = wav;
   broken.resize(broken.size() / 2);  // the data chunk cut short
-  std::string eight_bit = wav;
-  eight_bit[34] = 8;  // bits per sample
   const std::vector<Case> cases = {
-      {audio_part(base64(wav), "mp3"), 415, "unsupported_media_type", "format 'mp3'"},
+      {audio_part(base64(wav), "ogg-opus"), 415, "unsupported_media_type",
+       "format 'ogg-opus' is not supported (wav, mp3, flac)"},
+      {audio_part(base64(wav), "aac"), 415, "unsupported_media_type", "(wav, mp3, flac)"},
+      {audio_part(base64(wav), "mp3"), 415, "unsupported_media_type",
+       "declared MP3, but the bytes are WAV"},
+      {audio_part(base64(flac), "wav"), 415, "unsupported_media_type",
+       "declared WAV, but the bytes are FLAC"},
       {audio_part(base64(broken)), 400, "invalid_audio", "truncated"},
-      {audio_part(base64(eight_bit)), 415, "unsupported_media_type", "8-bit"},
+      {audio_part(base64(flac.substr(0, flac.size() / 2)), "flac"), 400, "invalid_audio",
+       "truncated"},
+      {audio_part(base64(mp3.substr(0, mp3.size() / 2)), "mp3"), 400, "invalid_audio", "truncated"},
+      {audio_part(base64(long_wav)), 413, "audio_too_large", "61.0 s of audio (at most 60 s)"},
       {audio_part("not base64!"), 400, "invalid_base64", "audio"},
       {{{"type", "input_audio"}, {"input_audio", "x"}}, 400, "invalid_media_part", "input_audio"},
       {picture_chat::image_part(
@@ -132,7 +184,7 @@ TEST(ServerAudio, ResponsesInputAudioIsChatsClip) {
     if (item["type"] == "message")
       for (const json& part : item["content"]) text += part.value("text", "");
   EXPECT_EQ(text, c["choices"][0]["message"]["content"].get<std::string>()) << r.dump();
-  const json bad = responses("mp3", &st);
+  const json bad = responses("aac", &st);
   EXPECT_EQ(st, 415) << bad.dump();
   EXPECT_EQ(bad["error"]["code"], "unsupported_media_type") << bad.dump();
   EXPECT_EQ(bad["error"]["param"], "input[0].content[0]") << bad.dump();
