@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #if defined(__linux__)
@@ -99,14 +100,26 @@ IsaLevel detect_level(const CpuFeatures& f) {
   return IsaLevel::Amx;
 }
 
-IsaLevel capped_level() {
-  IsaLevel level = cpu_isa_level();
+// KAMERA_ISA's cap: a level's name, or avx2_vnni (the avx2 level with AVX-VNNI); null when
+// unset or unknown (unknown names are ignored: kamera info prints the level in use).
+struct Cap {
+  IsaLevel level;
+  bool avx_vnni;
+};
+std::optional<Cap> isa_cap() {
   const char* env = std::getenv("KAMERA_ISA");
-  if (env == nullptr || *env == 0) return level;
+  if (env == nullptr || *env == 0) return std::nullopt;
+  const std::string_view name(env);
+  if (name == "avx2_vnni") return Cap{IsaLevel::Avx2, true};
   for (int l = 0; l <= int(IsaLevel::Amx); ++l)
-    if (std::string_view(env) == isa_level_name(IsaLevel(l)))
-      return IsaLevel(l) < level ? IsaLevel(l) : level;
-  return level;  // unknown names are ignored (kamera info prints the level in use)
+    if (name == isa_level_name(IsaLevel(l))) return Cap{IsaLevel(l), IsaLevel(l) > IsaLevel::Avx2};
+  return std::nullopt;
+}
+
+IsaLevel capped_level() {
+  const IsaLevel level = cpu_isa_level();
+  const std::optional<Cap> cap = isa_cap();
+  return cap && cap->level < level ? cap->level : level;
 }
 
 }  // namespace
@@ -125,6 +138,11 @@ IsaLevel cpu_isa_level() {
 // when a static initializer asked earlier; the kernel tables cache their own choice.
 IsaLevel isa_level() {
   return capped_level();
+}
+
+bool avx_vnni_enabled() {
+  const std::optional<Cap> cap = isa_cap();
+  return cpu_isa_level() >= IsaLevel::Avx2 && cpu_features().avx_vnni && (!cap || cap->avx_vnni);
 }
 
 const char* isa_level_name(IsaLevel l) {

@@ -53,9 +53,9 @@ const QuantKernels& amx_kernels() {
 }
 
 const QuantKernels* const* all_kernels(int* count) {
-  static const QuantKernels* const k[] = {&scalar_kernels(),      &avx2_kernels(),
-                                          &avx512_kernels(),      &avx512_vnni_kernels(),
-                                          &avx512_bf16_kernels(), &amx_kernels()};
+  static const QuantKernels* const k[] = {
+      &scalar_kernels(),      &avx2_kernels(),        &avx2_vnni_kernels(), &avx512_kernels(),
+      &avx512_vnni_kernels(), &avx512_bf16_kernels(), &amx_kernels()};
   *count = int(std::size(k));
   return k;
 }
@@ -66,20 +66,23 @@ size_t act_bytes_of(const QuantKernels& k, GgmlType t, int64_t cols) {
 }
 
 bool cpu_supports(const QuantKernels& k) {
-  return cpu_isa_level() >= k.level && (!k.needs_bf16 || cpu_features().avx512_bf16);
+  return cpu_isa_level() >= k.level && (!k.needs_bf16 || cpu_features().avx512_bf16) &&
+         (!k.needs_avx_vnni || cpu_features().avx_vnni);
 }
 
 namespace {
 
 // The best table at or below the ISA level in use (KAMERA_ISA caps it) for which `usable`
-// holds.
+// holds: the last such in all_kernels' order (avx2_vnni after avx2, where AVX-VNNI is enabled).
 template <class Pred>
 const QuantKernels& best(Pred usable) {
   int n = 0;
   const QuantKernels* const* k = all_kernels(&n);
   const QuantKernels* pick = k[0];
   for (int i = 0; i < n; ++i)
-    if (k[i]->level <= isa_level() && cpu_supports(*k[i]) && usable(*k[i])) pick = k[i];
+    if (k[i]->level <= isa_level() && cpu_supports(*k[i]) &&
+        (!k[i]->needs_avx_vnni || avx_vnni_enabled()) && usable(*k[i]))
+      pick = k[i];
   return *pick;
 }
 
@@ -493,11 +496,14 @@ std::string kernel_path(GgmlType t) {
   // the layout's integer kernel.
   const WeightLayout l = quant::x16_layout_of(t);
   const bool x16 = l != WeightLayout::Rows && d.has_x16 != nullptr && d.has_x16(l);
+  const char* repacked = !x16               ? ""
+                         : d.needs_avx_vnni ? "; repacked x16 avx-vnni: integer decode and prefill"
+                                            : "; repacked x16: integer decode and prefill";
   return fmt::format("decode {} {}-dot, prefill {} {}-gemm{}", d.name,
                      bf16_dot              ? "bf16"
                      : dt == GgmlType::F32 ? "f32"
                                            : ggml_type_name(dt),
-                     p.name, panel, x16 ? "; repacked x16: integer decode and prefill" : "");
+                     p.name, panel, repacked);
 }
 
 }  // namespace kamera

@@ -18,9 +18,10 @@ namespace kamera::quant {
 enum class PanelFormat : uint8_t { F32, BF16 };
 
 struct QuantKernels {
-  const char* name;  // "scalar", "avx2", "avx512", "avx512_vnni", ...
-  IsaLevel level;    // the level the CPU needs ...
-  bool needs_bf16;   // ... plus AVX512-BF16
+  const char* name;             // "scalar", "avx2", "avx2_vnni", "avx512", "avx512_vnni", ...
+  IsaLevel level;               // the level the CPU needs ...
+  bool needs_bf16;              // ... plus AVX512-BF16
+  bool needs_avx_vnni = false;  // ... plus AVX-VNNI, and avx_vnni_enabled() (KAMERA_ISA)
 
   // Dequantizes n values (whole blocks) of one row of type t to f32.
   void (*dequantize)(GgmlType t, const void* src, float* dst, int64_t n);
@@ -69,6 +70,7 @@ struct QuantKernels {
 
 const QuantKernels& scalar_kernels();
 const QuantKernels& avx2_kernels();
+const QuantKernels& avx2_vnni_kernels();
 const QuantKernels& avx512_kernels();
 const QuantKernels& avx512_vnni_kernels();
 const QuantKernels& avx512_bf16_kernels();

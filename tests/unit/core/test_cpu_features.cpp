@@ -1,6 +1,7 @@
 // cpuid-based detection against the kernel's own reading of the CPU (/proc/cpuinfo flags).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -55,6 +56,39 @@ TEST(CpuFeatures, LevelIsConsistentWithFeatures) {
   EXPECT_EQ(l == kamera::IsaLevel::Amx,
             l >= kamera::IsaLevel::Avx512Vnni && f.amx_tile && f.amx_int8 && f.amx_bf16);
   EXPECT_LE(kamera::isa_level(), l);  // KAMERA_ISA only lowers it
+}
+
+// AVX-VNNI is outside the levels: on where the CPU has it, off under KAMERA_ISA=scalar or avx2
+// (plain AVX2), on under avx2_vnni, which caps the level to avx2.
+TEST(CpuFeatures, KameraIsaSwitchesAvxVnni) {
+  const char* old = std::getenv("KAMERA_ISA");
+  const std::string saved = old ? old : "";
+  const bool has =
+      kamera::cpu_features().avx_vnni && kamera::cpu_isa_level() >= kamera::IsaLevel::Avx2;
+  struct Want {
+    const char* cap;
+    bool on;
+    kamera::IsaLevel level;
+  };
+  const kamera::IsaLevel top = kamera::cpu_isa_level();
+  auto capped = [&](kamera::IsaLevel l) { return l < top ? l : top; };
+  const Want wants[] = {{"", has, top},
+                        {"scalar", false, kamera::IsaLevel::Scalar},
+                        {"avx2", false, capped(kamera::IsaLevel::Avx2)},
+                        {"avx2_vnni", has, capped(kamera::IsaLevel::Avx2)},
+                        {"avx512", has, capped(kamera::IsaLevel::Avx512)},
+                        {"no-such-level", has, top}};
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.cap);
+    setenv("KAMERA_ISA", w.cap, 1);
+    EXPECT_EQ(kamera::avx_vnni_enabled(), w.on);
+    EXPECT_EQ(kamera::isa_level(), w.level);
+  }
+  if (old) {
+    setenv("KAMERA_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("KAMERA_ISA");
+  }
 }
 
 }  // namespace

@@ -98,6 +98,19 @@ TEST(QuantKernels, KameraIsaCapsTheDispatchedPaths) {
         },
         ::testing::ExitedWithCode(0), "decode");
   }
+  // KAMERA_ISA=avx2_vnni: the avx2 level through the AVX-VNNI table, where the CPU has it.
+  if (!cpu_supports(avx2_vnni_kernels())) return;
+  EXPECT_EXIT(
+      {
+        setenv("KAMERA_ISA", "avx2_vnni", 1);
+        const bool ok = std::string(decode_kernels().name) == "avx2_vnni" &&
+                        std::string(prefill_kernels().name) == "avx2_vnni" &&
+                        kernel_path(GgmlType::Q4_K).find("avx-vnni") != std::string::npos;
+        std::fprintf(stderr, "decode %s prefill %s\n", decode_kernels().name,
+                     prefill_kernels().name);
+        std::exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "decode");
 }
 
 TEST(QuantKernels, DequantizeMatchesReferenceOnEveryPath) {

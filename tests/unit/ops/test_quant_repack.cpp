@@ -204,6 +204,65 @@ TEST(QuantRepack, KernelWritesOnlyItsGroups) {
   }
 }
 
+// y = the path's dots of n activation rows (a, with their q8_0 block sums where t's dot type is
+// q8_0) against every row of w: the layout's kernel over the repacked groups (x16), or the file's
+// rows.
+std::vector<float> path_dots(const QuantKernels& k, const WeightView& v, const WeightView& rv,
+                             const Acts& a, int n, bool x16) {
+  std::vector<int32_t> sums(size_t(n * v.cols / 32));
+  if (dot_type_of(v.type) == GgmlType::Q8_0)
+    for (int i = 0; i < n; ++i)
+      q8_0_block_sums(a.q.data() + a.row_bytes * i, v.cols, sums.data() + i * v.cols / 32);
+  std::vector<float> y(size_t(n * v.rows), 1e30f);
+  if (x16) {
+    k.vec_dot_x16(rv.layout, v.cols, rv.data, 0, v.rows / kRepackRows, a.q.data(), a.row_bytes,
+                  sums.data(), n, y.data(), v.rows);
+  } else {
+    k.vec_dot_rows(v.type, v.cols, v.data, v.row_bytes, 0, v.rows, a.q.data(), a.row_bytes, n,
+                   y.data(), v.rows);
+  }
+  return y;
+}
+
+// The avx2_vnni path (vpdpbusd: int32 sums, signed weights as unsigned bytes plus an offset) sums
+// the same integers as the avx2 path (maddubs, bounded so that no int16 sum saturates), so every
+// layout's kernel, and the file rows' dots, give the avx2 floats to the bit, and the scalar
+// reference's dots to float rounding. Activation row 0 is at full scale (every quant +-127: the
+// largest products), the others random.
+TEST(QuantRepack, AvxVnniGivesTheAvx2ResultsToTheBit) {
+  if (!cpu_supports(avx2_vnni_kernels()))
+    GTEST_SKIP() << "CPU without AVX-VNNI (cpu features: " << cpu_feature_string() << ")";
+  const QuantKernels &plain = avx2_kernels(), &vnni = avx2_vnni_kernels();
+  int compared = 0;
+  for (const Case& c : cases())
+    for (const Shape& s : c.shapes)
+      for (int n : {1, 3, 4, 6}) {
+        const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 13);
+        const WeightView v = view_of(c.type, w, s);
+        const auto packed = repack_all(v);
+        const WeightView rv = repacked_view(v, packed);
+        Acts a = acts_for(c.type, n, s.cols, uint32_t(50 + n));
+        for (int64_t j = 0; j < s.cols; ++j) a.x[j] = j % 3 == 0 ? -1.0f : 1.0f;
+        quantize_act_ref(dot_type_of(c.type), a.x.data(), a.q.data(), s.cols);
+        std::vector<float> ref(size_t(n * s.rows));
+        for (int i = 0; i < n; ++i)
+          for (int64_t r = 0; r < s.rows; ++r)
+            ref[i * s.rows + r] =
+                vec_dot_ref(c.type, s.cols, v.row(r), a.q.data() + a.row_bytes * i);
+        for (bool x16 : {true, false}) {
+          SCOPED_TRACE(name_of(c, s) + " n=" + std::to_string(n) + (x16 ? " x16" : " rows"));
+          const auto want = path_dots(plain, v, rv, a, n, x16);
+          const auto got = path_dots(vnni, v, rv, a, n, x16);
+          EXPECT_EQ(got, want);
+          EXPECT_LE(quant_data::nmse(got.data(), ref.data(), int64_t(ref.size())), 1e-10);
+          ++compared;
+        }
+      }
+  size_t shapes = 0;
+  for (const Case& c : cases()) shapes += c.shapes.size();
+  EXPECT_EQ(compared, int(2 * 4 * shapes));  // every shape, 4 row counts, both layouts
+}
+
 // Row lookups dequantize the same values, so they are the file layout's to the bit. Prefill
 // (17 rows) runs the layout's integer kernel where the decode path has one: the scalar
 // reference's dots of the quantized activations to float rounding; elsewhere it dequantizes

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cpu_features.h"
 #include "support/shell.h"
 #include "support/temp_path.h"
 
@@ -63,6 +64,31 @@ TEST(BenchDecode, ReadFloorIsTheFastestReadOfTheWeights) {
               f.at("weight_bytes_per_token").get<double>() / (fastest * 1e6), 1e-6);
   EXPECT_NEAR(f.at("share_of_floor").get<double>(),
               j.at("tokens_per_s").get<double>() / f.at("floor_tokens_per_s").get<double>(), 1e-9);
+  std::remove(model.c_str());
+}
+
+// docs/BENCHMARKS.md's AVX-VNNI comparison: `KAMERA_ISA=avx2` and `KAMERA_ISA=avx2_vnni` on
+// `bench decode` and `bench prefill`, each run's JSON naming the path it took (plain AVX2, or
+// the repacked layouts through vpdpbusd).
+TEST(BenchDecode, KameraIsaAvx2OrAvx2VnniNamesThePathItRan) {
+  if (kamera::cpu_isa_level() < kamera::IsaLevel::Avx2 || !kamera::cpu_features().avx_vnni)
+    GTEST_SKIP() << "CPU without AVX-VNNI (" << kamera::cpu_feature_string() << ")";
+  const std::string model = unique_temp("isa-vnni.gguf");
+  ASSERT_EQ(
+      run_shell(kKamera + " make-model --arch qwen2 --preset tiny --type q8_0 -o " + model).rc, 0);
+  for (const std::string cap : {"avx2", "avx2_vnni"})
+    for (const std::string mode : {"decode --tokens 4 --ctx 2", "prefill --tokens 32"}) {
+      SCOPED_TRACE(cap + " " + mode);
+      const ShellOutput o = run_shell("KAMERA_ISA=" + cap + " " + kKamera + " bench " + mode +
+                                      " --reps 1 -m " + model + " --json");
+      ASSERT_EQ(o.rc, 0) << o.err;
+      const auto j = nlohmann::json::parse(o.out);
+      const std::string path = j.at("system").at("weight_paths").at("q8_0");
+      EXPECT_NE(path.find("decode " + cap + " q8_0-dot"), std::string::npos) << path;
+      EXPECT_EQ(path.find("repacked x16 avx-vnni") != std::string::npos, cap == "avx2_vnni")
+          << path;
+      EXPECT_GT(j.at("tokens_per_s").get<double>(), 0.0);
+    }
   std::remove(model.c_str());
 }
 

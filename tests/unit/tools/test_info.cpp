@@ -55,6 +55,7 @@ TEST(Info, KameraIsaCapIsVisibleInEveryPath) {
     EXPECT_TRUE(contains(path, "prefill avx2")) << type << ": " << path;
     EXPECT_FALSE(contains(path, "avx512")) << type << ": " << path;
     EXPECT_FALSE(contains(path, "amx")) << type << ": " << path;
+    EXPECT_FALSE(contains(path, "vnni")) << type << ": " << path;  // plain AVX2
   }
   // The avx2 path repacks the nine x16 types (issue 51); scalar repacks nothing.
   for (const char* t : {"q8_0", "q4_0", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"})
@@ -64,6 +65,23 @@ TEST(Info, KameraIsaCapIsVisibleInEveryPath) {
   EXPECT_EQ(s["isa_level"], "scalar");
   EXPECT_TRUE(contains(s["weight_paths"]["q4_K"], "decode scalar")) << s["weight_paths"]["q4_K"];
   EXPECT_FALSE(contains(s["weight_paths"]["q8_0"], "repacked")) << s["weight_paths"]["q8_0"];
+}
+
+// KAMERA_ISA=avx2_vnni: the avx2 level with AVX-VNNI's kernels, named in every path.
+TEST(Info, AvxVnniCapNamesItsPath) {
+  if (kamera::cpu_isa_level() < kamera::IsaLevel::Avx2 || !kamera::cpu_features().avx_vnni)
+    GTEST_SKIP() << "CPU without AVX-VNNI (" << kamera::cpu_feature_string() << ")";
+  const auto j = info_json("KAMERA_ISA=avx2_vnni");
+  EXPECT_EQ(j["isa_level"], "avx2");
+  EXPECT_EQ(j["isa_cap"], "avx2_vnni");
+  EXPECT_TRUE(contains(j["cpu_features"], "avx_vnni")) << j["cpu_features"];
+  for (const auto& [type, path] : j["weight_paths"].items()) {
+    if (type == "f32") continue;
+    EXPECT_TRUE(contains(path, "decode avx2_vnni")) << type << ": " << path;
+    EXPECT_FALSE(contains(path, "avx512")) << type << ": " << path;
+  }
+  for (const char* t : {"q8_0", "q4_0", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"})
+    EXPECT_TRUE(contains(j["weight_paths"][t], "repacked x16 avx-vnni")) << t;
 }
 
 TEST(Info, ModelWeightTypesAndBytes) {
