@@ -10,8 +10,8 @@
 
 #include "audio/audio_encoder.h"
 #include "core/thread_pool.h"
-#include "media/log_mel.h"
 #include "media/audio_decode.h"
+#include "media/log_mel.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
 
 using namespace kamera;
