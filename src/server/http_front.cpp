@@ -11,7 +11,10 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <deque>
+#include <future>
+#include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "core/log.h"
 #include "server/peer_limits.h"
@@ -144,6 +147,10 @@ const char* http_reason(int status) {
   return "Unknown";
 }
 
+namespace {
+class Session;
+}  // namespace
+
 struct HttpFront::Impl {
   FrontOptions opts;
   Inspect inspect;
@@ -152,6 +159,10 @@ struct HttpFront::Impl {
   int bound_port = 0;
   std::unique_ptr<WorkerPool> workers;
   std::unique_ptr<PeerLimits> peers;
+  // The sockets of the open sessions, so that stop() can end them (a session's socket lives as
+  // long as the I/O context's pending handlers hold it).
+  std::mutex live_mu;
+  std::unordered_set<Session*> live;
 
   // An answer of the front's own, counted.
   HttpResponse own(int status, const std::string& code, const std::string& message) {
@@ -199,14 +210,26 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket s, HttpFront::Impl& f, std::string peer)
       : stream_(std::move(s)), f_(f), peer_(std::move(peer)), gone_timer_(stream_.get_executor()) {
     ++f_.open;
+    std::lock_guard<std::mutex> lock(f_.live_mu);
+    f_.live.insert(this);
   }
   ~Session() {
+    {
+      std::lock_guard<std::mutex> lock(f_.live_mu);
+      f_.live.erase(this);
+    }
     --f_.open;
     end_request();
     if (!client_.empty()) f_.peers->close_client(client_);
     f_.peers->close_address(peer_);
   }
   void start() { read_head(); }
+  // From HttpFront::stop(), once no thread runs the I/O context: the client reads an end of
+  // stream at once (the socket itself is closed when the context drops the session).
+  void end_socket() {
+    beast::error_code ec;
+    if (stream_.socket().is_open()) stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
 
   // ---- called through a SessionResponder (posted to the I/O thread) ------------------------
   void post(std::function<void(Session&)> fn) {
@@ -676,13 +699,26 @@ void HttpFront::start() {
 void HttpFront::stop() {
   Impl& f = *impl_;
   if (!f.io_thread.joinable()) return;
-  net::post(f.ioc, [&f] {
+  // The acceptor is closed on the I/O thread while it runs; the close is waited for (a stop()
+  // racing ahead of it left the port listening: connections were queued by the kernel and never
+  // answered).
+  auto closed = std::make_shared<std::promise<void>>();
+  std::future<void> done = closed->get_future();
+  net::post(f.ioc, [&f, closed] {
     beast::error_code ec;
     f.acceptor.close(ec);
+    closed->set_value();
   });
+  (void)done.wait_for(std::chrono::seconds(2));  // an I/O thread stuck longer: closed below
   if (f.workers) f.workers->stop();  // handlers running finish; waiting ones are dropped
   f.ioc.stop();
   f.io_thread.join();
+  // No thread runs the context now: what it holds open is ended here. The clients of open
+  // sessions (keep-alive ones waiting for their next request) read an end of stream at once.
+  beast::error_code ec;
+  f.acceptor.close(ec);
+  std::lock_guard<std::mutex> lock(f.live_mu);
+  for (Session* s : f.live) s->end_socket();
 }
 
 HttpFront::Stats HttpFront::stats() const {
