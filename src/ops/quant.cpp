@@ -47,6 +47,8 @@ const QuantKernels& amx_kernels() {
     t.packed_x_bytes = amx::packed_x_bytes;
     t.pack_x = amx::pack_x;
     t.gemm = amx::gemm;
+    t.has_x16 = amx::has_x16;
+    t.vec_dot_x16 = amx::vec_dot_x16;
     return t;
   }();
   return k;
@@ -391,6 +393,11 @@ const QuantKernels& prefill_kernels(GgmlType t) {
   return bf16_if_supported(k);
 }
 
+const QuantKernels& x16_prefill_kernels(const QuantKernels& dk, const QuantKernels& pk) {
+  static const bool amx_int8 = switched_on("KAMERA_PREFILL_AMX_INT8");
+  return pk.has_x16 != nullptr && (amx_int8 || pk.level != IsaLevel::Amx) ? pk : dk;
+}
+
 void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<const Product> ps,
                       const float* x, int64_t n, ThreadPool& pool) {
   KAMERA_ASSERT(n >= 0);
@@ -402,9 +409,11 @@ void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<
     decodes = decodes || p.w->cols % 32 != 0;
   }
   // Prefill over repacked weights runs the layouts' integer kernels too (activations quantized
-  // once, 4 rows per pass over a group) unless KAMERA_PREFILL_X16=0; other weights go through
-  // dequantized panels.
+  // once; the prefill table's where it has them: the amx table's tiles, 16 rows at a time, unless
+  // KAMERA_PREFILL_AMX_INT8=0; else decode's, 4 rows per pass over a group) unless
+  // KAMERA_PREFILL_X16=0; other weights go through dequantized panels.
   static const bool x16_prefill = switched_on("KAMERA_PREFILL_X16");
+  const QuantKernels& xk = x16_prefill_kernels(dk, pk);
   if (decodes) {
     decode(dk, ps, x, n, cols, pool);
   } else {
@@ -414,7 +423,7 @@ void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<
       (x16 ? ints : panels).push_back(p);
     }
     if (!panels.empty()) prefill_panels(dk, pk, panels, x, n, pool);
-    if (!ints.empty()) decode(dk, ints, x, n, cols, pool);
+    if (!ints.empty()) decode(xk, ints, x, n, cols, pool);
   }
   for (const Product& p : ps) add_bias(p.bias, p.y, n, p.w->rows);
 }
@@ -496,7 +505,10 @@ std::string kernel_path(GgmlType t) {
   // the layout's integer kernel.
   const WeightLayout l = quant::x16_layout_of(t);
   const bool x16 = l != WeightLayout::Rows && d.has_x16 != nullptr && d.has_x16(l);
-  const char* repacked = !x16               ? ""
+  const bool amx_tiles =
+      x16 && quant::x16_prefill_kernels(d, p).level == IsaLevel::Amx && quant::amx::tiles_x16(l);
+  const char* repacked = !x16        ? ""
+                         : amx_tiles ? "; repacked x16: integer decode, prefill on amx int8 tiles"
                          : d.needs_avx_vnni ? "; repacked x16 avx-vnni: integer decode and prefill"
                                             : "; repacked x16: integer decode and prefill";
   return fmt::format("decode {} {}-dot, prefill {} {}-gemm{}", d.name,

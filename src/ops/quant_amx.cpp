@@ -18,34 +18,31 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ops/amx_tiles.h"
 #include "ops/quant_kernels.h"
 
 namespace kamera::quant {
 
 namespace {
 
-// Tile configuration (palette 1): tiles 0-3 hold C (16 x 16 f32), 4-5 A (16 rows x 32 bf16),
-// 6-7 B (16 k-pairs x 16 columns x 2 bf16); every row is 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
+// Tile configuration: tiles 0-3 hold C (16 x 16 f32), 4-5 A (16 rows x 32 bf16), 6-7 B (16
+// k-pairs x 16 columns x 2 bf16); every row is 64 bytes.
+const AmxTileConfig& gemm_tiles() {
+  static const AmxTileConfig c = [] {
+    AmxTileConfig t;
+    for (int i = 0; i < 8; ++i) {
+      t.colsb[i] = 64;
+      t.rows[i] = 16;
+    }
+    return t;
+  }();
+  return c;
+}
 
 void configure_tiles() {
-  thread_local bool done = false;
-  if (done) return;
   // Linux grants tile data per process on request, which feature detection makes.
   KAMERA_ASSERT(cpu_features().amx_bf16);
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
-  }
-  _tile_loadconfig(&c);
-  done = true;
+  amx::use_tiles(gemm_tiles());
 }
 
 // Activations packed per block of 16 rows and 32 k values, as one B tile image: row p (a k pair)
@@ -153,6 +150,12 @@ void gemm(int64_t m, int64_t nw, int64_t k, const void* xv, const void* wv, int6
 
 // The entry points (quant_kernels.h); the table is built in quant.cpp.
 namespace amx {
+void use_tiles(const AmxTileConfig& c) {
+  thread_local const AmxTileConfig* loaded = nullptr;
+  if (loaded == &c) return;
+  _tile_loadconfig(&c);
+  loaded = &c;
+}
 size_t packed_x_bytes(int64_t m, int64_t k) {
   return packed_bytes(m, k);
 }

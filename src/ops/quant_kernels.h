@@ -95,7 +95,20 @@ size_t packed_x_bytes(int64_t m, int64_t k);
 void pack_x(const float* x, int64_t m, int64_t k, void* dst);
 void gemm(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw, float* y,
           int64_t ldy);
+// Repacked groups (quant_amx_x16.cpp): the int8 products of 16 activation rows at a time on AMX
+// tiles, avx512_vnni's floats to the bit; the rows past a multiple of 16, and the layouts it
+// does not tile, through avx512_vnni's kernel.
+bool has_x16(WeightLayout l);
+bool tiles_x16(WeightLayout l);  // the layouts it tiles (the others: avx512_vnni's kernel)
+void vec_dot_x16(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
+                 const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act, float* y,
+                 int64_t y_stride);
 }  // namespace amx
+
+// The table whose x16 kernel prefills repacked weights, given the decode and prefill tables: the
+// prefill table where it has x16 kernels (the amx table's AMX int8 tiles, unless
+// KAMERA_PREFILL_AMX_INT8=0), else the decode table.
+const QuantKernels& x16_prefill_kernels(const QuantKernels& dk, const QuantKernels& pk);
 
 // Bytes of a row of cols activations as k.vec_dot_rows takes them for weight type t.
 size_t act_bytes_of(const QuantKernels& k, GgmlType t, int64_t cols);

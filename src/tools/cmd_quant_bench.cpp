@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "ops/quant.h"
 #include "ops/quant_kernels.h"
+#include "ops/quant_repack.h"
 #include "tools/cli_common.h"
 
 namespace kamera::cli {
@@ -29,7 +30,7 @@ struct QuantBenchArgs {
   std::string rows = "1,512";
   int threads = default_threads(), reps = 3;
   std::string gguf;
-  bool all_paths = false, cpu_time = false, copy = false, json = false;
+  bool all_paths = false, cpu_time = false, copy = false, repacked = false, json = false;
 };
 
 // Milliseconds of wall time, or of this thread's CPU time (--cpu-time, single thread: on a
@@ -185,7 +186,14 @@ void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
                 const std::vector<const quant::QuantKernels*>& paths, ThreadPool& pool,
                 json& rows) {
   const auto w = quant_data::random_rows(t, R, C, 1);
-  const WeightView wv = *make_weight_view(t, w.data(), R, C);
+  WeightView wv = *make_weight_view(t, w.data(), R, C);
+  std::vector<uint8_t> packed;  // --repacked: the layout the model loader gives the type
+  if (a.repacked && quant::x16_fits(wv)) {
+    packed.resize(w.size());
+    quant::repack_x16(wv, 0, R / quant::kRepackRows, packed.data());
+    wv.data = packed.data();
+    wv.layout = quant::x16_layout_of(t);
+  }
   for (int64_t n : ns) {
     const auto x = quant_data::random_activations(n * C, 2);
     std::vector<float> y(size_t(n * R));
@@ -207,6 +215,7 @@ void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
                       {"cols", C},
                       {"n", n},
                       {"path", name},
+                      {"repacked", wv.layout != WeightLayout::Rows},
                       {"ms", best},
                       {"gflops", gflops},
                       {"weight_gbs", gbs}});
@@ -292,6 +301,10 @@ Runner add_quant_bench(CLI::App& app) {
   app.add_flag("--all-paths", a->all_paths,
                "Every kernel path this CPU supports, not only the dispatched ones");
   add_threads_option(app, a->threads);
+  app.add_flag("--repacked", a->repacked,
+               "Multiply weights repacked in groups of 16 rows, as the model loader lays out "
+               "the types that have such a layout (q8_0, q4_0, q5_0, q5_1, iq4_nl, q4_K, q5_K, "
+               "q6_K, iq4_xs), instead of the file's rows");
   app.add_flag("--json", a->json, "JSON output");
   return [a] { return run(*a); };
 }

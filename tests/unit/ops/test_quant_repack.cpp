@@ -263,6 +263,50 @@ TEST(QuantRepack, AvxVnniGivesTheAvx2ResultsToTheBit) {
   EXPECT_EQ(compared, int(2 * 4 * shapes));  // every shape, 4 row counts, both layouts
 }
 
+// The amx path's prefill kernel (int8 products on AMX tiles, 16 activation rows at a time)
+// sums the same integers as avx512_vnni's dpbusd and scales them in the same float steps, so it
+// gives avx512_vnni's floats to the bit on every layout: 16 and 48 rows (whole tiles), 35 (two
+// tiles and 3 rows through the vnni kernel), and a call over groups [1, end) (its y offsets).
+// Row 0 is at full scale (every quant +-127), the others random.
+TEST(QuantRepack, AmxTilesGiveTheVnniResultsToTheBit) {
+  if (!cpu_supports(amx_kernels()) || !cpu_features().amx_int8)
+    GTEST_SKIP() << "CPU without AMX (cpu features: " << cpu_feature_string() << ")";
+  const QuantKernels &vnni = avx512_vnni_kernels(), &amx = amx_kernels();
+  int compared = 0;
+  for (const Case& c : cases())
+    for (const Shape& s : c.shapes)
+      for (int n : {16, 35, 48}) {
+        const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 17);
+        const WeightView v = view_of(c.type, w, s);
+        const auto packed = repack_all(v);
+        const WeightView rv = repacked_view(v, packed);
+        Acts a = acts_for(c.type, n, s.cols, uint32_t(70 + n));
+        for (int64_t j = 0; j < s.cols; ++j) a.x[j] = j % 3 == 0 ? -1.0f : 1.0f;
+        quantize_act_ref(dot_type_of(c.type), a.x.data(), a.q.data(), s.cols);
+        SCOPED_TRACE(name_of(c, s) + " n=" + std::to_string(n));
+        const auto want = path_dots(vnni, v, rv, a, n, true);
+        const auto got = path_dots(amx, v, rv, a, n, true);
+        EXPECT_EQ(got, want);
+        ++compared;
+        const int64_t groups = s.rows / kRepackRows;
+        if (groups < 2) continue;
+        std::vector<int32_t> sums(size_t(n * s.cols / 32));
+        if (dot_type_of(c.type) == GgmlType::Q8_0)
+          for (int i = 0; i < n; ++i)
+            q8_0_block_sums(a.q.data() + a.row_bytes * i, s.cols, sums.data() + i * s.cols / 32);
+        std::vector<float> part_v(size_t(n * s.rows), 7.0f), part_a = part_v;
+        for (auto [k, y] : {std::pair{&vnni, &part_v}, {&amx, &part_a}})
+          k->vec_dot_x16(rv.layout, s.cols, rv.data, 1, groups, a.q.data(), a.row_bytes,
+                         sums.data(), n, y->data(), s.rows);
+        EXPECT_EQ(part_a, part_v);
+        for (int i = 0; i < n; ++i)  // group 0's rows untouched
+          EXPECT_EQ(part_a[size_t(i * s.rows)], 7.0f);
+      }
+  size_t shapes = 0;
+  for (const Case& c : cases()) shapes += c.shapes.size();
+  EXPECT_EQ(compared, int(3 * shapes));
+}
+
 // Row lookups dequantize the same values, so they are the file layout's to the bit. Prefill
 // (17 rows) runs the layout's integer kernel where the decode path has one: the scalar
 // reference's dots of the quantized activations to float rounding; elsewhere it dequantizes

@@ -86,6 +86,25 @@ TEST(CliJson, EverySubcommandPrintsPureJson) {
 
 }  // namespace
 
+// `kamera quant-bench` (docs/BENCHMARKS.md's kernel tables) on small shapes: one JSON row per
+// type, shape and row count; --repacked times the layout the model loader gives the types that
+// have one (q8_0, q4_K: repacked) and leaves the others in their rows (f16).
+TEST(CliJson, QuantBenchTimesTheFileRowsOrTheRepackedLayout) {
+  for (const bool repacked : {false, true}) {
+    const Output o = run(std::string("quant-bench --types q8_0,q4_K,f16 --shapes 32x256 -n 1,32 ") +
+                         "-t 1 --reps 1 --json" + (repacked ? " --repacked" : ""));
+    ASSERT_EQ(o.rc, 0) << o.err;
+    const auto j = nlohmann::json::parse(o.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << o.out;
+    ASSERT_EQ(j["results"].size(), 6u) << o.out;
+    for (const auto& r : j["results"]) {
+      SCOPED_TRACE(r.dump());
+      EXPECT_GT(r["gflops"].get<double>(), 0.0);
+      EXPECT_EQ(r["repacked"].get<bool>(), repacked && r["type"] != "f16");
+    }
+  }
+}
+
 // `kamera serve`'s sizes in MiB refuse what is no size (NaN, infinities, negatives, too large)
 // by the option's name before anything starts. (The segment budget is KV pool pages now, no
 // longer carved out of --store-mb: ServerSegments.TheSegmentsLiveInTheKvPoolNotInTheStore.)
