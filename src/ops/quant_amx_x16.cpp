@@ -479,16 +479,17 @@ void vec_dot_x16(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int
   use_tiles(q6 ? tiles<16>() : tiles<32>());
   thread_local Group grp;
   thread_local Acts acts;
-  prepare_acts(l, act, act_bytes, full, nb, acts);
-  // Activation rows in chunks that stay in L2 while the chunk's groups pass over them.
+  // Activation rows in chunks that stay in L2 while the chunk's groups pass over them (packed
+  // per chunk: the buffers stay the size of a chunk).
   const int64_t chunk = std::max<int64_t>(16, int64_t((512u << 10) / act_bytes) / 16 * 16);
   const size_t gb = size_t(nb) * block_bytes(l);
   for (int64_t r0 = 0; r0 < full; r0 += chunk) {
     const int64_t r1 = std::min<int64_t>(full, r0 + chunk);
+    prepare_acts(l, act + size_t(r0) * act_bytes, act_bytes, r1 - r0, nb, acts);
     for (int64_t g = g0; g < g1; ++g) {
       unpack_group(l, w + size_t(g) * gb, nb, grp);
       for (int64_t t = r0; t < r1; t += 16) {
-        const int64_t tile = t / 16;
+        const int64_t tile = (t - r0) / 16;
         const uint8_t* aq = acts.q.data() + size_t(tile) * size_t(nb) * 4096 / (k45 || q6 ? 1 : 8);
         float* yt = y + t * y_stride + g * 16;
         const float* da = acts.d.data() + tile * nb * 16;

@@ -266,7 +266,8 @@ TEST(QuantRepack, AvxVnniGivesTheAvx2ResultsToTheBit) {
 // The amx path's prefill kernel (int8 products on AMX tiles, 16 activation rows at a time)
 // sums the same integers as avx512_vnni's dpbusd and scales them in the same float steps, so it
 // gives avx512_vnni's floats to the bit on every layout: 16 and 48 rows (whole tiles), 35 (two
-// tiles and 3 rows through the vnni kernel), and a call over groups [1, end) (its y offsets).
+// tiles and 3 rows through the vnni kernel), 112 (two activation chunks where a row holds 4864
+// values), and a call over groups [1, end) (its y offsets).
 // Row 0 is at full scale (every quant +-127), the others random.
 TEST(QuantRepack, AmxTilesGiveTheVnniResultsToTheBit) {
   if (!cpu_supports(amx_kernels()) || !cpu_features().amx_int8)
@@ -275,7 +276,7 @@ TEST(QuantRepack, AmxTilesGiveTheVnniResultsToTheBit) {
   int compared = 0;
   for (const Case& c : cases())
     for (const Shape& s : c.shapes)
-      for (int n : {16, 35, 48}) {
+      for (int n : {16, 35, 48, 112}) {
         const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 17);
         const WeightView v = view_of(c.type, w, s);
         const auto packed = repack_all(v);
@@ -304,7 +305,7 @@ TEST(QuantRepack, AmxTilesGiveTheVnniResultsToTheBit) {
       }
   size_t shapes = 0;
   for (const Case& c : cases()) shapes += c.shapes.size();
-  EXPECT_EQ(compared, int(3 * shapes));
+  EXPECT_EQ(compared, int(4 * shapes));
 }
 
 // Row lookups dequantize the same values, so they are the file layout's to the bit. Prefill
