@@ -15,16 +15,34 @@
 // "tile" for Gemma 3's resized picture and LLaVA's square), the tower's rows only (SmolVLM's
 // row / column tokens are the decoder's, not the tower's: the chunk a server places holds them
 // between the tiles' rows). Without --json a one-line summary goes to stderr.
+//
+// The audio twin, a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio (qwen2a) mmproj's audio tower:
+//
+//   kamera vision-embed --mmproj M --audio clip.wav [--json]
+//
+// decodes the clip (WAV, FLAC or MP3, told apart by its bytes), resamples it to 16 kHz, cuts
+// Whisper's 30-s log-mel windows and encodes them as the server does an input_audio part:
+// "grid" [windows, rows a window, 1], "audio" {format, sample_rate, seconds, mel_windows}, and
+// the rows as "embeddings" (750 a window).
 #include <time.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
+#include <fstream>
+#include <iterator>
+#include "audio/audio_encoder.h"
+#include "audio/qwen_audio.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
+
+#include "media/audio_decode.h"
+#include "media/audio_resample.h"
 #include "media/image.h"
+#include "media/log_mel.h"
 #include "ops/blas_select.h"
 #include "ops/gemm.h"
 #include "tools/cli_common.h"
@@ -44,7 +62,7 @@ namespace kamera::cli {
 namespace {
 
 struct VisionEmbedArgs {
-  std::string mmproj, image, frames;
+  std::string mmproj, image, frames, audio;
   double fps = 0, sample_fps = 2.0;
   int64_t min_pixels = 0, max_pixels = 0;
   int threads = default_threads();
@@ -245,19 +263,123 @@ Status embed_picture(const std::string& type, const VisionEmbedArgs& a, ThreadPo
       });
 }
 
+// An audio clip through a Qwen2.5-Omni / Qwen2-Audio tower, as the server encodes an input_audio
+// part: decoded, at 16 kHz, in Whisper's 30-s log-mel windows.
+struct AudioInfo {
+  std::string format;
+  int sample_rate = 0;
+  double seconds = 0;
+};
+
+Status embed_audio(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out, AudioInfo& info) {
+  double t0 = now_ms();
+  KAMERA_ASSIGN_OR_RETURN(const QwenAudioModel model, QwenAudioModel::load(a.mmproj));
+  out.load_ms = now_ms() - t0;
+  t0 = now_ms();
+  std::ifstream in(a.audio, std::ios::binary);
+  if (!in) return make_error(ErrorCode::NotFound, "cannot read {}", a.audio);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto format = sniff_audio_format(bytes);
+  if (!format)
+    return make_error(ErrorCode::Unsupported, "{}: not a WAV, FLAC or MP3 file", a.audio);
+  KAMERA_ASSIGN_OR_RETURN(Audio clip, decode_audio(bytes, *format, a.audio));
+  std::string name = audio_format_name(*format);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  info = {name, clip.sample_rate, clip.seconds()};
+  WhisperMelConfig mel_cfg;
+  mel_cfg.n_mels = model.cfg.n_mels;
+  std::vector<float> samples = std::move(clip.samples);
+  if (clip.sample_rate != mel_cfg.sample_rate) {
+    KAMERA_ASSIGN_OR_RETURN(samples,
+                            resample_audio(samples, clip.sample_rate, mel_cfg.sample_rate));
+  }
+  const std::vector<LogMel> windows = whisper_log_mel(samples, mel_cfg);
+  out.prep_ms = now_ms() - t0;
+  QwenAudioEncoder enc(model, &pool);
+  KAMERA_TRY(timed_encodes(a, out, [&]() -> Status {
+    KAMERA_ASSIGN_OR_RETURN(out.rows, enc.encode(windows, {}));
+    return Status::Ok();
+  }));
+  out.dim = model.cfg.out_dim;
+  const int n = int(windows.size());
+  out.grid = {n, n > 0 ? int(out.rows.size() / size_t(out.dim) / size_t(n)) : 0, 1};
+  out.frames = 0;
+  return Status::Ok();
+}
+
 bool is_picture_tower(const std::string& type) {
   return type == "idefics3" || type == "gemma3" || type == "internvl" || type == "mlp";
 }
 
+json rows_json(const Embedded& e) {
+  json rows = json::array();
+  const int64_t n_rows = e.dim > 0 ? int64_t(e.rows.size()) / e.dim : 0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* p = e.rows.data() + r * e.dim;
+    rows.push_back(std::vector<float>(p, p + e.dim));
+  }
+  return rows;
+}
+
+// What every tower's --json reports: the grid, the timings, the BLAS and CPU, the rows.
+json embedded_json(const std::string& type, const Embedded& e, const BlasInfo& blas) {
+  return json{{"tower", type},
+              {"grid", e.grid},
+              {"dim", e.dim},
+              {"load_ms", e.load_ms},
+              {"preprocess_ms", e.prep_ms},
+              {"encode_ms", e.encode_ms},
+              {"encode_cpu_ms", e.encode_cpu_ms},
+              {"blas_threads", blas_threads()},
+              {"blas_core", blas.core},
+              {"cpu", cpu_feature_string()},
+              {"embeddings", rows_json(e)}};
+}
+
+int print_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& pool,
+                const BlasInfo& blas) {
+  Embedded e;
+  AudioInfo info;
+  const Status st = embed_audio(a, pool, e, info);
+  if (!st.ok()) return fail(st.message(), a.json);
+  const double best = *std::min_element(e.encode_ms.begin(), e.encode_ms.end());
+  if (!a.json) {
+    std::fprintf(stderr,
+                 "kamera: %s: %s %.2f s at %d Hz -> %d windows of %d rows of %d; load %.0f ms, "
+                 "preprocess %.1f ms, encode %.1f ms (best of %zu)\n",
+                 a.audio.c_str(), info.format.c_str(), info.seconds, info.sample_rate, e.grid[0],
+                 e.grid[1], e.dim, e.load_ms, e.prep_ms, best, e.encode_ms.size());
+    return 0;
+  }
+  json j = embedded_json(type, e, blas);
+  j["audio"] = {{"format", info.format},
+                {"sample_rate", info.sample_rate},
+                {"seconds", info.seconds},
+                {"mel_windows", e.grid[0]}};
+  print_json(j);
+  return 0;
+}
+
 int run_vision_embed(const VisionEmbedArgs& a) {
-  if (a.image.empty() == a.frames.empty())
-    return fail("give exactly one of --image and --frames", a.json);
+  if (int(!a.image.empty()) + int(!a.frames.empty()) + int(!a.audio.empty()) != 1)
+    return fail("give exactly one of --image, --frames and --audio", a.json);
   auto type = mmproj_projector_type(a.mmproj);
   if (!type.ok()) return fail(type.message(), a.json);
+  if (is_qwen_audio_projector(*type) != !a.audio.empty())
+    return fail(a.audio.empty()
+                    ? fmt::format("{}: projector type '{}' is an audio tower: give --audio "
+                                  "(vision-embed does not read a Qwen2.5-Omni file's vision half)",
+                                  a.mmproj, *type)
+                    : fmt::format("{}: --audio needs a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio "
+                                  "(qwen2a) mmproj; this one's projector type is '{}'",
+                                  a.mmproj, *type),
+                a.json);
   set_blas_threads(a.threads);
   const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
   Embedded e;
+  if (!a.audio.empty()) return print_audio(a, *type, pool, blas);
   if (!is_qwen_projector(*type) && *type != "kimivl" && !is_picture_tower(*type))
     return fail(fmt::format("{}: projector type '{}' is not a tower vision-embed reads (Qwen2-VL, "
                             "Qwen2.5-VL, Qwen3-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL, LLaVA-1.5)",
@@ -277,25 +399,11 @@ int run_vision_embed(const VisionEmbedArgs& a) {
                  (long long)n_rows, e.dim, e.load_ms, e.prep_ms, best, e.encode_ms.size());
     return 0;
   }
-  json rows = json::array();
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* p = e.rows.data() + r * e.dim;
-    rows.push_back(std::vector<float>(p, p + e.dim));
-  }
-  print_json(json{{"tower", *type},
-                  {"grid", e.grid},
-                  {"patch_grid", e.patch_grid},
-                  {"resized", e.resized},
-                  {"frames", e.frames},
-                  {"dim", e.dim},
-                  {"load_ms", e.load_ms},
-                  {"preprocess_ms", e.prep_ms},
-                  {"encode_ms", e.encode_ms},
-                  {"encode_cpu_ms", e.encode_cpu_ms},
-                  {"blas_threads", blas_threads()},
-                  {"blas_core", blas.core},
-                  {"cpu", cpu_feature_string()},
-                  {"embeddings", rows}});
+  json j = embedded_json(*type, e, blas);
+  j["patch_grid"] = e.patch_grid;
+  j["resized"] = e.resized;
+  j["frames"] = e.frames;
+  print_json(j);
   return 0;
 }
 
@@ -305,11 +413,15 @@ Runner add_vision_embed(CLI::App& app) {
   auto a = std::make_shared<VisionEmbedArgs>();
   app.add_option("--mmproj", a->mmproj,
                  "Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL, SmolVLM (idefics3), Gemma 3, InternVL "
-                 "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout)")
+                 "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout); with --audio, Qwen2.5-Omni "
+                 "(qwen2.5o) or Qwen2-Audio (qwen2a)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");
   app.add_option("--frames", a->frames, "Video frames: comma-separated PNG/JPEG paths, in order");
+  app.add_option("--audio", a->audio,
+                 "An audio clip (WAV, FLAC or MP3) for a Qwen2.5-Omni / Qwen2-Audio mmproj's "
+                 "audio tower: its rows, as the server encodes an input_audio part");
   app.add_option("--fps", a->fps, "Frame rate of --frames; when set, frames are sampled");
   app.add_option("--sample-fps", a->sample_fps, "Sampling rate for --frames with --fps")
       ->capture_default_str();

@@ -188,7 +188,8 @@ int main(int argc, char** argv) {
       add_tokenize);
   reg("detokenize", "Token ids -> text with the model's vocabulary", add_detokenize);
   reg("vision-embed",
-      "Qwen2-VL / Qwen2.5-VL vision tower (llama.cpp mmproj): an image's embeddings, as JSON",
+      "A media tower's embeddings (llama.cpp mmproj): an image or video frames through a vision "
+      "tower, an audio clip through Qwen2.5-Omni's audio tower",
       add_vision_embed);
   reg("vlm-bench",
       "Time to first token of a question about a video window: re-encode, cached embeddings, "
