@@ -3,6 +3,7 @@
 
 #include <sndfile.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -156,6 +157,11 @@ Result<Audio> read_frames(SNDFILE* s, const SF_INFO& info, AudioFormat format,
       const float* f = block.data() + i * ch;
       float sum = f[0];
       for (int c = 1; c < ch; ++c) sum += f[c];
+      // a float file may hold NaN or infinities: samples no front end or tower can take
+      if (!std::isfinite(sum))
+        return make_error(ErrorCode::CorruptData,
+                          "{}: sample {} is not a finite number (NaN or an infinity)", name,
+                          a.samples.size());
       a.samples.push_back(ch == 1 ? sum : sum * scale);
     }
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "media/audio_decode.h"
 #include "support/audio_encode.h"
@@ -93,6 +94,26 @@ TEST(AudioFormats, FloatAndEightBitWav) {
   auto b = decode_wav(u8, "u8.wav");
   ASSERT_TRUE(b.ok()) << b.message();
   EXPECT_LE(max_error(b->samples, c.pcm), 1.0 / 128);
+}
+
+// A float WAV may hold NaN or infinities (a hostile client's bytes): refused by the sample's
+// index, never passed to the front end (a NaN there makes every row of the clip NaN).
+TEST(AudioFormats, NonFiniteFloatSamplesAreRefused) {
+  const Clip c;
+  const auto f32 = audio_encode::encode(c.pcm, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT);
+  ASSERT_FALSE(f32.empty());
+  const std::string bytes(f32.begin(), f32.end());
+  const size_t data = bytes.find("data");
+  ASSERT_NE(data, std::string::npos);
+  for (const uint32_t bits : {0x7fc00000u, 0x7f800000u, 0xff800000u}) {  // NaN, +inf, -inf
+    auto bad = f32;
+    std::memcpy(bad.data() + data + 8 + 4 * 1234, &bits, 4);  // sample 1234
+    auto r = decode_wav(bad, "nan.wav");
+    ASSERT_FALSE(r.ok()) << std::hex << bits;
+    EXPECT_EQ(r.code(), ErrorCode::CorruptData);
+    EXPECT_NE(r.message().find("nan.wav: sample 1234 is not a finite number"), std::string::npos)
+        << r.message();
+  }
 }
 
 // libmp3lame at libsndfile's defaults, 16 kHz (MPEG-2 layer III); mpg123 drops the encoder's delay
