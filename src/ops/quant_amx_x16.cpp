@@ -6,7 +6,7 @@
 // AMX's B layout, which is the repacked chunk layout itself (tile row c = quants 4c .. 4c + 3 of
 // each weight row, row j at byte 4j): Q8_0's bytes lose their + 128, nibbles lose their offset
 // (Q4_0 - 8, Q5_0 - 16, Q6_K - 32; Q5_1 keeps its 0 .. 31, its m added as m x s after the
-// dot, against q8_1) or become their IQ4_NL level. Activation rows, 16 at a time,
+// dot, against q8_1) or become their IQ4_NL level (IQ4_NL, IQ4_XS). Activation rows, 16 at a time,
 // are the A tiles, copied once per call from the q8_0 / q8_K rows into contiguous 64-byte
 // aligned tiles (a strided tile load of 32-byte rows touched up to 32 cache lines). tdpbssd then
 // gives, per activation row and weight row, the same int32 as the vnni
@@ -16,10 +16,11 @@
 //   Q4_K / Q5_K:      isum = sum_j sc_j dot_j (int32); acc = fma(d x da, float(isum), acc);
 //                     acc = fnmadd(dmin x da, float(msum), acc), msum = sum_j m_j (bsums of j),
 //                     summed here in f32 FMAs that are exact (every partial sum < 2^21);
-//   Q6_K:             isum = sum_g sc_g dot_g over its 16-value sub-blocks (tiles of 16 values).
+//   Q6_K:             isum = sum_g sc_g dot_g over its 16-value sub-blocks (tiles of 16 values);
+//   IQ4_XS:           isum = sum_s (ls_s - 32) dot_s over its levels; acc = fma(d x da, isum).
 // Four C tiles rotate (TilePipe) so that the tiles compute while AVX-512 scales earlier blocks.
-// Activation rows past the last multiple of 16, and the layout not tiled here (IQ4_XS),
-// take the avx512_vnni kernel. Compiled with AMX flags (src/CMakeLists.txt).
+// Activation rows past the last multiple of 16 take the avx512_vnni kernel. Compiled with AMX flags
+// (src/CMakeLists.txt).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #if !defined(__clang__)  // a GCC-only group
@@ -95,9 +96,13 @@ inline __m512i fifth(__m512i qh, int m) {
 bool is_k45(WeightLayout l) {
   return l == WeightLayout::Q4_Kx16 || l == WeightLayout::Q5_Kx16;
 }
+// Super-blocks of 8 sub-blocks of 32 against q8_K: Q4_K, Q5_K (with mins), IQ4_XS.
+bool is_k8(WeightLayout l) {
+  return is_k45(l) || l == WeightLayout::IQ4_XSx16;
+}
 bool tiled(WeightLayout l) {
   return l == WeightLayout::Q8_0x16 || l == WeightLayout::Q4_0x16 || l == WeightLayout::IQ4_NLx16 ||
-         l == WeightLayout::Q5_0x16 || l == WeightLayout::Q5_1x16 || is_k45(l) ||
+         l == WeightLayout::Q5_0x16 || l == WeightLayout::Q5_1x16 || is_k8(l) ||
          l == WeightLayout::Q6_Kx16;
 }
 size_t block_bytes(WeightLayout l) {
@@ -115,6 +120,8 @@ size_t block_bytes(WeightLayout l) {
       return 2304;
     case WeightLayout::Q5_Kx16:
       return 2816;
+    case WeightLayout::IQ4_XSx16:
+      return 2176;
     default:
       return 3360;  // Q6_Kx16
   }
@@ -232,11 +239,32 @@ void unpack_q6k(const uint8_t* blk, uint8_t* out, int32_t* sc) {
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * g))));
 }
 
+// IQ4_XS super-block: sub-block s's B rows are the levels of chunks 4s .. 4s + 3's low nibbles
+// (values 4c ..) and high nibbles (16 + 4c ..); its scale ls - 32 from the 6 scale bytes
+// (scales_h's 2 bits s, scales_l's nibble), per row.
+void unpack_iq4xs(const uint8_t* blk, uint8_t* out, int32_t* sc) {
+  const __m512i table =
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  for (int sb = 0; sb < 8; ++sb)
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = load64(blk + 128 + 64 * (4 * sb + c));
+      store64(out + 512 * sb + 64 * c, _mm512_shuffle_epi8(table, low4(v)));
+      store64(out + 512 * sb + 64 * (4 + c), _mm512_shuffle_epi8(table, high4(v)));
+    }
+  for (int r = 0; r < 16; ++r) {
+    const int32_t h = int32_t(blk[32 + r]) | int32_t(blk[48 + r]) << 8;  // scales_h
+    for (int sb = 0; sb < 8; ++sb) {
+      const int32_t lo = (blk[64 + 16 * (sb / 2) + r] >> (4 * (sb % 2))) & 15;
+      sc[16 * sb + r] = (lo | ((h >> (2 * sb)) & 3) << 4) - 32;
+    }
+  }
+}
+
 void unpack_group(WeightLayout l, const uint8_t* wg, int64_t nb, Group& g) {
   const size_t bb = block_bytes(l);
-  const bool k45 = is_k45(l), q6 = l == WeightLayout::Q6_Kx16;
-  const int subs = k45 ? 8 : q6 ? 16 : 0;
-  uint8_t* q = g.q.get(size_t(nb) * (k45 || q6 ? 4096 : 512));
+  const bool k45 = is_k45(l), k8 = is_k8(l), q6 = l == WeightLayout::Q6_Kx16;
+  const int subs = k8 ? 8 : q6 ? 16 : 0;
+  uint8_t* q = g.q.get(size_t(nb) * (k8 || q6 ? 4096 : 512));
   g.d.resize(size_t(nb) * 16);
   if (k45) g.mn.resize(size_t(nb) * subs * 16);
   if (k45 || l == WeightLayout::Q5_1x16) g.dmin.resize(size_t(nb) * 16);
@@ -248,6 +276,8 @@ void unpack_group(WeightLayout l, const uint8_t* wg, int64_t nb, Group& g) {
       _mm512_storeu_ps(g.dmin.data() + 16 * b, scales16(blk + 32));
       unpack_k45(l == WeightLayout::Q5_Kx16, blk, q + 4096 * b, g.sc.data() + 128 * b,
                  g.mn.data() + 128 * b);
+    } else if (k8) {
+      unpack_iq4xs(blk, q + 4096 * b, g.sc.data() + 128 * b);
     } else if (q6) {
       unpack_q6k(blk, q + 4096 * b, g.sc.data() + 256 * b);
     } else {
@@ -270,8 +300,8 @@ struct Acts {
 
 void prepare_acts(WeightLayout l, const uint8_t* act, size_t act_bytes, int64_t n, int64_t nb,
                   Acts& a) {
-  const bool k45 = is_k45(l), q6 = l == WeightLayout::Q6_Kx16;
-  const int subs = k45 ? 8 : q6 ? 16 : 1, kvals = q6 ? 16 : 32;
+  const bool k45 = is_k45(l), k8 = is_k8(l), q6 = l == WeightLayout::Q6_Kx16;
+  const int subs = k8 ? 8 : q6 ? 16 : 1, kvals = q6 ? 16 : 32;
   const int64_t items = nb * subs;  // per tile
   uint8_t* q = a.q.get(size_t(n * items * kvals));
   const bool q8_1 = l == WeightLayout::Q5_1x16;
@@ -290,7 +320,7 @@ void prepare_acts(WeightLayout l, const uint8_t* act, size_t act_bytes, int64_t 
         std::memcpy(q + size_t((t * items + b) * 16 + i) * 32, blk.qs, 32);
         continue;
       }
-      if (!k45 && !q6) {
+      if (!k8 && !q6) {
         const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
         *d = _cvtsh_ss(blk.d);
         std::memcpy(q + size_t((t * items + b) * 16 + i) * 32, blk.qs, 32);
@@ -400,9 +430,10 @@ void tile_rows_32(const Group& g, int64_t nb, const uint8_t* aq, const float* da
   for (int i = 0; i < 16; ++i) _mm512_storeu_ps(y + i * y_stride, acc[i]);
 }
 
-// The same for K-quant super-blocks: SUBS sub-blocks of 256 / SUBS values (Q4/5_K: 8, Q6_K: 16).
+// The same for K-quant super-blocks: SUBS sub-blocks of 256 / SUBS values (Q4/5_K, IQ4_XS: 8;
+// Q6_K: 16); kMins: Q4/5_K's dmin x msum taken off (bsp: the sub-blocks' quant sums).
 // isum[i] collects sc_j dot_j over the super-block; the f32 steps close it.
-template <int SUBS>
+template <int SUBS, bool kMins>
 void tile_rows_k(const Group& g, int64_t nb, const uint8_t* aq, const float* da, const float* bsp,
                  float* y, int64_t y_stride) {
   constexpr int kVals = 256 / SUBS, kTileBytes = kVals * 16;
@@ -416,7 +447,7 @@ void tile_rows_k(const Group& g, int64_t nb, const uint8_t* aq, const float* da,
       const __m512 dai = _mm512_set1_ps(da[16 * b + i]);
       __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(d, dai), _mm512_cvtepi32_ps(isum[i]),
                                  _mm512_load_ps(acc[i]));
-      if constexpr (SUBS == 8) {
+      if constexpr (kMins) {
         __m512 msum = _mm512_setzero_ps();
         for (int j = 0; j < 8; ++j)
           msum = _mm512_fmadd_ps(_mm512_loadu_ps(g.mn.data() + 128 * b + 16 * j),
@@ -468,8 +499,8 @@ void vec_dot_x16(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int
                  int64_t y_stride) {
   const QuantKernels& vnni = avx512_vnni_kernels();
   const int full = tiled(l) ? n_act / 16 * 16 : 0;
-  const bool k45 = is_k45(l), q6 = l == WeightLayout::Q6_Kx16;
-  const int64_t nb = cols / (k45 || q6 ? 256 : 32);
+  const bool k45 = is_k45(l), k8 = is_k8(l), q6 = l == WeightLayout::Q6_Kx16;
+  const int64_t nb = cols / (k8 || q6 ? 256 : 32);
   if (full < n_act)  // rows past the last whole tile (and untiled layouts): the vnni kernel
     vnni.vec_dot_x16(l, cols, w, g0, g1, act + size_t(full) * act_bytes, act_bytes,
                      act_sums == nullptr ? nullptr : act_sums + size_t(full) * size_t(cols / 32),
@@ -490,13 +521,15 @@ void vec_dot_x16(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int
       unpack_group(l, w + size_t(g) * gb, nb, grp);
       for (int64_t t = r0; t < r1; t += 16) {
         const int64_t tile = (t - r0) / 16;
-        const uint8_t* aq = acts.q.data() + size_t(tile) * size_t(nb) * 4096 / (k45 || q6 ? 1 : 8);
+        const uint8_t* aq = acts.q.data() + size_t(tile) * size_t(nb) * 4096 / (k8 || q6 ? 1 : 8);
         float* yt = y + t * y_stride + g * 16;
         const float* da = acts.d.data() + tile * nb * 16;
         if (k45) {
-          tile_rows_k<8>(grp, nb, aq, da, acts.bsp.data() + tile * nb * 128, yt, y_stride);
+          tile_rows_k<8, true>(grp, nb, aq, da, acts.bsp.data() + tile * nb * 128, yt, y_stride);
+        } else if (k8) {  // IQ4_XS
+          tile_rows_k<8, false>(grp, nb, aq, da, nullptr, yt, y_stride);
         } else if (q6) {
-          tile_rows_k<16>(grp, nb, aq, da, nullptr, yt, y_stride);
+          tile_rows_k<16, false>(grp, nb, aq, da, nullptr, yt, y_stride);
         } else {
           const float* sa = l == WeightLayout::Q5_1x16 ? acts.s.data() + tile * nb * 16 : nullptr;
           tile_rows_32(grp, nb, aq, da, sa, yt, y_stride);
