@@ -188,9 +188,7 @@ void unpack_block32(WeightLayout l, const uint8_t* blk, uint8_t* out) {
 }
 
 // Q4_K / Q5_K super-block: sub-block 2P + s's B rows from chunks 8P .. 8P + 7 (nibble s), its
-// scale and min from the [byte k][row] scale bytes (the k4 rule: sc_0..3 = s0..3 & 63, m_0..3 =
-// s4..7 & 63, sc_4..7 = (s8..11 & 15) | (s0..3 >> 6) << 4, m_4..7 = (s8..11 >> 4) | (s4..7 >> 6)
-// << 4).
+// scale and min from the [byte k][row] scale bytes (k4_scale_min, ops/quant_blocks.h).
 void unpack_k45(bool five, const uint8_t* blk, uint8_t* out, int32_t* sc, float* mn) {
   for (int p = 0; p < 4; ++p)
     for (int c = 0; c < 8; ++c) {
@@ -204,15 +202,16 @@ void unpack_k45(bool five, const uint8_t* blk, uint8_t* out, int32_t* sc, float*
       store64(out + 512 * (2 * p) + 64 * c, lo);
       store64(out + 512 * (2 * p + 1) + 64 * c, hi);
     }
-  const uint8_t* s = blk + 64;  // byte k of row r at s[16 k + r]
-  for (int r = 0; r < 16; ++r)
+  for (int r = 0; r < 16; ++r) {
+    uint8_t scales[12];  // row r's 12 scale bytes, from the [byte k][row] order at blk + 64
+    for (int k = 0; k < 12; ++k) scales[k] = blk[64 + 16 * k + r];
     for (int j = 0; j < 8; ++j) {
-      const auto byte = [&](int k) { return int32_t(s[16 * k + r]); };
-      const int32_t scj = j < 4 ? byte(j) & 63 : (byte(j + 4) & 15) | (byte(j - 4) >> 6) << 4;
-      const int32_t mnj = j < 4 ? byte(j + 4) & 63 : (byte(j + 4) >> 4) | (byte(j) >> 6) << 4;
+      int scj = 0, mnj = 0;
+      k4_scale_min(scales, j, &scj, &mnj);
       sc[16 * j + r] = scj;
       mn[16 * j + r] = float(mnj);
     }
+  }
 }
 
 // Q6_K super-block: the 16-value sub-block g = 8h + 2r + c / 4 takes quad c % 4 from chunk c of

@@ -224,6 +224,29 @@ std::vector<float> path_dots(const QuantKernels& k, const WeightView& v, const W
   return y;
 }
 
+// A case's random weights in the file's rows and repacked (the views point into the vectors,
+// whose buffers a move keeps).
+struct Packed {
+  std::vector<uint8_t> w, packed;
+  WeightView v, rv;
+};
+Packed packed_case(const Case& c, const Shape& s, uint32_t seed) {
+  Packed p;
+  p.w = quant_data::random_rows(c.type, s.rows, s.cols, seed);
+  p.v = view_of(c.type, p.w, s);
+  p.packed = repack_all(p.v);
+  p.rv = repacked_view(p.v, p.packed);
+  return p;
+}
+
+// acts_for's rows with row 0 at full scale (every quant +-127: the largest products).
+Acts acts_full_scale_first(GgmlType t, int n, int64_t cols, uint32_t seed) {
+  Acts a = acts_for(t, n, cols, seed);
+  for (int64_t j = 0; j < cols; ++j) a.x[j] = j % 3 == 0 ? -1.0f : 1.0f;
+  quantize_act_ref(dot_type_of(t), a.x.data(), a.q.data(), cols);
+  return a;
+}
+
 // The avx2_vnni path (vpdpbusd: int32 sums, signed weights as unsigned bytes plus an offset) sums
 // the same integers as the avx2 path (maddubs, bounded so that no int16 sum saturates), so every
 // layout's kernel, and the file rows' dots, give the avx2 floats to the bit, and the scalar
@@ -237,13 +260,9 @@ TEST(QuantRepack, AvxVnniGivesTheAvx2ResultsToTheBit) {
   for (const Case& c : cases())
     for (const Shape& s : c.shapes)
       for (int n : {1, 3, 4, 6}) {
-        const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 13);
-        const WeightView v = view_of(c.type, w, s);
-        const auto packed = repack_all(v);
-        const WeightView rv = repacked_view(v, packed);
-        Acts a = acts_for(c.type, n, s.cols, uint32_t(50 + n));
-        for (int64_t j = 0; j < s.cols; ++j) a.x[j] = j % 3 == 0 ? -1.0f : 1.0f;
-        quantize_act_ref(dot_type_of(c.type), a.x.data(), a.q.data(), s.cols);
+        const Packed p = packed_case(c, s, 13);
+        const WeightView &v = p.v, &rv = p.rv;
+        const Acts a = acts_full_scale_first(c.type, n, s.cols, uint32_t(50 + n));
         std::vector<float> ref(size_t(n * s.rows));
         for (int i = 0; i < n; ++i)
           for (int64_t r = 0; r < s.rows; ++r)
@@ -277,13 +296,9 @@ TEST(QuantRepack, AmxTilesGiveTheVnniResultsToTheBit) {
   for (const Case& c : cases())
     for (const Shape& s : c.shapes)
       for (int n : {16, 35, 48, 112}) {
-        const auto w = quant_data::random_rows(c.type, s.rows, s.cols, 17);
-        const WeightView v = view_of(c.type, w, s);
-        const auto packed = repack_all(v);
-        const WeightView rv = repacked_view(v, packed);
-        Acts a = acts_for(c.type, n, s.cols, uint32_t(70 + n));
-        for (int64_t j = 0; j < s.cols; ++j) a.x[j] = j % 3 == 0 ? -1.0f : 1.0f;
-        quantize_act_ref(dot_type_of(c.type), a.x.data(), a.q.data(), s.cols);
+        const Packed p = packed_case(c, s, 17);
+        const WeightView &v = p.v, &rv = p.rv;
+        const Acts a = acts_full_scale_first(c.type, n, s.cols, uint32_t(70 + n));
         SCOPED_TRACE(name_of(c, s) + " n=" + std::to_string(n));
         const auto want = path_dots(vnni, v, rv, a, n, true);
         const auto got = path_dots(amx, v, rv, a, n, true);
