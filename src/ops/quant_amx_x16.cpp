@@ -343,9 +343,8 @@ void prepare_acts(WeightLayout l, const uint8_t* act, size_t act_bytes, int64_t 
 // B pairs: step(s, a, b) issues item s (while s < count), stores item s - 2's C tile, and
 // returns item s - 4's stored 16 x 16 int32 (row = activation row; null while s < 4), which the
 // caller scales in AVX-512 in its own loop (its accumulators stay in registers). A tile store
-// waits for its product, and vector loads right behind a store wait for the store (in a
-// throwaway microbenchmark, storing and scaling each item right after its product ran it about
-// 2.5x slower than the tiles alone): hence the distances.
+// waits for its product, and vector loads right behind a store wait for the store: hence the
+// distances.
 #define KQ_ISSUE(C, A, B)           \
   do {                              \
     if (s < count_) {               \
