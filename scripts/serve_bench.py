@@ -28,6 +28,12 @@ only. Subcommands:
              over the round: less sensitive to a loaded host), each arm's ratios to the first,
              the tokens drafted and accepted (usage.kamera.speculative), the load average before
              each round, and whether the greedy (copying) answers of all arms are the same tokens
+  agents     --agents concurrent agents, --turns turns each (chat completions, streamed, each
+             turn resending the conversation: a system prompt, a --words word task, then per
+             turn the reply and a --obs-words word observation, as a tool loop does): all the
+             completion tokens over the wall seconds, TTFT p50/p99/max (and of the first turns,
+             which arrive together, apart from the later ones), the gaps between streamed
+             chunks p50/p99; works against llama-server too
 
 Examples (stories260K; sampling and choices: the 0.5b shape with a real vocabulary,
 docs/BENCHMARKS.md):
@@ -463,6 +469,90 @@ def cmd_spec(a, srv):
     return out
 
 
+WORDS = ("tool result status page row column value file line error count user order item price "
+         "stock query search answer table chart image frame video window agent step plan check "
+         "report field record index token cache server client request reply score rank note").split()
+
+
+def agent_text(rng, n):
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def stream_chat(port, body):
+    """One streamed chat completion: (status, reply text, arrival times of its content chunks)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/chat/completions", json.dumps(dict(body, stream=True)),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        return r.status, "", []
+    text, times = [], []
+    for line in r:
+        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+            continue
+        ch = json.loads(line[6:])
+        for choice in ch.get("choices", []):
+            piece = (choice.get("delta") or {}).get("content")
+            if piece:
+                text.append(piece)
+                times.append(time.perf_counter())
+    c.close()
+    return 200, "".join(text), times
+
+
+def cmd_agents(a, srv):
+    """--agents concurrent agents, --turns turns each, every turn resending the whole
+    conversation: a system prompt and a --words word task of its own, then per turn the
+    assistant's reply and an observation of --obs-words words (a tool loop's shape)."""
+    import random
+    convs = []
+    for i in range(a.agents):
+        rng = random.Random(1000 + i)
+        convs.append((rng, [{"role": "system", "content": f"You are agent {i}. Use the tools."},
+                            {"role": "user", "content": agent_text(rng, a.words)}]))
+    base = {"max_tokens": a.max_tokens, "temperature": a.temperature, "seed": 7}
+    stream_chat(srv.port, dict(base, messages=[{"role": "user", "content": "warm up"}]))
+    ttft, gaps, tokens, errors, by_turn = [], [], [0], [0], ([], [])
+    lock, start = threading.Lock(), threading.Barrier(a.agents)
+
+    def agent(rng, msgs):
+        start.wait()
+        for turn in range(a.turns):
+            t0 = time.perf_counter()
+            st, reply, times = stream_chat(srv.port, dict(base, messages=msgs))
+            with lock:
+                if st != 200 or not times:
+                    errors[0] += 1
+                    return
+                ttft.append(times[0] - t0)
+                by_turn[min(turn, 1)].append((times[0] - t0) * 1e3)
+                gaps.extend(y - x for x, y in zip(times, times[1:]))
+                tokens[0] += len(times)
+            msgs += [{"role": "assistant", "content": reply},
+                     {"role": "user", "content": "Observation: " + agent_text(rng, a.obs_words)}]
+
+    threads = [threading.Thread(target=agent, args=c) for c in convs]
+    cpu0, t0 = srv.cpu_s(), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.perf_counter() - t0, srv.cpu_s() - cpu0
+    ms = [x * 1e3 for x in ttft]
+    return {"agents": a.agents, "turns": a.turns, "errors": errors[0], "wall_s": round(wall, 2),
+            "completion_tokens": tokens[0], "tokens_per_s": round(tokens[0] / wall, 1),
+            "tokens_per_cpu_s": round(tokens[0] / max(cpu, 1e-9), 1),
+            "ttft_ms_p50": round(pct(ms, 50), 1), "ttft_ms_p99": round(pct(ms, 99), 1),
+            "ttft_ms_max": round(max(ms, default=float("nan")), 1),
+            "ttft_max_over_p50": round(max(ms, default=0) / max(pct(ms, 50), 1e-9), 2),
+            "gap_ms_p50": round(pct(gaps, 50) * 1e3, 1), "gap_ms_p99": round(pct(gaps, 99) * 1e3, 1),
+            "first_turn_ttft_ms_p50": round(pct(by_turn[0], 50), 1),
+            "first_turn_ttft_ms_max": round(max(by_turn[0], default=float("nan")), 1),
+            "later_ttft_ms_p50": round(pct(by_turn[1], 50), 1),
+            "later_ttft_ms_max": round(max(by_turn[1], default=float("nan")), 1),
+            **({"first_turn_ttft_ms": sorted(round(x) for x in by_turn[0])} if a.verbose else {})}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--server-cmd", required=True, help="command line, {port} is replaced")
@@ -502,12 +592,20 @@ def main():
     s.add_argument("--prompt-tokens", type=int, default=512)
     s.add_argument("--max-tokens", type=int, default=32)
     s.add_argument("--reps", type=int, default=1)
+    s = sub.add_parser("agents")
+    s.add_argument("--agents", type=int, default=4)
+    s.add_argument("--turns", type=int, default=3)
+    s.add_argument("--words", type=int, default=150)
+    s.add_argument("--obs-words", type=int, default=30)
+    s.add_argument("--max-tokens", type=int, default=48)
+    s.add_argument("--temperature", type=float, default=0.0)
+    s.add_argument("--verbose", action="store_true", help="every first turn's TTFT too")
     a = p.parse_args()
     srv = ServerProc(a.server_cmd)
     try:
         res = {"load": cmd_load, "slowloris": cmd_slowloris, "chunked": cmd_chunked,
                "rss": cmd_rss, "sampling": cmd_sampling, "choices": cmd_choices,
-               "spec": cmd_spec}[a.cmd](a, srv)
+               "spec": cmd_spec, "agents": cmd_agents}[a.cmd](a, srv)
     finally:
         srv.stop()
     print(json.dumps(res))

@@ -49,7 +49,7 @@ Weight Weight::repacked(const Weight& src, WeightLayout layout) {
   KAMERA_ASSERT(layout == WeightLayout::Rows ||
                 (quant::x16_fits(src.view()) && layout == quant::x16_layout_of(src.type())));
   const WeightView& v = src.view_;
-  auto bytes = stream_bytes(src.bytes());
+  auto bytes = stream_bytes(layout == WeightLayout::Rows ? src.bytes() : quant::x16_bytes(v));
   auto* dst = static_cast<uint8_t*>(bytes.get());
   // Rows layout: a plain copy in the same order, in groups of 16 rows like the others.
   const int64_t groups = (v.rows + quant::kRepackRows - 1) / quant::kRepackRows;

@@ -90,7 +90,7 @@ const QuantKernels& best(Pred usable) {
 
 // Per-thread scratch that only grows.
 std::vector<uint8_t>& scratch(int slot) {
-  thread_local std::vector<uint8_t> bufs[3];
+  thread_local std::vector<uint8_t> bufs[4];
   return bufs[slot];
 }
 
@@ -174,20 +174,38 @@ struct DecodeJob {
   size_t unit_bytes;
 };
 
+// The last group of a repacked matrix whose rows are not a multiple of 16: the kernel's 16
+// outputs per activation row go to a scratch block, and the real rows on to y.
+void run_tail_group(const QuantKernels& k, const DecodeJob& j, const int32_t* sums, int n,
+                    int64_t g) {
+  const WeightView& w = *j.w;
+  auto* t = reinterpret_cast<float*>(grow(scratch(3), size_t(n) * kRepackRows * sizeof(float)));
+  k.vec_dot_x16(w.layout, w.cols, w.data + size_t(g) * kRepackRows * w.row_bytes, 0, 1, j.act,
+                j.act_bytes, sums, n, t, kRepackRows);
+  const int64_t r0 = g * kRepackRows;
+  for (int i = 0; i < n; ++i)
+    std::memcpy(j.y + i * w.rows + r0, t + i * kRepackRows, size_t(w.rows - r0) * sizeof(float));
+}
+
 // Units [u0, u1) of job j: the layout's kernel, or (a path without one) the groups unpacked and
 // multiplied row by row, or the file's rows.
 void run_units(const QuantKernels& k, const DecodeJob& j, const int32_t* sums, int n, int64_t u0,
                int64_t u1) {
   const WeightView& w = *j.w;
+  const int64_t whole = w.rows / kRepackRows;  // groups of 16 real rows
   if (w.layout == WeightLayout::Rows) {
     k.vec_dot_rows(w.type, w.cols, w.data, w.row_bytes, u0, u1, j.act, j.act_bytes, n, j.y, w.rows);
   } else if (k.has_x16 != nullptr && k.has_x16(w.layout)) {
-    k.vec_dot_x16(w.layout, w.cols, w.data, u0, u1, j.act, j.act_bytes, sums, n, j.y, w.rows);
+    if (u0 < std::min(u1, whole))
+      k.vec_dot_x16(w.layout, w.cols, w.data, u0, std::min(u1, whole), j.act, j.act_bytes, sums, n,
+                    j.y, w.rows);
+    if (u1 > whole) run_tail_group(k, j, sums, n, whole);
   } else {
     uint8_t* rows = grow(scratch(2), kRepackRows * w.row_bytes);
     for (int64_t g = u0; g < u1; ++g) {
-      unpack_x16_rows(w, g * kRepackRows, kRepackRows, rows);
-      k.vec_dot_rows(w.type, w.cols, rows, w.row_bytes, 0, kRepackRows, j.act, j.act_bytes, n,
+      const int64_t count = std::min(kRepackRows, w.rows - g * kRepackRows);
+      unpack_x16_rows(w, g * kRepackRows, count, rows);
+      k.vec_dot_rows(w.type, w.cols, rows, w.row_bytes, 0, count, j.act, j.act_bytes, n,
                      j.y + g * kRepackRows, w.rows);
     }
   }
@@ -204,7 +222,7 @@ void decode(const QuantKernels& k, std::span<const Product> ps, const float* x, 
   for (const Product& p : ps) {
     const WeightView& w = *p.w;
     const bool grouped = w.layout != WeightLayout::Rows;
-    const int64_t units = grouped ? w.rows / kRepackRows : w.rows;
+    const int64_t units = grouped ? x16_group_count(w.rows) : w.rows;
     const size_t ub = (grouped ? kRepackRows : 1) * w.row_bytes;
     jobs.push_back({&w, p.y, acts.rows(w.type), act_bytes_of(k, w.type, cols), units, ub});
     total += size_t(units) * ub;

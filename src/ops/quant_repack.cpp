@@ -139,7 +139,7 @@ bool decode_has_x16(WeightLayout l) {
 
 bool x16_fits(const WeightView& w) {
   return x16_layout_of(w.type) != WeightLayout::Rows && w.layout == WeightLayout::Rows &&
-         w.rows > 0 && w.rows % kRepackRows == 0 && w.cols % ggml_block_size(w.type) == 0;
+         w.rows > 0 && w.cols % ggml_block_size(w.type) == 0;
 }
 
 void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst) {
@@ -150,7 +150,12 @@ void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst) {
     for (size_t b = 0; b < nb; ++b) {
       uint8_t* grp = dst + size_t(g) * kRepackRows * src.row_bytes + b * kRepackRows * bb;
       for (size_t j = 0; j < size_t(kRepackRows); ++j) {
-        std::memcpy(tmp, src.row(g * kRepackRows + int64_t(j)) + b * bb, bb);
+        const int64_t r = g * kRepackRows + int64_t(j);
+        if (r < src.rows) {
+          std::memcpy(tmp, src.row(r) + b * bb, bb);
+        } else {
+          std::memset(tmp, 0, bb);  // padding of a last partial group: scale 0
+        }
         if (l == WeightLayout::Q8_0x16) flip_q8_0_quants(tmp);
         reorder_q5_qh(l, tmp, true);
         places<true>(l, grp, tmp, j);

@@ -51,11 +51,24 @@ WeightLayout x16_layout_of(GgmlType t);
 // unpacking).
 bool decode_has_x16(WeightLayout l);
 
-// A type with a repacked layout, in the file's layout, rows a whole number of groups.
+// A type with a repacked layout, in the file's layout. Rows go in groups of 16; a last group of
+// fewer (an output matrix of 50,257 or 151,669 rows) is padded with zero rows, which the
+// products compute and drop (x16_bytes holds them).
 bool x16_fits(const WeightView& w);
 
+// Groups of 16 rows of a repacked matrix of `rows` rows, the last one padded.
+inline int64_t x16_group_count(int64_t rows) {
+  return (rows + kRepackRows - 1) / kRepackRows;
+}
+
+// Bytes of w's repacked layout: its groups, padding included.
+inline size_t x16_bytes(const WeightView& w) {
+  return size_t(x16_group_count(w.rows) * kRepackRows) * w.row_bytes;
+}
+
 // Writes groups [g0, g1) of `src` (Rows layout) to dst in x16_layout_of(src.type); dst is the
-// whole matrix's buffer (group g at g * 16 * row_bytes).
+// whole matrix's buffer (group g at g * 16 * row_bytes, x16_bytes in all; rows past src.rows are
+// zero blocks).
 void repack_x16(const WeightView& src, int64_t g0, int64_t g1, uint8_t* dst);
 
 // Rows [r0, r0 + count) of a repacked view back in the file's row layout (count * row_bytes).

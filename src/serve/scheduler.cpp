@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/log.h"
 
@@ -251,7 +252,7 @@ void Scheduler::loop() {
     }
     for (Job& j : batch) start_task(std::move(j));
     step_tasks();
-    if (!active_.empty()) decode_step();
+    if (!active_.empty() || pacer_.offered()) decode_step();
     // A background task in flight is not the engine being busy: the next one follows it at once
     // (one at a time), while any admission pauses it.
     const size_t background = size_t(
@@ -317,7 +318,7 @@ void Scheduler::start_task(Job j) {
 // a delete) costs none. With nothing decoding, the tasks run their own pieces until the budget
 // is used up.
 void Scheduler::step_tasks() {
-  const bool mixing = !active_.empty();
+  const bool mixing = !active_.empty() || batching_admissions();
   const int budget = slice_budget();
   pacer_.new_step(budget, mixing);
   tasks_s_ = 0;
@@ -341,29 +342,59 @@ void Scheduler::step_tasks() {
   metrics_.prefill_pauses = pacer_.pauses();
 }
 
+// Admissions in flight: generations waiting for their first token.
+int Scheduler::admissions_in_flight() const {
+  return int(
+      std::count_if(tasks_.begin(), tasks_.end(), [](const auto& t) { return t->gen != nullptr; }));
+}
+
+// With nothing decoding and several admissions in flight, their forwards' slices run together in
+// one batched forward per step (as the decode steps carry them), not one forward each: agents
+// arriving together are prefilled as one batch and get their first tokens together.
+bool Scheduler::batching_admissions() const {
+  return active_.empty() && admissions_in_flight() >= 2;
+}
+
+// The prefill's share of the decoding's time now: --prefill-share, or more while more
+// generations wait for their first token than decode (each waiting one weighs as much as a
+// decoding one: 8 admissions beside 2 streams take 4 decode steps' time per step). 0: no share.
+double Scheduler::share_now() const {
+  if (opts_.prefill_share <= 0) return 0;
+  const int rows = active_rows();
+  return std::max(opts_.prefill_share, rows > 0 ? double(admissions_in_flight()) / rows : 0.0);
+}
+
 // Forward tokens for the tasks in the next step. While generations decode, a step carries what
 // the prefill's share allows (account_prefill): the tokens whose measured cost fits what the share
-// earns per step, so that every step grows by about prefill_share of a decode step (the streams'
-// gaps by as much), rather than a few steps by a whole slice; at most a slice, and at least a few
-// tokens (a short prompt is admitted in a step or two) while the share is not spent.
+// earns per step, so that every step grows by about the share of a decode step (the streams'
+// gaps by as much), rather than a few steps by a whole slice; at most a slice (a slice per unit of
+// the share past 1, one per admission, up to kMaxSlicesPerStep), and at least a few tokens (a short
+// prompt is admitted in a step or two) while the share is not spent. Admissions batched with
+// nothing decoding: a slice each, up to kMaxSlicesPerStep.
 int Scheduler::slice_budget() const {
   const int slice = std::max(1, opts_.prefill_slice_tokens);
-  if (active_.empty() || opts_.prefill_share <= 0) return slice;
+  const int admissions = admissions_in_flight();
+  if (active_.empty()) return slice * std::clamp(admissions, 1, kMaxSlicesPerStep);
+  if (opts_.prefill_share <= 0) return slice;
   if (credit_s_ < 0) return 0;
   const int least = std::min(slice, 4);
   if (token_s_ <= 0) return least;
-  const double allow = credit_s_ + opts_.prefill_share * decode_s_;
-  return int(std::clamp(allow / token_s_, double(least), double(slice)));
+  const double share = share_now();
+  const int slices = std::clamp(std::min(int(std::ceil(share)), admissions), 1, kMaxSlicesPerStep);
+  const double allow = credit_s_ + share * decode_s_;
+  return int(std::clamp(allow / token_s_, double(least), double(slice * slices)));
 }
 
 // What the tasks cost a step (the time they ran beside the decoding, and what a step with pieces
-// took over a plain one) is charged against the prefill's share: every step earns prefill_share
-// of a decode step's time, so over time the prefill takes at most that share of the decoding's
-// time (a third of the engine by default). A token's cost is measured on the pieces (or, without
-// any, on the tokens the tasks ran themselves; their time also holds their other work).
-void Scheduler::account_prefill(double step_s, int piece_tokens) {
+// took over a plain one) is charged against the prefill's share: every step earns the share
+// (share_now) of a decode step's time, so over time the prefill takes at most that share of the
+// decoding's time (a third of the engine at the default 0.5). A token's cost is measured on the
+// pieces (or, without any, on the tokens the tasks ran themselves; their time also holds their
+// other work). A step with no decode rows (admissions batched alone) charges nothing.
+void Scheduler::account_prefill(double step_s, int piece_tokens, int decode_rows) {
   if (piece_tokens == 0) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
-  const double piece_s = piece_tokens > 0 ? std::max(0.0, step_s - decode_s_) : 0.0;
+  const double piece_s =
+      piece_tokens > 0 ? std::max(0.0, step_s - (decode_rows > 0 ? decode_s_ : 0.0)) : 0.0;
   const int own = pacer_.used() - piece_tokens;
   const int n = piece_tokens > 0 ? piece_tokens : own;
   if (n > 0) {
@@ -371,8 +402,10 @@ void Scheduler::account_prefill(double step_s, int piece_tokens) {
     token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
     assembler_.note_token_seconds(token_s_);
   }
+  if (decode_rows == 0) return;
+  const double share = share_now();
   credit_s_ -= tasks_s_ + piece_s;
-  credit_s_ = std::min(credit_s_ + opts_.prefill_share * decode_s_, decode_s_);
+  credit_s_ = std::min(credit_s_ + share * decode_s_, std::max(1.0, share) * decode_s_);
 }
 
 // The server stops: every task runs to its end without pausing; admitted generations are then

@@ -8,7 +8,11 @@
 // delays the others' next tokens by one slice at most, and a short request is admitted while a
 // long one is still running. While generations decode, the tasks' forward pieces run inside the
 // decode step itself, batched with its rows (chunked prefill), in the steps that the prefill's
-// share of the engine's time allows (prefill_share of the decoding's time).
+// share of the engine's time allows (prefill_share of the decoding's time, or more while more
+// generations wait for their first token than decode); with nothing decoding, the forwards of
+// several admissions run together in one batched forward per step. A step's prefill tokens are
+// split equally over the forwards offered to it, so admissions that arrive together get their
+// first tokens together.
 //
 // Tasks that touch windows or delete from the store (every operation, and completions after a
 // window) are exclusive: one runs at a time, in queue order, as before slicing. Completions
@@ -38,7 +42,8 @@ struct SchedulerOptions {
   int max_active = 16;            // generations decoding (or being admitted) at once
   int prefill_slice_tokens = 64;  // forward tokens of tasks per engine step (one slice)
   // While generations decode, prefill slices take at most this share of the decoding's time (they
-  // ride along with the steps the share allows); 0: a slice every step.
+  // ride along with the steps the share allows), or more while more admissions are in flight than
+  // rows decode (share_now); 0: a slice every step.
   double prefill_share = 0.5;
   bool control_tokens_in_text = false;  // ServerOptions::control_tokens_in_text
   // Long segments' canonicals are formed after kIdleBeforeBackground of idleness, or with this
@@ -108,8 +113,11 @@ class Scheduler {
   int rows_in_flight() const;
   void start_task(Job j);
   void step_tasks();
+  int admissions_in_flight() const;
+  bool batching_admissions() const;
+  double share_now() const;
   int slice_budget() const;
-  void account_prefill(double step_s, int piece_tokens);
+  void account_prefill(double step_s, int piece_tokens, int decode_rows);
   void drain_tasks();
   int64_t pages_to_come(const Generation& g) const;
   int64_t pages_to_admit(const Generation& g) const;
@@ -168,6 +176,7 @@ class Scheduler {
   double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
   double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
   double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
+  static constexpr int kMaxSlicesPerStep = 8;  // prefill slices one step carries at most
   // The measured prefill speed (usage.kamera.timings): tokens and seconds of the admissions
   // that recomputed at least kSpeedMinTokens, each older one weighted down by kSpeedDecay.
   double speed_tokens_ = 0, speed_s_ = 0;

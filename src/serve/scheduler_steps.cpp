@@ -377,6 +377,7 @@ void Scheduler::decode_step() {
     assembler_.shrink_cached(0);  // cached KV gives its pages back first; retry next step
     return;
   }
+  if (!logits.ok() && active_.empty()) return;  // admissions batched alone: they run their pieces
   if (!logits.ok()) {  // the pool is full: end the newest generation and retry next step
     Generation& g = *active_.back();
     fail(g, make_error(ErrorCode::OutOfMemory, "KV pool full: {}", logits.message()));
@@ -384,7 +385,8 @@ void Scheduler::decode_step() {
     active_.pop_back();
     return;
   }
-  account_prefill(dt, piece_tokens);
+  account_prefill(dt, piece_tokens, int(rows.size()));
+  if (rows.empty()) return;  // a step of admissions' pieces alone
   ++metrics_.decode_steps;
   metrics_.decode_rows += int64_t(rows.size());
   const int64_t made_before = metrics_.tokens_generated.load();

@@ -69,8 +69,11 @@ std::vector<Engine::Piece> SlicePacer::take_pieces() {
   const size_t n = offers_.size();
   for (size_t k = 0; k < n && left_ > 0; ++k) {
     Offer& o = offers_[(next_ + k) % n];
-    // never splitting a non-causal span (a Gemma 3 picture: ForwardCursor::piece)
-    o.piece = o.cur->piece(std::min(left_, std::max(1, o.cur->opt.max_batch)));
+    // An equal part of what is left (a forward that needs less leaves the rest to the others), so
+    // that admissions arriving together advance together; never splitting a non-causal span (a
+    // Gemma 3 picture: ForwardCursor::piece).
+    const int fair = (left_ + int(n - k) - 1) / int(n - k);
+    o.piece = o.cur->piece(std::min(fair, std::max(1, o.cur->opt.max_batch)));
     left_ -= o.piece;
     pieces.push_back({o.cur, o.piece});
   }

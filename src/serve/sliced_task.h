@@ -61,6 +61,8 @@ class SlicePacer : public ForwardPacer {
   int used() const { return budget_ - left_; }
   // Whether `t` waits for its offered forward (it is not to be resumed).
   bool waiting(const SlicedTask* t) const;
+  // Whether forwards wait for the next step.
+  bool offered() const { return !offers_.empty(); }
   // The pieces of this step (what is left of its budget, over the offered forwards in turn);
   // then ran() once the step ran them (ok) or failed (their tasks run them themselves).
   std::vector<Engine::Piece> take_pieces();

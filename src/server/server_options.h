@@ -102,8 +102,8 @@ struct ServerOptions {
 
   // Fairness: prompt, chunk and window forwards run in slices of at most this many tokens,
   // batched with the decode steps, so one client's prefill holds others' streams for one slice at
-  // most; while generations decode, slices take at most prefill_share of the decoding's time
-  // (0: a slice every step).
+  // most; while generations decode, slices take at most prefill_share of the decoding's time, or
+  // the ratio of admissions in flight to decoding rows where larger (0: a slice every step).
   int prefill_slice_tokens = 64;
   double prefill_share = 0.5;
 

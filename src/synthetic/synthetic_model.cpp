@@ -55,8 +55,9 @@ void fill_norm(float* dst, int64_t n, uint64_t seed, const std::string& name) {
 std::vector<std::string> synthetic_preset_names(Arch arch) {
   switch (arch) {
     case Arch::Llama:
-    case Arch::Qwen2:
       return {"tiny", "0.5b"};
+    case Arch::Qwen2:
+      return {"tiny", "0.5b", "3b", "7b"};
     case Arch::Qwen2Vl:
       return {"tiny", "2b", "3b"};
     case Arch::Deepseek2:
@@ -140,6 +141,20 @@ std::optional<ModelConfig> synthetic_preset(Arch arch, const std::string& preset
     c.head_dim = 64;
     c.ffn_dim = 4864;
     c.n_vocab = 151936;
+    c.ctx_len = 32768;
+    c.rope.theta = 1000000.0;
+    c.rms_eps = 1e-6f;
+  } else if ((preset == "3b" || preset == "7b") && arch == Arch::Qwen2) {
+    // Qwen2.5-3B's text decoder (tied output) and Qwen2.5-7B's (its own output matrix)
+    const bool b7 = preset == "7b";
+    c.dim = b7 ? 3584 : 2048;
+    c.n_layers = b7 ? 28 : 36;
+    c.n_heads = b7 ? 28 : 16;
+    c.n_kv_heads = b7 ? 4 : 2;
+    c.head_dim = 128;
+    c.ffn_dim = b7 ? 18944 : 11008;
+    c.n_vocab = b7 ? 152064 : 151936;
+    c.tied_output = !b7;
     c.ctx_len = 32768;
     c.rope.theta = 1000000.0;
     c.rms_eps = 1e-6f;

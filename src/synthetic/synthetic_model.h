@@ -34,7 +34,8 @@ struct SyntheticSpec {
 
 // Named shapes: "tiny" (tests, every architecture; qwen3, qwen3moe: synthetic/qwen3_shapes.h, with
 // "0.6b" and "30b-a3b-2l"), "0.5b" (llama, qwen2: Qwen2.5-0.5B's text
-// decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "2b" /
+// decoder: 24 layers, hidden 896, 14 heads, 2 KV heads, head 64, FFN 4864, vocab 151936), "3b" and
+// "7b" (qwen2: Qwen2.5-3B's and Qwen2.5-7B's text decoders), "2b" /
 // "3b" (qwen2vl: Qwen2-VL-2B's and Qwen2.5-VL-3B's text decoders); deepseek2: "tiny-moe" (MoE
 // layers and YaRN), "lite" (DeepSeek-V2-Lite as released), "lite-attn" (its attention, dense
 // FFNs): synthetic/deepseek2_shapes.h. Returns nullopt for a name the architecture does not have.

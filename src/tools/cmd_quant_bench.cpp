@@ -189,8 +189,8 @@ void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
   WeightView wv = *make_weight_view(t, w.data(), R, C);
   std::vector<uint8_t> packed;  // --repacked: the layout the model loader gives the type
   if (a.repacked && quant::x16_fits(wv)) {
-    packed.resize(w.size());
-    quant::repack_x16(wv, 0, R / quant::kRepackRows, packed.data());
+    packed.resize(quant::x16_bytes(wv));
+    quant::repack_x16(wv, 0, quant::x16_group_count(R), packed.data());
     wv.data = packed.data();
     wv.layout = quant::x16_layout_of(t);
   }

@@ -231,7 +231,9 @@ Runner add_serve(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--prefill-share", a->opts.prefill_share,
                  "While generations decode, prefill slices take at most this share of the "
-                 "decoding's time (0.5: a third of the engine); 0: a slice every decode step")
+                 "decoding's time (0.5: a third of the engine), or the ratio of requests waiting "
+                 "for their first token to those decoding where that is larger (each waiting "
+                 "request weighs as much as a decoding one); 0: a slice every decode step")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   app.add_option("--prefix-cache-tokens", a->opts.prefix_cache_tokens,

@@ -74,8 +74,8 @@ WeightView view_of(GgmlType t, const std::vector<uint8_t>& bytes, const Shape& s
 }
 
 std::vector<uint8_t> repack_all(const WeightView& v) {
-  std::vector<uint8_t> out(size_t(v.rows) * v.row_bytes);
-  repack_x16(v, 0, v.rows / kRepackRows, out.data());
+  std::vector<uint8_t> out(x16_bytes(v));
+  repack_x16(v, 0, x16_group_count(v.rows), out.data());
   return out;
 }
 
@@ -105,9 +105,7 @@ TEST(QuantRepack, EveryByteRoundTrips) {
       EXPECT_TRUE(std::equal(some.begin(), some.end(), w.begin() + 5 * v.row_bytes));
     }
   }
-  // Rows not a whole number of groups, types without a layout, a repacked view: not repacked.
-  const auto w = quant_data::random_rows(GgmlType::Q8_0, 53, 64, 7);
-  EXPECT_FALSE(x16_fits(view_of(GgmlType::Q8_0, w, {53, 64})));
+  // Types without a layout, a repacked view: not repacked.
   const auto q4 = quant_data::random_rows(GgmlType::Q4_1, 16, 64, 7);
   EXPECT_FALSE(x16_fits(view_of(GgmlType::Q4_1, q4, {16, 64})));
   const auto q8 = quant_data::random_rows(GgmlType::Q8_0, 16, 64, 7);
@@ -361,6 +359,38 @@ TEST(QuantRepack, PrefillAndRowLookupsMatchTheFileLayouts) {
   }
 }
 
+// A matrix whose rows are not a whole number of groups (an output matrix of 151,669 or 50,257
+// rows) is repacked too: its last group padded with zero rows. Its rows round-trip, and its
+// products at every activation count (decode; the layout's prefill kernel, AMX tiles included)
+// are the file rows' to float rounding, writing nothing past the matrix's rows.
+TEST(QuantRepack, RowsPastTheLastWholeGroupArePaddedAndDropped) {
+  ThreadPool pool(2);
+  const Shape s{53, 512};  // three groups and 5 rows
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K,
+                     GgmlType::IQ4_XS}) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const auto w = quant_data::random_rows(t, s.rows, s.cols, 11);
+    const WeightView v = view_of(t, w, s);
+    ASSERT_TRUE(x16_fits(v));
+    const auto packed = repack_all(v);
+    EXPECT_EQ(packed.size(), size_t(64) * v.row_bytes);
+    const WeightView rv = repacked_view(v, packed);
+    std::vector<uint8_t> back(w.size());
+    unpack_x16_rows(rv, 0, s.rows, back.data());
+    EXPECT_EQ(back, w);
+    for (int n : {1, 3, 9, 17, 40}) {
+      const auto x = quant_data::random_activations(n * s.cols, 60 + n);
+      const size_t out = size_t(n * s.rows);
+      std::vector<float> want(out), got(out + 64, 7.0f);  // 64 sentinels past the end
+      matmul(v, x.data(), n, nullptr, want.data(), pool);
+      matmul(rv, x.data(), n, nullptr, got.data(), pool);
+      for (size_t i = out; i < got.size(); ++i) ASSERT_EQ(got[i], 7.0f) << "written past the end";
+      got.resize(out);
+      EXPECT_LE(quant_data::nmse(got.data(), want.data(), int64_t(out)), 1e-10) << "n " << n;
+    }
+  }
+}
+
 // Several products of one input in one pass (matmul_many: mixed types and layouts, biases) give
 // what each product alone gives, to the bit.
 TEST(QuantRepack, ManyProductsMatchEachAlone) {
@@ -399,11 +429,18 @@ TEST(QuantRepack, ManyProductsMatchEachAlone) {
 }
 
 // The loader repacks a Q8_0 model where the decode path has the kernel (unless KAMERA_REPACK=0),
-// and the logits of both agree to float rounding.
-TEST(QuantRepack, ModelLogitsDoNotChange) {
+// and the logits of both agree to float rounding; also with a vocabulary (the tied output
+// matrix's rows) that is not a multiple of 16.
+class QuantRepackModel : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Vocab, QuantRepackModel, ::testing::Values("512", "509"));
+
+TEST_P(QuantRepackModel, ModelLogitsDoNotChange) {
   const std::string model = unique_temp("repack-q8.gguf");
   const std::string k = std::string(KAMERA_BINARY_DIR) + "/bin/kamera ";
-  ASSERT_EQ(run_shell(k + "make-model --arch qwen2 --preset tiny --type q8_0 -o " + model).rc, 0);
+  ASSERT_EQ(run_shell(k + "make-model --arch qwen2 --preset tiny --type q8_0 --dims vocab=" +
+                      GetParam() + " -o " + model)
+                .rc,
+            0);
   auto logits = [&](const std::string& env) {
     const ShellOutput o =
         run_shell(env + k + "logits -m " + model + " --tokens 1,5,9,12 --all-positions --json");
