@@ -16,6 +16,10 @@
 //             observations (one user message each: a short text and a seeded PNG image_url part
 //             of side x side pixels), a question
 //   imagelookback  the picture window slides, then an evicted picture comes back (last turn)
+//   clips     a sliding window of K audio clips (--model ...,clips=K): system, the last K clip
+//             observations (one user message each: a short text and a seeded WAV input_audio
+//             part, 16 kHz mono 16-bit, 1 to 2 s of a chirp with harmonics), a question
+//   cliplookback  the clip window slides, then an evicted clip comes back (last turn)
 //   crossconv two conversations: turn 1 is conversation 1 (a note, a question); turns 2.. are
 //             conversation 2, append-only, whose first message precedes the same note (served
 //             from conversation 1's context), with the reference's replies (issue 52, item 4)
@@ -82,11 +86,15 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           every question's answer per arm; mmproj=PATH and images=K
                           [,side=N] (N a multiple of 28, default 112) replay the picture traces
                           (images, imagelookback) of a Qwen2-VL pair on both servers
-                          (llama-server gets --mmproj and --cache-ram 1024)
+                          (llama-server gets --mmproj and --cache-ram 1024); tower=N instead of
+                          side: a tower of one fixed N x N picture or tile (LLaVA, InternVL,
+                          Gemma 3), pictures of N x N; mmproj=PATH and clips=K (ctx at least
+                          K x 752 + 128) replay the audio traces (clips, cliplookback) of an
+                          audio tower (Qwen2.5-Omni) on both servers, as the picture traces
   --arms A,B,...          only these arms (names as in the report; references are added)
   --traces T,...          chat,window,rerank,tools,lookback (default: all), crossconv (on
                           request only); a model with
-                          images=K: images,imagelookback
+                          images=K: images,imagelookback; with clips=K: clips,cliplookback
   --turns N               turns per trace (default 6)
   --max-tokens N          tokens generated per turn (default 16)
   --top-logprobs N        top logprobs per position (default 20)
@@ -136,25 +144,49 @@ function parseModel(spec) {
     else if (k === 'frames') m.frames = v.split('+').map((d) => path.resolve(d));
     else if (k === 'images') m.images = Number(v);
     else if (k === 'side') m.side = Number(v);
+    else if (k === 'tower') m.tower = Number(v);
+    else if (k === 'clips') m.clips = Number(v);
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
   if (m.images !== undefined) checkPictures(spec, m);
-  if (!m.llama && m.path.endsWith('.gguf') && (!m.mmproj || m.images)) m.llama = m.path;
+  if (m.clips !== undefined) checkClips(spec, m);
+  if (!m.llama && m.path.endsWith('.gguf') && (!m.mmproj || m.images || m.clips)) m.llama = m.path;
   if (m.frames) m.overrides.traceNames = m.frames.map(frameTraceName);
   else if (m.images && !m.overrides.traceNames) m.overrides.traceNames = ['images', 'imagelookback'];
+  else if (m.clips && !m.overrides.traceNames) m.overrides.traceNames = ['clips', 'cliplookback'];
   return m;
 }
 
 // The picture traces: K >= 2 pictures (a slide keeps K - 1), each side x side pixels with side a
 // multiple of 28 (Qwen2-VL's 14-pixel patches merged 2 x 2) and at least 84, so that neither
 // server resizes it: kamera and llama.cpp's mtmd both round to a multiple of 28 and raise a
-// picture below their smallest size (llama.cpp d32676d: 8 merged tokens, 6,272 pixels).
+// picture below their smallest size (llama.cpp d32676d: 8 merged tokens, 6,272 pixels). A tower
+// of one fixed picture size (tower=N: LLaVA's picture, InternVL's tile, Gemma 3's picture) gets
+// pictures of exactly N x N, which neither server resizes, pads or cuts into tiles.
 function checkPictures(spec, m) {
-  m.side ??= 112;
   if (!m.mmproj) throw new Error(`--model ${spec}: images=K needs mmproj=PATH`);
   if (!(Number.isInteger(m.images) && m.images >= 2)) throw new Error(`--model ${spec}: images=K needs K >= 2`);
+  if (m.tower !== undefined) {
+    if (m.side !== undefined) throw new Error(`--model ${spec}: tower=N sets the side; leave side out`);
+    if (!(Number.isInteger(m.tower) && m.tower >= 16)) throw new Error(`--model ${spec}: tower=N needs N >= 16`);
+    m.side = m.tower;
+    return;
+  }
+  m.side ??= 112;
   if (!(Number.isInteger(m.side) && m.side >= 84 && m.side % 28 === 0))
     throw new Error(`--model ${spec}: side=N needs N a multiple of 28, at least 84`);
+}
+
+// The audio traces: K >= 2 clips (a slide keeps K - 1). Both servers pad a clip to whole 30-s
+// windows of 750 rows (docs/VISION.md, "Audio"), so a clip of 1 to 2 s is 750 rows and its two
+// delimiters whatever its length: the window needs that much context per clip.
+const CLIP_ROWS = 752;
+function checkClips(spec, m) {
+  if (!m.mmproj) throw new Error(`--model ${spec}: clips=K needs mmproj=PATH`);
+  if (m.images !== undefined) throw new Error(`--model ${spec}: clips=K and images=K are two models`);
+  if (!(Number.isInteger(m.clips) && m.clips >= 2)) throw new Error(`--model ${spec}: clips=K needs K >= 2`);
+  if (m.ctx < m.clips * CLIP_ROWS + 128)
+    throw new Error(`--model ${spec}: ${m.clips} clips of ${CLIP_ROWS} rows need ctx=N of at least ${m.clips * CLIP_ROWS + 128}`);
 }
 
 // ---------------------------------------------------------------- arms
@@ -172,14 +204,14 @@ function kameraArm(bin, name, flags, ref) {
 }
 let KAMERA_FLAGS = [];  // --kamera-flags (set once, before any arm starts)
 
-// A picture model's arm also gets the tower and the host-memory prompt cache (d32676d's
+// A picture or audio model's arm also gets the tower and the host-memory prompt cache (d32676d's
 // --cache-ram; a build without them refuses the flags and the arm is reported as failed).
 function llamaArm(bin, name, ref, extra) {
   return { name, ref, server: 'llama', extra, needs: 'llama',
            command: (m, port, threads) => [bin, '-m', m.llama, '--port', String(port), '--host',
              '127.0.0.1', '-t', String(threads), '-c', String(m.ctx), '-np', '1',
              '--cache-reuse', '64', ...templateFlag(m),
-             ...(m.images ? ['--mmproj', m.mmproj, '--cache-ram', '1024'] : [])] };
+             ...(m.images || m.clips ? ['--mmproj', m.mmproj, '--cache-ram', '1024'] : [])] };
 }
 
 // The kamera reference is `--reuse reprefill` (a full re-prefill of the same body).
@@ -376,6 +408,54 @@ const pictureTrace = (r, turns, m) => slideBodies(pictures(r, turns + m.images -
 const pictureLookbackTrace = (r, turns, m) =>
   lookbackBodies(pictures(r, turns + m.images - 2, m.side), turns, m.images);
 
+// ---------------------------------------------------------------- audio clips
+// A seeded clip as a WAV (16 kHz mono 16-bit PCM, so that neither server resamples it): 1 to 2 s
+// of a linear chirp between two random frequencies with 1 to 3 harmonics, under a half-sine
+// envelope (peak below half of full scale). The same bytes on every host.
+const CLIP_RATE = 16000;
+
+function wavHeader(samples) {
+  const h = Buffer.alloc(44);
+  h.write('RIFF', 0, 'latin1');
+  h.writeUInt32LE(36 + samples * 2, 4);
+  h.write('WAVEfmt ', 8, 'latin1');
+  h.writeUInt32LE(16, 16);  // the fmt chunk's size
+  h.writeUInt16LE(1, 20);   // PCM
+  h.writeUInt16LE(1, 22);   // mono
+  h.writeUInt32LE(CLIP_RATE, 24);
+  h.writeUInt32LE(CLIP_RATE * 2, 28);  // bytes a second
+  h.writeUInt16LE(2, 32);   // bytes a frame
+  h.writeUInt16LE(16, 34);  // bits a sample
+  h.write('data', 36, 'latin1');
+  h.writeUInt32LE(samples * 2, 40);
+  return h;
+}
+
+function clipWav(r) {
+  const n = Math.round((1 + Math.floor(r() * 5) / 4) * CLIP_RATE);  // 1, 1.25, .. 2 s
+  const f0 = 150 + r() * 850, f1 = 150 + r() * 2850, harmonics = 1 + Math.floor(r() * 3);
+  const data = Buffer.alloc(n * 2);
+  let phase = 0;
+  for (let i = 0; i < n; ++i) {
+    phase += (2 * Math.PI * (f0 + ((f1 - f0) * i) / n)) / CLIP_RATE;
+    let x = 0;
+    for (let h = 1; h <= harmonics; ++h) x += Math.sin(h * phase) / h;
+    data.writeInt16LE(Math.round(8000 * Math.sin((Math.PI * i) / n) * x), i * 2);  // |x| < 1.84
+  }
+  return Buffer.concat([wavHeader(n), data]);
+}
+
+// Clip observation i: a user message of a short text and the clip as an input_audio part.
+const clipMessage = (r, i) => ({ role: 'user', content: [
+  { type: 'text', text: `Clip ${i + 1}:` },
+  { type: 'input_audio', input_audio: { data: clipWav(r).toString('base64'), format: 'wav' } }] });
+
+const clips = (r, n) => Array.from({ length: n }, (_, i) => clipMessage(r, i));
+
+// The clip window and its look-back, as the picture ones.
+const clipTrace = (r, turns, m) => slideBodies(clips(r, turns + m.clips - 1), turns, m.clips);
+const clipLookbackTrace = (r, turns, m) => lookbackBodies(clips(r, turns + m.clips - 2), turns, m.clips);
+
 // The mini-VL's frame window (scripts/minivl_frames.py --bodies): each question a chat request of
 // the frames it sees (PNG image_url parts) and its words, with its gold answer. A folder made with
 // --binding reorder|recall is the trace frames-reorder / frames-recall (views that re-sort the
@@ -398,12 +478,14 @@ function makeTraces(names, seed, turns, model) {
   if (model.frames) return model.frames.map(frameTrace);
   const text = { chat: chatTrace, window: windowTrace, rerank: rerankTrace, tools: toolsTrace, lookback: lookbackTrace,
     crossconv: crossconvTrace };
-  const gens = model.images ? { images: pictureTrace, imagelookback: pictureLookbackTrace } : text;
+  const media = model.images ? { images: pictureTrace, imagelookback: pictureLookbackTrace }
+    : model.clips ? { clips: clipTrace, cliplookback: clipLookbackTrace } : null;
+  const gens = media ?? text;
   const w = itemWords(model.ctx);
   return names.map((name, i) => {
-    if (!gens[name]) throw new Error(`--traces: no trace named ${name}${model.images ? ' for a picture model (images, imagelookback)' : ''}`);
+    if (!gens[name]) throw new Error(`--traces: no trace named ${name}${media ? ` for this model (${Object.keys(media).join(', ')})` : ''}`);
     const r = rng(seed * 7919 + i);
-    const bodies = model.images ? gens[name](r, turns, model) : gens[name](r, turns, w);
+    const bodies = media ? gens[name](r, turns, model) : gens[name](r, turns, w);
     return { name, turns: bodies.map((b) => (Array.isArray(b) ? { messages: b } : b)) };
   });
 }
@@ -637,6 +719,7 @@ function summarize(turns, self) {
   return { ttft_p50: nearestRank(ttft, 0.5), ttft_p99: nearestRank(ttft, 0.99),
            recomputed_mean: rec.every((x) => x !== null) ? mean(rec) : null, recomputed: rec,
            prompt: ok.map((t) => t.prompt_tokens), errors: turns.length - ok.length,
+           first_error: turns.find((t) => t.error)?.error ?? null,
            kl_first: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_first ?? 0)) : null,
            kl_prefix: self ? 0 : fid.length ? mean(fid.map((f) => f.kl_prefix ?? 0)) : null,
            agreement: self ? 1 : fid.length ? mean(fid.map((f) => f.agreement)) : null,
@@ -655,6 +738,9 @@ function crossSummary(turns) {
 const fmtE = (x) => (x === null || x === undefined ? '-' : x === 0 ? '0' : Number(x).toExponential(1));
 const fmt = (x, d = 1) => (x === null || x === undefined ? '-' : Number(x).toFixed(d));
 
+// An arm whose server refused some turns (and not all): how many, and the first refusal.
+const armCell = (r, s) => (s.errors ? `${r.arm} (${s.errors} turns failed: ${s.first_error.slice(0, 120)})` : r.arm);
+
 function referenceCell(r, s) {
   if (s.cross_agreement === undefined) return r.reference ?? '-';
   return `${r.reference} (vs ${r.crossReference}: ${fmt(s.cross_agreement * 100, 1)}%, KL ${fmt(s.cross_kl_first, 4)})`;
@@ -670,14 +756,15 @@ function markdown(report) {
     for (const trace of model.traceNames) {
       const turns = model.traces.find((t) => t.name === trace)?.bodies.length ?? model.turns;  // a frame trace: its questions
       lines.push(`## ${model.name} · ${trace}`, '', `${turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
-        + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : ''), '',
+        + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : '')
+        + (model.clips ? `, ${model.clips} clips of 1 to 2 s at 16 kHz per window` : ''), '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
         '|---|---|---|---|---|---|---|---|---|---|');
       for (const r of model.results) {
         if (r.error) { lines.push(`| ${r.arm} | failed: ${r.error.slice(0, 160)} | | | | | | | | |`); continue; }
         const s = r.summary[trace];
         if (s.error) { lines.push(`| ${r.arm} | failed: ${s.error.slice(0, 120)} | | | | | | | | |`); continue; }
-        lines.push(`| ${r.arm} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
+        lines.push(`| ${armCell(r, s)} | ${fmt(s.ttft_p50)} | ${fmt(s.ttft_p99)} | ${fmt(s.recomputed_mean)} (${s.recomputed.join(', ')}) `
           + `| ${s.prompt.join(', ')} | ${fmt(s.kl_first, 4)} / ${fmt(s.kl_prefix, 4)} | ${fmtE(s.dlogp_first)} | ${s.agreement === null ? (r.reference ? '- (no logprobs)' : '- (no reference)') : `${fmt(s.agreement * 100, 1)}%`} `
           + `| ${s.accuracy === null ? '-' : `${fmt(s.accuracy * 100, 1)}%`} | ${referenceCell(r, s)} |`);
       }
@@ -732,6 +819,7 @@ async function replayModel(model, arms, globalOpts) {
     if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
   return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
            ...(model.images ? { mmproj: model.mmproj, images: model.images, side: model.side } : {}),
+           ...(model.clips ? { mmproj: model.mmproj, clips: model.clips } : {}),
            turns: opts.turns, maxTokens: opts.maxTokens,
            traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),
            results };
