@@ -193,6 +193,9 @@ function checkClips(spec, m) {
 // Both servers get the same built-in template (none: each server's own fallback, kamera's
 // 'role: content' lines, for a kamera-only model whose context is too small for chatml).
 const templateFlag = (m) => (m.template === 'none' ? [] : ['--chat-template', m.template]);
+// llama.cpp d32676d renders with Jinja by default and reads --chat-template NAME as Jinja source
+// unless NAME is chatml (common_chat_templates_init); --no-jinja gives its built-in templates.
+const llamaTemplateFlags = (m) => [...templateFlag(m), ...(['none', 'chatml'].includes(m.template) ? [] : ['--no-jinja'])];
 
 // An arm is a server command line (a function of model and port) plus extra request fields.
 // `ref` names the arm its fidelity is measured against; a reference arm has ref === null.
@@ -210,7 +213,7 @@ function llamaArm(bin, name, ref, extra) {
   return { name, ref, server: 'llama', extra, needs: 'llama',
            command: (m, port, threads) => [bin, '-m', m.llama, '--port', String(port), '--host',
              '127.0.0.1', '-t', String(threads), '-c', String(m.ctx), '-np', '1',
-             '--cache-reuse', '64', ...templateFlag(m),
+             '--cache-reuse', '64', ...llamaTemplateFlags(m),
              ...(m.images || m.clips ? ['--mmproj', m.mmproj, '--cache-ram', '1024'] : [])] };
 }
 

@@ -58,7 +58,7 @@ export function loadClient(npm) {
 // survivors' `rows` each served from the cache beyond what the prefix arm kept and recomputes below
 // `ratio` of what the prefix arm does; on the look-back's last turn (traces[1]) all K items' rows
 // come from the cache (the returning one too); the re-prefill arm recomputes every prompt token. Returns the failures; prints each trace's sums.
-export function windowFailures(results, traces, { K, rows, ratio, turns = 6 }) {
+export function windowFailures(results, traces, { K, rows, ratio, turns = 6, label = '' }) {
   const arm = (name) => results.find((r) => r.arm === name);
   const failures = [];
   const expect = (ok, what) => { if (!ok) failures.push(what); };
@@ -84,7 +84,7 @@ export function windowFailures(results, traces, { K, rows, ratio, turns = 6 }) {
     expect(reprefill.traces[trace].every((t) => t.recomputed === t.prompt_tokens),
            `${trace}: the re-prefill arm recomputes every prompt token`);
     const sum = (a) => a.traces[trace].reduce((s, t) => s + t.recomputed, 0);
-    console.log(`${trace}: recomputed ${sum(def)} (default) vs ${sum(prefix)} (prefix) vs ${sum(reprefill)} (reprefill)`);
+    console.log(`${label}${trace}: recomputed ${sum(def)} (default) vs ${sum(prefix)} (prefix) vs ${sum(reprefill)} (reprefill)`);
   }
   return failures;
 }
