@@ -1,6 +1,8 @@
 // The audio towers behind vision/'s MediaTower interface: `load_media_tower` loads an mmproj of
-// any family the server serves, the audio ones (Qwen2.5-Omni's audio half, Qwen2-Audio's tower:
-// audio/qwen_audio.h) here and every picture tower through MediaTower::load. The audio room sits
+// any family the server serves, the audio ones (Qwen2-Audio's tower, audio/qwen_audio.h) here,
+// Qwen2.5-Omni's file as one tower of both its halves (its audio half here, its vision half, a
+// Qwen2.5-VL tower, through MediaTower::load: pictures and clips in one conversation), and every
+// picture tower through MediaTower::load. The audio room sits
 // above vision/ (it reuses the CLIP loader and the picture cache's pieces), so the picture towers'
 // loader cannot name it; the server calls this one.
 #pragma once

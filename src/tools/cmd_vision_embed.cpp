@@ -16,7 +16,9 @@
 // row / column tokens are the decoder's, not the tower's: the chunk a server places holds them
 // between the tiles' rows). Without --json a one-line summary goes to stderr.
 //
-// The audio twin, a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio (qwen2a) mmproj's audio tower:
+// A Qwen2.5-Omni (qwen2.5o) file's vision half takes --image and --frames as a Qwen2.5-VL tower
+// does ("tower" says qwen2.5o). The audio twin, a Qwen2.5-Omni or Qwen2-Audio (qwen2a) mmproj's
+// audio tower:
 //
 //   kamera vision-embed --mmproj M --audio clip.wav [--json]
 //
@@ -361,26 +363,40 @@ int print_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& p
   return 0;
 }
 
+// Whether the tower of `type` reads the input given: --audio an audio tower's, --image and
+// --frames a picture tower's (a Qwen2.5-Omni file's vision half, a Qwen2.5-VL tower, among them).
+Status check_input(const VisionEmbedArgs& a, const std::string& type) {
+  const bool audio = is_qwen_audio_projector(type);
+  bool pictures = !audio;
+  if (type == "qwen2.5o") {
+    KAMERA_ASSIGN_OR_RETURN(pictures, mmproj_has_vision_encoder(a.mmproj));
+  }
+  if (!a.audio.empty() && !audio)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: --audio needs a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio (qwen2a) mmproj; "
+                      "this one's projector type is '{}'",
+                      a.mmproj, type);
+  if (a.audio.empty() && !pictures)
+    return make_error(ErrorCode::InvalidArgument,
+                      "{}: projector type '{}' is an audio tower with no vision tower: give "
+                      "--audio",
+                      a.mmproj, type);
+  return Status::Ok();
+}
+
 int run_vision_embed(const VisionEmbedArgs& a) {
   if (int(!a.image.empty()) + int(!a.frames.empty()) + int(!a.audio.empty()) != 1)
     return fail("give exactly one of --image, --frames and --audio", a.json);
   auto type = mmproj_projector_type(a.mmproj);
   if (!type.ok()) return fail(type.message(), a.json);
-  if (is_qwen_audio_projector(*type) != !a.audio.empty())
-    return fail(a.audio.empty()
-                    ? fmt::format("{}: projector type '{}' is an audio tower: give --audio "
-                                  "(vision-embed does not read a Qwen2.5-Omni file's vision half)",
-                                  a.mmproj, *type)
-                    : fmt::format("{}: --audio needs a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio "
-                                  "(qwen2a) mmproj; this one's projector type is '{}'",
-                                  a.mmproj, *type),
-                a.json);
+  if (Status st = check_input(a, *type); !st.ok()) return fail(st.message(), a.json);
   set_blas_threads(a.threads);
   const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
   Embedded e;
   if (!a.audio.empty()) return print_audio(a, *type, pool, blas);
-  if (!is_qwen_projector(*type) && *type != "kimivl" && !is_picture_tower(*type))
+  if (!is_qwen_projector(*type) && *type != "qwen2.5o" && *type != "kimivl" &&
+      !is_picture_tower(*type))
     return fail(fmt::format("{}: projector type '{}' is not a tower vision-embed reads (Qwen2-VL, "
                             "Qwen2.5-VL, Qwen3-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL, LLaVA-1.5)",
                             a.mmproj, *type),
@@ -413,8 +429,9 @@ Runner add_vision_embed(CLI::App& app) {
   auto a = std::make_shared<VisionEmbedArgs>();
   app.add_option("--mmproj", a->mmproj,
                  "Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL, SmolVLM (idefics3), Gemma 3, InternVL "
-                 "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout); with --audio, Qwen2.5-Omni "
-                 "(qwen2.5o) or Qwen2-Audio (qwen2a)")
+                 "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout), or Qwen2.5-Omni's "
+                 "(qwen2.5o: its vision half); with --audio, Qwen2.5-Omni or Qwen2-Audio "
+                 "(qwen2a)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");

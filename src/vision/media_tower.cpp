@@ -21,7 +21,7 @@ class QwenTower final : public MediaTower {
  public:
   QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
       : tower_(std::move(tower)),
-        delimiters_(qwen_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        delimiters_(qwen_picture_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
         pool_(threads),
         images_(tower_, decoder.fingerprint, &pool_) {
     images_.set_store(store);
@@ -218,9 +218,9 @@ Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<co
 }
 
 bool MediaTower::takes(const std::string& type) {
-  return is_qwen_projector(type) || type == "kimivl" || type == "idefics3" || type == "gemma3" ||
-         type == "internvl" || type == "mlp" || type == "ldp" || type == "ldpv2" ||
-         type == "kamera-minivl";
+  return is_qwen_projector(type) || type == "qwen2.5o" || type == "kimivl" || type == "idefics3" ||
+         type == "gemma3" || type == "internvl" || type == "mlp" || type == "ldp" ||
+         type == "ldpv2" || type == "kamera-minivl";
 }
 
 Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
@@ -303,11 +303,10 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
     KAMERA_TRY(check_pair(mmproj, m.cfg.out_dim, decoder));
     return std::unique_ptr<MediaTower>(new MiniVlTower(std::move(m)));
   }
-  if (!decoder.tokenizer || find_piece(*decoder.tokenizer, kVisionStart) < 0 ||
-      find_piece(*decoder.tokenizer, kVisionEnd) < 0)
+  if (qwen_picture_delimiters(tokenizer_of(decoder)).empty())
     return make_error(ErrorCode::InvalidArgument,
-                      "--mmproj: {} has no {} / {} tokens in its vocabulary", decoder.source,
-                      kVisionStart, kVisionEnd);
+                      "--mmproj: {} has no {} / {} (or {} / {}) tokens in its vocabulary",
+                      decoder.source, kVisionStart, kVisionEnd, kVisionBos, kVisionEos);
   KAMERA_ASSIGN_OR_RETURN(QwenVisionModel tower, QwenVisionModel::load(mmproj));
   KAMERA_TRY(check_qwen_pair(tower.cfg, decoder.cfg, mmproj));
   return std::unique_ptr<MediaTower>(

@@ -48,14 +48,19 @@
 //                                      positions between <img> and </img> (delimiters()), as
 //                                      llama.cpp's mtmd writes them; kept by picture (and in the
 //                                      store). No video.
-//   qwen2.5o, qwen2a                   Qwen2.5-Omni's (and Qwen2-Audio's) Whisper-style audio
-//                                      tower (audio/qwen_audio.h; loaded by audio/audio_tower.h
-//                                      load_media_tower, not here) beside a qwen2vl decoder (the
-//                                      thinker): input_audio parts (WAV, resampled to 16 kHz), one
-//                                      clip a chunk of its rows on positions (i, i, i) between
+//   qwen2.5o                           Qwen2.5-Omni's one file of two towers beside a qwen2vl
+//                                      decoder (the thinker). Here its vision half alone: a
+//                                      Qwen2.5-VL tower as above, between <|vision_start|> /
+//                                      <|vision_end|>, or <|vision_bos|> / <|vision_eos|> where the
+//                                      vocabulary names them so (Qwen2.5-Omni's own:
+//                                      qwen_picture_delimiters). audio/audio_tower.h's
+//                                      load_media_tower (the server's loader) adds its audio half:
+//                                      input_audio parts (WAV, resampled to 16 kHz), one clip a
+//                                      chunk of its rows on positions (i, i, i) between
 //                                      <|audio_bos|> and <|audio_eos|> (audio_delimiters()), kept
 //                                      by its samples (and in the store: audio/audio_chunks.h).
-//                                      The vision half of a Qwen2.5-Omni file is not loaded:
+//   qwen2a                             Qwen2-Audio's audio tower, the same Whisper-style tower
+//                                      (audio/qwen_audio.h), loaded by load_media_tower only;
 //                                      pictures are refused by name.
 #pragma once
 

@@ -19,6 +19,11 @@ Result<int> mmproj_projection_dim(const std::string& path) {
   return int(*dim);
 }
 
+Result<bool> mmproj_has_vision_encoder(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
+  return f->get_bool(gguf_key::kClipHasVisionEncoder).value_or(false);
+}
+
 bool is_qwen_projector(const std::string& type) {
   return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
 }

@@ -17,6 +17,10 @@ Result<std::string> mmproj_projector_type(const std::string& path);
 // the file's keys without loading the tower. Errors: no such key (CorruptData).
 Result<int> mmproj_projection_dim(const std::string& path);
 
+// Whether the file says it holds a vision tower (clip.has_vision_encoder; absent: false, as
+// llama.cpp's clip reads it). A Qwen2.5-Omni file holds one beside its audio tower.
+Result<bool> mmproj_has_vision_encoder(const std::string& path);
+
 // A Qwen2-VL / Qwen2.5-VL / Qwen3-VL projector type (vision/qwen_vision.h).
 bool is_qwen_projector(const std::string& type);
 

@@ -19,6 +19,8 @@
 //
 // The file (general.architecture = "clip"); keys kamera reads:
 //   clip.projector_type                 "qwen2vl_merger" (Qwen2-VL) | "qwen2.5vl_merger"
+//                                       | "qwen2.5o" (Qwen2.5-Omni's file: its vision half is a
+//                                       Qwen2.5-VL tower under these keys, as llama.cpp reads it)
 //   clip.vision.embedding_length        tower width                  (required)
 //   clip.vision.block_count             layers                       (required)
 //   clip.vision.attention.head_count    heads                        (required)

@@ -123,7 +123,8 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
                                                           : QwenVisionAct::QuickGelu;
     if (g.get_bool(gk::kClipUseSilu).value_or(false))
       return make_error(ErrorCode::Unsupported, "{}: a Qwen2-VL tower with a SiLU FFN", path);
-  } else if (proj == "qwen2.5vl_merger") {
+  } else if (proj == "qwen2.5vl_merger" || proj == "qwen2.5o") {
+    // (a Qwen2.5-Omni file's vision half is a Qwen2.5-VL tower: clip.vision.* keys, v.* tensors)
     c->variant = QwenVisionVariant::Qwen25VL;
     c->act = QwenVisionAct::SiluGated;
   } else if (proj == "qwen3vl_merger") {
@@ -135,7 +136,7 @@ Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig*
   } else {
     return make_error(ErrorCode::Unsupported,
                       "{}: projector type '{}' is not a Qwen-VL family tower (qwen2vl_merger, "
-                      "qwen2.5vl_merger, qwen3vl_merger)",
+                      "qwen2.5vl_merger, qwen3vl_merger, qwen2.5o's vision half)",
                       path, proj);
   }
   auto need = [&](const char* key, int* out, int lo, int hi) {

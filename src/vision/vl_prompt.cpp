@@ -60,6 +60,14 @@ VisionDelimiters qwen_delimiters(const Tokenizer* tok) {
   return {std::string(kVisionStart), std::string(kVisionEnd), {start}, {end}};
 }
 
+VisionDelimiters qwen_picture_delimiters(const Tokenizer* tok) {
+  VisionDelimiters d = qwen_delimiters(tok);
+  if (!d.empty() || !tok) return d;
+  const int32_t bos = find_piece(*tok, kVisionBos), eos = find_piece(*tok, kVisionEos);
+  if (bos < 0 || eos < 0) return {};
+  return {std::string(kVisionBos), std::string(kVisionEos), {bos}, {eos}};
+}
+
 Status check_vl_prompt(std::string_view prompt, size_t n_images, const VisionDelimiters& d) {
   const int markers = count_image_markers(prompt);
   if (markers != int(n_images))

@@ -25,6 +25,10 @@ namespace kamera {
 inline constexpr std::string_view kImageMarker = "<image>";
 inline constexpr std::string_view kVisionStart = "<|vision_start|>";
 inline constexpr std::string_view kVisionEnd = "<|vision_end|>";
+// Qwen2.5-Omni's names for the tokens around a picture (its processor's vision_bos_token /
+// vision_eos_token; its vocabulary has no <|vision_start|>).
+inline constexpr std::string_view kVisionBos = "<|vision_bos|>";
+inline constexpr std::string_view kVisionEos = "<|vision_eos|>";
 
 // Id of the vocabulary piece equal to `text`, or -1.
 int32_t find_piece(const Tokenizer& tok, std::string_view text);
@@ -39,6 +43,11 @@ struct VisionDelimiters {
 
 // Qwen2-VL's <|vision_start|> / <|vision_end|> in `tok`'s vocabulary (empty if either is missing).
 VisionDelimiters qwen_delimiters(const Tokenizer* tok);
+// What a Qwen-VL tower's pictures are written between in `tok`'s vocabulary: qwen_delimiters, or
+// where the vocabulary lacks either, Qwen2.5-Omni's <|vision_bos|> / <|vision_eos|> (empty if it
+// has neither pair). llama.cpp's mtmd writes the text <|vision_start|> for every Qwen2.5-VL-type
+// tower, the Omni file's vision half included (docs/VISION.md, "Pictures and clips").
+VisionDelimiters qwen_picture_delimiters(const Tokenizer* tok);
 
 // Markers in the prompt.
 int count_image_markers(std::string_view prompt);

@@ -9,8 +9,8 @@ writes (conversion/qwenvl.py, Qwen25OmniModel: one mmproj with both halves, clip
                     out_proj -> attn_out, final_layer_norm -> ln2, fc1 / fc2 -> ffn_up / ffn_down),
                     ln_post -> a.post_ln, proj -> mm.a.fc; clip.audio.* keys, 128 mel bins
   the vision half   Qwen2VLVisionModel (qwen2.5: RMSNorm, gated SiLU MLP, the Conv3D split into
-                    v.patch_embd.weight / .weight.1, merger mm.0 / mm.2), present so the file is
-                    what the converter writes for Qwen2.5-Omni; kamera's audio tests do not read it
+                    v.patch_embd.weight / .weight.1, merger mm.0 / mm.2; a window layer and a full
+                    one), what the converter writes for Qwen2.5-Omni, read as a Qwen2.5-VL tower
   the decoder       qwen2vl (Qwen2VLModel: the thinker's text model), M-RoPE sections [2, 3, 3, 0],
                     a byte-level BPE vocabulary with Qwen2.5-Omni's <|audio_bos|> / <|audio_eos|>
   clip_16k.wav      2 s at 16 kHz, mono 16-bit PCM: a chirp with harmonics and a beat, so neither
@@ -29,8 +29,12 @@ import gguf
 
 # The audio tower: width 32, 2 layers, 4 heads, MLP 48, 128 mel bins, projected to the decoder's 64.
 A = dict(dim=32, layers=2, heads=4, ffn=48, mels=128, eps=1e-5, n_pos=1500)
-# The vision half: width 32, 1 layer, 2 heads, MLP 48, patch 14 (kamera's audio tests skip it).
-V = dict(dim=32, layers=1, heads=2, ffn=48, patch=14, image_size=56, eps=1e-6)
+# The vision half: width 32, 2 layers, 2 heads, MLP 48, patch 14; layer 0 attends in windows, layer 1
+# fully (n_wa_pattern 2, as the model's full-attention layers 7, 15, 23, 31 are every 8th; llama.cpp
+# d32676d cannot run n_wa_pattern 1). Layer 0, the patch embedding and the merger are drawn first
+# from the file's generator (as when the half had one layer), layer 1 last from its own, so the
+# audio half's draws, and its references, are what they were.
+V = dict(dim=32, layers=2, heads=2, ffn=48, patch=14, image_size=56, eps=1e-6, n_wa_pattern=2)
 # The decoder: qwen2vl of width 64, 2 layers, 4 heads of which 2 KV heads, MLP 96, tied output.
 T = dict(dim=64, layers=2, heads=4, kv_heads=2, ffn=96, ctx=2048, eps=1e-6, theta=1000000.0,
          sections=[2, 3, 3, 0])
@@ -122,20 +126,25 @@ def audio_tensors(w, rng):
     w.add_tensor("mm.a.fc.bias", rnd(rng, (T["dim"],), "b"))
 
 
+def vision_block(w, rng, i):
+    d, f = V["dim"], V["ffn"]
+    b = f"v.blk.{i}."
+    for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        w.add_tensor(b + n + ".weight", rnd(rng, (d, d), "w", d))
+        w.add_tensor(b + n + ".bias", rnd(rng, (d,), "b"))
+    w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))
+    w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))
+    for n, shape, fan in (("ffn_gate", (f, d), d), ("ffn_up", (f, d), d), ("ffn_down", (d, f), f)):
+        w.add_tensor(b + n + ".weight", rnd(rng, shape, "w", fan))
+        w.add_tensor(b + n + ".bias", rnd(rng, (shape[0],), "b"))
+
+
 def vision_tensors(w, rng):
-    d, f, p = V["dim"], V["ffn"], V["patch"]
+    """The patch embedding, block 0, post_ln and the merger (blocks 1.. come after the audio half)."""
+    d, p = V["dim"], V["patch"]
     w.add_tensor("v.patch_embd.weight", rnd(rng, (d, 3, p, p), "w", 6 * p * p))
     w.add_tensor("v.patch_embd.weight.1", rnd(rng, (d, 3, p, p), "w", 6 * p * p))
-    for i in range(V["layers"]):
-        b = f"v.blk.{i}."
-        for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            w.add_tensor(b + n + ".weight", rnd(rng, (d, d), "w", d))
-            w.add_tensor(b + n + ".bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))
-        for n, shape, fan in (("ffn_gate", (f, d), d), ("ffn_up", (f, d), d), ("ffn_down", (d, f), f)):
-            w.add_tensor(b + n + ".weight", rnd(rng, shape, "w", fan))
-            w.add_tensor(b + n + ".bias", rnd(rng, (shape[0],), "b"))
+    vision_block(w, rng, 0)
     w.add_tensor("v.post_ln.weight", rnd(rng, (d,), "n"))
     w.add_tensor("mm.0.weight", rnd(rng, (4 * d, 4 * d), "w", 4 * d))
     w.add_tensor("mm.0.bias", rnd(rng, (4 * d,), "b"))
@@ -167,12 +176,15 @@ def write_mmproj(path, rng):
     w.add_audio_head_count(A["heads"])
     w.add_clip_projector_type(gguf.VisionProjectorType.QWEN25O)
     w.add_vision_use_silu(True)
-    w.add_vision_n_wa_pattern(1)  # fullatt_block_indexes [0]
+    w.add_vision_n_wa_pattern(V["n_wa_pattern"])  # fullatt_block_indexes [1]
     w.add_vision_attention_layernorm_eps(V["eps"])
     w.add_audio_num_mel_bins(A["mels"])
     w.add_audio_attention_layernorm_eps(A["eps"])
     vision_tensors(w, rng)
     audio_tensors(w, rng)
+    extra = np.random.default_rng(SEED + 2)
+    for i in range(1, V["layers"]):
+        vision_block(w, extra, i)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -5,7 +5,8 @@
 // the context it was seen in, and the greedy tokens of an exact hit equal a re-prefill's. The
 // clip as FLAC (lossless) is the WAV's clip, served from the cache; as MP3 it is a clip of its own.
 // Other formats, bytes of another container than declared, broken files, a clip too long for the
-// context, pictures to the audio tower and audio to a server without it are refused by name.
+// context and audio to a server without it are refused by name (pictures and clips together:
+// test_server_omni.cpp).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -133,10 +134,6 @@ TEST(ServerAudio, RefusalsNameTheProblem) {
       {audio_part(base64(long_wav)), 413, "audio_too_large", "61.0 s of audio (at most 60 s)"},
       {audio_part("not base64!"), 400, "invalid_base64", "audio"},
       {{{"type", "input_audio"}, {"input_audio", "x"}}, 400, "invalid_media_part", "input_audio"},
-      {picture_chat::image_part(
-           "data:image/png;base64," +
-           base64(file_bytes(std::string(KAMERA_SOURCE_DIR) + "/tests/data/internvl/img_32.png"))),
-       400, "invalid_image", "vision tower is not loaded"},
   };
   for (const Case& c : cases) {
     int st = 0;

@@ -1,0 +1,123 @@
+// Qwen2.5-Omni's pictures and audio clips in one conversation through /v1/chat/completions, on the
+// committed tiny pair (tests/data/qwen25o: the mmproj with both halves as llama.cpp's converter
+// writes it, beside a qwen2vl thinker). One --mmproj serves an image_url part through the file's
+// vision half and an input_audio part through its audio half; in one message each is encoded
+// once, sent again each is an exact prefix, moved (the other way round, after other text) each is
+// relocated from the context it was seen in, and the greedy tokens of an exact hit equal a
+// re-prefill's.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/server.h"
+#include "support/base64.h"
+#include "support/picture_chat.h"
+#include "support/tiny_models.h"
+
+using namespace kamera;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen25o/";
+
+std::unique_ptr<Server> omni_server() {
+  auto model = tiny::load(kDir + "decoder.gguf");
+  EXPECT_TRUE(model);
+  ServerOptions o;
+  o.port = 0;
+  o.threads = 1;
+  o.mmproj = kDir + "mmproj.gguf";
+  auto s = std::make_unique<Server>(std::shared_ptr<const Model>(std::move(model)), o);
+  EXPECT_TRUE(s->start().ok());
+  return s;
+}
+
+json post(httplib::Client& c, const json& body, int* status) {
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(r);
+  *status = r ? r->status : 0;
+  return r ? json::parse(r->body, nullptr, false) : json();
+}
+
+// The reply's media segments (usage.kamera.segments[i].media), in prompt order.
+std::vector<json> media_segments(const json& reply) {
+  std::vector<json> out;
+  for (const json& s : reply["usage"]["kamera"]["segments"])
+    if (s.value("media", false)) out.push_back(s);
+  return out;
+}
+
+std::vector<std::string> sources(const json& reply) {
+  std::vector<std::string> out;
+  for (const json& s : media_segments(reply)) out.push_back(s["source"].get<std::string>());
+  return out;
+}
+
+}  // namespace
+
+TEST(ServerOmni, PictureAndClipInOneMessageEncodedOnceExactAndRelocated) {
+  auto server = omni_server();
+  httplib::Client client("127.0.0.1", server->port());
+  client.set_read_timeout(120, 0);
+  const json picture = picture_chat::image_part(
+      "data:image/png;base64," + base64(file_bytes(std::string(KAMERA_SOURCE_DIR) +
+                                                   "/tests/data/qwen_vision/img_140x112.png")));
+  const json clip = {
+      {"type", "input_audio"},
+      {"input_audio", {{"data", base64(file_bytes(kDir + "clip_16k.wav"))}, {"format", "wav"}}}};
+  int st = 0;
+  const json a = picture_chat::chat_body({picture,
+                                          {{"type", "text"}, {"text", "the"}},
+                                          clip,
+                                          {{"type", "text"}, {"text", "What is in them?"}}});
+  const json first = post(client, a, &st);
+  ASSERT_EQ(st, 200) << first.dump();
+  EXPECT_EQ(first["usage"]["images"]["count"], 1) << first.dump();
+  EXPECT_EQ(first["usage"]["images"]["audio_clips"], 1);
+  EXPECT_EQ(first["usage"]["images"]["encoded"], 2);
+  EXPECT_EQ(first["usage"]["images"]["image_tokens"], 20 + 750);  // 5 x 4 merged tokens, 30 s
+  EXPECT_EQ(first["usage"]["completion_tokens"], 6);
+  ASSERT_EQ(media_segments(first).size(), 2u);
+  // the clip starts past the picture's extent (its 20 rows advance max(5, 4) = 5 positions) and
+  // <|vision_end|> ... <|audio_bos|> between them
+  const std::vector<json> at = media_segments(first);
+  EXPECT_GE(at[1]["position"].get<int>(), at[0]["position"].get<int>() + 5 + 2) << first.dump();
+
+  const json second = post(client, a, &st);
+  ASSERT_EQ(st, 200) << second.dump();
+  EXPECT_EQ(second["usage"]["images"]["encoded"], 0);
+  EXPECT_EQ(second["usage"]["images"]["cached_embeddings"], 2);
+  EXPECT_EQ(sources(second), (std::vector<std::string>{"prefix", "prefix"}));
+  EXPECT_EQ(second["choices"][0]["message"]["content"], first["choices"][0]["message"]["content"]);
+
+  // the other way round, after other text: both relocated from the first request's context
+  const json b = picture_chat::chat_body({{{"type", "text"}, {"text", "Something else first: "}},
+                                          clip,
+                                          {{"type", "text"}, {"text", " and "}},
+                                          picture,
+                                          {{"type", "text"}, {"text", "?"}}});
+  const json moved = post(client, b, &st);
+  ASSERT_EQ(st, 200) << moved.dump();
+  EXPECT_EQ(moved["usage"]["images"]["encoded"], 0) << moved.dump();
+  EXPECT_EQ(moved["usage"]["images"]["reused_chunks"], 2) << moved.dump();
+  EXPECT_EQ(sources(moved), (std::vector<std::string>{"context-nearest", "context-nearest"}))
+      << moved.dump();
+  json fresh_body = b;
+  fresh_body["reuse"] = "reprefill";
+  const json fresh = post(client, fresh_body, &st);
+  ASSERT_EQ(st, 200) << fresh.dump();
+  EXPECT_EQ(sources(fresh), (std::vector<std::string>{"reprefilled", "reprefilled"}));
+  const json again = post(client, b, &st);
+  ASSERT_EQ(st, 200) << again.dump();
+  EXPECT_EQ(sources(again), (std::vector<std::string>{"prefix", "prefix"}));
+  EXPECT_EQ(again["choices"][0]["message"]["content"], fresh["choices"][0]["message"]["content"]);
+  EXPECT_EQ(again["usage"]["completion_tokens"], fresh["usage"]["completion_tokens"]);
+  // a video part is refused by name: Omni times a video's slices otherwise than Qwen2.5-VL
+  const std::string url = picture["image_url"]["url"].get<std::string>();
+  const json video = {{"type", "video"}, {"frames", {url, url}}};
+  const json vid = post(client, picture_chat::chat_body({video, clip}), &st);
+  EXPECT_EQ(st, 400) << vid.dump();
+  EXPECT_NE(vid.dump().find("single frames"), std::string::npos) << vid.dump();
+}
