@@ -14,7 +14,8 @@
  *   kamera_window   the agent window: ordered chunk slots over one pool sequence
  *   kamera_logits   logits returned by an evaluation (rows x n_vocab floats)
  *   kamera_sampler  next-token sampling state (greedy, temperature, top-k, top-p, seed)
- *   kamera_vision   a vision encoder (mmproj GGUF): RGB frames -> embedding chunks
+ *   kamera_vision   a vision or audio tower (mmproj GGUF): pictures, frames or audio clips ->
+ *                   embedding chunks
  *
  * Lifetimes: a handle keeps alive what it was made from. A context keeps its model; a sequence,
  * window or logits object keeps its context (and its KV), so any free order is safe. A chunk
@@ -557,8 +558,9 @@ typedef struct kamera_vision_info {
  * beside a llama decoder), Gemma 3 ("gemma3", beside a gemma3 decoder), InternVL ("internvl",
  * beside a qwen2 / qwen3 decoder) or LLaVA-1.5 ("mlp", beside a llama decoder) (these four are
  * loaded, and paired with the decoder, on a context's first picture: kamera_chunk_from_image
- * reports a decoder that is not their pair), or the mini-VL's fixed-size encoder
- * (kamera_vision_encode). */
+ * reports a decoder that is not their pair), an mmproj holding an audio tower (Qwen2.5-Omni's
+ * "qwen2.5o", Qwen2-Audio's "qwen2a": loaded and paired on a context's first clip, clips through
+ * kamera_chunk_from_audio), or the mini-VL's fixed-size encoder (kamera_vision_encode). */
 KAMERA_API kamera_status kamera_vision_load(const char* path, kamera_vision** out);
 KAMERA_API void kamera_vision_free(kamera_vision* vision);
 KAMERA_API kamera_status kamera_vision_get_info(const kamera_vision* vision,
@@ -619,6 +621,30 @@ KAMERA_API kamera_status kamera_chunk_from_frames_at(kamera_context* ctx, kamera
                                                      const char* const* paths, int32_t n_paths,
                                                      double fps, kamera_chunk** out);
 
+/* Audio clips through an audio tower: a vision handle loaded from an mmproj that holds one
+ * (clip.has_audio_encoder: llama.cpp's Qwen2.5-Omni mmproj, "qwen2.5o", whose audio half kamera
+ * loads; Qwen2-Audio's "qwen2a"), paired with the context's decoder on its first clip (a qwen2vl
+ * thinker of the tower's width whose vocabulary has <|audio_bos|> and <|audio_eos|>; otherwise
+ * KAMERA_ERR_INVALID_ARGUMENT naming the mismatch). kamera_vision_get_info's out_dim is the
+ * tower's projection width. The clip (a WAV, FLAC or MP3 file, told apart by its first bytes) is
+ * decoded, mixed to mono and resampled to 16 kHz as kamera serve decodes an input_audio part, cut
+ * into Whisper's 30-s log-mel windows and encoded into 750 rows a window, on the relative
+ * positions (i, i, i): extent = rows, so it relocates like text. Write the delimiters around it
+ * yourself, as the chat template does: a token chunk ending in <|audio_bos|>, the clip chunk, a
+ * token chunk starting with <|audio_eos|>. A clip is encoded once per vision handle and decoder
+ * (its key: the 16 kHz samples and both models' fingerprints) and kept in the context's store and
+ * its tiers as pictures are (kamera_vision_get_stats counts clips with pictures). Errors:
+ * KAMERA_ERR_INVALID_ARGUMENT for a picture tower (a Qwen2.5-Omni file's handle takes pictures
+ * too, through its vision half: kamera_chunk_from_image), KAMERA_ERR_UNSUPPORTED for bytes that are not WAV, FLAC or MP3 (or a
+ * format libsndfile does not decode), KAMERA_ERR_CORRUPT_DATA for a truncated or malformed file,
+ * KAMERA_ERR_NOT_FOUND for a missing path. Not thread-safe per vision handle or context. */
+KAMERA_API kamera_status kamera_chunk_from_audio(kamera_context* ctx, kamera_vision* vision,
+                                                 const char* path, kamera_chunk** out);
+/* The same from encoded bytes (a WAV, FLAC or MP3 file's contents) in memory. */
+KAMERA_API kamera_status kamera_chunk_from_audio_bytes(kamera_context* ctx, kamera_vision* vision,
+                                                       const uint8_t* bytes, size_t n_bytes,
+                                                       kamera_chunk** out);
+
 typedef struct kamera_vision_stats {
   int64_t encodes;    /* images (or frame sets) run through the tower */
   int64_t hits;       /* served from memory (the handle's cache or the context's store) */
@@ -627,7 +653,8 @@ typedef struct kamera_vision_stats {
   double encode_ms;   /* wall time in the tower, preprocessing included */
 } kamera_vision_stats;
 
-/* Counters of a Qwen2-VL or Kimi-VL vision handle (all zero for the mini-VL's encoder). */
+/* Counters of a vision handle's tower (pictures, and an audio tower's clips; all zero for the
+ * mini-VL's encoder). */
 KAMERA_API kamera_status kamera_vision_get_stats(const kamera_vision* vision,
                                                  kamera_vision_stats* out);
 

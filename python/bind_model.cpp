@@ -136,23 +136,42 @@ std::shared_ptr<Chunk> vision_encode(Vision& v, const std::shared_ptr<Model>& mo
   return wrap_chunk(model, raw);
 }
 
-// Chunk.from_image: a path (str, os.PathLike) or the encoded bytes of a PNG or JPEG.
-std::shared_ptr<Chunk> chunk_from_image(const std::shared_ptr<Context>& ctx, Vision& v,
-                                        py::object image) {
+using FromPath = kamera_status (*)(kamera_context*, kamera_vision*, const char*, kamera_chunk**);
+using FromBytes = kamera_status (*)(kamera_context*, kamera_vision*, const uint8_t*, size_t,
+                                    kamera_chunk**);
+
+// A media chunk from a path (str, os.PathLike) or a file's encoded bytes (bytes, bytearray,
+// memoryview), through the C API's path or bytes entry point.
+std::shared_ptr<Chunk> chunk_from_media(const std::shared_ptr<Context>& ctx, Vision& v,
+                                        py::object media, FromPath from_path,
+                                        FromBytes from_bytes) {
   kamera_chunk* raw = nullptr;
-  if (py::isinstance<py::bytes>(image) || py::isinstance<py::bytearray>(image) ||
-      py::isinstance<py::memoryview>(image)) {
-    const std::string bytes = py::bytes(py::module_::import("builtins").attr("bytes")(image));
+  if (py::isinstance<py::bytes>(media) || py::isinstance<py::bytearray>(media) ||
+      py::isinstance<py::memoryview>(media)) {
+    const std::string bytes = py::bytes(py::module_::import("builtins").attr("bytes")(media));
     py::gil_scoped_release nogil;
-    check(kamera_chunk_from_image_bytes(ctx->h.get(), v.h.get(),
-                                        reinterpret_cast<const uint8_t*>(bytes.data()),
-                                        bytes.size(), &raw));
+    check(from_bytes(ctx->h.get(), v.h.get(), reinterpret_cast<const uint8_t*>(bytes.data()),
+                     bytes.size(), &raw));
   } else {
-    const std::string path = py::str(py::module_::import("os").attr("fspath")(image));
+    const std::string path = py::str(py::module_::import("os").attr("fspath")(media));
     py::gil_scoped_release nogil;
-    check(kamera_chunk_from_image(ctx->h.get(), v.h.get(), path.c_str(), &raw));
+    check(from_path(ctx->h.get(), v.h.get(), path.c_str(), &raw));
   }
   return wrap_chunk(ctx->model, raw);
+}
+
+// Chunk.from_image: a path or the encoded bytes of a PNG or JPEG.
+std::shared_ptr<Chunk> chunk_from_image(const std::shared_ptr<Context>& ctx, Vision& v,
+                                        py::object image) {
+  return chunk_from_media(ctx, v, std::move(image), kamera_chunk_from_image,
+                          kamera_chunk_from_image_bytes);
+}
+
+// Chunk.from_audio: a path or the encoded bytes of a WAV, FLAC or MP3 file.
+std::shared_ptr<Chunk> chunk_from_audio(const std::shared_ptr<Context>& ctx, Vision& v,
+                                        py::object audio) {
+  return chunk_from_media(ctx, v, std::move(audio), kamera_chunk_from_audio,
+                          kamera_chunk_from_audio_bytes);
 }
 
 std::shared_ptr<Chunk> chunk_from_frames(const std::shared_ptr<Context>& ctx, Vision& v,
@@ -231,6 +250,11 @@ void bind_chunk_class(ChunkClass& cls) {
                   py::arg("image"),
                   "An image chunk (a Qwen2-VL, Kimi-VL, SmolVLM, Gemma 3, InternVL or LLaVA "
                   "mmproj): image is a PNG/JPEG path or its bytes")
+      .def_static("from_audio", &chunk_from_audio, py::arg("ctx"), py::arg("vision"),
+                  py::arg("audio"),
+                  "An audio clip chunk (an audio tower's mmproj: Qwen2.5-Omni's): audio is a "
+                  "WAV/FLAC/MP3 path or its bytes, resampled to 16 kHz; rows on positions (i, i, "
+                  "i), to be written between <|audio_bos|> and <|audio_eos|>")
       .def_static("from_frames", &chunk_from_frames, py::arg("ctx"), py::arg("vision"),
                   py::arg("paths"), py::arg("fps") = 0.0,
                   "Video frames (image paths), paired in time; fps: their rate (Qwen2.5-VL "

@@ -46,7 +46,7 @@ MODULE_ALIASES = {'server/server_impl': 'server/server'}
 # Targets outside kamera_layer(): the C API's shared library and the CLI, with what they link
 # (src/api/CMakeLists.txt, src/CMakeLists.txt's add_executable(kamera ...)).
 EXTRA_TARGETS = {
-    'api': ['window', 'vision'],
+    'api': ['window', 'vision', 'audio'],
     'tools': ['bench', 'demo', 'server', 'route'],
 }
 

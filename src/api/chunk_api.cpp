@@ -177,6 +177,17 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
       *out = h.release();
       return KAMERA_OK;
     }
+    auto audio = mmproj_audio_width(path);  // an audio tower: loads beside its first decoder
+    if (!audio.ok()) return set_error(with_context(audio.error(), "kamera_vision_load"));
+    if (*audio > 0) {
+      h->picture = std::make_unique<PictureTowerHandle>();
+      h->picture->path = path;
+      h->picture->type = *type;
+      h->picture->out_dim = *audio;
+      h->picture->audio = true;
+      *out = h.release();
+      return KAMERA_OK;
+    }
     auto vm = VisionModel::load(path);
     if (!vm.ok()) return set_error(vm.error());
     h->model = std::move(vm.value());
@@ -220,6 +231,10 @@ kamera_status kamera_vision_encode(kamera_vision* vision, const kamera_model* de
     KAMERA_API_REQUIRE("kamera_vision_encode", decoder);
     KAMERA_API_REQUIRE("kamera_vision_encode", rgb);
     KAMERA_API_REQUIRE("kamera_vision_encode", out);
+    if (vision->picture && vision->picture->audio)
+      return fail(KAMERA_ERR_UNSUPPORTED,
+                  "kamera_vision_encode: a {} tower takes audio clips (kamera_chunk_from_audio)",
+                  vision->picture->type);
     if (vision->qwen || vision->kimi || vision->picture)
       return fail(KAMERA_ERR_UNSUPPORTED,
                   "kamera_vision_encode: a {} tower takes images of any size "

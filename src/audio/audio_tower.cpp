@@ -43,6 +43,8 @@ class QwenAudioTower final : public MediaTower {
     clips_.set_stop({});
     return c;
   }
+  ImageChunks::Stats stats() const override { return clips_.stats(); }
+  void set_store(ChunkStore* store) override { clips_.set_store(store); }
 
  private:
   Error no_pictures() const {

@@ -1,10 +1,8 @@
 #include "media/image.h"
 
-#include <sys/stat.h>
-
-#include <cstdio>
 #include <cstring>
-#include <memory>
+
+#include "media/media_file.h"
 
 namespace kamera {
 
@@ -60,19 +58,7 @@ Result<ImageSize> read_image_size(std::span<const uint8_t> bytes, std::string_vi
 }
 
 Result<Image> load_image(const std::string& path, const DecodeLimits& limits) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0)
-    return make_error(ErrorCode::NotFound, "{}: no such image file", path);
-  if (!S_ISREG(st.st_mode))
-    return make_error(ErrorCode::InvalidArgument, "{}: not a regular file", path);
-  if (int64_t(st.st_size) > limits.max_bytes)
-    return make_error(ErrorCode::InvalidArgument, "{}: {} bytes is over the limit of {} bytes",
-                      path, int64_t(st.st_size), limits.max_bytes);
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return make_error(ErrorCode::Io, "{}: cannot open: {}", path, std::strerror(errno));
-  std::vector<uint8_t> bytes(size_t(st.st_size));
-  if (!bytes.empty() && std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size())
-    return make_error(ErrorCode::Io, "{}: short read", path);
+  KAMERA_ASSIGN_OR_RETURN(const auto bytes, read_media_file(path, limits.max_bytes, "image"));
   return decode_image(bytes, path, limits);
 }
 

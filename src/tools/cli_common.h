@@ -47,16 +47,19 @@ Runner add_vlm_bench(CLI::App& app);
 int run_make_mmproj(const std::string& arch, const std::string& preset, const std::string& type,
                     uint64_t seed, const std::string& out, bool as_json);
 
-// --mmproj / --image (vl_cli.cpp): images in a prompt at its <image> markers.
+// --mmproj / --image / --audio (vl_cli.cpp): images and audio clips in a prompt at its <image>
+// and <audio> markers.
 struct VlArgs {
   std::string mmproj;
-  std::vector<std::string> images;
-  bool active() const { return !mmproj.empty() || !images.empty(); }
+  std::vector<std::string> images, audios;
+  bool active() const { return !mmproj.empty() || !images.empty() || !audios.empty(); }
 };
 void add_vl_options(CLI::App& app, VlArgs& a);
-// The prompt's pieces: text token runs and encoded images (vision/vl_prompt.h).
+// The prompt's pieces: text token runs and encoded images and clips (vision/media_prompt.h).
+// kinds (optional): "image" or "audio" for each media piece, in order.
 Result<std::vector<ChunkContent>> vl_pieces(const VlArgs& a, const Model& decoder,
-                                            const std::string& prompt, int threads);
+                                            const std::string& prompt, int threads,
+                                            std::vector<const char*>* kinds = nullptr);
 
 // serve's --mmproj, --allow-local-media and image limits (serve_media_cli.cpp).
 void add_serve_media_options(CLI::App& app, ServerOptions& o);

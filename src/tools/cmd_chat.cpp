@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "audio/audio_chunks.h"
+#include "audio/audio_tower.h"
 #include "context/chat_session.h"
+#include "media/audio_file.h"
 #include "store/disk_tier.h"
 #include "tools/chat_line.h"
 #include "tools/chat_reasoning.h"
@@ -34,6 +37,7 @@ struct ChatArgs {
   std::string history;              // the terminal's line history ("": not kept)
   std::string mmproj;               // vision tower: images in the chat
   std::vector<std::string> images;  // with the first user message
+  std::vector<std::string> audios;  // audio clips with the first user message (an audio tower)
   std::string store_dir;            // disk tier: image embeddings (and chunks) across runs
   std::string reasoning = "show";   // a thinking model's reasoning: show, hide, raw
 };
@@ -46,6 +50,7 @@ struct ChatDriver {
   std::function<void(std::string)> set_system;
   std::function<void()> reset;
   std::function<Status(const std::string&)> attach_image;
+  std::function<Status(const std::string&)> attach_audio;
   std::function<std::vector<ChatMessage>()> messages;
   std::function<void(std::vector<ChatMessage>)> set_messages;
   std::function<int()> images_in_conversation = [] { return 0; };
@@ -66,7 +71,9 @@ ChatDriver driver_of(Session& s) {
 
 constexpr const char* kCommands =
     "commands: /system TEXT (set the system message; empty removes it), /reset (forget the "
-    "turns), /image PATH (attach a PNG or JPEG to the next message: needs --mmproj), /save FILE "
+    "turns), /image PATH (attach a PNG or JPEG to the next message: needs --mmproj), /audio "
+    "PATH (attach a WAV, FLAC or MP3 clip to the next message: needs an audio --mmproj), /save "
+    "FILE "
     "(the conversation as OpenAI chat messages, JSON), /load FILE (replace the conversation by "
     "one saved so), /quit, /help; a line that ends with '\\' continues on the next; start a "
     "message with '//' to send a leading '/'";
@@ -89,6 +96,25 @@ Result<ChatTemplate> pick_template(const ChatArgs& a, const Model& m) {
 Status no_images(const std::string& path) {
   return make_error(ErrorCode::InvalidArgument,
                     "/image {}: images need a vision tower: start kamera chat with --mmproj", path);
+}
+
+// /audio PATH without an audio tower.
+Status no_audio(const std::string& path) {
+  return make_error(ErrorCode::InvalidArgument,
+                    "/audio {}: audio needs an audio tower: start kamera chat with --mmproj and "
+                    "an audio tower's mmproj (Qwen2.5-Omni's)",
+                    path);
+}
+
+// A clip file through the session's audio tower (16 kHz, as the server decodes input_audio).
+Status attach_clip(VlChatSession& c, const std::string& path) {
+  if (!c.takes_audio())
+    return make_error(ErrorCode::InvalidArgument,
+                      "--audio {}: the --mmproj tower is a picture tower; audio needs an audio "
+                      "tower's mmproj (Qwen2.5-Omni's)",
+                      path);
+  KAMERA_ASSIGN_OR_RETURN(const AudioClip clip, load_audio(path, kAudioSampleRate));
+  return c.attach_audio(clip.samples);
 }
 
 // /save FILE: {"messages": [{"role", "content"}, ...]}, what /v1/chat/completions takes.
@@ -142,6 +168,10 @@ bool run_command(const std::string& line, ChatDriver& chat) {
     Status st = chat.attach_image(arg);
     if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
     if (st.ok()) std::fprintf(stderr, "kamera: image attached to the next message\n");
+  } else if (cmd == "/audio") {
+    Status st = chat.attach_audio(arg);
+    if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
+    if (st.ok()) std::fprintf(stderr, "kamera: audio clip attached to the next message\n");
   } else if (cmd == "/save" || cmd == "/load") {
     Status st = cmd == "/save" ? save_conversation(arg, chat) : load_conversation(arg, chat);
     if (!st.ok()) std::fprintf(stderr, "kamera: error: %s\n", st.message().c_str());
@@ -227,11 +257,12 @@ void chat_loop(const ChatArgs& a, const ChatTemplate& tmpl, ChatDriver& chat, Ch
   }
 }
 
-// kamera chat --mmproj: the chat with images; --image files go with the first message.
-// The tower by the mmproj's projector type (vision/media_tower.h: every family the server takes).
+// kamera chat --mmproj: the chat with images or audio clips; --image and --audio files go with
+// the first message (pictures first, then clips). The tower by the mmproj's projector type
+// (audio/audio_tower.h load_media_tower: every family the server takes, the audio towers too).
 int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions o, ChatInput& in) {
   const ChatTemplate shown = tmpl;  // the session keeps its own
-  auto tower = MediaTower::load(a.mmproj, ctx.model(), std::max(1, a.threads), &ctx.store());
+  auto tower = load_media_tower(a.mmproj, ctx.model(), std::max(1, a.threads), &ctx.store());
   if (!tower.ok()) return fail(tower.error(), false);
   auto chat = VlChatSession::create(ctx, std::move(tmpl), std::move(o), std::move(*tower));
   if (!chat.ok()) return fail(chat.error(), false);
@@ -241,8 +272,13 @@ int run_vl_chat(const ChatArgs& a, Context& ctx, ChatTemplate tmpl, ChatOptions 
     Status st = c.attach_image(path);
     if (!st.ok()) return fail(st.error(), false);
   }
+  for (const std::string& path : a.audios) {
+    Status st = attach_clip(c, path);
+    if (!st.ok()) return fail(st.error(), false);
+  }
   ChatDriver d = driver_of(c);
   d.attach_image = [&c](const std::string& path) { return c.attach_image(path); };
+  d.attach_audio = [&c](const std::string& path) { return attach_clip(c, path); };
   d.images_in_conversation = [&c] { return c.images_in_conversation(); };
   chat_loop(a, shown, d, in);
   if (a.verbose)
@@ -277,6 +313,8 @@ void print_banner(const ChatArgs& a, const Model& m, const ChatTemplate& tmpl, i
 int run_chat(const ChatArgs& a) {
   if (!a.images.empty() && a.mmproj.empty())
     return fail("--image needs --mmproj (the vision tower)", false);
+  if (!a.audios.empty() && a.mmproj.empty())
+    return fail("--audio needs --mmproj (an audio tower: Qwen2.5-Omni's)", false);
   auto loaded = load_for_cli(a.model, a.tokenizer);
   if (!loaded.ok()) return fail(loaded.error(), false);
   const Model& m = **loaded;
@@ -315,6 +353,7 @@ int run_chat(const ChatArgs& a) {
   if (!a.system.empty()) (*chat)->set_system(a.system);
   ChatDriver d = driver_of(**chat);
   d.attach_image = no_images;
+  d.attach_audio = no_audio;
   chat_loop(a, (*chat)->chat_template(), d, in);
   return 0;
 }
@@ -342,7 +381,12 @@ Runner add_chat(CLI::App& app) {
           "them; Gemma 3: <start_of_image> image <end_of_image>; InternVL: <img> image </img>;\n"
           "SmolVLM's tiles carry their own tokens; LLaVA's rows stand alone); a picture is\n"
           "encoded once and\n"
-          "stays in the cache with the conversation. Generation stops at the vocabulary's "
+          "stays in the cache with the conversation. With an audio tower's --mmproj\n"
+          "(Qwen2.5-Omni's beside its qwen2vl thinker), --audio and /audio attach WAV, FLAC or\n"
+          "MP3 clips the same way, decoded and resampled to 16 kHz as the server decodes an\n"
+          "input_audio part, written between <|audio_bos|> and <|audio_eos|> (rows on positions\n"
+          "(i, i, i)) and kept in the cache across turns as a picture is.\n"
+          "Generation stops at the vocabulary's "
           "end-of-generation tokens\n"
           "(EOS, EOT, <|im_end|>, <|eot_id|>, ...) or after -n tokens.\n") +
       kCommands);
@@ -402,13 +446,18 @@ Runner add_chat(CLI::App& app) {
                "Prefill the whole conversation every turn (for comparison)");
   app.add_option(
          "--mmproj", a->mmproj,
-         "Vision tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL beside "
-         "a qwen2vl / qwen3vl decoder, Kimi-VL beside a deepseek2 one, SmolVLM or LLaVA-1.5 "
-         "beside a llama one, Gemma 3 beside a gemma3 one, InternVL beside a qwen2 / qwen3 "
-         "one): enables --image and /image")
+         "Vision or audio tower in llama.cpp's mmproj GGUF (Qwen2-VL / Qwen2.5-VL / Qwen3-VL "
+         "beside a qwen2vl / qwen3vl decoder, Kimi-VL beside a deepseek2 one, SmolVLM or "
+         "LLaVA-1.5 beside a llama one, Gemma 3 beside a gemma3 one, InternVL beside a qwen2 / "
+         "qwen3 one: enables --image and /image; Qwen2.5-Omni's audio tower beside its qwen2vl "
+         "thinker: enables --audio and /audio)")
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->images,
                  "PNG or JPEG image sent with the first message (repeatable; needs --mmproj)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--audio", a->audios,
+                 "WAV, FLAC or MP3 clip sent with the first message, after its pictures "
+                 "(repeatable; needs an audio tower's --mmproj)")
       ->check(CLI::ExistingFile);
   app.add_option("--store-dir", a->store_dir,
                  "Disk tier of the chunk store (as kamera serve's): image embeddings kept there "

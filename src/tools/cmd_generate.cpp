@@ -26,7 +26,7 @@ struct GenerateArgs {
 
 // The prompt as the KV cache receives it, and its text tokens.
 struct Prompt {
-  std::vector<ChunkContent> pieces;  // text token runs, and images at their <image> markers
+  std::vector<ChunkContent> pieces;  // text token runs, images and clips at their markers
   std::vector<int32_t> ids;          // the prompt's text tokens (echoed)
   int n_rows = 0;           // rows the prompt puts in the KV cache (text tokens and image rows)
   bool echo_first = false;  // no BOS in front: print every token

@@ -19,14 +19,16 @@ struct LogitsArgs {
   VlArgs vl;
 };
 
-// Logits after a prompt with images (--mmproj / --image): the last position's only.
+// Logits after a prompt with images or audio clips (--mmproj / --image / --audio): the last
+// position's only.
 int run_vl_logits(const LogitsArgs& a, const Model& m, std::shared_ptr<const Model> model) {
   if (!a.tokens.empty() || a.all)
     return fail(
-        "--image takes -p (with <image> markers) and gives the last position's logits; "
-        "not --tokens or --all-positions",
+        "--image / --audio take -p (with <image> / <audio> markers) and give the last position's "
+        "logits; not --tokens or --all-positions",
         a.json);
-  auto pieces = vl_pieces(a.vl, m, a.prompt, a.threads);
+  std::vector<const char*> kinds;
+  auto pieces = vl_pieces(a.vl, m, a.prompt, a.threads, &kinds);
   if (!pieces.ok()) return fail(pieces.error(), a.json);
   int64_t rows = 0;
   std::vector<int32_t> ids;
@@ -44,9 +46,11 @@ int run_vl_logits(const LogitsArgs& a, const Model& m, std::shared_ptr<const Mod
   const int V = m.cfg.n_vocab;
   if (a.json) {
     json pj = json::array();
+    size_t media = 0;  // a picture's piece says image_rows, a clip's audio_rows
     for (const ChunkContent& c : *pieces)
       pj.push_back(c.is_tokens() ? json{{"tokens", c.tokens}}
-                                 : json{{"image_rows", c.n()}, {"extent", c.extent()}});
+                                 : json{{std::string(kinds.at(media++)) + "_rows", c.n()},
+                                        {"extent", c.extent()}});
     print_json(json{{"model", model_summary(m)},
                     {"pieces", pj},
                     {"rows", rows},

@@ -1,13 +1,17 @@
 // kamera reuse-bench: every arm of the reuse harness on a file of {antecedent, chunk, query}
 // items, scored against full re-prefill (KL, eta, flip-recover), with exactness checks and timing.
 // With --mmproj and --image the chunks are pictures through the tower (the paper's Table 7 on a
-// vision family: docs/RESULTS.md).
+// vision family: docs/RESULTS.md); with --mmproj and --audio, audio clips through an audio tower
+// (Qwen2.5-Omni's), between its audio delimiters.
 #include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
 
+#include "audio/audio_chunks.h"
+#include "audio/audio_tower.h"
 #include "eval/reuse_bench.h"
+#include "media/audio_file.h"
 #include "media/image.h"
 #include "tools/cli_common.h"
 #include "vision/media_tower.h"
@@ -17,7 +21,7 @@ namespace kamera::cli {
 namespace {
 
 struct ReuseBenchArgs {
-  std::string model, tokenizer, items, mmproj, images,
+  std::string model, tokenizer, items, mmproj, images, audios,
       ranks = "1,2,4,8,16,32,full", patch_dtype = "f32", svd = "auto", layers = "all";
   int threads = default_threads();
   int timing_rank = 32;
@@ -45,28 +49,47 @@ Result<std::vector<int>> parse_ranks(const std::string& s) {
   return out;
 }
 
-// --mmproj / --image: the items' chunks become the pictures (the tower's placed chunks), the
-// tower's delimiters around them (picture_items).
-Status use_pictures(const ReuseBenchArgs& a, const Model& m, std::vector<ReuseItem>& items) {
-  if (a.mmproj.empty() != a.images.empty())
-    return make_error(ErrorCode::InvalidArgument, "--mmproj and --image go together");
+// The placed chunk of one --image picture or --audio clip through the tower.
+Result<ChunkContent> media_chunk(MediaTower& tower, const std::string& path, bool audio) {
+  if (audio) {
+    KAMERA_ASSIGN_OR_RETURN(const AudioClip clip, load_audio(path, kAudioSampleRate));
+    KAMERA_ASSIGN_OR_RETURN(auto c, tower.audio_chunk(clip.samples, nullptr, {}));
+    return *c;
+  }
+  KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
+  KAMERA_ASSIGN_OR_RETURN(auto c, tower.chunk(std::span<const Image>(&img, 1), nullptr, 0, {}));
+  return *c;
+}
+
+// --mmproj with --image or --audio: the items' chunks become the pictures or clips (the tower's
+// placed chunks), the tower's delimiters around them (picture_items).
+Status use_media(const ReuseBenchArgs& a, const Model& m, std::vector<ReuseItem>& items) {
+  const bool audio = !a.audios.empty();
+  if (!a.images.empty() && audio)
+    return make_error(ErrorCode::InvalidArgument, "give --image or --audio, not both");
+  if (a.mmproj.empty() != (a.images.empty() && !audio))
+    return make_error(ErrorCode::InvalidArgument, "--mmproj and --image (or --audio) go together");
   if (a.mmproj.empty()) return Status::Ok();
-  KAMERA_ASSIGN_OR_RETURN(auto tower, MediaTower::load(a.mmproj, m, a.threads, nullptr));
+  KAMERA_ASSIGN_OR_RETURN(auto tower, load_media_tower(a.mmproj, m, a.threads, nullptr));
   if (tower->word_prompt())
     return make_error(ErrorCode::InvalidArgument,
                       "--mmproj: {} is the mini-VL's encoder (kamera eval --suite mini-vl "
                       "measures it)",
                       a.mmproj);
-  std::vector<ChunkContent> pictures;
-  std::stringstream ss(a.images);
+  if (audio && !tower->takes_audio())
+    return make_error(ErrorCode::InvalidArgument,
+                      "--audio: {} is a picture tower; audio needs an audio tower's mmproj "
+                      "(Qwen2.5-Omni's)",
+                      a.mmproj);
+  std::vector<ChunkContent> chunks;
+  std::stringstream ss(audio ? a.audios : a.images);
   for (std::string path; std::getline(ss, path, ',');) {
     if (path.empty()) continue;
-    KAMERA_ASSIGN_OR_RETURN(const Image img, load_image(path));
-    KAMERA_ASSIGN_OR_RETURN(auto c, tower->chunk(std::span<const Image>(&img, 1), nullptr, 0, {}));
-    pictures.push_back(*c);
+    KAMERA_ASSIGN_OR_RETURN(ChunkContent c, media_chunk(*tower, path, audio));
+    chunks.push_back(std::move(c));
   }
-  const VisionDelimiters d = tower->delimiters();
-  items = picture_items(std::move(items), pictures, d.open, d.close);
+  const VisionDelimiters d = audio ? tower->audio_delimiters() : tower->delimiters();
+  items = picture_items(std::move(items), chunks, d.open, d.close);
   return Status::Ok();
 }
 
@@ -77,7 +100,7 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   auto items = load_reuse_items(a.items, m);
   if (!items.ok()) return fail(items.message(), a.json);
   if (a.limit > 0 && int(items->size()) > a.limit) items->resize(a.limit);
-  if (Status st = use_pictures(a, m, *items); !st.ok()) return fail(st.message(), a.json);
+  if (Status st = use_media(a, m, *items); !st.ok()) return fail(st.message(), a.json);
   ReuseBenchOptions o;
   auto ranks = parse_ranks(a.ranks);
   if (!ranks.ok()) return fail(ranks.message(), a.json);
@@ -119,7 +142,8 @@ int run_reuse_bench_cmd(const ReuseBenchArgs& a) {
   json j = reuse_bench_json(*r);
   j["model"] = model_summary(m);
   j["items_file"] = a.items;
-  if (!a.mmproj.empty()) j["pictures"] = {{"mmproj", a.mmproj}, {"images", a.images}};
+  if (!a.images.empty()) j["pictures"] = {{"mmproj", a.mmproj}, {"images", a.images}};
+  if (!a.audios.empty()) j["audio"] = {{"mmproj", a.mmproj}, {"clips", a.audios}};
   j["threads"] = a.threads;
   j["patch_dtype"] = a.patch_dtype;
   j["per_head"] = a.per_head;
@@ -176,11 +200,15 @@ Runner add_reuse_bench(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--mmproj", a->mmproj,
-                 "Vision tower beside -m (any family the server reads): with --image, every "
-                 "item's chunk becomes a picture, the tower's delimiters around it")
+                 "Vision or audio tower beside -m (any family the server reads): with --image, "
+                 "every item's chunk becomes a picture, with --audio an audio clip, the tower's "
+                 "delimiters around it")
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->images,
                  "PNG / JPEG pictures for --mmproj (comma list; item i takes picture i mod n)");
+  app.add_option("--audio", a->audios,
+                 "WAV / FLAC / MP3 clips for an audio --mmproj (comma list; item i takes clip i "
+                 "mod n)");
   app.add_option("--ranks", a->ranks,
                  "Patch ranks to evaluate (comma list; 'full' = min(n, width))")
       ->capture_default_str();

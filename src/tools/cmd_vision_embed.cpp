@@ -41,8 +41,7 @@
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 
-#include "media/audio_decode.h"
-#include "media/audio_resample.h"
+#include "media/audio_file.h"
 #include "media/image.h"
 #include "media/log_mel.h"
 #include "ops/blas_select.h"
@@ -278,24 +277,11 @@ Status embed_audio(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out, Au
   KAMERA_ASSIGN_OR_RETURN(const QwenAudioModel model, QwenAudioModel::load(a.mmproj));
   out.load_ms = now_ms() - t0;
   t0 = now_ms();
-  std::ifstream in(a.audio, std::ios::binary);
-  if (!in) return make_error(ErrorCode::NotFound, "cannot read {}", a.audio);
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
-  const auto format = sniff_audio_format(bytes);
-  if (!format)
-    return make_error(ErrorCode::Unsupported, "{}: not a WAV, FLAC or MP3 file", a.audio);
-  KAMERA_ASSIGN_OR_RETURN(Audio clip, decode_audio(bytes, *format, a.audio));
-  std::string name = audio_format_name(*format);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return char(std::tolower(c)); });
-  info = {name, clip.sample_rate, clip.seconds()};
   WhisperMelConfig mel_cfg;
   mel_cfg.n_mels = model.cfg.n_mels;
-  std::vector<float> samples = std::move(clip.samples);
-  if (clip.sample_rate != mel_cfg.sample_rate) {
-    KAMERA_ASSIGN_OR_RETURN(samples,
-                            resample_audio(samples, clip.sample_rate, mel_cfg.sample_rate));
-  }
+  KAMERA_ASSIGN_OR_RETURN(AudioClip clip, load_audio(a.audio, mel_cfg.sample_rate));
+  info = {audio_format_lower(clip.format), clip.source_rate, clip.seconds};
+  const std::vector<float> samples = std::move(clip.samples);
   const std::vector<LogMel> windows = whisper_log_mel(samples, mel_cfg);
   out.prep_ms = now_ms() - t0;
   QwenAudioEncoder enc(model, &pool);

@@ -24,6 +24,16 @@ Result<bool> mmproj_has_vision_encoder(const std::string& path) {
   return f->get_bool(gguf_key::kClipHasVisionEncoder).value_or(false);
 }
 
+Result<int> mmproj_audio_width(const std::string& path) {
+  KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
+  if (!f->get_bool(gguf_key::kClipHasAudioEncoder).value_or(false)) return 0;
+  const auto dim = f->get_int(gguf_key::kAudioProjectionDim);
+  if (!dim || *dim < 1 || *dim > 65536)
+    return make_error(ErrorCode::CorruptData, "{}: no {} in [1, 65536]", path,
+                      gguf_key::kAudioProjectionDim);
+  return int(*dim);
+}
+
 bool is_qwen_projector(const std::string& type) {
   return type == "qwen2vl_merger" || type == "qwen2.5vl_merger" || type == "qwen3vl_merger";
 }

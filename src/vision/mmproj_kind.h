@@ -21,6 +21,11 @@ Result<int> mmproj_projection_dim(const std::string& path);
 // llama.cpp's clip reads it). A Qwen2.5-Omni file holds one beside its audio tower.
 Result<bool> mmproj_has_vision_encoder(const std::string& path);
 
+// The width an audio tower projects to (clip.audio.projection_dim) when the file holds one
+// (clip.has_audio_encoder: Qwen2.5-Omni's, Qwen2-Audio's, any audio tower llama.cpp's converter
+// writes), 0 when it holds none. Errors: an audio encoder without that key (CorruptData).
+Result<int> mmproj_audio_width(const std::string& path);
+
 // A Qwen2-VL / Qwen2.5-VL / Qwen3-VL projector type (vision/qwen_vision.h).
 bool is_qwen_projector(const std::string& type);
 

@@ -76,6 +76,7 @@ Result<std::unique_ptr<VlChatSession>> VlChatSession::create(Context& ctx, ChatT
   std::unique_ptr<VlChatSession> s(
       new VlChatSession(ctx, std::move(tmpl), std::move(opts), tower->delimiters()));
   tower->set_store(&ctx.store());  // the context's tiers may hold the picture already
+  s->audio_delimiters_ = tower->audio_delimiters();
   s->tower_ = std::move(tower);
   return s;
 }
@@ -103,22 +104,33 @@ Status VlChatSession::attach_image(const std::string& path, bool* encoded) {
                           qwen_   ? qwen_->image(img, encoded)
                           : kimi_ ? kimi_->image(img, encoded)
                                   : tower_->chunk(std::span<const Image>(&img, 1), encoded, 0, {}));
-  pending_.push_back(std::move(chunk));
+  pending_.push_back({std::move(chunk), false});
+  return Status::Ok();
+}
+
+Status VlChatSession::attach_audio(std::span<const float> samples, bool* encoded) {
+  if (!takes_audio())
+    return make_error(ErrorCode::InvalidArgument,
+                      "chat: this tower reads no audio (an audio clip needs an audio tower's "
+                      "mmproj: Qwen2.5-Omni's)");
+  KAMERA_ASSIGN_OR_RETURN(ImagePtr chunk, tower_->audio_chunk(samples, encoded, {}));
+  pending_.push_back({std::move(chunk), true});
   return Status::Ok();
 }
 
 // The conversation rendered with the generation prompt, as units: the template's text tokenized
 // (control tokens parsed, BOS as the vocabulary wants), each image mark replaced by the tower's
-// delimiters around the image (<|vision_start|> image <|vision_end|> for a Qwen tower).
+// delimiters around the image (<|vision_start|> image <|vision_end|> for a Qwen tower; an audio
+// clip between the tower's audio delimiters).
 Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
   std::vector<ChatMessage> msgs;
-  std::vector<ImagePtr> order;  // images in the order their marks appear
+  std::vector<Media> order;  // images and clips in the order their marks appear
   if (!system_.empty()) msgs.push_back({"system", system_});
   for (const Turn& t : turns_) {
     if (t.text.find(kImageMark) != std::string::npos)
       return make_error(ErrorCode::InvalidArgument, "chat: a message holds a reserved byte (0x1e)");
     std::string content;
-    for (const ImagePtr& img : t.images) content += kImageMark, order.push_back(img);
+    for (const Media& img : t.images) content += kImageMark, order.push_back(img);
     msgs.push_back({t.role, content + t.text});
   }
   KAMERA_ASSIGN_OR_RETURN(std::string text, tmpl_.render(msgs, opts_.render));
@@ -134,9 +146,11 @@ Result<std::vector<VlChatSession::Unit>> VlChatSession::render_units() const {
     if (mark == std::string::npos) break;
     if (next_image == order.size())
       return make_error(ErrorCode::InvalidArgument, "chat: the template repeated an image");
-    for (int32_t id : delimiters_.open) units.push_back({id, nullptr});
-    units.push_back({-1, order[next_image++]});
-    for (int32_t id : delimiters_.close) units.push_back({id, nullptr});
+    const Media& media = order[next_image++];
+    const VisionDelimiters& d = media.audio ? audio_delimiters_ : delimiters_;
+    for (int32_t id : d.open) units.push_back({id, nullptr});
+    units.push_back({-1, media.chunk});
+    for (int32_t id : d.close) units.push_back({id, nullptr});
     at = mark + kImageMark.size();
   }
   if (next_image != order.size())

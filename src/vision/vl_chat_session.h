@@ -11,7 +11,10 @@
 // picture is encoded once per session (vision/image_chunks.h). A Kimi-VL tower's pictures sit on
 // linear positions between <|media_start|>image<|media_content|> and <|media_end|> where the
 // vocabulary has them, bare otherwise (vision/kimi_chunks.h). Any other family's tower comes as a
-// MediaTower (vision/media_tower.h), its pictures placed with its own delimiters.
+// MediaTower (vision/media_tower.h), its pictures placed with its own delimiters. An audio tower
+// (MediaTower::takes_audio: Qwen2.5-Omni's) takes clips the same way (attach_audio): each goes
+// with the next user message, in attachment order with its pictures, between the tower's audio
+// delimiters (<|audio_bos|> clip <|audio_eos|>), and is kept across turns as a picture is.
 //
 //   auto chat = VlChatSession::create(ctx, tmpl, opts, tower, &threads);
 //   chat->attach_image("cat.png");
@@ -20,6 +23,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,7 +63,12 @@ class VlChatSession {
   // Decodes and encodes the image now (errors now); it goes with the next user message.
   // encoded (optional): whether the tower ran (false: the session had seen this picture).
   Status attach_image(const std::string& path, bool* encoded = nullptr);
+  // A clip of 16 kHz mono samples through the tower's audio path (MediaTower::audio_chunk), for
+  // the next user message. Errors: a tower that reads no audio, the tower's errors.
+  Status attach_audio(std::span<const float> samples, bool* encoded = nullptr);
   size_t pending_images() const { return pending_.size(); }
+  // Whether the tower reads audio clips (attach_audio).
+  bool takes_audio() const { return tower_ && tower_->takes_audio(); }
 
   // As ChatSession::reply; the attached images go with `user`. On failure the conversation and
   // the attached images are as before the call.
@@ -71,7 +80,7 @@ class VlChatSession {
     return qwen_ ? qwen_->stats() : kimi_ ? kimi_->stats() : tower_->stats();
   }
   // The conversation's text, system message first when set (images are not in it), and how many
-  // images it holds.
+  // images and audio clips it holds.
   std::vector<ChatMessage> messages() const;
   int images_in_conversation() const;
   // Replaces the conversation with text turns (a leading system message becomes the system
@@ -80,9 +89,13 @@ class VlChatSession {
 
  private:
   using ImagePtr = std::shared_ptr<const ChunkContent>;
+  struct Media {  // a picture's or a clip's placed chunk
+    ImagePtr chunk;
+    bool audio = false;
+  };
   struct Turn {
     std::string role, text;
-    std::vector<ImagePtr> images;
+    std::vector<Media> images;
   };
   // One unit of the prompt: a token, or a whole image.
   struct Unit {
@@ -110,10 +123,10 @@ class VlChatSession {
   std::unique_ptr<KimiImageChunks> kimi_;  // Kimi-VL's, or
   std::unique_ptr<MediaTower> tower_;      // any family's tower with its own cache
   SeqId seq_;
-  VisionDelimiters delimiters_;
+  VisionDelimiters delimiters_, audio_delimiters_;  // around a picture, a clip
   std::string system_;
   std::vector<Turn> turns_;
-  std::vector<ImagePtr> pending_;
+  std::vector<Media> pending_;
   std::vector<Cached> cached_;
 };
 

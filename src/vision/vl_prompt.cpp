@@ -1,5 +1,6 @@
 #include "vision/vl_prompt.h"
 
+#include "vision/media_prompt.h"
 #include "vision/rope_index.h"
 
 namespace kamera {
@@ -12,11 +13,7 @@ int32_t find_piece(const Tokenizer& tok, std::string_view text) {
 }
 
 int count_image_markers(std::string_view prompt) {
-  int n = 0;
-  for (size_t at = prompt.find(kImageMarker); at != std::string_view::npos;
-       at = prompt.find(kImageMarker, at + kImageMarker.size()))
-    ++n;
-  return n;
+  return count_markers(prompt, kImageMarker);
 }
 
 namespace {

@@ -18,95 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "capi_check.h"
-
-enum { kMaxTokens = 256 };
-
-typedef struct reference {
-  int32_t before[kMaxTokens], after[kMaxTokens];
-  int n_before, n_after;
-  float* logits;
-  int n_vocab;
-} reference;
-
-/* Reads one line of whitespace-separated numbers; returns how many. */
-static int read_line_ints(FILE* f, int32_t* out, int cap) {
-  char line[8192];
-  if (!fgets(line, sizeof line, f)) return -1;
-  int n = 0;
-  for (char *p = line, *end; n < cap; p = end) {
-    const long v = strtol(p, &end, 10);
-    if (end == p) break;
-    out[n++] = (int32_t)v;
-  }
-  return n;
-}
-
-static int read_reference(const char* path, reference* r) {
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  r->n_before = read_line_ints(f, r->before, kMaxTokens);
-  r->n_after = read_line_ints(f, r->after, kMaxTokens);
-  r->logits = malloc(sizeof(float) * 1 << 20);
-  r->n_vocab = 0;
-  float v;
-  while (r->logits && r->n_vocab < (1 << 20) && fscanf(f, "%f", &v) == 1)
-    r->logits[r->n_vocab++] = v;
-  fclose(f);
-  return r->n_before > 0 && r->n_after > 0 && r->n_vocab > 0;
-}
-
-static double scale_of(const float* x, int n) {
-  double m = 1;
-  for (int i = 0; i < n; ++i)
-    if (fabs(x[i]) > m) m = fabs(x[i]);
-  return m;
-}
-
-static double max_diff(const float* a, const float* b, int n) {
-  double m = 0;
-  for (int i = 0; i < n; ++i)
-    if (!(fabs((double)a[i] - b[i]) <= m)) m = fabs((double)a[i] - b[i]);
-  return m;
-}
-
-static unsigned char* read_file(const char* path, size_t* n) {
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char* b = malloc(*n ? *n : 1);
-  if (b && fread(b, 1, *n, f) != *n) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  return b;
-}
-
-/* Next-token logits of text + image + text on a fresh sequence (one forward per piece). */
-static kamera_logits* exact_logits(kamera_context* ctx, const reference* r, kamera_chunk* img) {
-  kamera_seq* seq = NULL;
-  kamera_logits* l = NULL;
-  if (CHECK_OK(kamera_seq_new(ctx, &seq)) &&
-      CHECK_OK(kamera_seq_eval_tokens(seq, r->before, r->n_before, KAMERA_LOGITS_NONE, NULL)) &&
-      CHECK_OK(kamera_seq_eval_chunk(seq, img, KAMERA_LOGITS_NONE, NULL)))
-    CHECK_OK(kamera_seq_eval_tokens(seq, r->after, r->n_after, KAMERA_LOGITS_LAST, &l));
-  kamera_seq_free(seq);
-  return l;
-}
-
-/* [pad][text][image] assembled under `options`, then the text after the image evaluated. */
-static kamera_logits* assembled_logits(kamera_context* ctx, kamera_chunk* const* chunks, int n,
-                                       const kamera_serve_options* o, const reference* r) {
-  kamera_seq* seq = NULL;
-  kamera_logits* l = NULL;
-  if (CHECK_OK(kamera_seq_assemble(ctx, (const kamera_chunk* const*)chunks, n, o, &seq)))
-    CHECK_OK(kamera_seq_eval_tokens(seq, r->after, r->n_after, KAMERA_LOGITS_LAST, &l));
-  kamera_seq_free(seq);
-  return l;
-}
+#include "capi_reference.h"
 
 static void test_reuse(kamera_model* m, kamera_context* ctx, const reference* r,
                        kamera_chunk* img) {
@@ -190,27 +102,6 @@ static void test_bad_images(kamera_context* ctx, kamera_vision* vision, const ch
   CHECK(v == NULL);
 }
 
-/* A fresh vision handle and context on the store directory: the chunk's id and its encoder runs
- * and tier hits. */
-static void image_via_store(kamera_model* m, const char* mmproj, const char* dir, const char* image,
-                            char id[KAMERA_ID_HEX_SIZE], kamera_vision_stats* vs) {
-  kamera_context_params p = kamera_context_default_params();
-  p.disk_dir = dir;
-  kamera_context* ctx = NULL;
-  kamera_vision* v = NULL;
-  kamera_chunk* c = NULL;
-  id[0] = 0;
-  memset(vs, 0, sizeof *vs);
-  if (CHECK_OK(kamera_vision_load(mmproj, &v)) && CHECK_OK(kamera_context_new(m, &p, &ctx)) &&
-      CHECK_OK(kamera_chunk_from_image(ctx, v, image, &c))) {
-    CHECK_OK(kamera_chunk_id(c, id));
-    CHECK_OK(kamera_vision_get_stats(v, vs));
-  }
-  kamera_chunk_free(c);
-  kamera_context_free(ctx);
-  kamera_vision_free(v);
-}
-
 /* Flips one byte in the middle of every file under dir; returns how many. */
 static int corrupt_files(const char* dir) {
   DIR* d = opendir(dir);
@@ -241,13 +132,16 @@ static void test_store_tier(kamera_model* m, const char* mmproj, const char* ima
   snprintf(dir, sizeof dir, "%s/image-store", scratch); /* emptied by check_image_logits.py */
   snprintf(image_dir, sizeof image_dir, "%s/image", dir);
   kamera_vision_stats s1, s2, s3;
-  image_via_store(m, mmproj, dir, image, a, &s1); /* encodes, writes through to the disk tier */
+  media_via_store(m, mmproj, dir, image, kamera_chunk_from_image, a,
+                  &s1); /* encodes, writes through to the disk tier */
   CHECK(s1.encodes == 1 && s1.store_hits == 0);
-  image_via_store(m, mmproj, dir, image, b, &s2); /* a "restart": new handle, new context */
+  media_via_store(m, mmproj, dir, image, kamera_chunk_from_image, b,
+                  &s2); /* a "restart": new handle, new context */
   CHECK(s2.encodes == 0 && s2.store_hits == 1);
   CHECK(a[0] && strcmp(a, b) == 0); /* the id hashes every row and position: bit-identical */
   CHECK(corrupt_files(image_dir) == 1);
-  image_via_store(m, mmproj, dir, image, c, &s3); /* a corrupt entry is a miss: encoded again */
+  media_via_store(m, mmproj, dir, image, kamera_chunk_from_image, c,
+                  &s3); /* a corrupt entry is a miss: encoded again */
   CHECK(s3.encodes == 1 && s3.store_hits == 0);
   CHECK(strcmp(a, c) == 0);
   printf("image embeddings via a disk tier: encodes %lld, %lld, %lld (after corruption)\n",
@@ -261,22 +155,13 @@ int main(int argc, char** argv) {
   }
   const char *image = argv[3], *scratch = argv[5];
   reference r;
-  if (!read_reference(argv[4], &r)) {
-    fprintf(stderr, "cannot read the reference %s\n", argv[4]);
-    return 2;
-  }
   kamera_model* m = NULL;
   kamera_vision* vision = NULL;
   kamera_context* ctx = NULL;
-  if (!CHECK_OK(kamera_model_load(argv[1], NULL, &m)) ||
-      !CHECK_OK(kamera_vision_load(argv[2], &vision)) ||
-      !CHECK_OK(kamera_context_new(m, NULL, &ctx)))
-    return capi_failures;
+  if (!open_pair(argv[1], argv[2], argv[4], &r, &m, &vision, &ctx))
+    return capi_failures ? capi_failures : 2;
   kamera_model_info mi;
-  kamera_vision_info vi;
   CHECK_OK(kamera_model_get_info(m, &mi));
-  CHECK_OK(kamera_vision_get_info(vision, &vi));
-  CHECK(vi.out_dim == mi.input_dim && vi.image_size == 0 && mi.n_vocab == r.n_vocab);
   /* a Qwen3-VL decoder's rows carry a slice per deepstack layer after the row itself */
   CHECK(strncmp(mi.arch, "qwen3vl", 7) == 0 ? mi.input_dim > mi.dim : mi.input_dim == mi.dim);
 

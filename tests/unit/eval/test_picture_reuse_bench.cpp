@@ -8,11 +8,9 @@
 //   - the rank-8 patch closes part of blind reuse's KL (eta > 0), where blind reuse has one.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstdio>
-
 #include "eval/items.h"
 #include "eval/reuse_bench.h"
+#include "support/table7_checks.h"
 #include "support/tiny_models.h"
 #include "support/vl_family_pairs.h"
 
@@ -21,12 +19,6 @@ namespace {
 using namespace kamera;
 
 using namespace vl_family_pairs;
-
-const ArmSummary* arm(const ReuseBenchResult& r, const std::string& name, int rank) {
-  for (const ArmSummary& a : r.arms)
-    if (a.name == name && a.rank == rank) return &a;
-  return nullptr;
-}
 
 class PictureReuseBench : public testing::TestWithParam<Family> {};
 
@@ -54,22 +46,7 @@ TEST_P(PictureReuseBench, RelocationExactFullRankExactRank8Recovers) {
   o.deep_half = false;
   auto r = run_reuse_bench(*ctx, items, o);
   ASSERT_TRUE(r.ok()) << r.message();
-  const ArmSummary *blind = arm(*r, "blind", 0), *r8 = arm(*r, "patch", 8),
-                   *full = arm(*r, "patch", kFullRank);
-  ASSERT_TRUE(blind && r8 && full);
-  std::printf(
-      "%s: B %.0f rows; relocation max rel err %.2e (layer-0 ULP %lld); full-rank rebuild %.2e; "
-      "KL blind %.3e, rank 8 %.3e (eta %.3f), full %.2e (eta %.6f)\n",
-      f.name, r->mean_chunk_tokens, r->relocation_max_rel_err,
-      (long long)r->relocation_max_ulp_layer0, r->full_rank_max_rel_err, blind->kl, r8->kl, r8->eta,
-      full->kl, full->eta);
-  EXPECT_EQ(r->mean_chunk_tokens, p.picture->n());
-  EXPECT_LT(r->relocation_max_rel_err, 1e-5);
-  EXPECT_LT(r->full_rank_max_rel_err, 1e-5);
-  EXPECT_LT(full->kl, 1e-9);
-  EXPECT_GT(blind->kl, 1e-6);  // the antecedent changes the picture's KV: a deficit to close
-  EXPECT_GT(r8->eta, 0.0);
-  EXPECT_LT(r8->kl, blind->kl);
+  table7::expect_protocol(*r, f.name, p.picture->n());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PictureReuseBench, testing::ValuesIn(kFamilies), family_name);
