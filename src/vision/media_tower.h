@@ -57,6 +57,11 @@
 //                                      by its samples (and in the store: audio/audio_chunks.h).
 //                                      The vision half of a Qwen2.5-Omni file is not loaded:
 //                                      pictures are refused by name.
+//   qwen3a (clip.audio.projector_type) Qwen3-ASR's (and Qwen3-Omni's) audio tower
+//                                      (audio/qwen3_audio.h, loaded by load_media_tower) beside a
+//                                      qwen3vl / qwen3vlmoe thinker: as qwen2.5o, between
+//                                      <|audio_start|> and <|audio_end|>, 13 rows per 100 mel
+//                                      frames (1 s).
 #pragma once
 
 #include <functional>
