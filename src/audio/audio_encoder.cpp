@@ -25,25 +25,6 @@ void conv_columns(std::vector<float>& cols, int n_out, int channels, int stride,
 
 }  // namespace
 
-// One pre-LN block over the n positions; x_ [n x dim] is updated in place.
-void QwenAudioEncoder::block(const QwenAudioWeights::Layer& L, int n) {
-  const QwenAudioConfig& c = m_.cfg;
-  const int64_t nd = int64_t(n) * c.dim;
-  layernorm(x_.data(), L.ln1_w.data(), L.ln1_b.data(), nrm_.data(), n, c.dim, c.eps, pool_);
-  L.q.apply(nrm_.data(), n, q_.data(), pool_);
-  L.k.apply(nrm_.data(), n, k_.data(), pool_);
-  L.v.apply(nrm_.data(), n, v_.data(), pool_);
-  grouped_attention(q_.data(), k_.data(), v_.data(), att_.data(), n, c.n_heads, c.head_dim(),
-                    AttentionGroups{members_, offsets_}, attn_scratch_, pool_);
-  L.o.apply(att_.data(), n, nrm_.data(), pool_);
-  add_inplace(x_.data(), nrm_.data(), nd);
-  layernorm(x_.data(), L.ln2_w.data(), L.ln2_b.data(), nrm_.data(), n, c.dim, c.eps, pool_);
-  L.fc1.apply(nrm_.data(), n, h1_.data(), pool_);
-  gelu_erf_inplace(h1_.data(), int64_t(n) * c.ffn_dim, pool_);
-  L.fc2.apply(h1_.data(), n, att_.data(), pool_);
-  add_inplace(x_.data(), att_.data(), nd);
-}
-
 Result<std::vector<float>> QwenAudioEncoder::transformer(const LogMel& mel,
                                                          const std::function<bool()>& stop) {
   const QwenAudioConfig& c = m_.cfg;
@@ -63,20 +44,11 @@ Result<std::vector<float>> QwenAudioEncoder::transformer(const LogMel& mel,
   m_.w.conv1.apply(cols_.data(), frames, y1_.data(), pool_);
   gelu_erf_inplace(y1_.data(), int64_t(frames) * d, pool_);
   conv_columns(cols_, n, d, 2, frames, [&](int ch, int i) { return y1_[size_t(i) * d + ch]; });
-  for (auto* v : {&x_, &nrm_, &q_, &k_, &v_, &att_}) v->resize(size_t(n) * d);
-  h1_.resize(size_t(n) * c.ffn_dim);
+  x_.resize(size_t(n) * d);
   m_.w.conv2.apply(cols_.data(), n, x_.data(), pool_);
   gelu_erf_inplace(x_.data(), int64_t(n) * d, pool_);
   add_inplace(x_.data(), m_.w.pos.data(), int64_t(n) * d);
-  members_.resize(size_t(n));
-  for (int i = 0; i < n; ++i) members_[size_t(i)] = i;
-  offsets_ = {0, n};
-  for (const auto& L : m_.w.layers) {
-    if (stop && stop())
-      return make_error(ErrorCode::InvalidArgument, "{} audio encode: stopped before its end",
-                        c.projector);
-    block(L, n);
-  }
+  KAMERA_TRY(layers_.run(m_.w.layers, c.layer_dims(), x_, n, c.projector, stop, pool_));
   return std::vector<float>(x_.begin(), x_.begin() + std::ptrdiff_t(size_t(n) * d));
 }
 
@@ -98,12 +70,7 @@ Result<std::vector<float>> QwenAudioEncoder::window(const LogMel& mel,
 
 Result<std::vector<float>> QwenAudioEncoder::encode(std::span<const LogMel> windows,
                                                     const std::function<bool()>& stop) {
-  std::vector<float> out;
-  for (const LogMel& mel : windows) {
-    KAMERA_ASSIGN_OR_RETURN(const std::vector<float> rows, window(mel, stop));
-    out.insert(out.end(), rows.begin(), rows.end());
-  }
-  return out;
+  return encode_windows(windows, [&](const LogMel& mel) { return window(mel, stop); });
 }
 
 }  // namespace kamera

@@ -29,13 +29,12 @@ class QwenAudioEncoder {
   Result<std::vector<float>> transformer(const LogMel& mel, const std::function<bool()>& stop);
 
  private:
-  void block(const QwenAudioWeights::Layer& L, int n);
   Result<std::vector<float>> window(const LogMel& mel, const std::function<bool()>& stop);
 
   const QwenAudioModel& m_;
   ThreadPool* pool_;
-  std::vector<float> cols_, y1_, x_, nrm_, q_, k_, v_, att_, h1_, attn_scratch_;
-  std::vector<int32_t> members_, offsets_;
+  AudioLayers layers_;
+  std::vector<float> cols_, y1_, x_;
 };
 
 }  // namespace kamera

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "audio/audio_chunks.h"
+#include "audio/qwen3_audio.h"
 #include "audio/qwen_audio.h"
 #include "core/thread_pool.h"
 #include "vision/mmproj_kind.h"
@@ -12,13 +13,16 @@ namespace kamera {
 
 namespace {
 
-// Qwen2-Audio's tower (or Qwen2.5-Omni's audio half alone): clips through the cache of
-// audio/audio_chunks.h; pictures refused by name.
-class QwenAudioTower final : public MediaTower {
+// An audio tower (Qwen2.5-Omni's audio half, Qwen2-Audio's, Qwen3-Omni's or Qwen3-ASR's): clips
+// through its cache of audio/audio_chunks.h; pictures refused by name.
+template <class TowerModel, class Chunks>
+class AudioTower final : public MediaTower {
  public:
-  QwenAudioTower(QwenAudioModel tower, const Model& decoder, int threads, ChunkStore* store)
+  AudioTower(TowerModel tower, const Model& decoder, VisionDelimiters delimiters,
+             int64_t (*rows)(int64_t), int threads, ChunkStore* store)
       : tower_(std::move(tower)),
-        delimiters_(kamera::audio_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
+        delimiters_(std::move(delimiters)),
+        rows_(rows),
         pool_(std::max(1, threads)),
         clips_(tower_, decoder.fingerprint, &pool_) {
     clips_.set_store(store);
@@ -33,9 +37,7 @@ class QwenAudioTower final : public MediaTower {
   }
   bool takes_audio() const override { return true; }
   VisionDelimiters audio_delimiters() const override { return delimiters_; }
-  Result<int64_t> audio_rows(int64_t n_samples) const override {
-    return qwen_audio_rows(n_samples);
-  }
+  Result<int64_t> audio_rows(int64_t n_samples) const override { return rows_(n_samples); }
   Result<std::shared_ptr<const ChunkContent>> audio_chunk(
       std::span<const float> samples, bool* encoded, const std::function<bool()>& stop) override {
     clips_.set_stop(stop);
@@ -53,10 +55,11 @@ class QwenAudioTower final : public MediaTower {
                       "input_audio parts)",
                       tower_.cfg.projector);
   }
-  QwenAudioModel tower_;
+  TowerModel tower_;
   VisionDelimiters delimiters_;
+  int64_t (*rows_)(int64_t);
   ThreadPool pool_;
-  QwenAudioChunks clips_;  // holds a reference to tower_
+  Chunks clips_;  // holds a reference to tower_
 };
 
 // Qwen2.5-Omni's file with both halves: pictures through its vision half (a Qwen2.5-VL tower,
@@ -93,7 +96,16 @@ class OmniTower final : public MediaTower {
       std::span<const float> samples, bool* encoded, const std::function<bool()>& stop) override {
     return audio_->audio_chunk(samples, encoded, stop);
   }
-  ImageChunks::Stats stats() const override { return vision_->stats(); }
+  // pictures' and clips' counters together
+  ImageChunks::Stats stats() const override {
+    ImageChunks::Stats s = vision_->stats();
+    const ImageChunks::Stats a = audio_->stats();
+    s.hits += a.hits;
+    s.encodes += a.encodes;
+    s.store_hits += a.store_hits;
+    s.encode_ms += a.encode_ms;
+    return s;
+  }
   void set_store(ChunkStore* store) override {
     vision_->set_store(store);
     audio_->set_store(store);
@@ -103,24 +115,41 @@ class OmniTower final : public MediaTower {
   std::unique_ptr<MediaTower> vision_, audio_;
 };
 
+// Qwen2-Audio's tower, or Qwen2.5-Omni's file: its audio half beside the qwen2vl thinker, and its
+// vision half (a Qwen2.5-VL tower) where the file holds one.
+Result<std::unique_ptr<MediaTower>> load_qwen_audio(const std::string& mmproj,
+                                                    const std::string& type, const Model& decoder,
+                                                    int threads, ChunkStore* store) {
+  const Tokenizer* tok = decoder.tokenizer ? &*decoder.tokenizer : nullptr;
+  KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
+  KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
+  std::unique_ptr<MediaTower> audio = std::make_unique<AudioTower<QwenAudioModel, QwenAudioChunks>>(
+      std::move(m), decoder, audio_delimiters(tok), &qwen_audio_rows, threads, store);
+  KAMERA_ASSIGN_OR_RETURN(const bool has_vision, mmproj_has_vision_encoder(mmproj));
+  if (type != "qwen2.5o" || !has_vision) return audio;
+  KAMERA_ASSIGN_OR_RETURN(auto vision, MediaTower::load(mmproj, decoder, threads, store));
+  return std::unique_ptr<MediaTower>(
+      std::make_unique<OmniTower>(std::move(vision), std::move(audio)));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MediaTower>> load_media_tower(const std::string& mmproj,
                                                      const Model& decoder, int threads,
                                                      ChunkStore* store) {
   KAMERA_ASSIGN_OR_RETURN(const std::string type, mmproj_projector_type(mmproj));
-  if (!is_qwen_audio_projector(type)) return MediaTower::load(mmproj, decoder, threads, store);
-  // the audio tower (Qwen2-Audio's, or Qwen2.5-Omni's audio half) beside its qwen2vl thinker
-  KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
-  KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
-  std::unique_ptr<MediaTower> audio =
-      std::make_unique<QwenAudioTower>(std::move(m), decoder, threads, store);
-  KAMERA_ASSIGN_OR_RETURN(const bool has_vision, mmproj_has_vision_encoder(mmproj));
-  if (type != "qwen2.5o" || !has_vision) return audio;
-  // and its vision half, a Qwen2.5-VL tower beside the same thinker
-  KAMERA_ASSIGN_OR_RETURN(auto vision, MediaTower::load(mmproj, decoder, threads, store));
-  return std::unique_ptr<MediaTower>(
-      std::make_unique<OmniTower>(std::move(vision), std::move(audio)));
+  if (is_qwen_audio_projector(type)) return load_qwen_audio(mmproj, type, decoder, threads, store);
+  KAMERA_ASSIGN_OR_RETURN(const std::string audio, mmproj_audio_projector_type(mmproj));
+  if (type.empty() && is_qwen3_audio_projector(audio)) {
+    // Qwen3-ASR's tower (or Qwen3-Omni's audio half) beside its qwen3vl / qwen3vlmoe thinker
+    const Tokenizer* tok = decoder.tokenizer ? &*decoder.tokenizer : nullptr;
+    KAMERA_ASSIGN_OR_RETURN(Qwen3AudioModel m, Qwen3AudioModel::load(mmproj));
+    KAMERA_TRY(check_qwen3_audio_pair(m.cfg, decoder, mmproj));
+    return std::unique_ptr<MediaTower>(
+        std::make_unique<AudioTower<Qwen3AudioModel, Qwen3AudioChunks>>(
+            std::move(m), decoder, qwen3_audio_delimiters(tok), &qwen3_audio_rows, threads, store));
+  }
+  return MediaTower::load(mmproj, decoder, threads, store);
 }
 
 }  // namespace kamera

@@ -36,36 +36,25 @@
 #include <string>
 #include <vector>
 
+#include "audio/audio_layers.h"
 #include "core/status.h"
 #include "vision/siglip.h"  // QwenLinear, ClipTensor
 
 namespace kamera {
 
-struct QwenAudioConfig {
+// n_pos: positions after conv2 a window may have.
+struct QwenAudioConfig : AudioTowerDims {
   std::string projector = "qwen2.5o";  // or "qwen2a"
-  int n_mels = 128;
-  int dim = 1280;
-  int n_layers = 32;
-  int n_heads = 20;
-  int ffn_dim = 5120;
-  int out_dim = 3584;  // the decoder's width
-  int n_pos = 1500;    // rows of the position table: positions after conv2 a window may have
-  float eps = 1e-5f;
 
-  int head_dim() const { return dim / n_heads; }
   // Positions after conv2 and rows after pooling, for a window of `frames` mel frames.
   static int positions(int frames) { return (frames - 1) / 2 + 1; }
   static int rows(int frames) { return positions(frames) / 2; }
-  Status validate() const;
 };
 
 struct QwenAudioWeights {
-  QwenLinear conv1, conv2;  // dim x (in * 3), columns (channel, tap), as the file's weight
-  std::vector<float> pos;   // n_pos x dim
-  struct Layer {
-    std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
-    QwenLinear q, k, v, o, fc1, fc2;
-  };
+  QwenLinear conv1, conv2;   // dim x (in * 3), columns (channel, tap), as the file's weight
+  std::vector<float> pos;    // n_pos x dim
+  using Layer = AudioLayer;  // k without bias
   std::vector<Layer> layers;
   std::vector<float> post_ln_w, post_ln_b;
   QwenLinear proj;

@@ -81,8 +81,49 @@ std::vector<double> slaney_mel_filters(const WhisperMelConfig& c) {
   return out;
 }
 
+namespace {
+
+// The log10 mel energies of `frames` frames (frame f: n_fft samples from f * hop - n_fft / 2 of
+// the padded signal, read through at(i)), a mel bin's frames contiguous; frames that start at or
+// after `silent_from` hold padding alone (every bin at the floor, no DFT). *top: the largest.
+template <class At>
+std::vector<float> log10_mel(const WhisperMelConfig& c, int64_t frames, int64_t silent_from, At at,
+                             float* top) {
+  const int64_t half = c.n_fft / 2;
+  std::vector<double> hann(size_t(c.n_fft));
+  for (int t = 0; t < c.n_fft; ++t)
+    hann[size_t(t)] = 0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * t / c.n_fft);
+  const DftBasis basis(c.n_fft);
+  const std::vector<double> filters = slaney_mel_filters(c);
+  std::vector<double> frame(size_t(c.n_fft)), power(size_t(basis.bins)), mel(size_t(c.n_mels));
+  std::vector<float> logmel(size_t(c.n_mels) * frames);
+  *top = -INFINITY;
+  for (int64_t f = 0; f < frames; ++f) {
+    const int64_t start = f * c.hop - half;
+    if (start >= silent_from) {
+      std::fill(mel.begin(), mel.end(), 0.0);
+    } else {
+      for (int t = 0; t < c.n_fft; ++t) frame[size_t(t)] = hann[size_t(t)] * at(start + t);
+      frame_mel(basis, frame.data(), filters, c.n_mels, power, mel.data());
+    }
+    for (int m = 0; m < c.n_mels; ++m) {
+      const float v = float(std::log10(std::max(mel[size_t(m)], kMelFloor)));
+      logmel[size_t(m) * frames + f] = v;
+      *top = std::max(*top, v);
+    }
+  }
+  return logmel;
+}
+
+// Whisper's clamp and scale: max(x, top - 8), then (x + 4) / 4.
+float whisper_scale(float v, float top) {
+  return (std::max(v, top - 8.0f) + 4.0f) / 4.0f;
+}
+
+}  // namespace
+
 std::vector<LogMel> whisper_log_mel(std::span<const float> samples, const WhisperMelConfig& c) {
-  const int64_t n = int64_t(samples.size()), half = c.n_fft / 2;
+  const int64_t n = int64_t(samples.size());
   const int64_t padded_n = n + int64_t(c.sample_rate) * 30;  // the clip and 30 s of zeros
   const int64_t total_frames = padded_n / c.hop + 1;         // frames of padded_n + 2 half
   const int64_t windows = std::max<int64_t>(1, total_frames / c.window_frames);
@@ -92,28 +133,8 @@ std::vector<LogMel> whisper_log_mel(std::span<const float> samples, const Whispe
     if (i < 0) i = -i;  // reflection about sample 0 (n > half for this to stay inside the clip)
     return i < n ? double(samples[size_t(i)]) : 0.0;
   };
-  std::vector<double> hann(size_t(c.n_fft));
-  for (int t = 0; t < c.n_fft; ++t)
-    hann[size_t(t)] = 0.5 - 0.5 * std::cos(2.0 * std::numbers::pi * t / c.n_fft);
-  const DftBasis basis(c.n_fft);
-  const std::vector<double> filters = slaney_mel_filters(c);
-  std::vector<double> frame(size_t(c.n_fft)), power(size_t(basis.bins)), mel(size_t(c.n_mels));
-  std::vector<float> logmel(size_t(c.n_mels) * frames);
-  float top = -INFINITY;
-  for (int64_t f = 0; f < frames; ++f) {
-    const int64_t start = f * c.hop - half;
-    if (start >= n) {  // padding alone: every bin at the floor
-      std::fill(mel.begin(), mel.end(), 0.0);
-    } else {
-      for (int t = 0; t < c.n_fft; ++t) frame[size_t(t)] = hann[size_t(t)] * sample(start + t);
-      frame_mel(basis, frame.data(), filters, c.n_mels, power, mel.data());
-    }
-    for (int m = 0; m < c.n_mels; ++m) {
-      const float v = float(std::log10(std::max(mel[size_t(m)], kMelFloor)));
-      logmel[size_t(m) * frames + f] = v;
-      top = std::max(top, v);
-    }
-  }
+  float top = 0;
+  const std::vector<float> logmel = log10_mel(c, frames, n, sample, &top);
   std::vector<LogMel> out(static_cast<size_t>(windows));
   for (int64_t w = 0; w < windows; ++w) {
     LogMel& o = out[size_t(w)];
@@ -123,10 +144,28 @@ std::vector<LogMel> whisper_log_mel(std::span<const float> samples, const Whispe
     for (int m = 0; m < c.n_mels; ++m)
       for (int f = 0; f < c.window_frames; ++f) {
         const float v = logmel[size_t(m) * frames + w * c.window_frames + f];
-        o.data[size_t(m) * c.window_frames + f] = (std::max(v, top - 8.0f) + 4.0f) / 4.0f;
+        o.data[size_t(m) * c.window_frames + f] = whisper_scale(v, top);
       }
   }
   return out;
+}
+
+LogMel centered_log_mel(std::span<const float> samples, const WhisperMelConfig& c) {
+  const int64_t n = int64_t(samples.size());
+  const int64_t frames = n / c.hop + 1;  // frames of n + 2 half samples
+  // sample i of the clip reflected about its first and its last sample (zero past the clip's
+  // other end, as llama.cpp pads a clip shorter than half a window)
+  auto sample = [&](int64_t i) -> double {
+    const int64_t j = i < 0 ? -i : i < n ? i : 2 * n - 2 - i;
+    return j >= 0 && j < n ? double(samples[size_t(j)]) : 0.0;
+  };
+  float top = 0;
+  LogMel o;
+  o.n_mels = c.n_mels;
+  o.n_frames = int(frames);
+  o.data = log10_mel(c, frames, n + c.n_fft, sample, &top);
+  for (float& v : o.data) v = whisper_scale(v, top);
+  return o;
 }
 
 }  // namespace kamera

@@ -46,4 +46,12 @@ std::vector<double> slaney_mel_filters(const WhisperMelConfig& c);
 // samples are at c.sample_rate (media/audio_resample.h).
 std::vector<LogMel> whisper_log_mel(std::span<const float> samples, const WhisperMelConfig& c = {});
 
+// The clip's own frames, as llama.cpp's mtmd computes them for Qwen3-Omni / Qwen3-ASR's audio
+// tower (qwen3a; WhisperFeatureExtractor called with truncation=False): the same frames, power,
+// filters, log and clamp as above, but no 30 s of zeros: n_fft / 2 samples reflected at both ends
+// (sample 200 .. 1 before sample 0, sample n - 2 .. n - 201 after sample n - 1; zeros where a
+// clip is shorter than that), n / hop + 1 frames, the max taken over them. c.window_frames is
+// not read (audio/qwen3_audio_encoder.h cuts the frames into the tower's windows).
+LogMel centered_log_mel(std::span<const float> samples, const WhisperMelConfig& c = {});
+
 }  // namespace kamera

@@ -17,30 +17,29 @@
 // between the tiles' rows). Without --json a one-line summary goes to stderr.
 //
 // A Qwen2.5-Omni (qwen2.5o) file's vision half takes --image and --frames as a Qwen2.5-VL tower
-// does ("tower" says qwen2.5o). The audio twin, a Qwen2.5-Omni or Qwen2-Audio (qwen2a) mmproj's
-// audio tower:
+// does ("tower" says qwen2.5o). The audio twin, a Qwen2.5-Omni (qwen2.5o), Qwen2-Audio (qwen2a) or
+// Qwen3-Omni / Qwen3-ASR (qwen3a, by clip.audio.projector_type) mmproj's audio tower:
 //
 //   kamera vision-embed --mmproj M --audio clip.wav [--json]
 //
 // decodes the clip (WAV, FLAC or MP3, told apart by its bytes), resamples it to 16 kHz, cuts
-// Whisper's 30-s log-mel windows and encodes them as the server does an input_audio part:
-// "grid" [windows, rows a window, 1], "audio" {format, sample_rate, seconds, mel_windows}, and
-// the rows as "embeddings" (750 a window).
+// the tower's log-mel windows (Whisper's 30 s; Qwen3's 8 s) and encodes them as the server does
+// an input_audio part: "grid" [windows, rows a window (Qwen3: all rows), 1], "audio" {format,
+// sample_rate, seconds, mel_windows}, and the rows as "embeddings" (750 a Whisper window; 13 per
+// second for Qwen3).
 #include <time.h>
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <sstream>
+#include <type_traits>
 
-#include <fstream>
-#include <iterator>
 #include "audio/audio_encoder.h"
+#include "audio/qwen3_audio_encoder.h"
 #include "audio/qwen_audio.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
-
 #include "media/audio_file.h"
 #include "media/image.h"
 #include "media/log_mel.h"
@@ -264,36 +263,66 @@ Status embed_picture(const std::string& type, const VisionEmbedArgs& a, ThreadPo
       });
 }
 
-// An audio clip through a Qwen2.5-Omni / Qwen2-Audio tower, as the server encodes an input_audio
-// part: decoded, at 16 kHz, in Whisper's 30-s log-mel windows.
+// An audio clip through a Qwen2.5-Omni / Qwen2-Audio tower (Whisper's 30-s log-mel windows) or
+// a Qwen3-Omni / Qwen3-ASR one (its 8-s windows), as the server encodes an input_audio part:
+// decoded, at 16 kHz. grid: [windows, rows per window (Qwen3: all rows), 1].
 struct AudioInfo {
   std::string format;
   int sample_rate = 0;
   double seconds = 0;
 };
 
-Status embed_audio(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out, AudioInfo& info) {
+// The clip's 16 kHz samples (media/audio_file.h: WAV, FLAC or MP3, mixed to mono, resampled).
+Result<std::vector<float>> read_clip(const VisionEmbedArgs& a, AudioInfo& info) {
+  KAMERA_ASSIGN_OR_RETURN(AudioClip clip, load_audio(a.audio, WhisperMelConfig{}.sample_rate));
+  info = {audio_format_lower(clip.format), clip.source_rate, clip.seconds};
+  return std::move(clip.samples);
+}
+
+// Loads the tower (TowerModel), cuts the clip into windows (make_windows) and encodes them.
+template <class TowerModel, class Encoder, class Windows>
+Status embed_audio_with(const VisionEmbedArgs& a, ThreadPool& pool, Embedded& out, AudioInfo& info,
+                        Windows make_windows) {
   double t0 = now_ms();
-  KAMERA_ASSIGN_OR_RETURN(const QwenAudioModel model, QwenAudioModel::load(a.mmproj));
+  KAMERA_ASSIGN_OR_RETURN(const TowerModel model, TowerModel::load(a.mmproj));
   out.load_ms = now_ms() - t0;
   t0 = now_ms();
-  WhisperMelConfig mel_cfg;
-  mel_cfg.n_mels = model.cfg.n_mels;
-  KAMERA_ASSIGN_OR_RETURN(AudioClip clip, load_audio(a.audio, mel_cfg.sample_rate));
-  info = {audio_format_lower(clip.format), clip.source_rate, clip.seconds};
-  const std::vector<float> samples = std::move(clip.samples);
-  const std::vector<LogMel> windows = whisper_log_mel(samples, mel_cfg);
+  KAMERA_ASSIGN_OR_RETURN(const std::vector<float> samples, read_clip(a, info));
+  const std::vector<LogMel> windows = make_windows(samples, model.cfg.n_mels);
   out.prep_ms = now_ms() - t0;
-  QwenAudioEncoder enc(model, &pool);
+  Encoder enc(model, &pool);
   KAMERA_TRY(timed_encodes(a, out, [&]() -> Status {
     KAMERA_ASSIGN_OR_RETURN(out.rows, enc.encode(windows, {}));
     return Status::Ok();
   }));
   out.dim = model.cfg.out_dim;
-  const int n = int(windows.size());
-  out.grid = {n, n > 0 ? int(out.rows.size() / size_t(out.dim) / size_t(n)) : 0, 1};
   out.frames = 0;
+  const int n = int(windows.size()), rows = int(out.rows.size() / size_t(out.dim));
+  out.grid = {n, n > 0 && !std::is_same_v<TowerModel, Qwen3AudioModel> ? rows / n : rows, 1};
   return Status::Ok();
+}
+
+Status embed_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& pool,
+                   Embedded& out, AudioInfo& info) {
+  if (is_qwen3_audio_projector(type))
+    return embed_audio_with<Qwen3AudioModel, Qwen3AudioEncoder>(
+        a, pool, out, info,
+        [](std::span<const float> s, int n_mels) { return qwen3_audio_windows(s, n_mels); });
+  return embed_audio_with<QwenAudioModel, QwenAudioEncoder>(
+      a, pool, out, info, [](std::span<const float> s, int n_mels) {
+        WhisperMelConfig mel_cfg;
+        mel_cfg.n_mels = n_mels;
+        return whisper_log_mel(s, mel_cfg);
+      });
+}
+
+// The audio tower's projector type of an mmproj vision-embed reads with --audio ("" for none):
+// Qwen2.5-Omni's or Qwen2-Audio's clip.projector_type, or Qwen3's clip.audio.projector_type.
+std::string audio_tower_type(const std::string& mmproj, const std::string& type) {
+  if (is_qwen_audio_projector(type)) return type;
+  if (!type.empty()) return "";
+  auto audio = mmproj_audio_projector_type(mmproj);
+  return audio.ok() && is_qwen3_audio_projector(*audio) ? *audio : "";
 }
 
 bool is_picture_tower(const std::string& type) {
@@ -329,15 +358,16 @@ int print_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& p
                 const BlasInfo& blas) {
   Embedded e;
   AudioInfo info;
-  const Status st = embed_audio(a, pool, e, info);
+  const Status st = embed_audio(a, type, pool, e, info);
   if (!st.ok()) return fail(st.message(), a.json);
   const double best = *std::min_element(e.encode_ms.begin(), e.encode_ms.end());
   if (!a.json) {
     std::fprintf(stderr,
-                 "kamera: %s: %s %.2f s at %d Hz -> %d windows of %d rows of %d; load %.0f ms, "
+                 "kamera: %s: %s %.2f s at %d Hz -> %d windows, %zu rows of %d; load %.0f ms, "
                  "preprocess %.1f ms, encode %.1f ms (best of %zu)\n",
                  a.audio.c_str(), info.format.c_str(), info.seconds, info.sample_rate, e.grid[0],
-                 e.grid[1], e.dim, e.load_ms, e.prep_ms, best, e.encode_ms.size());
+                 e.rows.size() / size_t(e.dim), e.dim, e.load_ms, e.prep_ms, best,
+                 e.encode_ms.size());
     return 0;
   }
   json j = embedded_json(type, e, blas);
@@ -349,24 +379,25 @@ int print_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& p
   return 0;
 }
 
-// Whether the tower of `type` reads the input given: --audio an audio tower's, --image and
-// --frames a picture tower's (a Qwen2.5-Omni file's vision half, a Qwen2.5-VL tower, among them).
-Status check_input(const VisionEmbedArgs& a, const std::string& type) {
-  const bool audio = is_qwen_audio_projector(type);
-  bool pictures = !audio;
+// Whether the tower reads the input given: --audio an audio tower's (audio_type, "" for none),
+// --image and --frames a picture tower's (a Qwen2.5-Omni file's vision half, a Qwen2.5-VL tower,
+// among them).
+Status check_input(const VisionEmbedArgs& a, const std::string& type,
+                   const std::string& audio_type) {
+  bool pictures = audio_type.empty();
   if (type == "qwen2.5o") {
     KAMERA_ASSIGN_OR_RETURN(pictures, mmproj_has_vision_encoder(a.mmproj));
   }
-  if (!a.audio.empty() && !audio)
+  if (!a.audio.empty() && audio_type.empty())
     return make_error(ErrorCode::InvalidArgument,
-                      "{}: --audio needs a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio (qwen2a) mmproj; "
-                      "this one's projector type is '{}'",
+                      "{}: --audio needs a Qwen2.5-Omni (qwen2.5o), Qwen2-Audio (qwen2a) or "
+                      "Qwen3-Omni / Qwen3-ASR (qwen3a) mmproj; this one's projector type is '{}'",
                       a.mmproj, type);
   if (a.audio.empty() && !pictures)
     return make_error(ErrorCode::InvalidArgument,
                       "{}: projector type '{}' is an audio tower with no vision tower: give "
                       "--audio",
-                      a.mmproj, type);
+                      a.mmproj, audio_type);
   return Status::Ok();
 }
 
@@ -375,12 +406,13 @@ int run_vision_embed(const VisionEmbedArgs& a) {
     return fail("give exactly one of --image, --frames and --audio", a.json);
   auto type = mmproj_projector_type(a.mmproj);
   if (!type.ok()) return fail(type.message(), a.json);
-  if (Status st = check_input(a, *type); !st.ok()) return fail(st.message(), a.json);
+  const std::string audio_type = audio_tower_type(a.mmproj, *type);
+  if (Status st = check_input(a, *type, audio_type); !st.ok()) return fail(st.message(), a.json);
   set_blas_threads(a.threads);
   const BlasInfo& blas = ensure_blas_kernels();  // the kernels of the CPU's level
   ThreadPool pool(a.threads);
   Embedded e;
-  if (!a.audio.empty()) return print_audio(a, *type, pool, blas);
+  if (!a.audio.empty()) return print_audio(a, audio_type, pool, blas);
   if (!is_qwen_projector(*type) && *type != "qwen2.5o" && *type != "kimivl" &&
       !is_picture_tower(*type))
     return fail(fmt::format("{}: projector type '{}' is not a tower vision-embed reads (Qwen2-VL, "
@@ -416,8 +448,8 @@ Runner add_vision_embed(CLI::App& app) {
   app.add_option("--mmproj", a->mmproj,
                  "Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL, SmolVLM (idefics3), Gemma 3, InternVL "
                  "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout), or Qwen2.5-Omni's "
-                 "(qwen2.5o: its vision half); with --audio, Qwen2.5-Omni or Qwen2-Audio "
-                 "(qwen2a)")
+                 "(qwen2.5o: its vision half); with --audio, Qwen2.5-Omni (qwen2.5o), Qwen2-Audio "
+                 "(qwen2a) or Qwen3-Omni / Qwen3-ASR (qwen3a)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");

@@ -62,6 +62,11 @@
 //   qwen2a                             Qwen2-Audio's audio tower, the same Whisper-style tower
 //                                      (audio/qwen_audio.h), loaded by load_media_tower only;
 //                                      pictures are refused by name.
+//   qwen3a (clip.audio.projector_type) Qwen3-ASR's (and Qwen3-Omni's) audio tower
+//                                      (audio/qwen3_audio.h, loaded by load_media_tower) beside a
+//                                      qwen3vl / qwen3vlmoe thinker: as qwen2.5o, between
+//                                      <|audio_start|> and <|audio_end|>, 13 rows per 100 mel
+//                                      frames (1 s).
 #pragma once
 
 #include <functional>

@@ -37,6 +37,22 @@ std::string file_bytes(const std::string& path) {
   return {std::istreambuf_iterator<char>(f), {}};
 }
 
+// got within 1e-4 of the largest |value| of the float64 numpy rows in `ref_path` (printed).
+void expect_numpy_rows(const std::vector<float>& got, const std::string& ref_path) {
+  const std::string ref_bytes = file_bytes(ref_path);
+  std::vector<float> ref(ref_bytes.size() / 4);
+  std::memcpy(ref.data(), ref_bytes.data(), ref.size() * 4);
+  ASSERT_EQ(got.size(), ref.size());
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, double(std::fabs(ref[i])));
+    diff = std::max(diff, double(std::fabs(got[i] - ref[i])));
+  }
+  std::printf("vision-embed --audio vs float64 numpy (%s): %.3e of the largest |value|\n",
+              ref_path.c_str(), diff / scale);
+  EXPECT_LT(diff / scale, 1e-4);
+}
+
 TEST(AudioEmbedCli, ClipRowsMatchFloat64NumpyAndFlacGivesTheSame) {
   const std::string mmproj = kDir + "qwen25o/mmproj.gguf", wav = kDir + "qwen25o/clip_16k.wav";
   const ShellOutput o = embed("--mmproj " + mmproj + " --audio " + wav + " --json");
@@ -49,17 +65,7 @@ TEST(AudioEmbedCli, ClipRowsMatchFloat64NumpyAndFlacGivesTheSame) {
   EXPECT_EQ(j["audio"]["sample_rate"], 16000);
   EXPECT_DOUBLE_EQ(j["audio"]["seconds"].get<double>(), 2.0);
   const std::vector<float> got = rows_of(j);
-  const std::string ref_bytes = file_bytes(kDir + "qwen25o/numpy_embd.f32");
-  std::vector<float> ref(ref_bytes.size() / 4);
-  std::memcpy(ref.data(), ref_bytes.data(), ref.size() * 4);
-  ASSERT_EQ(got.size(), ref.size());
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, double(std::fabs(ref[i])));
-    diff = std::max(diff, double(std::fabs(got[i] - ref[i])));
-  }
-  std::printf("vision-embed --audio vs float64 numpy: %.3e of the largest |value|\n", diff / scale);
-  EXPECT_LT(diff / scale, 1e-4);
+  expect_numpy_rows(got, kDir + "qwen25o/numpy_embd.f32");
 
   const auto flac = audio_encode::flac16k(audio_encode::wav_pcm16(file_bytes(wav)));
   ASSERT_FALSE(flac.empty());
@@ -74,6 +80,22 @@ TEST(AudioEmbedCli, ClipRowsMatchFloat64NumpyAndFlacGivesTheSame) {
   EXPECT_EQ(rows_of(fj), got);
 }
 
+// A Qwen3-ASR tower (clip.audio.projector_type qwen3a, no clip.projector_type): the 8.5-s clip's
+// two windows, 117 rows, as tests/data/qwen3a/numpy_qwen3a.py computes them in float64.
+TEST(AudioEmbedCli, Qwen3ClipRowsMatchFloat64Numpy) {
+  const ShellOutput o = embed("--mmproj " + kDir + "qwen3a/mmproj.gguf --audio " + kDir +
+                              "qwen3a/clip_16k.wav --json");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.out.substr(0, 300);
+  EXPECT_EQ(j["tower"], "qwen3a");
+  EXPECT_EQ(j["grid"], nlohmann::json::array({2, 117, 1}));  // windows of 800 and 51 frames
+  EXPECT_EQ(j["dim"], 64);
+  EXPECT_DOUBLE_EQ(j["audio"]["seconds"].get<double>(), 8.5);
+  const std::vector<float> got = rows_of(j);
+  expect_numpy_rows(got, kDir + "qwen3a/numpy_embd.f32");
+}
+
 TEST(AudioEmbedCli, TheWrongTowerOrInputIsRefusedByName) {
   const std::string omni = kDir + "qwen25o/mmproj.gguf", wav = kDir + "qwen25o/clip_16k.wav";
   struct Case {
@@ -81,7 +103,10 @@ TEST(AudioEmbedCli, TheWrongTowerOrInputIsRefusedByName) {
   };
   for (const Case& c : std::vector<Case>{
            {"--mmproj " + kDir + "llava/mmproj.gguf --audio " + wav,
-            "--audio needs a Qwen2.5-Omni (qwen2.5o) or Qwen2-Audio (qwen2a) mmproj"},
+            "--audio needs a Qwen2.5-Omni (qwen2.5o), Qwen2-Audio (qwen2a) or Qwen3-Omni / "
+            "Qwen3-ASR (qwen3a) mmproj"},
+           {"--mmproj " + kDir + "qwen3a/mmproj.gguf --image " + kDir + "llava/img_32.png",
+            "projector type 'qwen3a' is an audio tower with no vision tower: give --audio"},
            {"--mmproj " + omni + " --audio " + omni, "not a WAV, FLAC or MP3 file"},
            {"--mmproj " + omni + " --audio " + wav + " --image " + kDir + "llava/img_32.png",
             "give exactly one of --image, --frames and --audio"}}) {

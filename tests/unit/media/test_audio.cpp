@@ -195,18 +195,24 @@ std::vector<std::vector<float>> mel_clips() {
   return {chirp, clicks, tiny};
 }
 
+// whisper_mel.py's log-mel of `clip` (with `flag`, e.g. "--centered"), written by numpy.
+std::vector<float> numpy_mel(const std::string& py, const std::vector<float>& clip, int k,
+                             const std::string& flag = "") {
+  const std::string script = std::string(KAMERA_SOURCE_DIR) + "/tests/unit/media/whisper_mel.py";
+  const std::string in = ::testing::TempDir() + "mel_in_" + std::to_string(k) + ".f32";
+  const std::string out = ::testing::TempDir() + "mel_out_" + std::to_string(k) + ".f32";
+  std::ofstream(in, std::ios::binary)
+      .write(reinterpret_cast<const char*>(clip.data()), std::streamsize(clip.size() * 4));
+  EXPECT_EQ(std::system((py + " " + script + " " + flag + " " + in + " " + out).c_str()), 0);
+  return read_f32(out);
+}
+
 TEST(Audio, LogMelMatchesNumpyWhisper) {
   const std::string py = numpy_python();
   if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian's python3-numpy)";
-  const std::string script = std::string(KAMERA_SOURCE_DIR) + "/tests/unit/media/whisper_mel.py";
   int k = 0;
   for (const auto& clip : mel_clips()) {
-    const std::string in = ::testing::TempDir() + "mel_in_" + std::to_string(k) + ".f32";
-    const std::string out = ::testing::TempDir() + "mel_out_" + std::to_string(k++) + ".f32";
-    std::ofstream(in, std::ios::binary)
-        .write(reinterpret_cast<const char*>(clip.data()), std::streamsize(clip.size() * 4));
-    ASSERT_EQ(std::system((py + " " + script + " " + in + " " + out).c_str()), 0);
-    const std::vector<float> ref = read_f32(out);
+    const std::vector<float> ref = numpy_mel(py, clip, k++);
     const std::vector<LogMel> got = whisper_log_mel(clip);
     ASSERT_EQ(ref.size(), got.size() * 128 * 3000) << "windows differ";
     double err = 0.0;
@@ -218,6 +224,29 @@ TEST(Audio, LogMelMatchesNumpyWhisper) {
     }
     std::printf("clip of %zu samples: %zu windows, max |kamera - numpy| = %.2e\n", clip.size(),
                 got.size(), err);
+    EXPECT_LT(err, 1e-4);
+  }
+}
+
+// Qwen3's front end (centered_log_mel: the clip's own frames, reflected at both ends): the same
+// clips, and one of 200 samples (the end's reflection reaches sample -1: zero), against numpy.
+TEST(Audio, CenteredLogMelMatchesNumpy) {
+  const std::string py = numpy_python();
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian's python3-numpy)";
+  auto clips = mel_clips();
+  clips.push_back(std::vector<float>(clips[0].begin(), clips[0].begin() + 200));
+  int k = 10;
+  for (const auto& clip : clips) {
+    const std::vector<float> ref = numpy_mel(py, clip, k++, "--centered");
+    const LogMel got = centered_log_mel(clip);
+    ASSERT_EQ(got.n_mels, 128);
+    ASSERT_EQ(got.n_frames, int(clip.size() / 160 + 1));
+    ASSERT_EQ(ref.size(), got.data.size());
+    double err = 0.0;
+    for (size_t i = 0; i < got.data.size(); ++i)
+      err = std::max(err, std::abs(double(got.data[i]) - ref[i]));
+    std::printf("clip of %zu samples: %d frames, max |kamera - numpy| = %.2e\n", clip.size(),
+                got.n_frames, err);
     EXPECT_LT(err, 1e-4);
   }
 }

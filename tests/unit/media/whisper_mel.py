@@ -8,8 +8,10 @@ them: the clip and 30 s of zeros as one spectrogram, windows of 3000 frames, an 
 window dropped.
 
     whisper_mel.py IN.f32 OUT.f32    # IN: 16 kHz mono float32 samples; OUT: windows x 128 x 3000
+    whisper_mel.py --centered IN.f32 OUT.f32    # OUT: 128 x (n / 160 + 1), centered_log_mel()
 
-Needs numpy only (Debian's python3-numpy). Run by Audio.LogMelMatchesNumpyWhisper.
+Needs numpy only (Debian's python3-numpy). Run by Audio.LogMelMatchesNumpyWhisper and
+Audio.CenteredLogMelMatchesNumpy.
 """
 import sys
 
@@ -63,9 +65,29 @@ def log_mel(x):
     return np.stack([logspec[:, w * WINDOW:(w + 1) * WINDOW] for w in range(windows)])
 
 
+def centered_log_mel(x):
+    """The clip's own frames, as llama.cpp's mtmd computes them for Qwen3's audio tower: N_FFT / 2
+    samples reflected about the first and the last sample (zeros where the clip is shorter than
+    that), no 30 s of zeros, n // HOP + 1 frames, the max over all of them; 128 x frames."""
+    x = np.asarray(x, dtype=np.float64)
+    n, half = len(x), N_FFT // 2
+    i = np.arange(-half, n + half)
+    j = np.where(i < 0, -i, np.where(i < n, i, 2 * n - 2 - i))
+    padded = np.where((j >= 0) & (j < n), x[np.clip(j, 0, max(n - 1, 0))] if n else 0.0, 0.0)
+    n_frames = n // HOP + 1
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(N_FFT) / N_FFT)
+    idx = np.arange(N_FFT)[None, :] + HOP * np.arange(n_frames)[:, None]
+    spec = np.abs(np.fft.rfft(padded[idx] * window[None, :], axis=1)) ** 2
+    logspec = np.log10(np.maximum(spec @ mel_filter_bank(), 1e-10)).T
+    logspec = np.maximum(logspec, logspec.max() - 8.0)
+    return (logspec + 4.0) / 4.0
+
+
 def main():
-    x = np.fromfile(sys.argv[1], dtype=np.float32)
-    log_mel(x).astype(np.float32).tofile(sys.argv[2])
+    centered = sys.argv[1] == "--centered"
+    args = sys.argv[2:] if centered else sys.argv[1:]
+    x = np.fromfile(args[0], dtype=np.float32)
+    (centered_log_mel(x) if centered else log_mel(x)).astype(np.float32).tofile(args[1])
 
 
 if __name__ == "__main__":
