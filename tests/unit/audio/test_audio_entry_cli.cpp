@@ -148,9 +148,10 @@ TEST(AudioCli, LogitsAfterTheClipAreTheServersTowerPlaced) {
 // piece has the rows `vision-embed` gives for it (4 x 5 after the merge) and the clip's 750.
 TEST(AudioCli, OmniPictureAndClipInOnePrompt) {
   const std::string png = kDir + "llava/img_32.png";
-  const ShellOutput o = kamera_cli(
-      "logits -m " + kDec + " --mmproj " + kMm + " --image " + png + " --audio " + kClip +
-      " -t 1 --json -p '<|vision_start|><image><|vision_end|> and <|audio_bos|><audio><|audio_eos|>'");
+  const ShellOutput o = kamera_cli("logits -m " + kDec + " --mmproj " + kMm + " --image " + png +
+                                   " --audio " + kClip +
+                                   " -t 1 --json -p '<|vision_start|><image><|vision_end|> and "
+                                   "<|audio_bos|><audio><|audio_eos|>'");
   ASSERT_EQ(o.rc, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << o.out.substr(0, 300);

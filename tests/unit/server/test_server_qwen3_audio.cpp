@@ -65,7 +65,8 @@ TEST(ServerQwen3Audio, ClipEncodedOnceExactAndRelocated) {
       "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  EXPECT_NE(r->body.find("qwen3a file; its vision tower is not loaded"), std::string::npos)
+  EXPECT_NE(r->body.find("this qwen3a file holds an audio tower and no vision tower"),
+            std::string::npos)
       << r->body;
 }
 
