@@ -635,9 +635,10 @@ KAMERA_API kamera_status kamera_chunk_from_frames_at(kamera_context* ctx, kamera
  * (its key: the 16 kHz samples and both models' fingerprints) and kept in the context's store and
  * its tiers as pictures are (kamera_vision_get_stats counts clips with pictures). Errors:
  * KAMERA_ERR_INVALID_ARGUMENT for a picture tower (a Qwen2.5-Omni file's handle takes pictures
- * too, through its vision half: kamera_chunk_from_image), KAMERA_ERR_UNSUPPORTED for bytes that are not WAV, FLAC or MP3 (or a
- * format libsndfile does not decode), KAMERA_ERR_CORRUPT_DATA for a truncated or malformed file,
- * KAMERA_ERR_NOT_FOUND for a missing path. Not thread-safe per vision handle or context. */
+ * too, through its vision half: kamera_chunk_from_image), KAMERA_ERR_UNSUPPORTED for bytes that are
+ * not WAV, FLAC or MP3 (or a format libsndfile does not decode), KAMERA_ERR_CORRUPT_DATA for a
+ * truncated or malformed file, KAMERA_ERR_NOT_FOUND for a missing path. Not thread-safe per vision
+ * handle or context. */
 KAMERA_API kamera_status kamera_chunk_from_audio(kamera_context* ctx, kamera_vision* vision,
                                                  const char* path, kamera_chunk** out);
 /* The same from encoded bytes (a WAV, FLAC or MP3 file's contents) in memory. */

@@ -252,7 +252,8 @@ void bind_chunk_class(ChunkClass& cls) {
                   "mmproj): image is a PNG/JPEG path or its bytes")
       .def_static("from_audio", &chunk_from_audio, py::arg("ctx"), py::arg("vision"),
                   py::arg("audio"),
-                  "An audio clip chunk (an audio tower's mmproj: Qwen2.5-Omni's): audio is a "
+                  "An audio clip chunk (an audio tower's mmproj: Qwen2.5-Omni's or Qwen3-ASR's): "
+                  "audio is a "
                   "WAV/FLAC/MP3 path or its bytes, resampled to 16 kHz; rows on positions (i, i, "
                   "i), to be written between <|audio_bos|> and <|audio_eos|>")
       .def_static("from_frames", &chunk_from_frames, py::arg("ctx"), py::arg("vision"),

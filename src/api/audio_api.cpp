@@ -23,7 +23,7 @@ Result<MediaTower*> audio_tower(const char* fn, Context& c, kamera_vision& visio
   if (!vision.picture)
     return make_error(ErrorCode::InvalidArgument,
                       "{}: the vision handle is a {} tower, which reads pictures, not audio (load "
-                      "an audio tower's mmproj: Qwen2.5-Omni's)",
+                      "an audio tower's mmproj: Qwen2.5-Omni's or Qwen3-ASR's)",
                       fn,
                       vision.qwen   ? "Qwen2-VL"
                       : vision.kimi ? "Kimi-VL"
@@ -31,7 +31,7 @@ Result<MediaTower*> audio_tower(const char* fn, Context& c, kamera_vision& visio
   if (!vision.picture->audio)
     return make_error(ErrorCode::InvalidArgument,
                       "{}: {} is a picture tower ({}), which reads no audio (load an audio "
-                      "tower's mmproj: Qwen2.5-Omni's)",
+                      "tower's mmproj: Qwen2.5-Omni's or Qwen3-ASR's)",
                       fn, vision.picture->path, vision.picture->type);
   auto t = vision.picture->for_decoder(c.model(), c.engine().threads().size());
   if (!t.ok()) return with_context(t.error(), fn);
