@@ -8,12 +8,15 @@ SentencePiece vocabulary holding Gemma 3's image tokens).
 writes OUT_DIR/mmproj.gguf, OUT_DIR/decoder.gguf and OUT_DIR/img_64.png; the same bytes on every
 run (tests/data/gemma3/README.md).
 """
-import struct
+import os
 import sys
-import zlib
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fixture_gguf import rnd, write_png  # noqa: E402,F401 (importable from here)
+import fixture_gguf as fg  # noqa: E402
 
 # The tower: SigLIP of width 32, 2 layers, 4 heads, MLP 48, 4 x 4 patches of a 64 x 64 picture
 # (a 16 x 16 position table), average pooling 4 x 4 (16 rows, the converter's default factor:
@@ -49,143 +52,43 @@ def vocabulary():
     return tokens, types, scores
 
 
-def write_png(path, rgb):
-    h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].astype(np.uint8).tobytes() for y in range(h))
-
-    def chunk(tag, data):
-        c = struct.pack(">I", len(data)) + tag + data
-        return c + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)))
-        f.write(chunk(b"IDAT", zlib.compress(raw, 9)))
-        f.write(chunk(b"IEND", b""))
-
-
 def image(w, h):
     """A smooth drawn pattern with some texture."""
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    r = 128 + 100 * np.sin(x / 5.0) * np.cos(y / 9.0)
-    g = 255 * (x + 2 * y) / (w + 2 * h)
-    b = 128 + 120 * np.sin((2 * x - y) / 6.0)
-    return np.clip(np.stack([r, g, b], -1).round(), 0, 255).astype(np.uint8)
-
-
-def rnd(rng, shape, kind, fan_in=1):
-    u = rng.uniform(-1.0, 1.0, size=shape)
-    if kind == "n":
-        return (1.0 + 0.1 * u).astype(np.float32)
-    if kind == "b":
-        return (0.05 * u).astype(np.float32)
-    if kind == "p":
-        return (0.5 * u).astype(np.float32)
-    return (np.sqrt(3.0 / fan_in) * u).astype(np.float32)
+    return fg.pattern(w, h, wave=(5.0, 9.0), ramp=(1, 2), stripe=(2, 1, 6.0))
 
 
 def write_mmproj(path, rng):
-    d, f, p = V["dim"], V["ffn"], V["patch"]
-    side = V["image_size"] // p
-    w = gguf.GGUFWriter(path, "clip")
+    d = V["dim"]
+    w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters, then Gemma3VisionModel's (scale factor 16 / 4 = 4: no key)
-    w.add_type(gguf.GGUFType.MMPROJ)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_clip_has_vision_encoder(True)
-    w.add_vision_projection_dim(T["dim"])
-    w.add_vision_image_size(V["image_size"])
-    w.add_vision_patch_size(p)
-    w.add_vision_embedding_length(d)
-    w.add_vision_feed_forward_length(f)
-    w.add_vision_block_count(V["layers"])
-    w.add_vision_head_count(V["heads"])
-    w.add_vision_image_mean([0.5, 0.5, 0.5])
-    w.add_vision_image_std([0.5, 0.5, 0.5])
+    fg.vision_keys(w, T["dim"], V, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
     w.add_clip_projector_type(gguf.VisionProjectorType.GEMMA3)
     w.add_vision_attention_layernorm_eps(V["eps"])
     w.add_vision_use_gelu(True)
-    # tensors as torch holds them (out, in), written in numpy order (GGUF's ne reversed)
-    w.add_tensor("v.patch_embd.weight", rnd(rng, (d, 3, p, p), "w", 3 * p * p))
-    w.add_tensor("v.patch_embd.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("v.position_embd.weight", rnd(rng, (side * side, d), "p"))
-    for i in range(V["layers"]):
-        b = f"v.blk.{i}."
-        for n in ("attn_q", "attn_k", "attn_v"):
-            w.add_tensor(b + n + ".weight", rnd(rng, (d, d), "w", d))
-            w.add_tensor(b + n + ".bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ln1.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "attn_out.weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + "attn_out.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ln2.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (f, d), "w", d))  # mlp.fc1
-        w.add_tensor(b + "ffn_up.bias", rnd(rng, (f,), "b"))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, f), "w", f))  # mlp.fc2
-        w.add_tensor(b + "ffn_down.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("v.post_ln.weight", rnd(rng, (d,), "n"))
-    w.add_tensor("v.post_ln.bias", rnd(rng, (d,), "b"))
+    fg.siglip_tower(w, rng, V)
     # multi_modal_projector: mm_soft_emb_norm (Gemma3RMSNorm, stored as 1 + w) and
     # mm_input_projection_weight, a (vision width, text width) parameter the converter writes as f16
     w.add_tensor("mm.soft_emb_norm.weight", rnd(rng, (d,), "n"))
     proj = rnd(rng, (d, T["dim"]), "w", d).astype(np.float16)
     w.add_tensor("mm.input_projection.weight", proj, raw_dtype=gguf.GGMLQuantizationType.F16)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.finish(w)
 
 
 def write_decoder(path, rng):
     tokens, types, scores = vocabulary()
     n_vocab, d, hd = len(tokens), T["dim"], T["head"]
     w = gguf.GGUFWriter(path, "gemma3")
-    w.add_name("kamera tiny Gemma 3 decoder")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(T["ctx"])
-    w.add_embedding_length(d)
-    w.add_block_count(T["layers"])
-    w.add_feed_forward_length(T["ffn"])
-    w.add_head_count(T["heads"])
-    w.add_head_count_kv(T["kv_heads"])
-    w.add_layer_norm_rms_eps(T["eps"])
-    w.add_key_length(hd)
-    w.add_value_length(hd)
-    w.add_rope_freq_base(1000000.0)
-    w.add_vocab_size(n_vocab)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(2)
-    w.add_eos_token_id(1)
-    w.add_unk_token_id(3)
-    w.add_pad_token_id(0)
-    w.add_add_bos_token(True)
-    w.add_add_eos_token(False)
-    w.add_add_space_prefix(False)
-    w.add_tensor("token_embd.weight", rnd(rng, (n_vocab, d), "w", 3 * d))
-    q, kv = T["heads"] * hd, T["kv_heads"] * hd
-    for i in range(T["layers"]):
-        b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "attn_q.weight", rnd(rng, (q, d), "w", d))
-        w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_q_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_k_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_output.weight", rnd(rng, (d, q), "w", q))
-        w.add_tensor(b + "post_attention_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ffn_gate.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, T["ffn"]), "w", T["ffn"]))
-        w.add_tensor(b + "post_ffw_norm.weight", rnd(rng, (d,), "n"))
-    w.add_tensor("output_norm.weight", rnd(rng, (d,), "n"))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.add_keys(w, name="kamera tiny Gemma 3 decoder", file_type=gguf.LlamaFileType.ALL_F32,
+                context_length=T["ctx"], embedding_length=d, block_count=T["layers"],
+                feed_forward_length=T["ffn"], head_count=T["heads"], head_count_kv=T["kv_heads"],
+                layer_norm_rms_eps=T["eps"], key_length=hd, value_length=hd,
+                rope_freq_base=1000000.0, vocab_size=n_vocab)
+    # a SentencePiece vocabulary: bos <bos>, eos <eos>, unk <unk>, pad <pad>
+    fg.add_keys(w, tokenizer_model="llama", token_list=tokens, token_scores=scores,
+                token_types=types, bos_token_id=2, eos_token_id=1, unk_token_id=3, pad_token_id=0,
+                add_bos_token=True, add_eos_token=False, add_space_prefix=False)
+    fg.decoder_tensors(w, rng, n_vocab, T, hd, qk_norm=True, post_norms=True, embd_fan=3 * d)
+    fg.finish(w)
 
 
 def main():

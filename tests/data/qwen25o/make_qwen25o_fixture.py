@@ -21,11 +21,15 @@ writes (conversion/qwenvl.py, Qwen25OmniModel: one mmproj with both halves, clip
 writes OUT_DIR/mmproj.gguf, OUT_DIR/decoder.gguf and OUT_DIR/clip_16k.wav; the same bytes on every
 run (tests/data/qwen25o/README.md).
 """
-import struct
+import os
 import sys
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fixture_gguf import byte_units, rnd, sinusoids  # noqa: E402,F401 (importable from here)
+import fixture_gguf as fg  # noqa: E402
 
 # The audio tower: width 32, 2 layers, 4 heads, MLP 48, 128 mel bins, projected to the decoder's 64.
 A = dict(dim=32, layers=2, heads=4, ffn=48, mels=128, eps=1e-5, n_pos=1500)
@@ -39,104 +43,37 @@ V = dict(dim=32, layers=2, heads=2, ffn=48, patch=14, image_size=56, eps=1e-6, n
 T = dict(dim=64, layers=2, heads=4, kv_heads=2, ffn=96, ctx=2048, eps=1e-6, theta=1000000.0,
          sections=[2, 3, 3, 0])
 SEED = 11
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-
-
-def byte_units():
-    """GPT-2's byte -> printable unicode table."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
+CLIP_MEAN, CLIP_STD = fg.CLIP_MEAN, fg.CLIP_STD
 
 
 def vocabulary():
-    """256 byte tokens, a few merges, then Qwen2.5-Omni's chat, audio and vision tokens."""
-    u = byte_units()
-    tokens = [u[b] for b in range(256)]
-    types = [1] * 256
-    merges = []
-    for a, b in [("Ċ", "Ċ"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a")]:
-        merges.append(f"{a} {b}")
-        tokens.append(a + b)
-        types.append(1)
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>",
-                "<|audio_eos|>", "<|IMAGE|>", "<|vision_bos|>", "<|vision_eos|>",
-                "<|vision_start|>", "<|vision_end|>"]
-    for s in specials:
-        tokens.append(s)
-        types.append(3)  # control
-    while len(tokens) % 8:
-        tokens.append(f"<pad_{len(tokens)}>")
-        types.append(4)
-    return tokens, types, merges
-
-
-def rnd(rng, shape, kind, fan_in=1):
-    u = rng.uniform(-1.0, 1.0, size=shape)
-    if kind == "n":
-        return (1.0 + 0.1 * u).astype(np.float32)
-    if kind == "b":
-        return (0.05 * u).astype(np.float32)
-    return (np.sqrt(3.0 / fan_in) * u).astype(np.float32)
-
-
-def sinusoids(length, channels, max_timescale=10000):
-    """Qwen25AudioModel.generate_extra_tensors's table, in numpy."""
-    inc = np.log(max_timescale) / (channels // 2 - 1)
-    inv = np.exp(-inc * np.arange(channels // 2, dtype=np.float32))
-    t = np.arange(length, dtype=np.float32)[:, None] * inv[None, :]
-    return np.concatenate([np.sin(t), np.cos(t)], axis=1).astype(np.float32)
+    """256 byte tokens, a few merges, then Qwen2.5-Omni's chat, audio and vision tokens (control)."""
+    return fg.bpe_vocabulary(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>",
+                              "<|audio_bos|>", "<|audio_eos|>", "<|IMAGE|>", "<|vision_bos|>",
+                              "<|vision_eos|>", "<|vision_start|>", "<|vision_end|>"])
 
 
 def audio_tensors(w, rng):
-    d, f, m = A["dim"], A["ffn"], A["mels"]
+    d, m = A["dim"], A["mels"]
     # Conv1d weights (out, in, k) as f16, biases unsqueezed to (d, 1)
     w.add_tensor("a.conv1d.1.weight", rnd(rng, (d, m, 3), "w", 3 * m).astype(np.float16))
     w.add_tensor("a.conv1d.1.bias", rnd(rng, (d, 1), "b"))
     w.add_tensor("a.conv1d.2.weight", rnd(rng, (d, d, 3), "w", 3 * d).astype(np.float16))
     w.add_tensor("a.conv1d.2.bias", rnd(rng, (d, 1), "b"))
     w.add_tensor("a.position_embd.weight", sinusoids(A["n_pos"], d))
-    for i in range(A["layers"]):
-        b = f"a.blk.{i}."
-        w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))  # self_attn_layer_norm
-        w.add_tensor(b + "ln1.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "attn_q.weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + "attn_q.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "attn_k.weight", rnd(rng, (d, d), "w", d))  # k_proj has no bias
-        w.add_tensor(b + "attn_v.weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + "attn_v.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "attn_out.weight", rnd(rng, (d, d), "w", d))  # out_proj
-        w.add_tensor(b + "attn_out.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))  # final_layer_norm
-        w.add_tensor(b + "ln2.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (f, d), "w", d))  # fc1
-        w.add_tensor(b + "ffn_up.bias", rnd(rng, (f,), "b"))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, f), "w", f))  # fc2
-        w.add_tensor(b + "ffn_down.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("a.post_ln.weight", rnd(rng, (d,), "n"))  # ln_post
-    w.add_tensor("a.post_ln.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("mm.a.fc.weight", rnd(rng, (T["dim"], d), "w", d))  # proj
-    w.add_tensor("mm.a.fc.bias", rnd(rng, (T["dim"],), "b"))
+    fg.whisper_layers(w, rng, A, k_bias=False)  # k_proj has no bias
+    fg.linear(w, rng, "mm.a.fc", T["dim"], d)  # proj
 
 
 def vision_block(w, rng, i):
     d, f = V["dim"], V["ffn"]
     b = f"v.blk.{i}."
     for n in ("attn_q", "attn_k", "attn_v", "attn_out"):
-        w.add_tensor(b + n + ".weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + n + ".bias", rnd(rng, (d,), "b"))
+        fg.linear(w, rng, b + n, d, d)
     w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))
     w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))
-    for n, shape, fan in (("ffn_gate", (f, d), d), ("ffn_up", (f, d), d), ("ffn_down", (d, f), f)):
-        w.add_tensor(b + n + ".weight", rnd(rng, shape, "w", fan))
-        w.add_tensor(b + n + ".bias", rnd(rng, (shape[0],), "b"))
+    for n, n_out, n_in in (("ffn_gate", f, d), ("ffn_up", f, d), ("ffn_down", d, f)):
+        fg.linear(w, rng, b + n, n_out, n_in)
 
 
 def vision_tensors(w, rng):
@@ -146,34 +83,16 @@ def vision_tensors(w, rng):
     w.add_tensor("v.patch_embd.weight.1", rnd(rng, (d, 3, p, p), "w", 6 * p * p))
     vision_block(w, rng, 0)
     w.add_tensor("v.post_ln.weight", rnd(rng, (d,), "n"))
-    w.add_tensor("mm.0.weight", rnd(rng, (4 * d, 4 * d), "w", 4 * d))
-    w.add_tensor("mm.0.bias", rnd(rng, (4 * d,), "b"))
-    w.add_tensor("mm.2.weight", rnd(rng, (T["dim"], 4 * d), "w", 4 * d))
-    w.add_tensor("mm.2.bias", rnd(rng, (T["dim"],), "b"))
+    fg.linear(w, rng, "mm.0", 4 * d, 4 * d)
+    fg.linear(w, rng, "mm.2", T["dim"], 4 * d)
 
 
 def write_mmproj(path, rng):
-    w = gguf.GGUFWriter(path, "clip")
+    w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters (both encoders), then Qwen2VLVisionModel's, Qwen25AudioModel's
     # and Qwen25OmniModel's
-    w.add_type(gguf.GGUFType.MMPROJ)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_clip_has_vision_encoder(True)
-    w.add_vision_projection_dim(T["dim"])
-    w.add_vision_image_size(V["image_size"])
-    w.add_vision_patch_size(V["patch"])
-    w.add_vision_embedding_length(V["dim"])
-    w.add_vision_feed_forward_length(V["ffn"])
-    w.add_vision_block_count(V["layers"])
-    w.add_vision_head_count(V["heads"])
-    w.add_vision_image_mean(CLIP_MEAN)
-    w.add_vision_image_std(CLIP_STD)
-    w.add_clip_has_audio_encoder(True)
-    w.add_audio_projection_dim(T["dim"])
-    w.add_audio_embedding_length(A["dim"])
-    w.add_audio_feed_forward_length(A["ffn"])
-    w.add_audio_block_count(A["layers"])
-    w.add_audio_head_count(A["heads"])
+    fg.vision_keys(w, T["dim"], V, CLIP_MEAN, CLIP_STD)
+    fg.audio_keys(w, T["dim"], A)
     w.add_clip_projector_type(gguf.VisionProjectorType.QWEN25O)
     w.add_vision_use_silu(True)
     w.add_vision_n_wa_pattern(V["n_wa_pattern"])  # fullatt_block_indexes [1]
@@ -185,75 +104,27 @@ def write_mmproj(path, rng):
     extra = np.random.default_rng(SEED + 2)
     for i in range(1, V["layers"]):
         vision_block(w, extra, i)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.finish(w)
 
 
 def write_decoder(path, rng):
-    tokens, types, merges = vocabulary()
-    n_vocab, d, hd = len(tokens), T["dim"], T["dim"] // T["heads"]
+    vocab = vocabulary()
     w = gguf.GGUFWriter(path, "qwen2vl")
-    w.add_name("kamera tiny Qwen2.5-Omni thinker")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_context_length(T["ctx"])
-    w.add_embedding_length(d)
-    w.add_block_count(T["layers"])
-    w.add_feed_forward_length(T["ffn"])
-    w.add_head_count(T["heads"])
-    w.add_head_count_kv(T["kv_heads"])
-    w.add_rope_freq_base(T["theta"])
-    w.add_layer_norm_rms_eps(T["eps"])
-    w.add_rope_dimension_sections(T["sections"])
-    w.add_vocab_size(n_vocab)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(tokens.index("<|endoftext|>"))
-    w.add_eos_token_id(tokens.index("<|im_end|>"))
-    w.add_pad_token_id(tokens.index("<|endoftext|>"))
-    w.add_add_bos_token(False)
-    w.add_tensor("token_embd.weight", rnd(rng, (n_vocab, d), "w", 3))
-    kv = T["kv_heads"] * hd
-    for i in range(T["layers"]):
-        b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "attn_q.weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + "attn_q.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_k.bias", rnd(rng, (kv,), "b"))
-        w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_v.bias", rnd(rng, (kv,), "b"))
-        w.add_tensor(b + "attn_output.weight", rnd(rng, (d, d), "w", d))
-        w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ffn_gate.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, T["ffn"]), "w", T["ffn"]))
-    w.add_tensor("output_norm.weight", rnd(rng, (d,), "n"))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.decoder_keys(w, "kamera tiny Qwen2.5-Omni thinker", T,
+                    lambda w: w.add_rope_dimension_sections(T["sections"]))
+    fg.bpe_tokenizer_keys(w, vocab, "qwen2", bos="<|endoftext|>", eos="<|im_end|>",
+                          pad="<|endoftext|>")
+    fg.decoder_tensors(w, rng, len(vocab[0]), T, T["dim"] // T["heads"], qkv_bias=True)
+    fg.finish(w)
 
 
 def sound(rate, seconds=2.0):
     """A chirp with two harmonics and a slow beat, peak about 0.6."""
-    t = np.arange(int(rate * seconds)) / rate
-    phase = 2 * np.pi * (300 * t + 400 * t * t)
-    x = 0.35 * np.sin(phase) + 0.15 * np.sin(2 * phase) + 0.08 * np.sin(3 * phase + 1.0)
-    return x * (0.75 + 0.25 * np.cos(2 * np.pi * 1.5 * t))
+    return fg.chirp(rate, seconds, sweep=400)
 
 
 def write_wav(path, rate, channels):
-    data = np.round(sound(rate) * 32767).astype("<i2").tobytes()
-    with open(path, "wb") as f:
-        f.write(b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVE")
-        f.write(b"fmt " + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * 2 * channels,
-                                      2 * channels, 16))
-        f.write(b"data" + struct.pack("<I", len(data)) + data)
+    fg.write_wav(path, sound(rate), rate, channels)
 
 
 def main():

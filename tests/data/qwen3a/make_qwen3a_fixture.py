@@ -26,14 +26,14 @@ writes OUT_DIR/mmproj.gguf, OUT_DIR/decoder.gguf and OUT_DIR/clip_16k.wav; the s
 run (tests/data/qwen3a/README.md).
 """
 import os
-import struct
 import sys
 
 import numpy as np
 import gguf
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../qwen25o"))
-from make_qwen25o_fixture import byte_units, rnd, sinusoids  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fixture_gguf import byte_units, rnd, sinusoids  # noqa: E402,F401 (importable from here)
+import fixture_gguf as fg  # noqa: E402
 
 # The tower: width 32, 2 layers, 4 heads, MLP 48, 128 mel bins, 8 conv channels
 # (downsample_hidden_size), projected to the decoder's 64 (proj1 32 -> 32, proj2 32 -> 64).
@@ -48,25 +48,10 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\
 
 
 def vocabulary():
-    """256 byte tokens, a few merges, then Qwen3's chat, audio and vision tokens."""
-    u = byte_units()
-    tokens = [u[b] for b in range(256)]
-    types = [1] * 256
-    merges = []
-    for a, b in [("Ċ", "Ċ"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a")]:
-        merges.append(f"{a} {b}")
-        tokens.append(a + b)
-        types.append(1)
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>",
-                "<|audio_pad|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-                "<|video_pad|>"]
-    for s in specials:
-        tokens.append(s)
-        types.append(3)  # control
-    while len(tokens) % 8:
-        tokens.append(f"<pad_{len(tokens)}>")
-        types.append(4)
-    return tokens, types, merges
+    """256 byte tokens, a few merges, then Qwen3's chat, audio and vision tokens (control)."""
+    return fg.bpe_vocabulary(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>",
+                              "<|audio_end|>", "<|audio_pad|>", "<|vision_start|>",
+                              "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
 
 
 def conv_tensors(w, rng):
@@ -80,76 +65,36 @@ def conv_tensors(w, rng):
 
 
 def audio_tensors(w, rng):
-    d, f = A["dim"], A["ffn"]
+    d = A["dim"]
     conv_tensors(w, rng)
     w.add_tensor("a.position_embd.weight", sinusoids(A["n_pos"], d))
-    for i in range(A["layers"]):
-        b = f"a.blk.{i}."
-        w.add_tensor(b + "ln1.weight", rnd(rng, (d,), "n"))  # self_attn_layer_norm
-        w.add_tensor(b + "ln1.bias", rnd(rng, (d,), "b"))
-        for n in ("attn_q", "attn_k", "attn_v", "attn_out"):  # q / k / v / out_proj, biased
-            w.add_tensor(b + n + ".weight", rnd(rng, (d, d), "w", d))
-            w.add_tensor(b + n + ".bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ln2.weight", rnd(rng, (d,), "n"))  # final_layer_norm
-        w.add_tensor(b + "ln2.bias", rnd(rng, (d,), "b"))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (f, d), "w", d))  # fc1
-        w.add_tensor(b + "ffn_up.bias", rnd(rng, (f,), "b"))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, f), "w", f))  # fc2
-        w.add_tensor(b + "ffn_down.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("a.post_ln.weight", rnd(rng, (d,), "n"))  # ln_post
-    w.add_tensor("a.post_ln.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("mm.a.mlp.1.weight", rnd(rng, (d, d), "w", d))  # proj1
-    w.add_tensor("mm.a.mlp.1.bias", rnd(rng, (d,), "b"))
-    w.add_tensor("mm.a.mlp.2.weight", rnd(rng, (T["dim"], d), "w", d))  # proj2
-    w.add_tensor("mm.a.mlp.2.bias", rnd(rng, (T["dim"],), "b"))
+    fg.whisper_layers(w, rng, A, k_bias=True)  # q / k / v / out_proj all biased
+    fg.linear(w, rng, "mm.a.mlp.1", d, d)  # proj1
+    fg.linear(w, rng, "mm.a.mlp.2", T["dim"], d)  # proj2
 
 
 def write_mmproj(path, rng):
-    w = gguf.GGUFWriter(path, "clip")
+    w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters (the audio encoder only), Qwen25AudioModel's, then
     # Qwen3OmniMmprojModel's audio projector type
-    w.add_type(gguf.GGUFType.MMPROJ)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_clip_has_audio_encoder(True)
-    w.add_audio_projection_dim(T["dim"])
-    w.add_audio_embedding_length(A["dim"])
-    w.add_audio_feed_forward_length(A["ffn"])
-    w.add_audio_block_count(A["layers"])
-    w.add_audio_head_count(A["heads"])
+    fg.audio_keys(w, T["dim"], A)
     w.add_audio_num_mel_bins(A["mels"])
     w.add_audio_attention_layernorm_eps(A["eps"])
     w.add_clip_audio_projector_type(gguf.VisionProjectorType.QWEN3A)
     audio_tensors(w, rng)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.finish(w)
 
 
 def decoder_keys(w, tokens, types, merges):
-    w.add_name("kamera tiny Qwen3-ASR thinker")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_block_count(T["layers"])
-    w.add_context_length(T["ctx"])
-    w.add_embedding_length(T["dim"])
-    w.add_feed_forward_length(T["ffn"])
-    w.add_head_count(T["heads"])
-    w.add_head_count_kv(T["kv_heads"])
-    w.add_rope_dimension_sections(T["sections"])
-    w.add_rope_freq_base(T["theta"])
-    w.add_layer_norm_rms_eps(T["eps"])
-    w.add_key_length(T["head_dim"])
-    w.add_value_length(T["head_dim"])
-    w.add_num_deepstack_layers(0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(tokens.index("<|im_end|>"))
-    w.add_eos_token_id(tokens.index("<|im_end|>"))
-    w.add_pad_token_id(tokens.index("<|endoftext|>"))
-    w.add_add_bos_token(False)
+    # Qwen3VLTextModel's order (the block count first)
+    fg.add_keys(w, name="kamera tiny Qwen3-ASR thinker", file_type=gguf.LlamaFileType.ALL_F32,
+                block_count=T["layers"], context_length=T["ctx"], embedding_length=T["dim"],
+                feed_forward_length=T["ffn"], head_count=T["heads"], head_count_kv=T["kv_heads"],
+                rope_dimension_sections=T["sections"], rope_freq_base=T["theta"],
+                layer_norm_rms_eps=T["eps"], key_length=T["head_dim"], value_length=T["head_dim"],
+                num_deepstack_layers=0)
+    fg.bpe_tokenizer_keys(w, (tokens, types, merges), "qwen2", bos="<|im_end|>", eos="<|im_end|>",
+                          pad="<|endoftext|>", vocab_size=False)
     w.add_chat_template(CHATML)
 
 
@@ -158,42 +103,17 @@ def write_decoder(path, rng):
     n_vocab, d, hd = len(tokens), T["dim"], T["head_dim"]
     w = gguf.GGUFWriter(path, "qwen3vl")
     decoder_keys(w, tokens, types, merges)
-    w.add_tensor("token_embd.weight", rnd(rng, (n_vocab, d), "w", 3))
-    q, kv = T["heads"] * hd, T["kv_heads"] * hd
-    for i in range(T["layers"]):
-        b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "attn_q.weight", rnd(rng, (q, d), "w", d))
-        w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_q_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_k_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_output.weight", rnd(rng, (d, q), "w", q))
-        w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "ffn_gate.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_up.weight", rnd(rng, (T["ffn"], d), "w", d))
-        w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, T["ffn"]), "w", T["ffn"]))
-    w.add_tensor("output_norm.weight", rnd(rng, (d,), "n"))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    fg.decoder_tensors(w, rng, n_vocab, T, hd, qk_norm=True)
+    fg.finish(w)
 
 
 def sound(rate, seconds):
     """A chirp with two harmonics and a slow beat, peak about 0.6."""
-    t = np.arange(int(rate * seconds)) / rate
-    phase = 2 * np.pi * (300 * t + 60 * t * t)
-    x = 0.35 * np.sin(phase) + 0.15 * np.sin(2 * phase) + 0.08 * np.sin(3 * phase + 1.0)
-    return x * (0.75 + 0.25 * np.cos(2 * np.pi * 1.5 * t))
+    return fg.chirp(rate, seconds, sweep=60)
 
 
 def write_wav(path, rate, seconds):
-    data = np.round(sound(rate, seconds) * 32767).astype("<i2").tobytes()
-    with open(path, "wb") as f:
-        f.write(b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVE")
-        f.write(b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16))
-        f.write(b"data" + struct.pack("<I", len(data)) + data)
+    fg.write_wav(path, sound(rate, seconds), rate)
 
 
 def main():
