@@ -9,6 +9,7 @@ the files they write keep their bytes (tests/data/*/README.md). Import it from a
     import fixture_gguf as fg
 """
 import struct
+import sys
 import zlib
 
 import numpy as np
@@ -18,6 +19,8 @@ CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
+# The tokens a Qwen2-style byte-level vocabulary names (bpe_tokenizer_keys' keywords).
+QWEN2_TOKENS = dict(pre="qwen2", bos="<|endoftext|>", eos="<|im_end|>", pad="<|endoftext|>")
 BPE_MERGES = [("Ċ", "Ċ"), ("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a")]
 
 
@@ -277,3 +280,25 @@ def decoder_tensors(w, rng, n_vocab, T, hd, qkv_bias=False, qk_norm=False, post_
     w.add_tensor("output_norm.weight", rnd(rng, (d,), "n"))
     if output:
         w.add_tensor("output.weight", rnd(rng, (n_vocab, d), "w", d))
+
+
+def write_bpe_decoder(path, rng, arch, name, T, vocab, tokens, rope=None, **tensors):
+    """A llama-style decoder file of `arch` with a byte-level BPE vocabulary: decoder_keys (then
+    rope(w)), bpe_tokenizer_keys(vocab, **tokens), decoder_tensors (head width dim / heads, the
+    keyword options `tensors`)."""
+    w = gguf.GGUFWriter(path, arch)
+    decoder_keys(w, name, T, rope)
+    bpe_tokenizer_keys(w, vocab, **tokens)
+    decoder_tensors(w, rng, len(vocab[0]), T, T["dim"] // T["heads"], **tensors)
+    finish(w)
+
+
+def run(seed, write_mmproj, write_decoder, media):
+    """A generator's command line, `make_X_fixture.py [OUT_DIR]` (default .): OUT_DIR/mmproj.gguf
+    drawn from seed, OUT_DIR/decoder.gguf from seed + 1, then write(OUT_DIR/name) for each
+    (name, write) of media."""
+    out = sys.argv[1] if len(sys.argv) > 1 else "."
+    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(seed))
+    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(seed + 1))
+    for name, write in media:
+        write(f"{out}/{name}")

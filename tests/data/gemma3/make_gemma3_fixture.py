@@ -62,9 +62,8 @@ def write_mmproj(path, rng):
     w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters, then Gemma3VisionModel's (scale factor 16 / 4 = 4: no key)
     fg.vision_keys(w, T["dim"], V, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
-    w.add_clip_projector_type(gguf.VisionProjectorType.GEMMA3)
-    w.add_vision_attention_layernorm_eps(V["eps"])
-    w.add_vision_use_gelu(True)
+    fg.add_keys(w, clip_projector_type=gguf.VisionProjectorType.GEMMA3,
+                vision_attention_layernorm_eps=V["eps"], vision_use_gelu=True)
     fg.siglip_tower(w, rng, V)
     # multi_modal_projector: mm_soft_emb_norm (Gemma3RMSNorm, stored as 1 + w) and
     # mm_input_projection_weight, a (vision width, text width) parameter the converter writes as f16
@@ -92,10 +91,8 @@ def write_decoder(path, rng):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_png(f"{out}/img_64.png", image(64, 64))
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("img_64.png", lambda p: write_png(p, image(64, 64)))])
 
 
 if __name__ == "__main__":

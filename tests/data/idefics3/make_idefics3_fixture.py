@@ -10,7 +10,6 @@ run (tests/data/idefics3/README.md).
 import os
 import sys
 
-import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -45,11 +44,9 @@ def write_mmproj(path, rng):
     w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters, then SmolVLMModel's
     fg.vision_keys(w, T["dim"], V, [0.5, 0.5, 0.5], [0.5, 0.5, 0.5])
-    w.add_clip_projector_type(gguf.VisionProjectorType.IDEFICS3)
-    w.add_vision_attention_layernorm_eps(V["eps"])
-    w.add_vision_projector_scale_factor(s)
-    w.add_vision_use_gelu(True)
-    w.add_vision_preproc_image_size(V["longest_edge"])
+    fg.add_keys(w, clip_projector_type=gguf.VisionProjectorType.IDEFICS3,
+                vision_attention_layernorm_eps=V["eps"], vision_projector_scale_factor=s,
+                vision_use_gelu=True, vision_preproc_image_size=V["longest_edge"])
     fg.siglip_tower(w, rng, V)
     # connector.modality_projection.proj: Linear(dim * scale^2, text width, bias=False)
     w.add_tensor("mm.model.fc.weight", rnd(rng, (T["dim"], d * s * s), "w", d * s * s))
@@ -57,21 +54,16 @@ def write_mmproj(path, rng):
 
 
 def write_decoder(path, rng):
-    vocab = vocabulary()
     hd = T["dim"] // T["heads"]
-    w = gguf.GGUFWriter(path, "llama")
-    fg.decoder_keys(w, "kamera tiny SmolVLM2 decoder", T, lambda w: w.add_rope_dimension_count(hd))
-    fg.bpe_tokenizer_keys(w, vocab, "gpt-2", bos="<|im_start|>", eos="<|im_end|>",
-                          pad="<|im_end|>", unk="<|endoftext|>")
-    fg.decoder_tensors(w, rng, len(vocab[0]), T, hd)
-    fg.finish(w)
+    fg.write_bpe_decoder(path, rng, "llama", "kamera tiny SmolVLM2 decoder", T, vocabulary(),
+                         dict(pre="gpt-2", bos="<|im_start|>", eos="<|im_end|>", pad="<|im_end|>",
+                              unk="<|endoftext|>"),
+                         lambda w: w.add_rope_dimension_count(hd))
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_png(f"{out}/img_144x96.png", image(144, 96))
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("img_144x96.png", lambda p: write_png(p, image(144, 96)))])
 
 
 if __name__ == "__main__":

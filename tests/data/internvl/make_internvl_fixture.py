@@ -47,12 +47,11 @@ def write_mmproj(path, rng):
     w = fg.mmproj_writer(path)
     # MmprojModel.set_gguf_parameters, then InternVisionModel's
     fg.vision_keys(w, T["dim"], V, IMAGENET_MEAN, IMAGENET_STD)
-    w.add_clip_projector_type(gguf.VisionProjectorType.INTERNVL)
-    w.add_vision_attention_layernorm_eps(V["eps"])
-    w.add_vision_use_gelu(True)
-    w.add_vision_projector_scale_factor(s)  # int(1 / downsample_ratio)
-    w.add_vision_preproc_min_tiles(V["min_tiles"])
-    w.add_vision_preproc_max_tiles(V["max_tiles"])
+    # the scale factor: int(1 / downsample_ratio)
+    fg.add_keys(w, clip_projector_type=gguf.VisionProjectorType.INTERNVL,
+                vision_attention_layernorm_eps=V["eps"], vision_use_gelu=True,
+                vision_projector_scale_factor=s, vision_preproc_min_tiles=V["min_tiles"],
+                vision_preproc_max_tiles=V["max_tiles"])
     # tensors as torch holds them, written in numpy order (GGUF's ne reversed)
     w.add_tensor("v.class_embd", rnd(rng, (1, 1, d), "p"))
     w.add_tensor("v.patch_embd.weight", rnd(rng, (d, 3, p, p), "w", 3 * p * p))
@@ -81,21 +80,14 @@ def write_mmproj(path, rng):
 
 
 def write_decoder(path, rng):
-    vocab = vocabulary()
-    w = gguf.GGUFWriter(path, "qwen2")
-    fg.decoder_keys(w, "kamera tiny InternVL decoder", T)
-    fg.bpe_tokenizer_keys(w, vocab, "qwen2", bos="<|endoftext|>", eos="<|im_end|>",
-                          pad="<|endoftext|>")
-    fg.decoder_tensors(w, rng, len(vocab[0]), T, T["dim"] // T["heads"], qkv_bias=True)
-    fg.finish(w)
+    fg.write_bpe_decoder(path, rng, "qwen2", "kamera tiny InternVL decoder", T, vocabulary(),
+                         fg.QWEN2_TOKENS, qkv_bias=True)
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_png(f"{out}/img_32.png", image(32, 32))
-    write_png(f"{out}/img_64.png", image(64, 64))
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("img_32.png", lambda p: write_png(p, image(32, 32))),
+        ("img_64.png", lambda p: write_png(p, image(64, 64)))])
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ run (tests/data/llava/README.md).
 import os
 import sys
 
-import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -94,21 +93,14 @@ def write_mmproj(path, rng):
 
 
 def write_decoder(path, rng):
-    vocab = vocabulary()
-    w = gguf.GGUFWriter(path, "llama")
-    fg.decoder_keys(w, "kamera tiny LLaVA decoder", T,
-                    lambda w: w.add_rope_dimension_count(T["dim"] // T["heads"]))
-    fg.bpe_tokenizer_keys(w, vocab, "qwen2", bos="<|endoftext|>", eos="<|im_end|>",
-                          pad="<|endoftext|>")
-    fg.decoder_tensors(w, rng, len(vocab[0]), T, T["dim"] // T["heads"], output=True)
-    fg.finish(w)
+    fg.write_bpe_decoder(path, rng, "llama", "kamera tiny LLaVA decoder", T, vocabulary(),
+                         fg.QWEN2_TOKENS,
+                         lambda w: w.add_rope_dimension_count(T["dim"] // T["heads"]), output=True)
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_png(f"{out}/img_32.png", image(32, 32))
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("img_32.png", lambda p: write_png(p, image(32, 32)))])
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ CLIP_MEAN, CLIP_STD = fg.CLIP_MEAN, fg.CLIP_STD
 
 
 def vocabulary():
-    """256 byte tokens, a few merges, then Qwen2.5-Omni's chat, audio and vision tokens (control)."""
+    """256 byte tokens, a few merges, then Qwen2.5-Omni's chat, audio and vision tokens
+    (control)."""
     return fg.bpe_vocabulary(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>",
                               "<|audio_bos|>", "<|audio_eos|>", "<|IMAGE|>", "<|vision_bos|>",
                               "<|vision_eos|>", "<|vision_start|>", "<|vision_end|>"])
@@ -93,12 +94,10 @@ def write_mmproj(path, rng):
     # and Qwen25OmniModel's
     fg.vision_keys(w, T["dim"], V, CLIP_MEAN, CLIP_STD)
     fg.audio_keys(w, T["dim"], A)
-    w.add_clip_projector_type(gguf.VisionProjectorType.QWEN25O)
-    w.add_vision_use_silu(True)
-    w.add_vision_n_wa_pattern(V["n_wa_pattern"])  # fullatt_block_indexes [1]
-    w.add_vision_attention_layernorm_eps(V["eps"])
-    w.add_audio_num_mel_bins(A["mels"])
-    w.add_audio_attention_layernorm_eps(A["eps"])
+    # n_wa_pattern 2: fullatt_block_indexes [1]
+    fg.add_keys(w, clip_projector_type=gguf.VisionProjectorType.QWEN25O, vision_use_silu=True,
+                vision_n_wa_pattern=V["n_wa_pattern"], vision_attention_layernorm_eps=V["eps"],
+                audio_num_mel_bins=A["mels"], audio_attention_layernorm_eps=A["eps"])
     vision_tensors(w, rng)
     audio_tensors(w, rng)
     extra = np.random.default_rng(SEED + 2)
@@ -108,14 +107,9 @@ def write_mmproj(path, rng):
 
 
 def write_decoder(path, rng):
-    vocab = vocabulary()
-    w = gguf.GGUFWriter(path, "qwen2vl")
-    fg.decoder_keys(w, "kamera tiny Qwen2.5-Omni thinker", T,
-                    lambda w: w.add_rope_dimension_sections(T["sections"]))
-    fg.bpe_tokenizer_keys(w, vocab, "qwen2", bos="<|endoftext|>", eos="<|im_end|>",
-                          pad="<|endoftext|>")
-    fg.decoder_tensors(w, rng, len(vocab[0]), T, T["dim"] // T["heads"], qkv_bias=True)
-    fg.finish(w)
+    fg.write_bpe_decoder(path, rng, "qwen2vl", "kamera tiny Qwen2.5-Omni thinker", T, vocabulary(),
+                         fg.QWEN2_TOKENS, lambda w: w.add_rope_dimension_sections(T["sections"]),
+                         qkv_bias=True)
 
 
 def sound(rate, seconds=2.0):
@@ -128,10 +122,8 @@ def write_wav(path, rate, channels):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_wav(f"{out}/clip_16k.wav", 16000, 1)
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("clip_16k.wav", lambda p: write_wav(p, 16000, 1))])
 
 
 if __name__ == "__main__":

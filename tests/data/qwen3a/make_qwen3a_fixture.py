@@ -78,9 +78,8 @@ def write_mmproj(path, rng):
     # MmprojModel.set_gguf_parameters (the audio encoder only), Qwen25AudioModel's, then
     # Qwen3OmniMmprojModel's audio projector type
     fg.audio_keys(w, T["dim"], A)
-    w.add_audio_num_mel_bins(A["mels"])
-    w.add_audio_attention_layernorm_eps(A["eps"])
-    w.add_clip_audio_projector_type(gguf.VisionProjectorType.QWEN3A)
+    fg.add_keys(w, audio_num_mel_bins=A["mels"], audio_attention_layernorm_eps=A["eps"],
+                clip_audio_projector_type=gguf.VisionProjectorType.QWEN3A)
     audio_tensors(w, rng)
     fg.finish(w)
 
@@ -117,10 +116,8 @@ def write_wav(path, rate, seconds):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
-    write_mmproj(f"{out}/mmproj.gguf", np.random.default_rng(SEED))
-    write_decoder(f"{out}/decoder.gguf", np.random.default_rng(SEED + 1))
-    write_wav(f"{out}/clip_16k.wav", 16000, 8.5)
+    fg.run(SEED, write_mmproj, write_decoder, [
+        ("clip_16k.wav", lambda p: write_wav(p, 16000, 8.5))])
 
 
 if __name__ == "__main__":
