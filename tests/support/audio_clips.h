@@ -5,16 +5,17 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "audio/audio_chunks.h"
+#include "core/thread_pool.h"
 #include "media/audio_decode.h"
 #include "support/chunk_relocation.h"
+#include "support/mtmd_reference.h"
+#include "support/tiny_models.h"
 
 namespace audio_clips {
 
@@ -30,52 +31,17 @@ inline std::vector<float> wav_samples(const std::string& path) {
   return a->samples;
 }
 
-// A prompt as llama.cpp's mtmd chunked it (tests/data/idefics3/mtmd_dump.cpp's JSON at `path`):
-// the text before the clip (ending in the open delimiter), after it (from the close delimiter),
-// and the rows of each audio chunk between.
-struct MtmdPrompt {
-  std::vector<int32_t> before, after;
-  std::vector<int> rows;
-};
+// llama.cpp's mtmd view of a clip's prompt (support/mtmd_reference.h).
+using mtmd_reference::MtmdPrompt;
+using mtmd_reference::read_mtmd_prompt;
 
-inline MtmdPrompt read_mtmd_prompt(const std::string& path) {
-  std::ifstream jf(path);
-  const auto ref = nlohmann::json::parse(jf);
-  MtmdPrompt p;
-  for (const auto& c : ref["chunks"]) {
-    if (c.contains("image")) {  // mtmd_dump writes every media chunk so
-      p.rows.push_back(c["image"].get<int>());
-      continue;
-    }
-    for (int32_t t : c["text"]) (p.rows.empty() ? p.before : p.after).push_back(t);
-  }
-  return p;
-}
-
-// p.before, the clip's chunk, p.after decoded in ctx from position 0: the last row's logits
-// against llama.cpp's (the f32 file `want_path`) within 1e-3 of their largest |logit| (printed),
-// the same argmax.
+// p.before, the clip's chunk, p.after decoded in ctx against llama.cpp's logits (the f32 file
+// `want_path`): within 1e-3 of their largest |logit|, the same argmax (mtmd_reference.h).
 inline void expect_logits_after_clip(kamera::Context& ctx, const MtmdPrompt& p,
                                      const kamera::ChunkContent& clip,
                                      const std::string& want_path) {
-  using namespace kamera;
-  const std::vector<float> want = idefics3_fixture::read_f32(want_path);
-  const size_t V = size_t(ctx.model().cfg.n_vocab);
-  ASSERT_EQ(want.size(), V);
-  ChunkCache& cc = ctx.cache();
-  ScopedSequence s(ctx.pool());
-  const int32_t nb = int32_t(p.before.size());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.before), 0).ok());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), clip, nb).ok());
-  auto got =
-      cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.after), nb + clip.n(), LogitsMode::All);
-  ASSERT_TRUE(got.ok()) << got.message();
-  const float* last = got->data() + got->size() - V;
-  const double rel = idefics3_fixture::rel_diff(last, want.data(), V);
-  std::printf("logits after the clip: kamera vs llama.cpp %.3e of the largest |logit|\n", rel);
-  EXPECT_LT(rel, 1e-3);
-  EXPECT_EQ(std::max_element(last, last + V) - last,
-            std::max_element(want.begin(), want.end()) - want.begin());
+  mtmd_reference::expect_logits_after(ctx, p, clip, want_path,
+                                      "logits after the clip: kamera vs llama.cpp");
 }
 
 // The same samples are not encoded again (the kept chunk), one changed sample is another clip;
@@ -101,6 +67,48 @@ inline void expect_encoded_once_and_relocates(kamera::Context& ctx, kamera::Audi
   EXPECT_EQ(clips.stats().hits, 1);
   chunk_relocation::expect_relocates(ctx, **clip, ChunkContent::from_tokens({7, 262, 266}),
                                      {0, 9, 1200}, 1e-5);
+}
+
+// f(clips, samples): Clips over the Tower of dir/mmproj.gguf beside a context of dir/decoder.gguf
+// (n_ctx positions, kv_bytes of KV), on one thread, and the samples of dir/clip_16k.wav.
+template <class Tower, class Clips, class F>
+void with_clips(const std::string& dir, int n_ctx, size_t kv_bytes, F&& f) {
+  using namespace kamera;
+  auto ctx = tiny::context(dir + "decoder.gguf", n_ctx, 16, kv_bytes, 1);
+  ASSERT_TRUE(ctx);
+  auto tower = Tower::load(dir + "mmproj.gguf");
+  ASSERT_TRUE(tower.ok()) << tower.message();
+  ThreadPool pool(1);
+  Clips clips(*tower, ctx->model().fingerprint, &pool);
+  f(*ctx, clips, wav_samples(dir + "clip_16k.wav"));
+}
+
+// The committed clip of dir as a chunk of `rows` rows, row `at` at linear position `at`
+// (t = h = w), then the logits after it in llama.cpp's prompt (dir/llama_cpp.json) against
+// llama.cpp's (dir/llama_cpp_logits.f32), as expect_logits_after_clip checks them.
+template <class Tower, class Clips>
+void expect_clip_logits_match(const std::string& dir, int rows, int at) {
+  using namespace kamera;
+  with_clips<Tower, Clips>(dir, 1024, size_t(1) << 26,
+                           [&](Context& ctx, Clips& clips, const std::vector<float>& samples) {
+                             auto clip = clips.clip(samples);
+                             ASSERT_TRUE(clip.ok()) << clip.message();
+                             ASSERT_EQ((*clip)->n(), rows);
+                             EXPECT_EQ((*clip)->layout[size_t(at)], Pos::linear(at));
+                             expect_logits_after_clip(ctx, read_mtmd_prompt(dir + "llama_cpp.json"),
+                                                      **clip, dir + "llama_cpp_logits.f32");
+                           });
+}
+
+// expect_encoded_once_and_relocates on the committed clip of dir, its Clips over the Tower of
+// dir/mmproj.gguf beside dir/decoder.gguf.
+template <class Tower, class Clips>
+void expect_clip_encoded_once_and_relocates(const std::string& dir) {
+  with_clips<Tower, Clips>(
+      dir, 4096, size_t(1) << 28,
+      [](kamera::Context& ctx, Clips& clips, const std::vector<float>& samples) {
+        expect_encoded_once_and_relocates(ctx, clips, samples);
+      });
 }
 
 }  // namespace audio_clips

@@ -73,28 +73,9 @@ TEST(AudioChunks, LogitsAfterTheClipMatchLlamaCppMtmd) {
   if (!have_llama_cpp())
     GTEST_SKIP() << "llama.cpp's view of the clip is not in tests/data/qwen25o (its README says "
                     "how to make it)";
-  auto ctx = tiny::context(kDir + "decoder.gguf", 1024, 16, size_t(1) << 26, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = QwenAudioModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok()) << tower.message();
-  ThreadPool pool(1);
-  QwenAudioChunks clips(*tower, m.fingerprint, &pool);
-  auto clip = clips.clip(clip_samples());
-  ASSERT_TRUE(clip.ok()) << clip.message();
-  ASSERT_EQ((*clip)->n(), 750);
-  EXPECT_EQ((*clip)->layout[7], Pos::linear(7));  // t = h = w
-  audio_clips::expect_logits_after_clip(*ctx, llama_cpp_prompt(), **clip,
-                                        kDir + "llama_cpp_logits.f32");
+  audio_clips::expect_clip_logits_match<QwenAudioModel, QwenAudioChunks>(kDir, 750, 7);
 }
 
 TEST(AudioChunks, ClipIsEncodedOnceAndRelocatesExactly) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 4096, 16, size_t(1) << 28, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = QwenAudioModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok());
-  ThreadPool pool(1);
-  QwenAudioChunks clips(*tower, m.fingerprint, &pool);
-  audio_clips::expect_encoded_once_and_relocates(*ctx, clips, clip_samples());
+  audio_clips::expect_clip_encoded_once_and_relocates<QwenAudioModel, QwenAudioChunks>(kDir);
 }

@@ -6,21 +6,15 @@
 // f16 weights' type); kamera computes in f32.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <fstream>
-#include <iterator>
-#include <nlohmann/json.hpp>
-
 #include "audio/qwen3_audio_encoder.h"
 #include "core/thread_pool.h"
 #include "support/audio_clips.h"
+#include "support/audio_towers.h"
 #include "support/gguf_copy.h"
-#include "support/idefics3_fixture.h"  // read_f32, rel_diff
+#include "support/mtmd_reference.h"
 #include "support/temp_path.h"
 
 using namespace kamera;
-using idefics3_fixture::read_f32;
-using idefics3_fixture::rel_diff;
 
 namespace {
 
@@ -28,16 +22,6 @@ const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen3a/";
 
 std::vector<float> clip_samples() {
   return audio_clips::wav_samples(kDir + "clip_16k.wav");
-}
-
-// The rows of each media chunk of llama.cpp's mtmd_dump JSON, in order.
-std::vector<int64_t> llama_cpp_chunk_rows() {
-  std::ifstream jf(kDir + "llama_cpp.json");
-  const auto ref = nlohmann::json::parse(jf);
-  std::vector<int64_t> rows;
-  for (const auto& c : ref["chunks"])
-    if (c.contains("image")) rows.push_back(c["image"].get<int64_t>());
-  return rows;
 }
 
 }  // namespace
@@ -143,49 +127,32 @@ TEST(Qwen3Audio, MalformedFilesAreRefusedByName) {
 TEST(Qwen3Audio, ClipMatchesFloat64Numpy) {
   auto m = Qwen3AudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(m.ok()) << m.message();
-  const std::vector<float> ref = read_f32(kDir + "numpy_embd.f32");
-  ASSERT_EQ(ref.size(), size_t(117 * 64));
-  Qwen3AudioEncoder enc(*m, nullptr);
-  auto e = enc.encode(qwen3_audio_windows(clip_samples(), 128), {});
-  ASSERT_TRUE(e.ok()) << e.message();
-  ASSERT_EQ(e->size(), ref.size());
-  const double rel = rel_diff(e->data(), ref.data(), e->size());
-  std::printf("clip: kamera vs float64 numpy %.3e of the largest |value|\n", rel);
-  EXPECT_LT(rel, 1e-4);
+  audio_towers::expect_rows_match<Qwen3AudioEncoder>(
+      *m, nullptr, qwen3_audio_windows(clip_samples(), 128), kDir + "numpy_embd.f32", 117 * 64,
+      1e-4, "clip: kamera vs float64 numpy");
 }
 
 TEST(Qwen3Audio, ClipMatchesLlamaCppMtmd) {
   auto m = Qwen3AudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(m.ok()) << m.message();
   // mtmd: one audio chunk per window, 104 and 13 rows
-  EXPECT_EQ(llama_cpp_chunk_rows(), (std::vector<int64_t>{104, 13}));
-  const std::vector<float> embd = read_f32(kDir + "llama_cpp_embd.f32");
-  ASSERT_EQ(embd.size(), size_t(117 * 64));
+  EXPECT_EQ(mtmd_reference::read_mtmd_prompt(kDir + "llama_cpp.json").rows,
+            (std::vector<int>{104, 13}));
   ThreadPool pool(1);
-  Qwen3AudioEncoder enc(*m, &pool);
-  auto e = enc.encode(qwen3_audio_windows(clip_samples(), 128), {});
-  ASSERT_TRUE(e.ok()) << e.message();
-  ASSERT_EQ(e->size(), embd.size());
-  const double rel = rel_diff(e->data(), embd.data(), e->size());
-  std::printf("clip: kamera vs llama.cpp %.3e of the largest |value|\n", rel);
-  EXPECT_LT(rel, 2e-3);
+  std::vector<float> rows;
+  ASSERT_NO_FATAL_FAILURE(audio_towers::expect_rows_match<Qwen3AudioEncoder>(
+      *m, &pool, qwen3_audio_windows(clip_samples(), 128), kDir + "llama_cpp_embd.f32", 117 * 64,
+      2e-3, "clip: kamera vs llama.cpp", &rows));
   // the check can fail: rows one chunk later (row r takes row r + 13's) are far off
-  std::vector<float> shifted(*e);
-  std::rotate(shifted.begin(), shifted.begin() + 13 * 64, shifted.end());
-  EXPECT_GT(rel_diff(shifted.data(), embd.data(), shifted.size()), 10 * 2e-3);
+  audio_towers::expect_shifted_rows_differ(rows, kDir + "llama_cpp_embd.f32", 13 * 64, 10 * 2e-3);
 }
 
 TEST(Qwen3Audio, StopEndsTheEncode) {
   auto m = Qwen3AudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(m.ok()) << m.message();
   Qwen3AudioEncoder enc(*m, nullptr);
-  auto e = enc.encode(qwen3_audio_windows(clip_samples(), 128), [] { return true; });
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.message().find("stopped"), std::string::npos) << e.message();
-  LogMel wrong{80, 100, std::vector<float>(80 * 100)};
-  auto w = enc.encode(std::span<const LogMel>(&wrong, 1), {});
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.message().find("80 mel bins"), std::string::npos) << w.message();
+  audio_towers::expect_stop_and_mel_bins_refused(enc, qwen3_audio_windows(clip_samples(), 128),
+                                                 100);
   LogMel long_window{128, 900, std::vector<float>(128 * 900)};  // nine chunks attending together
   auto l = enc.encode(std::span<const LogMel>(&long_window, 1), {});
   ASSERT_FALSE(l.ok());

@@ -66,28 +66,10 @@ TEST(Qwen3AudioChunks, LayoutMatchesLlamaCppMtmd) {
 }
 
 TEST(Qwen3AudioChunks, LogitsAfterTheClipMatchLlamaCppMtmd) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 1024, 16, size_t(1) << 26, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = Qwen3AudioModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok()) << tower.message();
-  ThreadPool pool(1);
-  Qwen3AudioChunks clips(*tower, m.fingerprint, &pool);
-  auto clip = clips.clip(clip_samples());
-  ASSERT_TRUE(clip.ok()) << clip.message();
-  ASSERT_EQ((*clip)->n(), 117);
-  EXPECT_EQ((*clip)->layout[110], Pos::linear(110));  // t = h = w, across the two windows
-  audio_clips::expect_logits_after_clip(*ctx, llama_cpp_prompt(), **clip,
-                                        kDir + "llama_cpp_logits.f32");
+  // t = h = w, across the two windows
+  audio_clips::expect_clip_logits_match<Qwen3AudioModel, Qwen3AudioChunks>(kDir, 117, 110);
 }
 
 TEST(Qwen3AudioChunks, ClipIsEncodedOnceAndRelocatesExactly) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 4096, 16, size_t(1) << 28, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = Qwen3AudioModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok());
-  ThreadPool pool(1);
-  Qwen3AudioChunks clips(*tower, m.fingerprint, &pool);
-  audio_clips::expect_encoded_once_and_relocates(*ctx, clips, clip_samples());
+  audio_clips::expect_clip_encoded_once_and_relocates<Qwen3AudioModel, Qwen3AudioChunks>(kDir);
 }

@@ -5,31 +5,22 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <iterator>
-#include <nlohmann/json.hpp>
 
 #include "audio/audio_encoder.h"
 #include "core/thread_pool.h"
-#include "media/audio_decode.h"
 #include "media/log_mel.h"
-#include "support/idefics3_fixture.h"  // read_f32, rel_diff
+#include "support/audio_clips.h"
+#include "support/audio_towers.h"
+#include "support/mtmd_reference.h"
 
 using namespace kamera;
-using idefics3_fixture::read_f32;
-using idefics3_fixture::rel_diff;
 
 namespace {
 
 const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/qwen25o/";
 
 std::vector<LogMel> clip_mel() {
-  std::ifstream f(kDir + "clip_16k.wav", std::ios::binary);
-  const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(f),
-                                   std::istreambuf_iterator<char>()};
-  auto a = decode_wav(bytes, "clip_16k.wav");
-  EXPECT_TRUE(a.ok()) << a.message();
-  EXPECT_EQ(a->sample_rate, 16000);
-  return whisper_log_mel(a->samples);
+  return whisper_log_mel(audio_clips::wav_samples(kDir + "clip_16k.wav"));
 }
 
 }  // namespace
@@ -61,15 +52,9 @@ TEST(QwenAudio, ClipMatchesFloat64Numpy) {
   // tests/data/qwen25o/numpy_audio.py: Hugging Face's encoder in float64 on the same mel
   auto m = QwenAudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(m.ok()) << m.message();
-  const std::vector<float> ref = read_f32(kDir + "numpy_embd.f32");
-  ASSERT_EQ(ref.size(), size_t(750 * 64));
-  QwenAudioEncoder enc(*m, nullptr);
-  auto e = enc.encode(clip_mel(), {});
-  ASSERT_TRUE(e.ok()) << e.message();
-  ASSERT_EQ(e->size(), ref.size());
-  const double rel = rel_diff(e->data(), ref.data(), e->size());
-  std::printf("clip: kamera vs float64 numpy %.3e of the largest |value|\n", rel);
-  EXPECT_LT(rel, 1e-4);
+  audio_towers::expect_rows_match<QwenAudioEncoder>(*m, nullptr, clip_mel(),
+                                                    kDir + "numpy_embd.f32", 750 * 64, 1e-4,
+                                                    "clip: kamera vs float64 numpy");
 }
 
 TEST(QwenAudio, ClipMatchesLlamaCppMtmd) {
@@ -80,40 +65,25 @@ TEST(QwenAudio, ClipMatchesLlamaCppMtmd) {
   ASSERT_TRUE(m.ok()) << m.message();
   const std::vector<LogMel> mel = clip_mel();
   ASSERT_EQ(mel.size(), 1u);  // 2 s: one 30-s window
-  std::ifstream jf(kDir + "llama_cpp.json");
-  const auto ref = nlohmann::json::parse(jf);
-  int64_t rows = -1;
-  for (const auto& c : ref["chunks"])
-    if (c.contains("image")) rows = c["image"].get<int64_t>();  // mtmd_dump's media chunk
-  ASSERT_EQ(rows, 750);
-  const std::vector<float> embd = read_f32(kDir + "llama_cpp_embd.f32");
-  ASSERT_EQ(embd.size(), size_t(750 * 64));
+  // mtmd_dump's media chunk
+  ASSERT_EQ(mtmd_reference::read_mtmd_prompt(kDir + "llama_cpp.json").rows, std::vector<int>{750});
   ThreadPool pool(1);
-  QwenAudioEncoder enc(*m, &pool);
-  auto e = enc.encode(mel, {});
-  ASSERT_TRUE(e.ok()) << e.message();
-  ASSERT_EQ(e->size(), embd.size());
-  const double rel = rel_diff(e->data(), embd.data(), e->size());
-  std::printf("clip: kamera vs llama.cpp %.3e of the largest |value|\n", rel);
-  EXPECT_LT(rel, 2e-3);
+  std::vector<float> rows;
+  ASSERT_NO_FATAL_FAILURE(audio_towers::expect_rows_match<QwenAudioEncoder>(
+      *m, &pool, mel, kDir + "llama_cpp_embd.f32", 750 * 64, 2e-3, "clip: kamera vs llama.cpp",
+      &rows));
   // the check can fail: rows pooled in the other pairing (1-2, 3-4, ...) are far off
+  QwenAudioEncoder enc(*m, &pool);
   auto h = enc.transformer(mel[0], {});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->size(), size_t(1500 * 32));
-  std::vector<float> shifted(*e);
-  std::rotate(shifted.begin(), shifted.begin() + 64, shifted.end());  // row r takes row r + 1's
-  EXPECT_GT(rel_diff(shifted.data(), embd.data(), shifted.size()), 0.05);
+  // row r takes row r + 1's
+  audio_towers::expect_shifted_rows_differ(rows, kDir + "llama_cpp_embd.f32", 64, 0.05);
 }
 
 TEST(QwenAudio, StopEndsTheEncode) {
   auto m = QwenAudioModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(m.ok()) << m.message();
   QwenAudioEncoder enc(*m, nullptr);
-  auto e = enc.encode(clip_mel(), [] { return true; });
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.message().find("stopped"), std::string::npos) << e.message();
-  LogMel wrong{80, 3000, std::vector<float>(80 * 3000)};
-  auto w = enc.encode(std::span<const LogMel>(&wrong, 1), {});
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.message().find("80 mel bins"), std::string::npos) << w.message();
+  audio_towers::expect_stop_and_mel_bins_refused(enc, clip_mel(), 3000);
 }

@@ -9,11 +9,9 @@
 // (llama_cpp_64_logits.f32); test_gemma3_bidir.cpp has the causal one beside it.
 #include <gtest/gtest.h>
 
-#include "cache/chunk_cache.h"
-#include "context/context.h"
-#include "core/thread_pool.h"
-#include "support/chunk_relocation.h"
 #include "support/gemma3_fixture.h"
+#include "support/mtmd_reference.h"
+#include "support/picture_chunks.h"
 #include "support/tiny_models.h"
 #include "vision/gemma3_chunks.h"
 
@@ -22,21 +20,11 @@ using namespace gemma3_fixture;
 
 namespace {
 
-size_t argmax(const float* v, size_t n) {
-  return size_t(std::max_element(v, v + n) - v);
-}
-
 // "<bos><start_of_turn>user\n<__media__>what is the<end_of_turn>\n<start_of_turn>model\n" as
 // llama.cpp's mtmd chunked it: the text before the picture (ending in <start_of_image>), after it
 // (from <end_of_image>).
-struct Prompt {
-  std::vector<int32_t> before, after;
-};
-
-Prompt llama_cpp_prompt() {
-  const std::vector<int32_t> flat = llama_cpp_flat_prompt();
-  const auto at = std::find(flat.begin(), flat.end(), -1);
-  return {{flat.begin(), at}, {at + 1, flat.end()}};
+mtmd_reference::MtmdPrompt llama_cpp_prompt() {
+  return mtmd_reference::read_mtmd_prompt(kDir + "llama_cpp_64.json");
 }
 
 }  // namespace
@@ -48,7 +36,7 @@ TEST(Gemma3Chunks, LayoutMatchesLlamaCppMtmd) {
   const VisionDelimiters d = gemma3_delimiters(&tok);
   ASSERT_EQ(d.open.size(), 1u);
   ASSERT_EQ(d.close.size(), 1u);
-  const Prompt p = llama_cpp_prompt();
+  const mtmd_reference::MtmdPrompt p = llama_cpp_prompt();
   // kamera's prompt: BOS, the turn's text, <start_of_image>, the rows, <end_of_image>, the rest
   // (the turn markers are pieces of their own, which a SentencePiece vocabulary does not parse
   // from text: placed as the chat template's renderer places them)
@@ -67,68 +55,22 @@ TEST(Gemma3Chunks, LayoutMatchesLlamaCppMtmd) {
   raw(after, "model\n");
   EXPECT_EQ(before, p.before);
   EXPECT_EQ(after, p.after);
-  std::ifstream jf(kDir + "llama_cpp_64.json");
-  const auto ref = nlohmann::json::parse(jf);
   auto tower = Gemma3VisionModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(tower.ok());
-  EXPECT_EQ(ref["chunks"][1]["image"].get<int>(), tower->cfg.rows());
+  EXPECT_EQ(p.rows, std::vector<int>{tower->cfg.rows()});
   EXPECT_TRUE(check_gemma3_pair(tower->cfg, *model, "mmproj").ok());
 }
 
 TEST(Gemma3Chunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 512, 16, size_t(1) << 26, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = Gemma3VisionModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok()) << tower.message();
-  ThreadPool pool(1);
-  Gemma3ImageChunks images(*tower, m.fingerprint, &pool);
-  auto img = load_image(kDir + "img_64.png");
-  ASSERT_TRUE(img.ok());
-  auto pic = images.image(*img);
-  ASSERT_TRUE(pic.ok()) << pic.message();
-  ASSERT_EQ((*pic)->n(), 16);
-  const Prompt p = llama_cpp_prompt();
-  const std::vector<float> want = read_f32(kDir + "llama_cpp_64_logits.f32");
-  ASSERT_EQ(want.size(), size_t(m.cfg.n_vocab));
-  ChunkCache& cc = ctx->cache();
-  ScopedSequence s(ctx->pool());
-  const int32_t nb = int32_t(p.before.size());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.before), 0).ok());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), **pic, nb).ok());
-  auto got = cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.after), nb + (*pic)->n(),
-                              LogitsMode::All);
-  ASSERT_TRUE(got.ok()) << got.message();
-  const size_t V = size_t(m.cfg.n_vocab);
-  const float* last = got->data() + got->size() - V;
-  const double rel = rel_diff(last, want.data(), V);
-  std::printf(
-      "logits after the picture: kamera vs llama.cpp (rows non-causal) %.3e of the largest "
-      "|logit|\n",
-      rel);
-  EXPECT_LT(rel, 1e-3);
-  EXPECT_EQ(argmax(last, V), argmax(want.data(), V));
+  picture_chunks::expect_logits_after_picture<Gemma3VisionModel, Gemma3ImageChunks>(
+      kDir, "img_64.png", 16, "llama_cpp_64",
+      "logits after the picture: kamera vs llama.cpp (rows non-causal)");
 }
 
 TEST(Gemma3Chunks, PictureRelocatesExactly) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 1024, 16, size_t(1) << 27, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = Gemma3VisionModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok());
-  ThreadPool pool(1);
-  Gemma3ImageChunks images(*tower, m.fingerprint, &pool);
-  auto img = load_image(kDir + "img_64.png");
-  ASSERT_TRUE(img.ok());
-  bool encoded = false;
-  auto pic = images.image(*img, &encoded);
-  ASSERT_TRUE(pic.ok()) << pic.message();
-  EXPECT_TRUE(encoded);
-  ASSERT_EQ(images.rows(), (*pic)->n());
-  auto again = images.image(*img, &encoded);  // the same picture: the kept chunk
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(encoded);
-  EXPECT_EQ(again->get(), pic->get());
-  chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({7, 302, 266}),
-                                     {0, 7, 300}, 1e-5);
+  picture_chunks::expect_picture_kept_and_relocates<Gemma3VisionModel, Gemma3ImageChunks>(
+      kDir, "img_64.png", ChunkContent::from_tokens({7, 302, 266}),
+      [](Gemma3ImageChunks& images, const ChunkContent& pic) {
+        ASSERT_EQ(images.rows(), pic.n());
+      });
 }

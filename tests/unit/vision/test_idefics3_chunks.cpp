@@ -4,14 +4,12 @@
 // fresh prefill there.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "cache/chunk_cache.h"
 #include "context/context.h"
 #include "core/thread_pool.h"
-#include "support/chunk_relocation.h"
 #include "support/idefics3_fixture.h"
+#include "support/mtmd_reference.h"
+#include "support/picture_chunks.h"
 #include "support/tiny_models.h"
 #include "vision/idefics3_chunks.h"
 
@@ -20,28 +18,16 @@ using namespace idefics3_fixture;
 
 namespace {
 
-struct Prompt {
-  std::vector<int32_t> before, after;  // llama.cpp's text around the picture
-  std::vector<float> logits;           // llama.cpp's, at the prompt's last row
-};
-
 // "<|im_start|>User:<__media__>the<end_of_utterance>" as llama.cpp's mtmd chunked it: the
 // picture runs from the first <fake_token_around_image> to the one after the last image chunk.
-Prompt llama_cpp_prompt(int32_t fake) {
-  std::ifstream jf(kDir + "llama_cpp_144x96.json");
-  const auto ref = nlohmann::json::parse(jf);
-  std::vector<int32_t> flat;
-  for (const auto& c : ref["chunks"])
-    if (c.contains("image"))
-      flat.push_back(-1);
-    else
-      for (int32_t t : c["text"]) flat.push_back(t);
-  Prompt p;
+mtmd_reference::MtmdPrompt llama_cpp_prompt(int32_t fake) {
+  const std::vector<int32_t> flat =
+      mtmd_reference::read_flat_prompt(kDir + "llama_cpp_144x96.json");
+  mtmd_reference::MtmdPrompt p;
   const auto first = std::find(flat.begin(), flat.end(), fake);
   const auto last = std::find(flat.rbegin(), flat.rend(), -1).base();  // past the last image
   p.before.assign(flat.begin(), first);
   p.after.assign(last + 1, flat.end());
-  p.logits = read_f32(kDir + "llama_cpp_144x96_logits.f32");
   return p;
 }
 
@@ -68,10 +54,6 @@ ChunkContent llama_cpp_picture(const Model& decoder) {
   return std::move(*c);
 }
 
-size_t argmax(const float* v, size_t n) {
-  return size_t(std::max_element(v, v + n) - v);
-}
-
 }  // namespace
 
 TEST(Idefics3Chunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
@@ -80,22 +62,9 @@ TEST(Idefics3Chunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
   const Model& m = ctx->model();
   const ChunkContent pic = llama_cpp_picture(m);
   ASSERT_EQ(pic.n(), 7 * 16 + 17);
-  const Prompt p = llama_cpp_prompt(Idefics3TokenRows::from(m)->vocab.fake);
-  ASSERT_EQ(p.logits.size(), size_t(m.cfg.n_vocab));
-  ChunkCache& cc = ctx->cache();
-  ScopedSequence s(ctx->pool());
-  const int32_t nb = int32_t(p.before.size());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.before), 0).ok());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), pic, nb).ok());
-  auto got =
-      cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.after), nb + pic.n(), LogitsMode::All);
-  ASSERT_TRUE(got.ok()) << got.message();
-  const size_t V = size_t(m.cfg.n_vocab);
-  const float* last = got->data() + got->size() - V;
-  const double rel = rel_diff(last, p.logits.data(), V);
-  std::printf("logits after the picture: kamera vs llama.cpp %.3e of the largest |logit|\n", rel);
-  EXPECT_LT(rel, 1e-3);
-  EXPECT_EQ(argmax(last, V), argmax(p.logits.data(), V));
+  mtmd_reference::expect_logits_after(
+      *ctx, llama_cpp_prompt(Idefics3TokenRows::from(m)->vocab.fake), pic,
+      kDir + "llama_cpp_144x96_logits.f32", "logits after the picture: kamera vs llama.cpp");
 }
 
 TEST(Idefics3Chunks, PictureRelocatesExactly) {
@@ -110,15 +79,8 @@ TEST(Idefics3Chunks, PictureRelocatesExactly) {
   Idefics3ImageChunks images(*tower, std::move(*tokens), m.fingerprint, &pool);
   auto img = load_image(kDir + "img_144x96.png");
   ASSERT_TRUE(img.ok());
-  bool encoded = false;
-  auto pic = images.image(*img, &encoded);
-  ASSERT_TRUE(pic.ok()) << pic.message();
-  EXPECT_TRUE(encoded);
-  ASSERT_EQ(images.rows(img->width, img->height).value(), (*pic)->n());
-  auto again = images.image(*img, &encoded);  // the same picture: the kept chunk
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(encoded);
-  EXPECT_EQ(again->get(), pic->get());
-  chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({116, 258, 268}),
-                                     {0, 7, 300}, 1e-5);
+  picture_chunks::expect_kept_and_relocates(
+      *ctx, images, *img, ChunkContent::from_tokens({116, 258, 268}), [&](const ChunkContent& pic) {
+        ASSERT_EQ(images.rows(img->width, img->height).value(), pic.n());
+      });
 }

@@ -14,6 +14,7 @@
 #include "support/chunk_relocation.h"
 #include "support/gguf_copy.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff, bilinear_corners
+#include "support/mtmd_reference.h"
 #include "support/tiny_models.h"
 #include "vision/llava_anyres.h"
 #include "vision/llava_chunks.h"
@@ -183,37 +184,10 @@ TEST(LlavaAnyres, PicturesArePils) {
 
 namespace {
 
-// "USER: <__media__>\nthe ASSISTANT:" as llama.cpp's mtmd chunked it for a picture.
-struct MtmdPrompt {
-  std::vector<int32_t> before, after;
-  std::vector<int> images;  // each image chunk's rows
-};
-
-MtmdPrompt mtmd_prompt(const std::string& size) {
-  const auto ref = read_json(kDir + "llama_cpp_" + size + ".json");
-  MtmdPrompt p;
-  for (const auto& c : ref["chunks"]) {
-    if (c.contains("image")) {
-      p.images.push_back(c["image"].get<int>());
-      continue;
-    }
-    for (int32_t t : c["text"]) (p.images.empty() ? p.before : p.after).push_back(t);
-  }
-  return p;
-}
-
-// The decoder's logits after before + picture + after, each a chunk at its positions.
-std::vector<float> logits_after(Context& ctx, const MtmdPrompt& p, const ChunkContent& pic) {
-  ChunkCache& cc = ctx.cache();
-  ScopedSequence s(ctx.pool());
-  const int32_t nb = int32_t(p.before.size());
-  EXPECT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.before), 0).ok());
-  EXPECT_TRUE(cc.forward_chunk(s.id(), pic, nb).ok());
-  auto got =
-      cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.after), nb + pic.n(), LogitsMode::All);
-  EXPECT_TRUE(got.ok()) << got.message();
-  const size_t V = size_t(ctx.model().cfg.n_vocab);
-  return std::vector<float>(got->end() - std::ptrdiff_t(V), got->end());
+// "USER: <__media__>\nthe ASSISTANT:" as llama.cpp's mtmd chunked it for a picture (its rows:
+// each image chunk's).
+mtmd_reference::MtmdPrompt mtmd_prompt(const std::string& size) {
+  return mtmd_reference::read_mtmd_prompt(kDir + "llama_cpp_" + size + ".json");
 }
 
 ChunkContent linear_chunk(std::vector<float> rows, int dim) {
@@ -256,8 +230,8 @@ TEST(LlavaAnyres, TilesAndOverviewMatchLlamaCppMtmd) {
     ASSERT_TRUE(img.ok());
     auto plan = llava_anyres_plan(img->width, img->height, t->cfg);
     ASSERT_TRUE(plan.ok());
-    const MtmdPrompt p = mtmd_prompt(size);
-    EXPECT_EQ(p.images, std::vector<int>(size_t(plan->tiles() + 1), t->cfg.rows())) << size;
+    const mtmd_reference::MtmdPrompt p = mtmd_prompt(size);
+    EXPECT_EQ(p.rows, std::vector<int>(size_t(plan->tiles() + 1), t->cfg.rows())) << size;
     const std::vector<float> want = read_f32(kDir + "llama_cpp_" + size + "_embd.f32");
     const std::vector<float> got = llama_cpp_order(*t, *img);
     ASSERT_EQ(got.size(), want.size()) << size;
@@ -319,15 +293,17 @@ TEST(LlavaAnyres, LogitsAfterThePictureMatchLlamaCppMtmd) {
   for (const char* size : kSizes) {
     auto img = load_image(kDir + "img_" + size + ".png");
     ASSERT_TRUE(img.ok());
-    const MtmdPrompt p = mtmd_prompt(size);
+    const mtmd_reference::MtmdPrompt p = mtmd_prompt(size);
     const std::vector<float> want =
         read_f32(kDir + "llama_cpp_" + std::string(size) + "_logits.f32");
-    const auto got = logits_after(*ctx, p, linear_chunk(llama_cpp_order(*t, *img), t->cfg.out_dim));
+    const auto got = mtmd_reference::last_logits_after(
+        *ctx, p, linear_chunk(llama_cpp_order(*t, *img), t->cfg.out_dim));
     ASSERT_EQ(got.size(), want.size());
     const double rel = rel_diff(got.data(), want.data(), want.size());
     auto hf = images.image(*img);
     ASSERT_TRUE(hf.ok());
-    const double rel_hf = rel_diff(logits_after(*ctx, p, **hf).data(), want.data(), want.size());
+    const double rel_hf =
+        rel_diff(mtmd_reference::last_logits_after(*ctx, p, **hf).data(), want.data(), want.size());
     std::printf(
         "%s: logits kamera (llama.cpp's order) vs llama.cpp %.3e; kamera's layout (Hugging "
         "Face's) vs llama.cpp %.3e of the largest |logit|\n",

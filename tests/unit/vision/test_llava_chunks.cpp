@@ -5,14 +5,9 @@
 // causally, as kamera does.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
-#include "cache/chunk_cache.h"
-#include "context/context.h"
-#include "core/thread_pool.h"
-#include "support/chunk_relocation.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
+#include "support/mtmd_reference.h"
+#include "support/picture_chunks.h"
 #include "support/tiny_models.h"
 #include "vision/llava_chunks.h"
 
@@ -24,30 +19,9 @@ namespace {
 
 const std::string kDir = std::string(KAMERA_SOURCE_DIR) + "/tests/data/llava/";
 
-size_t argmax(const float* v, size_t n) {
-  return size_t(std::max_element(v, v + n) - v);
-}
-
 // "USER: <__media__>\nthe ASSISTANT:" as llama.cpp's mtmd chunked it.
-struct Prompt {
-  std::vector<int32_t> before, after;
-  int image_rows = 0;
-};
-
-Prompt llama_cpp_prompt() {
-  std::ifstream jf(kDir + "llama_cpp_32.json");
-  const auto ref = nlohmann::json::parse(jf);
-  Prompt p;
-  bool seen = false;
-  for (const auto& c : ref["chunks"]) {
-    if (c.contains("image")) {
-      p.image_rows = c["image"].get<int>();
-      seen = true;
-      continue;
-    }
-    for (int32_t t : c["text"]) (seen ? p.after : p.before).push_back(t);
-  }
-  return p;
+mtmd_reference::MtmdPrompt llama_cpp_prompt() {
+  return mtmd_reference::read_mtmd_prompt(kDir + "llama_cpp_32.json");
 }
 
 }  // namespace
@@ -56,12 +30,12 @@ TEST(LlavaChunks, LayoutMatchesLlamaCppMtmd) {
   auto model = tiny::load(kDir + "decoder.gguf");
   ASSERT_TRUE(model && model->tokenizer);
   const Tokenizer& tok = *model->tokenizer;
-  const Prompt p = llama_cpp_prompt();
+  const mtmd_reference::MtmdPrompt p = llama_cpp_prompt();
   EXPECT_EQ(tok.encode("USER: ", false), p.before);           // no token before the rows
   EXPECT_EQ(tok.encode("\nthe ASSISTANT:", false), p.after);  // nor after them
   auto tower = LlavaVisionModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(tower.ok());
-  EXPECT_EQ(p.image_rows, tower->cfg.rows());
+  EXPECT_EQ(p.rows, std::vector<int>{tower->cfg.rows()});
   EXPECT_TRUE(check_llava_pair(tower->cfg, *model, "mmproj").ok());
   auto other = tiny::load(tiny::model_path("qwen2vl"));
   ASSERT_TRUE(other);
@@ -69,57 +43,13 @@ TEST(LlavaChunks, LayoutMatchesLlamaCppMtmd) {
 }
 
 TEST(LlavaChunks, LogitsAfterThePictureMatchLlamaCppMtmd) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 512, 16, size_t(1) << 26, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = LlavaVisionModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok()) << tower.message();
-  ThreadPool pool(1);
-  LlavaImageChunks images(*tower, m.fingerprint, &pool);
-  auto img = load_image(kDir + "img_32.png");
-  ASSERT_TRUE(img.ok());
-  auto pic = images.image(*img);
-  ASSERT_TRUE(pic.ok()) << pic.message();
-  ASSERT_EQ((*pic)->n(), 64);
-  const Prompt p = llama_cpp_prompt();
-  const std::vector<float> want = read_f32(kDir + "llama_cpp_32_logits.f32");
-  ASSERT_EQ(want.size(), size_t(m.cfg.n_vocab));
-  ChunkCache& cc = ctx->cache();
-  ScopedSequence s(ctx->pool());
-  const int32_t nb = int32_t(p.before.size());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.before), 0).ok());
-  ASSERT_TRUE(cc.forward_chunk(s.id(), **pic, nb).ok());
-  auto got = cc.forward_chunk(s.id(), ChunkContent::from_tokens(p.after), nb + (*pic)->n(),
-                              LogitsMode::All);
-  ASSERT_TRUE(got.ok()) << got.message();
-  const size_t V = size_t(m.cfg.n_vocab);
-  const float* last = got->data() + got->size() - V;
-  const double rel = rel_diff(last, want.data(), V);
-  std::printf("logits after the picture: kamera vs llama.cpp %.3e of the largest |logit|\n", rel);
-  EXPECT_LT(rel, 1e-3);
-  EXPECT_EQ(argmax(last, V), argmax(want.data(), V));
+  picture_chunks::expect_logits_after_picture<LlavaVisionModel, LlavaImageChunks>(
+      kDir, "img_32.png", 64, "llama_cpp_32", "logits after the picture: kamera vs llama.cpp");
 }
 
 TEST(LlavaChunks, PictureRelocatesExactly) {
-  auto ctx = tiny::context(kDir + "decoder.gguf", 1024, 16, size_t(1) << 27, 1);
-  ASSERT_TRUE(ctx);
-  const Model& m = ctx->model();
-  auto tower = LlavaVisionModel::load(kDir + "mmproj.gguf");
-  ASSERT_TRUE(tower.ok());
-  ThreadPool pool(1);
-  LlavaImageChunks images(*tower, m.fingerprint, &pool);
-  auto img = load_image(kDir + "img_32.png");
-  ASSERT_TRUE(img.ok());
-  bool encoded = false;
-  auto pic = images.image(*img, &encoded);
-  ASSERT_TRUE(pic.ok()) << pic.message();
-  EXPECT_TRUE(encoded);
-  auto again = images.image(*img, &encoded);  // the same picture: the kept chunk
-  ASSERT_TRUE(again.ok());
-  EXPECT_FALSE(encoded);
-  EXPECT_EQ(again->get(), pic->get());
-  chunk_relocation::expect_relocates(*ctx, **pic, ChunkContent::from_tokens({116, 258, 10}),
-                                     {0, 7, 300}, 1e-5);
+  picture_chunks::expect_picture_kept_and_relocates<LlavaVisionModel, LlavaImageChunks>(
+      kDir, "img_32.png", ChunkContent::from_tokens({116, 258, 10}));
 }
 
 // A wide picture is padded to a square with CLIP's mean colour, centred, then resized.
