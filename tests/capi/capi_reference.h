@@ -98,23 +98,43 @@ static kamera_logits* assembled_logits(kamera_context* ctx, kamera_chunk* const*
   return l;
 }
 
-/* The pair a test runs on: the reference file, the decoder, the tower (whose rows are the
- * decoder's input width) and a context; 0 (after reporting) when any does not load. */
+/* The pair a test runs on: the reference, the decoder, the tower (whose rows are the decoder's
+ * input width) and a context. */
+typedef struct media_pair {
+  reference r;
+  kamera_model* m;
+  kamera_vision* vision;
+  kamera_context* ctx;
+} media_pair;
+
+/* Reads the reference file and loads the pair; 0 (after reporting) when any does not load. */
 static int open_pair(const char* decoder, const char* mmproj, const char* reference_path,
-                     reference* r, kamera_model** m, kamera_vision** vision, kamera_context** ctx) {
-  if (!read_reference(reference_path, r)) {
+                     media_pair* p) {
+  memset(p, 0, sizeof *p);
+  if (!read_reference(reference_path, &p->r)) {
     fprintf(stderr, "cannot read the reference %s\n", reference_path);
     return 0;
   }
-  if (!CHECK_OK(kamera_model_load(decoder, NULL, m)) ||
-      !CHECK_OK(kamera_vision_load(mmproj, vision)) || !CHECK_OK(kamera_context_new(*m, NULL, ctx)))
+  if (!CHECK_OK(kamera_model_load(decoder, NULL, &p->m)) ||
+      !CHECK_OK(kamera_vision_load(mmproj, &p->vision)) ||
+      !CHECK_OK(kamera_context_new(p->m, NULL, &p->ctx)))
     return 0;
   kamera_model_info mi;
   kamera_vision_info vi;
-  CHECK_OK(kamera_model_get_info(*m, &mi));
-  CHECK_OK(kamera_vision_get_info(*vision, &vi));
-  CHECK(vi.out_dim == mi.input_dim && vi.image_size == 0 && mi.n_vocab == r->n_vocab);
+  CHECK_OK(kamera_model_get_info(p->m, &mi));
+  CHECK_OK(kamera_vision_get_info(p->vision, &vi));
+  CHECK(vi.out_dim == mi.input_dim && vi.image_size == 0 && mi.n_vocab == p->r.n_vocab);
   return 1;
+}
+
+/* Frees the pair; prints the number of failed checks and returns it (the exit status). */
+static int close_pair(media_pair* p) {
+  kamera_context_free(p->ctx);
+  kamera_vision_free(p->vision);
+  kamera_model_free(p->m);
+  free(p->r.logits);
+  printf("%d failed checks\n", capi_failures);
+  return capi_failures;
 }
 
 /* kamera_chunk_from_image or kamera_chunk_from_audio. */
@@ -141,6 +161,71 @@ static void media_via_store(kamera_model* m, const char* mmproj, const char* dir
   kamera_chunk_free(c);
   kamera_context_free(ctx);
   kamera_vision_free(v);
+}
+
+/* kamera_chunk_from_image_bytes or kamera_chunk_from_audio_bytes. */
+typedef kamera_status (*media_from_bytes)(kamera_context*, kamera_vision*, const uint8_t*, size_t,
+                                          kamera_chunk**);
+
+/* The media chunk c of the file at `path` after the prompt's text against the CLI's next-token
+ * logits: max |d| within 1e-5 of their scale (printed after `what`); the file's bytes through
+ * `from` give the same chunk id, and the handle encoded the media once (the bytes were a hit). */
+static void check_matches_cli(kamera_context* ctx, kamera_vision* vision, const reference* r,
+                              const char* path, kamera_chunk* c, media_from_bytes from,
+                              const char* what) {
+  kamera_logits* l = exact_logits(ctx, r, c);
+  if (l) {
+    const double d = max_diff(kamera_logits_data(l), r->logits, r->n_vocab);
+    const double s = scale_of(r->logits, r->n_vocab);
+    printf("%s: max |d| %.3g (scale %.3g)\n", what, d, s);
+    CHECK(d <= 1e-5 * s);
+  }
+  kamera_logits_free(l);
+  size_t n = 0;
+  unsigned char* bytes = read_file(path, &n);
+  kamera_chunk* again = NULL;
+  if (CHECK_OK(from(ctx, vision, bytes, n, &again))) {
+    char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
+    CHECK_OK(kamera_chunk_id(c, a));
+    CHECK_OK(kamera_chunk_id(again, b));
+    CHECK(strcmp(a, b) == 0);
+  }
+  free(bytes);
+  kamera_chunk_free(again);
+  kamera_vision_stats vs;
+  CHECK_OK(kamera_vision_get_stats(vision, &vs));
+  CHECK(vs.encodes == 1 && vs.hits == 1); /* the same media is encoded once */
+}
+
+/* [pad][text][media] assembled under re-prefill, with full-rank patches and by blind reuse, then
+ * the text after the media: max |d| of the patched and of the blind next-token logits to
+ * re-prefill's, and the scale of re-prefill's; 0 when any of the three did not run. */
+static int relocated_diffs(kamera_model* m, kamera_context* ctx, const reference* r,
+                           kamera_chunk* media, const int32_t* pad_ids, int n_pad, double* d_patch,
+                           double* d_blind, double* scale) {
+  kamera_chunk *pad = NULL, *text = NULL;
+  CHECK_OK(kamera_chunk_from_tokens(m, pad_ids, n_pad, &pad));
+  CHECK_OK(kamera_chunk_from_tokens(m, r->before, r->n_before, &text));
+  kamera_chunk* chunks[] = {pad, text, media};
+  kamera_serve_options ref_o = kamera_serve_default_options(), full = ref_o, blind = ref_o;
+  ref_o.policy = KAMERA_POLICY_REPREFILL;
+  full.rank = KAMERA_FULL_RANK;
+  blind.policy = KAMERA_POLICY_BLIND;
+  kamera_logits* ref = assembled_logits(ctx, chunks, 3, &ref_o, r);
+  kamera_logits* patched = assembled_logits(ctx, chunks, 3, &full, r);
+  kamera_logits* bl = assembled_logits(ctx, chunks, 3, &blind, r);
+  const int ran = ref && patched && bl;
+  if (ran) {
+    *scale = scale_of(kamera_logits_data(ref), kamera_logits_n_vocab(ref));
+    *d_patch = capi_max_abs_diff(ref, patched);
+    *d_blind = capi_max_abs_diff(ref, bl);
+  }
+  kamera_logits_free(ref);
+  kamera_logits_free(patched);
+  kamera_logits_free(bl);
+  kamera_chunk_free(pad);
+  kamera_chunk_free(text);
+  return ran;
 }
 
 #endif /* KAMERA_CAPI_REFERENCE_H */

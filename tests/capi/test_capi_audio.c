@@ -10,8 +10,8 @@
  * within 1e-5 of their scale; the bytes path gives the same chunk id without a second encode; the
  * clip relocated behind other chunks with a full-rank patch equals re-prefill within 1e-4 of the
  * scale, where blind reuse does not; bad audio and a picture tower are errors that name the
- * problem, and the Omni tower's vision half takes a picture; a disk tier gives the rows back to a new handle and context.
- * Exit status: the number of failed checks. */
+ * problem, and the Omni tower's vision half takes a picture; a disk tier gives the rows back to a
+ * new handle and context. Exit status: the number of failed checks. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,20 +22,8 @@
 static void test_relocated(kamera_model* m, kamera_context* ctx, const reference* r,
                            kamera_chunk* clip) {
   const int32_t pad_ids[] = {5, 9, 17, 3, 11, 30, 2, 40, 41};
-  kamera_chunk *pad = NULL, *text = NULL;
-  CHECK_OK(kamera_chunk_from_tokens(m, pad_ids, 9, &pad));
-  CHECK_OK(kamera_chunk_from_tokens(m, r->before, r->n_before, &text));
-  kamera_chunk* chunks[] = {pad, text, clip};
-  kamera_serve_options ref_o = kamera_serve_default_options(), full = ref_o, blind = ref_o;
-  ref_o.policy = KAMERA_POLICY_REPREFILL;
-  full.rank = KAMERA_FULL_RANK;
-  blind.policy = KAMERA_POLICY_BLIND;
-  kamera_logits* ref = assembled_logits(ctx, chunks, 3, &ref_o, r);
-  kamera_logits* patched = assembled_logits(ctx, chunks, 3, &full, r);
-  kamera_logits* bl = assembled_logits(ctx, chunks, 3, &blind, r);
-  if (ref && patched && bl) {
-    const double s = scale_of(kamera_logits_data(ref), kamera_logits_n_vocab(ref));
-    const double d_patch = capi_max_abs_diff(ref, patched), d_blind = capi_max_abs_diff(ref, bl);
+  double d_patch = 0, d_blind = 0, s = 1;
+  if (relocated_diffs(m, ctx, r, clip, pad_ids, 9, &d_patch, &d_blind, &s)) {
     printf(
         "relocated clip: full-rank patch |d| %.3g (%.2e of the scale), blind |d| %.3g "
         "(%.2e of the scale), scale %.3g\n",
@@ -43,11 +31,6 @@ static void test_relocated(kamera_model* m, kamera_context* ctx, const reference
     CHECK(d_patch <= 1e-4 * s);
     CHECK(d_blind > 1e-4 * s); /* the antecedent changes the clip's KV: blind reuse misses it */
   }
-  kamera_logits_free(ref);
-  kamera_logits_free(patched);
-  kamera_logits_free(bl);
-  kamera_chunk_free(pad);
-  kamera_chunk_free(text);
 }
 
 static void test_refusals(kamera_model* m, kamera_context* ctx, kamera_vision* vision,
@@ -104,29 +87,9 @@ static void test_store_tier(kamera_model* m, const char* mmproj, const char* cli
 /* The clip chunk after the prompt's text against the CLI; the bytes path is the same chunk. */
 static void test_matches_cli(kamera_context* ctx, kamera_vision* vision, const reference* r,
                              const char* clip, kamera_chunk* c) {
-  kamera_logits* l = exact_logits(ctx, r, c);
-  if (l) {
-    const double d = max_diff(kamera_logits_data(l), r->logits, r->n_vocab);
-    const double s = scale_of(r->logits, r->n_vocab);
-    printf("clip chunk via the C API vs kamera logits --audio: max |d| %.3g (scale %.3g)\n", d, s);
-    CHECK(d <= 1e-5 * s);
-  }
-  kamera_logits_free(l);
+  check_matches_cli(ctx, vision, r, clip, c, kamera_chunk_from_audio_bytes,
+                    "clip chunk via the C API vs kamera logits --audio");
   CHECK(kamera_chunk_n_tokens(c) == 750 && kamera_chunk_extent(c) == 750); /* (i, i, i) */
-  size_t n = 0;
-  unsigned char* bytes = read_file(clip, &n);
-  kamera_chunk* again = NULL;
-  if (CHECK_OK(kamera_chunk_from_audio_bytes(ctx, vision, bytes, n, &again))) {
-    char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
-    CHECK_OK(kamera_chunk_id(c, a));
-    CHECK_OK(kamera_chunk_id(again, b));
-    CHECK(strcmp(a, b) == 0);
-  }
-  free(bytes);
-  kamera_chunk_free(again);
-  kamera_vision_stats vs;
-  CHECK_OK(kamera_vision_get_stats(vision, &vs));
-  CHECK(vs.encodes == 1 && vs.hits == 1); /* the same samples are encoded once */
 }
 
 int main(int argc, char** argv) {
@@ -138,24 +101,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char *clip = argv[3], *scratch = argv[5];
-  reference r;
-  kamera_model* m = NULL;
-  kamera_vision* vision = NULL;
-  kamera_context* ctx = NULL;
-  if (!open_pair(argv[1], argv[2], argv[4], &r, &m, &vision, &ctx))
-    return capi_failures ? capi_failures : 2;
+  media_pair p;
+  if (!open_pair(argv[1], argv[2], argv[4], &p)) return capi_failures ? capi_failures : 2;
   kamera_chunk* c = NULL;
-  if (CHECK_OK(kamera_chunk_from_audio(ctx, vision, clip, &c))) {
-    test_matches_cli(ctx, vision, &r, clip, c);
-    test_relocated(m, ctx, &r, c);
+  if (CHECK_OK(kamera_chunk_from_audio(p.ctx, p.vision, clip, &c))) {
+    test_matches_cli(p.ctx, p.vision, &p.r, clip, c);
+    test_relocated(p.m, p.ctx, &p.r, c);
   }
-  test_refusals(m, ctx, vision, clip, scratch, argv[6], argv[7]);
-  test_store_tier(m, argv[2], clip, scratch);
+  test_refusals(p.m, p.ctx, p.vision, clip, scratch, argv[6], argv[7]);
+  test_store_tier(p.m, argv[2], clip, scratch);
   kamera_chunk_free(c);
-  kamera_context_free(ctx);
-  kamera_vision_free(vision);
-  kamera_model_free(m);
-  free(r.logits);
-  printf("%d failed checks\n", capi_failures);
-  return capi_failures;
+  return close_pair(&p);
 }

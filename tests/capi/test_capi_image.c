@@ -20,30 +20,13 @@
 
 #include "capi_reference.h"
 
-static void test_reuse(kamera_model* m, kamera_context* ctx, const reference* r,
-                       kamera_chunk* img) {
-  const int32_t pad_ids[] = {5, 9, 17, 3, 11, 30, 2};
-  kamera_chunk *pad = NULL, *text = NULL;
-  CHECK_OK(kamera_chunk_from_tokens(m, pad_ids, 7, &pad));
-  CHECK_OK(kamera_chunk_from_tokens(m, r->before, r->n_before, &text));
-  kamera_chunk* chunks[] = {pad, text, img};
-  kamera_serve_options ref_o = kamera_serve_default_options(), full = ref_o, blind = ref_o;
+/* The window: [text][image] admitted at the back with full-rank patches, then queried. */
+static void test_window(kamera_model* m, kamera_context* ctx, const reference* r,
+                        kamera_chunk* img) {
+  kamera_serve_options ref_o = kamera_serve_default_options();
   ref_o.policy = KAMERA_POLICY_REPREFILL;
-  full.rank = KAMERA_FULL_RANK;
-  blind.policy = KAMERA_POLICY_BLIND;
-  kamera_logits* ref = assembled_logits(ctx, chunks, 3, &ref_o, r);
-  kamera_logits* patched = assembled_logits(ctx, chunks, 3, &full, r);
-  kamera_logits* bl = assembled_logits(ctx, chunks, 3, &blind, r);
-  if (ref && patched && bl) {
-    const int v = kamera_logits_n_vocab(ref);
-    const double s = scale_of(kamera_logits_data(ref), v);
-    const double d_patch = capi_max_abs_diff(ref, patched), d_blind = capi_max_abs_diff(ref, bl);
-    printf("relocated image: full-rank patch |d| %.3g, blind |d| %.3g (scale %.3g)\n", d_patch,
-           d_blind, s);
-    CHECK(d_patch <= 1e-4 * s);
-    CHECK(d_blind > d_patch); /* the patch carries conditioning the canonical lacks */
-  }
-  /* the window: [text][image] admitted at the back with full-rank patches, then queried */
+  kamera_chunk* text = NULL;
+  CHECK_OK(kamera_chunk_from_tokens(m, r->before, r->n_before, &text));
   kamera_window_policy wp = kamera_window_default_policy();
   wp.rank = KAMERA_FULL_RANK;
   kamera_window* w = NULL;
@@ -60,15 +43,24 @@ static void test_reuse(kamera_model* m, kamera_context* ctx, const reference* r,
     CHECK(kamera_window_n_slots(w) == 1);
     CHECK_OK(kamera_window_check(w));
   }
-  kamera_logits_free(ref);
-  kamera_logits_free(patched);
-  kamera_logits_free(bl);
   kamera_logits_free(wq);
   kamera_logits_free(wref);
   kamera_window_free(w);
-  kamera_chunk_free(pad);
   kamera_chunk_free(text);
   kamera_chunk_free(after);
+}
+
+static void test_reuse(kamera_model* m, kamera_context* ctx, const reference* r,
+                       kamera_chunk* img) {
+  const int32_t pad_ids[] = {5, 9, 17, 3, 11, 30, 2};
+  double d_patch = 0, d_blind = 0, s = 1;
+  if (relocated_diffs(m, ctx, r, img, pad_ids, 7, &d_patch, &d_blind, &s)) {
+    printf("relocated image: full-rank patch |d| %.3g, blind |d| %.3g (scale %.3g)\n", d_patch,
+           d_blind, s);
+    CHECK(d_patch <= 1e-4 * s);
+    CHECK(d_blind > d_patch); /* the patch carries conditioning the canonical lacks */
+  }
+  test_window(m, ctx, r, img);
 }
 
 static void test_bad_images(kamera_context* ctx, kamera_vision* vision, const char* image,
@@ -148,94 +140,70 @@ static void test_store_tier(kamera_model* m, const char* mmproj, const char* ima
          (long long)s1.encodes, (long long)s2.encodes, (long long)s3.encodes);
 }
 
+/* Video: 3 frames pair into 2 temporal slices (the last repeated), t advancing per pair; a
+ * Qwen3-VL pair refuses it by name (its video is pairs with timestamps between). */
+static void test_video(kamera_model* m, kamera_context* ctx, kamera_vision* vision,
+                       const char* image, kamera_chunk* img) {
+  const char* paths[] = {image, image, image};
+  kamera_chunk* video = NULL;
+  kamera_model_info info;
+  CHECK_OK(kamera_model_get_info(m, &info));
+  const int kimi = strcmp(info.arch, "deepseek2") == 0;
+  const int qwen2vl = strncmp(info.arch, "qwen2vl", 7) == 0;
+  const int qwen3vl = strncmp(info.arch, "qwen3vl", 7) == 0;
+  if (!kimi && !qwen2vl && !qwen3vl) { /* SmolVLM, Gemma 3, InternVL, LLaVA: one picture */
+    CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_INVALID_ARGUMENT);
+    CHECK(video == NULL && strstr(kamera_last_error(), "one picture") != NULL);
+    CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
+    CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
+    CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
+  } else if (kimi) { /* a Kimi-VL tower: one picture per chunk, refused by name beyond */
+    CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
+    CHECK(video == NULL && strstr(kamera_last_error(), "Kimi-VL") != NULL);
+    CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
+    CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
+    CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
+  } else if (qwen3vl) {
+    CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
+    CHECK(strstr(kamera_last_error(), "Qwen3-VL") != NULL);
+    CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 2, &video)); /* one pair: an image */
+    CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
+  } else if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
+    CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
+  /* the rate: a Qwen2-VL tower keeps t = pair index, so the same chunk */
+  kamera_chunk* at1 = NULL;
+  if (qwen2vl && CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
+    char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
+    CHECK_OK(kamera_chunk_id(video, a));
+    CHECK_OK(kamera_chunk_id(at1, b));
+    CHECK(strcmp(a, b) == 0); /* the tower here is Qwen2-VL's (check_image_logits.py) */
+  }
+  kamera_chunk_free(at1);
+  kamera_chunk_free(video);
+}
+
 int main(int argc, char** argv) {
   if (argc != 6) {
     fprintf(stderr, "usage: %s <decoder> <mmproj> <image> <reference> <scratch>\n", argv[0]);
     return 2;
   }
   const char *image = argv[3], *scratch = argv[5];
-  reference r;
-  kamera_model* m = NULL;
-  kamera_vision* vision = NULL;
-  kamera_context* ctx = NULL;
-  if (!open_pair(argv[1], argv[2], argv[4], &r, &m, &vision, &ctx))
-    return capi_failures ? capi_failures : 2;
+  media_pair p;
+  if (!open_pair(argv[1], argv[2], argv[4], &p)) return capi_failures ? capi_failures : 2;
   kamera_model_info mi;
-  CHECK_OK(kamera_model_get_info(m, &mi));
+  CHECK_OK(kamera_model_get_info(p.m, &mi));
   /* a Qwen3-VL decoder's rows carry a slice per deepstack layer after the row itself */
   CHECK(strncmp(mi.arch, "qwen3vl", 7) == 0 ? mi.input_dim > mi.dim : mi.input_dim == mi.dim);
 
-  kamera_chunk *img = NULL, *again = NULL;
-  if (CHECK_OK(kamera_chunk_from_image(ctx, vision, image, &img))) {
-    kamera_logits* l = exact_logits(ctx, &r, img);
-    if (l) {
-      const double d = max_diff(kamera_logits_data(l), r.logits, r.n_vocab);
-      const double s = scale_of(r.logits, r.n_vocab);
-      printf("image chunk via the C API vs kamera logits --image: max |d| %.3g (scale %.3g)\n", d,
-             s);
-      CHECK(d <= 1e-5 * s);
-    }
-    kamera_logits_free(l);
-    size_t n = 0;
-    unsigned char* bytes = read_file(image, &n);
-    if (CHECK_OK(kamera_chunk_from_image_bytes(ctx, vision, bytes, n, &again))) {
-      char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
-      CHECK_OK(kamera_chunk_id(img, a));
-      CHECK_OK(kamera_chunk_id(again, b));
-      CHECK(strcmp(a, b) == 0);
-    }
-    free(bytes);
-    kamera_vision_stats vs;
-    CHECK_OK(kamera_vision_get_stats(vision, &vs));
-    CHECK(vs.encodes == 1 && vs.hits == 1); /* the same pixels are encoded once */
-    test_reuse(m, ctx, &r, img);
-    /* video: 3 frames pair into 2 temporal slices (the last repeated), t advancing per pair;
-     * a Qwen3-VL pair refuses it by name (its video is pairs with timestamps between) */
-    const char* paths[] = {image, image, image};
-    kamera_chunk* video = NULL;
-    kamera_model_info info;
-    CHECK_OK(kamera_model_get_info(m, &info));
-    const int kimi = strcmp(info.arch, "deepseek2") == 0;
-    const int qwen2vl = strncmp(info.arch, "qwen2vl", 7) == 0;
-    const int qwen3vl = strncmp(info.arch, "qwen3vl", 7) == 0;
-    if (!kimi && !qwen2vl && !qwen3vl) { /* SmolVLM, Gemma 3, InternVL, LLaVA: one picture */
-      CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_INVALID_ARGUMENT);
-      CHECK(video == NULL && strstr(kamera_last_error(), "one picture") != NULL);
-      CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
-      CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
-      CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
-    } else if (kimi) { /* a Kimi-VL tower: one picture per chunk, refused by name beyond */
-      CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
-      CHECK(video == NULL && strstr(kamera_last_error(), "Kimi-VL") != NULL);
-      CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 1, &video)); /* one: the image */
-      CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
-      CHECK(kamera_chunk_extent(img) == kamera_chunk_n_tokens(img)); /* linear positions */
-    } else if (qwen3vl) {
-      CHECK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video) == KAMERA_ERR_UNSUPPORTED);
-      CHECK(strstr(kamera_last_error(), "Qwen3-VL") != NULL);
-      CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 2, &video)); /* one pair: an image */
-      CHECK(kamera_chunk_n_tokens(video) == kamera_chunk_n_tokens(img));
-    } else if (CHECK_OK(kamera_chunk_from_frames(ctx, vision, paths, 3, &video)))
-      CHECK(kamera_chunk_n_tokens(video) == 2 * kamera_chunk_n_tokens(img));
-    /* the rate: a Qwen2-VL tower keeps t = pair index, so the same chunk */
-    kamera_chunk* at1 = NULL;
-    if (qwen2vl && CHECK_OK(kamera_chunk_from_frames_at(ctx, vision, paths, 3, 1.0, &at1))) {
-      char a[KAMERA_ID_HEX_SIZE], b[KAMERA_ID_HEX_SIZE];
-      CHECK_OK(kamera_chunk_id(video, a));
-      CHECK_OK(kamera_chunk_id(at1, b));
-      CHECK(strcmp(a, b) == 0); /* the tower here is Qwen2-VL's (check_image_logits.py) */
-    }
-    kamera_chunk_free(at1);
-    kamera_chunk_free(video);
+  kamera_chunk* img = NULL;
+  if (CHECK_OK(kamera_chunk_from_image(p.ctx, p.vision, image, &img))) {
+    check_matches_cli(p.ctx, p.vision, &p.r, image, img, kamera_chunk_from_image_bytes,
+                      "image chunk via the C API vs kamera logits --image");
+    test_reuse(p.m, p.ctx, &p.r, img);
+    test_video(p.m, p.ctx, p.vision, image, img);
   }
-  test_bad_images(ctx, vision, image, scratch);
-  test_store_tier(m, argv[2], image, scratch);
+  test_bad_images(p.ctx, p.vision, image, scratch);
+  test_store_tier(p.m, argv[2], image, scratch);
   kamera_chunk_free(img);
-  kamera_chunk_free(again);
-  kamera_context_free(ctx);
-  kamera_vision_free(vision);
-  kamera_model_free(m);
-  free(r.logits);
-  printf("%d failed checks\n", capi_failures);
-  return capi_failures;
+  return close_pair(&p);
 }
