@@ -21,36 +21,16 @@
 #include "gguf/gguf.h"
 #include "media/image.h"
 #include "ops/gemm.h"
+#include "torch_ref.h"
 #include "vision/kimi_vision_encoder.h"
 
 using namespace kamera;
+using torch_ref::layer_norm;
+using torch_ref::lin;
+using torch_ref::Weights;
 namespace F = torch::nn::functional;
 
 namespace {
-
-// The file's tensors by name, as torch tensors of their PyTorch shapes (GGUF ne reversed).
-struct Weights {
-  std::shared_ptr<const GgufFile> file;
-  torch::Tensor operator()(const std::string& name) const {
-    const GgufTensor* t = file->find_tensor(name);
-    if (!t) throw std::runtime_error("missing tensor " + name);
-    auto v = file->read_f32(*t);
-    if (!v.ok()) throw std::runtime_error(v.message());
-    std::vector<int64_t> shape(t->ne.rbegin(), t->ne.rend());
-    return torch::from_blob(v->data(), shape, torch::kFloat32).clone().to(torch::kFloat64);
-  }
-};
-
-torch::Tensor layer_norm(const torch::Tensor& x, const Weights& W, const std::string& n,
-                         double eps) {
-  return F::layer_norm(
-      x,
-      F::LayerNormFuncOptions({x.size(-1)}).weight(W(n + ".weight")).bias(W(n + ".bias")).eps(eps));
-}
-
-torch::Tensor lin(const torch::Tensor& x, const Weights& W, const std::string& n) {
-  return F::linear(x, W(n + ".weight"), W(n + ".bias"));
-}
 
 // Rope2DPosEmb.get_freqs_cis for one (h, w) grid: [h * w, head_dim / 2] complex, the pairs
 // alternating x (column) and y (row) angles of frequency theta^(-4i/head_dim).
@@ -159,18 +139,12 @@ int main(int argc, char** argv) {
   auto e = KimiVisionEncoder(*model, &pool).encode(*p);
   if (!e.ok()) return std::fprintf(stderr, "%s\n", e.message().c_str()), 2;
   const auto ref = forward(model->cfg, Weights{*file}, *p);
-  const float* r = ref.data_ptr<float>();
-  if (size_t(ref.numel()) != e->rows.size()) return std::fprintf(stderr, "size mismatch\n"), 1;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < e->rows.size(); ++i) {
-    num = std::max(num, std::abs(double(e->rows[i]) - r[i]));
-    den = std::max(den, std::abs(double(r[i])));
-  }
-  const double rel = num / den;
+  torch_ref::RowsDiff d;
+  if (!torch_ref::compare_rows(e->rows, ref, &d)) return 1;
   std::printf(
       "{\"tower\": \"kimi-vl\", \"image\": [%d, %d], \"patches\": [%d, %d], \"tokens\": [%d, %d], "
       "\"max_abs_diff\": %.3e, \"max_abs\": %.3e, \"rel\": %.3e, \"threshold\": %.1e}\n",
-      img->width, img->height, p->grid_h, p->grid_w, e->grid_h, e->grid_w, num, den, rel,
-      threshold);
-  return rel <= threshold ? 0 : 1;
+      img->width, img->height, p->grid_h, p->grid_w, e->grid_h, e->grid_w, d.max_abs_diff,
+      d.max_abs, d.rel, threshold);
+  return d.rel <= threshold ? 0 : 1;
 }

@@ -23,38 +23,16 @@
 #include "gguf/gguf.h"
 #include "media/image.h"
 #include "ops/gemm.h"
+#include "torch_ref.h"
 #include "vision/qwen_vision_encoder.h"
 
 using namespace kamera;
+using torch_ref::layer_norm;
+using torch_ref::lin;
+using torch_ref::Weights;
 namespace F = torch::nn::functional;
 
 namespace {
-
-// The file's tensors by name, as torch tensors of their PyTorch shapes (GGUF ne reversed).
-struct Weights {
-  std::shared_ptr<const GgufFile> file;
-  torch::Tensor operator()(const std::string& name) const {
-    const GgufTensor* t = file->find_tensor(name);
-    if (!t) throw std::runtime_error("missing tensor " + name);
-    auto v = file->read_f32(*t);
-    if (!v.ok()) throw std::runtime_error(v.message());
-    std::vector<int64_t> shape(t->ne.rbegin(), t->ne.rend());
-    return torch::from_blob(v->data(), shape, torch::kFloat32).clone().to(torch::kFloat64);
-  }
-  bool has(const std::string& name) const { return file->find_tensor(name) != nullptr; }
-};
-
-torch::Tensor layer_norm(const torch::Tensor& x, const Weights& W, const std::string& n, bool rms,
-                         double eps) {
-  if (rms) return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * W(n + ".weight");
-  return F::layer_norm(
-      x,
-      F::LayerNormFuncOptions({x.size(-1)}).weight(W(n + ".weight")).bias(W(n + ".bias")).eps(eps));
-}
-
-torch::Tensor lin(const torch::Tensor& x, const Weights& W, const std::string& n) {
-  return F::linear(x, W(n + ".weight"), W(n + ".bias"));
-}
 
 torch::Tensor rotate_half(const torch::Tensor& x) {
   const int64_t h = x.size(-1) / 2;
@@ -136,7 +114,7 @@ torch::Tensor forward(const QwenVisionConfig& c, const Weights& W, const QwenPat
   const std::string in_n = legacy ? "ffn_down" : "ffn_up", out_n = legacy ? "ffn_up" : "ffn_down";
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "v.blk." + std::to_string(l) + ".";
-    auto h = layer_norm(x, W, b + "ln1", v25, c.eps);
+    auto h = layer_norm(x, W, b + "ln1", c.eps, v25);
     auto q = lin(h, W, b + "attn_q").view({n, H, hd});
     auto k = lin(h, W, b + "attn_k").view({n, H, hd});
     auto v = lin(h, W, b + "attn_v").view({n, H, hd});
@@ -147,7 +125,7 @@ torch::Tensor forward(const QwenVisionConfig& c, const Weights& W, const QwenPat
              (c.full_attention(l) ? full_mask : win_mask);
     auto o = torch::matmul(torch::softmax(s, -1), v).transpose(0, 1).reshape({n, d});
     x = x + lin(o, W, b + "attn_out");
-    h = layer_norm(x, W, b + "ln2", v25, c.eps);
+    h = layer_norm(x, W, b + "ln2", c.eps, v25);
     torch::Tensor f;
     if (v25) {
       f = lin(torch::silu(lin(h, W, b + "ffn_gate")) * lin(h, W, b + in_n), W, b + out_n);
@@ -159,7 +137,7 @@ torch::Tensor forward(const QwenVisionConfig& c, const Weights& W, const QwenPat
     x = x + f;
   }
   // PatchMerger: ln_q, view(-1, 4 d), Linear, GELU, Linear
-  auto y = layer_norm(x, W, "v.post_ln", v25, c.eps).view({-1, d * sms * sms});
+  auto y = layer_norm(x, W, "v.post_ln", c.eps, v25).view({-1, d * sms * sms});
   y = lin(F::gelu(lin(y, W, "mm.0")), W, "mm.2");
   if (v25) y = y.index({torch::argsort(widx)});
   return y.to(torch::kFloat32).contiguous();
@@ -222,18 +200,12 @@ int main(int argc, char** argv) {
   auto e = QwenVisionEncoder(*model, &pool).encode(*p);
   if (!e.ok()) return std::fprintf(stderr, "%s\n", e.message().c_str()), 2;
   const auto ref = forward(model->cfg, Weights{*file}, *p);
-  const float* r = ref.data_ptr<float>();
-  if (size_t(ref.numel()) != e->rows.size()) return std::fprintf(stderr, "size mismatch\n"), 1;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < e->rows.size(); ++i) {
-    num = std::max(num, std::abs(double(e->rows[i]) - r[i]));
-    den = std::max(den, std::abs(double(r[i])));
-  }
-  const double rel = num / den;
+  torch_ref::RowsDiff d;
+  if (!torch_ref::compare_rows(e->rows, ref, &d)) return 1;
   std::printf(
       "{\"tower\": \"%s\", \"grid\": [%d, %d, %d], \"max_abs_diff\": %.3e, "
       "\"max_abs\": %.3e, \"rel\": %.3e, \"threshold\": %.1e}\n",
       model->cfg.variant == QwenVisionVariant::Qwen25VL ? "qwen2.5-vl" : "qwen2-vl", e->grid_t,
-      e->grid_h, e->grid_w, num, den, rel, threshold);
-  return rel <= threshold ? 0 : 1;
+      e->grid_h, e->grid_w, d.max_abs_diff, d.max_abs, d.rel, threshold);
+  return d.rel <= threshold ? 0 : 1;
 }
