@@ -17,6 +17,21 @@
 
 namespace audio_towers {
 
+// The shape the committed tiny towers share (tests/data/qwen25o, tests/data/qwen3a: the A of their
+// generators): 128 mel bins, width 32, 2 layers of 4 heads, MLP 48, rows of width 64, 1500
+// positions, layer-norm epsilon 1e-5.
+template <class Config>
+void expect_tiny_tower_shape(const Config& c) {
+  EXPECT_EQ(c.n_mels, 128);
+  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.ffn_dim, 48);
+  EXPECT_EQ(c.out_dim, 64);
+  EXPECT_EQ(c.n_pos, 1500);
+  EXPECT_FLOAT_EQ(c.eps, 1e-5f);
+}
+
 // Encoder over `tower` (on `pool`, or the calling thread) encoding `windows`: n_values values,
 // max |kamera - reference| / max |reference| below `bound` (printed after `label`), the reference
 // being the f32 file `want_path`. Kamera's rows go to `rows` when given.
