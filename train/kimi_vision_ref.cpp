@@ -111,25 +111,21 @@ int main(int argc, char** argv) {
   app.add_option("--image", image, "PNG or JPEG")->required();
   app.add_option("--token-limit", token_limit,
                  "the processor's in_token_limit in patches (0: the file's)");
-  app.add_option("--threshold", threshold, "max |kamera - torch| / max |torch|")
-      ->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads")->capture_default_str();
+  torch_ref::add_check_options(app, &threshold, &threads);
   CLI11_PARSE(app, argc, argv);
-  torch::set_num_threads(threads);
-  set_blas_threads(threads);
+  torch_ref::use_threads(threads);
   std::string path = mmproj;
   if (!random.empty()) {
     auto cfg = kimi_vision_preset(random.substr(0, random.find(':')));
     if (!cfg) return std::fprintf(stderr, "bad --random %s\n", random.c_str()), 2;
-    const uint64_t seed = std::stoull(random.substr(random.find(':') + 1));
-    path = "/tmp/kamera-kimi-vision-ref-" + std::to_string(::getpid()) + ".gguf";
-    if (!KimiVisionModel::random(*cfg, seed).write_gguf(path, DType::F32).ok()) return 2;
+    path = torch_ref::write_random<KimiVisionModel>(
+        *cfg, std::stoull(random.substr(random.find(':') + 1)), "kamera-kimi-vision-ref");
+    if (path.empty()) return 2;
   }
   auto model = KimiVisionModel::load(path);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.message().c_str()), 2;
-  auto file = GgufFile::open(path);
-  if (!random.empty()) std::remove(path.c_str());
-  if (!file.ok()) return 2;
+  const auto W = torch_ref::read_weights(path, !random.empty());
+  if (!W) return 2;
   if (token_limit > 0) model->cfg.in_token_limit = token_limit;
   auto img = load_image(image);
   if (!img.ok()) return std::fprintf(stderr, "%s\n", img.message().c_str()), 2;
@@ -138,7 +134,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   auto e = KimiVisionEncoder(*model, &pool).encode(*p);
   if (!e.ok()) return std::fprintf(stderr, "%s\n", e.message().c_str()), 2;
-  const auto ref = forward(model->cfg, Weights{*file}, *p);
+  const auto ref = forward(model->cfg, *W, *p);
   torch_ref::RowsDiff d;
   if (!torch_ref::compare_rows(e->rows, ref, &d)) return 1;
   std::printf(

@@ -165,27 +165,23 @@ int main(int argc, char** argv) {
   app.add_option("--image", image, "PNG or JPEG");
   app.add_option("--frames", frames, "comma-separated frames (a video)");
   app.add_option("--min-pixels", min_pixels, "preprocessing min_pixels")->capture_default_str();
-  app.add_option("--threshold", threshold, "max |kamera - torch| / max |torch|")
-      ->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads")->capture_default_str();
+  torch_ref::add_check_options(app, &threshold, &threads);
   CLI11_PARSE(app, argc, argv);
-  torch::set_num_threads(threads);
-  set_blas_threads(threads);
+  torch_ref::use_threads(threads);
   std::string path = mmproj;
   if (!random.empty()) {
     auto cfg = qwen_vision_preset(
         random.substr(0, random.find(':')),
         random.substr(random.find(':') + 1, random.rfind(':') - random.find(':') - 1));
     if (!cfg) return std::fprintf(stderr, "bad --random %s\n", random.c_str()), 2;
-    const uint64_t seed = std::stoull(random.substr(random.rfind(':') + 1));
-    path = "/tmp/kamera-qwen-vision-ref-" + std::to_string(::getpid()) + ".gguf";
-    if (!QwenVisionModel::random(*cfg, seed).write_gguf(path, DType::F32).ok()) return 2;
+    path = torch_ref::write_random<QwenVisionModel>(
+        *cfg, std::stoull(random.substr(random.rfind(':') + 1)), "kamera-qwen-vision-ref");
+    if (path.empty()) return 2;
   }
   auto model = QwenVisionModel::load(path);
   if (!model.ok()) return std::fprintf(stderr, "%s\n", model.message().c_str()), 2;
-  auto file = GgufFile::open(path);
-  if (!random.empty()) std::remove(path.c_str());
-  if (!file.ok()) return 2;
+  const auto W = torch_ref::read_weights(path, !random.empty());
+  if (!W) return 2;
   std::vector<Image> imgs;
   for (const std::string& f : image.empty() ? split(frames) : std::vector<std::string>{image}) {
     auto img = load_image(f);
@@ -199,7 +195,7 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   auto e = QwenVisionEncoder(*model, &pool).encode(*p);
   if (!e.ok()) return std::fprintf(stderr, "%s\n", e.message().c_str()), 2;
-  const auto ref = forward(model->cfg, Weights{*file}, *p);
+  const auto ref = forward(model->cfg, *W, *p);
   torch_ref::RowsDiff d;
   if (!torch_ref::compare_rows(e->rows, ref, &d)) return 1;
   std::printf(

@@ -5,15 +5,20 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "ops/gemm.h"
 
 namespace torch_ref {
 
@@ -63,6 +68,36 @@ inline bool compare_rows(const std::vector<float>& rows, const torch::Tensor& re
   }
   *d = {num, den, num / den};
   return true;
+}
+
+// The options both tools take: --threshold (of the largest magnitude) and -t,--threads.
+inline void add_check_options(CLI::App& app, double* threshold, int* threads) {
+  app.add_option("--threshold", *threshold, "max |kamera - torch| / max |torch|")
+      ->capture_default_str();
+  app.add_option("-t,--threads", *threads, "threads")->capture_default_str();
+}
+
+// libtorch's and kamera's BLAS threads.
+inline void use_threads(int threads) {
+  torch::set_num_threads(threads);
+  kamera::set_blas_threads(threads);
+}
+
+// Model::random(cfg, seed) written (f32) to a scratch file named after `tool` and this process:
+// its path, or "" where writing fails.
+template <class Model, class Config>
+std::string write_random(const Config& cfg, uint64_t seed, const std::string& tool) {
+  const std::string path = "/tmp/" + tool + "-" + std::to_string(::getpid()) + ".gguf";
+  return Model::random(cfg, seed).write_gguf(path, kamera::DType::F32).ok() ? path : "";
+}
+
+// The tensors of the tower file at `path` (removed after reading where `scratch`); none where the
+// file does not open.
+inline std::optional<Weights> read_weights(const std::string& path, bool scratch) {
+  auto file = kamera::GgufFile::open(path);
+  if (scratch) std::remove(path.c_str());
+  if (!file.ok()) return std::nullopt;
+  return Weights{*file};
 }
 
 }  // namespace torch_ref
