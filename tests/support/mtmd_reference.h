@@ -15,6 +15,7 @@
 #include "cache/chunk_cache.h"
 #include "context/context.h"
 #include "support/idefics3_fixture.h"  // read_f32, rel_diff
+#include "vision/vl_prompt.h"
 
 namespace mtmd_reference {
 
@@ -38,6 +39,18 @@ inline MtmdPrompt read_mtmd_prompt(const std::string& path) {
     for (int32_t t : c["text"]) (p.rows.empty() ? p.before : p.after).push_back(t);
   }
   return p;
+}
+
+// kamera's text around the media (`before` then the open delimiter; the close delimiter then
+// `after`, each text encoded without added specials) equal to llama.cpp's chunks of it.
+inline void expect_text_around(const kamera::Tokenizer& tok, const kamera::VisionDelimiters& d,
+                               const char* before, const char* after, const MtmdPrompt& p) {
+  std::vector<int32_t> b = tok.encode(before, false);
+  b.insert(b.end(), d.open.begin(), d.open.end());
+  std::vector<int32_t> a = d.close;
+  for (int32_t t : tok.encode(after, false)) a.push_back(t);
+  EXPECT_EQ(b, p.before);
+  EXPECT_EQ(a, p.after);
 }
 
 // mtmd_dump's chunks at `path` in one run: the text tokens, -1 where a media chunk stands.

@@ -46,13 +46,8 @@ TEST(AudioChunks, LayoutMatchesLlamaCppMtmd) {
   ASSERT_EQ(d.open.size(), 1u);
   ASSERT_EQ(d.close.size(), 1u);
   const audio_clips::MtmdPrompt p = llama_cpp_prompt();
-  auto enc = [&](const char* s) { return tok.encode(s, false); };
-  std::vector<int32_t> before = enc("<|im_start|>user\n");
-  before.insert(before.end(), d.open.begin(), d.open.end());
-  std::vector<int32_t> after = d.close;
-  for (int32_t t : enc("the<|im_end|>\n<|im_start|>assistant\n")) after.push_back(t);
-  EXPECT_EQ(before, p.before);
-  EXPECT_EQ(after, p.after);
+  mtmd_reference::expect_text_around(tok, d, "<|im_start|>user\n",
+                                     "the<|im_end|>\n<|im_start|>assistant\n", p);
   EXPECT_EQ(p.rows, std::vector<int>{750});
   EXPECT_EQ(qwen_audio_rows(int64_t(clip_samples().size())), p.rows[0]);
   // llama.cpp d32676d's mtmd on clips of 479839 and 479840 samples (just under 30 s): one and two

@@ -43,13 +43,8 @@ TEST(Qwen3AudioChunks, LayoutMatchesLlamaCppMtmd) {
   ASSERT_EQ(d.close.size(), 1u);
   EXPECT_TRUE(audio_delimiters(&tok).empty());  // no <|audio_bos|> in Qwen3's vocabulary
   const audio_clips::MtmdPrompt p = llama_cpp_prompt();
-  auto enc = [&](const char* s) { return tok.encode(s, false); };
-  std::vector<int32_t> before = enc("<|im_start|>user\n");
-  before.insert(before.end(), d.open.begin(), d.open.end());
-  std::vector<int32_t> after = d.close;
-  for (int32_t t : enc("the<|im_end|>\n<|im_start|>assistant\n")) after.push_back(t);
-  EXPECT_EQ(before, p.before);
-  EXPECT_EQ(after, p.after);
+  mtmd_reference::expect_text_around(tok, d, "<|im_start|>user\n",
+                                     "the<|im_end|>\n<|im_start|>assistant\n", p);
   EXPECT_EQ(p.rows, (std::vector<int>{104, 13}));
   EXPECT_EQ(qwen3_audio_rows(int64_t(clip_samples().size())), 104 + 13);
   auto tower = Qwen3AudioModel::load(kDir + "mmproj.gguf");

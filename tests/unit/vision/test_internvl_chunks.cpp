@@ -32,13 +32,8 @@ TEST(InternvlChunks, LayoutMatchesLlamaCppMtmd) {
   ASSERT_EQ(d.open.size(), 1u);
   ASSERT_EQ(d.close.size(), 1u);
   const mtmd_reference::MtmdPrompt p = llama_cpp_prompt();
-  auto enc = [&](const char* s) { return tok.encode(s, false); };
-  std::vector<int32_t> before = enc("<|im_start|>user\n");
-  before.insert(before.end(), d.open.begin(), d.open.end());
-  std::vector<int32_t> after = d.close;
-  for (int32_t t : enc("\nthe<|im_end|>\n<|im_start|>assistant\n")) after.push_back(t);
-  EXPECT_EQ(before, p.before);
-  EXPECT_EQ(after, p.after);
+  mtmd_reference::expect_text_around(tok, d, "<|im_start|>user\n",
+                                     "\nthe<|im_end|>\n<|im_start|>assistant\n", p);
   auto tower = InternvlVisionModel::load(kDir + "mmproj.gguf");
   ASSERT_TRUE(tower.ok());
   EXPECT_EQ(p.rows, std::vector<int>{tower->cfg.rows()});
