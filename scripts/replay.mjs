@@ -14,7 +14,7 @@
 //   lookback  the window slides, then an evicted observation comes back (last turn)
 //   images    a sliding window of K pictures (--model ...,images=K): system, the last K picture
 //             observations (one user message each: a short text and a seeded PNG image_url part
-//             of side x side pixels), a question
+//             of side x side pixels, or of the model's sizes in turn), a question
 //   imagelookback  the picture window slides, then an evicted picture comes back (last turn)
 //   clips     a sliding window of K audio clips (--model ...,clips=K): system, the last K clip
 //             observations (one user message each: a short text and a seeded WAV input_audio
@@ -88,7 +88,9 @@ const HELP = `usage: node scripts/replay.mjs --kamera BIN [options]
                           (images, imagelookback) of a Qwen2-VL pair on both servers
                           (llama-server gets --mmproj and --cache-ram 1024); tower=N instead of
                           side: a tower of one fixed N x N picture or tile (LLaVA, InternVL,
-                          Gemma 3), pictures of N x N; mmproj=PATH and clips=K (ctx at least
+                          Gemma 3), pictures of N x N; sizes=WxH+WxH+... instead: pictures
+                          of those sizes in turn (a tower that tiles them: SmolVLM); mmproj=PATH
+                          and clips=K (ctx at least
                           K x 752 + 128) replay the audio traces (clips, cliplookback) of an
                           audio tower (Qwen2.5-Omni) on both servers, as the picture traces
   --arms A,B,...          only these arms (names as in the report; references are added)
@@ -145,6 +147,7 @@ function parseModel(spec) {
     else if (k === 'images') m.images = Number(v);
     else if (k === 'side') m.side = Number(v);
     else if (k === 'tower') m.tower = Number(v);
+    else if (k === 'sizes') m.sizes = v.split('+').map((wh) => wh.split('x').map(Number));
     else if (k === 'clips') m.clips = Number(v);
     else throw new Error(`--model ${spec}: unknown key ${k}`);
   }
@@ -166,6 +169,7 @@ function parseModel(spec) {
 function checkPictures(spec, m) {
   if (!m.mmproj) throw new Error(`--model ${spec}: images=K needs mmproj=PATH`);
   if (!(Number.isInteger(m.images) && m.images >= 2)) throw new Error(`--model ${spec}: images=K needs K >= 2`);
+  if (m.sizes !== undefined) return checkSizes(spec, m);
   if (m.tower !== undefined) {
     if (m.side !== undefined) throw new Error(`--model ${spec}: tower=N sets the side; leave side out`);
     if (!(Number.isInteger(m.tower) && m.tower >= 16)) throw new Error(`--model ${spec}: tower=N needs N >= 16`);
@@ -176,6 +180,19 @@ function checkPictures(spec, m) {
   if (!(Number.isInteger(m.side) && m.side >= 84 && m.side % 28 === 0))
     throw new Error(`--model ${spec}: side=N needs N a multiple of 28, at least 84`);
 }
+
+// A tower that cuts a picture into tiles and a global view (sizes=WxH+WxH+...: SmolVLM's
+// idefics3) gets pictures of those sizes in turn (picture i: size i mod n), each sent as given:
+// sizes whose longer side is the processor's longest edge and whose sides are multiples of its
+// tile are cut into the same tiles by both servers without resizing (docs/BENCHMARKS.md).
+function checkSizes(spec, m) {
+  if (m.side !== undefined || m.tower !== undefined) throw new Error(`--model ${spec}: sizes= sets the sizes; leave side and tower out`);
+  if (!m.sizes.length || !m.sizes.every((wh) => wh.length === 2 && wh.every((x) => Number.isInteger(x) && x >= 16)))
+    throw new Error(`--model ${spec}: sizes=WxH+WxH... needs integer sides of at least 16`);
+}
+
+// The size of picture i of a picture trace: [w, h].
+const pictureSize = (m, i) => (m.sizes ? m.sizes[i % m.sizes.length] : [m.side, m.side]);
 
 // The audio traces: K >= 2 clips (a slide keeps K - 1). Both servers pad a clip to whole 30-s
 // windows of 750 rows (docs/VISION.md, "Audio"), so a clip of 1 to 2 s is 750 rows and its two
@@ -376,40 +393,41 @@ function pngChunk(type, data) {
   return Buffer.concat([head, data, crc]);
 }
 
-function picturePng(r, side) {
+// (w x h; a square draws the same bytes as before sizes were added)
+function picturePng(r, w, h = w) {
   const colour = () => [0, 1, 2].map(() => Math.floor(r() * 256));
-  const px = Buffer.alloc(side * side * 3);
+  const px = Buffer.alloc(w * h * 3);
   const paint = (x0, y0, x1, y1, c) => {
-    for (let y = y0; y < y1; ++y) for (let x = x0; x < x1; ++x) px.set(c, (y * side + x) * 3);
+    for (let y = y0; y < y1; ++y) for (let x = x0; x < x1; ++x) px.set(c, (y * w + x) * 3);
   };
-  paint(0, 0, side, side, colour());
+  paint(0, 0, w, h, colour());
   for (let i = 0; i < 3; ++i) {
-    const [x0, y0] = [Math.floor(r() * side), Math.floor(r() * side)];
-    paint(x0, y0, Math.min(side, x0 + 8 + Math.floor(r() * side / 2)), Math.min(side, y0 + 8 + Math.floor(r() * side / 2)), colour());
+    const [x0, y0] = [Math.floor(r() * w), Math.floor(r() * h)];
+    paint(x0, y0, Math.min(w, x0 + 8 + Math.floor(r() * w / 2)), Math.min(h, y0 + 8 + Math.floor(r() * h / 2)), colour());
   }
-  const rows = Buffer.alloc(side * (side * 3 + 1));  // filter byte 0 (none) before each row
-  for (let y = 0; y < side; ++y) px.copy(rows, y * (side * 3 + 1) + 1, y * side * 3, (y + 1) * side * 3);
+  const rows = Buffer.alloc(h * (w * 3 + 1));  // filter byte 0 (none) before each row
+  for (let y = 0; y < h; ++y) px.copy(rows, y * (w * 3 + 1) + 1, y * w * 3, (y + 1) * w * 3);
   const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(side, 0);
-  ihdr.writeUInt32BE(side, 4);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
   ihdr.set([8, 2, 0, 0, 0], 8);  // depth 8, RGB, deflate, filter 0, no interlace
   return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr),
     pngChunk('IDAT', zlib.deflateSync(rows, { level: 9 })), pngChunk('IEND', Buffer.alloc(0))]);
 }
 
 // Picture observation i: a user message of a short text and the picture as an image_url part.
-const pictureMessage = (r, i, side) => ({ role: 'user', content: [
+const pictureMessage = (r, i, [w, h]) => ({ role: 'user', content: [
   { type: 'text', text: `Picture ${i + 1}:` },
-  { type: 'image_url', image_url: { url: `data:image/png;base64,${picturePng(r, side).toString('base64')}` } }] });
+  { type: 'image_url', image_url: { url: `data:image/png;base64,${picturePng(r, w, h).toString('base64')}` } }] });
 
-const pictures = (r, n, side) => Array.from({ length: n }, (_, i) => pictureMessage(r, i, side));
+const pictures = (r, n, m) => Array.from({ length: n }, (_, i) => pictureMessage(r, i, pictureSize(m, i)));
 
 // The picture window: K pictures per turn, one more each turn, the oldest evicted.
-const pictureTrace = (r, turns, m) => slideBodies(pictures(r, turns + m.images - 1, m.side), turns, m.images);
+const pictureTrace = (r, turns, m) => slideBodies(pictures(r, turns + m.images - 1, m), turns, m.images);
 
 // The picture look-back: the window slides for turns - 1 turns, then picture 1 comes back.
 const pictureLookbackTrace = (r, turns, m) =>
-  lookbackBodies(pictures(r, turns + m.images - 2, m.side), turns, m.images);
+  lookbackBodies(pictures(r, turns + m.images - 2, m), turns, m.images);
 
 // ---------------------------------------------------------------- audio clips
 // A seeded clip as a WAV (16 kHz mono 16-bit PCM, so that neither server resamples it): 1 to 2 s
@@ -759,7 +777,8 @@ function markdown(report) {
     for (const trace of model.traceNames) {
       const turns = model.traces.find((t) => t.name === trace)?.bodies.length ?? model.turns;  // a frame trace: its questions
       lines.push(`## ${model.name} · ${trace}`, '', `${turns} turns, max_tokens ${model.maxTokens}, context ${model.ctx}`
-        + (model.images ? `, ${model.images} pictures of ${model.side} x ${model.side} per window` : '')
+        + (model.images ? `, ${model.images} pictures ${model.sizes ? `of ${model.sizes.map((s) => s.join(' x ')).join(', ')} in turn`
+          : `of ${model.side} x ${model.side}`} per window` : '')
         + (model.clips ? `, ${model.clips} clips of 1 to 2 s at 16 kHz per window` : ''), '',
         '| arm | TTFT p50 | TTFT p99 | recomputed per turn: mean (list) | prompt tokens | KL first / prefix | max \\|Δlogp\\| first | argmax agreement | answer accuracy | reference |',
         '|---|---|---|---|---|---|---|---|---|---|');
@@ -821,7 +840,7 @@ async function replayModel(model, arms, globalOpts) {
   for (const r of results)
     if (!r.error) r.summary = Object.fromEntries(Object.entries(r.traces).map(([n, t]) => [n, summarize(t, r.reference === r.arm)]));
   return { name: model.name, path: model.path, ctx: model.ctx, traceNames: opts.traceNames,
-           ...(model.images ? { mmproj: model.mmproj, images: model.images, side: model.side } : {}),
+           ...(model.images ? { mmproj: model.mmproj, images: model.images, side: model.side, sizes: model.sizes } : {}),
            ...(model.clips ? { mmproj: model.mmproj, clips: model.clips } : {}),
            turns: opts.turns, maxTokens: opts.maxTokens,
            traces: traces.map((t) => ({ name: t.name, bodies: t.turns.map((b) => sentBody(b, replies[t.name] ?? [])) })),

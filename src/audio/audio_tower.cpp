@@ -70,21 +70,15 @@ class OmniTower final : public MediaTower {
   OmniTower(std::unique_ptr<MediaTower> vision, std::unique_ptr<MediaTower> audio)
       : vision_(std::move(vision)), audio_(std::move(audio)) {}
   VisionDelimiters delimiters() const override { return vision_->delimiters(); }
-  // Qwen2.5-Omni times a video's slices at 25 positions a second (position_id_per_seconds), where
-  // the Qwen2.5-VL tower's video path scales by its 2 tokens a second: not through here
-  bool takes_video() const override { return false; }
+  // a video's frames as one chunk of the vision half: its slices at the thinker's 25 positions a
+  // second (MediaTower::load sets the time scale; no audio track interleaved)
+  bool takes_video() const override { return vision_->takes_video(); }
   Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
     return vision_->rows(pictures);
   }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double fps,
                                                     const std::function<bool()>& stop) override {
-    if (encoded) *encoded = false;
-    if (pictures.size() != 1)
-      return make_error(ErrorCode::InvalidArgument,
-                        "Qwen2.5-Omni's vision tower reads one picture per image part here, not "
-                        "{} (no video)",
-                        pictures.size());
     return vision_->chunk(pictures, encoded, fps, stop);
   }
   bool takes_audio() const override { return true; }

@@ -10,6 +10,7 @@
 #include "vision/kimi_chunks.h"
 #include "vision/llava_chunks.h"
 #include "vision/mmproj_kind.h"
+#include "vision/video_time.h"
 #include "vision/vl_prompt.h"
 
 namespace kamera {
@@ -19,12 +20,15 @@ namespace {
 // Qwen2-VL / Qwen2.5-VL / Qwen3-VL: the image cache of vision/image_chunks.h over the tower.
 class QwenTower final : public MediaTower {
  public:
-  QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store)
+  // tokens_per_second: a Qwen2.5-VL video's time scale (vision/video_time.h; Qwen2.5-Omni's 25)
+  QwenTower(QwenVisionModel tower, const Model& decoder, int threads, ChunkStore* store,
+            double tokens_per_second)
       : tower_(std::move(tower)),
         delimiters_(qwen_picture_delimiters(decoder.tokenizer ? &*decoder.tokenizer : nullptr)),
         pool_(threads),
         images_(tower_, decoder.fingerprint, &pool_) {
     images_.set_store(store);
+    images_.set_tokens_per_second(tokens_per_second);
   }
   VisionDelimiters delimiters() const override { return delimiters_; }
   // Qwen3-VL's video is pairs of frames with timestamps between (vision/qwen3vl_video.h): not
@@ -309,8 +313,10 @@ Result<std::unique_ptr<MediaTower>> MediaTower::load(const std::string& mmproj,
                       decoder.source, kVisionStart, kVisionEnd, kVisionBos, kVisionEos);
   KAMERA_ASSIGN_OR_RETURN(QwenVisionModel tower, QwenVisionModel::load(mmproj));
   KAMERA_TRY(check_qwen_pair(tower.cfg, decoder.cfg, mmproj));
+  // an Omni file's vision half times video at the thinker's 25 positions a second
+  const double tps = type == "qwen2.5o" ? kOmniPositionsPerSecond : kDefaultTokensPerSecond;
   return std::unique_ptr<MediaTower>(
-      new QwenTower(std::move(tower), decoder, std::max(1, threads), store));
+      new QwenTower(std::move(tower), decoder, std::max(1, threads), store, tps));
 }
 
 }  // namespace kamera

@@ -53,7 +53,9 @@
 //                                      Qwen2.5-VL tower as above, between <|vision_start|> /
 //                                      <|vision_end|>, or <|vision_bos|> / <|vision_eos|> where the
 //                                      vocabulary names them so (Qwen2.5-Omni's own:
-//                                      qwen_picture_delimiters). audio/audio_tower.h's
+//                                      qwen_picture_delimiters); a video's frames as Qwen2.5-VL's,
+//                                      its slices timed at the thinker's 25 positions a second
+//                                      (vision/video_time.h). audio/audio_tower.h's
 //                                      load_media_tower (the server's loader) adds its audio half:
 //                                      input_audio parts (WAV, resampled to 16 kHz), one clip a
 //                                      chunk of its rows on positions (i, i, i) between

@@ -25,6 +25,11 @@
 namespace kamera {
 
 inline constexpr double kDefaultTokensPerSecond = 2.0;
+// Qwen2.5-Omni's thinker times its video slices the same way at position_id_per_seconds = 25
+// (Qwen2_5OmniThinkerConfig's default; get_rope_index: trunc(k * second_per_grid * 25), f32), with
+// second_per_grid = temporal_patch / fps from its processor (fps 2 by default), so an Omni file's
+// vision half uses this as its tokens_per_second.
+inline constexpr double kOmniPositionsPerSecond = 25.0;
 // The processor's frame rate when the caller names none (Qwen2_5_VLProcessor's fps = 2.0):
 // second_per_grid_t = temporal_patch / 2 = 1 second per temporal patch.
 inline constexpr double kDefaultVideoFps = 2.0;

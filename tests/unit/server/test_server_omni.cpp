@@ -4,7 +4,7 @@
 // vision half and an input_audio part through its audio half; in one message each is encoded
 // once, sent again each is an exact prefix, moved (the other way round, after other text) each is
 // relocated from the context it was seen in, and the greedy tokens of an exact hit equal a
-// re-prefill's.
+// re-prefill's; a video part's frames are one chunk of the vision half, timed as Omni times them.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -114,10 +114,23 @@ TEST(ServerOmni, PictureAndClipInOneMessageEncodedOnceExactAndRelocated) {
   EXPECT_EQ(sources(again), (std::vector<std::string>{"prefix", "prefix"}));
   EXPECT_EQ(again["choices"][0]["message"]["content"], fresh["choices"][0]["message"]["content"]);
   EXPECT_EQ(again["usage"]["completion_tokens"], fresh["usage"]["completion_tokens"]);
-  // a video part is refused by name: Omni times a video's slices otherwise than Qwen2.5-VL
+  // a video part: its frames one chunk of the vision half, its slices at the thinker's 25
+  // positions a second (tests/unit/audio/test_omni_video.cpp); the clip comes from the cache
   const std::string url = picture["image_url"]["url"].get<std::string>();
-  const json video = {{"type", "video"}, {"frames", {url, url}}};
+  const json video = {{"type", "video"}, {"frames", {url, url, url, url}}, {"fps", 1.0}};
   const json vid = post(client, picture_chat::chat_body({video, clip}), &st);
-  EXPECT_EQ(st, 400) << vid.dump();
-  EXPECT_NE(vid.dump().find("single frames"), std::string::npos) << vid.dump();
+  ASSERT_EQ(st, 200) << vid.dump();
+  EXPECT_EQ(vid["usage"]["images"]["encoded"], 1) << vid.dump();
+  EXPECT_EQ(vid["usage"]["images"]["image_tokens"], 2 * 20 + 750);  // 2 slices of 5 x 4, 30 s
+  const std::vector<json> vs = media_segments(vid);
+  ASSERT_EQ(vs.size(), 2u);
+  // the clip starts past the video's extent (slice 1 at t = 1 * 2 / 1 fps * 25 = 50: 51
+  // positions) and <|vision_end|> ... <|audio_bos|> between them
+  EXPECT_GE(vs[1]["position"].get<int>(), vs[0]["position"].get<int>() + 51 + 2) << vid.dump();
+  EXPECT_EQ(sources(vid), (std::vector<std::string>{"recomputed", "context-nearest"}));
+  // sent again: the video an exact prefix, the clip the conversation's own relocated rows
+  const json vid_again = post(client, picture_chat::chat_body({video, clip}), &st);
+  ASSERT_EQ(st, 200) << vid_again.dump();
+  EXPECT_EQ(vid_again["usage"]["images"]["encoded"], 0);
+  EXPECT_EQ(sources(vid_again), (std::vector<std::string>{"prefix", "prefix-approximate"}));
 }

@@ -14,21 +14,13 @@
 #include "core/thread_pool.h"
 #include "support/temp_path.h"
 #include "support/tiny_models.h"
+#include "support/video_frames.h"
 #include "vision/image_chunks.h"
 
 namespace {
 
 using namespace kamera;
-
-Image frame(int w, int h, int seed) {
-  Image img{w, h, std::vector<uint8_t>(size_t(w) * h * 3)};
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c)
-        img.rgb[(size_t(y) * w + x) * 3 + c] =
-            uint8_t(128 + 100 * std::sin(0.23 * x * (c + 1) - 0.13 * y + seed));
-  return img;
-}
+using video_frames::frame;
 
 QwenVisionModel tower(const std::string& arch, uint64_t seed) {
   const std::string path = unique_temp("kamera-vl-video-time-") + arch + ".gguf";
@@ -47,16 +39,8 @@ std::vector<Image> video() {
   return f;
 }
 
-// The layout get_rope_index gives a video of `slices` x h x w merged rows (relative to its start):
-// t = trunc(k * second_per_grid_t * tokens_per_second), second_per_grid_t = temporal_patch / fps.
 std::vector<Pos> hf_video_layout(int slices, int h, int w, double fps) {
-  const float second_per_grid_t = float(2.0 / fps), tokens_per_second = 2.0f;
-  std::vector<Pos> out;
-  for (int k = 0; k < slices; ++k)
-    for (int r = 0; r < h; ++r)
-      for (int c = 0; c < w; ++c)
-        out.push_back({int32_t(float(k) * second_per_grid_t * tokens_per_second), r, c});
-  return out;
+  return video_frames::hf_layout(slices, h, w, fps);
 }
 
 double max_abs(const std::vector<float>& v) {
