@@ -460,6 +460,7 @@ void Engine::gqa_attention_block(KvPool& kv, int li, int n, std::span<const RowG
     ex.query_index = g.tokens;
     ex.key_mass = key_mass;
     ex.kv_dtype = dt;
+    ex.per_row = g.every_row;     // a draft's rows: each as its plain decode step computes it
     if (!g.non_causal.empty()) {  // the span's rows read up to its last row (model/forward.h)
       reach.resize(size_t(g.n));
       for (int t = 0; t < g.n; ++t) {

@@ -202,7 +202,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
       for (int j = 0; j < n_keys; ++j) key_mass[j] += row[j];
   };
 
-  if (T >= kGemmMinQueries) {
+  if (T >= kGemmMinQueries && !extras.per_row) {
     // Score blocks through sgemm: S = Q_h K_g^T, then O_h = softmax(S) V_g. One task per (head,
     // query block), spread over the pool, each with its own score block and sgemm on its own
     // thread (OpenBLAS's threads would otherwise spin between calls and take the pool's cores).

@@ -80,6 +80,9 @@ struct AttentionExtras {
   float scale = 0;
   // gpt-oss's attention sinks: n_heads logits, one per query head (finish_score_row); null: none.
   const float* sinks = nullptr;
+  // Every query through the per-row (decode) kernels, whatever T: query t's output is then the
+  // one it gets alone, to the bit (a decode step's draft rows: speculative decoding stays exact).
+  bool per_row = false;
 };
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last
