@@ -66,7 +66,9 @@ std::optional<GgmlType> type_by_name(const std::string& name) {
 int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPool& pool) {
   auto f = GgufFile::open(a.gguf);
   if (!f.ok()) return fail(f.message(), a.json);
+  if (a.copy && a.repacked) return fail("--copy and --repacked: pick one", a.json);
   std::vector<WeightView> ws;
+  std::vector<std::vector<uint8_t>> packs;  // --repacked: the loader's layouts
   size_t bytes = 0;
   int64_t max_dim = 0;
   const bool tied = (*f)->find_tensor("output.weight") == nullptr;
@@ -76,6 +78,12 @@ int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPoo
     if (!weight || (t.name == "token_embd.weight" && !tied)) continue;
     auto wv = make_weight_view(t.type, t.data, t.ne[1], t.ne[0]);
     if (!wv.ok()) return fail(wv.message(), a.json);
+    if (a.repacked && quant::x16_fits(*wv)) {
+      packs.emplace_back(quant::x16_bytes(*wv));
+      quant::repack_x16(*wv, 0, quant::x16_group_count(wv->rows), packs.back().data());
+      wv->data = packs.back().data();
+      wv->layout = quant::x16_layout_of(t.type);
+    }
     ws.push_back(*wv);
     bytes += t.nbytes;
     max_dim = std::max({max_dim, t.ne[0], t.ne[1]});
@@ -127,8 +135,11 @@ int run_model(const QuantBenchArgs& a, const std::vector<int64_t>& ns, ThreadPoo
                     {"isa_level", isa_level_name(isa_level())},
                     {"threads", a.threads},
                     {"gguf", a.gguf},
-                    {"weights", a.copy ? "huge-page copy" : "file mapping"},
+                    {"weights", a.copy       ? "huge-page copy"
+                                : a.repacked ? "repacked"
+                                             : "file mapping"},
                     {"weight_bytes", bytes},
+                    {"repacked_matrices", packs.size()},
                     {"results", rows}},
                2);
   return 0;
@@ -229,8 +240,12 @@ void time_shape(const QuantBenchArgs& a, GgmlType t, int64_t R, int64_t C,
 
 // The CPU line and the table's head of --gguf's run.
 void print_model_head(const QuantBenchArgs& a) {
-  std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d\n\n", cpu_features().brand.c_str(),
-              cpu_feature_string().c_str(), isa_level_name(isa_level()), a.threads);
+  std::printf("cpu: %s\nfeatures: %s\nisa level: %s, threads: %d, clock: %s, weights: %s\n\n",
+              cpu_features().brand.c_str(), cpu_feature_string().c_str(),
+              isa_level_name(isa_level()), a.threads, a.cpu_time ? "thread cpu time" : "wall",
+              a.copy       ? "huge-page copy"
+              : a.repacked ? "repacked"
+                           : "file mapping");
   std::printf("| file | n | matrices | ms per pass | tokens/s (matmul only) | GFLOP/s |\n");
   std::printf("|---|---|---|---|---|---|\n");
 }
@@ -304,7 +319,7 @@ Runner add_quant_bench(CLI::App& app) {
   app.add_flag("--repacked", a->repacked,
                "Multiply weights repacked in groups of 16 rows, as the model loader lays out "
                "the types that have such a layout (q8_0, q4_0, q5_0, q5_1, iq4_nl, q4_K, q5_K, "
-               "q6_K, iq4_xs), instead of the file's rows");
+               "q6_K, iq4_xs), instead of the file's rows (with --gguf too)");
   app.add_flag("--json", a->json, "JSON output");
   return [a] { return run(*a); };
 }

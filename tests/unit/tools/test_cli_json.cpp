@@ -105,6 +105,30 @@ TEST(CliJson, QuantBenchTimesTheFileRowsOrTheRepackedLayout) {
   }
 }
 
+// `kamera quant-bench --gguf` times every matrix of a file; with --repacked the ones whose type has
+// a repacked layout (here q8_0, rows a multiple of 16) in that layout, as the model loader
+// holds them.
+TEST(CliJson, QuantBenchGgufRepacksWhatTheLoaderRepacks) {
+  const std::string model = unique_temp("kamera-cli-qb.gguf");
+  ASSERT_EQ(run("make-model --arch qwen2 --preset tiny --type q8_0 -o " + model).rc, 0);
+  for (const bool repacked : {false, true}) {
+    const Output o = run("quant-bench --gguf " + model + " -n 1 -t 1 --reps 1 --cpu-time --json" +
+                         (repacked ? " --repacked" : ""));
+    ASSERT_EQ(o.rc, 0) << o.err;
+    const auto j = nlohmann::json::parse(o.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << o.out;
+    EXPECT_EQ(j["weights"], repacked ? "repacked" : "file mapping");
+    if (repacked) {
+      EXPECT_GT(j["repacked_matrices"].get<int>(), 0);
+    } else {
+      EXPECT_EQ(j["repacked_matrices"].get<int>(), 0);
+    }
+    ASSERT_EQ(j["results"].size(), 1u) << o.out;
+    EXPECT_GT(j["results"][0]["gflops"].get<double>(), 0.0);
+  }
+  std::remove(model.c_str());
+}
+
 // `kamera serve`'s sizes in MiB refuse what is no size (NaN, infinities, negatives, too large)
 // by the option's name before anything starts. (The segment budget is KV pool pages now, no
 // longer carved out of --store-mb: ServerSegments.TheSegmentsLiveInTheKvPoolNotInTheStore.)
