@@ -428,7 +428,8 @@ void matmul_many_with(const QuantKernels& dk, const QuantKernels& pk, std::span<
   }
   // Prefill over repacked weights runs the layouts' integer kernels too (activations quantized
   // once; the prefill table's where it has them: the amx table's tiles, 16 rows at a time, unless
-  // KAMERA_PREFILL_AMX_INT8=0; else decode's, 4 rows per pass over a group) unless
+  // KAMERA_PREFILL_AMX_INT8=0; else decode's, 4 rows per pass over a group, or on the avx2
+  // paths their prefill kernel, each group unpacked once per call) unless
   // KAMERA_PREFILL_X16=0; other weights go through dequantized panels.
   static const bool x16_prefill = switched_on("KAMERA_PREFILL_X16");
   const QuantKernels& xk = x16_prefill_kernels(dk, pk);

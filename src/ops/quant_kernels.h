@@ -66,7 +66,16 @@ struct QuantKernels {
   void (*vec_dot_x16)(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
                       const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act,
                       float* y, int64_t y_stride) = nullptr;
+  // The avx2 paths' prefill kernel behind vec_dot_x16 (which calls it from kX16GemmMinRows
+  // activation rows on: each group's blocks unpacked once per call), callable at any row count;
+  // the same floats as vec_dot_x16's decode kernel. Null on the other paths.
+  void (*vec_dot_x16_gemm)(WeightLayout l, int64_t cols, const uint8_t* w, int64_t g0, int64_t g1,
+                           const uint8_t* act, size_t act_bytes, const int32_t* act_sums, int n_act,
+                           float* y, int64_t y_stride) = nullptr;
 };
+
+// Activation rows from which the avx2 paths' vec_dot_x16 runs vec_dot_x16_gemm.
+constexpr int kX16GemmMinRows = 8;
 
 const QuantKernels& scalar_kernels();
 const QuantKernels& avx2_kernels();
