@@ -153,23 +153,29 @@ def decoder_keys(w, tokens, types, merges):
     w.add_chat_template(CHATML)
 
 
+def attention_tensors(w, rng, b):
+    """A qwen3 layer's attention (q / k RMSNorm) and its FFN norm, block prefix b."""
+    d, hd = T["dim"], T["head_dim"]
+    q, kv = T["heads"] * hd, T["kv_heads"] * hd
+    w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
+    w.add_tensor(b + "attn_q.weight", rnd(rng, (q, d), "w", d))
+    w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
+    w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
+    w.add_tensor(b + "attn_q_norm.weight", rnd(rng, (hd,), "n"))
+    w.add_tensor(b + "attn_k_norm.weight", rnd(rng, (hd,), "n"))
+    w.add_tensor(b + "attn_output.weight", rnd(rng, (d, q), "w", q))
+    w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
+
+
 def write_decoder(path, rng):
     tokens, types, merges = vocabulary()
-    n_vocab, d, hd = len(tokens), T["dim"], T["head_dim"]
+    n_vocab, d = len(tokens), T["dim"]
     w = gguf.GGUFWriter(path, "qwen3vl")
     decoder_keys(w, tokens, types, merges)
     w.add_tensor("token_embd.weight", rnd(rng, (n_vocab, d), "w", 3))
-    q, kv = T["heads"] * hd, T["kv_heads"] * hd
     for i in range(T["layers"]):
         b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
-        w.add_tensor(b + "attn_q.weight", rnd(rng, (q, d), "w", d))
-        w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
-        w.add_tensor(b + "attn_q_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_k_norm.weight", rnd(rng, (hd,), "n"))
-        w.add_tensor(b + "attn_output.weight", rnd(rng, (d, q), "w", q))
-        w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
+        attention_tensors(w, rng, b)
         w.add_tensor(b + "ffn_gate.weight", rnd(rng, (T["ffn"], d), "w", d))
         w.add_tensor(b + "ffn_up.weight", rnd(rng, (T["ffn"], d), "w", d))
         w.add_tensor(b + "ffn_down.weight", rnd(rng, (d, T["ffn"]), "w", T["ffn"]))
