@@ -77,7 +77,8 @@ class OmniVision : public ::testing::TestWithParam<OmniPair> {
   void expect_mtmd_rows(const std::vector<float>& got, const char* media, int count) const {
     const std::vector<float> rows = read_f32(P().dir + "llama_cpp_omni_embd.f32");
     int seen = 0;
-    for (const json& c : llama_cpp_chunks()["chunks"]) {
+    const json ref = llama_cpp_chunks();  // (kept: the loop reads into it)
+    for (const json& c : ref["chunks"]) {
       if (c.value("media", "") != media) continue;
       ++seen;
       ASSERT_EQ(c["rows"].get<size_t>() * 64, got.size());
