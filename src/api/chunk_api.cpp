@@ -161,6 +161,17 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
     auto h = std::make_unique<kamera_vision>();
     auto type = mmproj_projector_type(path);
     if (!type.ok()) return set_error(with_context(type.error(), "kamera_vision_load"));
+    auto audio = mmproj_audio_width(path);  // an audio tower (an Omni file: its audio half)
+    if (!audio.ok()) return set_error(with_context(audio.error(), "kamera_vision_load"));
+    if (*audio > 0) {
+      h->picture = std::make_unique<PictureTowerHandle>();
+      h->picture->path = path;
+      h->picture->type = *type;
+      h->picture->out_dim = *audio;
+      h->picture->audio = true;
+      *out = h.release();
+      return KAMERA_OK;
+    }
     const bool qwen = is_qwen_projector(*type);
     if (qwen || *type == "kimivl") {
       const kamera_status st = qwen ? load_tower(path, h->qwen) : load_tower(path, h->kimi);
@@ -174,17 +185,6 @@ kamera_status kamera_vision_load(const char* path, kamera_vision** out) {
       h->picture->path = path;
       h->picture->type = *type;
       h->picture->out_dim = *dim;
-      *out = h.release();
-      return KAMERA_OK;
-    }
-    auto audio = mmproj_audio_width(path);  // an audio tower: loads beside its first decoder
-    if (!audio.ok()) return set_error(with_context(audio.error(), "kamera_vision_load"));
-    if (*audio > 0) {
-      h->picture = std::make_unique<PictureTowerHandle>();
-      h->picture->path = path;
-      h->picture->type = *type;
-      h->picture->out_dim = *audio;
-      h->picture->audio = true;
       *out = h.release();
       return KAMERA_OK;
     }

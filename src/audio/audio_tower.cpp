@@ -62,23 +62,31 @@ class AudioTower final : public MediaTower {
   Chunks clips_;  // holds a reference to tower_
 };
 
-// Qwen2.5-Omni's file with both halves: pictures through its vision half (a Qwen2.5-VL tower,
-// MediaTower::load), clips through its audio half. Each keeps its own cache; both write through
-// to the one store.
+// An Omni file with both halves (Qwen2.5-Omni's, Qwen3-Omni's): pictures through its vision half
+// (a Qwen2.5-VL or Qwen3-VL tower, MediaTower::load), clips through its audio half. Each keeps its
+// own cache; both write through to the one store.
 class OmniTower final : public MediaTower {
  public:
-  OmniTower(std::unique_ptr<MediaTower> vision, std::unique_ptr<MediaTower> audio)
-      : vision_(std::move(vision)), audio_(std::move(audio)) {}
+  OmniTower(std::string family, std::unique_ptr<MediaTower> vision,
+            std::unique_ptr<MediaTower> audio)
+      : family_(std::move(family)), vision_(std::move(vision)), audio_(std::move(audio)) {}
   VisionDelimiters delimiters() const override { return vision_->delimiters(); }
-  // a video's frames as one chunk of the vision half: its slices at the thinker's 25 positions a
-  // second (MediaTower::load sets the time scale; no audio track interleaved)
-  bool takes_video() const override { return vision_->takes_video(); }
+  // a video's frames as one chunk of the vision half: Qwen2.5-Omni's slices at the thinker's 25
+  // positions a second (MediaTower::load sets the time scale; no audio track interleaved).
+  // Qwen3-Omni's video timing is not implemented: its video parts are refused.
+  bool takes_video() const override { return family_ == "Qwen2.5-Omni" && vision_->takes_video(); }
   Result<int64_t> rows(std::span<const ImageSize> pictures) const override {
     return vision_->rows(pictures);
   }
   Result<std::shared_ptr<const ChunkContent>> chunk(std::span<const Image> pictures, bool* encoded,
                                                     double fps,
                                                     const std::function<bool()>& stop) override {
+    if (encoded) *encoded = false;
+    if (pictures.size() != 1 && !takes_video())
+      return make_error(ErrorCode::InvalidArgument,
+                        "{}'s vision tower reads one picture per image part here, not {} (no "
+                        "video)",
+                        family_, pictures.size());
     return vision_->chunk(pictures, encoded, fps, stop);
   }
   bool takes_audio() const override { return true; }
@@ -106,24 +114,49 @@ class OmniTower final : public MediaTower {
   }
 
  private:
+  std::string family_;
   std::unique_ptr<MediaTower> vision_, audio_;
 };
 
+// The audio tower alone, or, where the file holds a vision half too (clip.has_vision_encoder:
+// Qwen2.5-Omni's, Qwen3-Omni's), one tower of both: the one loader path of every Omni file.
+Result<std::unique_ptr<MediaTower>> with_vision_half(std::unique_ptr<MediaTower> audio,
+                                                     const char* family, const std::string& mmproj,
+                                                     const Model& decoder, int threads,
+                                                     ChunkStore* store) {
+  KAMERA_ASSIGN_OR_RETURN(const bool has_vision, mmproj_has_vision_encoder(mmproj));
+  if (!has_vision) return audio;
+  auto vision = MediaTower::load(mmproj, decoder, threads, store);
+  if (!vision.ok())
+    return make_error(vision.code(), "{}'s vision half: {}", family, vision.message());
+  return std::unique_ptr<MediaTower>(
+      std::make_unique<OmniTower>(family, std::move(vision.value()), std::move(audio)));
+}
+
 // Qwen2-Audio's tower, or Qwen2.5-Omni's file: its audio half beside the qwen2vl thinker, and its
 // vision half (a Qwen2.5-VL tower) where the file holds one.
-Result<std::unique_ptr<MediaTower>> load_qwen_audio(const std::string& mmproj,
-                                                    const std::string& type, const Model& decoder,
+Result<std::unique_ptr<MediaTower>> load_qwen_audio(const std::string& mmproj, const Model& decoder,
                                                     int threads, ChunkStore* store) {
   const Tokenizer* tok = decoder.tokenizer ? &*decoder.tokenizer : nullptr;
   KAMERA_ASSIGN_OR_RETURN(QwenAudioModel m, QwenAudioModel::load(mmproj));
   KAMERA_TRY(check_qwen_audio_pair(m.cfg, decoder, mmproj));
   std::unique_ptr<MediaTower> audio = std::make_unique<AudioTower<QwenAudioModel, QwenAudioChunks>>(
       std::move(m), decoder, audio_delimiters(tok), &qwen_audio_rows, threads, store);
-  KAMERA_ASSIGN_OR_RETURN(const bool has_vision, mmproj_has_vision_encoder(mmproj));
-  if (type != "qwen2.5o" || !has_vision) return audio;
-  KAMERA_ASSIGN_OR_RETURN(auto vision, MediaTower::load(mmproj, decoder, threads, store));
-  return std::unique_ptr<MediaTower>(
-      std::make_unique<OmniTower>(std::move(vision), std::move(audio)));
+  return with_vision_half(std::move(audio), "Qwen2.5-Omni", mmproj, decoder, threads, store);
+}
+
+// Qwen3-ASR's tower, or Qwen3-Omni's file: its audio half beside the qwen3vl / qwen3vlmoe
+// thinker, and its vision half (a Qwen3-VL tower) where the file holds one.
+Result<std::unique_ptr<MediaTower>> load_qwen3_audio(const std::string& mmproj,
+                                                     const Model& decoder, int threads,
+                                                     ChunkStore* store) {
+  const Tokenizer* tok = decoder.tokenizer ? &*decoder.tokenizer : nullptr;
+  KAMERA_ASSIGN_OR_RETURN(Qwen3AudioModel m, Qwen3AudioModel::load(mmproj));
+  KAMERA_TRY(check_qwen3_audio_pair(m.cfg, decoder, mmproj));
+  std::unique_ptr<MediaTower> audio =
+      std::make_unique<AudioTower<Qwen3AudioModel, Qwen3AudioChunks>>(
+          std::move(m), decoder, qwen3_audio_delimiters(tok), &qwen3_audio_rows, threads, store);
+  return with_vision_half(std::move(audio), "Qwen3-Omni", mmproj, decoder, threads, store);
 }
 
 }  // namespace
@@ -132,17 +165,10 @@ Result<std::unique_ptr<MediaTower>> load_media_tower(const std::string& mmproj,
                                                      const Model& decoder, int threads,
                                                      ChunkStore* store) {
   KAMERA_ASSIGN_OR_RETURN(const std::string type, mmproj_projector_type(mmproj));
-  if (is_qwen_audio_projector(type)) return load_qwen_audio(mmproj, type, decoder, threads, store);
+  if (is_qwen_audio_projector(type)) return load_qwen_audio(mmproj, decoder, threads, store);
+  // (Qwen3's files name the audio half's type under clip.audio.*: "" or the vision half's above)
   KAMERA_ASSIGN_OR_RETURN(const std::string audio, mmproj_audio_projector_type(mmproj));
-  if (type.empty() && is_qwen3_audio_projector(audio)) {
-    // Qwen3-ASR's tower (or Qwen3-Omni's audio half) beside its qwen3vl / qwen3vlmoe thinker
-    const Tokenizer* tok = decoder.tokenizer ? &*decoder.tokenizer : nullptr;
-    KAMERA_ASSIGN_OR_RETURN(Qwen3AudioModel m, Qwen3AudioModel::load(mmproj));
-    KAMERA_TRY(check_qwen3_audio_pair(m.cfg, decoder, mmproj));
-    return std::unique_ptr<MediaTower>(
-        std::make_unique<AudioTower<Qwen3AudioModel, Qwen3AudioChunks>>(
-            std::move(m), decoder, qwen3_audio_delimiters(tok), &qwen3_audio_rows, threads, store));
-  }
+  if (is_qwen3_audio_projector(audio)) return load_qwen3_audio(mmproj, decoder, threads, store);
   return MediaTower::load(mmproj, decoder, threads, store);
 }
 

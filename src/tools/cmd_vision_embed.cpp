@@ -317,10 +317,10 @@ Status embed_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool
 }
 
 // The audio tower's projector type of an mmproj vision-embed reads with --audio ("" for none):
-// Qwen2.5-Omni's or Qwen2-Audio's clip.projector_type, or Qwen3's clip.audio.projector_type.
+// Qwen2.5-Omni's or Qwen2-Audio's clip.projector_type, or Qwen3's clip.audio.projector_type
+// (Qwen3-ASR's file, Qwen3-Omni's beside its vision half's "qwen3vl_merger").
 std::string audio_tower_type(const std::string& mmproj, const std::string& type) {
   if (is_qwen_audio_projector(type)) return type;
-  if (!type.empty()) return "";
   auto audio = mmproj_audio_projector_type(mmproj);
   return audio.ok() && is_qwen3_audio_projector(*audio) ? *audio : "";
 }
@@ -380,12 +380,12 @@ int print_audio(const VisionEmbedArgs& a, const std::string& type, ThreadPool& p
 }
 
 // Whether the tower reads the input given: --audio an audio tower's (audio_type, "" for none),
-// --image and --frames a picture tower's (a Qwen2.5-Omni file's vision half, a Qwen2.5-VL tower,
-// among them).
+// --image and --frames a picture tower's (an Omni file's vision half, a Qwen2.5-VL or Qwen3-VL
+// tower, among them).
 Status check_input(const VisionEmbedArgs& a, const std::string& type,
                    const std::string& audio_type) {
   bool pictures = audio_type.empty();
-  if (type == "qwen2.5o") {
+  if (!pictures) {  // an audio tower: pictures where the file holds a vision half too
     KAMERA_ASSIGN_OR_RETURN(pictures, mmproj_has_vision_encoder(a.mmproj));
   }
   if (!a.audio.empty() && audio_type.empty())
@@ -448,15 +448,17 @@ Runner add_vision_embed(CLI::App& app) {
   app.add_option("--mmproj", a->mmproj,
                  "Qwen2-VL / Qwen2.5-VL / Qwen3-VL, Kimi-VL, SmolVLM (idefics3), Gemma 3, InternVL "
                  "or LLaVA-1.5 (mlp) mmproj GGUF (llama.cpp's layout), or Qwen2.5-Omni's "
-                 "(qwen2.5o: its vision half); with --audio, Qwen2.5-Omni (qwen2.5o), Qwen2-Audio "
-                 "(qwen2a) or Qwen3-Omni / Qwen3-ASR (qwen3a)")
+                 "(qwen2.5o) or Qwen3-Omni's (qwen3vl_merger + qwen3a: their vision halves); "
+                 "with --audio, Qwen2.5-Omni (qwen2.5o), Qwen2-Audio (qwen2a) or Qwen3-Omni / "
+                 "Qwen3-ASR (qwen3a)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--image", a->image, "PNG or JPEG image");
   app.add_option("--frames", a->frames, "Video frames: comma-separated PNG/JPEG paths, in order");
   app.add_option("--audio", a->audio,
-                 "An audio clip (WAV, FLAC or MP3) for a Qwen2.5-Omni / Qwen2-Audio mmproj's "
-                 "audio tower: its rows, as the server encodes an input_audio part");
+                 "An audio clip (WAV, FLAC or MP3) for a Qwen2.5-Omni / Qwen2-Audio / Qwen3-Omni / "
+                 "Qwen3-ASR mmproj's audio tower: its rows, as the server encodes an input_audio "
+                 "part");
   app.add_option("--fps", a->fps, "Frame rate of --frames; when set, frames are sampled");
   app.add_option("--sample-fps", a->sample_fps, "Sampling rate for --frames with --fps")
       ->capture_default_str();

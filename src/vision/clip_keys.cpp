@@ -14,6 +14,14 @@ Status clip_vision_file(const GgufFile& g, const std::string& path) {
   return Status::Ok();
 }
 
+std::string clip_vision_projector(const GgufFile& g) {
+  // the vision half's type in a file of two towers (Qwen3-Omni's: llama.cpp's converter writes
+  // the audio half's as clip.audio.projector_type)
+  constexpr const char* kVisionProjectorType = "clip.vision.projector_type";
+  const std::string proj = g.get_string(gguf_key::kClipProjectorType).value_or("");
+  return proj.empty() ? g.get_string(kVisionProjectorType).value_or("") : proj;
+}
+
 Status clip_count(const GgufFile& g, const std::string& path, const char* key, int* out, int lo,
                   int hi) {
   auto v = g.get_int(key);
@@ -42,7 +50,7 @@ Status clip_mean_std(const GgufFile& g, const std::string& path, std::array<floa
 Status read_clip_common(const GgufFile& g, const std::string& path, const char* projector,
                         const char* family, ClipCommon* c) {
   namespace gk = gguf_key;
-  const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
+  const std::string proj = clip_vision_projector(g);
   if (proj != projector)
     return make_error(ErrorCode::Unsupported, "{}: projector type '{}' is not {}'s ('{}')", path,
                       proj, family, projector);

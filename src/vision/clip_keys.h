@@ -15,6 +15,11 @@ class GgufFile;
 // general.architecture is "clip" and the file has a vision encoder (CorruptData otherwise).
 Status clip_vision_file(const GgufFile& g, const std::string& path);
 
+// The vision tower's projector type: clip.projector_type, else (a file of two towers, as
+// llama.cpp's converter writes Qwen3-Omni's) clip.vision.projector_type, as llama.cpp's clip
+// loader reads a file's vision half; "" when the file names neither.
+std::string clip_vision_projector(const GgufFile& g);
+
 // A required integer key in [lo, hi] (CorruptData naming path and key otherwise).
 Status clip_count(const GgufFile& g, const std::string& path, const char* key, int* out, int lo,
                   int hi);

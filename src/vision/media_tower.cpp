@@ -209,7 +209,8 @@ Status check_pair(const std::string& mmproj, int out_dim, const Model& decoder) 
 Result<int64_t> MediaTower::audio_rows(int64_t) const {
   return make_error(
       ErrorCode::InvalidArgument,
-      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
+      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o, qwen2a or qwen3a "
+      "tower)");
 }
 
 Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<const float>,
@@ -218,7 +219,8 @@ Result<std::shared_ptr<const ChunkContent>> MediaTower::audio_chunk(std::span<co
   if (encoded) *encoded = false;
   return make_error(
       ErrorCode::InvalidArgument,
-      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o or qwen2a tower)");
+      "the --mmproj tower reads no audio (input_audio parts need a qwen2.5o, qwen2a or qwen3a "
+      "tower)");
 }
 
 bool MediaTower::takes(const std::string& type) {

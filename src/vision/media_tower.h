@@ -68,7 +68,7 @@
 //                                      (audio/qwen3_audio.h, loaded by load_media_tower) beside a
 //                                      qwen3vl / qwen3vlmoe thinker: as qwen2.5o, between
 //                                      <|audio_start|> and <|audio_end|>, 13 rows per 100 mel
-//                                      frames (1 s).
+//                                      frames (1 s); Qwen3-Omni's file: both halves, as qwen2.5o.
 #pragma once
 
 #include <functional>

@@ -2,12 +2,13 @@
 
 #include "gguf/gguf.h"
 #include "gguf/keys.h"
+#include "vision/clip_keys.h"
 
 namespace kamera {
 
 Result<std::string> mmproj_projector_type(const std::string& path) {
   KAMERA_ASSIGN_OR_RETURN(auto f, GgufFile::open(path));
-  return f->get_string(gguf_key::kClipProjectorType).value_or("");
+  return clip_vision_projector(*f);
 }
 
 Result<int> mmproj_projection_dim(const std::string& path) {

@@ -1,6 +1,6 @@
 // Which tower an mmproj GGUF holds: its clip.projector_type ("qwen2vl_merger",
 // "qwen2.5vl_merger", "qwen3vl_merger", "kimivl", "idefics3", "gemma3", "internvl",
-// "mlp" (LLaVA-1.5), "kamera-minivl"; "" when the file has none).
+// "mlp" (LLaVA-1.5), "kamera-minivl"; else Qwen3-Omni's clip.vision.projector_type; "" for none).
 // The callers that pick a loader by it: the server's tower (vision/media_tower.h), the C API's
 // kamera_vision_load and `kamera vision-embed`.
 #pragma once

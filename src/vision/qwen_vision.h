@@ -38,8 +38,8 @@
 //                                       (llama.cpp's key, from fullatt_block_indexes)
 //   clip.vision.wa_layer_indexes        explicit full-attention layers (later llama.cpp; wins)
 //   clip.vision.window_size             window side in pixels (default 112, what llama.cpp fixes)
-// Qwen3-VL (clip.projector_type "qwen3vl_merger"; Hugging Face's modeling_qwen3_vl.py, llama.cpp
-// d32676d tools/mtmd/models/qwen3vl.cpp):
+// Qwen3-VL (clip.projector_type, or Qwen3-Omni's clip.vision.projector_type, "qwen3vl_merger";
+// Hugging Face's modeling_qwen3_vl.py, llama.cpp d32676d tools/mtmd/models/qwen3vl.cpp):
 //   patches  16 x 16 pixels (32 per merged token), image mean and std 0.5; the Conv3d has a bias
 //   embed    x = W_pe p + b + P(r, c): P is a learned table of S x S rows (v.position_embd.weight
 //            [dim, S*S]) resampled to the image's patch grid bilinearly with aligned corners

@@ -116,7 +116,7 @@ Status read_qwen3_tables(const GgufFile& g, const std::string& path, QwenVisionC
 // Reads the config keys (qwen_vision.h). The FFN width comes from the tensors.
 Status read_config(const GgufFile& g, const std::string& path, QwenVisionConfig* c,
                    bool* legacy_ffn) {
-  const std::string proj = g.get_string(gk::kClipProjectorType).value_or("");
+  const std::string proj = clip_vision_projector(g);  // (Qwen3-Omni's: clip.vision.*)
   if (proj == "qwen2vl_merger") {
     c->variant = QwenVisionVariant::Qwen2VL;
     c->act = g.get_bool(gk::kClipUseGelu).value_or(false) ? QwenVisionAct::Gelu

@@ -97,9 +97,23 @@ def decoder_keys(w, tokens, types, merges):
     w.add_chat_template(CHATML)
 
 
+def attention_tensors(w, rng, b):
+    """A qwen3 layer's attention (q / k RMSNorm) and its FFN norm, block prefix b."""
+    d, hd = T["dim"], T["head_dim"]
+    q, kv = T["heads"] * hd, T["kv_heads"] * hd
+    w.add_tensor(b + "attn_norm.weight", rnd(rng, (d,), "n"))
+    w.add_tensor(b + "attn_q.weight", rnd(rng, (q, d), "w", d))
+    w.add_tensor(b + "attn_k.weight", rnd(rng, (kv, d), "w", d))
+    w.add_tensor(b + "attn_v.weight", rnd(rng, (kv, d), "w", d))
+    w.add_tensor(b + "attn_q_norm.weight", rnd(rng, (hd,), "n"))
+    w.add_tensor(b + "attn_k_norm.weight", rnd(rng, (hd,), "n"))
+    w.add_tensor(b + "attn_output.weight", rnd(rng, (d, q), "w", q))
+    w.add_tensor(b + "ffn_norm.weight", rnd(rng, (d,), "n"))
+
+
 def write_decoder(path, rng):
     tokens, types, merges = vocabulary()
-    n_vocab, d, hd = len(tokens), T["dim"], T["head_dim"]
+    n_vocab, hd = len(tokens), T["head_dim"]
     w = gguf.GGUFWriter(path, "qwen3vl")
     decoder_keys(w, tokens, types, merges)
     fg.decoder_tensors(w, rng, n_vocab, T, hd, qk_norm=True)
