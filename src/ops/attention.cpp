@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_row.h"
+#include "ops/attention_split.h"
 #include "ops/clones.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
@@ -182,6 +183,16 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const int qw = s.n_heads * hd;
   const int group = s.n_heads / s.n_kv_heads;
   const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
+  if (T < kGemmMinQueries && N >= kSplitMinKeys && !has_mask && !extras.key_mass &&
+      extras.window <= 0) {
+    // Decode at depth: split over the keys (ops/attention_split.h).
+    int reach[kGemmMinQueries];
+    for (int t = 0; t < T; ++t) reach[t] = reach_of(t);
+    const SplitDecodeArgs sa{
+        s,         q,     {reach, size_t(T)}, k_arena, v_arena,     extras.kv_dtype, slots,
+        positions, &rope, extras.rotate_keys, scale,   extras.sinks};
+    return attention_split_decode(sa, out, pool, ws);
+  }
   if (ws.k.size() < size_t(N) * kvw) {
     ws.k.resize(size_t(N) * kvw);
     ws.v.resize(size_t(N) * kvw);
