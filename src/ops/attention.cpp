@@ -176,7 +176,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   positions = positions.subspan(size_t(k0));
   auto last_of = [&](int t) { return own_key(t) - k0; };
   auto reach_of = [&](int t) { return own_reach(t) - k0; };
-  const int N = reach_of(T - 1) + 1;
+  int N = reach_of(T - 1) + 1;
   KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
   const int hd = s.head_dim;
   const int kvw = s.n_kv_heads * hd;
@@ -185,13 +185,29 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
   if (T < kGemmMinQueries && N >= kSplitMinKeys && !has_mask && !extras.key_mass &&
       extras.window <= 0) {
-    // Decode at depth: split over the keys (ops/attention_split.h).
+    // Decode at depth: the queries that read >= kSplitMinKeys keys split over the keys
+    // (ops/attention_split.h); earlier ones of the batch take the per-head path below, as they
+    // would alone, so a query's result does not depend on its batch (speculative checks).
+    int t0 = 0;
+    while (reach_of(t0) + 1 < kSplitMinKeys) ++t0;
     int reach[kGemmMinQueries];
-    for (int t = 0; t < T; ++t) reach[t] = reach_of(t);
-    const SplitDecodeArgs sa{
-        s,         q,     {reach, size_t(T)}, k_arena, v_arena,     extras.kv_dtype, slots,
-        positions, &rope, extras.rotate_keys, scale,   extras.sinks};
-    return attention_split_decode(sa, out, pool, ws);
+    for (int t = t0; t < T; ++t) reach[t - t0] = reach_of(t);
+    const SplitDecodeArgs sa{s,
+                             q + size_t(t0) * qw,
+                             {reach, size_t(T - t0)},
+                             k_arena,
+                             v_arena,
+                             extras.kv_dtype,
+                             slots,
+                             positions,
+                             &rope,
+                             extras.rotate_keys,
+                             scale,
+                             extras.sinks};
+    attention_split_decode(sa, out + size_t(t0) * qw, pool, ws);
+    if (t0 == 0) return;
+    T = t0;
+    N = reach_of(T - 1) + 1;
   }
   if (ws.k.size() < size_t(N) * kvw) {
     ws.k.resize(size_t(N) * kvw);

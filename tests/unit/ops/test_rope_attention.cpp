@@ -289,3 +289,30 @@ TEST(Attention, SplitDecodeSinkJoinsTheDenominator) {
       EXPECT_NEAR(sunk[size_t(h) * hd + i], plain[size_t(h) * hd + i] * f, 2e-6) << "head " << h;
   }
 }
+
+// A query's result does not depend on its batch (a speculative check runs the draft as one batch
+// and must equal one-token decoding bit for bit): a batch across the split's threshold gives each
+// query the bits it gets alone, on whichever path its own depth takes.
+TEST(Attention, BatchAcrossSplitThresholdSameBitsAsAlone) {
+  const int heads = 14, kv_heads = 2, hd = 64, kvw = kv_heads * hd, T = 5;
+  const int first = kSplitMinKeys - 3, N = first + T;  // queries read 1022 .. 1026 keys
+  const auto k = randn(size_t(N) * kvw, 21), v = randn(size_t(N) * kvw, 22);
+  const auto q = randn(size_t(T) * heads * hd, 23);
+  std::vector<int32_t> slots(N);
+  std::vector<Pos> pos(N);
+  for (int j = 0; j < N; ++j) slots[j] = N - 1 - j, pos[j] = Pos::linear(j);
+  RopeCache cache(desc(RopeLayout::Neox, hd, hd), 4096);
+  ThreadPool pool(2);
+  AttentionWorkspace ws;
+  const size_t qw = size_t(heads) * hd;
+  std::vector<float> batch(T * qw), alone(T * qw);
+  attention_paged({heads, kv_heads, hd}, q.data(), T, first, k.data(), v.data(), slots, pos, cache,
+                  nullptr, batch.data(), pool, ws);
+  for (int t = 0; t < T; ++t)
+    attention_paged({heads, kv_heads, hd}, q.data() + t * qw, 1, first + t, k.data(), v.data(),
+                    std::span<const int32_t>(slots).first(first + t + 1), pos, cache, nullptr,
+                    alone.data() + t * qw, pool, ws);
+  for (int t = 0; t < T; ++t)
+    EXPECT_EQ(std::memcmp(batch.data() + t * qw, alone.data() + t * qw, qw * sizeof(float)), 0)
+        << "query " << t << " reads " << first + t + 1 << " keys";
+}
