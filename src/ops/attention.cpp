@@ -204,7 +204,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
                              extras.rotate_keys,
                              scale,
                              extras.sinks};
-    attention_split_decode(sa, out + size_t(t0) * qw, pool, ws);
+    attention_split_decode(sa, out + size_t(t0) * qw, pool);
     if (t0 == 0) return;
     T = t0;
     N = reach_of(T - 1) + 1;

@@ -39,8 +39,6 @@ struct AttentionShape {
 // Reusable buffers, so that decode steps do not allocate.
 struct AttentionWorkspace {
   std::vector<float> k, v, scores;
-  std::vector<float> tiles, partials;  // decode at depth (ops/attention_split.h)
-  std::vector<const float*> rows;
 };
 
 // A sliding window by position (llama.cpp's standard SWA): the query that is token `last` reads

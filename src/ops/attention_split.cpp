@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -232,25 +233,25 @@ void merge_partials(const SplitDecodeArgs& a, int n_blocks, const float* partial
 
 }  // namespace
 
-void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& pool,
-                            AttentionWorkspace& ws) {
+void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& pool) {
   const AttentionShape& s = a.shape;
   KAMERA_ASSERT(!a.reach.empty() && s.n_heads % s.n_kv_heads == 0);
   const int T = int(a.reach.size()), N = a.reach.back() + 1;
   const int kvw = s.n_kv_heads * s.head_dim;
   const int n_blocks = (N + kSplitBlock - 1) / kSplitBlock;
-  const size_t per_tile = Tile::floats(kvw, T * s.n_heads);
-  const size_t n_partials = size_t(n_blocks) * T * s.n_heads * partial_floats(s.head_dim);
-  if (ws.tiles.size() < per_tile * pool.size()) ws.tiles.resize(per_tile * pool.size());
-  if (ws.rows.size() < size_t(kSplitBlock) * pool.size())
-    ws.rows.resize(size_t(kSplitBlock) * pool.size());
-  if (ws.partials.size() < n_partials) ws.partials.resize(n_partials);
-  pool.parallel_pieces(n_blocks, [&](int64_t b0, int64_t b1, int piece) {
-    const Tile tile(ws.tiles.data() + per_tile * size_t(piece), kvw,
-                    ws.rows.data() + size_t(kSplitBlock) * piece);
-    for (int64_t b = b0; b < b1; ++b) run_block(a, int(b), tile, ws.partials.data());
+  // The caller's partials (read by the merge on this thread); each thread's own tile.
+  thread_local std::vector<float> partials;
+  partials.resize(size_t(n_blocks) * T * s.n_heads * partial_floats(s.head_dim));
+  float* const parts = partials.data();
+  pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<float> scratch;
+    thread_local std::vector<const float*> rows;
+    scratch.resize(Tile::floats(kvw, T * s.n_heads));
+    rows.resize(kSplitBlock);
+    const Tile tile(scratch.data(), kvw, rows.data());
+    for (int64_t b = b0; b < b1; ++b) run_block(a, int(b), tile, parts);
   });
-  merge_partials(a, n_blocks, ws.partials.data(), out);
+  merge_partials(a, n_blocks, parts, out);
 }
 
 }  // namespace kamera

@@ -45,7 +45,8 @@ struct SplitDecodeArgs {
 };
 
 // out: T x n_heads x head_dim.
-void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& pool,
-                            AttentionWorkspace& ws);
+// Scratch: thread_local buffers of the calling thread and the pool's (no AttentionWorkspace
+// fields, whose layout the model's Engine embeds).
+void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& pool);
 
 }  // namespace kamera
