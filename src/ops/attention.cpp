@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_row.h"
+#include "ops/attention_split.h"
 #include "ops/clones.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
@@ -175,13 +176,39 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   positions = positions.subspan(size_t(k0));
   auto last_of = [&](int t) { return own_key(t) - k0; };
   auto reach_of = [&](int t) { return own_reach(t) - k0; };
-  const int N = reach_of(T - 1) + 1;
+  int N = reach_of(T - 1) + 1;
   KAMERA_ASSERT(s.n_heads % s.n_kv_heads == 0);
   const int hd = s.head_dim;
   const int kvw = s.n_kv_heads * hd;
   const int qw = s.n_heads * hd;
   const int group = s.n_heads / s.n_kv_heads;
   const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
+  if (T < kGemmMinQueries && N >= kSplitMinKeys && !has_mask && !extras.key_mass &&
+      extras.window <= 0) {
+    // Decode at depth: the queries that read >= kSplitMinKeys keys split over the keys
+    // (ops/attention_split.h); earlier ones of the batch take the per-head path below, as they
+    // would alone, so a query's result does not depend on its batch (speculative checks).
+    int t0 = 0;
+    while (reach_of(t0) + 1 < kSplitMinKeys) ++t0;
+    int reach[kGemmMinQueries];
+    for (int t = t0; t < T; ++t) reach[t - t0] = reach_of(t);
+    const SplitDecodeArgs sa{s,
+                             q + size_t(t0) * qw,
+                             {reach, size_t(T - t0)},
+                             k_arena,
+                             v_arena,
+                             extras.kv_dtype,
+                             slots,
+                             positions,
+                             &rope,
+                             extras.rotate_keys,
+                             scale,
+                             extras.sinks};
+    attention_split_decode(sa, out + size_t(t0) * qw, pool);
+    if (t0 == 0) return;
+    T = t0;
+    N = reach_of(T - 1) + 1;
+  }
   if (ws.k.size() < size_t(N) * kvw) {
     ws.k.resize(size_t(N) * kvw);
     ws.v.resize(size_t(N) * kvw);

@@ -8,7 +8,9 @@
 #include <random>
 
 #include "core/thread_pool.h"
+#include "kv/kv_row.h"
 #include "ops/attention.h"
+#include "ops/attention_split.h"
 #include "ops/reference.h"
 #include "ops/rope.h"
 
@@ -142,8 +144,11 @@ bool mask_blocked(int t, int j, const void* ctx) {
 
 // Builds a pool-like arena with shuffled slots and arbitrary positions, then compares
 // attention_paged with the scalar reference fed the same keys rotated by rope_apply_reference.
-void check_attention(int T, int first, int heads, int kv_heads, int hd, RopeLayout layout,
-                     const AttentionMask* mask, uint32_t seed) {
+// dt: the arenas' storage (bf16/f16 rows are rounded once; the reference reads the same values).
+// Returns the kernel's output.
+std::vector<float> check_attention(int T, int first, int heads, int kv_heads, int hd,
+                                   RopeLayout layout, const AttentionMask* mask, uint32_t seed,
+                                   DType dt = DType::F32, int threads = 2, double rel_tol = 1.0) {
   const int N = first + T, kvw = kv_heads * hd;
   std::mt19937 rng(seed);
   std::vector<int32_t> slots(N);
@@ -157,11 +162,18 @@ void check_attention(int T, int first, int heads, int kv_heads, int hd, RopeLayo
   auto q = randn(size_t(T) * heads * hd, seed + 3);
   const RopeDesc d = desc(layout, hd, hd);
   RopeCache cache(d, 4096);
-  ThreadPool pool(2);
+  ThreadPool pool(threads);
   AttentionWorkspace ws;
   std::vector<float> out(size_t(T) * heads * hd);
-  attention_paged({heads, kv_heads, hd}, q.data(), T, first, k_arena.data(), v_arena.data(), slots,
-                  pos, cache, mask, out.data(), pool, ws);
+  std::vector<uint8_t> k_store(k_arena.size() * kv_elem_bytes(dt)), v_store(k_store.size());
+  kv_store_row(dt, k_arena.data(), k_store.data(), int64_t(k_arena.size()));
+  kv_store_row(dt, v_arena.data(), v_store.data(), int64_t(v_arena.size()));
+  kv_load_row(dt, k_store.data(), k_arena.data(), int64_t(k_arena.size()));  // the stored values
+  kv_load_row(dt, v_store.data(), v_arena.data(), int64_t(v_arena.size()));
+  AttentionExtras ex;
+  ex.kv_dtype = dt;
+  attention_paged({heads, kv_heads, hd}, q.data(), T, first, k_store.data(), v_store.data(), slots,
+                  pos, cache, mask, out.data(), pool, ws, ex);
   // Reference inputs: contiguous, rotated keys.
   std::vector<float> k(size_t(N) * kvw), v(size_t(N) * kvw);
   for (int j = 0; j < N; ++j) {
@@ -173,9 +185,13 @@ void check_attention(int T, int first, int heads, int kv_heads, int hd, RopeLayo
   MaskCtx ctx{mask};
   ref::attention(q.data(), k.data(), v.data(), want.data(), T, N, first, heads, kv_heads, hd,
                  mask ? mask_blocked : nullptr, &ctx);
-  double m = 0;
+  double m = 0, w = 0;
   for (size_t i = 0; i < out.size(); ++i) m = std::max(m, std::fabs(double(out[i]) - want[i]));
-  EXPECT_LT(m, 2e-5) << "T " << T << " first " << first << " heads " << heads << "/" << kv_heads;
+  for (float x : want) w = std::max(w, double(std::fabs(x)));
+  EXPECT_LT(m, rel_tol * w) << "relative to the largest output " << w;
+  EXPECT_LT(m, 2e-5) << "T " << T << " first " << first << " heads " << heads << "/" << kv_heads
+                     << " " << dtype_name(dt);
+  return out;
 }
 
 }  // namespace
@@ -197,4 +213,106 @@ TEST(Attention, MaskHidesKeysExactly) {
   mask.blocks.push_back({5, 6, 0, 100});  // query 5 sees nothing at all
   check_attention(20, 12, 4, 2, 16, RopeLayout::Normal, &mask, 6);
   check_attention(5, 12, 4, 2, 16, RopeLayout::Normal, &mask, 7);
+}
+
+// Decode at depth: few queries over at least kSplitMinKeys keys take the split path
+// (ops/attention_split.h); the cases straddle its threshold and end mid-block, with GQA, MQA and
+// MHA, f32 and bf16 rows, one query and several (each its own causal cut inside the blocks).
+TEST(Attention, SplitDecodeMatchesReference) {
+  struct Case {
+    int T, first, heads, kv_heads, hd;
+    RopeLayout layout;
+    DType dt;
+  };
+  const Case cases[] = {
+      {1, kSplitMinKeys - 2, 14, 2, 64, RopeLayout::Neox, DType::F32},  // per-head path
+      {1, kSplitMinKeys - 1, 14, 2, 64, RopeLayout::Neox, DType::F32},  // split, 4 full blocks
+      {1, 1500, 14, 2, 64, RopeLayout::Neox, DType::BF16},              // GQA, a partial block
+      {1, 2100, 8, 8, 32, RopeLayout::Normal, DType::F32},              // MHA
+      {1, 1300, 4, 1, 64, RopeLayout::Normal, DType::BF16},             // MQA
+      {3, 1200, 6, 2, 16, RopeLayout::Neox, DType::F32},                // causal cut inside a block
+      {7, 1100, 4, 2, 64, RopeLayout::Normal, DType::BF16},  // the most queries of decode
+      {2, 1150, 4, 2, 18, RopeLayout::Neox, DType::F16},     // head_dim not a multiple of 4
+  };
+  uint32_t seed = 40;
+  for (const Case& c : cases)
+    check_attention(c.T, c.first, c.heads, c.kv_heads, c.hd, c.layout, nullptr, ++seed, c.dt, 2,
+                    2e-6);
+}
+
+// The split's blocks do not depend on the pool: one thread and two give the same bits.
+TEST(Attention, SplitDecodeSameBitsOnAnyPool) {
+  const auto one =
+      check_attention(2, 1500, 14, 2, 64, RopeLayout::Neox, nullptr, 9, DType::BF16, 1);
+  const auto two =
+      check_attention(2, 1500, 14, 2, 64, RopeLayout::Neox, nullptr, 9, DType::BF16, 2);
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+// gpt-oss's sinks on the split path: a sink s joins only the softmax's denominator, so each head's
+// output is the sinkless output times Z / (Z + e^s), Z = sum_j e^(q.k_j / sqrt(hd)) (double, from
+// keys the scalar reference rotated).
+TEST(Attention, SplitDecodeSinkJoinsTheDenominator) {
+  const int heads = 4, kv_heads = 2, hd = 16, kvw = kv_heads * hd, N = 1500;
+  const auto k = randn(size_t(N) * kvw, 11), v = randn(size_t(N) * kvw, 12);
+  const auto q = randn(size_t(heads) * hd, 13);
+  std::vector<int32_t> slots(N);
+  std::vector<Pos> pos(N);
+  for (int j = 0; j < N; ++j) slots[j] = j, pos[j] = Pos::linear(j);
+  const RopeDesc d = desc(RopeLayout::Neox, hd, hd);
+  RopeCache cache(d, 4096);
+  ThreadPool pool(2);
+  AttentionWorkspace ws;
+  const float sinks[heads] = {0.5f, -1.0f, 2.0f, 30.0f};
+  auto run = [&](const float* s) {
+    std::vector<float> out(size_t(heads) * hd);
+    AttentionExtras ex;
+    ex.sinks = s;
+    attention_paged({heads, kv_heads, hd}, q.data(), 1, N - 1, k.data(), v.data(), slots, pos,
+                    cache, nullptr, out.data(), pool, ws, ex);
+    return out;
+  };
+  const auto plain = run(nullptr), sunk = run(sinks);
+  std::vector<float> rk(k);
+  for (int j = 0; j < N; ++j) rope_apply_reference(d, j, &rk[size_t(j) * kvw], kv_heads, false);
+  for (int h = 0; h < heads; ++h) {
+    double z = 0;
+    for (int j = 0; j < N; ++j) {
+      double dot = 0;
+      for (int i = 0; i < hd; ++i)
+        dot += double(q[size_t(h) * hd + i]) * rk[size_t(j) * kvw + size_t(h / 2) * hd + i];
+      z += std::exp(dot / std::sqrt(double(hd)));
+    }
+    const double f = z / (z + std::exp(double(sinks[h])));
+    for (int i = 0; i < hd; ++i)
+      EXPECT_NEAR(sunk[size_t(h) * hd + i], plain[size_t(h) * hd + i] * f, 2e-6) << "head " << h;
+  }
+}
+
+// A query's result does not depend on its batch (a speculative check runs the draft as one batch
+// and must equal one-token decoding bit for bit): a batch across the split's threshold gives each
+// query the bits it gets alone, on whichever path its own depth takes.
+TEST(Attention, BatchAcrossSplitThresholdSameBitsAsAlone) {
+  const int heads = 14, kv_heads = 2, hd = 64, kvw = kv_heads * hd, T = 5;
+  const int first = kSplitMinKeys - 3, N = first + T;  // queries read 1022 .. 1026 keys
+  const auto k = randn(size_t(N) * kvw, 21), v = randn(size_t(N) * kvw, 22);
+  const auto q = randn(size_t(T) * heads * hd, 23);
+  std::vector<int32_t> slots(N);
+  std::vector<Pos> pos(N);
+  for (int j = 0; j < N; ++j) slots[j] = N - 1 - j, pos[j] = Pos::linear(j);
+  RopeCache cache(desc(RopeLayout::Neox, hd, hd), 4096);
+  ThreadPool pool(2);
+  AttentionWorkspace ws;
+  const size_t qw = size_t(heads) * hd;
+  std::vector<float> batch(T * qw), alone(T * qw);
+  attention_paged({heads, kv_heads, hd}, q.data(), T, first, k.data(), v.data(), slots, pos, cache,
+                  nullptr, batch.data(), pool, ws);
+  for (int t = 0; t < T; ++t)
+    attention_paged({heads, kv_heads, hd}, q.data() + t * qw, 1, first + t, k.data(), v.data(),
+                    std::span<const int32_t>(slots).first(first + t + 1), pos, cache, nullptr,
+                    alone.data() + t * qw, pool, ws);
+  for (int t = 0; t < T; ++t)
+    EXPECT_EQ(std::memcmp(batch.data() + t * qw, alone.data() + t * qw, qw * sizeof(float)), 0)
+        << "query " << t << " reads " << first + t + 1 << " keys";
 }
