@@ -183,27 +183,19 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const int qw = s.n_heads * hd;
   const int group = s.n_heads / s.n_kv_heads;
   const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
-  if (T < kGemmMinQueries && N >= kSplitMinKeys && !has_mask && !extras.key_mass &&
-      extras.window <= 0) {
+  if ((T < kGemmMinQueries || extras.per_row) && N >= kSplitMinKeys && !has_mask &&
+      !extras.key_mass && extras.window <= 0) {
     // Decode at depth: the queries that read >= kSplitMinKeys keys split over the keys
     // (ops/attention_split.h); earlier ones of the batch take the per-head path below, as they
-    // would alone, so a query's result does not depend on its batch (speculative checks).
+    // would alone, so a query's result does not depend on its batch (speculative checks: a
+    // draft's rows, per_row, take this path at any count).
     int t0 = 0;
     while (reach_of(t0) + 1 < kSplitMinKeys) ++t0;
-    int reach[kGemmMinQueries];
-    for (int t = t0; t < T; ++t) reach[t - t0] = reach_of(t);
-    const SplitDecodeArgs sa{s,
-                             q + size_t(t0) * qw,
-                             {reach, size_t(T - t0)},
-                             k_arena,
-                             v_arena,
-                             extras.kv_dtype,
-                             slots,
-                             positions,
-                             &rope,
-                             extras.rotate_keys,
-                             scale,
-                             extras.sinks};
+    std::vector<int> reach(size_t(T - t0));
+    for (int t = t0; t < T; ++t) reach[size_t(t - t0)] = reach_of(t);
+    const SplitDecodeArgs sa{s,       q + size_t(t0) * qw, reach, k_arena,
+                             v_arena, extras.kv_dtype,     slots, positions,
+                             &rope,   extras.rotate_keys,  scale, extras.sinks};
     attention_split_decode(sa, out + size_t(t0) * qw, pool);
     if (t0 == 0) return;
     T = t0;
