@@ -234,6 +234,7 @@ void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t
            {"blas_path", blas_path()},
            {"tokens", a.tokens},
            {"context_before", b.past},
+           {"kv_type", dtype_name(b.pool.dtype())},
            {"reps", a.reps},
            {"engine_ms_median", e_ms},
            {"blas_floor_ms_median", f_ms},

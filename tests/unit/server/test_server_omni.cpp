@@ -140,10 +140,9 @@ TEST_P(ServerOmni, PictureAndClipInOneMessageEncodedOnceExactAndRelocated) {
   EXPECT_EQ(again["usage"]["completion_tokens"], fresh["usage"]["completion_tokens"]);
   const std::string url = picture["image_url"]["url"].get<std::string>();
   if (std::string(p.name) != "qwen25o") {  // Qwen3-Omni's video timing is not implemented
-    const json refused = post(client, picture_chat::chat_body({json{{"type", "video"},
-                                                                    {"frames", {url, url}}},
-                                                               clip}),
-                              &st);
+    const json refused =
+        post(client,
+             picture_chat::chat_body({json{{"type", "video"}, {"frames", {url, url}}}, clip}), &st);
     EXPECT_EQ(st, 400) << refused.dump();
     EXPECT_NE(refused.dump().find("single frames"), std::string::npos) << refused.dump();
     return;

@@ -67,6 +67,27 @@ TEST(BenchDecode, ReadFloorIsTheFastestReadOfTheWeights) {
   std::remove(model.c_str());
 }
 
+// docs/BENCHMARKS.md's "Decode at depth": `bench decode --ctx N --kv-type bf16` times decode after
+// N cached tokens in a bf16 pool (past 1024 keys: the split-K decode kernel, ops/attention_split.h)
+// and says so in its JSON.
+TEST(BenchDecode, AtDepthInABf16PoolAsTheDepthBlockRunsIt) {
+  const std::string model = unique_temp("depth.gguf");
+  ASSERT_EQ(
+      run_shell(kKamera + " make-model --arch qwen2 --preset tiny --type q8_0 --dims ctx=2048 -o " +
+                model)
+          .rc,
+      0);
+  const ShellOutput o = run_shell(kKamera + " bench decode -m " + model +
+                                  " --tokens 4 --ctx 1100 --reps 1 -t 2 --kv-type bf16 --json");
+  ASSERT_EQ(o.rc, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j.at("context_before"), 1100);
+  EXPECT_EQ(j.at("kv_type"), "bf16");
+  EXPECT_EQ(j.at("tokens"), 4);
+  EXPECT_GT(j.at("tokens_per_s").get<double>(), 0.0);
+  std::remove(model.c_str());
+}
+
 // docs/BENCHMARKS.md's AVX-VNNI comparison: `KAMERA_ISA=avx2` and `KAMERA_ISA=avx2_vnni` on
 // `bench decode` and `bench prefill`, each run's JSON naming the path it took (plain AVX2, or
 // the repacked layouts through vpdpbusd).
