@@ -10,11 +10,11 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "kv/kv_row.h"
 #include "ops/attention_split.h"
 #include "ops/clones.h"
 #include "ops/gemm.h"
 #include "ops/kernels.h"
+#include "ops/kv_rows.h"
 
 namespace kamera {
 
@@ -65,36 +65,25 @@ KAMERA_CLONES void weighted_sum(const float* row, const float* V, int n, int str
   }
 }
 
-// Gathers N keys (rotated to their positions) and values into contiguous N x kv_width f32
-// buffers, widening rows stored as dt on the way.
-void gather_kv(const AttentionShape& s, const void* k_arena, const void* v_arena, DType dt,
-               std::span<const int32_t> slots, std::span<const Pos> positions,
-               const RopeCache& rope, bool rotate, int N, float* k_out, float* v_out,
+// Gathers N keys (rotated to their positions) and values into contiguous N x width f32
+// buffers, widening rows stored in another dtype on the way.
+void gather_kv(const KvRowReader& rows, std::span<const int32_t> slots,
+               std::span<const Pos> positions, int N, float* k_out, float* v_out,
                ThreadPool& pool) {
-  const int width = s.n_kv_heads * s.head_dim;
-  const size_t row_bytes = size_t(width) * kv_elem_bytes(dt);
-  const auto* kb = static_cast<const uint8_t*>(k_arena);
-  const auto* vb = static_cast<const uint8_t*>(v_arena);
-  const int half = rope.desc().n_pairs();
+  const int width = rows.width();
   auto gather = [&](int64_t j0, int64_t j1) {
-    float scratch[2 * 512];
     for (int64_t j = j0; j < j1; ++j) {
       float* kd = k_out + size_t(j) * width;
+      float* vd = v_out + size_t(j) * width;
       if (slots[j] < 0) {  // no row (a bounded pool's dropped window row): outside every window
         std::fill(kd, kd + width, 0.0f);
-        std::fill(v_out + size_t(j) * width, v_out + size_t(j + 1) * width, 0.0f);
+        std::fill(vd, vd + width, 0.0f);
         continue;
       }
-      const size_t src = size_t(slots[j]) * row_bytes;
-      kv_load_row(dt, kb + src, kd, width);
-      kv_load_row(dt, vb + src, v_out + size_t(j) * width, width);
-      if (!rotate) continue;
-      const float *c, *sn;
-      rope_angles_for(rope, positions[j], scratch, &c, &sn);
-      rope_apply(rope.desc(), c, sn, kd, s.n_kv_heads);
+      rows.load_key(slots[j], positions[j], kd);
+      rows.load_value(slots[j], vd);
     }
   };
-  KAMERA_ASSERT(half <= 512);
   if (int64_t(N) * width < 1 << 16) {
     gather(0, N);  // small: not worth waking the workers
   } else {
@@ -205,8 +194,9 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
     ws.k.resize(size_t(N) * kvw);
     ws.v.resize(size_t(N) * kvw);
   }
-  gather_kv(s, k_arena, v_arena, extras.kv_dtype, slots, positions, rope, extras.rotate_keys, N,
-            ws.k.data(), ws.v.data(), pool);
+  const KvRowReader rows(k_arena, v_arena, extras.kv_dtype, s.n_kv_heads, hd, rope,
+                         extras.rotate_keys);
+  gather_kv(rows, slots, positions, N, ws.k.data(), ws.v.data(), pool);
   const ScoreWindow win{positions, extras.window};
   float* const key_mass = extras.key_mass ? extras.key_mass + k0 : nullptr;
 

@@ -8,9 +8,9 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "kv/kv_row.h"
 #include "ops/clones.h"
 #include "ops/kernels.h"
+#include "ops/kv_rows.h"
 
 namespace kamera {
 
@@ -142,13 +142,8 @@ struct Tile {
 };
 
 // Widens keys [c0, c0 + n) into the tile, rotated, and points at their values.
-void fill_tile(const SplitDecodeArgs& a, int c0, int n, const Tile& tile) {
-  const int kvw = a.shape.n_kv_heads * a.shape.head_dim;
-  const size_t row_bytes = size_t(kvw) * kv_elem_bytes(a.kv_dtype);
-  const auto* kb = static_cast<const uint8_t*>(a.k_arena);
-  const auto* vb = static_cast<const uint8_t*>(a.v_arena);
-  float scratch[2 * 512];
-  KAMERA_ASSERT(a.rope->desc().n_pairs() <= 512);
+void fill_tile(const SplitDecodeArgs& a, const KvRowReader& rows, int c0, int n, const Tile& tile) {
+  const int kvw = rows.width();
   std::fill(tile.zero, tile.zero + kvw, 0.0f);
   for (int jj = 0; jj < n; ++jj) {
     const int j = c0 + jj;
@@ -158,19 +153,8 @@ void fill_tile(const SplitDecodeArgs& a, int c0, int n, const Tile& tile) {
       tile.vrow[jj] = tile.zero;
       continue;
     }
-    const size_t src = size_t(a.slots[j]) * row_bytes;
-    kv_load_row(a.kv_dtype, kb + src, kd, kvw);
-    if (a.kv_dtype == DType::F32) {
-      tile.vrow[jj] = reinterpret_cast<const float*>(vb + src);
-    } else {
-      float* vd = tile.v + size_t(jj) * kvw;
-      kv_load_row(a.kv_dtype, vb + src, vd, kvw);
-      tile.vrow[jj] = vd;
-    }
-    if (!a.rotate_keys) continue;
-    const float *c, *sn;
-    rope_angles_for(*a.rope, a.positions[j], scratch, &c, &sn);
-    rope_apply(a.rope->desc(), c, sn, kd, a.shape.n_kv_heads);
+    rows.load_key(a.slots[j], a.positions[j], kd);
+    tile.vrow[jj] = rows.value_row(a.slots[j], tile.v + size_t(jj) * kvw);
   }
 }
 
@@ -180,12 +164,13 @@ size_t partial_floats(int hd) {
 }
 
 // Block b: every (query, head)'s partial over its keys.
-void run_block(const SplitDecodeArgs& a, int b, const Tile& tile, float* partials) {
+void run_block(const SplitDecodeArgs& a, const KvRowReader& rows, int b, const Tile& tile,
+               float* partials) {
   const AttentionShape& s = a.shape;
   const int hd = s.head_dim, kvw = s.n_kv_heads * hd, group = s.n_heads / s.n_kv_heads;
   const int T = int(a.reach.size()), N = a.reach.back() + 1;
   const int c0 = b * kSplitBlock, n = std::min(kSplitBlock, N - c0);
-  fill_tile(a, c0, n, tile);
+  fill_tile(a, rows, c0, n, tile);
   block_scores(a.q, T, s.n_heads, group, hd, kvw, tile.k, n, tile.s, kSplitBlock);
   for (int t = 0; t < T; ++t) {
     const int nv = std::min(n, a.reach[t] + 1 - c0);  // keys of the block this query sees
@@ -243,13 +228,15 @@ void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& po
   thread_local std::vector<float> partials;
   partials.resize(size_t(n_blocks) * T * s.n_heads * partial_floats(s.head_dim));
   float* const parts = partials.data();
+  const KvRowReader reader(a.k_arena, a.v_arena, a.kv_dtype, s.n_kv_heads, s.head_dim, *a.rope,
+                           a.rotate_keys);
   pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1) {
     thread_local std::vector<float> scratch;
     thread_local std::vector<const float*> rows;
     scratch.resize(Tile::floats(kvw, T * s.n_heads));
     rows.resize(kSplitBlock);
     const Tile tile(scratch.data(), kvw, rows.data());
-    for (int64_t b = b0; b < b1; ++b) run_block(a, int(b), tile, parts);
+    for (int64_t b = b0; b < b1; ++b) run_block(a, reader, int(b), tile, parts);
   });
   merge_partials(a, n_blocks, parts, out);
 }
