@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -87,7 +88,7 @@ void gather_kv(const KvRowReader& rows, std::span<const int32_t> slots,
   if (int64_t(N) * width < 1 << 16) {
     gather(0, N);  // small: not worth waking the workers
   } else {
-    pool.parallel_for(N, gather);
+    pool.parallel_for(N, std::cref(gather));  // a reference: std::function does not allocate
   }
 }
 
@@ -180,7 +181,8 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
     // draft's rows, per_row, take this path at any count).
     int t0 = 0;
     while (reach_of(t0) + 1 < kSplitMinKeys) ++t0;
-    std::vector<int> reach(size_t(T - t0));
+    thread_local std::vector<int> reach;  // this thread's: no allocation once grown
+    reach.resize(size_t(T - t0));
     for (int t = t0; t < T; ++t) reach[size_t(t - t0)] = reach_of(t);
     const SplitDecodeArgs sa{s,       q + size_t(t0) * qw, reach, k_arena,
                              v_arena, extras.kv_dtype,     slots, positions,
@@ -242,7 +244,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
       run(0, int64_t(s.n_heads) * n_blocks, 0);  // OpenBLAS may use its threads here
     } else {
       const BlasOnCallingThread one_thread_each;
-      pool.parallel_pieces(int64_t(s.n_heads) * n_blocks, run);
+      pool.parallel_pieces(int64_t(s.n_heads) * n_blocks, std::cref(run));
     }
     return;
   }
@@ -270,7 +272,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   if (small) {
     run_tasks(0, tasks, 0);
   } else {
-    pool.parallel_pieces(tasks, run_tasks);
+    pool.parallel_pieces(tasks, std::cref(run_tasks));
   }
 }
 

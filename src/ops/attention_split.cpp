@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -230,14 +231,16 @@ void attention_split_decode(const SplitDecodeArgs& a, float* out, ThreadPool& po
   float* const parts = partials.data();
   const KvRowReader reader(a.k_arena, a.v_arena, a.kv_dtype, s.n_kv_heads, s.head_dim, *a.rope,
                            a.rotate_keys);
-  pool.parallel_for(n_blocks, [&](int64_t b0, int64_t b1) {
+  auto blocks = [&](int64_t b0, int64_t b1) {
     thread_local std::vector<float> scratch;
     thread_local std::vector<const float*> rows;
     scratch.resize(Tile::floats(kvw, T * s.n_heads));
     rows.resize(kSplitBlock);
     const Tile tile(scratch.data(), kvw, rows.data());
     for (int64_t b = b0; b < b1; ++b) run_block(a, reader, int(b), tile, parts);
-  });
+  };
+  // By reference: a std::function holding a reference wrapper does not allocate.
+  pool.parallel_for(n_blocks, std::cref(blocks));
   merge_partials(a, n_blocks, parts, out);
 }
 
