@@ -173,7 +173,7 @@ void attention_paged(const AttentionShape& s, const float* q, int T, int first, 
   const int qw = s.n_heads * hd;
   const int group = s.n_heads / s.n_kv_heads;
   const float scale = extras.scale > 0 ? extras.scale : 1.0f / std::sqrt(float(hd));
-  if ((T < kGemmMinQueries || extras.per_row) && N >= kSplitMinKeys && !has_mask &&
+  if ((T < kGemmMinQueries || extras.per_row) && N >= kSplitMinKeys && extras.split && !has_mask &&
       !extras.key_mass && extras.window <= 0) {
     // Decode at depth: the queries that read >= kSplitMinKeys keys split over the keys
     // (ops/attention_split.h); earlier ones of the batch take the per-head path below, as they

@@ -83,6 +83,9 @@ struct AttentionExtras {
   // Every query through the per-row (decode) kernels, whatever T: query t's output is then the
   // one it gets alone, to the bit (a decode step's draft rows: speculative decoding stays exact).
   bool per_row = false;
+  // false: the per-head path at any depth, never the split over the keys (ops/attention_split.h);
+  // `kamera bench attention` times the two paths against each other.
+  bool split = true;
 };
 
 // q: T x n_heads x head_dim, already rotated to the queries' positions. The queries are the last

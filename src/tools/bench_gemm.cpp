@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <map>
 #include <random>
 
@@ -12,6 +11,7 @@
 #include "ops/gemm.h"
 #include "synthetic/synthetic_model.h"
 #include "tools/cli_common.h"
+#include "tools/thread_cpu.h"
 
 namespace kamera::cli {
 
@@ -58,12 +58,6 @@ std::vector<std::string> runnable_cores(const BlasInfo& info) {
   for (const std::string& c : {info.loaded_core, info.core})
     if (std::find(cores.begin(), cores.end(), c) == cores.end()) cores.push_back(c);
   return cores;
-}
-
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
 // Per core: median and best wall ms, and median CPU ms of this thread (with one BLAS thread the

@@ -1,6 +1,7 @@
 // kamera bench prefill|decode: engine speed, and OpenBLAS alone on the same GEMM shapes in the
 // same run, so the reported number is a ratio (engine time vs the BLAS floor). The modes serve
-// (bench_serve.h), grammar (bench_grammar.h) and gemm (bench_gemm.h) have files of their own.
+// (bench_serve.h), grammar (bench_grammar.h), gemm (bench_gemm.h) and attention
+// (bench_attention.h) have files of their own.
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "eval/metrics.h"
 #include "model/forward.h"
 #include "ops/gemm.h"
+#include "tools/bench_attention.h"
 #include "tools/bench_bandwidth.h"
 #include "tools/bench_gemm.h"
 #include "tools/bench_grammar.h"
@@ -257,6 +259,8 @@ void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t
 
 int run_bench(const BenchArgs& a) {
   if (a.mode == "gemm") return run_bench_gemm({a.model, a.tokens, a.reps, a.threads, a.json});
+  if (a.mode == "attention")
+    return run_bench_attention({a.model, a.ctx, a.reps, a.threads, kv_type_option(), a.json});
   if (a.model.empty()) return fail("bench " + a.mode + " needs -m/--model", a.json);
   if (a.mode == "grammar")
     return run_bench_grammar({.model = a.model,
@@ -278,7 +282,9 @@ int run_bench(const BenchArgs& a) {
                             .json = a.json});
   if (a.mode != "prefill" && a.mode != "decode")
     return fail(
-        fmt::format("bench mode must be prefill, decode, serve, grammar or gemm, not '{}'", a.mode),
+        fmt::format(
+            "bench mode must be prefill, decode, serve, grammar, gemm or attention, not '{}'",
+            a.mode),
         a.json);
   auto loaded = load_for_cli(a.model, "");
   if (!loaded.ok()) return fail(loaded.message(), a.json);
@@ -307,11 +313,13 @@ Runner add_bench(CLI::App& app) {
          "patch compile cost vs its forward) | gemm (the engine's f32 GEMM shapes on each "
          "OpenBLAS kernel table the CPU runs; -m optional, default the 0.5b shapes) | grammar "
          "(constrained decoding under --schema, or any JSON object: the constraint's "
-         "cost per token next to the forward's)")
+         "cost per token next to the forward's) | attention (one decode step's attention alone "
+         "over --ctx cached keys per layer: the split over the keys vs the per-head path, "
+         "alternated, outputs compared; -m optional, default the 0.5b shape)")
       ->required()
-      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm", "grammar"}));
+      ->check(CLI::IsMember({"prefill", "decode", "serve", "gemm", "grammar", "attention"}));
   add_model_option(app, a->model);
-  app.get_option("--model")->required(false);  // bench gemm runs without a model
+  app.get_option("--model")->required(false);  // bench gemm and attention run without a model
   app.add_option("--tokens", a->tokens, "prefill: prompt length; decode, grammar: tokens generated")
       ->capture_default_str();
   app.add_option("--antecedent", a->antecedent, "serve: tokens before the chunk")
@@ -323,7 +331,8 @@ Runner add_bench(CLI::App& app) {
   app.add_option("--svd", a->svd, "serve: auto, gesdd or randomized")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "gesdd", "randomized"}));
-  app.add_option("--ctx", a->ctx, "decode: tokens already in the cache before timing")
+  app.add_option("--ctx", a->ctx,
+                 "decode: tokens already in the cache before timing; attention: keys per layer")
       ->capture_default_str();
   app.add_option("--reps", a->reps, "Timed repetitions after one warm-up (median reported)")
       ->capture_default_str();
