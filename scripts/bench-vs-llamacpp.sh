@@ -20,6 +20,11 @@
 #     --base T         make-model --type of the file llama-quantize starts from (default f32; f16
 #                      halves big shapes). A --types entry naming it (Q8_0 with --base q8_0) is
 #                      that file itself: gpt-oss files get MXFP4 experts from make-model only
+#     --isa L          kamera (and --kamera-base) under KAMERA_ISA=L (e.g. avx2: an AVX-512 host
+#                      capped to the AVX2 paths, against AVX2-only peer builds)
+#     --ik DIR         an ik_llama.cpp build's bin folder: its llama-bench runs every measurement
+#                      at -rtr 0 and at -rtr 1 (run-time repack), after the llama.cpp builds; the
+#                      table adds both and kamera / the better of the two
 #     --from-log FILE  run nothing: print the table of an earlier run's log (DIR/runs.jsonl)
 #
 # Every decode run is timed under /usr/bin/time: the table gives each engine's peak RSS beside
@@ -36,7 +41,7 @@ set -euo pipefail
 
 kamera=build/bin/kamera kamera_base= dir=/tmp/kamera-vs-llamacpp rounds=3 threads=2
 types="Q8_0 Q4_K_M F16" preset=0.5b pp=512 tg=128 tiny=0 from_log=
-arch=qwen2 dims= base=f32
+arch=qwen2 dims= base=f32 isa= ik=
 builds=()
 while (($#)); do
   case "$1" in
@@ -53,8 +58,10 @@ while (($#)); do
     --base) base="$2"; shift 2 ;;
     --pp) pp="$2"; shift 2 ;;
     --tg) tg="$2"; shift 2 ;;
+    --isa) isa="$2"; shift 2 ;;
+    --ik) ik="$2"; shift 2 ;;
     --from-log) from_log="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "bench-vs-llamacpp: unknown option $1" >&2; exit 2 ;;
     *) builds+=("$1"); shift ;;
   esac
@@ -66,7 +73,10 @@ import json, os, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 kam = [r for r in runs if r["engine"] == "kamera"]
 if not kam: sys.exit("bench-vs-llamacpp: no kamera run in " + sys.argv[1])
-builds = list(dict.fromkeys(r["engine"] for r in runs if r["engine"] not in ("kamera", "kamera-base")))
+iks = ("ik-rtr0", "ik-rtr1")  # ik_llama.cpp (--ik) at -rtr 0 and 1
+builds = list(dict.fromkeys(r["engine"] for r in runs
+                            if r["engine"] not in ("kamera", "kamera-base") + iks))
+has_ik = any(r["engine"] in iks for r in runs)
 base = [r for r in runs if r["engine"] == "kamera-base"]
 def length(test): return next((r["out"]["tokens"] for r in kam if r["test"] == test), "?")
 pp, tg = length("pp"), length("tg")
@@ -78,6 +88,11 @@ print(f"host: {system['cpu']}; features: {system['cpu_features']}; kamera ISA le
 print(f"kamera's f32 BLAS: {system['blas_path']}")
 loads = [r["load1"] for r in runs if r.get("load1") is not None]
 if loads: print(f"1-minute load average before each run: {min(loads):.2f} to {max(loads):.2f}")
+if kam[0].get("isa"): print(f"kamera capped: KAMERA_ISA={kam[0]['isa']}")
+if has_ik:
+    ikb = next(r["binary"] for r in runs if r["engine"] in iks)
+    commit = next((r["out"][0].get("build_commit", "?") for r in runs if r["engine"] in iks), "?")
+    print(f"ik_llama.cpp: {ikb} ({commit})")
 if base: print(f"kamera-base: {base[0]['binary']}")
 floors = [r["out"]["read_floor"] for r in kam if r["test"] == "tg"]
 best_gb = max((f["read_gb_per_s"] for f in floors), default=0.0)
@@ -92,6 +107,7 @@ for b in builds:
     names.append(f"llama.cpp {commit}" if commit not in ("?", "unknown") else f"llama.cpp ({b})")
 head = "| file | test | kamera tok/s |" + (" kamera-base tok/s | kamera / base |" if base else "")
 head += "".join(f" {n} tok/s | ratio |" for n in names)
+if has_ik: head += " ik -rtr 0 tok/s | ik -rtr 1 tok/s | kamera / better ik |"
 head += " read floor tok/s (GB/s) | kamera / floor | peak RSS MB: kamera"
 head += "".join(f", {n}" for n in names[:1]) + " (file MB)"
 head += f" | kamera / floor at the run's fastest read ({best_gb:.1f} GB/s) |"
@@ -110,6 +126,9 @@ for t in types:
         for b in builds:
             lt = med([tps(r) for r in sel(b)])
             row += f" {lt:.1f} | {kt / lt:.2f}x |"
+        if has_ik:
+            i0, i1 = (med([tps(r) for r in sel(e)]) for e in iks)
+            row += f" {i0:.1f} | {i1:.1f} | {kt / max(i0, i1):.2f}x |"
         if test == "tg":
             fl = [r["out"]["read_floor"] for r in k]
             ft = med([f["floor_tokens_per_s"] for f in fl])
@@ -132,7 +151,7 @@ if [[ -n "$from_log" ]]; then
 fi
 
 if ((!tiny && rounds < 3)); then echo "bench-vs-llamacpp: --rounds must be >= 3" >&2; exit 2; fi
-for b in "${builds[@]}"; do
+for b in "${builds[@]}" ${ik:+"$ik"}; do
   [[ -x "$b/llama-bench" ]] || { echo "bench-vs-llamacpp: no llama-bench in $b" >&2; exit 2; }
 done
 mkdir -p "$dir"
@@ -178,31 +197,32 @@ fi
 record() {  # engine type test round json [peak-rss-kb]
   python3 -c 'import json,sys; print(json.dumps({"engine": sys.argv[1], "type": sys.argv[2],
     "test": sys.argv[3], "round": int(sys.argv[4]), "out": json.loads(sys.argv[5]),
-    "binary": sys.argv[6], "load1": float(sys.argv[7]),
-    "rss_kb": int(sys.argv[8]) if len(sys.argv) > 8 else None}))' \
-    "$1" "$2" "$3" "$4" "$5" "$bin" "$load1" "${@:6}" >> "$log"
+    "binary": sys.argv[6], "load1": float(sys.argv[7]), "isa": sys.argv[8] or None,
+    "rss_kb": int(sys.argv[9]) if len(sys.argv) > 9 else None}))' \
+    "$1" "$2" "$3" "$4" "$5" "$bin" "$load1" "$6" "${@:7}" >> "$log"
 }
 rss="$dir/peak-rss.txt"
 peak() { tail -n 1 "$rss"; }  # the last line of /usr/bin/time -f %M -o
 load_now() { read -r load1 _ </proc/loadavg; }
+kenv=(env); [[ -z "$isa" ]] || kenv+=("KAMERA_ISA=$isa")  # kamera's runs, capped or not
 run_kamera() {  # type test round [engine binary]
   local f e=${4:-kamera}; f=$(file_of "$1"); load_now; bin=${5:-$kamera}
   if [[ "$2" == pp ]]; then
-    out=$("$bin" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
+    out=$("${kenv[@]}" "$bin" bench prefill -m "$f" --tokens "$pp" --reps 1 -t "$threads" --json)
   else
-    out=$(/usr/bin/time -f %M -o "$rss" "$bin" bench decode -m "$f" --tokens "$tg" --ctx 1 \
-      --reps 1 -t "$threads" --json)
-    record "$e" "$1" "$2" "$3" "$out" "$(peak)"
+    out=$(/usr/bin/time -f %M -o "$rss" "${kenv[@]}" "$bin" bench decode -m "$f" --tokens "$tg" \
+      --ctx 1 --reps 1 -t "$threads" --json)
+    record "$e" "$1" "$2" "$3" "$out" "$isa" "$(peak)"
     return
   fi
-  record "$e" "$1" "$2" "$3" "$out"
+  record "$e" "$1" "$2" "$3" "$out" "$isa"
 }
-run_llama() {  # build type test round
-  local f; f=$(file_of "$2"); load_now; bin="$1/llama-bench"
+run_llama() {  # build type test round [engine extra-args...]
+  local f e=${5:-$1}; f=$(file_of "$2"); load_now; bin="$1/llama-bench"
   if [[ "$3" == pp ]]; then a=(-p "$pp" -n 0); else a=(-p 0 -n "$tg"); fi
   out=$(/usr/bin/time -f %M -o "$rss" "$1/llama-bench" -m "$f" -t "$threads" "${a[@]}" -r 1 \
-    -o json 2>/dev/null)
-  record "$1" "$2" "$3" "$4" "$out" "$(peak)"
+    "${@:6}" -o json 2>/dev/null)
+  record "$e" "$2" "$3" "$4" "$out" "" "$(peak)"
 }
 for ((r = 1; r <= rounds; ++r)); do
   for t in "${made[@]}"; do
@@ -211,6 +231,7 @@ for ((r = 1; r <= rounds; ++r)); do
       run_kamera "$t" "$test" "$r"
       [[ -z "$kamera_base" ]] || run_kamera "$t" "$test" "$r" kamera-base "$kamera_base"
       for b in "${builds[@]}"; do run_llama "$b" "$t" "$test" "$r"; done
+      [[ -z "$ik" ]] || for rtr in 0 1; do run_llama "$ik" "$t" "$test" "$r" "ik-rtr$rtr" -rtr "$rtr"; done
     done
   done
 done

@@ -219,4 +219,47 @@ TEST(BenchVsLlamaCpp, ArchAndDimsChooseTheFilesAndEveryRunRecordsTheLoad) {
   std::filesystem::remove_all(dir);
 }
 
+// docs/BENCHMARKS.md's AVX2 block: --isa caps kamera's runs with KAMERA_ISA (each run's JSON
+// names the AVX2 path it took, the table says the cap), and --ik adds an ik_llama.cpp build at
+// -rtr 0 and -rtr 1 with kamera / the better of the two (when KAMERA_IK_LLAMA_BUILD names one;
+// CI has none: the ik side is skipped, and said).
+TEST(BenchVsLlamaCpp, IsaCapAndIkColumnsAsTheAvx2BlockRunsThem) {
+  if (kamera::cpu_isa_level() < kamera::IsaLevel::Avx2) GTEST_SKIP() << "CPU without AVX2";
+  const char* ik = std::getenv("KAMERA_IK_LLAMA_BUILD");
+  const bool with_ik = ik != nullptr && *ik != '\0';
+  if (!with_ik) std::printf("KAMERA_IK_LLAMA_BUILD not set: the ik_llama.cpp side is skipped\n");
+  const std::string dir = unique_temp("bench-vs-llamacpp-isa");
+  const ShellOutput o = run_shell(
+      "bash " + std::string(KAMERA_SOURCE_DIR) +
+      "/scripts/bench-vs-llamacpp.sh --tiny --isa avx2 --types Q8_0 --pp 8 --tg 4 --kamera " +
+      kKamera + " --dir " + dir + (with_ik ? " --ik " + std::string(ik) : ""));
+  ASSERT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("kamera capped: KAMERA_ISA=avx2"), std::string::npos) << o.out;
+  std::ifstream log(dir + "/runs.jsonl");
+  int kamera_runs = 0, ik_runs = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto r = nlohmann::json::parse(line);
+    const std::string engine = r.at("engine");
+    if (engine.rfind("ik-rtr", 0) == 0) ++ik_runs;
+    if (engine != "kamera") continue;
+    ++kamera_runs;
+    EXPECT_EQ(r.at("isa"), "avx2");
+    const std::string path = r.at("out").at("system").at("weight_paths").at("q8_0");
+    EXPECT_NE(path.find("avx2"), std::string::npos) << path;
+    EXPECT_EQ(path.find("avx512"), std::string::npos) << path;
+  }
+  EXPECT_EQ(kamera_runs, 2);            // pp and tg, one round
+  EXPECT_EQ(ik_runs, with_ik ? 4 : 0);  // both tests at -rtr 0 and 1
+  for (const std::string test : {"pp8", "tg4"}) {
+    const auto cells = row(o.out, "Q8_0", test);
+    ASSERT_EQ(cells.size(), with_ik ? 10u : 7u) << o.out;
+    if (!with_ik) continue;
+    // kamera / the better of ik's two settings
+    const double k = std::stod(cells[2]), i0 = std::stod(cells[3]), i1 = std::stod(cells[4]);
+    EXPECT_GT(std::min(i0, i1), 0.0);
+    EXPECT_NEAR(std::stod(cells[5]), k / std::max(i0, i1), 0.006 + 0.005 * k / std::max(i0, i1));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
