@@ -65,7 +65,9 @@ class ServerProc:
     def __init__(self, cmd):
         self.port = free_port()
         argv = shlex.split(cmd.replace("{port}", str(self.port)))
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(os.environ["SERVE_BENCH_LOG"], "w") if os.environ.get("SERVE_BENCH_LOG") else None
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                     stderr=log or subprocess.DEVNULL)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -514,8 +516,9 @@ def cmd_agents(a, srv):
     stream_chat(srv.port, dict(base, messages=[{"role": "user", "content": "warm up"}]))
     ttft, gaps, tokens, errors, by_turn = [], [], [0], [0], ([], [])
     lock, start = threading.Lock(), threading.Barrier(a.agents)
+    turns = []  # --verbose: (agent, turn, sent, first token, last token) in ms from the start
 
-    def agent(rng, msgs):
+    def agent(i, rng, msgs):
         start.wait()
         for turn in range(a.turns):
             t0 = time.perf_counter()
@@ -524,6 +527,8 @@ def cmd_agents(a, srv):
                 if st != 200 or not times:
                     errors[0] += 1
                     return
+                turns.append((i, turn, round((t0 - wall0) * 1e3), round((times[0] - wall0) * 1e3),
+                              round((times[-1] - wall0) * 1e3), len(times)))
                 ttft.append(times[0] - t0)
                 by_turn[min(turn, 1)].append((times[0] - t0) * 1e3)
                 gaps.extend(y - x for x, y in zip(times, times[1:]))
@@ -531,8 +536,9 @@ def cmd_agents(a, srv):
             msgs += [{"role": "assistant", "content": reply},
                      {"role": "user", "content": "Observation: " + agent_text(rng, a.obs_words)}]
 
-    threads = [threading.Thread(target=agent, args=c) for c in convs]
+    threads = [threading.Thread(target=agent, args=(i, *c)) for i, c in enumerate(convs)]
     cpu0, t0 = srv.cpu_s(), time.perf_counter()
+    wall0 = t0
     for t in threads:
         t.start()
     for t in threads:
@@ -550,7 +556,8 @@ def cmd_agents(a, srv):
             "first_turn_ttft_ms_max": round(max(by_turn[0], default=float("nan")), 1),
             "later_ttft_ms_p50": round(pct(by_turn[1], 50), 1),
             "later_ttft_ms_max": round(max(by_turn[1], default=float("nan")), 1),
-            **({"first_turn_ttft_ms": sorted(round(x) for x in by_turn[0])} if a.verbose else {})}
+            **({"first_turn_ttft_ms": sorted(round(x) for x in by_turn[0]),
+                "turns": sorted(turns, key=lambda t: (t[1], t[2]))} if a.verbose else {})}
 
 
 def main():

@@ -321,6 +321,9 @@ void Scheduler::step_tasks() {
   const bool mixing = !active_.empty() || batching_admissions();
   const int budget = slice_budget();
   pacer_.new_step(budget, mixing);
+  // A budget sized for admissions batched alone stays theirs even when some of them start
+  // decoding during this turn and their rows join the step: the step is charged to no share.
+  step_unshared_ = mixing && active_.empty();
   tasks_s_ = 0;
   if (mixing && budget == 0) return;  // the share is spent: this step decodes alone
   const double t0 = now_s();
@@ -390,7 +393,10 @@ int Scheduler::slice_budget() const {
 // (share_now) of a decode step's time, so over time the prefill takes at most that share of the
 // decoding's time (a third of the engine at the default 0.5). A token's cost is measured on the
 // pieces (or, without any, on the tokens the tasks ran themselves; their time also holds their
-// other work). A step with no decode rows (admissions batched alone) charges nothing.
+// other work). A step with no decode rows, or whose budget was sized for admissions batched alone
+// (step_unshared_: admissions that arrived together, some of which started decoding in its turn),
+// charges nothing: charged, its whole batch would hold the other admissions for as many steps
+// as the share needs to earn it back, while the rows admitted with them decode.
 void Scheduler::account_prefill(double step_s, int piece_tokens, int decode_rows) {
   if (piece_tokens == 0) decode_s_ = decode_s_ > 0 ? 0.8 * decode_s_ + 0.2 * step_s : step_s;
   const double piece_s =
@@ -402,7 +408,7 @@ void Scheduler::account_prefill(double step_s, int piece_tokens, int decode_rows
     token_s_ = token_s_ > 0 ? 0.8 * token_s_ + 0.2 * t : t;
     assembler_.note_token_seconds(token_s_);
   }
-  if (decode_rows == 0) return;
+  if (decode_rows == 0 || step_unshared_) return;
   const double share = share_now();
   credit_s_ -= tasks_s_ + piece_s;
   credit_s_ = std::min(credit_s_ + share * decode_s_, std::max(1.0, share) * decode_s_);

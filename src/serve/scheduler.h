@@ -176,6 +176,7 @@ class Scheduler {
   double credit_s_ = 0;  // prefill time the share allows now (account_prefill)
   double token_s_ = 0;   // moving average of a prefill token's seconds (its cost to a step)
   double tasks_s_ = 0;   // seconds the tasks ran beside decoding in this step (step_tasks)
+  bool step_unshared_ = false;                 // this step's budget was sized with nothing decoding
   static constexpr int kMaxSlicesPerStep = 8;  // prefill slices one step carries at most
   // The measured prefill speed (usage.kamera.timings): tokens and seconds of the admissions
   // that recomputed at least kSpeedMinTokens, each older one weighted down by kSpeedDecay.

@@ -320,3 +320,56 @@ TEST(ServerFairness, AdmissionsArrivingTogetherGetTheirFirstTokensTogether) {
       << "admissions finished one after another: " << sorted[1] << " ms vs " << sorted.back()
       << " ms";
 }
+
+// Admissions batched alone (issue 51, later turns at 16 agents 1.5x the median): when some of the
+// admissions that arrived together start decoding in the middle of a batched step, that step's
+// prefill was charged to the share of the decoding, and the admissions left behind waited for as
+// many steps as the share took to earn it back, while the rows admitted with them decoded. One
+// request of seven 8-token prompts and one of 600 (one batch, so they reach the scheduler
+// together; the long one's forward ends in the step the short ones join): the long prompt's
+// first token now comes one step after theirs (13 of their tokens streamed before it, three
+// runs); charged, after 254 to 517 of them.
+TEST(ServerFairness, AdmissionsLeftBehindAreNotChargedForTheirBatch) {
+  ServerOptions o = seconds_options();
+  Server server(seconds_model(), o);
+  ASSERT_TRUE(server.start().ok());
+  constexpr int kShort = 7, kLong = 600, kMaxTokens = 400;
+  json prompts = json::array();
+  for (int i = 0; i <= kShort; ++i) {
+    std::vector<int> toks(i < kShort ? 8 : kLong);
+    for (size_t k = 0; k < toks.size(); ++k) toks[k] = int(37 * i + 13 * k) % 400 + 3;
+    prompts.push_back(toks);
+  }
+  const json body = {
+      {"prompt", prompts}, {"max_tokens", kMaxTokens}, {"stream", true}, {"temperature", 0}};
+  const int fd = rawhttp::connect_to(server.port(), 120000);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(rawhttp::send_all(
+      fd, rawhttp::post("/v1/completions", body.dump(), "Authorization: Bearer " + kA + "\r\n")));
+  std::string seen;
+  size_t parsed = 0;
+  int short_chunks = 0, short_before_long = -1;
+  char buf[65536];
+  while (seen.find("data: [DONE]") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    seen.append(buf, size_t(n));
+    for (size_t at; (at = seen.find("data: {", parsed)) != std::string::npos;) {
+      const size_t end = seen.find("\n\n", at);
+      if (end == std::string::npos) break;
+      const json ch = json::parse(seen.substr(at + 6, end - at - 6), nullptr, false);
+      parsed = end;
+      if (ch.is_discarded() || ch["choices"].empty()) continue;
+      const int index = ch["choices"][0].value("index", -1);
+      if (index < kShort) ++short_chunks;
+      if (index == kShort && short_before_long < 0) short_before_long = short_chunks;
+    }
+  }
+  ::close(fd);
+  server.stop();
+  std::printf("the long prompt's first token came after %d tokens of the %d short ones\n",
+              short_before_long, kShort);
+  ASSERT_GE(short_before_long, 0) << "the long prompt got no token";
+  EXPECT_LT(short_before_long, kShort * 10)
+      << "the long admission waited while the short ones decoded";
+}
