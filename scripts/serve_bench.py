@@ -27,7 +27,13 @@ only. Subcommands:
              seconds, completion tokens per CPU second of the server (its user + system time
              over the round: less sensitive to a loaded host), each arm's ratios to the first,
              the tokens drafted and accepted (usage.kamera.speculative), the load average before
-             each round, and whether the greedy (copying) answers of all arms are the same tokens
+             each round, and whether the greedy (copying) answers of all arms are the same tokens;
+             --trace FILE (a JSON list of conversations, each a list of {role, content} messages
+             ending with the assistant's, e.g. `kamera-train loop-trace`): instead, every
+             assistant turn of conversation (round mod count) as a chat completion of the
+             messages before it, one turn after another as an agent sends them, at temperature 0
+             ("greedy") and at --temperature ("sampled"): besides the above, each arm's seconds
+             per turn (median) and its whole conversation's seconds, and the speedups
   agents     --agents concurrent agents, --turns turns each (chat completions, streamed, each
              turn resending the conversation: a system prompt, a --words word task, then per
              turn the reply and a --obs-words word observation, as a tool loop does): all the
@@ -416,34 +422,66 @@ def spec_round(a, s, kind, rep):
     return [(json.loads(raw), sec) for _, raw, sec in res], wall, cpu
 
 
+def spec_trace_round(a, s, kind, conv):
+    """The assistant turns of one conversation on server s, in order: (answers with each one's
+    seconds, wall seconds, CPU seconds)."""
+    res, t0, c0 = [], time.perf_counter(), s.cpu_s()
+    for k, m in enumerate(conv):
+        if m["role"] != "assistant":
+            continue
+        body = {"messages": conv[:k], "max_tokens": a.max_tokens, "seed": k}
+        if kind == "greedy":
+            body["temperature"] = 0
+        else:
+            body.update(temperature=a.temperature, top_p=a.top_p)
+        t = time.perf_counter()
+        st, raw = post(s.port, "/v1/chat/completions", body, timeout=600)
+        if st != 200:
+            raise RuntimeError(f"{kind}: {st} {raw[:200]}")
+        res.append((json.loads(raw), time.perf_counter() - t))
+    return res, time.perf_counter() - t0, s.cpu_s() - c0
+
+
+def spec_answer_tokens(x):
+    if "logprobs" in x["choices"][0] and x["choices"][0]["logprobs"]:
+        return x["choices"][0]["logprobs"]["tokens"]
+    return [x["choices"][0]["message"]["content"], x["usage"]["completion_tokens"]]
+
+
 def cmd_spec(a, srv):
     srv.stop()
     if "draft" in a.arms and not a.draft:
         raise SystemExit("spec: the draft arm needs --draft FILE")
+    trace = json.load(open(a.trace)) if a.trace else None
+    kinds = ("greedy", "sampled") if trace else ("copying", "sampled")
     arms = {m: ServerProc(spec_arm(a, m)) for m in a.arms}
     runs, greedy = {}, {}
     try:
         for rep in range(a.reps):
-            for kind in ("copying", "sampled"):
+            for kind in kinds:
                 order = list(arms.items())
                 shift = rep % len(order)  # each arm first in turn
                 for m, s in order[shift:] + order[:shift]:
                     load = os.getloadavg()[0]
-                    answers, wall, cpu = spec_round(a, s, kind, rep)
-                    if kind == "copying":  # greedy: every arm must give the same tokens
-                        greedy.setdefault(rep, {})[m] = [
-                            x["choices"][0]["logprobs"]["tokens"] for x, _ in answers]
+                    if trace:
+                        answers, wall, cpu = spec_trace_round(a, s, kind, trace[rep % len(trace)])
+                    else:
+                        answers, wall, cpu = spec_round(a, s, kind, rep)
+                    if kind != "sampled":  # greedy: every arm must give the same tokens
+                        greedy.setdefault(rep, {})[m] = [spec_answer_tokens(x) for x, _ in answers]
                     r = runs.setdefault(kind, {}).setdefault(m, {
                         "tps": [], "total": [], "cpu": [], "load": [], "drafted": 0,
-                        "accepted": 0, "tokens": 0})
+                        "accepted": 0, "tokens": 0, "turn_s": [], "conv_s": []})
                     tokens = 0
                     for x, sec in answers:
                         u, k = x["usage"], x["usage"]["kamera"]
                         decode_s = sec - k["timings"]["ttft_ms"] / 1e3
                         r["tps"].append((u["completion_tokens"] - 1) / max(decode_s, 1e-3))
+                        r["turn_s"].append(sec)
                         tokens += u["completion_tokens"]
                         r["drafted"] += k["speculative"]["drafted"]
                         r["accepted"] += k["speculative"]["accepted"]
+                    r["conv_s"].append(wall)
                     r["total"].append(tokens / wall)
                     r["cpu"].append(tokens / max(cpu, 0.01))
                     r["load"].append(round(load, 2))
@@ -451,8 +489,13 @@ def cmd_spec(a, srv):
     finally:
         for s in arms.values():
             s.stop()
+    return spec_summary(a, runs, greedy, kinds[0], bool(trace))
+
+
+def spec_summary(a, runs, greedy, greedy_kind, traced):
     out = {}
     base = a.arms[0]
+    keys = ["decode_tokens_per_s", "tokens_per_s", "tokens_per_cpu_s"]
     for kind, by in runs.items():
         row = {}
         for m, r in by.items():
@@ -461,11 +504,18 @@ def cmd_spec(a, srv):
                       "tokens_per_cpu_s": round(statistics.median(r["cpu"]), 2),
                       "tokens": r["tokens"], "drafted": r["drafted"], "accepted": r["accepted"],
                       "load": r["load"]}
+            if traced:
+                row[m].update(turn_s=round(statistics.median(r["turn_s"]), 4),
+                              conversation_s=round(statistics.median(r["conv_s"]), 3),
+                              turns=len(r["turn_s"]))
         for m in a.arms[1:]:
-            for k in ("decode_tokens_per_s", "tokens_per_s", "tokens_per_cpu_s"):
+            for k in keys:
                 row[f"{m}_over_{base}_{k}"] = round(row[m][k] / row[base][k], 3)
+            if traced:  # times: the speedup, the base arm's seconds over this arm's
+                for k in ("turn_s", "conversation_s"):
+                    row[f"{m}_speedup_{k}"] = round(row[base][k] / row[m][k], 3)
         out[kind] = row
-    out["copying"]["greedy_tokens_equal"] = all(
+    out[greedy_kind]["greedy_tokens_equal"] = all(
         all(t[m] == t[base] for m in a.arms) for t in greedy.values())
     out.update(max_tokens=a.max_tokens, reps=a.reps, clients=a.clients)
     return out
@@ -594,6 +644,7 @@ def main():
                    choices=["none", "ngram", "draft"])
     s.add_argument("--draft", default="", help="the draft arm's model file")
     s.add_argument("--draft-args", default="", help="more server flags of the draft arm")
+    s.add_argument("--trace", default="", help="conversations to replay turn by turn (JSON)")
     s = sub.add_parser("choices")
     s.add_argument("--n", type=int, default=8)
     s.add_argument("--prompt-tokens", type=int, default=512)

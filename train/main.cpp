@@ -9,6 +9,7 @@
 
 #include "context/context.h"
 #include "minivl/minivl.h"
+#include "train/text_train.h"
 #include "train/torch_minivl.h"
 #include "vision/frame_chunk.h"
 
@@ -329,7 +330,45 @@ int main(int argc, char** argv) {
   ck->add_option("--frames", c.frames, "Frames per clip")->capture_default_str();
   ck->add_flag("--two-frame", c.two_frame, "Clips with two-frame questions too (mini-VL v2)");
   ck->add_flag("--json", c.json_out, "Print the result as JSON");
+  train::TextTrainArgs x;
+  auto* tx = app.add_subcommand(
+      "text", "Train a text decoder on synthetic tool loops (the copying pair, docs/SPECTRAIN.md)");
+  tx->add_option("--seed", x.seed, "Seed of the initialization (data order is fixed)")
+      ->capture_default_str();
+  tx->add_option("--steps", x.steps, "Optimizer steps (0: evaluate --init's weights and stop)")
+      ->capture_default_str();
+  tx->add_option("--batch", x.batch, "Transcripts per step")->capture_default_str();
+  tx->add_option("--max-len", x.max_len, "Tokens per transcript at most")->capture_default_str();
+  tx->add_option("--lr", x.lr, "Peak learning rate (AdamW, warmup then cosine)")
+      ->capture_default_str();
+  tx->add_option("--warmup", x.warmup, "Warmup steps")->capture_default_str();
+  tx->add_option("--other-weight", x.other_weight, "Loss weight of non-assistant tokens")
+      ->capture_default_str();
+  tx->add_option("--dims", x.dims, "Decoder shape (make-model's --dims keys)")
+      ->capture_default_str();
+  tx->add_option("--copy-batch", x.copy_batch,
+                 "Copy-curriculum sequences per step (a random run repeated; 0: none)")
+      ->capture_default_str();
+  tx->add_option("--vocab", x.vocab, "Vocabulary size")->capture_default_str();
+  tx->add_option("--type", x.type, "Weight type of the file")->capture_default_str();
+  tx->add_option("--eval-every", x.eval_every, "Held-out evaluation period (steps)")
+      ->capture_default_str();
+  tx->add_option("--eval-n", x.eval_n, "Held-out transcripts evaluated")->capture_default_str();
+  tx->add_option("--max-minutes", x.max_minutes, "Stop after this long (0: the steps alone)")
+      ->capture_default_str();
+  tx->add_option("-o,--out", x.out, "Output GGUF")->capture_default_str();
+  tx->add_option("--init", x.init, "Continue from this GGUF's weights (the same --dims)");
+  tx->add_option("-t,--threads", x.threads, "Intra-op threads")->capture_default_str();
+  uint64_t trace_first = 1000;
+  int trace_n = 4;
+  std::string trace_out = "toolloop-trace.json";
+  auto* tt = app.add_subcommand("loop-trace", "Held-out tool-loop transcripts as JSON");
+  tt->add_option("--first", trace_first, "First test-split transcript")->capture_default_str();
+  tt->add_option("-n", trace_n, "Transcripts")->capture_default_str();
+  tt->add_option("-o,--out", trace_out, "Output JSON")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (tr->parsed()) return run_train(t);
+  if (tx->parsed()) return train::run_text_train(x);
+  if (tt->parsed()) return train::run_loop_trace(trace_first, trace_n, trace_out);
   return run_check(c);
 }

@@ -262,6 +262,13 @@ torch::Tensor TorchMiniVl::sequence_logits(const Example& e) {
   return decode(x, pos)[0];
 }
 
+torch::Tensor TorchMiniVl::text_logits(const torch::Tensor& ids) {
+  const int64_t T = ids.size(1);
+  auto x = torch::nn::functional::embedding(ids, at("token_embd.weight"));
+  auto pos = torch::arange(T, torch::kInt64).unsqueeze(1).repeat({1, 3});
+  return decode(x, pos);
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> TorchMiniVl::gguf_tensors() const {
   return named_;
 }
@@ -281,22 +288,27 @@ Status TorchMiniVl::export_files(const std::string& decoder_path,
     *t.data = values(t.name);
   }
   KAMERA_TRY(vm.write_gguf(vision_path));
+  return export_decoder(decoder_path, minivl::word_vocab(), "kamera-minivl", DType::F32);
+}
+
+Status TorchMiniVl::export_decoder(const std::string& path, const Tokenizer::Vocab& vocab,
+                                   const std::string& name, DType weight_type) const {
+  torch::NoGradGuard ng;
   Status missing = Status::Ok();
-  TensorFill fill = [&](const std::string& name, const std::vector<int64_t>& ne, float* dst) {
-    auto it = by_name_.find(name);
+  TensorFill fill = [&](const std::string& tname, const std::vector<int64_t>& ne, float* dst) {
+    auto it = by_name_.find(tname);
     int64_t n = 1;
     for (int64_t e : ne) n *= e;
     if (it == by_name_.end() || it->second.numel() != n) {
       missing = make_error(ErrorCode::InvalidArgument,
-                           "export: parameter {} is missing or has the wrong size", name);
+                           "export: parameter {} is missing or has the wrong size", tname);
       std::fill(dst, dst + n, 0.0f);
       return;
     }
-    const auto v = values(name);
-    std::memcpy(dst, v.data(), sizeof(float) * v.size());
+    auto t = it->second.detach().contiguous().to(torch::kFloat32);
+    std::memcpy(dst, t.data_ptr<float>(), sizeof(float) * size_t(n));
   };
-  KAMERA_TRY(write_decoder_gguf(dc_, "kamera-minivl", DType::F32, minivl::word_vocab(), fill,
-                                decoder_path));
+  KAMERA_TRY(write_decoder_gguf(dc_, name, weight_type, vocab, fill, path));
   return missing;
 }
 
@@ -304,22 +316,32 @@ Status TorchMiniVl::import_files(const std::string& decoder_path, const std::str
   auto m = minivl::MiniVl::load(decoder_path, vision_path);
   if (!m.ok()) return m.error();
   torch::NoGradGuard ng;
-  auto set = [&](const std::string& name, const std::vector<float>& v) -> Status {
-    auto it = by_name_.find(name);
-    if (it == by_name_.end())
-      return make_error(ErrorCode::InvalidArgument, "import: no parameter {}", name);
-    if (it->second.numel() != int64_t(v.size()))
-      return make_error(ErrorCode::InvalidArgument, "import: {} has {} values, expected {}", name,
-                        v.size(), it->second.numel());
-    it->second.copy_(torch::from_blob(const_cast<float*>(v.data()), it->second.sizes()));
-    return Status::Ok();
-  };
-  auto set_w = [&](const std::string& name, const Weight& w) { return set(name, w.to_f32()); };
-  for (VisionTensor& t : m->vision.tensors()) KAMERA_TRY(set(t.name, *t.data));
-  const Model& d = *m->decoder;
-  if (d.output.empty())
+  for (VisionTensor& t : m->vision.tensors()) KAMERA_TRY(set_param(t.name, *t.data));
+  if (m->decoder->output.empty())
     return make_error(ErrorCode::InvalidArgument, "import: {} has a tied output head",
                       decoder_path);
+  return import_decoder(*m->decoder);
+}
+
+Status TorchMiniVl::set_param(const std::string& name, const std::vector<float>& v) {
+  torch::NoGradGuard ng;
+  auto it = by_name_.find(name);
+  if (it == by_name_.end())
+    return make_error(ErrorCode::InvalidArgument, "import: no parameter {}", name);
+  if (it->second.numel() != int64_t(v.size()))
+    return make_error(ErrorCode::InvalidArgument, "import: {} has {} values, expected {}", name,
+                      v.size(), it->second.numel());
+  it->second.copy_(torch::from_blob(const_cast<float*>(v.data()), it->second.sizes()));
+  return Status::Ok();
+}
+
+Status TorchMiniVl::import_decoder(const Model& d) {
+  if (d.output.empty())
+    return make_error(ErrorCode::InvalidArgument, "import: the decoder has a tied output head");
+  auto set = [&](const std::string& name, const std::vector<float>& v) {
+    return set_param(name, v);
+  };
+  auto set_w = [&](const std::string& name, const Weight& w) { return set(name, w.to_f32()); };
   KAMERA_TRY(set_w("token_embd.weight", d.tok_embd));
   KAMERA_TRY(set("output_norm.weight", d.out_norm));
   KAMERA_TRY(set_w("output.weight", d.output));

@@ -35,11 +35,18 @@ class TorchMiniVl : public torch::nn::Module {
   torch::Tensor answer_logits(const std::vector<Example>& batch);
   // All-position logits [T, V] of one example (the cross-check).
   torch::Tensor sequence_logits(const Example& e);
+  // Text only: logits [B, T, V] of token ids [B, T] at positions 0..T-1 (t = h = w).
+  torch::Tensor text_logits(const torch::Tensor& ids);
 
   // Named parameters with kamera's GGUF names and shapes.
   std::vector<std::pair<std::string, torch::Tensor>> gguf_tensors() const;
   Status export_files(const std::string& decoder_path, const std::string& vision_path) const;
+  // The decoder alone, with this vocabulary, its 2-D weights as `weight_type`.
+  Status export_decoder(const std::string& path, const Tokenizer::Vocab& vocab,
+                        const std::string& name, DType weight_type) const;
   Status import_files(const std::string& decoder_path, const std::string& vision_path);
+  // The decoder's weights from a loaded model of this shape (any weight type, as f32).
+  Status import_decoder(const Model& d);
 
   const ModelConfig& decoder_cfg() const { return dc_; }
   const VisionConfig& vision_cfg() const { return vc_; }
@@ -52,6 +59,7 @@ class TorchMiniVl : public torch::nn::Module {
   std::array<torch::Tensor, 3> qkv(const torch::Tensor& h, const std::string& pf);
   torch::Tensor swiglu(const torch::Tensor& h, const std::string& pf);
   torch::Tensor P(const std::string& name, std::vector<int64_t> shape, double scale, double init);
+  Status set_param(const std::string& name, const std::vector<float>& v);
 
   ModelConfig dc_;
   VisionConfig vc_;
