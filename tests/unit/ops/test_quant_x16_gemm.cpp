@@ -27,17 +27,22 @@ namespace {
 struct GemmCase {
   GgmlType type;
   int64_t rows;
-  std::vector<int64_t> blocks;  // block columns per case (odd; past one column chunk)
+  std::vector<int64_t> blocks;  // block columns per case (odd, past one column chunk, chunk edges)
 };
 
-// 32-value blocks go 32 to a column chunk, super-blocks 4; Q8_0's 705 blocks (24 KB activation
-// rows) split the 17 activation rows into chunks of 16 (avx2) or 12 (avx2_vnni).
+// 32-value blocks go 32 to a column chunk (Q8_0 on plain AVX2, its int16 path: 16, so 16 and 48
+// end on a chunk's edge), super-blocks 4; Q8_0's 705 blocks (24 KB activation rows, 47 KB as
+// int16) split the 17 activation rows into chunks of 6 (avx2) or 12 (avx2_vnni).
 const std::vector<GemmCase>& gemm_cases() {
   static const std::vector<GemmCase> c = {
-      {GgmlType::Q8_0, 48, {1, 3, 29, 37, 705}}, {GgmlType::Q4_0, 48, {1, 5, 33}},
-      {GgmlType::IQ4_NL, 48, {1, 5, 33}},        {GgmlType::Q5_0, 48, {1, 5, 33}},
-      {GgmlType::Q5_1, 48, {1, 5, 33}},          {GgmlType::Q4_K, 48, {1, 3, 5, 19}},
-      {GgmlType::Q5_K, 48, {1, 3, 5}},           {GgmlType::Q6_K, 48, {1, 3, 5}},
+      {GgmlType::Q8_0, 48, {1, 3, 16, 29, 37, 48, 705}},
+      {GgmlType::Q4_0, 48, {1, 5, 33}},
+      {GgmlType::IQ4_NL, 48, {1, 5, 33}},
+      {GgmlType::Q5_0, 48, {1, 5, 33}},
+      {GgmlType::Q5_1, 48, {1, 5, 33}},
+      {GgmlType::Q4_K, 48, {1, 3, 5, 19}},
+      {GgmlType::Q5_K, 48, {1, 3, 5}},
+      {GgmlType::Q6_K, 48, {1, 3, 5}},
       {GgmlType::IQ4_XS, 48, {1, 3, 5}},
   };
   return c;
