@@ -270,11 +270,13 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
   }
   const size_t elem = k.panel == PanelFormat::F32 ? 4 : 2;
   // BF16 weights in their file's rows are already a bf16 panel: no dequantizing round trip; nor
-  // F16 rows where the table's gemm_f16 widens them while it packs its strips.
+  // F16 or BF16 rows where the table's gemm_f16 / gemm_bf16 widens them while it packs.
   const bool in_panel_format =
       w.layout == WeightLayout::Rows && k.panel == PanelFormat::BF16 && w.type == GgmlType::BF16;
-  const bool f16_rows = w.layout == WeightLayout::Rows && w.type == GgmlType::F16 &&
-                        k.gemm_f16 != nullptr && k.pack_x == nullptr;
+  const auto row_gemm = w.layout != WeightLayout::Rows || k.pack_x != nullptr ? nullptr
+                        : w.type == GgmlType::F16                             ? k.gemm_f16
+                        : w.type == GgmlType::BF16                            ? k.gemm_bf16
+                                                                              : nullptr;
   const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
   pool.parallel_for(n_panels, [&](int64_t p0, int64_t p1) {
     auto* f32 = reinterpret_cast<float*>(grow(scratch(0), size_t(kPanelRows * w.cols) * 4));
@@ -286,8 +288,8 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
         k.gemm(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
         continue;
       }
-      if (f16_rows) {
-        k.gemm_f16(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
+      if (row_gemm != nullptr) {  // the file's rows, widened while the gemm packs them
+        row_gemm(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
         continue;
       }
       for (int64_t j = 0; j < nr; ++j) {
