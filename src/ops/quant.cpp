@@ -269,9 +269,14 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
     xp = packed.data();
   }
   const size_t elem = k.panel == PanelFormat::F32 ? 4 : 2;
-  // BF16 weights in their file's rows are already a bf16 panel: no dequantizing round trip.
+  // BF16 weights in their file's rows are already a bf16 panel: no dequantizing round trip; nor
+  // F16 or BF16 rows where the table's gemm_f16 / gemm_bf16 widens them while it packs.
   const bool in_panel_format =
       w.layout == WeightLayout::Rows && k.panel == PanelFormat::BF16 && w.type == GgmlType::BF16;
+  const auto row_gemm = w.layout != WeightLayout::Rows || k.pack_x != nullptr ? nullptr
+                        : w.type == GgmlType::F16                             ? k.gemm_f16
+                        : w.type == GgmlType::BF16                            ? k.gemm_bf16
+                                                                              : nullptr;
   const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
   pool.parallel_for(n_panels, [&](int64_t p0, int64_t p1) {
     auto* f32 = reinterpret_cast<float*>(grow(scratch(0), size_t(kPanelRows * w.cols) * 4));
@@ -281,6 +286,10 @@ void prefill(const QuantKernels& k, const WeightView& w, const float* x, int64_t
       const int64_t r0 = p * kPanelRows, nr = std::min(kPanelRows, w.rows - r0);
       if (in_panel_format) {  // the weight rows are the panel
         k.gemm(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
+        continue;
+      }
+      if (row_gemm != nullptr) {  // the file's rows, widened while the gemm packs them
+        row_gemm(n, nr, w.cols, xp, w.row(r0), w.cols, y + r0, w.rows);
         continue;
       }
       for (int64_t j = 0; j < nr; ++j) {

@@ -56,6 +56,14 @@ struct QuantKernels {
   // rows of k values ldw apart in the panel format; k a multiple of 32.
   void (*gemm)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
                float* y, int64_t ldy);
+  // The same over F16 (gemm_f16) or BF16 (gemm_bf16) weight rows as the file holds them (ldw
+  // values apart), widened in the GEMM's own packing (in registers; F16C for F16): gemm's
+  // results on their dequantized f32 panel, to the bit, without the panel. The avx2 paths have
+  // them; null on the others (prefill dequantizes the rows into the panel format first).
+  void (*gemm_f16)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
+                   float* y, int64_t ldy) = nullptr;
+  void (*gemm_bf16)(int64_t m, int64_t nw, int64_t k, const void* x, const void* w, int64_t ldw,
+                    float* y, int64_t ldy) = nullptr;
 
   // Decode over weights repacked in groups of 16 rows (ops/quant_repack.h): y[a * y_stride + r]
   // for the rows r of groups [g0, g1), activation rows in the type's dot type (q8_0 or q8_K),

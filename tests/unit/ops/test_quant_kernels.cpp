@@ -303,6 +303,82 @@ TEST(QuantKernels, PanelGemmMatchesReferenceAtEveryTileShape) {
   }
 }
 
+// gemm_f16 and gemm_bf16 (the avx2 paths: F16 / BF16 rows as the file holds them, widened while
+// the GEMM packs its strips) give the table's f32 gemm on the rows' dequantized f32 panel to the
+// bit, at every tile edge (x's row tiles, the 16-row strips and their zero-padded tails, two k
+// chunks), with the rows ldw values apart as in a wider matrix; and both agree with a double
+// reference to f32 rounding (kDotNmse).
+TEST(QuantKernels, HalfRowGemmsGiveThePanelGemmsFloatsToTheBit) {
+  int tested = 0;
+  for (const QuantKernels* k : supported_paths()) {
+    ASSERT_EQ(k->gemm_f16 == nullptr, k->gemm_bf16 == nullptr);
+    if (k->gemm_f16 == nullptr) continue;
+    ASSERT_EQ(k->panel, PanelFormat::F32);
+    ASSERT_EQ(k->pack_x, nullptr);
+    for (GgmlType t : {GgmlType::F16, GgmlType::BF16}) {
+      const auto gemm_rows = t == GgmlType::F16 ? k->gemm_f16 : k->gemm_bf16;
+      for (int64_t kk : {int64_t(32), int64_t(288), int64_t(544)}) {
+        for (int64_t m : {int64_t(1), int64_t(5), int64_t(6), int64_t(7), int64_t(13)}) {
+          for (int64_t nw : {int64_t(1), int64_t(9), int64_t(16), int64_t(17), int64_t(53)}) {
+            const int64_t ldw = kk + 64;  // rows of a wider matrix: only the first kk are read
+            SCOPED_TRACE(std::string(k->name) + " " + ggml_type_name(t) +
+                         " m=" + std::to_string(m) + " nw=" + std::to_string(nw) +
+                         " k=" + std::to_string(kk));
+            const auto rows = quant_data::random_rows(t, nw, ldw, uint32_t(30 + nw));
+            std::vector<float> x = quant_data::random_activations(m * kk, uint32_t(20 + m));
+            std::vector<float> panel(size_t(nw * kk));
+            for (int64_t j = 0; j < nw; ++j)
+              dequantize_row_ref(t, rows.data() + size_t(j * ldw) * 2, panel.data() + j * kk, kk);
+            const int64_t ldy = nw + 3;  // the rest of y's rows stays untouched
+            std::vector<float> got(size_t(m * ldy), 1e30f), want(got.size(), 1e30f);
+            std::vector<float> ref(got.size(), 1e30f);
+            gemm_rows(m, nw, kk, x.data(), rows.data(), ldw, got.data(), ldy);
+            k->gemm(m, nw, kk, x.data(), panel.data(), kk, want.data(), ldy);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < nw; ++j) {
+                double acc = 0;
+                for (int64_t c = 0; c < kk; ++c) acc += double(x[i * kk + c]) * panel[j * kk + c];
+                ref[i * ldy + j] = float(acc);
+              }
+            EXPECT_LE(nmse_of_written(got, ref), kDotNmse);
+            ++tested;
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no path with f16 / bf16 row gemms on this CPU";
+}
+
+// A float weight row's dot with an activation row is the same float whatever shares its pass (1
+// to 4 weight rows, 1 to 4 activation rows, where the pass starts): the row kernels keep one
+// summation order per pair, which decode's batch invariance needs (model/DecodeInvariance).
+TEST(QuantKernels, FloatRowDotsDoNotDependOnThePass) {
+  const int64_t rows = 11;
+  for (const QuantKernels* k : supported_paths()) {
+    for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+      for (int64_t cols : {int64_t(32), int64_t(901)}) {
+        SCOPED_TRACE(std::string(k->name) + " " + ggml_type_name(t) +
+                     " cols=" + std::to_string(cols));
+        const size_t rb = *ggml_row_bytes(t, cols), ab = act_bytes_of(*k, t, cols);
+        const auto w = quant_data::random_rows(t, rows, cols, uint32_t(5 + cols));
+        const int n_act = 4;
+        std::vector<uint8_t> act(ab * n_act);
+        for (int a = 0; a < n_act; ++a)
+          prepare_acts(*k, t, quant_data::random_activations(cols, 40 + a), act.data() + ab * a);
+        std::vector<float> all(size_t(rows * n_act)), one(all.size());
+        k->vec_dot_rows(t, cols, w.data(), rb, 0, rows, act.data(), ab, n_act, all.data(), rows);
+        for (int a = 0; a < n_act; ++a)
+          for (int64_t r = 0; r < rows; ++r)  // alone: one weight row, one activation row
+            k->vec_dot_rows(t, cols, w.data(), rb, r, r + 1, act.data() + ab * a, ab, 1,
+                            one.data() + a * rows, rows);
+        EXPECT_EQ(all, one);
+      }
+    }
+  }
+}
+
 // Six blocks of `block` activations, one of each case the quantizers must agree on: random, all
 // zero, ties at .5 of both signs (the block's amax is 127, so 1 / d is exactly 1 and x.5 values
 // test the rounding of halves to even), tiny and large values; then 64 random blocks, each
