@@ -5,9 +5,8 @@
 // Decode (few activation rows) and prefill (many) quantize each row once to the weight type's
 // 8-bit dot type, as ggml's CPU backend does at every batch size. Decode runs integer dots over
 // the weight rows; prefill too over repacked weights, else the rows expanded back to f32 times
-// dequantized f32 panels in a blocked GEMM (quant.cpp; F16/BF16: bf16 panels where faster, and on
-// the avx2 paths the file's rows, widened while the GEMM packs them).
-// F32 weights work too, but the forward keeps those on matmul_wt (ops/gemm.h).
+// dequantized f32 panels in a blocked GEMM (quant.cpp; F16/BF16: bf16 panels where faster; avx2:
+// the file's rows widened as packed). F32 works too; the forward keeps it on matmul_wt, ops/gemm.h.
 #pragma once
 
 #include <cstddef>
