@@ -19,6 +19,7 @@
 #include "ops/quant_kernels.h"
 #include "ops/quant_repack.h"
 #include "tools/cli_common.h"
+#include "tools/thread_cpu.h"
 
 namespace kamera::cli {
 
@@ -36,10 +37,7 @@ struct QuantBenchArgs {
 // Milliseconds of wall time, or of this thread's CPU time (--cpu-time, single thread: on a
 // machine shared with other jobs it leaves out the time the thread was not running).
 double clock_ms(bool cpu_time) {
-  if (!cpu_time) return now_ms();
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+  return cpu_time ? thread_cpu_ms() : now_ms();
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
