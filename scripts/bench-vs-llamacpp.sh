@@ -33,7 +33,8 @@
 # against the floor at the fastest read of the whole run, the strictest of the run's floors.
 #
 # Files: `kamera make-model --arch qwen2 --preset 0.5b --type f32 --seed 1` (or --arch, --preset,
-# --dims, --base), then the first build's `llama-quantize` to each type. Without a llama.cpp
+# --dims, --base), then the first given build's `llama-quantize` that exists to each type (a
+# missing file with no such build, or a failed quantize, stops the run). Without a llama.cpp
 # build the kamera side runs alone (the files then come from `kamera make-model --type`, which
 # writes F16 and Q8_0 only) and the script says so. Every measurement records the host's
 # 1-minute load average (/proc/loadavg) just before it: the table gives their range.
@@ -171,14 +172,24 @@ make_file() {  # type path
     --type "$1" --seed 1 -o "$2" >/dev/null
 }
 src="$dir/$tag-$base.gguf"  # made only when a file is missing
+quantize=""  # the first given llama.cpp build that has llama-quantize (ik's picks ik-only mixes)
+for b in "${builds[@]}"; do
+  [[ -x "$b/llama-quantize" ]] && { quantize="$b/llama-quantize"; break; }
+done
+quantize_to() {  # type path
+  if [[ -z "$quantize" ]]; then
+    echo "bench-vs-llamacpp: $2 is missing and no given build has llama-quantize to make it" >&2; exit 2
+  fi
+  make_file "$base" "$src"
+  "$quantize" "$src" "$2" "$1" "$threads" >/dev/null 2>&1 ||
+    { echo "bench-vs-llamacpp: $quantize failed to write $1 ($2)" >&2; rm -f "$2"; exit 2; }
+}
 made=()
 for t in $types; do
   f=$(file_of "$t")
   if ((${#builds[@]})); then
     if [[ "$f" == "$src" ]]; then make_file "$base" "$src"
-    elif [[ ! -s "$f" ]]; then
-      make_file "$base" "$src"
-      "${builds[0]}/llama-quantize" "$src" "$f" "$t" "$threads" >/dev/null 2>&1
+    elif [[ ! -s "$f" ]]; then quantize_to "$t" "$f"
     fi
   else
     case "$(lower "$t")" in

@@ -1,6 +1,6 @@
 #include "grammar/budget.h"
 
-#include <ctime>
+#include "core/clock.h"
 
 namespace kamera::grammar {
 
@@ -9,9 +9,7 @@ namespace {
 constexpr size_t kCheckEvery = size_t(1) << 14;  // work units between clock reads
 
 double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+  return thread_cpu_ms() * 1e-3;
 }
 
 }  // namespace

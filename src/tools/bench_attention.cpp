@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "core/clock.h"
 #include "core/thread_pool.h"
 #include "eval/metrics.h"
 #include "kv/kv_row.h"
@@ -12,7 +13,6 @@
 #include "ops/attention_split.h"
 #include "synthetic/synthetic_model.h"
 #include "tools/cli_common.h"
-#include "tools/thread_cpu.h"
 
 namespace kamera::cli {
 

@@ -5,13 +5,13 @@
 #include <map>
 #include <random>
 
+#include "core/clock.h"
 #include "core/cpu_features.h"
 #include "eval/metrics.h"
 #include "ops/blas_select.h"
 #include "ops/gemm.h"
 #include "synthetic/synthetic_model.h"
 #include "tools/cli_common.h"
-#include "tools/thread_cpu.h"
 
 namespace kamera::cli {
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../tests/support/quant_data.h"
+#include "core/clock.h"
 #include "core/cpu_features.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -19,7 +20,6 @@
 #include "ops/quant_kernels.h"
 #include "ops/quant_repack.h"
 #include "tools/cli_common.h"
-#include "tools/thread_cpu.h"
 
 namespace kamera::cli {
 

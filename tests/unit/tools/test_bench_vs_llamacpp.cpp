@@ -2,6 +2,7 @@
 // mode. CI has no llama.cpp build: the script's kamera side runs on tiny files, and the llama.cpp
 // side only when KAMERA_LLAMA_CPP_BUILD names a build directory (skipped, and said, otherwise).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
@@ -259,6 +260,34 @@ TEST(BenchVsLlamaCpp, IsaCapAndIkColumnsAsTheAvx2BlockRunsThem) {
     EXPECT_GT(std::min(i0, i1), 0.0);
     EXPECT_NEAR(std::stod(cells[5]), k / std::max(i0, i1), 0.006 + 0.005 * k / std::max(i0, i1));
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A file the run needs but cannot make stops it before any measurement, saying why: a llama.cpp
+// build without llama-quantize (an AVX2 build of the bench target alone), or a quantize that fails.
+TEST(BenchVsLlamaCpp, AMissingQuantizeOrAFailedOneStopsTheRunSayingWhy) {
+  const std::string dir = unique_temp("bench-vs-llamacpp-quant");
+  const std::string build = dir + "/llama-build";
+  std::filesystem::create_directories(build);
+  const auto tool = [&](const std::string& name, const std::string& body) {
+    std::ofstream(build + "/" + name) << "#!/bin/sh\n" << body << "\n";
+    std::filesystem::permissions(build + "/" + name, std::filesystem::perms::owner_all);
+  };
+  tool("llama-bench", "echo never run >&2; exit 1");
+  const std::string cmd = "bash " + std::string(KAMERA_SOURCE_DIR) +
+                          "/scripts/bench-vs-llamacpp.sh --tiny --types Q4_K_M --pp 8 --tg 4"
+                          " --kamera " +
+                          kKamera + " --dir " + dir + " " + build;
+  const ShellOutput none = run_shell(cmd);
+  EXPECT_EQ(WEXITSTATUS(none.rc), 2) << none.err;
+  EXPECT_NE(none.err.find("no given build has llama-quantize"), std::string::npos) << none.err;
+  tool("llama-quantize", "exit 1");
+  const ShellOutput failed = run_shell(cmd);
+  EXPECT_EQ(WEXITSTATUS(failed.rc), 2) << failed.err;
+  EXPECT_NE(failed.err.find("llama-quantize failed to write Q4_K_M"), std::string::npos)
+      << failed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/qwen2-tiny-Q4_K_M.gguf"));
+  EXPECT_EQ(std::filesystem::file_size(dir + "/runs.jsonl"), 0u) << "nothing was measured";
   std::filesystem::remove_all(dir);
 }
 
