@@ -18,8 +18,10 @@ only. Subcommands:
              requests, each on a fresh server: seconds, completion tokens and the most KV pool
              pages held (kamera's /metrics)
   spec       speculative decoding: the same requests on one server per --arms (default: none
-             ngram; draft: "--spec draft -md" --draft plus --draft-args), each --server-cmd plus
-             "--spec ARM", interleaved --reps times (the arms' order rotates every round),
+             ngram; draft: "--spec draft -md" --draft plus --draft-args; forced / forced-text:
+             --spec none with --spec-forced on / text; ngram+forced, draft+forced; the others
+             --spec-forced off), each --server-cmd plus "--spec ARM", interleaved --reps times
+             (the arms' order rotates every round),
              --clients requests at once (different seeds): a copying workload (temperature 0, a
              prompt quoting a tool result) and a sampled one (--temperature, --top-p): decode
              tokens/s of each arm (completion tokens after the first over the seconds after the
@@ -33,7 +35,12 @@ only. Subcommands:
              assistant turn of conversation (round mod count) as a chat completion of the
              messages before it, one turn after another as an agent sends them, at temperature 0
              ("greedy") and at --temperature ("sampled"): besides the above, each arm's seconds
-             per turn (median) and its whole conversation's seconds, and the speedups
+             per turn (median) and its whole conversation's seconds, and the speedups;
+             --workload tools: instead, --clients chat turns at once that must call one of two
+             tools (tool_choice "required") or answer a JSON schema, every argument an enum, a
+             bounded integer or a boolean, greedy and sampled, timed as the trace's turns; the
+             share of completion tokens the grammar forced (usage.kamera.speculative.forced) and
+             whether each arm's seeded sampled answers are the first arm's tokens
   agents     --agents concurrent agents, --turns turns each (chat completions, streamed, each
              turn resending the conversation: a system prompt, a --words word task, then per
              turn the reply and a --obs-words word observation, as a tool loop does): all the
@@ -392,22 +399,85 @@ def spec_body(kind, a, rep):
     return body
 
 
+SPEC_ARMS = ("none", "ngram", "draft", "forced", "forced-text", "ngram+forced", "draft+forced")
+
+
 def spec_arm(a, m):
-    if m == "draft":
-        return f"{a.server_cmd} --spec draft -md {a.draft} {a.draft_args}"
-    return f"{a.server_cmd} --spec {m}"
+    """An arm's server command: none, ngram, draft (--spec-forced off: the reference), forced /
+    forced-text (--spec none, --spec-forced on / text), ngram+forced, draft+forced."""
+    base, forced = m.split("+")[0], "on" if m.endswith("+forced") else "off"
+    if m.startswith("forced"):
+        base, forced = "none", "text" if m == "forced-text" else "on"
+    cmd = f"{a.server_cmd} --spec-forced {forced}"
+    if base == "draft":
+        return f"{cmd} --spec draft -md {a.draft} {a.draft_args}"
+    return f"{cmd} --spec {base}"
+
+
+# The tools workload (--workload tools): an agent's turn that must call one of these tools
+# (tool_choice "required", one call) or answer in a JSON schema, every argument an enum, a
+# bounded integer or a boolean, so a model with random weights writes no free string to the
+# token limit.
+SPEC_TOOLS = [
+    {"type": "function", "function": {
+        "name": "read_file", "description": "Read lines of a file of the repository",
+        "parameters": {"type": "object", "properties": {
+            "path": {"enum": ["src/serve/scheduler.cpp", "src/serve/scheduler_spec.cpp",
+                              "docs/SERVER.md", "src/grammar/constraint.cpp"]},
+            "line": {"type": "integer", "minimum": 1, "maximum": 999},
+            "context": {"enum": ["none", "function", "file"]}},
+            "required": ["path", "line", "context"], "additionalProperties": False}}},
+    {"type": "function", "function": {
+        "name": "run_tests", "description": "Run the project's tests",
+        "parameters": {"type": "object", "properties": {
+            "label": {"enum": ["unit", "model", "slow"]},
+            "filter": {"enum": ["ServerSpec.*", "ForcedRun.*", "ServeBench.*", "*"]},
+            "verbose": {"type": "boolean"}},
+            "required": ["label", "filter", "verbose"], "additionalProperties": False}}},
+]
+SPEC_SCHEMA = {"type": "object", "properties": {
+    "status": {"enum": ["done", "blocked", "needs_review"]},
+    "next_tool": {"enum": ["read_file", "run_tests", "none"]},
+    "files_changed": {"type": "integer", "minimum": 0, "maximum": 99},
+    "tests_pass": {"type": "boolean"}},
+    "required": ["status", "next_tool", "files_changed", "tests_pass"],
+    "additionalProperties": False}
+
+
+def spec_tools_body(kind, a, rep):
+    """Request `rep` of the tools workload: even ones call a tool, odd ones answer the schema."""
+    msgs = [{"role": "system", "content": "You are a coding agent working on the kamera server."},
+            {"role": "user", "content": "The tool returned:\n" + SPEC_TOOL_RESULT +
+             "\nFind the line that runs the decode step, then run the server tests."}]
+    body = {"messages": msgs, "max_tokens": a.max_tokens, "seed": rep}
+    if rep % 2 == 0:
+        body.update(tools=SPEC_TOOLS, tool_choice="required", parallel_tool_calls=False)
+    else:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "status", "strict": True, "schema": SPEC_SCHEMA}}
+    if kind == "greedy":
+        body["temperature"] = 0
+    else:
+        body.update(temperature=a.temperature, top_p=a.top_p)
+    return body
 
 
 def spec_round(a, s, kind, rep):
     """a.clients requests at once on server s: (answers with each one's seconds, wall seconds,
     CPU seconds)."""
-    bodies = [dict(spec_body(kind, a, rep * a.clients + i), logprobs=0) for i in range(a.clients)]
+    if a.workload == "tools":
+        route = "/v1/chat/completions"
+        bodies = [dict(spec_tools_body(kind, a, rep * a.clients + i), logprobs=True)
+                  for i in range(a.clients)]
+    else:
+        route = "/v1/completions"
+        bodies = [dict(spec_body(kind, a, rep * a.clients + i), logprobs=0)
+                  for i in range(a.clients)]
     res = [None] * len(bodies)
 
     def one(i):
         t = time.perf_counter()
-        res[i] = post(s.port, "/v1/completions", bodies[i], timeout=600) + (
-            time.perf_counter() - t,)
+        res[i] = post(s.port, route, bodies[i], timeout=600) + (time.perf_counter() - t,)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
     t0, c0 = time.perf_counter(), s.cpu_s()
@@ -443,19 +513,22 @@ def spec_trace_round(a, s, kind, conv):
 
 
 def spec_answer_tokens(x):
-    if "logprobs" in x["choices"][0] and x["choices"][0]["logprobs"]:
-        return x["choices"][0]["logprobs"]["tokens"]
+    lp = x["choices"][0].get("logprobs")
+    if lp and "tokens" in lp:
+        return lp["tokens"]
+    if lp and "content" in lp:  # a chat answer's tokens
+        return [t["token"] for t in lp["content"]]
     return [x["choices"][0]["message"]["content"], x["usage"]["completion_tokens"]]
 
 
 def cmd_spec(a, srv):
     srv.stop()
-    if "draft" in a.arms and not a.draft:
+    if any(m.startswith("draft") for m in a.arms) and not a.draft:
         raise SystemExit("spec: the draft arm needs --draft FILE")
     trace = json.load(open(a.trace)) if a.trace else None
-    kinds = ("greedy", "sampled") if trace else ("copying", "sampled")
+    kinds = ("greedy", "sampled") if trace or a.workload == "tools" else ("copying", "sampled")
     arms = {m: ServerProc(spec_arm(a, m)) for m in a.arms}
-    runs, greedy = {}, {}
+    runs, greedy, sampled = {}, {}, {}
     try:
         for rep in range(a.reps):
             for kind in kinds:
@@ -467,11 +540,12 @@ def cmd_spec(a, srv):
                         answers, wall, cpu = spec_trace_round(a, s, kind, trace[rep % len(trace)])
                     else:
                         answers, wall, cpu = spec_round(a, s, kind, rep)
-                    if kind != "sampled":  # greedy: every arm must give the same tokens
-                        greedy.setdefault(rep, {})[m] = [spec_answer_tokens(x) for x, _ in answers]
+                    toks = [spec_answer_tokens(x) for x, _ in answers]
+                    # greedy: every arm must give the same tokens; sampled: told which do
+                    (sampled if kind == "sampled" else greedy).setdefault(rep, {})[m] = toks
                     r = runs.setdefault(kind, {}).setdefault(m, {
                         "tps": [], "total": [], "cpu": [], "load": [], "drafted": 0,
-                        "accepted": 0, "tokens": 0, "turn_s": [], "conv_s": []})
+                        "accepted": 0, "forced": 0, "tokens": 0, "turn_s": [], "conv_s": []})
                     tokens = 0
                     for x, sec in answers:
                         u, k = x["usage"], x["usage"]["kamera"]
@@ -481,6 +555,7 @@ def cmd_spec(a, srv):
                         tokens += u["completion_tokens"]
                         r["drafted"] += k["speculative"]["drafted"]
                         r["accepted"] += k["speculative"]["accepted"]
+                        r["forced"] += k["speculative"].get("forced", 0)
                     r["conv_s"].append(wall)
                     r["total"].append(tokens / wall)
                     r["cpu"].append(tokens / max(cpu, 0.01))
@@ -489,7 +564,10 @@ def cmd_spec(a, srv):
     finally:
         for s in arms.values():
             s.stop()
-    return spec_summary(a, runs, greedy, kinds[0], bool(trace))
+    out = spec_summary(a, runs, greedy, kinds[0], bool(trace) or a.workload == "tools")
+    out["sampled"]["sampled_tokens_equal"] = {
+        m: all(t[m] == t[a.arms[0]] for t in sampled.values()) for m in a.arms[1:]}
+    return out
 
 
 def spec_summary(a, runs, greedy, greedy_kind, traced):
@@ -503,6 +581,8 @@ def spec_summary(a, runs, greedy, greedy_kind, traced):
                       "tokens_per_s": round(statistics.median(r["total"]), 2),
                       "tokens_per_cpu_s": round(statistics.median(r["cpu"]), 2),
                       "tokens": r["tokens"], "drafted": r["drafted"], "accepted": r["accepted"],
+                      "forced": r["forced"],
+                      "forced_share": round(r["forced"] / max(1, r["tokens"]), 3),
                       "load": r["load"]}
             if traced:
                 row[m].update(turn_s=round(statistics.median(r["turn_s"]), 4),
@@ -640,11 +720,12 @@ def main():
     s.add_argument("--top-p", type=float, default=0.95)
     s.add_argument("--reps", type=int, default=3)
     s.add_argument("--clients", type=int, default=1)
-    s.add_argument("--arms", nargs="+", default=["none", "ngram"],
-                   choices=["none", "ngram", "draft"])
+    s.add_argument("--arms", nargs="+", default=["none", "ngram"], choices=SPEC_ARMS)
     s.add_argument("--draft", default="", help="the draft arm's model file")
     s.add_argument("--draft-args", default="", help="more server flags of the draft arm")
     s.add_argument("--trace", default="", help="conversations to replay turn by turn (JSON)")
+    s.add_argument("--workload", choices=["copying", "tools"], default="copying",
+                   help="tools: chat turns that must call a tool or answer a JSON schema")
     s = sub.add_parser("choices")
     s.add_argument("--n", type=int, default=8)
     s.add_argument("--prompt-tokens", type=int, default=512)

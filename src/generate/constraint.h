@@ -21,5 +21,6 @@
 namespace kamera {
 
 using TokenConstraint = grammar::TokenConstraint;
+using ForcedRun = grammar::ForcedRun;
 
 }  // namespace kamera

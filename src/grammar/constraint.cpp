@@ -17,6 +17,16 @@ size_t GrammarConstraint::Allowed::count() const {
   return n;
 }
 
+int32_t GrammarConstraint::Allowed::only() const {
+  int32_t t = -1;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    if (!bits[w]) continue;
+    if (t >= 0 || std::popcount(bits[w]) != 1) return -1;
+    t = int32_t(w * 64) + std::countr_zero(bits[w]);
+  }
+  return t;
+}
+
 GrammarConstraint::GrammarConstraint(std::shared_ptr<const CompiledGrammar> g)
     : g_(std::move(g)), m_(g_->grammar()), walk_(m_, g_->trie()) {
   state_ = m_.initial();
@@ -130,6 +140,46 @@ Status GrammarConstraint::accept(int32_t token) {
   if (trie.bytes(token).empty())
     return make_error(ErrorCode::InvalidArgument, "grammar: token {} writes no text", token);
   return advance(trie.bytes(token), "token", token);
+}
+
+int32_t GrammarConstraint::longest_of_one_text(const Allowed& a) const {
+  const TokenTrie& trie = g_->trie();
+  std::vector<int32_t> ids;
+  for (size_t w = 0; w < a.bits.size(); ++w)
+    for (uint64_t b = a.bits[w]; b; b &= b - 1) {
+      if (ids.size() == 64) return -1;
+      ids.push_back(int32_t(w * 64) + std::countr_zero(b));
+    }
+  int32_t best = -1;
+  for (int32_t t : ids)
+    if (best < 0 || trie.bytes(t).size() > trie.bytes(best).size()) best = t;
+  for (int32_t t : ids)
+    if (best < 0 || !trie.bytes(best).starts_with(trie.bytes(t))) return -1;
+  return best;
+}
+
+// An end-of-generation token with bytes (none of the tokenizers' are) is left out of the count of
+// the mask (it keeps such a token only when complete): the walk then stops, never drafts it.
+ForcedRun GrammarConstraint::forced(int max, bool guess_text) {
+  ForcedRun run;
+  if (ended_) return run;
+  const std::vector<int32_t> saved = state_;
+  while (int(run.tokens.size()) < max) {
+    const Allowed& a = allowed();
+    if (a.eog) break;
+    int32_t t = a.only();
+    const bool sure = t >= 0 && run.sure == int(run.tokens.size());
+    if (t < 0 && guess_text) t = longest_of_one_text(a);
+    if (t < 0 || g_->trie().is_eog(t)) break;
+    if (!advance(g_->trie().bytes(t), "token", t).ok()) break;
+    run.tokens.push_back(t);
+    run.sure += sure;
+  }
+  if (!run.tokens.empty()) {
+    state_ = saved;
+    current_ = -1;  // its entry may have been replaced meanwhile: looked up again
+  }
+  return run;
 }
 
 Status GrammarConstraint::accept_text(std::string_view text) {

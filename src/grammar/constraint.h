@@ -26,6 +26,15 @@
 
 namespace kamera::grammar {
 
+// The tokens a constraint knows will (or likely will) come next: `tokens`, of which the first
+// `sure` are each the only token the mask leaves (and not end of generation) after the ones
+// before; the rest, when asked for, are guesses where the grammar's next text is fixed but not
+// its tokens (TokenConstraint::forced).
+struct ForcedRun {
+  std::vector<int32_t> tokens;
+  int sure = 0;
+};
+
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
@@ -36,6 +45,17 @@ class TokenConstraint {
   virtual Status accept(int32_t token) = 0;
   // The text so far is complete: end of generation is allowed.
   virtual bool complete() const = 0;
+  // Up to `max` tokens that must come next, in order: while the mask would leave exactly one
+  // token (and not end of generation), that token, and the same question after it. With
+  // `guess_text`, also where every token the mask leaves is a prefix of the longest of them (the
+  // next text is fixed, its tokenization is not): that longest token, a guess, and the walk goes
+  // on after it. The state is left as it was. Speculative decoding drafts them
+  // (serve/scheduler_spec.cpp): the masked distribution puts all its mass on each sure one, at
+  // any temperature. None by default.
+  virtual ForcedRun forced(int max, bool guess_text = false) {
+    (void)max, (void)guess_text;
+    return {};
+  }
 };
 
 struct ConstraintStats {
@@ -52,13 +72,20 @@ class GrammarConstraint final : public TokenConstraint {
   void mask(std::span<float> logits) override;
   Status accept(int32_t token) override;
   bool complete() const override;
+  // Walks the matcher ahead from a copy of the state, then puts the state back (the masks it
+  // met stay among the recent ones: the steps that check the draft find them there).
+  ForcedRun forced(int max, bool guess_text = false) override;
 
   struct Allowed {
     std::vector<uint64_t> bits;  // by token id
     bool eog = false;            // end of generation
     bool test(int32_t t) const { return (bits[size_t(t) >> 6] >> (t & 63)) & 1; }
     size_t count() const;
+    int32_t only() const;  // the one token allowed, -1 unless exactly one
   };
+  // The longest allowed token when every allowed token is a prefix of it (and at most 64 are
+  // allowed); else -1.
+  int32_t longest_of_one_text(const Allowed& a) const;
   // The tokens allowed now (end of generation apart).
   const Allowed& allowed();
   // Reads text as if tokens had written it (a forced prefix; tests).

@@ -27,6 +27,11 @@ Status TriggeredConstraint::accept(int32_t token) {
   return Status::Ok();
 }
 
+ForcedRun TriggeredConstraint::forced(int max, bool guess_text) {
+  if (!inner_ || broken_) return {};
+  return inner_->forced(max, guess_text);
+}
+
 bool TriggeredConstraint::complete() const {
   return !inner_ || broken_ || inner_->complete();
 }

@@ -23,6 +23,8 @@ class TriggeredConstraint final : public TokenConstraint {
   void mask(std::span<float> logits) override;
   Status accept(int32_t token) override;
   bool complete() const override;
+  // The grammar's forced tokens once the trigger started it (none before: free text).
+  ForcedRun forced(int max, bool guess_text = false) override;
 
   bool active() const { return inner_.has_value(); }
   bool broken() const { return broken_; }

@@ -45,6 +45,7 @@ struct Usage {
   // Speculative decoding: tokens drafted, and those of them the model accepted (each one a
   // completion token that took no forward of its own).
   int64_t drafted = 0, accepted = 0;
+  int64_t forced = 0;  // of the drafted: forced by the request's constraint (always accepted)
 };
 
 // Why a generation failed: a plain failure (its code gives the HTTP status), a prompt that does

@@ -96,6 +96,9 @@ struct Generation {
     std::unique_ptr<NgramDrafter> drafter;
     std::unique_ptr<DraftSequence> mirror;  // or the draft model's copy of its sequence
     std::vector<int32_t> draft;
+    // The draft's first `walked` tokens came from the constraint (TokenConstraint::forced), the
+    // first `forced` of them sure.
+    int forced = 0, walked = 0;
   };
   std::vector<Choice> choices;     // those still decoding
   std::vector<int32_t> query_ids;  // the query's tokens (the penalties' history)
@@ -104,7 +107,9 @@ struct Generation {
   bool held = false;   // waited in the queue for an admission computing tokens it shares
   int max_tokens = 0;  // resolved at admission
   int generated = 0;   // over all choices
-  int64_t drafted = 0, accepted = 0;  // speculative decoding's draft tokens, over all choices
+  // Speculative decoding's draft tokens, over all choices: drafted, accepted, and those of the
+  // drafted that the constraint forced.
+  int64_t drafted = 0, accepted = 0, forced = 0;
   int choices_left = 0;
   std::string stop_sequence;  // the stop string that ended the last choice to end (or none)
   bool over_context = false;  // the prompt (plus max_tokens) does not fit the context

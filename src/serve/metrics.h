@@ -42,7 +42,8 @@ struct ServerMetrics {
   std::atomic<int64_t> admissions_held{0};
   std::atomic<int64_t> decode_steps{0}, decode_rows{0};
   // Speculative decoding: draft tokens checked, accepted, and decode rows that carried a draft.
-  std::atomic<int64_t> spec_drafted{0}, spec_accepted{0}, spec_rows{0};
+  // spec_forced: of the drafted, the tokens a constraint forced.
+  std::atomic<int64_t> spec_drafted{0}, spec_accepted{0}, spec_rows{0}, spec_forced{0};
   // times a sliced task (an admission, an upload, a window edit) used up an engine step's prefill
   // budget and let a decode step run before its next slice
   std::atomic<int64_t> prefill_pauses{0};

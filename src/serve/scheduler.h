@@ -63,6 +63,13 @@ struct SchedulerOptions {
   // Draft: a draft model's greedy proposals (serve/draft_model.h: `draft`, with its own limits).
   enum class Spec { None, Ngram, Draft } spec = Spec::None;
   int spec_draft_max = 8;
+  // Forced drafting, with any `spec`: a constrained choice's next tokens that its constraint
+  // leaves no choice for (TokenConstraint::forced, up to spec_draft_max) head the step's draft;
+  // the n-gram or draft model's proposal continues after them. Always accepted (the masked
+  // distribution is all on them): k forced tokens cost one forward of k + 1 rows, not k + 1.
+  // Text: also the longest token where the grammar's next text is fixed but not its tokens (a
+  // guess, checked as any draft token).
+  enum class Forced { Off, On, Text } spec_forced = Forced::On;
   std::shared_ptr<DraftModel> draft = nullptr;  // Spec::Draft's model (outlives the generations)
 };
 
@@ -143,7 +150,9 @@ class Scheduler {
   bool step_choice(Generation& g, Generation::Choice& c, std::span<float> logits);
   bool emit(Generation& g, Generation::Choice& c, GenStep s, int64_t made);
   void propose_all();  // every decoding choice's draft for this step
+  void propose_forced(const Generation& g, Generation::Choice& c);
   void propose(const Generation& g, Generation::Choice& c);
+  int draft_room(const Generation& g, const Generation::Choice& c) const;
   void propose_with_model();
   void verify_draft(Generation& g, Generation::Choice& c, std::span<float> logits);
   bool drop_drafts(std::span<Engine::DecodeRow> rows,

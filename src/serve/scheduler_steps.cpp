@@ -346,7 +346,8 @@ void Scheduler::finish(Generation& g, FinishReason reason, int last) {
   g.choices_left = 0;
   remember(g, true);
   keep_segments(g);
-  g.out(GenerationEnd{last, reason, Usage{std::move(g.usage), g.generated, g.drafted, g.accepted},
+  g.out(GenerationEnd{last, reason,
+                      Usage{std::move(g.usage), g.generated, g.drafted, g.accepted, g.forced},
                       std::move(g.stop_sequence)});  // g ends here
   release(g);
 }

@@ -103,6 +103,7 @@ json usage_json(const Usage& usage, const RequestMedia* media) {
                 {"background", {{"canonicals_queued", u.background_queued}}},
                 {"timings", timings_json(u)},
                 {"speculative", {{"drafted", usage.drafted}, {"accepted", usage.accepted}}}}}};
+  out["kamera"]["speculative"]["forced"] = usage.forced;  // of the drafted: the grammar's
   if (media)
     out["images"] = {{"count", media->images},
                      {"frames", media->frames},

@@ -60,6 +60,10 @@ void render_generation(std::string& out, const ServerMetrics& m) {
           "speculative decoding: draft tokens accepted (completion tokens without a step of "
           "their own)",
           double(m.spec_accepted));
+  counter(out, "kamera_spec_forced_tokens_total",
+          "speculative decoding: draft tokens a request's grammar forced (of the drafted; always "
+          "accepted)",
+          double(m.spec_forced));
   counter(out, "kamera_spec_rows_total", "speculative decoding: decode rows that carried a draft",
           double(m.spec_rows));
   counter(out, "kamera_prefill_pauses_total",

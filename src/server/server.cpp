@@ -123,6 +123,9 @@ Status Server::Impl::open_context() {
   so.compact_while_decoding = opts.segment_compact_while_decoding;
   so.spec = opts.spec == "ngram" ? SchedulerOptions::Spec::Ngram : SchedulerOptions::Spec::None;
   so.spec_draft_max = opts.spec_draft_max;
+  so.spec_forced = opts.spec_forced == "off"    ? SchedulerOptions::Forced::Off
+                   : opts.spec_forced == "text" ? SchedulerOptions::Forced::Text
+                                                : SchedulerOptions::Forced::On;
   KAMERA_TRY(open_draft(model, opts, co.kv_tokens, so));
   scheduler = std::make_unique<Scheduler>(*ctx, *windows, metrics, so);
   answers = std::make_unique<AnswerThreads>(std::max(1, opts.http_threads / 4));

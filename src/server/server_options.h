@@ -113,6 +113,10 @@ struct ServerOptions {
   // (greedy: token for token; sampled: the same distribution).
   std::string spec = "none";
   int spec_draft_max = 8;
+  // Forced drafting (SchedulerOptions::spec_forced), with any `spec`: "on" drafts a constrained
+  // request's tokens that its grammar leaves no choice for; "text" also guesses the tokens of
+  // text the grammar fixes; "off" (--spec-forced).
+  std::string spec_forced = "on";
   // "draft" (implied by model_draft): a draft model of the target's vocabulary (checked at start,
   // refused by name) proposes up to spec_draft_max tokens a step greedily, stopping at a token it
   // gives less than spec_draft_p_min; drafts shorter than spec_draft_min are dropped

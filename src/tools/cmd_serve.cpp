@@ -331,6 +331,14 @@ Runner add_serve(CLI::App& app) {
                  "them; none: a token a step")
       ->check(CLI::IsMember({"none", "ngram", "draft"}))
       ->capture_default_str();
+  app.add_option("--spec-forced", a->opts.spec_forced,
+                 "Speculative decoding of a constrained request (response_format, a forced or "
+                 "strict tool call), with any --spec: on: the tokens its grammar leaves no choice "
+                 "for are drafted, always accepted (usage.kamera.speculative.forced); text: also "
+                 "the longest token where the grammar fixes the next text but not its tokens (a "
+                 "guess, checked); off")
+      ->check(CLI::IsMember({"on", "text", "off"}))
+      ->capture_default_str();
   app.add_option("--spec-draft-max,--draft-max", a->opts.spec_draft_max,
                  "Speculative decoding: draft tokens checked per step at most (ngram: the draft "
                  "length adapts to the acceptance below it)")

@@ -29,11 +29,13 @@ std::string other_draft() {
   return tiny::model_path("qwen2", DType::F32, kDims, /*seed=*/11);
 }
 
-// `draft`: a draft model's file (--spec draft, drafting every token: p-min 0).
+// `draft`: a draft model's file (--spec draft, drafting every token: p-min 0). `forced`:
+// --spec-forced (default: off for plain decoding, the reference; on with drafting).
 ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1,
-                      const std::string& draft = "") {
+                      const std::string& draft = "", const std::string& forced = "") {
   ServerOptions o;
   o.spec = spec;
+  o.spec_forced = !forced.empty() ? forced : spec == "none" ? "off" : "on";
   o.model_draft = draft;
   o.spec_draft_p_min = 0;
   o.prefix_cache_tokens = prefix_tokens;
@@ -44,8 +46,8 @@ ServerOptions options(const std::string& spec, int64_t prefix_tokens = -1,
 
 struct Served : tiny::TestServer {
   explicit Served(const std::string& spec, int64_t prefix_tokens = -1,
-                  const std::string& draft = "")
-      : TestServer(options(spec, prefix_tokens, draft), target_path()) {}
+                  const std::string& draft = "", const std::string& forced = "")
+      : TestServer(options(spec, prefix_tokens, draft, forced), target_path()) {}
   // The answer (status 200 asserted by the caller through `ok`).
   json ask(const std::string& route, const json& body) {
     int st = 0;
@@ -60,6 +62,9 @@ int64_t drafted(const json& r) {
 }
 int64_t accepted(const json& r) {
   return r["usage"]["kamera"]["speculative"]["accepted"];
+}
+int64_t forced(const json& r) {
+  return r["usage"]["kamera"]["speculative"]["forced"];
 }
 
 std::string repeated(const std::string& s, int n) {
@@ -82,6 +87,8 @@ json essentials(const json& r) {
     }
     if (c.contains("logprobs") && !c["logprobs"].is_null())
       e["tokens"] = c["logprobs"].value("tokens", json::array());
+    if (c.contains("logprobs") && c["logprobs"].is_object() && c["logprobs"].contains("content"))
+      for (const json& t : c["logprobs"]["content"]) e["tokens"].push_back(t["token"]);
     out.push_back(e);
   }
   return out;
@@ -375,4 +382,101 @@ TEST(ServerSpec, DraftModelMisuseIsRefusedAtStart) {
       << e;
   // -md alone turns the draft model on (as llama-server's).
   EXPECT_EQ(start_error(options("none", -1, other_draft())), "started");
+}
+
+namespace {
+
+// Constrained requests whose grammars force runs of tokens: a JSON schema of enums and required
+// keys (n choices), a forced tool call ("required", two tools of enum parameters, one call), a
+// named function.
+std::vector<json> constrained_requests(double temperature, int seed, int n) {
+  const json schema = {{"type", "object"},
+                       {"properties",
+                        {{"role", {{"enum", {"admin", "editor", "viewer"}}}},
+                         {"city", {{"enum", {"Paris", "Lyon", "Marseille"}}}},
+                         {"n", {{"type", "integer"}, {"minimum", 0}, {"maximum", 99}}},
+                         {"ok", {{"type", "boolean"}}}}},
+                       {"required", {"role", "city", "n", "ok"}},
+                       {"additionalProperties", false}};
+  const json unit = {
+      {"type", "function"},
+      {"function",
+       {{"name", "convert_temperature"},
+        {"parameters",
+         {{"type", "object"},
+          {"properties",
+           {{"unit", {{"enum", {"celsius", "fahrenheit"}}}}, {"round", {{"type", "boolean"}}}}},
+          {"required", {"unit", "round"}},
+          {"additionalProperties", false}}}}}};
+  json weather = kWeather;
+  weather["function"]["parameters"]["properties"]["city"] = {{"enum", {"Paris", "Lyon"}}};
+  const json msgs = {{{"role", "user"}, {"content", "Weather in Paris, in celsius?"}}};
+  const json base = {
+      {"max_tokens", 64}, {"temperature", temperature}, {"seed", seed}, {"logprobs", true}};
+  json a = base, b = base, c = base;
+  a["messages"] = msgs;
+  a["n"] = n;
+  a["response_format"] = {{"type", "json_schema"},
+                          {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", schema}}}};
+  b["messages"] = msgs;
+  b["tools"] = {weather, unit};
+  b["tool_choice"] = "required";
+  b["parallel_tool_calls"] = false;
+  c["messages"] = msgs;
+  c["tools"] = {weather, unit};
+  c["tool_choice"] = {{"type", "function"}, {"function", {{"name", "convert_temperature"}}}};
+  return {a, b, c};
+}
+
+double metric(Served& s, const std::string& name) {
+  auto m = s.client->Get("/metrics");
+  EXPECT_TRUE(m);
+  const size_t at = m ? m->body.find("\n" + name + " ") : std::string::npos;
+  return at == std::string::npos ? -1.0 : std::stod(m->body.substr(at + name.size() + 2));
+}
+
+}  // namespace
+
+// Forced drafting (--spec-forced on, with --spec none): the tokens a request's grammar leaves no
+// choice for are drafted and every one is accepted; greedy answers are plain decoding's token for
+// token; each accepted token is one decode step fewer (one choice a request); usage and /metrics
+// count them. With
+// --spec ngram the lookup continues after the forced run, the answers unchanged.
+TEST(ServerSpec, ForcedDraftsAreAlwaysAcceptedAndSaveOneStepEach) {
+  Served plain("none"), on("none", -1, "", "on"), ngram("ngram");
+  int64_t all_forced = 0, all_tokens = 0;
+  for (const json& body : constrained_requests(0, 0, 1)) {
+    const json want = plain.ask("/v1/chat/completions", body);
+    const json got = on.ask("/v1/chat/completions", body);
+    EXPECT_EQ(essentials(got), essentials(want)) << body.dump();
+    EXPECT_EQ(essentials(ngram.ask("/v1/chat/completions", body)), essentials(want));
+    EXPECT_EQ(drafted(want), 0);
+    EXPECT_EQ(drafted(got), forced(got));    // nothing else drafts
+    EXPECT_EQ(accepted(got), drafted(got));  // a forced token is never rejected
+    all_forced += forced(got);
+    all_tokens += got["usage"]["completion_tokens"].get<int64_t>();
+  }
+  // Measured: 18 of 182 completion tokens on this synthetic vocabulary.
+  EXPECT_GT(all_forced, all_tokens / 20) << all_tokens << " completion tokens";
+  EXPECT_EQ(metric(on, "kamera_spec_forced_tokens_total"), double(all_forced));
+  EXPECT_EQ(metric(plain, "kamera_decode_steps_total") - metric(on, "kamera_decode_steps_total"),
+            double(all_forced));
+}
+
+// Seeded sampling: a step whose mask leaves one token draws one random number either way (plain
+// sampling and the acceptance rule, which keeps the draft at once), so forced drafting leaves the
+// seeded answers token for token those of plain decoding (a draft of a token that was not the
+// only one allowed would change them).
+TEST(ServerSpec, ForcedDraftsKeepSeededSampledAnswers) {
+  Served plain("none"), on("none", -1, "", "on");
+  int64_t all_forced = 0;
+  for (int seed = 0; seed < 6; ++seed)
+    for (const json& body : constrained_requests(0.7, seed, 2)) {
+      const json got = on.ask("/v1/chat/completions", body);
+      EXPECT_EQ(essentials(got), essentials(plain.ask("/v1/chat/completions", body)))
+          << body.dump();
+      EXPECT_EQ(accepted(got), drafted(got));
+      all_forced += forced(got);
+    }
+  EXPECT_GT(all_forced, 50);
 }
