@@ -32,6 +32,7 @@ struct BenchArgs {
   std::string svd = "auto";
   uint64_t seed = 1;
   bool json = false;
+  bool no_floor = false;  // prefill, decode: the engine alone (profiles; no OpenBLAS run between)
 };
 
 // Runs the GEMMs a forward of n new tokens after `past` cached ones performs, with the model's
@@ -174,18 +175,19 @@ struct RepTimes {
 // Warm-up, then alternate engine, floor and (decode) weight-read runs so all see the same
 // machine state.
 Status alternate_reps(EngineBench& b, RepTimes* t) {
+  const bool floor = !b.a.no_floor;
   if (auto w = b.run_engine(); !w.ok()) return w.error();
-  b.run_floor();
+  if (floor) b.run_floor();
   const bool decode = b.a.mode == "decode";
   for (int r = 0; r < b.a.reps; ++r) {
     KAMERA_ASSIGN_OR_RETURN(const double e, b.run_engine());
     t->eng.push_back(e);
-    t->flo.push_back(b.run_floor());
+    if (floor) t->flo.push_back(b.run_floor());
     if (decode)
       for (int i = 0; i < 3; ++i) t->read.push_back(b.stream.read_once(b.floor.pool));
     if (!b.a.json)
       std::fprintf(stderr, "kamera: bench rep %d/%d: engine %.1f ms, BLAS floor %.1f ms\n", r + 1,
-                   b.a.reps, e, t->flo.back());
+                   b.a.reps, e, floor ? t->flo.back() : 0.0);
   }
   return Status::Ok();
 }
@@ -213,11 +215,15 @@ void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t
   const double tps = a.tokens / (e_ms / 1e3);
   const ReadFloor rf = read_floor(b, t, tps);
   if (!a.json) {
-    std::printf(
-        "%s %d tokens (after %d), %d threads: %.1f tok/s, %.1f GFLOP/s; OpenBLAS alone on the "
-        "same GEMM shapes %.1f GFLOP/s; engine reaches %.0f%% of it\n",
-        a.mode.c_str(), a.tokens, b.past, a.threads, tps, flops / (e_ms * 1e6),
-        flops / (f_ms * 1e6), 100.0 * f_ms / e_ms);
+    std::printf("%s %d tokens (after %d), %d threads: %.1f tok/s, %.1f GFLOP/s", a.mode.c_str(),
+                a.tokens, b.past, a.threads, tps, flops / (e_ms * 1e6));
+    if (flo.empty()) {
+      std::printf(" (--no-floor: no OpenBLAS run)\n");
+    } else {
+      std::printf(
+          "; OpenBLAS alone on the same GEMM shapes %.1f GFLOP/s; engine reaches %.0f%% of it\n",
+          flops / (f_ms * 1e6), 100.0 * f_ms / e_ms);
+    }
     if (!t.read.empty())
       std::printf(
           "read floor: %.1f MB of weights per token, read at %.1f GB/s (fastest of %zu reads, "
@@ -339,6 +345,9 @@ Runner add_bench(CLI::App& app) {
   add_threads_option(app, a->threads);
   app.add_option("--seed", a->seed, "Seed of the random token ids")->capture_default_str();
   app.add_flag("--json", a->json, "Print a JSON object");
+  app.add_flag("--no-floor", a->no_floor,
+               "prefill, decode: time the engine alone, with no OpenBLAS floor run between its "
+               "runs (its fields are then null; for profiles)");
   return [a] { return run_bench(*a); };
 }
 

@@ -84,6 +84,22 @@ TEST(CliJson, EverySubcommandPrintsPureJson) {
               "/models/minivl/minivl.gguf --vision " + src + "/models/minivl/minivl-mmproj.gguf");
 }
 
+// --no-floor: the engine's runs alone, no OpenBLAS floor between them (a profile of the engine).
+TEST(CliJson, BenchNoFloorTimesTheEngineAlone) {
+  const std::string model = unique_temp("kamera-cli-nofloor.gguf");
+  ASSERT_EQ(run("make-model --arch qwen2 --preset tiny --seed 3 -o " + model).rc, 0);
+  for (const bool floor : {true, false}) {
+    const Output o = run("bench prefill -m " + model + " --tokens 16 --reps 2 --json" +
+                         (floor ? "" : " --no-floor"));
+    ASSERT_EQ(o.rc, 0) << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["engine_ms_all"].size(), 2u);
+    EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+    EXPECT_EQ(j["blas_floor_ms_all"].size(), floor ? 2u : 0u);
+    EXPECT_EQ(j["blas_floor_ms_median"].is_null(), !floor);
+  }
+}
+
 }  // namespace
 
 // `kamera quant-bench` (docs/BENCHMARKS.md's kernel tables) on small shapes: one JSON row per
