@@ -26,8 +26,16 @@ int default_spin_us(int n_threads) {
 
 }  // namespace
 
+static int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::max(1, n_threads)), spin_us_(default_spin_us(n_threads_)) {
+    : n_threads_(std::max(1, n_threads)),
+      spin_us_(default_spin_us(n_threads_)),
+      piece_end_ns_(size_t(n_threads_), 0) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -87,6 +95,7 @@ void ThreadPool::parallel_pieces(int64_t n, const std::function<void(int64_t, in
     fn(0, n, 0);
     return;
   }
+  const int64_t start = steady_ns();
   job_ = &fn;
   job_n_ = n;
   job_pieces_ = pieces;
@@ -94,9 +103,15 @@ void ThreadPool::parallel_pieces(int64_t n, const std::function<void(int64_t, in
   generation_.fetch_add(1);
   wake(start_cv_, start_sleepers_);
   run_piece(fn, n, pieces, 0);
+  piece_end_ns_[0] = steady_ns();
   wait_for([this] { return pending_.load(std::memory_order_acquire) == 0; }, done_cv_,
            done_sleepers_);
   job_ = nullptr;
+  const auto [first, last] =
+      std::minmax_element(piece_end_ns_.begin(), piece_end_ns_.begin() + pieces);
+  stats_.jobs += 1;
+  stats_.job_ms += double(*last - start) * 1e-6;
+  stats_.tail_ms += double(*last - *first) * 1e-6;
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -106,7 +121,10 @@ void ThreadPool::worker_loop(int index) {
              start_cv_, start_sleepers_);
     if (stop_.load()) return;
     seen = generation_.load();
-    if (index < job_pieces_) run_piece(*job_, job_n_, job_pieces_, index);
+    if (index < job_pieces_) {
+      run_piece(*job_, job_n_, job_pieces_, index);
+      piece_end_ns_[size_t(index)] = steady_ns();
+    }
     if (pending_.fetch_sub(1) == 1) wake(done_cv_, done_sleepers_);
   }
 }

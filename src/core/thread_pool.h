@@ -37,6 +37,17 @@ class ThreadPool {
   void parallel_pieces(int64_t n,
                        const std::function<void(int64_t begin, int64_t end, int piece)>& fn);
 
+  // What the jobs that ran on more than one thread cost since the pool was made or reset_stats():
+  // their count, their wall time (the caller's start to the last piece's end), and their tails
+  // (the first piece's end to the last's: the threads already done wait at the barrier that long).
+  // Read and reset by the caller of parallel_for (bench decode reports them per token).
+  struct Stats {
+    uint64_t jobs = 0;
+    double job_ms = 0, tail_ms = 0;
+  };
+  Stats stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
  private:
   void worker_loop(int index);
   // Spins up to spin_us_ for done() to hold, then sleeps on cv (sleepers counts the sleepers).
@@ -57,6 +68,10 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  // Per thread, the steady-clock ns at which its piece of the current job ended (written before
+  // it checks in, read by the caller after the barrier).
+  std::vector<int64_t> piece_end_ns_;
+  Stats stats_;
 };
 
 }  // namespace kamera

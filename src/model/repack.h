@@ -16,8 +16,11 @@ struct Model;
 // quantizations can turn such a last-bit difference into a whole quantization step, so logits of
 // the two layouts differ by about the activations' own quantization error, not by float rounding;
 // the naive-forward and llama.cpp Q8_0 checks (test_qwen3.cpp, test_llama_logits.cpp) hold with it.
-// Matrices marked Numerics::Ggml (Model::set_numerics) stay in the file's layout.
-// Returns the bytes repacked.
+// Matrices marked Numerics::Ggml (Model::set_numerics) stay in the file's layout. F16 and BF16
+// matrices are copied in the file's row layout (KAMERA_REPACK_COPY=0 keeps them mapped; =1 copies
+// every other type too). Every copy lives in one block on huge pages (Weight::block), the mapped
+// pages released as they are copied. Returns the bytes of the block.
+
 size_t repack_for_decode(Model& m);
 
 }  // namespace kamera

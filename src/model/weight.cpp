@@ -30,27 +30,34 @@ void release_mapped(const uint8_t* begin, const uint8_t* end) {
   if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
+}  // namespace
+
 // Uninitialised bytes on 64-byte boundaries; a large buffer on 2 MiB boundaries with huge pages
-// asked for (the kernels stream it: fewer TLB misses, and the prefetchers do not stop every
-// 4 KiB). Small ones stay on 4 KiB pages: rounding each to 2 MiB would cost more than they hold.
-std::shared_ptr<void> stream_bytes(size_t bytes) {
+// asked for. Small ones stay on 4 KiB pages: rounding each to 2 MiB would cost more than they hold.
+std::shared_ptr<void> Weight::block(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20, kHugeFrom = size_t(32) << 20;
   const size_t align = bytes >= kHugeFrom ? kHuge : 64;
-  const size_t rounded = (bytes + align - 1) / align * align;
+  const size_t rounded = std::max(align, (bytes + align - 1) / align * align);
   void* p = std::aligned_alloc(align, rounded);
   KAMERA_ASSERT(p != nullptr);
   if (align == kHuge) madvise(p, rounded, MADV_HUGEPAGE);
   return std::shared_ptr<void>(p, std::free);
 }
 
-}  // namespace
+size_t Weight::repacked_bytes(const Weight& src, WeightLayout layout) {
+  return layout == WeightLayout::Rows ? src.bytes() : quant::x16_bytes(src.view_);
+}
 
 Weight Weight::repacked(const Weight& src, WeightLayout layout) {
+  auto bytes = block(repacked_bytes(src, layout));
+  return repacked_into(src, layout, bytes, static_cast<uint8_t*>(bytes.get()));
+}
+
+Weight Weight::repacked_into(const Weight& src, WeightLayout layout,
+                             const std::shared_ptr<void>& block, uint8_t* dst) {
   KAMERA_ASSERT(layout == WeightLayout::Rows ||
                 (quant::x16_fits(src.view()) && layout == quant::x16_layout_of(src.type())));
   const WeightView& v = src.view_;
-  auto bytes = stream_bytes(layout == WeightLayout::Rows ? src.bytes() : quant::x16_bytes(v));
-  auto* dst = static_cast<uint8_t*>(bytes.get());
   // Rows layout: a plain copy in the same order, in groups of 16 rows like the others.
   const int64_t groups = (v.rows + quant::kRepackRows - 1) / quant::kRepackRows;
   const size_t group_bytes = size_t(quant::kRepackRows) * v.row_bytes;
@@ -70,7 +77,7 @@ Weight Weight::repacked(const Weight& src, WeightLayout layout) {
   w.view_ = v;
   w.view_.data = dst;
   w.view_.layout = layout;
-  w.storage_ = std::move(bytes);
+  w.storage_ = std::shared_ptr<const void>(block, dst);  // shares the block's ownership
   return w;
 }
 

@@ -34,6 +34,17 @@ class Weight {
   // pages are released as they are consumed (read again, they fault back in from the file), so
   // the copy replaces them instead of doubling the resident set.
   static Weight repacked(const Weight& src, WeightLayout layout);
+  // Bytes repacked(src, layout) holds.
+  static size_t repacked_bytes(const Weight& src, WeightLayout layout);
+  // Owned, uninitialised bytes for repacked_into: 64-byte aligned; a large block on 2 MiB
+  // boundaries with huge pages asked for (the decode kernels stream it: fewer TLB misses, and the
+  // hardware prefetchers do not stop at every 4 KiB page edge).
+  static std::shared_ptr<void> block(size_t bytes);
+  // repacked(), written at `at` inside `block` (repacked_bytes(src, layout) bytes from there),
+  // which the Weight then shares: the loader puts every matrix into one block, so the per-layer
+  // matrices (a few MiB each) sit on huge pages too.
+  static Weight repacked_into(const Weight& src, WeightLayout layout,
+                              const std::shared_ptr<void>& block, uint8_t* at);
 
   bool empty() const { return view_.data == nullptr || view_.rows == 0; }
   GgmlType type() const { return view_.type; }

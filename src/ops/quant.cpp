@@ -3,6 +3,8 @@
 #include "ops/quant.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -16,10 +18,23 @@
 #include "ops/quant_kernels.h"
 #include "ops/quant_ref.h"
 #include "ops/quant_repack.h"
+#include "ops/row_passes.h"
 
 namespace kamera {
 
 namespace quant {
+
+const PassPrefetch& pass_prefetch() {
+  static const PassPrefetch p = [] {
+    auto num = [](const char* name, int64_t dflt) {
+      const char* e = std::getenv(name);
+      return e != nullptr && *e != '\0' ? int64_t(std::atoll(e)) : dflt;
+    };
+    return PassPrefetch{num("KAMERA_PASS_AHEAD", 4096), int(num("KAMERA_PASS_HINT", 0)),
+                        num("KAMERA_PASS_FROM_END", 0) != 0};
+  }();
+  return p;
+}
 
 const QuantKernels& avx512_bf16_kernels() {
   static const QuantKernels k = [] {
@@ -211,6 +226,35 @@ void run_units(const QuantKernels& k, const DecodeJob& j, const int32_t* sums, i
   }
 }
 
+// Bytes per chunk of decode's stealing split (KAMERA_DECODE_CHUNK; 0: the static split).
+int64_t decode_chunk_bytes() {
+  static const int64_t c = [] {
+    const char* e = std::getenv("KAMERA_DECODE_CHUNK");
+    return e != nullptr && *e != '\0' ? int64_t(std::atoll(e)) : int64_t(0);
+  }();
+  return c;
+}
+
+// One thread's share of a decode call's chunks, [front, back) packed in one word: the owner takes
+// chunks from the front, a thread done with its own share from the back.
+struct alignas(64) ChunkShare {
+  std::atomic<uint64_t> fb{0};
+  static uint64_t pack(uint64_t f, uint64_t b) { return f << 32 | b; }
+  // Takes the front (or back) chunk; false when the share is empty.
+  bool take(bool front, int64_t* chunk) {
+    uint64_t s = fb.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = s >> 32, b = s & 0xffffffffu;
+      if (f >= b) return false;
+      const uint64_t next = front ? pack(f + 1, b) : pack(f, b - 1);
+      if (fb.compare_exchange_weak(s, next, std::memory_order_relaxed)) {
+        *chunk = int64_t(front ? f : b - 1);
+        return true;
+      }
+    }
+  }
+};
+
 // Decode: every activation row quantized once per dot type, then all the products' weight bytes
 // split evenly across the threads in one parallel_for (piece p streams the units that start in
 // bytes [p/P, (p+1)/P) of the total), so products of one input wait at one barrier, not one each.
@@ -227,26 +271,49 @@ void decode(const QuantKernels& k, std::span<const Product> ps, const float* x, 
     jobs.push_back({&w, p.y, acts.rows(w.type), act_bytes_of(k, w.type, cols), units, ub});
     total += size_t(units) * ub;
   }
-  const int pieces = int(std::min<int64_t>(pool.size(), int64_t(total / 4096) + 1));
-  pool.parallel_for(pieces, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const size_t lo = total * size_t(p) / size_t(pieces);
-      const size_t hi = total * size_t(p + 1) / size_t(pieces);
-      size_t at = 0;  // the job's first byte
-      for (const DecodeJob& j : jobs) {
-        const size_t end = at + size_t(j.units) * j.unit_bytes;
-        auto first_at_or_after = [&](size_t b) {
-          return b <= at ? int64_t(0)
-                         : std::min<int64_t>(j.units,
-                                             int64_t((b - at + j.unit_bytes - 1) / j.unit_bytes));
-        };
-        if (end > lo && at < hi) {
-          const int64_t u0 = first_at_or_after(lo), u1 = first_at_or_after(hi);
-          if (u0 < u1) run_units(k, j, acts.sums.data(), int(n), u0, u1);
-        }
-        at = end;
+  // The units that start in bytes [lo, hi) of the total.
+  auto run_bytes = [&](size_t lo, size_t hi) {
+    size_t at = 0;  // the job's first byte
+    for (const DecodeJob& j : jobs) {
+      const size_t end = at + size_t(j.units) * j.unit_bytes;
+      auto first_at_or_after = [&](size_t b) {
+        return b <= at ? int64_t(0)
+                       : std::min<int64_t>(j.units,
+                                           int64_t((b - at + j.unit_bytes - 1) / j.unit_bytes));
+      };
+      if (end > lo && at < hi) {
+        const int64_t u0 = first_at_or_after(lo), u1 = first_at_or_after(hi);
+        if (u0 < u1) run_units(k, j, acts.sums.data(), int(n), u0, u1);
       }
+      at = end;
     }
+  };
+  const int64_t chunk = decode_chunk_bytes();
+  const int threads = pool.size();
+  constexpr int kMaxShares = 64;
+  if (chunk > 0 && threads > 1 && threads <= kMaxShares && int64_t(total) > chunk * threads) {
+    const int64_t n_chunks = std::min<int64_t>(int64_t(total) / chunk, int64_t(1) << 31);
+    std::array<ChunkShare, kMaxShares> shares;
+    for (int p = 0; p < threads; ++p)
+      shares[size_t(p)].fb.store(ChunkShare::pack(uint64_t(n_chunks * p / threads),
+                                                  uint64_t(n_chunks * (p + 1) / threads)));
+    auto run_chunk = [&](int64_t c) {
+      run_bytes(
+          size_t(double(total) * double(c) / double(n_chunks)),
+          c + 1 == n_chunks ? total : size_t(double(total) * double(c + 1) / double(n_chunks)));
+    };
+    pool.parallel_pieces(threads, [&](int64_t, int64_t, int p) {
+      int64_t c = 0;
+      while (shares[size_t(p)].take(true, &c)) run_chunk(c);
+      for (int v = 1; v < threads; ++v)
+        while (shares[size_t((p + v) % threads)].take(false, &c)) run_chunk(c);
+    });
+    return;
+  }
+  const int pieces = int(std::min<int64_t>(threads, int64_t(total / 4096) + 1));
+  pool.parallel_for(pieces, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      run_bytes(total * size_t(p) / size_t(pieces), total * size_t(p + 1) / size_t(pieces));
   });
 }
 

@@ -37,19 +37,42 @@ inline void with_1_to_4(int n, const F& f) {
 
 // tile(na, nr, w, act, y): the products of nr weight rows from w against na activation rows from
 // act, row a's into y + a * y_stride (na, nr: std::integral_constant<int, 1..4>).
+// EXPERIMENT knobs (KAMERA_PASS_AHEAD, KAMERA_PASS_HINT, KAMERA_PASS_FROM_END), quant.cpp.
+struct PassPrefetch {
+  int64_t ahead;  // bytes past the pass's first byte (or its end, from_end) where the burst starts
+  int hint;       // 0 T0, 1 T1, 2 T2, 3 NTA, 4 none
+  bool from_end;
+};
+const PassPrefetch& pass_prefetch();
+
 template <class Tile>
 inline void rows_in_passes(const uint8_t* w, size_t row_bytes, int64_t r0, int64_t r1,
                            const uint8_t* act, size_t act_bytes, int n_act, float* y,
                            int64_t y_stride, const Tile& tile) {
   constexpr int kRowsPerPass = 4;
-  constexpr size_t kAheadBytes = 4096;
+  const PassPrefetch pp = pass_prefetch();
   const uint8_t* end = w + size_t(r1) * row_bytes;
   for (int64_t r = r0; r < r1; r += kRowsPerPass) {
     const int nr = int(r1 - r < kRowsPerPass ? r1 - r : kRowsPerPass);
     const uint8_t* wr = w + size_t(r) * row_bytes;
-    const uint8_t* pf = wr + kAheadBytes;
+    const uint8_t* pf = wr + pp.ahead + (pp.from_end ? int64_t(nr) * int64_t(row_bytes) : 0);
     const uint8_t* pf_end = pf + size_t(nr) * row_bytes < end ? pf + size_t(nr) * row_bytes : end;
-    for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+    switch (pp.hint) {
+      case 0:
+        for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+        break;
+      case 1:
+        for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+        break;
+      case 2:
+        for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T2);
+        break;
+      case 3:
+        for (; pf < pf_end; pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_NTA);
+        break;
+      default:
+        break;
+    }
     for (int a = 0; a < n_act; a += 4) {
       const uint8_t* xa = act + size_t(a) * act_bytes;
       float* ya = y + a * y_stride + r;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <random>
 
 #include "core/thread_pool.h"
@@ -107,6 +108,7 @@ struct EngineBench {
   GemmFloor& floor;
   const WeightStreamProbe& stream;  // decode: the weights' read floor
   int past = 0, total = 0;
+  ThreadPool::Stats last_pool;  // decode: the pool's jobs during the last timed run
   std::vector<int32_t> ids;
   std::vector<Pos> pos;
 
@@ -136,12 +138,14 @@ struct EngineBench {
           pool, seq,
           ForwardInput::from_tokens({ids.data(), size_t(past)}, {pos.data(), size_t(past)}));
       if (!l.ok()) return l.error();
+      engine.threads().reset_stats();
       const double t0 = now_ms();
       for (int i = past; i < total; ++i) {
         l = engine.forward(pool, seq, ForwardInput::from_tokens({&ids[i], 1}, {&pos[i], 1}));
         if (!l.ok()) return l.error();
       }
       ms = now_ms() - t0;
+      last_pool = engine.threads().stats();
     }
     pool.free_sequence(seq);
     return ms;
@@ -169,6 +173,7 @@ struct EngineBench {
 
 struct RepTimes {
   std::vector<double> eng, flo;
+  ThreadPool::Stats pool;    // decode: summed over the timed runs
   std::vector<double> read;  // decode: ms to read the weights once (the fastest counts)
 };
 
@@ -182,6 +187,9 @@ Status alternate_reps(EngineBench& b, RepTimes* t) {
   for (int r = 0; r < b.a.reps; ++r) {
     KAMERA_ASSIGN_OR_RETURN(const double e, b.run_engine());
     t->eng.push_back(e);
+    t->pool.jobs += b.last_pool.jobs;
+    t->pool.job_ms += b.last_pool.job_ms;
+    t->pool.tail_ms += b.last_pool.tail_ms;
     if (floor) t->flo.push_back(b.run_floor());
     if (decode)
       for (int i = 0; i < 3; ++i) t->read.push_back(b.stream.read_once(b.floor.pool));
@@ -229,6 +237,12 @@ void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t
           "read floor: %.1f MB of weights per token, read at %.1f GB/s (fastest of %zu reads, "
           "%d threads): %.1f tok/s; engine at %.2f of the floor\n",
           rf.bytes / 1e6, rf.gbs, t.read.size(), a.threads, rf.tps, rf.share);
+    if (a.mode == "decode" && t.pool.jobs > 0) {
+      const double steps = double(a.tokens) * double(eng.size());
+      std::printf("pool: %.1f jobs per token, %.2f ms of %.2f in jobs, %.2f ms in their tails\n",
+                  double(t.pool.jobs) / steps, t.pool.job_ms / steps, e_ms / a.tokens,
+                  t.pool.tail_ms / steps);
+    }
     if (b.floor.partial)
       std::printf(
           "(the floor covers the dense matrices only: MoE experts and MLA projections are "
@@ -260,6 +274,15 @@ void report_engine_bench(const EngineBench& b, const Model& m, const RepTimes& t
                          {"floor_tokens_per_s", rf.tps},
                          {"share_of_floor", rf.share},
                          {"read_ms_all", t.read}};
+  if (a.mode == "decode") {  // the pool's hand-offs per decoded token (core/thread_pool.h)
+    const double steps = double(a.tokens) * double(eng.size()),
+                 all_ms = std::accumulate(eng.begin(), eng.end(), 0.0);
+    out["pool"] = {{"jobs_per_token", double(t.pool.jobs) / steps},
+                   {"job_ms_per_token", t.pool.job_ms / steps},
+                   {"tail_ms_per_token", t.pool.tail_ms / steps},
+                   {"share_in_jobs", t.pool.job_ms / all_ms},
+                   {"share_in_tails", t.pool.tail_ms / all_ms}};
+  }
   print_json(out, 2);
 }
 

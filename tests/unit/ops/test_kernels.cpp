@@ -200,6 +200,30 @@ TEST(ThreadPool, SpinningAndSleepingWorkersTakeEveryJob) {
   }
 }
 
+// The pool's stats (bench decode's hand-offs per token) count the jobs that ran on several
+// threads, their wall time and their tails: a job whose second piece sleeps 3 ms has a tail of at
+// least that; a one-piece job runs on the caller and is not counted.
+TEST(ThreadPool, StatsCountJobsAndTheirTails) {
+  ThreadPool pool(2);
+  pool.parallel_for(1, [](int64_t, int64_t) {});
+  EXPECT_EQ(pool.stats().jobs, 0u);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i)
+    pool.parallel_for(2, [](int64_t a, int64_t) {
+      if (a == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    });
+  const double wall =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const ThreadPool::Stats s = pool.stats();
+  EXPECT_EQ(s.jobs, 3u);
+  EXPECT_GE(s.tail_ms, 3 * 3.0 * 0.99);
+  EXPECT_GE(s.job_ms, s.tail_ms);
+  EXPECT_LE(s.job_ms, wall);
+  pool.reset_stats();
+  EXPECT_EQ(pool.stats().jobs, 0u);
+  EXPECT_EQ(pool.stats().tail_ms, 0.0);
+}
+
 TEST(ThreadPool, CoversRangeExactlyOnce) {
   ThreadPool pool(3);
   for (int64_t n : {1, 2, 3, 10, 1001}) {

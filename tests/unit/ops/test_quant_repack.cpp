@@ -455,6 +455,21 @@ TEST_P(QuantRepackModel, ModelLogitsDoNotChange) {
     EXPECT_EQ((*m)->output_weight().layout(), want);
     EXPECT_EQ((*m)->layers[0].w_down.layout(), want);
   }
+  {  // every repacked matrix in one block (model/repack.h): 64-byte aligned, back to back
+    auto m = load_model(model);
+    ASSERT_TRUE(m.ok()) << m.message();
+    std::vector<const Weight*> ws;
+    for (const LayerWeights& L : (*m)->layers)
+      for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+        if (w->layout() != WeightLayout::Rows) ws.push_back(w);
+    if ((*m)->output_weight().layout() != WeightLayout::Rows) ws.push_back(&(*m)->output_weight());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(ws[i]->raw()) % 64, 0u) << i;
+      if (i > 0)  // right after the previous matrix's bytes, rounded up to 64
+        EXPECT_EQ(ws[i]->raw(), ws[i - 1]->raw() + (x16_bytes(ws[i - 1]->view()) + 63) / 64 * 64)
+            << i;
+    }
+  }
   const auto plain = logits("KAMERA_REPACK=0 "), packed = logits("");
   // The fingerprint hashes the file's bytes, before repacking: cache keys do not change.
   EXPECT_EQ(plain.at("model").at("fingerprint"), packed.at("model").at("fingerprint"));
